@@ -1,0 +1,78 @@
+// swift-tools-version:6.1
+//
+// extensiond: a process lifecycle supervisor for Linux extension programs.
+//
+// Layout (see docs/architecture.md):
+//   ExtensionProtocol  pure wire format (no dependencies, no system calls)
+//   SupervisorCore     pure lifecycle/assertion/policy state machine (no system calls, time injected)
+//   ExtensionTransport sockets, descriptor passing, peer credentials (thin syscall layer)
+//   SupervisorShell    the daemon's event loop (sd-event), spawning, signals, control server
+//   ExtensionRuntime   linked into extension processes
+//   ExtensionHost      linked into host processes
+import PackageDescription
+
+let strict: [SwiftSetting] = [.swiftLanguageMode(.v6)]
+
+let package = Package(
+    name: "extensiond",
+    platforms: [.macOS(.v14)],
+    products: [
+        .executable(name: "extensiond", targets: ["extensiond"]),
+        .executable(name: "extctl", targets: ["extctl"]),
+        .library(name: "ExtensionRuntime", targets: ["ExtensionRuntime"]),
+        .library(name: "ExtensionHost", targets: ["ExtensionHost"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
+    ],
+    targets: [
+        // C shims for what Glibc does not expose to Swift (ucred, CMSG_*, posix_spawn flags, pidfd).
+        .target(name: "CShims", path: "Sources/CShims"),
+        .systemLibrary(
+            name: "CSystemd", path: "Sources/CSystemd", pkgConfig: "libsystemd",
+            providers: [.apt(["libsystemd-dev"])]),
+
+        .target(name: "ExtensionProtocol", swiftSettings: strict),
+        .target(name: "SupervisorCore", dependencies: ["ExtensionProtocol"], swiftSettings: strict),
+        .target(name: "ExtensionTransport", dependencies: ["CShims", "ExtensionProtocol"], swiftSettings: strict),
+        .target(
+            name: "SupervisorShell",
+            dependencies: [
+                "SupervisorCore", "ExtensionTransport", "ExtensionProtocol", "CShims", "CSystemd",
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strict),
+        .target(name: "ExtensionRuntime", dependencies: ["ExtensionTransport", "ExtensionProtocol"], swiftSettings: strict),
+        .target(name: "ExtensionHost", dependencies: ["ExtensionTransport", "ExtensionProtocol"], swiftSettings: strict),
+
+        .executableTarget(
+            name: "extensiond",
+            dependencies: [
+                "SupervisorShell", "SupervisorCore",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strict),
+        .executableTarget(
+            name: "extctl",
+            dependencies: [
+                "ExtensionHost", "ExtensionTransport", "ExtensionProtocol",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            swiftSettings: strict),
+
+        // Examples used by the demo (scripts/demo.sh) and by the integration tests.
+        .executableTarget(name: "stocks-widget", dependencies: ["ExtensionRuntime"], path: "examples/stocks-widget", swiftSettings: strict),
+        .executableTarget(name: "widget-panel", dependencies: ["ExtensionHost"], path: "examples/widget-panel", swiftSettings: strict),
+        // A scriptable extension for the integration tests (behaviour chosen by its arguments).
+        .executableTarget(name: "test-extension", dependencies: ["ExtensionRuntime"], path: "Tests/Fixtures/test-extension", swiftSettings: strict),
+
+        .testTarget(name: "ExtensionProtocolTests", dependencies: ["ExtensionProtocol"], swiftSettings: strict),
+        .testTarget(name: "SupervisorCoreTests", dependencies: ["SupervisorCore"], swiftSettings: strict),
+        .testTarget(
+            name: "IntegrationTests",
+            dependencies: ["ExtensionHost", "ExtensionTransport", "ExtensionProtocol"],
+            swiftSettings: strict),
+    ]
+)

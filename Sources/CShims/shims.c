@@ -1,0 +1,184 @@
+#define _GNU_SOURCE
+#include "ext_shims.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/sockios.h>
+#include <pthread.h>
+#include <signal.h>
+#include <spawn.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/ioctl.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+int ext_peer_credentials(int fd, pid_t *pid, uid_t *uid, gid_t *gid) {
+    struct ucred cred;
+    socklen_t len = sizeof(cred);
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) return -errno;
+    *pid = cred.pid;
+    *uid = cred.uid;
+    *gid = cred.gid;
+    return 0;
+}
+
+#define EXT_MAX_FDS 8
+
+ssize_t ext_send_with_fds(int fd, const void *buf, size_t len, const int *fds, int nfds) {
+    if (nfds < 0 || nfds > EXT_MAX_FDS) return -EINVAL;
+    struct iovec iov = {.iov_base = (void *)buf, .iov_len = len};
+    union {
+        char buf[CMSG_SPACE(sizeof(int) * EXT_MAX_FDS)];
+        struct cmsghdr align;
+    } control;
+    struct msghdr msg;
+    memset(&msg, 0, sizeof(msg));
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    if (nfds > 0) {
+        memset(&control, 0, sizeof(control));
+        msg.msg_control = control.buf;
+        msg.msg_controllen = CMSG_SPACE(sizeof(int) * nfds);
+        struct cmsghdr *cmsg = CMSG_FIRSTHDR(&msg);
+        cmsg->cmsg_level = SOL_SOCKET;
+        cmsg->cmsg_type = SCM_RIGHTS;
+        cmsg->cmsg_len = CMSG_LEN(sizeof(int) * nfds);
+        memcpy(CMSG_DATA(cmsg), fds, sizeof(int) * nfds);
+    }
+    ssize_t n;
+    do {
+        n = sendmsg(fd, &msg, MSG_NOSIGNAL);
+    } while (n < 0 && errno == EINTR);
+    return n < 0 ? -errno : n;
+}
+
+ssize_t ext_recv_with_fds(int fd, void *buf, size_t len, int *fds, int maxfds, int *nfds, int *truncated) {
+    struct iovec iov = {.iov_base = buf, .iov_len = len};
+    union {
+        char buf[CMSG_SPACE(sizeof(int) * EXT_MAX_FDS)];
+        struct cmsghdr align;
+    } control;
+    struct msghdr msg;
+    memset(&msg, 0, sizeof(msg));
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.buf;
+    msg.msg_controllen = sizeof(control.buf);
+    *nfds = 0;
+    *truncated = 0;
+    ssize_t n;
+    do {
+        n = recvmsg(fd, &msg, MSG_CMSG_CLOEXEC);
+    } while (n < 0 && errno == EINTR);
+    if (n < 0) return -errno;
+    if (msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) *truncated = 1;
+    for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); c != NULL; c = CMSG_NXTHDR(&msg, c)) {
+        if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+        int count = (int)((c->cmsg_len - CMSG_LEN(0)) / sizeof(int));
+        int *received = (int *)CMSG_DATA(c);
+        for (int i = 0; i < count; i++) {
+            if (*nfds < maxfds) {
+                fds[(*nfds)++] = received[i];
+            } else {
+                close(received[i]); // never keep a descriptor nobody asked for
+                *truncated = 1;
+            }
+        }
+    }
+    return n;
+}
+
+pid_t ext_spawn(const ext_spawn_options *o) {
+    posix_spawn_file_actions_t actions;
+    posix_spawnattr_t attr;
+    int rc = posix_spawn_file_actions_init(&actions);
+    if (rc != 0) return -rc;
+    rc = posix_spawnattr_init(&attr);
+    if (rc != 0) {
+        posix_spawn_file_actions_destroy(&actions);
+        return -rc;
+    }
+    sigset_t empty, all;
+    sigemptyset(&empty);
+    sigfillset(&all);
+    sigdelset(&all, SIGKILL);
+    sigdelset(&all, SIGSTOP);
+    rc = posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+    if (rc == 0) rc = posix_spawnattr_setsigmask(&attr, &empty);
+    if (rc == 0) rc = posix_spawnattr_setsigdefault(&attr, &all);
+    if (rc == 0) rc = posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+    if (rc == 0 && o->stdout_fd >= 0) rc = posix_spawn_file_actions_adddup2(&actions, o->stdout_fd, 1);
+    if (rc == 0 && o->stdout_fd >= 0) rc = posix_spawn_file_actions_adddup2(&actions, o->stdout_fd, 2);
+    if (rc == 0 && o->channel_fd >= 0) {
+        if (o->channel_fd == 3) {
+            // dup2 onto itself would keep FD_CLOEXEC set; move it away and back.
+            rc = posix_spawn_file_actions_adddup2(&actions, 3, 100);
+            if (rc == 0) rc = posix_spawn_file_actions_adddup2(&actions, 100, 3);
+        } else {
+            rc = posix_spawn_file_actions_adddup2(&actions, o->channel_fd, 3);
+        }
+    }
+    if (rc == 0) rc = posix_spawn_file_actions_addclosefrom_np(&actions, o->channel_fd >= 0 ? 4 : 3);
+    if (rc == 0 && o->cwd != NULL) rc = posix_spawn_file_actions_addchdir_np(&actions, o->cwd);
+    pid_t pid = -1;
+    if (rc == 0) rc = posix_spawn(&pid, o->path, &actions, &attr, o->argv, o->envp);
+    posix_spawn_file_actions_destroy(&actions);
+    posix_spawnattr_destroy(&attr);
+    return rc == 0 ? pid : -rc;
+}
+
+int ext_pidfd_open(pid_t pid) {
+    long fd = syscall(SYS_pidfd_open, pid, 0);
+    return fd < 0 ? -errno : (int)fd;
+}
+
+int ext_pidfd_send_signal(int pidfd, int sig) {
+    long rc = syscall(SYS_pidfd_send_signal, pidfd, sig, NULL, 0);
+    return rc < 0 ? -errno : 0;
+}
+
+int ext_kill(pid_t pid, int sig) { return kill(pid, sig) == 0 ? 0 : -errno; }
+
+int ext_unread_bytes(int fd) {
+    int queued = 0;
+    if (ioctl(fd, SIOCOUTQ, &queued) != 0) return -errno;
+    return queued;
+}
+
+int ext_set_child_subreaper(void) { return prctl(PR_SET_CHILD_SUBREAPER, 1) == 0 ? 0 : -errno; }
+
+int ext_block_signals(const int *signals) {
+    sigset_t set;
+    sigemptyset(&set);
+    for (const int *s = signals; *s != 0; s++) sigaddset(&set, *s);
+    int rc = pthread_sigmask(SIG_BLOCK, &set, NULL);
+    return -rc;
+}
+
+int ext_signal_number(const char *name) {
+    if (strncasecmp(name, "SIG", 3) == 0) name += 3;
+    for (int s = 1; s < NSIG; s++) {
+        const char *abbrev = sigabbrev_np(s);
+        if (abbrev != NULL && strcasecmp(abbrev, name) == 0) return s;
+    }
+    return -EINVAL;
+}
+
+int ext_siginfo_code(const siginfo_t *si) { return si->si_code; }
+int ext_siginfo_status(const siginfo_t *si) { return si->si_status; }
+pid_t ext_siginfo_pid(const siginfo_t *si) { return si->si_pid; }
+
+int ext_set_nonblocking(int fd) {
+    int flags = fcntl(fd, F_GETFL);
+    if (flags < 0) return -errno;
+    if (fcntl(fd, F_SETFL, flags | O_NONBLOCK) != 0) return -errno;
+    return 0;
+}
+
+int ext_accept(int fd) {
+    int c = accept4(fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    return c < 0 ? -errno : c;
+}

@@ -1,0 +1,22 @@
+/// Size limits enforced by the wire decoder and encoder. Anything larger is refused,
+/// never truncated, so a peer cannot make the daemon allocate more than these bounds.
+public enum WireLimits {
+    /// Protocol version carried in every message header.
+    public static let version: UInt8 = 1
+    /// Size of the fixed message header in bytes.
+    public static let headerSize = 8
+    /// Largest datagram a peer may send or receive, header included.
+    public static let maxMessageSize = 65_536
+    /// Longest extension id, in UTF-8 bytes.
+    public static let maxIdentifier = 255
+    /// Longest assertion reason, in UTF-8 bytes.
+    public static let maxReason = 1_024
+    /// Longest human-readable error or interruption message, in UTF-8 bytes.
+    public static let maxText = 4_096
+    /// Largest JSON chunk in one message; longer documents are split into chunks.
+    public static let maxChunk = 60_000
+    /// Most extension ids named in one query.
+    public static let maxIdentifiers = 1_024
+    /// Most descriptors attached to one message.
+    public static let maxDescriptors = 1
+}

@@ -1,0 +1,125 @@
+/// Every message exchanged on extensiond's sockets: the control socket (hosts, `extctl`)
+/// and the private channel between the daemon and an extension's runtime.
+///
+/// Messages are datagrams on `SOCK_SEQPACKET` sockets, one message per datagram.
+/// A descriptor travels beside a message with `SCM_RIGHTS` where noted.
+/// See docs/protocol.md for the byte layout.
+public enum Message: Equatable, Sendable {
+    // MARK: Host or extctl → daemon (control socket)
+
+    /// Begin a request on an extension. Answered by `begun` (with the host's end of a fresh
+    /// socketpair attached, unless the extension has `exec` readiness) or `failure`.
+    case begin(tag: UInt32, extensionID: String)
+    /// End (dismiss) a request this connection began. Answered by `ok` or `failure`.
+    case end(tag: UInt32, requestID: UInt64)
+    /// Ask for `list` or `status` of the named extensions (all when empty). Answered by `json` chunks.
+    case query(tag: UInt32, kind: QueryKind, extensionIDs: [String])
+    /// Send a signal to an extension's process group (SIGCONT follows for a stopped one).
+    case kill(tag: UInt32, extensionID: String, signal: Int32)
+    /// Re-read the manifests. Answered by `json` (the reload report) or `failure`.
+    case reload(tag: UInt32)
+    /// Subscribe this connection to lifecycle events, streamed as `event` messages.
+    case monitor(tag: UInt32)
+    /// Hint that the named extensions will soon be opened. Answered by `ok`.
+    case prewarm(tag: UInt32, extensionIDs: [String])
+
+    // MARK: Daemon → host or extctl
+
+    /// A request began. `pid` is the extension's process; the channel descriptor is attached
+    /// when `hasChannel` is true.
+    case begun(tag: UInt32, requestID: UInt64, pid: Int32, hasChannel: Bool)
+    /// The operation with this tag succeeded.
+    case ok(tag: UInt32)
+    /// The operation with this tag failed.
+    case failure(tag: UInt32, code: FailureCode, text: String)
+    /// One chunk of a JSON document answering `tag`; the last chunk has `final` set.
+    case json(tag: UInt32, final: Bool, chunk: [UInt8])
+    /// An open request was interrupted (the extension exited, crashed or was killed).
+    case interrupted(requestID: UInt64, reason: String)
+    /// One lifecycle event (a JSON object) for a `monitor` subscriber.
+    case event(json: [UInt8])
+
+    // MARK: Extension runtime → daemon (private channel)
+
+    /// The runtime is initialised and accepts requests.
+    case ready
+    /// Ask for a task assertion. Answered by `granted` or `denied`.
+    case acquire(tag: UInt32, reason: String)
+    /// Release an assertion. Releasing twice, or after expiry, is harmless.
+    case release(assertionID: UInt64)
+    /// The runtime's reader thread has read the `expire` for this assertion.
+    case expireReceived(assertionID: UInt64)
+
+    // MARK: Daemon → extension runtime
+
+    /// A host began a request; the extension's end of the host channel is attached.
+    case deliver(requestID: UInt64)
+    /// The host ended the request (dismissed, closed or exited).
+    case ended(requestID: UInt64)
+    /// The assertion asked for with `tag` was granted.
+    case granted(tag: UInt32, assertionID: UInt64)
+    /// The assertion asked for with `tag` was not granted.
+    case denied(tag: UInt32, reason: String)
+    /// The assertion will expire: the extension has its grace period to release it.
+    case expire(assertionID: UInt64)
+}
+
+/// What a `query` asks for.
+public enum QueryKind: UInt8, Sendable {
+    case list = 1
+    case status = 2
+}
+
+/// Why an operation failed, for programs; the accompanying text is for people.
+public enum FailureCode: UInt16, Sendable, Equatable {
+    case unknownExtension = 1
+    case launchFailed = 2
+    case launchTimeout = 3
+    case throttled = 4
+    case notPermitted = 5
+    case badRequest = 6
+    case unknownRequest = 7
+    case limitReached = 8
+    case shuttingDown = 9
+    case notRunning = 10
+    case internalError = 11
+    case interrupted = 12
+}
+
+extension Message {
+    /// The wire type number of this message.
+    public var kind: MessageKind {
+        switch self {
+        case .begin: .begin
+        case .end: .end
+        case .query: .query
+        case .kill: .kill
+        case .reload: .reload
+        case .monitor: .monitor
+        case .prewarm: .prewarm
+        case .begun: .begun
+        case .ok: .ok
+        case .failure: .failure
+        case .json: .json
+        case .interrupted: .interrupted
+        case .event: .event
+        case .ready: .ready
+        case .acquire: .acquire
+        case .release: .release
+        case .expireReceived: .expireReceived
+        case .deliver: .deliver
+        case .ended: .ended
+        case .granted: .granted
+        case .denied: .denied
+        case .expire: .expire
+        }
+    }
+}
+
+/// Wire type numbers. Stable: new messages get new numbers, old numbers are never reused.
+public enum MessageKind: UInt8, Sendable {
+    case begin = 1, end = 2, query = 3, kill = 4, reload = 5, monitor = 6, prewarm = 7
+    case begun = 32, ok = 33, failure = 34, json = 35, interrupted = 36, event = 37
+    case ready = 64, acquire = 65, release = 66, expireReceived = 67
+    case deliver = 96, ended = 97, granted = 98, denied = 99, expire = 100
+}

@@ -1,0 +1,167 @@
+/// The one decoder for every byte extensiond reads from a socket.
+///
+/// It checks the header (version, kind, declared length against the datagram's length and
+/// `WireLimits.maxMessageSize`), then each field against its limit, and refuses trailing
+/// bytes. It never traps on malformed input: every failure is a `WireError`.
+public enum WireDecoder {
+    /// Decodes one datagram.
+    public static func decode(_ datagram: UnsafeRawBufferPointer) throws(WireError) -> Message {
+        guard datagram.count >= WireLimits.headerSize else { throw .tooShort(datagram.count) }
+        guard datagram.count <= WireLimits.maxMessageSize else { throw .tooLarge(datagram.count) }
+        var r = Reader(buffer: datagram, offset: 0)
+        let version = try r.u8("version")
+        guard version == WireLimits.version else { throw .unsupportedVersion(version) }
+        let rawKind = try r.u8("kind")
+        guard let kind = MessageKind(rawValue: rawKind) else { throw .unknownKind(rawKind) }
+        _ = try r.u16("reserved")
+        let declared = Int(try r.u32("length"))
+        let actual = datagram.count - WireLimits.headerSize
+        guard declared == actual else { throw .lengthMismatch(declared: declared, actual: actual) }
+        let message = try decodePayload(kind, &r)
+        guard r.remaining == 0 else { throw .trailingBytes(r.remaining) }
+        return message
+    }
+
+    /// Decodes one datagram held in an array (convenience for tests and fuzzing).
+    public static func decode(_ bytes: [UInt8]) throws(WireError) -> Message {
+        do {
+            return try bytes.withUnsafeBytes { raw in try decode(raw) }
+        } catch let error as WireError {
+            throw error
+        } catch {
+            throw .invalidValue("unexpected")
+        }
+    }
+
+    private static func decodePayload(_ kind: MessageKind, _ r: inout Reader) throws(WireError) -> Message {
+        switch kind {
+        case .begin:
+            return .begin(tag: try r.u32("tag"), extensionID: try r.string("extensionID", limit: WireLimits.maxIdentifier))
+        case .end:
+            return .end(tag: try r.u32("tag"), requestID: try r.u64("requestID"))
+        case .query:
+            let tag = try r.u32("tag")
+            let raw = try r.u8("kind")
+            guard let queryKind = QueryKind(rawValue: raw) else { throw .invalidValue("kind") }
+            return .query(tag: tag, kind: queryKind, extensionIDs: try r.identifiers())
+        case .kill:
+            let tag = try r.u32("tag")
+            let id = try r.string("extensionID", limit: WireLimits.maxIdentifier)
+            return .kill(tag: tag, extensionID: id, signal: Int32(bitPattern: try r.u32("signal")))
+        case .reload:
+            return .reload(tag: try r.u32("tag"))
+        case .monitor:
+            return .monitor(tag: try r.u32("tag"))
+        case .prewarm:
+            return .prewarm(tag: try r.u32("tag"), extensionIDs: try r.identifiers())
+        case .begun:
+            let tag = try r.u32("tag")
+            let requestID = try r.u64("requestID")
+            let pid = Int32(bitPattern: try r.u32("pid"))
+            return .begun(tag: tag, requestID: requestID, pid: pid, hasChannel: try r.flag("hasChannel"))
+        case .ok:
+            return .ok(tag: try r.u32("tag"))
+        case .failure:
+            let tag = try r.u32("tag")
+            guard let code = FailureCode(rawValue: try r.u16("code")) else { throw .invalidValue("code") }
+            return .failure(tag: tag, code: code, text: try r.string("text", limit: WireLimits.maxText))
+        case .json:
+            let tag = try r.u32("tag")
+            let final = try r.flag("final")
+            return .json(tag: tag, final: final, chunk: try r.bytes("chunk", limit: WireLimits.maxChunk))
+        case .interrupted:
+            return .interrupted(requestID: try r.u64("requestID"), reason: try r.string("reason", limit: WireLimits.maxText))
+        case .event:
+            return .event(json: try r.bytes("json", limit: WireLimits.maxChunk))
+        case .ready:
+            return .ready
+        case .acquire:
+            return .acquire(tag: try r.u32("tag"), reason: try r.string("reason", limit: WireLimits.maxReason))
+        case .release:
+            return .release(assertionID: try r.u64("assertionID"))
+        case .expireReceived:
+            return .expireReceived(assertionID: try r.u64("assertionID"))
+        case .deliver:
+            return .deliver(requestID: try r.u64("requestID"))
+        case .ended:
+            return .ended(requestID: try r.u64("requestID"))
+        case .granted:
+            return .granted(tag: try r.u32("tag"), assertionID: try r.u64("assertionID"))
+        case .denied:
+            return .denied(tag: try r.u32("tag"), reason: try r.string("reason", limit: WireLimits.maxText))
+        case .expire:
+            return .expire(assertionID: try r.u64("assertionID"))
+        }
+    }
+}
+
+/// A bounds-checked little-endian cursor over a datagram.
+struct Reader {
+    let buffer: UnsafeRawBufferPointer
+    var offset: Int
+
+    var remaining: Int { buffer.count - offset }
+
+    mutating func take(_ n: Int, _ field: String) throws(WireError) -> UnsafeRawBufferPointer {
+        guard n >= 0, remaining >= n else { throw .truncatedField(field) }
+        let slice = UnsafeRawBufferPointer(rebasing: buffer[offset..<offset + n])
+        offset += n
+        return slice
+    }
+
+    mutating func u8(_ field: String) throws(WireError) -> UInt8 {
+        try take(1, field)[0]
+    }
+
+    mutating func flag(_ field: String) throws(WireError) -> Bool {
+        switch try u8(field) {
+        case 0: return false
+        case 1: return true
+        default: throw .invalidValue(field)
+        }
+    }
+
+    mutating func u16(_ field: String) throws(WireError) -> UInt16 {
+        let b = try take(2, field)
+        return UInt16(b[0]) | UInt16(b[1]) << 8
+    }
+
+    mutating func u32(_ field: String) throws(WireError) -> UInt32 {
+        let b = try take(4, field)
+        var v: UInt32 = 0
+        for i in 0..<4 { v |= UInt32(b[i]) << UInt32(8 * i) }
+        return v
+    }
+
+    mutating func u64(_ field: String) throws(WireError) -> UInt64 {
+        let b = try take(8, field)
+        var v: UInt64 = 0
+        for i in 0..<8 { v |= UInt64(b[i]) << UInt64(8 * i) }
+        return v
+    }
+
+    mutating func string(_ field: String, limit: Int) throws(WireError) -> String {
+        let n = Int(try u16(field))
+        guard n <= limit else { throw .fieldTooLong(field, n) }
+        let raw = try take(n, field)
+        guard let s = String(validating: raw.bindMemory(to: UInt8.self), as: UTF8.self) else {
+            throw .invalidUTF8(field)
+        }
+        return s
+    }
+
+    mutating func bytes(_ field: String, limit: Int) throws(WireError) -> [UInt8] {
+        let n = Int(try u32(field))
+        guard n <= limit else { throw .fieldTooLong(field, n) }
+        return Array(try take(n, field))
+    }
+
+    mutating func identifiers() throws(WireError) -> [String] {
+        let count = Int(try u16("extensionIDs"))
+        guard count <= WireLimits.maxIdentifiers else { throw .fieldTooLong("extensionIDs", count) }
+        var ids: [String] = []
+        ids.reserveCapacity(min(count, remaining / 2))
+        for _ in 0..<count { ids.append(try string("extensionIDs", limit: WireLimits.maxIdentifier)) }
+        return ids
+    }
+}

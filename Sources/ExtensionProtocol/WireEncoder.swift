@@ -1,0 +1,102 @@
+/// Encodes messages into a reusable byte buffer (no allocation per message once the buffer
+/// has grown to its working size).
+///
+/// Layout: an 8-byte header (version u8, kind u8, reserved u16 = 0, payload length u32,
+/// all little-endian) followed by the payload fields in declaration order.
+public struct WireEncoder: Sendable {
+    /// The bytes of the last encoded message.
+    public private(set) var bytes: [UInt8] = []
+
+    public init() {
+        bytes.reserveCapacity(256)
+    }
+
+    /// Encodes `message`, replacing the previous contents of `bytes`.
+    /// Throws when a field exceeds its limit in `WireLimits`.
+    public mutating func encode(_ message: Message) throws(WireError) {
+        bytes.removeAll(keepingCapacity: true)
+        bytes.append(WireLimits.version)
+        bytes.append(message.kind.rawValue)
+        bytes.append(0); bytes.append(0)
+        bytes.append(0); bytes.append(0); bytes.append(0); bytes.append(0)
+        switch message {
+        case .begin(let tag, let id):
+            put32(tag); try putString(id, field: "extensionID", limit: WireLimits.maxIdentifier)
+        case .end(let tag, let requestID):
+            put32(tag); put64(requestID)
+        case .query(let tag, let kind, let ids):
+            put32(tag); bytes.append(kind.rawValue); try putIdentifiers(ids)
+        case .kill(let tag, let id, let signal):
+            put32(tag); try putString(id, field: "extensionID", limit: WireLimits.maxIdentifier)
+            put32(UInt32(bitPattern: signal))
+        case .reload(let tag), .monitor(let tag), .ok(let tag):
+            put32(tag)
+        case .prewarm(let tag, let ids):
+            put32(tag); try putIdentifiers(ids)
+        case .begun(let tag, let requestID, let pid, let hasChannel):
+            put32(tag); put64(requestID); put32(UInt32(bitPattern: pid)); bytes.append(hasChannel ? 1 : 0)
+        case .failure(let tag, let code, let text):
+            put32(tag); put16(code.rawValue); try putString(text, field: "text", limit: WireLimits.maxText)
+        case .json(let tag, let final, let chunk):
+            put32(tag); bytes.append(final ? 1 : 0); try putBytes(chunk, field: "chunk", limit: WireLimits.maxChunk)
+        case .interrupted(let requestID, let reason):
+            put64(requestID); try putString(reason, field: "reason", limit: WireLimits.maxText)
+        case .event(let json):
+            try putBytes(json, field: "json", limit: WireLimits.maxChunk)
+        case .ready:
+            break
+        case .acquire(let tag, let reason):
+            put32(tag); try putString(reason, field: "reason", limit: WireLimits.maxReason)
+        case .release(let id), .expireReceived(let id), .deliver(let id), .ended(let id), .expire(let id):
+            put64(id)
+        case .granted(let tag, let assertionID):
+            put32(tag); put64(assertionID)
+        case .denied(let tag, let reason):
+            put32(tag); try putString(reason, field: "reason", limit: WireLimits.maxText)
+        }
+        let payload = UInt32(bytes.count - WireLimits.headerSize)
+        bytes[4] = UInt8(truncatingIfNeeded: payload)
+        bytes[5] = UInt8(truncatingIfNeeded: payload >> 8)
+        bytes[6] = UInt8(truncatingIfNeeded: payload >> 16)
+        bytes[7] = UInt8(truncatingIfNeeded: payload >> 24)
+        if bytes.count > WireLimits.maxMessageSize { throw .tooLarge(bytes.count) }
+    }
+
+    /// Encodes `message` into a new array (convenience for tests and cold paths).
+    public static func encoded(_ message: Message) throws(WireError) -> [UInt8] {
+        var encoder = WireEncoder()
+        try encoder.encode(message)
+        return encoder.bytes
+    }
+
+    private mutating func put16(_ v: UInt16) {
+        bytes.append(UInt8(truncatingIfNeeded: v)); bytes.append(UInt8(truncatingIfNeeded: v >> 8))
+    }
+
+    private mutating func put32(_ v: UInt32) {
+        for shift in stride(from: 0, to: 32, by: 8) { bytes.append(UInt8(truncatingIfNeeded: v >> UInt32(shift))) }
+    }
+
+    private mutating func put64(_ v: UInt64) {
+        for shift in stride(from: 0, to: 64, by: 8) { bytes.append(UInt8(truncatingIfNeeded: v >> UInt64(shift))) }
+    }
+
+    private mutating func putString(_ s: String, field: String, limit: Int) throws(WireError) {
+        let utf8 = s.utf8
+        guard utf8.count <= limit else { throw .fieldTooLong(field, utf8.count) }
+        put16(UInt16(utf8.count))
+        bytes.append(contentsOf: utf8)
+    }
+
+    private mutating func putBytes(_ b: [UInt8], field: String, limit: Int) throws(WireError) {
+        guard b.count <= limit else { throw .fieldTooLong(field, b.count) }
+        put32(UInt32(b.count))
+        bytes.append(contentsOf: b)
+    }
+
+    private mutating func putIdentifiers(_ ids: [String]) throws(WireError) {
+        guard ids.count <= WireLimits.maxIdentifiers else { throw .fieldTooLong("extensionIDs", ids.count) }
+        put16(UInt16(ids.count))
+        for id in ids { try putString(id, field: "extensionIDs", limit: WireLimits.maxIdentifier) }
+    }
+}

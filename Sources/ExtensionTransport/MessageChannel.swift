@@ -1,0 +1,70 @@
+import ExtensionProtocol
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A blocking, message-level view of a `PacketSocket` for clients (hosts, `extctl`, the
+/// runtime's reader thread). Decodes every datagram with `WireDecoder`.
+///
+/// Not thread-safe by itself: use one sender and one receiver at a time.
+public struct MessageChannel: Sendable {
+    public let socket: PacketSocket
+
+    public init(socket: PacketSocket) { self.socket = socket }
+
+    /// Errors a client sees.
+    public enum Failure: Error, CustomStringConvertible, Sendable {
+        case system(SystemError)
+        case wire(WireError)
+        case closed
+
+        public var description: String {
+            switch self {
+            case .system(let e): e.description
+            case .wire(let e): "malformed message: \(e)"
+            case .closed: "the other side closed the connection"
+            }
+        }
+    }
+
+    /// Encodes and sends a message (blocking), with a descriptor when given.
+    public func send(_ message: Message, descriptor: Int32? = nil) throws(Failure) {
+        let bytes: [UInt8]
+        do { bytes = try WireEncoder.encoded(message) } catch { throw .wire(error) }
+        do { _ = try socket.send(bytes, descriptor: descriptor) } catch { throw .system(error) }
+    }
+
+    /// Receives and decodes one message (blocking). A descriptor that came with it is returned;
+    /// the caller owns it.
+    public func receive() throws(Failure) -> (Message, Int32?) {
+        var buffer = [UInt8](repeating: 0, count: WireLimits.maxMessageSize)
+        while true {
+            let result: PacketSocket.ReceiveResult
+            do {
+                result = try buffer.withUnsafeMutableBytes { raw in try socket.receive(into: raw) }
+            } catch let error as SystemError {
+                throw .system(error)
+            } catch {
+                throw .closed
+            }
+            switch result {
+            case .closed: throw .closed
+            case .wouldBlock: continue
+            case .datagram(let count, let descriptor, let truncated):
+                if truncated {
+                    if let descriptor { close(descriptor) }
+                    throw .wire(.tooLarge(count))
+                }
+                do {
+                    let message = try buffer.withUnsafeBytes { raw in
+                        try WireDecoder.decode(UnsafeRawBufferPointer(rebasing: raw[0..<count]))
+                    }
+                    return (message, descriptor)
+                } catch {
+                    if let descriptor { close(descriptor) }
+                    throw .wire(error as? WireError ?? .invalidValue("payload"))
+                }
+            }
+        }
+    }
+}

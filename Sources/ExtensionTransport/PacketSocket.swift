@@ -1,0 +1,174 @@
+import CShims
+import ExtensionProtocol
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// An AF_UNIX `SOCK_SEQPACKET` socket: one message per datagram, descriptors passed with
+/// SCM_RIGHTS. A plain value holding the descriptor; its owner closes it exactly once.
+public struct PacketSocket: Sendable, Hashable {
+    /// The descriptor (close-on-exec).
+    public let fd: Int32
+
+    public init(fd: Int32) { self.fd = fd }
+
+    /// A connected pair, both ends close-on-exec.
+    public static func pair(nonBlocking: Bool = false) throws(SystemError) -> (PacketSocket, PacketSocket) {
+        var fds: [Int32] = [-1, -1]
+        let type = Int32(SOCK_SEQPACKET.rawValue) | Int32(SOCK_CLOEXEC.rawValue) | (nonBlocking ? Int32(SOCK_NONBLOCK.rawValue) : 0)
+        _ = try retrying("socketpair") { socketpair(AF_UNIX, type, 0, &fds) }
+        return (PacketSocket(fd: fds[0]), PacketSocket(fd: fds[1]))
+    }
+
+    /// A connected pair of stream sockets (the host ↔ extension data channel).
+    public static func streamPair() throws(SystemError) -> (Int32, Int32) {
+        var fds: [Int32] = [-1, -1]
+        let type = Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue)
+        _ = try retrying("socketpair") { socketpair(AF_UNIX, type, 0, &fds) }
+        return (fds[0], fds[1])
+    }
+
+    /// Connects to a listening socket at `path`.
+    public static func connect(path: String) throws(SystemError) -> PacketSocket {
+        let fd = try retrying("socket") { socket(AF_UNIX, Int32(SOCK_SEQPACKET.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0) }
+        do {
+            var addr = try socketAddress(path)
+            _ = try retrying("connect to \(path)") {
+                withUnsafePointer(to: &addr) {
+                    $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                        Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
+                    }
+                }
+            }
+        } catch {
+            Glibc.close(fd)
+            throw error
+        }
+        return PacketSocket(fd: fd)
+    }
+
+    /// Creates a non-blocking listening socket at `path`. A stale socket file (nobody
+    /// accepting on it) is replaced; a live one is an error (`EADDRINUSE`).
+    public static func listen(path: String, backlog: Int32 = 128) throws(SystemError) -> PacketSocket {
+        var addr = try socketAddress(path)
+        if let probe = try? connect(path: path) {
+            probe.close()
+            throw SystemError("listen on \(path) (another daemon is accepting there)", errno: EADDRINUSE)
+        }
+        var st = stat()
+        if lstat(path, &st) == 0 {
+            guard (st.st_mode & S_IFMT) == S_IFSOCK else {
+                throw SystemError("listen on \(path) (exists and is not a socket)", errno: EEXIST)
+            }
+            unlink(path)  // stale socket from a previous run
+        }
+        let type = Int32(SOCK_SEQPACKET.rawValue) | Int32(SOCK_CLOEXEC.rawValue) | Int32(SOCK_NONBLOCK.rawValue)
+        let fd = try retrying("socket") { socket(AF_UNIX, type, 0) }
+        do {
+            _ = try retrying("bind \(path)") {
+                withUnsafePointer(to: &addr) {
+                    $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                        bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
+                    }
+                }
+            }
+            _ = try retrying("listen on \(path)") { Glibc.listen(fd, backlog) }
+        } catch {
+            Glibc.close(fd)
+            throw error
+        }
+        return PacketSocket(fd: fd)
+    }
+
+    static func socketAddress(_ path: String) throws(SystemError) -> sockaddr_un {
+        var addr = sockaddr_un()
+        addr.sun_family = sa_family_t(AF_UNIX)
+        let bytes = Array(path.utf8)
+        let capacity = MemoryLayout.size(ofValue: addr.sun_path)
+        guard !bytes.isEmpty, bytes.count < capacity else { throw SystemError("socket path '\(path)'", errno: ENAMETOOLONG) }
+        withUnsafeMutableBytes(of: &addr.sun_path) { raw in
+            for (i, b) in bytes.enumerated() { raw[i] = b }
+            raw[bytes.count] = 0
+        }
+        return addr
+    }
+
+    /// Accepts one connection (non-blocking, close-on-exec); nil when none is waiting.
+    public func accept() throws(SystemError) -> PacketSocket? {
+        while true {
+            let c = ext_accept(fd)
+            if c >= 0 { return PacketSocket(fd: c) }
+            let e = -c
+            if e == EINTR || e == ECONNABORTED { continue }
+            if e == EAGAIN || e == EWOULDBLOCK { return nil }
+            throw SystemError("accept", errno: e)
+        }
+    }
+
+    /// The peer's pid, uid and gid, as the kernel recorded them at connect time.
+    public func peerCredentials() throws(SystemError) -> (pid: Int32, uid: UInt32, gid: UInt32) {
+        var pid: pid_t = 0, uid: uid_t = 0, gid: gid_t = 0
+        let rc = ext_peer_credentials(fd, &pid, &uid, &gid)
+        if rc < 0 { throw SystemError("SO_PEERCRED", errno: -rc) }
+        return (pid, uid, gid)
+    }
+
+    /// The outcome of a send.
+    public enum SendResult: Equatable, Sendable {
+        case sent
+        /// The peer's buffer is full (non-blocking socket): try again when writable.
+        case wouldBlock
+    }
+
+    /// Sends one datagram, with `descriptor` attached when given. Blocking sockets block;
+    /// non-blocking ones report `wouldBlock`.
+    public func send(_ bytes: [UInt8], descriptor: Int32? = nil) throws(SystemError) -> SendResult {
+        let rc: Int = bytes.withUnsafeBytes { raw in
+            if let descriptor {
+                var d = descriptor
+                return ext_send_with_fds(fd, raw.baseAddress, raw.count, &d, 1)
+            }
+            return ext_send_with_fds(fd, raw.baseAddress, raw.count, nil, 0)
+        }
+        if rc >= 0 { return .sent }
+        let e = Int32(-rc)
+        if e == EAGAIN || e == EWOULDBLOCK { return .wouldBlock }
+        throw SystemError("send", errno: e)
+    }
+
+    /// The outcome of a receive.
+    public enum ReceiveResult: Equatable, Sendable {
+        /// A datagram of `count` bytes (in the caller's buffer), with a descriptor if one came.
+        case datagram(count: Int, descriptor: Int32?, truncated: Bool)
+        /// The peer closed its end.
+        case closed
+        /// Nothing waiting (non-blocking socket).
+        case wouldBlock
+    }
+
+    /// Receives one datagram into `buffer`. At most one descriptor is kept; extras are closed.
+    public func receive(into buffer: UnsafeMutableRawBufferPointer) throws(SystemError) -> ReceiveResult {
+        var fds: [Int32] = [-1]
+        var nfds: Int32 = 0
+        var truncated: Int32 = 0
+        let rc = ext_recv_with_fds(fd, buffer.baseAddress, buffer.count, &fds, 1, &nfds, &truncated)
+        if rc < 0 {
+            let e = Int32(-rc)
+            if e == EAGAIN || e == EWOULDBLOCK { return .wouldBlock }
+            if e == ECONNRESET { return .closed }
+            throw SystemError("receive", errno: e)
+        }
+        if rc == 0 && nfds == 0 { return .closed }
+        return .datagram(count: rc, descriptor: nfds > 0 ? fds[0] : nil, truncated: truncated != 0)
+    }
+
+    /// Bytes sent on this socket that the peer has not read yet (SIOCOUTQ).
+    public func unreadBytes() -> Int {
+        Int(max(0, ext_unread_bytes(fd)))
+    }
+
+    /// Closes the descriptor.
+    public func close() {
+        Glibc.close(fd)
+    }
+}

@@ -1,0 +1,99 @@
+import Foundation
+
+/// The daemon's configuration file (`--config FILE`): extension-point policies and limits.
+///
+/// ```json
+/// { "points": { "widget": { "backgroundSeconds": 8 }, "complication": { "suspendedLifetimeSeconds": 60 } },
+///   "limits": { "maxRequestsPerHost": 64, "terminateGraceSeconds": 3 },
+///   "adminGroup": 27 }
+/// ```
+/// A point named like a built-in one overrides only the keys given; a new point starts from
+/// the `default` point's policy.
+public struct DaemonConfig: Equatable, Sendable {
+    public var points: ExtensionPoints = .builtIn
+    public var limits = SupervisorLimits()
+    /// Members of this group may run administrative operations (kill, reload) besides root
+    /// and the daemon's uid.
+    public var adminGroup: UInt32?
+
+    public init() {}
+
+    /// Parses a configuration file's bytes; errors name the file and field.
+    public static func parse(_ data: [UInt8], file: String) -> Result<DaemonConfig, ManifestError> {
+        if data.count > ManifestParser.maxFileSize {
+            return .failure(ManifestError(file: file, problem: "file is \(data.count) bytes, over the \(ManifestParser.maxFileSize)-byte limit"))
+        }
+        if String(validating: data, as: UTF8.self) == nil { return .failure(ManifestError(file: file, problem: "file is not valid UTF-8")) }
+        do {
+            let raw = try JSONDecoder().decode(RawConfig.self, from: Data(data))
+            var config = DaemonConfig()
+            for (name, overrides) in raw.points ?? [:] {
+                if ManifestParser.identifierProblem(name) != nil {
+                    return .failure(ManifestError(file: file, field: "points.\(name)", problem: "is not a valid extension point name"))
+                }
+                let base = config.points.policies[name] ?? ExtensionPoints.builtIn.policies["default"]!
+                let policy = overrides.applied(to: base)
+                if let (field, problem) = policy.violation() {
+                    return .failure(ManifestError(file: file, field: "points.\(name).\(field)", problem: problem))
+                }
+                config.points.policies[name] = policy
+            }
+            if let l = raw.limits { config.limits = l.applied(to: config.limits) }
+            config.adminGroup = raw.adminGroup
+            return .success(config)
+        } catch let error as ManifestFieldError {
+            return .failure(ManifestError(file: file, field: error.field, problem: error.problem))
+        } catch let error as DecodingError {
+            let (field, problem) = ManifestParser.describe(error)
+            return .failure(ManifestError(file: file, field: field, problem: problem))
+        } catch {
+            return .failure(ManifestError(file: file, problem: "invalid JSON: \(error)"))
+        }
+    }
+}
+
+struct RawConfig: Decodable {
+    var points: [String: PolicyOverrides]?
+    var limits: RawLimits?
+    var adminGroup: UInt32?
+
+    init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: AnyKey.self)
+        try c.rejectUnknown(["points", "limits", "adminGroup"], prefix: "")
+        points = try c.optional([String: PolicyOverrides].self, "points")
+        limits = try c.optional(RawLimits.self, "limits")
+        adminGroup = try c.optional(UInt32.self, "adminGroup")
+    }
+}
+
+struct RawLimits: Decodable {
+    var values: [String: Double] = [:]
+    static let keys: Set<String> = [
+        "maxRequestsPerHost", "maxAssertionsPerProcess", "maxPrewarmed", "terminateGraceSeconds",
+        "crashBackoffBaseSeconds", "crashBackoffMaxSeconds", "stableRunSeconds",
+    ]
+
+    init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: AnyKey.self)
+        try c.rejectUnknown(Self.keys, prefix: "limits.")
+        for key in c.allKeys {
+            let v = try c.decode(Double.self, forKey: key)
+            if !v.isFinite || v < 0 || v > 1_000_000 {
+                throw ManifestFieldError(field: "limits.\(key.stringValue)", problem: "must be a number between 0 and 1000000, got \(v)")
+            }
+            values[key.stringValue] = v
+        }
+    }
+
+    func applied(to base: SupervisorLimits) -> SupervisorLimits {
+        var l = base
+        if let v = values["maxRequestsPerHost"] { l.maxRequestsPerHost = Int(v) }
+        if let v = values["maxAssertionsPerProcess"] { l.maxAssertionsPerProcess = Int(v) }
+        if let v = values["maxPrewarmed"] { l.maxPrewarmed = Int(v) }
+        if let v = values["terminateGraceSeconds"] { l.terminateGraceSeconds = v }
+        if let v = values["crashBackoffBaseSeconds"] { l.crashBackoffBaseSeconds = v }
+        if let v = values["crashBackoffMaxSeconds"] { l.crashBackoffMaxSeconds = v }
+        if let v = values["stableRunSeconds"] { l.stableRunSeconds = v }
+        return l
+    }
+}

@@ -1,0 +1,102 @@
+import ExtensionProtocol
+
+/// Identifies one control-socket connection for the lifetime of the daemon.
+public typealias HostID = UInt64
+
+/// Who is on the other end of a control connection, as the kernel reported it (SO_PEERCRED).
+public struct PeerIdentity: Equatable, Sendable {
+    public var pid: Int32
+    public var uid: UInt32
+    public var gid: UInt32
+
+    public init(pid: Int32, uid: UInt32, gid: UInt32) {
+        self.pid = pid
+        self.uid = uid
+        self.gid = gid
+    }
+}
+
+/// Everything that can happen to the supervisor. The shell turns system events (socket
+/// messages, child-process notifications, timers, signals) into these.
+public enum Event: Equatable, Sendable {
+    /// A host asks to begin a request on an extension.
+    case begin(host: HostID, peer: PeerIdentity, tag: UInt32, extensionID: String)
+    /// A host ends (dismisses) one of its requests.
+    case end(host: HostID, tag: UInt32, requestID: UInt64)
+    /// A host connection closed (the host dismissed everything, crashed or exited).
+    case hostGone(host: HostID)
+    /// A spawn effect succeeded: the process exists and exec succeeded.
+    case spawned(extensionID: String, generation: UInt64, pid: Int32)
+    /// A spawn effect failed.
+    case spawnFailed(extensionID: String, generation: UInt64, error: String)
+    /// The process announced readiness (or exec succeeded, for `exec` readiness).
+    case ready(extensionID: String, generation: UInt64)
+    /// The kernel confirmed that every process of the group is stopped.
+    case stopConfirmed(extensionID: String, generation: UInt64)
+    /// The kernel confirmed that the group runs again.
+    case continueConfirmed(extensionID: String, generation: UInt64)
+    /// The process exited (its group has been killed and it has been reaped).
+    case exited(extensionID: String, generation: UInt64, status: ExitStatus)
+    /// The runtime asks for an assertion.
+    case acquire(extensionID: String, generation: UInt64, tag: UInt32, reason: String)
+    /// The runtime releases an assertion.
+    case release(extensionID: String, generation: UInt64, assertionID: UInt64)
+    /// The runtime read the *expire* for an assertion.
+    case expireReceived(extensionID: String, generation: UInt64, assertionID: UInt64)
+    /// The runtime channel was closed (or cut off for misbehaving) while the process lives.
+    case channelClosed(extensionID: String, generation: UInt64, reason: String)
+    /// Handing a request's channel to the extension failed.
+    case deliveryFailed(extensionID: String, generation: UInt64, requestID: UInt64, error: String)
+    /// Time passed: process every deadline that is due.
+    case tick
+    /// An administrator sends a signal to an extension.
+    case kill(host: HostID, tag: UInt32, extensionID: String, signal: Int32)
+    /// The manifests were re-read. `host`/`tag` identify who asked, if anyone.
+    case reload(manifests: [Manifest], errors: [ManifestError], host: HostID?, tag: UInt32)
+    /// A host hints that it will soon open these extensions.
+    case prewarm(host: HostID, tag: UInt32, extensionIDs: [String])
+    /// The daemon is asked to stop: end everything and exit when every process is gone.
+    case shutdown
+}
+
+/// What the supervisor asks the shell to do. The shell performs effects in order.
+public enum Effect: Equatable, Sendable {
+    /// Spawn the manifest's executable in a new process group with a runtime channel.
+    /// Answer with `spawned` then (for `exec` readiness) `ready`, or with `spawnFailed`.
+    case spawn(extensionID: String, generation: UInt64, manifest: Manifest)
+    /// SIGSTOP the whole group and answer with `stopConfirmed` once the kernel confirms it.
+    case stop(extensionID: String, generation: UInt64)
+    /// SIGCONT the whole group and answer with `continueConfirmed` once confirmed.
+    case resume(extensionID: String, generation: UInt64)
+    /// Send `signal` to the whole group, then SIGCONT when `thenContinue`.
+    case signal(extensionID: String, generation: UInt64, signal: Int32, thenContinue: Bool)
+    /// Create a host channel: a socketpair whose one end goes to the extension with
+    /// `deliver(requestID)` and whose other end goes to the host with `begun`.
+    /// With `channel == false` (exec readiness), only `begun` is sent.
+    case openRequest(extensionID: String, generation: UInt64, requestID: UInt64, host: HostID, tag: UInt32, pid: Int32, channel: Bool)
+    /// Send a message to a host connection.
+    case reply(host: HostID, message: Message)
+    /// Send a message to an extension's runtime channel.
+    case send(extensionID: String, generation: UInt64, message: Message)
+    /// Wake the supervisor with `tick` at this instant (nil: no timer needed).
+    case armTimer(Instant?)
+    /// Record (log, stream to monitors) a lifecycle event.
+    case record(LifecycleEvent)
+    /// Shutdown is complete: every process is gone; the daemon may exit.
+    case exit
+}
+
+/// Signal numbers the core needs (Linux values, identical on every Linux architecture we support).
+public enum SignalNumber {
+    public static let hangup: Int32 = 1
+    public static let interrupt: Int32 = 2
+    public static let kill: Int32 = 9
+    public static let terminate: Int32 = 15
+    public static let cont: Int32 = 18
+    public static let stop: Int32 = 19
+    public static let terminalStop: Int32 = 20
+    public static let ttin: Int32 = 21
+    public static let ttou: Int32 = 22
+    /// Signals only the supervisor may send: they would desynchronise its view of the process.
+    public static let reserved: Set<Int32> = [cont, stop, terminalStop, ttin, ttou]
+}

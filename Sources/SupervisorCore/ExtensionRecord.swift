@@ -1,0 +1,85 @@
+/// A request a host holds open on an extension.
+public struct OpenRequest: Equatable, Sendable {
+    public var id: UInt64
+    public var host: HostID
+    public var peer: PeerIdentity
+    public var begunAt: Instant
+}
+
+/// A begin waiting for the extension to launch or resume.
+public struct PendingBegin: Equatable, Sendable {
+    public var host: HostID
+    public var peer: PeerIdentity
+    public var tag: UInt32
+    public var requestID: UInt64
+}
+
+/// Everything the supervisor knows about one extension. Owned by `Supervisor`.
+public struct ExtensionRecord: Equatable, Sendable {
+    public var manifest: Manifest
+    public internal(set) var phase: Phase = .notRunning
+    /// When the public state last changed.
+    public internal(set) var since: Instant
+    /// Incremented at every launch; events for older generations are ignored.
+    public internal(set) var generation: UInt64 = 0
+    public internal(set) var pid: Int32?
+    public internal(set) var startedAt: Instant?
+    public internal(set) var requests: [OpenRequest] = []
+    public internal(set) var pending: [PendingBegin] = []
+    public internal(set) var assertions = AssertionLedger()
+    public internal(set) var lastExit: ExitRecord?
+    /// Crashes since the last stable run; drives the launch backoff.
+    public internal(set) var consecutiveCrashes = 0
+    /// No launch before this instant (crash-loop backoff).
+    public internal(set) var throttledUntil: Instant?
+    /// The most recent lifecycle events, oldest first.
+    public internal(set) var recentEvents: [LifecycleEvent] = []
+    /// The manifest was removed by a reload; the record goes once the process is gone.
+    public internal(set) var retired = false
+    /// An administrator signalled the process; its exit counts as `killed-by-admin`.
+    public internal(set) var adminSignaled = false
+    /// Assertions held past their hard deadline, over the daemon's lifetime.
+    public internal(set) var overruns = 0
+    /// Stops made while an *expire* had not been read, over the daemon's lifetime.
+    public internal(set) var unacknowledgedExpiries = 0
+    /// Launched by a prewarm hint rather than a request.
+    public internal(set) var prewarmed = false
+
+    /// How many recent events are kept per extension.
+    public static let historyLimit = 20
+
+    public init(manifest: Manifest, since: Instant) {
+        self.manifest = manifest
+        self.since = since
+    }
+
+    public var state: LifecycleState { phase.state }
+
+    var policy: Policy { manifest.policy }
+
+    /// Whether a live process exists for this record.
+    public var isRunning: Bool { phase != .notRunning }
+
+    /// The earliest instant at which this record needs a `tick`.
+    func nextDeadline() -> Instant? {
+        var next: Instant?
+        func consider(_ t: Instant?) {
+            guard let t else { return }
+            if next == nil || t < next! { next = t }
+        }
+        switch phase {
+        case .launching(let deadline): consider(deadline)
+        case .background(let expireAt, _): consider(expireAt)
+        case .expiring(let stopAt): consider(stopAt)
+        case .suspended(let reclaimAt): consider(reclaimAt)
+        case .terminating(_, let killAt): consider(killAt)
+        case .notRunning, .active, .stopping, .resuming: break
+        }
+        switch phase {
+        case .launching, .active, .background, .expiring:
+            consider(assertions.nextDeadline(grace: policy.expiryGraceSeconds))
+        default: break
+        }
+        return next
+    }
+}

@@ -1,0 +1,93 @@
+/// The public lifecycle state of an extension, as shown by `extctl` and the journal.
+/// The raw values are a stable interface.
+public enum LifecycleState: String, Sendable, Codable, Equatable, CaseIterable {
+    case notRunning = "not-running"
+    case launching
+    case active
+    case background
+    case expiring
+    case suspended
+    case terminating
+}
+
+/// Why a process ended (or was ended), recorded as its last exit.
+public enum ExitReason: String, Sendable, Codable, Equatable {
+    /// Exited on its own with status 0.
+    case exited
+    /// Exited with a non-zero status or was killed by a signal nobody in the supervisor sent.
+    case crashed
+    /// Killed after staying suspended for `suspendedLifetimeSeconds`.
+    case reclaimed
+    /// Ended by `extctl kill`.
+    case killedByAdmin = "killed-by-admin"
+    /// Did not become ready within `launchTimeoutSeconds`.
+    case launchTimeout = "launch-timeout"
+    /// Could not be executed at all.
+    case launchFailed = "launch-failed"
+    /// Ended because the daemon is shutting down.
+    case shutdown
+    /// Ended because its manifest was removed by a reload.
+    case removed
+    /// Ended because it closed its runtime channel while still running.
+    case channelClosed = "channel-closed"
+}
+
+/// How a process ended, as the kernel reported it.
+public enum ExitStatus: Equatable, Sendable, Codable {
+    case exited(Int32)
+    case signaled(Int32)
+}
+
+/// The last exit of an extension.
+public struct ExitRecord: Equatable, Sendable {
+    public var status: ExitStatus?
+    public var reason: ExitReason
+    public var at: Instant
+    public var pid: Int32?
+}
+
+/// The internal phase of an extension: the public state plus what the supervisor waits for.
+public enum Phase: Equatable, Sendable {
+    case notRunning
+    /// Spawn requested; waiting for readiness until `deadline`.
+    case launching(deadline: Instant)
+    /// At least one request is open (or the extension is exempt from suspension and idle).
+    case active
+    /// No request; live assertions may run until `expireAt`, then expire until `stopAt`.
+    /// Both are nil for an extension that is never suspended.
+    case background(expireAt: Instant?, stopAt: Instant?)
+    /// *expire* sent for every live assertion; stop at `stopAt` or once all are released.
+    case expiring(stopAt: Instant)
+    /// SIGSTOP sent to the group; waiting for the kernel to confirm it. `wasExpiring` keeps
+    /// the public state honest while the stop is in flight.
+    case stopping(wasExpiring: Bool)
+    /// The kernel confirmed the stop; reclaimed at `reclaimAt`.
+    case suspended(reclaimAt: Instant)
+    /// SIGCONT sent; waiting for confirmation.
+    case resuming
+    /// A terminating signal was sent; SIGKILL follows at `killAt` if it is still alive.
+    case terminating(reason: ExitReason, killAt: Instant?)
+
+    /// The public state this phase shows as.
+    public var state: LifecycleState {
+        switch self {
+        case .notRunning: .notRunning
+        case .launching: .launching
+        case .active: .active
+        case .background: .background
+        case .expiring: .expiring
+        case .stopping(let wasExpiring): wasExpiring ? .expiring : .background
+        case .suspended: .suspended
+        case .resuming: .suspended
+        case .terminating: .terminating
+        }
+    }
+
+    /// Whether the kernel may have the process stopped (a SIGCONT must follow any terminating signal).
+    public var mayBeStopped: Bool {
+        switch self {
+        case .stopping, .suspended, .resuming: true
+        default: false
+        }
+    }
+}

@@ -1,0 +1,77 @@
+/// How the supervisor learns that a launched extension is ready for requests.
+public enum Readiness: String, Sendable, Codable, Equatable {
+    /// Ready when the process has linked `ExtensionRuntime` and announced itself (the default).
+    case runtime
+    /// Ready as soon as exec succeeded: any program, lifecycle only, no host channel.
+    case exec
+}
+
+/// Which hosts may open an extension. Empty lists mean the default: the daemon's uid and root.
+public struct HostRestriction: Equatable, Sendable {
+    public var uids: [UInt32]
+    public var gids: [UInt32]
+
+    public init(uids: [UInt32] = [], gids: [UInt32] = []) {
+        self.uids = uids
+        self.gids = gids
+    }
+}
+
+/// One extension, as declared by its manifest file, with its policy resolved.
+public struct Manifest: Equatable, Sendable {
+    /// Unique reverse-DNS identifier, e.g. `com.example.stocks.widget`.
+    public var id: String
+    /// The extension point it belongs to (`widget`, `share`, `action`, `default`, or a configured one).
+    public var point: String
+    /// Absolute path of the executable.
+    public var executable: String
+    /// Arguments passed after the executable's path.
+    public var arguments: [String]
+    /// Environment added to the clean environment the supervisor gives every extension.
+    public var environment: [String: String]
+    /// How readiness is announced.
+    public var readiness: Readiness
+    /// The resolved policy (extension point defaults with the manifest's overrides).
+    public var policy: Policy
+    /// Which hosts may begin requests on it.
+    public var hosts: HostRestriction
+    /// The manifest file it was read from.
+    public var source: String
+
+    public init(
+        id: String, point: String = "default", executable: String, arguments: [String] = [],
+        environment: [String: String] = [:], readiness: Readiness = .runtime, policy: Policy,
+        hosts: HostRestriction = HostRestriction(), source: String = "<memory>"
+    ) {
+        self.id = id
+        self.point = point
+        self.executable = executable
+        self.arguments = arguments
+        self.environment = environment
+        self.readiness = readiness
+        self.policy = policy
+        self.hosts = hosts
+        self.source = source
+    }
+}
+
+/// A manifest or configuration file that could not be used, naming the file and the field.
+public struct ManifestError: Error, Equatable, Sendable, CustomStringConvertible {
+    /// The file that was refused.
+    public var file: String
+    /// The field at fault (a dotted path such as `policy.backgroundSeconds`), or nil for the whole file.
+    public var field: String?
+    /// What is wrong, for people.
+    public var problem: String
+
+    public init(file: String, field: String? = nil, problem: String) {
+        self.file = file
+        self.field = field
+        self.problem = problem
+    }
+
+    public var description: String {
+        if let field { return "\(file): field '\(field)': \(problem)" }
+        return "\(file): \(problem)"
+    }
+}

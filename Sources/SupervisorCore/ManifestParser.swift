@@ -1,0 +1,239 @@
+import Foundation
+
+/// Parses and validates manifest bytes. Pure: it reads no files; the shell passes the bytes,
+/// the file's path and the directory used to resolve a relative executable path.
+public enum ManifestParser {
+    /// Largest manifest file accepted, in bytes.
+    public static let maxFileSize = 1 << 20
+    /// Most arguments in `arguments`, and most variables in `environment`.
+    public static let maxListCount = 256
+    /// Longest argument, variable value or path, in bytes.
+    public static let maxStringLength = 4_096
+
+    /// Parses one manifest file's contents.
+    /// - Parameters:
+    ///   - data: the file's bytes.
+    ///   - file: its path, for error messages and `Manifest.source`.
+    ///   - directory: the directory a relative `executable` is resolved against.
+    ///   - points: the extension points the daemon knows.
+    public static func parse(
+        _ data: [UInt8], file: String, directory: String, points: ExtensionPoints
+    ) -> Result<Manifest, ManifestError> {
+        func fail(_ field: String?, _ problem: String) -> Result<Manifest, ManifestError> {
+            .failure(ManifestError(file: file, field: field, problem: problem))
+        }
+        if data.count > maxFileSize { return fail(nil, "file is \(data.count) bytes, over the \(maxFileSize)-byte limit") }
+        if String(validating: data, as: UTF8.self) == nil { return fail(nil, "file is not valid UTF-8") }
+        let raw: RawManifest
+        do {
+            raw = try JSONDecoder().decode(RawManifest.self, from: Data(data))
+        } catch let error as ManifestFieldError {
+            return fail(error.field, error.problem)
+        } catch let error as DecodingError {
+            let (field, problem) = describe(error)
+            return fail(field, problem)
+        } catch {
+            return fail(nil, "invalid JSON: \(error)")
+        }
+
+        if let problem = identifierProblem(raw.id) { return fail("id", problem) }
+        let pointName = raw.point ?? "default"
+        guard let base = points.policies[pointName] else {
+            let known = points.policies.keys.sorted().joined(separator: ", ")
+            return fail("point", "unknown extension point '\(pointName)' (known: \(known))")
+        }
+        if raw.executable.isEmpty { return fail("executable", "must not be empty") }
+        if let problem = pathProblem(raw.executable) { return fail("executable", problem) }
+        let executable = raw.executable.hasPrefix("/") ? raw.executable : join(directory, raw.executable)
+
+        let arguments = raw.arguments ?? []
+        if arguments.count > maxListCount { return fail("arguments", "has \(arguments.count) items, over the limit of \(maxListCount)") }
+        for (i, a) in arguments.enumerated() {
+            if a.utf8.count > maxStringLength { return fail("arguments[\(i)]", "is longer than \(maxStringLength) bytes") }
+            if a.utf8.contains(0) { return fail("arguments[\(i)]", "contains a NUL byte") }
+        }
+        let environment = raw.environment ?? [:]
+        if environment.count > maxListCount { return fail("environment", "has \(environment.count) variables, over the limit of \(maxListCount)") }
+        for (k, v) in environment {
+            if !isEnvironmentName(k) { return fail("environment.\(k)", "is not a valid variable name") }
+            if k.hasPrefix("EXTENSIOND_") { return fail("environment.\(k)", "EXTENSIOND_* variables are set by the supervisor") }
+            if v.utf8.count > maxStringLength || v.utf8.contains(0) {
+                return fail("environment.\(k)", "value is longer than \(maxStringLength) bytes or contains NUL")
+            }
+        }
+        let policy = (raw.policy ?? PolicyOverrides()).applied(to: base)
+        if let (field, problem) = policy.violation() { return fail("policy.\(field)", problem) }
+        let hosts = raw.hosts ?? HostRestriction()
+
+        return .success(Manifest(
+            id: raw.id, point: pointName, executable: executable, arguments: arguments,
+            environment: environment, readiness: raw.readiness ?? .runtime, policy: policy,
+            hosts: hosts, source: file))
+    }
+
+    /// Why `id` is not a valid extension id, or nil.
+    public static func identifierProblem(_ id: String) -> String? {
+        if id.isEmpty { return "must not be empty" }
+        if id.utf8.count > 255 { return "must be at most 255 bytes" }
+        for c in id.utf8 {
+            let ok = (c >= 0x30 && c <= 0x39) || (c >= 0x41 && c <= 0x5A) || (c >= 0x61 && c <= 0x7A) || c == 0x2E || c == 0x2D || c == 0x5F
+            if !ok { return "'\(id)' may contain only letters, digits, '.', '-' and '_'" }
+        }
+        if id.hasPrefix(".") || id.hasSuffix(".") || id.contains("..") { return "'\(id)' must not start or end with '.' or contain '..'" }
+        return nil
+    }
+
+    static func pathProblem(_ path: String) -> String? {
+        if path.utf8.count > maxStringLength { return "path is longer than \(maxStringLength) bytes" }
+        if path.utf8.contains(0) { return "path contains a NUL byte" }
+        if path.split(separator: "/").contains("..") { return "path '\(path)' must not contain '..' components" }
+        return nil
+    }
+
+    static func isEnvironmentName(_ name: String) -> Bool {
+        guard let first = name.utf8.first, !(first >= 0x30 && first <= 0x39) else { return false }
+        return name.utf8.allSatisfy { c in
+            (c >= 0x30 && c <= 0x39) || (c >= 0x41 && c <= 0x5A) || (c >= 0x61 && c <= 0x7A) || c == 0x5F
+        }
+    }
+
+    static func join(_ directory: String, _ relative: String) -> String {
+        var rel = Substring(relative)
+        while rel.hasPrefix("./") { rel = rel.dropFirst(2) }
+        return directory.hasSuffix("/") ? directory + rel : directory + "/" + rel
+    }
+
+    /// Turns a decoding error into (field path, problem).
+    static func describe(_ error: DecodingError) -> (String?, String) {
+        func path(_ keys: [any CodingKey]) -> String? {
+            var out = ""
+            for key in keys {
+                if let i = key.intValue { out += "[\(i)]" } else { out += out.isEmpty ? key.stringValue : "." + key.stringValue }
+            }
+            return out.isEmpty ? nil : out
+        }
+        switch error {
+        case .typeMismatch(let type, let ctx):
+            return (path(ctx.codingPath), "expected \(typeName(type))")
+        case .valueNotFound(let type, let ctx):
+            return (path(ctx.codingPath), "expected \(typeName(type)), found null")
+        case .keyNotFound(let key, let ctx):
+            return (path(ctx.codingPath + [key]), "is required")
+        case .dataCorrupted(let ctx):
+            let detail = (ctx.underlyingError.map { "\($0)" } ?? ctx.debugDescription)
+            if ctx.codingPath.isEmpty { return (nil, "invalid JSON: \(detail)") }
+            return (path(ctx.codingPath), ctx.debugDescription)
+        @unknown default:
+            return (nil, "\(error)")
+        }
+    }
+
+    static func typeName(_ type: Any.Type) -> String {
+        switch type {
+        case is String.Type: return "a string"
+        case is Double.Type, is Int.Type, is UInt32.Type: return "a number"
+        case is Bool.Type: return "a boolean"
+        case is [String].Type, is [UInt32].Type, is [Any].Type: return "an array"
+        default:
+            let name = "\(type)"
+            return name.hasPrefix("Dictionary") || name.hasPrefix("Raw") || name.contains("Overrides") || name.contains("Restriction")
+                ? "an object" : name
+        }
+    }
+}
+
+/// A problem found while decoding a specific field (unknown key, bad enum value).
+struct ManifestFieldError: Error {
+    var field: String
+    var problem: String
+}
+
+/// A coding key for any JSON member name, used to find unknown keys.
+struct AnyKey: CodingKey {
+    var stringValue: String
+    var intValue: Int? { nil }
+    init(stringValue: String) { self.stringValue = stringValue }
+    init?(intValue: Int) { nil }
+}
+
+extension KeyedDecodingContainer where Key == AnyKey {
+    /// Refuses members not in `known`, naming the first one found.
+    func rejectUnknown(_ known: Set<String>, prefix: String) throws {
+        for key in allKeys.sorted(by: { $0.stringValue < $1.stringValue }) where !known.contains(key.stringValue) {
+            throw ManifestFieldError(field: prefix + key.stringValue, problem: "unknown key (known: \(known.sorted().joined(separator: ", ")))")
+        }
+    }
+
+    func optional<T: Decodable>(_ type: T.Type, _ name: String) throws -> T? {
+        try decodeIfPresent(type, forKey: AnyKey(stringValue: name))
+    }
+
+    func seconds(_ name: String, prefix: String) throws -> Double? {
+        guard let v = try decodeIfPresent(Double.self, forKey: AnyKey(stringValue: name)) else { return nil }
+        if !v.isFinite || v < 0 { throw ManifestFieldError(field: prefix + name, problem: "must be a non-negative number of seconds, got \(v)") }
+        if v > Policy.maximumSeconds { throw ManifestFieldError(field: prefix + name, problem: "must be at most \(Int(Policy.maximumSeconds)) seconds, got \(v)") }
+        return v
+    }
+
+    func enumeration<T: RawRepresentable>(_ type: T.Type, _ name: String, prefix: String) throws -> T? where T.RawValue == String {
+        guard let raw = try decodeIfPresent(String.self, forKey: AnyKey(stringValue: name)) else { return nil }
+        guard let value = T(rawValue: raw) else {
+            throw ManifestFieldError(field: prefix + name, problem: "unknown value '\(raw)'")
+        }
+        return value
+    }
+}
+
+/// The manifest exactly as written, before resolution.
+struct RawManifest: Decodable {
+    var id: String
+    var point: String?
+    var executable: String
+    var arguments: [String]?
+    var environment: [String: String]?
+    var readiness: Readiness?
+    var policy: PolicyOverrides?
+    var hosts: HostRestriction?
+
+    static let keys: Set<String> = ["id", "point", "executable", "arguments", "environment", "readiness", "policy", "hosts"]
+
+    init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: AnyKey.self)
+        try c.rejectUnknown(Self.keys, prefix: "")
+        id = try c.decode(String.self, forKey: AnyKey(stringValue: "id"))
+        point = try c.optional(String.self, "point")
+        executable = try c.decode(String.self, forKey: AnyKey(stringValue: "executable"))
+        arguments = try c.optional([String].self, "arguments")
+        environment = try c.optional([String: String].self, "environment")
+        readiness = try c.enumeration(Readiness.self, "readiness", prefix: "")
+        policy = try c.optional(PolicyOverrides.self, "policy")
+        hosts = try c.optional(HostRestriction.self, "hosts")
+    }
+}
+
+extension PolicyOverrides: Decodable {
+    static let keys: Set<String> = [
+        "backgroundSeconds", "expiryGraceSeconds", "assertionMaxSeconds", "launchTimeoutSeconds",
+        "suspendedLifetimeSeconds", "suspend",
+    ]
+
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: AnyKey.self)
+        try c.rejectUnknown(Self.keys, prefix: "policy.")
+        self.init()
+        backgroundSeconds = try c.seconds("backgroundSeconds", prefix: "policy.")
+        expiryGraceSeconds = try c.seconds("expiryGraceSeconds", prefix: "policy.")
+        assertionMaxSeconds = try c.seconds("assertionMaxSeconds", prefix: "policy.")
+        launchTimeoutSeconds = try c.seconds("launchTimeoutSeconds", prefix: "policy.")
+        suspendedLifetimeSeconds = try c.seconds("suspendedLifetimeSeconds", prefix: "policy.")
+        suspend = try c.enumeration(SuspendMode.self, "suspend", prefix: "policy.")
+    }
+}
+
+extension HostRestriction: Decodable {
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: AnyKey.self)
+        try c.rejectUnknown(["uids", "gids"], prefix: "hosts.")
+        self.init(uids: try c.optional([UInt32].self, "uids") ?? [], gids: try c.optional([UInt32].self, "gids") ?? [])
+    }
+}

@@ -1,0 +1,110 @@
+/// Whether an extension is suspended when it goes to the background.
+public enum SuspendMode: String, Sendable, Codable, Equatable {
+    /// SIGSTOP once the last request ends and no assertion is held (the default).
+    case stop
+    /// Never suspended: the escape hatch for extensions that must keep running.
+    case never
+}
+
+/// The timing policy of an extension, resolved from its extension point and its manifest.
+public struct Policy: Equatable, Sendable, Codable {
+    /// How long an extension with live assertions may run after its last request ends.
+    public var backgroundSeconds: Double
+    /// How long before a deadline the extension is told to expire its assertions.
+    public var expiryGraceSeconds: Double
+    /// The longest any single assertion may live, even while a request is open (leak guard).
+    public var assertionMaxSeconds: Double
+    /// How long a launch may take to become ready before it is killed.
+    public var launchTimeoutSeconds: Double
+    /// How long a suspended extension may stay unused before it is reclaimed (killed).
+    public var suspendedLifetimeSeconds: Double
+    /// Whether the extension is suspended at all.
+    public var suspend: SuspendMode
+
+    public init(
+        backgroundSeconds: Double, expiryGraceSeconds: Double, assertionMaxSeconds: Double,
+        launchTimeoutSeconds: Double, suspendedLifetimeSeconds: Double, suspend: SuspendMode = .stop
+    ) {
+        self.backgroundSeconds = backgroundSeconds
+        self.expiryGraceSeconds = expiryGraceSeconds
+        self.assertionMaxSeconds = assertionMaxSeconds
+        self.launchTimeoutSeconds = launchTimeoutSeconds
+        self.suspendedLifetimeSeconds = suspendedLifetimeSeconds
+        self.suspend = suspend
+    }
+
+    /// The longest duration any policy field accepts (one day).
+    public static let maximumSeconds: Double = 86_400
+
+    /// Checks the relations between fields. Returns the offending field and why, or nil.
+    public func violation() -> (field: String, problem: String)? {
+        let fields: [(String, Double)] = [
+            ("backgroundSeconds", backgroundSeconds), ("expiryGraceSeconds", expiryGraceSeconds),
+            ("assertionMaxSeconds", assertionMaxSeconds), ("launchTimeoutSeconds", launchTimeoutSeconds),
+            ("suspendedLifetimeSeconds", suspendedLifetimeSeconds),
+        ]
+        for (name, value) in fields {
+            if !value.isFinite || value < 0 { return (name, "must be a non-negative number of seconds, got \(value)") }
+            if value > Policy.maximumSeconds { return (name, "must be at most \(Int(Policy.maximumSeconds)) seconds, got \(value)") }
+        }
+        if launchTimeoutSeconds <= 0 { return ("launchTimeoutSeconds", "must be greater than 0") }
+        if expiryGraceSeconds > backgroundSeconds {
+            return ("expiryGraceSeconds", "must not exceed backgroundSeconds (\(backgroundSeconds))")
+        }
+        if expiryGraceSeconds > assertionMaxSeconds {
+            return ("expiryGraceSeconds", "must not exceed assertionMaxSeconds (\(assertionMaxSeconds))")
+        }
+        return nil
+    }
+}
+
+/// Per-manifest (or per-config) overrides of a policy; nil fields keep the base value.
+public struct PolicyOverrides: Equatable, Sendable {
+    public var backgroundSeconds: Double?
+    public var expiryGraceSeconds: Double?
+    public var assertionMaxSeconds: Double?
+    public var launchTimeoutSeconds: Double?
+    public var suspendedLifetimeSeconds: Double?
+    public var suspend: SuspendMode?
+
+    public init() {}
+
+    /// `base` with every non-nil field of these overrides applied.
+    public func applied(to base: Policy) -> Policy {
+        var p = base
+        if let v = backgroundSeconds { p.backgroundSeconds = v }
+        if let v = expiryGraceSeconds { p.expiryGraceSeconds = v }
+        if let v = assertionMaxSeconds { p.assertionMaxSeconds = v }
+        if let v = launchTimeoutSeconds { p.launchTimeoutSeconds = v }
+        if let v = suspendedLifetimeSeconds { p.suspendedLifetimeSeconds = v }
+        if let v = suspend { p.suspend = v }
+        return p
+    }
+}
+
+/// The extension points the daemon knows, each with its default policy.
+public struct ExtensionPoints: Equatable, Sendable {
+    public var policies: [String: Policy]
+
+    public init(policies: [String: Policy]) { self.policies = policies }
+
+    /// The built-in points, usable with no configuration file (see docs/policies.md):
+    /// - `widget`: on screen briefly and often; short background time, kept suspended 10 minutes.
+    /// - `share`: finishes an upload after the sheet closes; long background time, rarely reused.
+    /// - `action`: quick transformations; moderate background time.
+    /// - `default`: for anything else.
+    public static let builtIn = ExtensionPoints(policies: [
+        "widget": Policy(
+            backgroundSeconds: 5, expiryGraceSeconds: 2, assertionMaxSeconds: 30,
+            launchTimeoutSeconds: 10, suspendedLifetimeSeconds: 600),
+        "share": Policy(
+            backgroundSeconds: 30, expiryGraceSeconds: 5, assertionMaxSeconds: 180,
+            launchTimeoutSeconds: 15, suspendedLifetimeSeconds: 120),
+        "action": Policy(
+            backgroundSeconds: 10, expiryGraceSeconds: 3, assertionMaxSeconds: 60,
+            launchTimeoutSeconds: 10, suspendedLifetimeSeconds: 300),
+        "default": Policy(
+            backgroundSeconds: 10, expiryGraceSeconds: 3, assertionMaxSeconds: 60,
+            launchTimeoutSeconds: 10, suspendedLifetimeSeconds: 600),
+    ])
+}

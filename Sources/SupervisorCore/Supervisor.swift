@@ -1,0 +1,575 @@
+import ExtensionProtocol
+
+/// The lifecycle, assertion and policy state machine of extensiond.
+///
+/// Pure: it performs no system calls and reads no clock. The shell feeds it `Event`s with the
+/// current monotonic instant and performs the `Effect`s it returns, in order. Every decision
+/// the daemon makes about an extension is made here, so it can be tested with simulated time.
+///
+/// Guarantees (tested in SupervisorCoreTests):
+/// - an extension is never stopped while it holds an assertion whose *expire* was not sent at
+///   least `expiryGraceSeconds` earlier;
+/// - every terminating signal sent to a possibly stopped group is followed by SIGCONT;
+/// - events for a previous process generation are ignored.
+public struct Supervisor: Sendable {
+    public private(set) var records: [String: ExtensionRecord] = [:]
+    public var limits: SupervisorLimits
+    public private(set) var shuttingDown = false
+    private var nextRequestID: UInt64 = 1
+    private var nextAssertionID: UInt64 = 1
+    private var armed: Instant?
+    private var out: [Effect] = []
+    private var now: Instant
+
+    /// Creates a supervisor knowing `manifests` (duplicate ids must have been refused already).
+    public init(manifests: [Manifest], limits: SupervisorLimits = SupervisorLimits(), now: Instant) {
+        self.limits = limits
+        self.now = now
+        for m in manifests { records[m.id] = ExtensionRecord(manifest: m, since: now) }
+    }
+
+    /// Processes one event at `now` and returns the effects to perform, in order.
+    public mutating func handle(_ event: Event, at now: Instant) -> [Effect] {
+        self.now = now
+        out.removeAll(keepingCapacity: true)
+        switch event {
+        case let .begin(host, peer, tag, id): begin(host: host, peer: peer, tag: tag, id: id)
+        case let .end(host, tag, requestID): end(host: host, tag: tag, requestID: requestID)
+        case let .hostGone(host): hostGone(host)
+        case let .spawned(id, generation, pid):
+            update(id, generation) { s, r in s.spawned(&r, pid: pid) }
+        case let .spawnFailed(id, generation, error):
+            update(id, generation) { s, r in s.spawnFailed(&r, error: error) }
+        case let .ready(id, generation):
+            update(id, generation) { s, r in s.ready(&r) }
+        case let .stopConfirmed(id, generation):
+            update(id, generation) { s, r in s.stopConfirmed(&r) }
+        case let .continueConfirmed(id, generation):
+            update(id, generation) { s, r in s.continueConfirmed(&r) }
+        case let .exited(id, generation, status):
+            update(id, generation) { s, r in s.exited(&r, status: status) }
+        case let .acquire(id, generation, tag, reason):
+            update(id, generation) { s, r in s.acquire(&r, tag: tag, reason: reason) }
+        case let .release(id, generation, assertionID):
+            update(id, generation) { s, r in s.release(&r, assertionID: assertionID) }
+        case let .expireReceived(id, generation, assertionID):
+            update(id, generation) { _, r in r.assertions.acknowledgeExpire(assertionID) }
+        case let .channelClosed(id, generation, reason):
+            update(id, generation) { s, r in s.channelClosed(&r, reason: reason) }
+        case let .deliveryFailed(id, generation, requestID, error):
+            update(id, generation) { s, r in s.deliveryFailed(&r, requestID: requestID, error: error) }
+        case .tick:
+            for id in records.keys.sorted() { update(id, nil) { s, r in s.processDeadlines(&r) } }
+        case let .kill(host, tag, id, signal): kill(host: host, tag: tag, id: id, signal: signal)
+        case let .reload(manifests, errors, _, _): reload(manifests, errors)
+        case let .prewarm(host, tag, ids): prewarm(host: host, tag: tag, ids: ids)
+        case .shutdown: shutdown()
+        }
+        removeRetired()
+        if shuttingDown && records.values.allSatisfy({ !$0.isRunning }) && !out.contains(.exit) {
+            out.append(.exit)
+        }
+        rearm()
+        return out
+    }
+
+    /// The instant of the earliest pending deadline, if any.
+    public func nextDeadline() -> Instant? {
+        var next: Instant?
+        for r in records.values {
+            if let t = r.nextDeadline(), next == nil || t < next! { next = t }
+        }
+        return next
+    }
+
+    // MARK: - Record access
+
+    /// Runs `body` on the record `id` if it exists and (when `generation` is given) its
+    /// current process has that generation; events for stale generations are dropped.
+    private mutating func update(_ id: String, _ generation: UInt64?, _ body: (inout Supervisor, inout ExtensionRecord) -> Void) {
+        guard var record = records.removeValue(forKey: id) else { return }
+        if generation == nil || (record.generation == generation && record.isRunning) {
+            body(&self, &record)
+        }
+        records[id] = record
+    }
+
+    private mutating func setPhase(_ r: inout ExtensionRecord, _ phase: Phase) {
+        if phase.state != r.phase.state { r.since = now }
+        r.phase = phase
+    }
+
+    private mutating func record(
+        _ r: inout ExtensionRecord, _ kind: LifecycleEvent.Kind, assertionID: UInt64? = nil,
+        requestID: UInt64? = nil, detail: String? = nil
+    ) {
+        let e = LifecycleEvent(
+            at: now, kind: kind, extensionID: r.manifest.id, pid: r.pid, state: r.state,
+            assertionID: assertionID, requestID: requestID, detail: detail)
+        if r.recentEvents.count >= ExtensionRecord.historyLimit { r.recentEvents.removeFirst() }
+        r.recentEvents.append(e)
+        out.append(.record(e))
+    }
+
+    private mutating func rearm() {
+        let next = nextDeadline()
+        if next != armed {
+            armed = next
+            out.append(.armTimer(next))
+        }
+    }
+
+    private mutating func removeRetired() {
+        for (id, r) in records where r.retired && !r.isRunning && r.pending.isEmpty {
+            records[id] = nil
+        }
+    }
+
+    // MARK: - Host requests
+
+    private func mayOpen(_ m: Manifest, _ peer: PeerIdentity) -> Bool {
+        peer.uid == 0 || peer.uid == limits.daemonUID || m.hosts.uids.contains(peer.uid) || m.hosts.gids.contains(peer.gid)
+    }
+
+    private func requestCount(of host: HostID) -> Int {
+        records.values.reduce(0) { n, r in
+            n + r.requests.lazy.filter { $0.host == host }.count + r.pending.lazy.filter { $0.host == host }.count
+        }
+    }
+
+    private mutating func begin(host: HostID, peer: PeerIdentity, tag: UInt32, id: String) {
+        func refuse(_ code: FailureCode, _ text: String) { out.append(.reply(host: host, message: .failure(tag: tag, code: code, text: text))) }
+        if shuttingDown { return refuse(.shuttingDown, "extensiond is shutting down") }
+        guard let existing = records[id], !existing.retired else { return refuse(.unknownExtension, "no extension with id '\(id)'") }
+        guard mayOpen(existing.manifest, peer) else {
+            update(id, nil) { s, r in s.record(&r, .refuse, detail: "host uid \(peer.uid) pid \(peer.pid) is not allowed to open it") }
+            return refuse(.notPermitted, "uid \(peer.uid) may not open '\(id)' (see the manifest's 'hosts')")
+        }
+        if requestCount(of: host) >= limits.maxRequestsPerHost {
+            return refuse(.limitReached, "this connection already holds \(limits.maxRequestsPerHost) requests")
+        }
+        if !existing.isRunning, let until = existing.throttledUntil, until > now {
+            let wait = String(format_seconds: until.seconds(since: now))
+            update(id, nil) { s, r in s.record(&r, .throttle, detail: "launch refused: crash loop backoff, \(wait) left") }
+            return refuse(.throttled, "'\(id)' crashed \(existing.consecutiveCrashes) times in a row; next launch allowed in \(wait)")
+        }
+        let requestID = nextRequestID
+        nextRequestID += 1
+        let pending = PendingBegin(host: host, peer: peer, tag: tag, requestID: requestID)
+        update(id, nil) { s, r in
+            switch r.phase {
+            case .notRunning:
+                r.pending.append(pending)
+                s.launch(&r)
+            case .launching, .resuming, .terminating:
+                r.pending.append(pending)
+            case .active:
+                s.open(&r, pending)
+            case .background, .expiring:
+                // A new request cancels the pending suspension; expired assertions stay expired.
+                s.setPhase(&r, .active)
+                s.open(&r, pending)
+            case .stopping, .suspended:
+                r.pending.append(pending)
+                s.setPhase(&r, .resuming)
+                s.out.append(.resume(extensionID: r.manifest.id, generation: r.generation))
+            }
+        }
+    }
+
+    private mutating func open(_ r: inout ExtensionRecord, _ p: PendingBegin) {
+        guard let pid = r.pid else { return }
+        r.requests.append(OpenRequest(id: p.requestID, host: p.host, peer: p.peer, begunAt: now))
+        out.append(.openRequest(
+            extensionID: r.manifest.id, generation: r.generation, requestID: p.requestID, host: p.host,
+            tag: p.tag, pid: pid, channel: r.manifest.readiness == .runtime))
+        record(&r, .begin, requestID: p.requestID, detail: "host pid \(p.peer.pid) uid \(p.peer.uid)")
+    }
+
+    private mutating func openPending(_ r: inout ExtensionRecord) {
+        let pending = r.pending
+        r.pending.removeAll()
+        for p in pending { open(&r, p) }
+    }
+
+    private mutating func failPending(_ r: inout ExtensionRecord, _ code: FailureCode, _ text: String) {
+        for p in r.pending { out.append(.reply(host: p.host, message: .failure(tag: p.tag, code: code, text: text))) }
+        r.pending.removeAll()
+    }
+
+    private mutating func end(host: HostID, tag: UInt32, requestID: UInt64) {
+        guard let id = records.first(where: { $0.value.requests.contains { $0.id == requestID && $0.host == host } })?.key else {
+            out.append(.reply(host: host, message: .failure(tag: tag, code: .unknownRequest, text: "no open request \(requestID) on this connection")))
+            return
+        }
+        update(id, nil) { s, r in
+            s.out.append(.reply(host: host, message: .ok(tag: tag)))
+            s.closeRequests(&r) { $0.id == requestID }
+        }
+    }
+
+    private mutating func hostGone(_ host: HostID) {
+        for id in records.keys.sorted() {
+            update(id, nil) { s, r in
+                r.pending.removeAll { $0.host == host }
+                s.closeRequests(&r) { $0.host == host }
+            }
+        }
+    }
+
+    /// Ends the matching requests (telling the extension) and backgrounds it when none is left.
+    private mutating func closeRequests(_ r: inout ExtensionRecord, where match: (OpenRequest) -> Bool) {
+        let closing = r.requests.filter(match)
+        guard !closing.isEmpty else { return }
+        r.requests.removeAll(where: match)
+        for q in closing {
+            if r.manifest.readiness == .runtime {
+                out.append(.send(extensionID: r.manifest.id, generation: r.generation, message: .ended(requestID: q.id)))
+            }
+            record(&r, .end, requestID: q.id)
+        }
+        if r.requests.isEmpty && r.phase == .active { enterBackground(&r) }
+    }
+
+    private mutating func deliveryFailed(_ r: inout ExtensionRecord, requestID: UInt64, error: String) {
+        guard let q = r.requests.first(where: { $0.id == requestID }) else { return }
+        out.append(.reply(host: q.host, message: .interrupted(requestID: requestID, reason: "could not hand the channel to the extension: \(error)")))
+        closeRequests(&r) { $0.id == requestID }
+    }
+
+    // MARK: - Process lifecycle
+
+    private mutating func launch(_ r: inout ExtensionRecord, prewarmed: Bool = false) {
+        r.generation += 1
+        r.pid = nil
+        r.startedAt = nil
+        r.adminSignaled = false
+        r.prewarmed = prewarmed
+        r.assertions = AssertionLedger()
+        setPhase(&r, .launching(deadline: now.adding(seconds: r.policy.launchTimeoutSeconds)))
+        out.append(.spawn(extensionID: r.manifest.id, generation: r.generation, manifest: r.manifest))
+    }
+
+    private mutating func spawned(_ r: inout ExtensionRecord, pid: Int32) {
+        r.pid = pid
+        r.startedAt = now
+        record(&r, .launch, detail: r.manifest.executable)
+        if case .terminating = r.phase {
+            // Shutdown arrived between the spawn effect and its answer: end it at once.
+            out.append(.signal(extensionID: r.manifest.id, generation: r.generation, signal: SignalNumber.kill, thenContinue: true))
+        }
+    }
+
+    private mutating func spawnFailed(_ r: inout ExtensionRecord, error: String) {
+        guard case .launching = r.phase else { return }
+        setPhase(&r, .notRunning)
+        r.lastExit = ExitRecord(status: nil, reason: .launchFailed, at: now, pid: nil)
+        countCrash(&r, stable: false)
+        failPending(&r, .launchFailed, "could not launch '\(r.manifest.id)': \(error)")
+        record(&r, .launchFailed, detail: error)
+    }
+
+    private mutating func ready(_ r: inout ExtensionRecord) {
+        guard case .launching = r.phase else { return }
+        setPhase(&r, .active)
+        record(&r, .ready)
+        if r.pending.isEmpty {
+            enterBackground(&r)
+        } else {
+            openPending(&r)
+        }
+    }
+
+    /// The last request ended (or a prewarmed launch became ready): suspend at once, or give
+    /// live assertions their background time first.
+    private mutating func enterBackground(_ r: inout ExtensionRecord) {
+        if r.retired { return terminate(&r, reason: .removed, signal: SignalNumber.terminate) }
+        if r.policy.suspend == .never {
+            setPhase(&r, .background(expireAt: nil, stopAt: nil))
+            return
+        }
+        if r.assertions.isEmpty { return stopNow(&r) }
+        let stopAt = now.adding(seconds: r.policy.backgroundSeconds)
+        setPhase(&r, .background(expireAt: stopAt.adding(seconds: -r.policy.expiryGraceSeconds), stopAt: stopAt))
+        processDeadlines(&r)
+    }
+
+    private mutating func stopNow(_ r: inout ExtensionRecord) {
+        let wasExpiring = r.state == .expiring
+        for a in r.assertions.revokeAll() {
+            // Only reached at the hard stop deadline: *expire* went out `expiryGraceSeconds` ago.
+            if !a.expireAcknowledged {
+                r.unacknowledgedExpiries += 1
+                record(&r, .expiryUnacknowledged, assertionID: a.id, detail: a.reason)
+            }
+            r.overruns += 1
+            record(&r, .overrun, assertionID: a.id, detail: a.reason)
+        }
+        setPhase(&r, .stopping(wasExpiring: wasExpiring))
+        out.append(.stop(extensionID: r.manifest.id, generation: r.generation))
+        record(&r, .stopSent)
+    }
+
+    private mutating func stopConfirmed(_ r: inout ExtensionRecord) {
+        guard case .stopping = r.phase else { return }
+        setPhase(&r, .suspended(reclaimAt: now.adding(seconds: r.policy.suspendedLifetimeSeconds)))
+        record(&r, .suspend)
+    }
+
+    private mutating func continueConfirmed(_ r: inout ExtensionRecord) {
+        guard r.phase == .resuming else { return }
+        setPhase(&r, .active)
+        record(&r, .resume)
+        if r.pending.isEmpty {
+            enterBackground(&r)
+        } else {
+            openPending(&r)
+        }
+    }
+
+    private mutating func terminate(_ r: inout ExtensionRecord, reason: ExitReason, signal: Int32) {
+        if case .terminating = r.phase, signal != SignalNumber.kill { return }
+        let mayBeStopped = r.phase.mayBeStopped
+        let killAt = signal == SignalNumber.kill ? nil : now.adding(seconds: limits.terminateGraceSeconds)
+        setPhase(&r, .terminating(reason: reason, killAt: killAt))
+        out.append(.signal(extensionID: r.manifest.id, generation: r.generation, signal: signal, thenContinue: mayBeStopped))
+    }
+
+    private mutating func exited(_ r: inout ExtensionRecord, status: ExitStatus) {
+        let reason: ExitReason
+        if case .terminating(let why, _) = r.phase {
+            reason = why
+        } else if r.adminSignaled {
+            reason = .killedByAdmin
+        } else if status == .exited(0) {
+            reason = .exited
+        } else {
+            reason = .crashed
+        }
+        let wasLaunching = r.state == .launching
+        let describe: String
+        switch status {
+        case .exited(let code): describe = "exit status \(code)"
+        case .signaled(let sig): describe = "signal \(sig)"
+        }
+        for q in r.requests {
+            out.append(.reply(host: q.host, message: .interrupted(requestID: q.id, reason: "'\(r.manifest.id)' ended: \(reason.rawValue) (\(describe))")))
+        }
+        r.requests.removeAll()
+        let dropped = r.assertions.revokeAll().count
+        let ranFor = r.startedAt.map { now.seconds(since: $0) } ?? 0
+        r.lastExit = ExitRecord(status: status, reason: reason, at: now, pid: r.pid)
+        setPhase(&r, .notRunning)
+        let detail = "\(reason.rawValue), \(describe)" + (dropped > 0 ? ", \(dropped) assertion(s) dropped" : "")
+        record(&r, reason == .crashed ? .crash : reason == .reclaimed ? .reclaim : .exit, detail: detail)
+        r.pid = nil
+        r.startedAt = nil
+        switch reason {
+        case .crashed, .launchFailed: countCrash(&r, stable: ranFor >= limits.stableRunSeconds)
+        case .exited, .reclaimed: r.consecutiveCrashes = 0; r.throttledUntil = nil
+        default: break
+        }
+        if r.pending.isEmpty { return }
+        if shuttingDown || r.retired {
+            failPending(&r, .shuttingDown, "'\(r.manifest.id)' is going away")
+        } else if wasLaunching {
+            failPending(&r, .launchFailed, "'\(r.manifest.id)' exited before it was ready (\(describe))")
+        } else if let until = r.throttledUntil, until > now {
+            failPending(&r, .throttled, "'\(r.manifest.id)' is crash-looping; next launch in \(String(format_seconds: until.seconds(since: now)))")
+        } else {
+            launch(&r)  // requests queued while it was terminating get a fresh process
+        }
+    }
+
+    private mutating func countCrash(_ r: inout ExtensionRecord, stable: Bool) {
+        r.consecutiveCrashes = stable ? 1 : r.consecutiveCrashes + 1
+        let delay = limits.backoff(afterCrashes: r.consecutiveCrashes)
+        r.throttledUntil = delay > 0 ? now.adding(seconds: delay) : nil
+        if delay > 0 { record(&r, .throttle, detail: "crash \(r.consecutiveCrashes) in a row: next launch in \(String(format_seconds: delay))") }
+    }
+
+    private mutating func channelClosed(_ r: inout ExtensionRecord, reason: String) {
+        if case .terminating = r.phase { return }
+        record(&r, .kill, detail: "runtime channel closed: \(reason)")
+        terminate(&r, reason: .channelClosed, signal: SignalNumber.terminate)
+    }
+
+    // MARK: - Assertions
+
+    private mutating func acquire(_ r: inout ExtensionRecord, tag: UInt32, reason: String) {
+        func deny(_ why: String) {
+            out.append(.send(extensionID: r.manifest.id, generation: r.generation, message: .denied(tag: tag, reason: why)))
+            record(&r, .deny, detail: "\(reason): \(why)")
+        }
+        if reason.isEmpty { return deny("a reason is required") }
+        switch r.phase {
+        case .launching, .active:
+            break
+        case .background(let expireAt, _):
+            if let expireAt, now >= expireAt { return deny("background time is spent") }
+        case .expiring:
+            return deny("the extension is expiring")
+        case .stopping, .suspended, .resuming:
+            return deny("the extension is being suspended")
+        case .terminating, .notRunning:
+            return deny("the extension is terminating")
+        }
+        if r.assertions.count >= limits.maxAssertionsPerProcess {
+            return deny("too many assertions (limit \(limits.maxAssertionsPerProcess))")
+        }
+        let id = nextAssertionID
+        nextAssertionID += 1
+        r.assertions.grant(id: id, reason: reason, at: now, maxSeconds: r.policy.assertionMaxSeconds)
+        out.append(.send(extensionID: r.manifest.id, generation: r.generation, message: .granted(tag: tag, assertionID: id)))
+        record(&r, .acquire, assertionID: id, detail: reason)
+        processDeadlines(&r)
+    }
+
+    private mutating func release(_ r: inout ExtensionRecord, assertionID: UInt64) {
+        guard let a = r.assertions.release(assertionID) else { return }  // double release: harmless
+        record(&r, .release, assertionID: a.id, detail: a.reason)
+        if r.assertions.isEmpty {
+            switch r.phase {
+            case .background(let expireAt, _) where expireAt != nil: stopNow(&r)
+            case .expiring: stopNow(&r)
+            default: break
+            }
+        }
+    }
+
+    private mutating func sendExpire(_ r: inout ExtensionRecord, _ a: Assertion) {
+        guard r.assertions.markExpireSent(a.id, at: now) else { return }
+        out.append(.send(extensionID: r.manifest.id, generation: r.generation, message: .expire(assertionID: a.id)))
+        record(&r, .expire, assertionID: a.id, detail: a.reason)
+    }
+
+    // MARK: - Deadlines
+
+    private mutating func processDeadlines(_ r: inout ExtensionRecord) {
+        let grace = r.policy.expiryGraceSeconds
+        switch r.phase {
+        case .launching, .active, .background, .expiring:
+            for a in r.assertions.assertions {
+                if a.expireSentAt == nil && now >= a.hardDeadline.adding(seconds: -grace) { sendExpire(&r, a) }
+                if now >= a.hardDeadline {
+                    // Leak guard: the assertion outlived assertionMaxSeconds.
+                    r.assertions.release(a.id)
+                    r.overruns += 1
+                    record(&r, .overrun, assertionID: a.id, detail: a.reason)
+                }
+            }
+        default: break
+        }
+        switch r.phase {
+        case .launching(let deadline) where now >= deadline:
+            failPending(&r, .launchTimeout, "'\(r.manifest.id)' did not become ready within \(r.policy.launchTimeoutSeconds)s")
+            record(&r, .launchTimeout)
+            terminate(&r, reason: .launchTimeout, signal: SignalNumber.kill)
+        case .background(let expireAt?, let stopAt?):
+            if r.assertions.isEmpty { return stopNow(&r) }
+            if now >= expireAt {
+                for a in r.assertions.unexpired { sendExpire(&r, a) }
+                setPhase(&r, .expiring(stopAt: stopAt))
+                processDeadlines(&r)
+            }
+        case .expiring(let stopAt):
+            if r.assertions.isEmpty || now >= stopAt { stopNow(&r) }
+        case .suspended(let reclaimAt) where now >= reclaimAt:
+            terminate(&r, reason: .reclaimed, signal: SignalNumber.kill)
+        case .terminating(let reason, let killAt?) where now >= killAt:
+            setPhase(&r, .terminating(reason: reason, killAt: nil))
+            out.append(.signal(extensionID: r.manifest.id, generation: r.generation, signal: SignalNumber.kill, thenContinue: true))
+        default: break
+        }
+    }
+
+    // MARK: - Administration
+
+    private mutating func kill(host: HostID, tag: UInt32, id: String, signal: Int32) {
+        func refuse(_ code: FailureCode, _ text: String) { out.append(.reply(host: host, message: .failure(tag: tag, code: code, text: text))) }
+        guard records[id] != nil else { return refuse(.unknownExtension, "no extension with id '\(id)'") }
+        guard signal > 0 && signal < 65 else { return refuse(.badRequest, "signal \(signal) is not a valid signal number") }
+        if SignalNumber.reserved.contains(signal) {
+            return refuse(.badRequest, "signal \(signal) is reserved: extensiond alone stops and continues extensions")
+        }
+        guard let r = records[id], r.isRunning, r.pid != nil else { return refuse(.notRunning, "'\(id)' is not running") }
+        update(id, nil) { s, r in
+            r.adminSignaled = true
+            s.record(&r, .kill, detail: "signal \(signal) from an administrator")
+            if r.phase.mayBeStopped {
+                // A stopped group must be continued for the signal to act; it must then not run unsupervised.
+                s.setPhase(&r, .terminating(reason: .killedByAdmin, killAt: s.now.adding(seconds: s.limits.terminateGraceSeconds)))
+                s.out.append(.signal(extensionID: id, generation: r.generation, signal: signal, thenContinue: true))
+            } else {
+                s.out.append(.signal(extensionID: id, generation: r.generation, signal: signal, thenContinue: false))
+            }
+        }
+        out.append(.reply(host: host, message: .ok(tag: tag)))
+    }
+
+    private mutating func reload(_ manifests: [Manifest], _ errors: [ManifestError]) {
+        let incoming = Dictionary(manifests.map { ($0.id, $0) }, uniquingKeysWith: { first, _ in first })
+        for (id, m) in incoming {
+            if records[id] == nil {
+                records[id] = ExtensionRecord(manifest: m, since: now)
+            } else {
+                update(id, nil) { _, r in
+                    r.manifest = m  // a running process keeps its executable; the policy applies at once
+                    r.retired = false
+                }
+            }
+        }
+        for id in records.keys.sorted() where incoming[id] == nil {
+            update(id, nil) { s, r in
+                guard !r.retired else { return }
+                r.retired = true
+                s.failPending(&r, .unknownExtension, "'\(id)' was removed by a reload")
+                switch r.phase {
+                case .notRunning, .terminating: break
+                case .active where !r.requests.isEmpty: break  // goes when its last request ends
+                default: s.terminate(&r, reason: .removed, signal: SignalNumber.terminate)
+                }
+            }
+        }
+        _ = errors  // reported by the shell, which read the files
+    }
+
+    private mutating func prewarm(host: HostID, tag: UInt32, ids: [String]) {
+        for id in ids where records[id] == nil || records[id]!.retired {
+            out.append(.reply(host: host, message: .failure(tag: tag, code: .unknownExtension, text: "no extension with id '\(id)'")))
+            return
+        }
+        if shuttingDown {
+            out.append(.reply(host: host, message: .failure(tag: tag, code: .shuttingDown, text: "extensiond is shutting down")))
+            return
+        }
+        var warming = records.values.filter { $0.prewarmed && $0.isRunning && $0.requests.isEmpty }.count
+        for id in ids {
+            update(id, nil) { s, r in
+                guard !r.isRunning, warming < s.limits.maxPrewarmed else { return }
+                if let until = r.throttledUntil, until > s.now { return }
+                warming += 1
+                s.launch(&r, prewarmed: true)
+                s.record(&r, .prewarm)
+            }
+        }
+        out.append(.reply(host: host, message: .ok(tag: tag)))
+    }
+
+    private mutating func shutdown() {
+        shuttingDown = true
+        for id in records.keys.sorted() {
+            update(id, nil) { s, r in
+                s.failPending(&r, .shuttingDown, "extensiond is shutting down")
+                switch r.phase {
+                case .notRunning: break
+                case .terminating(let reason, _) where reason != .shutdown: break
+                case .launching where r.pid == nil:
+                    // Not spawned yet: the spawn effect will be answered; kill what appears.
+                    s.setPhase(&r, .terminating(reason: .shutdown, killAt: nil))
+                default: s.terminate(&r, reason: .shutdown, signal: SignalNumber.terminate)
+                }
+            }
+        }
+    }
+}

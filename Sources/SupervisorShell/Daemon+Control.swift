@@ -1,0 +1,174 @@
+import ExtensionProtocol
+import ExtensionTransport
+import SupervisorCore
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The control socket: hosts and `extctl` connect here.
+extension Daemon {
+    /// Most connections accepted per wake-up.
+    static let acceptBudget = 64
+
+    func acceptConnections() {
+        for _ in 0..<Daemon.acceptBudget {
+            let socket: PacketSocket?
+            do { socket = try listener.accept() } catch {
+                logger.error("accept failed: \(error)")
+                return
+            }
+            guard let socket else { return }
+            guard let cred = try? socket.peerCredentials() else {
+                socket.close()
+                continue
+            }
+            let id = nextHostID
+            nextHostID += 1
+            let c = ControlConnection(id: id, socket: socket, peer: PeerIdentity(pid: cred.pid, uid: cred.uid, gid: cred.gid), queueLimit: Daemon.connectionQueueLimit)
+            do {
+                c.source = try loop.addIO(fd: socket.fd, events: Poll.input) { [unowned self, unowned c] events in
+                    connectionEvent(c, events: events)
+                }
+            } catch {
+                socket.close()
+                continue
+            }
+            connections[id] = c
+        }
+    }
+
+    func connectionEvent(_ c: ControlConnection, events: UInt32) {
+        if events & Poll.output != 0 {
+            if !c.outbound.flush(on: c.socket) { return drop(c, reason: "write failed") }
+            if c.outbound.isEmpty { c.source?.setIOEvents(Poll.input) }
+        }
+        guard events & (Poll.input | Poll.hangup | Poll.error) != 0 else { return }
+        for _ in 0..<Daemon.readBudget {
+            guard connections[c.id] === c else { return }
+            let result: PacketSocket.ReceiveResult
+            do { result = try c.socket.receive(into: receiveBuffer) } catch { return drop(c, reason: "\(error)") }
+            switch result {
+            case .wouldBlock: return
+            case .closed: return drop(c, reason: nil)
+            case .datagram(let count, let descriptor, let truncated):
+                if let descriptor { close(descriptor) }
+                if truncated { return protocolViolation(c, "message over \(WireLimits.maxMessageSize) bytes") }
+                do {
+                    let message = try WireDecoder.decode(UnsafeRawBufferPointer(rebasing: receiveBuffer[0..<count]))
+                    handle(message, from: c)
+                } catch {
+                    return protocolViolation(c, "\(error)")
+                }
+            }
+        }
+    }
+
+    /// Answers a malformed message with a failure, then closes the connection.
+    func protocolViolation(_ c: ControlConnection, _ problem: String) {
+        logger.notice("closing control connection of pid \(c.peer.pid) uid \(c.peer.uid): \(problem)")
+        if let bytes = try? WireEncoder.encoded(.failure(tag: 0, code: .badRequest, text: "protocol error: \(problem)")) {
+            _ = try? c.socket.send(bytes)
+        }
+        drop(c, reason: problem)
+    }
+
+    /// Closes a connection; its requests end exactly as if the host had dismissed them.
+    func drop(_ c: ControlConnection, reason: String?) {
+        guard connections[c.id] === c else { return }
+        connections[c.id] = nil
+        c.close()
+        post(.hostGone(host: c.id))
+    }
+
+    func isAdministrator(_ peer: PeerIdentity) -> Bool {
+        if peer.uid == 0 || peer.uid == daemonUID { return true }
+        guard let group = config.adminGroup else { return false }
+        return peer.gid == group || Daemon.supplementaryGroups(of: peer.pid).contains(group)
+    }
+
+    /// The supplementary groups of a process, from /proc/PID/status.
+    static func supplementaryGroups(of pid: Int32) -> [UInt32] {
+        guard let data = try? readFile("/proc/\(pid)/status") else { return [] }
+        let text = String(decoding: data, as: UTF8.self)
+        guard let line = text.split(separator: "\n").first(where: { $0.hasPrefix("Groups:") }) else { return [] }
+        return line.dropFirst(7).split(separator: " ").compactMap { UInt32($0.trimmingCharacters(in: .whitespaces)) }
+    }
+
+    func handle(_ message: Message, from c: ControlConnection) {
+        switch message {
+        case let .begin(tag, id):
+            post(.begin(host: c.id, peer: c.peer, tag: tag, extensionID: id))
+        case let .end(tag, requestID):
+            post(.end(host: c.id, tag: tag, requestID: requestID))
+        case let .query(tag, kind, ids):
+            answerQuery(c, tag: tag, kind: kind, ids: ids)
+        case let .kill(tag, id, signal):
+            guard isAdministrator(c.peer) else { return refuseAdmin(c, tag, "kill") }
+            post(.kill(host: c.id, tag: tag, extensionID: id, signal: signal))
+        case let .reload(tag):
+            guard isAdministrator(c.peer) else { return refuseAdmin(c, tag, "reload") }
+            let (loaded, errors) = reload()
+            sendJSON(["loaded": loaded, "errors": errors.map(\.description)], tag: tag, to: c.id)
+        case let .monitor(tag):
+            c.isMonitor = true
+            send(.ok(tag: tag), to: c.id)
+        case let .prewarm(tag, ids):
+            post(.prewarm(host: c.id, tag: tag, extensionIDs: ids))
+        default:
+            protocolViolation(c, "\(message.kind) is not accepted on the control socket")
+        }
+    }
+
+    func refuseAdmin(_ c: ControlConnection, _ tag: UInt32, _ operation: String) {
+        logger.notice("refused \(operation) from pid \(c.peer.pid) uid \(c.peer.uid): not an administrator")
+        send(.failure(tag: tag, code: .notPermitted, text: "\(operation) needs root, the daemon's uid \(daemonUID)\(config.adminGroup.map { " or group \($0)" } ?? "")"), to: c.id)
+    }
+
+    func answerQuery(_ c: ControlConnection, tag: UInt32, kind: QueryKind, ids: [String]) {
+        var selected: [ExtensionRecord] = []
+        if ids.isEmpty {
+            selected = core.records.values.sorted { $0.manifest.id < $1.manifest.id }
+        } else {
+            for id in ids {
+                guard let r = core.records[id] else {
+                    return send(.failure(tag: tag, code: .unknownExtension, text: "no extension with id '\(id)'"), to: c.id)
+                }
+                selected.append(r)
+            }
+        }
+        let now = loop.now()
+        let clock = StatusDocument.Clock(monotonicNow: now)
+        let document = kind == .list ? StatusDocument.list(selected, clock) : StatusDocument.status(selected, now: now, clock)
+        sendJSON(document, tag: tag, to: c.id)
+    }
+
+    /// Sends a JSON document in chunks of at most `WireLimits.maxChunk` bytes.
+    func sendJSON(_ object: Any, tag: UInt32, to host: HostID) {
+        let bytes = StatusDocument.encode(object)
+        var offset = 0
+        repeat {
+            let end = min(offset + WireLimits.maxChunk, bytes.count)
+            send(.json(tag: tag, final: end == bytes.count, chunk: Array(bytes[offset..<end])), to: host)
+            offset = end
+        } while offset < bytes.count
+    }
+
+    func send(_ message: Message, to host: HostID, descriptor: Int32? = nil) {
+        guard let c = connections[host] else {
+            if let descriptor { close(descriptor) }
+            return
+        }
+        do { try encoder.encode(message) } catch {
+            if let descriptor { close(descriptor) }
+            logger.error("cannot encode \(message.kind): \(error)")
+            return
+        }
+        switch c.outbound.send(encoder.bytes, descriptor: descriptor, on: c.socket) {
+        case .sent: break
+        case .queued: c.source?.setIOEvents(Poll.input | Poll.output)
+        case .overflow:
+            logger.notice("cutting off control connection of pid \(c.peer.pid): it does not read its replies")
+            drop(c, reason: "outbound queue overflow")
+        }
+    }
+}

@@ -1,0 +1,62 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Where the daemon listens and what it reads. Defaults follow the XDG base directories for a
+/// user daemon and /run, /etc and /usr/share for root (see docs/operations.md).
+public struct DaemonOptions: Sendable {
+    /// The control socket path.
+    public var socketPath: String
+    /// Extension directories, searched in order (the first manifest to claim an id wins).
+    public var extensionDirectories: [String]
+    /// Whether `extensionDirectories` was given explicitly (absent ones are then errors).
+    public var explicitDirectories: Bool
+    /// The configuration file, if any.
+    public var configFile: String?
+    /// A listening socket passed by the service manager (socket activation), if any.
+    public var inheritedListener: Int32?
+
+    public init(socketPath: String? = nil, extensionDirectories: [String] = [], configFile: String? = nil, inheritedListener: Int32? = nil) {
+        self.socketPath = socketPath ?? DaemonOptions.defaultSocketPath()
+        self.explicitDirectories = !extensionDirectories.isEmpty
+        self.extensionDirectories = extensionDirectories.isEmpty ? DaemonOptions.defaultExtensionDirectories() : extensionDirectories
+        self.configFile = configFile ?? DaemonOptions.defaultConfigFile()
+        self.inheritedListener = inheritedListener
+    }
+
+    static func env(_ name: String) -> String? {
+        guard let v = getenv(name) else { return nil }
+        let s = String(cString: v)
+        return s.isEmpty ? nil : s
+    }
+
+    /// `$XDG_RUNTIME_DIR/extensiond/control.sock`, or `/run/extensiond/control.sock` without it.
+    public static func defaultSocketPath() -> String {
+        if let runtime = env("XDG_RUNTIME_DIR") { return runtime + "/extensiond/control.sock" }
+        return "/run/extensiond/control.sock"
+    }
+
+    /// For root: /etc/extensiond/extensions, /usr/local/share/extensiond/extensions,
+    /// /usr/share/extensiond/extensions. For others: `$XDG_DATA_HOME/extensiond/extensions`
+    /// then each `$XDG_DATA_DIRS` entry's `extensiond/extensions`.
+    public static func defaultExtensionDirectories() -> [String] {
+        if getuid() == 0 && env("XDG_DATA_HOME") == nil {
+            return ["/etc/extensiond/extensions", "/usr/local/share/extensiond/extensions", "/usr/share/extensiond/extensions"]
+        }
+        let home = env("HOME") ?? "/"
+        let dataHome = env("XDG_DATA_HOME") ?? home + "/.local/share"
+        let dataDirs = (env("XDG_DATA_DIRS") ?? "/usr/local/share:/usr/share").split(separator: ":").map(String.init)
+        return ([dataHome] + dataDirs).map { $0 + "/extensiond/extensions" }
+    }
+
+    /// `$XDG_CONFIG_HOME/extensiond/config.json` (or `/etc/extensiond/config.json` for root) when it exists.
+    public static func defaultConfigFile() -> String? {
+        let candidate: String
+        if getuid() == 0 && env("XDG_CONFIG_HOME") == nil {
+            candidate = "/etc/extensiond/config.json"
+        } else {
+            candidate = (env("XDG_CONFIG_HOME") ?? (env("HOME") ?? "/") + "/.config") + "/extensiond/config.json"
+        }
+        return access(candidate, F_OK) == 0 ? candidate : nil
+    }
+}

@@ -1,0 +1,191 @@
+import CShims
+import CSystemd
+import ExtensionTransport
+import SupervisorCore
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The daemon's one event loop: a thin owner of an sd-event loop (epoll, signalfd,
+/// timerfd and pidfd underneath). All supervisor state is touched only from callbacks of
+/// this loop, on the thread that runs it. Not Sendable: it never leaves that thread.
+final class EventLoop {
+    private let event: OpaquePointer
+    private var timer: OpaquePointer?
+    private var timerHandler: (() -> Void)?
+
+    init() throws(SystemError) {
+        var e: OpaquePointer?
+        let rc = sd_event_new(&e)
+        guard rc >= 0, let e else { throw SystemError("sd_event_new", errno: -rc) }
+        event = e
+    }
+
+    deinit {
+        if let timer { sd_event_source_disable_unref(timer) }
+        sd_event_unref(event)
+    }
+
+    /// The loop's cached monotonic time of the current iteration.
+    func now() -> Instant {
+        var usec: UInt64 = 0
+        if sd_event_now(event, CLOCK_MONOTONIC, &usec) < 0 {
+            var ts = timespec()
+            clock_gettime(CLOCK_MONOTONIC, &ts)
+            return Instant(nanoseconds: UInt64(ts.tv_sec) * 1_000_000_000 + UInt64(ts.tv_nsec))
+        }
+        return Instant(nanoseconds: usec * 1000)
+    }
+
+    /// Watches `fd` for `events` (EPOLLIN, EPOLLOUT…); `handler` gets the returned events.
+    func addIO(fd: Int32, events: UInt32, handler: @escaping (UInt32) -> Void) throws(SystemError) -> EventSource {
+        let box = Unmanaged.passRetained(CallbackBox(io: handler))
+        var source: OpaquePointer?
+        let rc = sd_event_add_io(event, &source, fd, events, { _, _, revents, userdata in
+            Unmanaged<CallbackBox>.fromOpaque(userdata!).takeUnretainedValue().io?(revents)
+            return 0
+        }, box.toOpaque())
+        guard rc >= 0, let source else {
+            box.release()
+            throw SystemError("sd_event_add_io", errno: -rc)
+        }
+        EventSource.attachDestroy(source)
+        return EventSource(source)
+    }
+
+    /// Watches a child process through its pidfd for exit, stop and continue.
+    /// The handler gets (si_code, si_status). sd-event reaps an exited child after the
+    /// handler returns, so the handler still sees it as a zombie (its pid cannot be reused).
+    func addChild(pidfd: Int32, handler: @escaping (Int32, Int32) -> Void) throws(SystemError) -> EventSource {
+        let box = Unmanaged.passRetained(CallbackBox(child: handler))
+        var source: OpaquePointer?
+        let rc = sd_event_add_child_pidfd(event, &source, pidfd, WEXITED | WSTOPPED | WCONTINUED, { s, si, userdata in
+            guard let si else { return 0 }
+            let code = ext_siginfo_code(si)
+            let status = ext_siginfo_status(si)
+            Unmanaged<CallbackBox>.fromOpaque(userdata!).takeUnretainedValue().child?(code, status)
+            // Child sources are one-shot; keep watching stops and continues until exit.
+            if code != Int32(CLD_EXITED) && code != Int32(CLD_KILLED) && code != Int32(CLD_DUMPED), let s {
+                sd_event_source_set_enabled(s, Int32(SD_EVENT_ON))
+            }
+            return 0
+        }, box.toOpaque())
+        guard rc >= 0, let source else {
+            box.release()
+            throw SystemError("sd_event_add_child_pidfd", errno: -rc)
+        }
+        sd_event_source_set_child_pidfd_own(source, 1)
+        sd_event_source_set_enabled(source, Int32(SD_EVENT_ON))
+        EventSource.attachDestroy(source)
+        return EventSource(source)
+    }
+
+    /// Handles `signal` (which must be blocked in every thread) from the loop.
+    func addSignal(_ signal: Int32, handler: @escaping () -> Void) throws(SystemError) -> EventSource {
+        let box = Unmanaged.passRetained(CallbackBox(plain: handler))
+        var source: OpaquePointer?
+        let rc = sd_event_add_signal(event, &source, signal, { _, _, userdata in
+            Unmanaged<CallbackBox>.fromOpaque(userdata!).takeUnretainedValue().plain?()
+            return 0
+        }, box.toOpaque())
+        guard rc >= 0, let source else {
+            box.release()
+            throw SystemError("sd_event_add_signal(\(signal))", errno: -rc)
+        }
+        EventSource.attachDestroy(source)
+        return EventSource(source)
+    }
+
+    /// A one-shot timer on the monotonic clock, firing at `at` (1 ms accuracy).
+    func addTimer(at: Instant, handler: @escaping () -> Void) throws(SystemError) -> EventSource {
+        let box = Unmanaged.passRetained(CallbackBox(plain: handler))
+        var source: OpaquePointer?
+        let rc = sd_event_add_time(event, &source, CLOCK_MONOTONIC, at.nanoseconds / 1000, 1000, { _, _, userdata in
+            Unmanaged<CallbackBox>.fromOpaque(userdata!).takeUnretainedValue().plain?()
+            return 0
+        }, box.toOpaque())
+        guard rc >= 0, let source else {
+            box.release()
+            throw SystemError("sd_event_add_time", errno: -rc)
+        }
+        EventSource.attachDestroy(source)
+        return EventSource(source)
+    }
+
+    /// Arms the loop's single supervisor timer for `at`, or disarms it for nil.
+    /// Deadlines are coalesced by the core into this one timer.
+    func setDeadline(_ at: Instant?, handler: @escaping () -> Void) {
+        timerHandler = handler
+        guard let at else {
+            if let timer { sd_event_source_set_enabled(timer, Int32(SD_EVENT_OFF)) }
+            return
+        }
+        let usec = (at.nanoseconds + 999) / 1000
+        if let timer {
+            sd_event_source_set_time(timer, usec)
+            sd_event_source_set_enabled(timer, Int32(SD_EVENT_ONESHOT))
+            return
+        }
+        let unmanaged = Unmanaged.passUnretained(self)
+        var source: OpaquePointer?
+        let rc = sd_event_add_time(event, &source, CLOCK_MONOTONIC, usec, 1000, { _, _, userdata in
+            Unmanaged<EventLoop>.fromOpaque(userdata!).takeUnretainedValue().timerHandler?()
+            return 0
+        }, unmanaged.toOpaque())
+        if rc >= 0 { timer = source }
+    }
+
+    /// Sends WATCHDOG=1 from this loop when the service manager asked for a watchdog.
+    func enableWatchdog() -> Bool {
+        sd_event_set_watchdog(event, 1) > 0
+    }
+
+    /// Runs until `exit` is called; returns the exit code.
+    func run() -> Int32 {
+        sd_event_loop(event)
+    }
+
+    /// Makes `run` return `code` after the current iteration.
+    func exit(_ code: Int32) {
+        sd_event_exit(event, code)
+    }
+}
+
+/// Holds a Swift closure for a C callback; released by sd-event's destroy callback.
+final class CallbackBox {
+    let io: ((UInt32) -> Void)?
+    let child: ((Int32, Int32) -> Void)?
+    let plain: (() -> Void)?
+
+    init(io: ((UInt32) -> Void)? = nil, child: ((Int32, Int32) -> Void)? = nil, plain: (() -> Void)? = nil) {
+        self.io = io
+        self.child = child
+        self.plain = plain
+    }
+}
+
+/// One registered sd-event source. `cancel()` disables and releases it (and its closure).
+final class EventSource {
+    private var source: OpaquePointer?
+
+    init(_ source: OpaquePointer) { self.source = source }
+
+    static func attachDestroy(_ source: OpaquePointer) {
+        sd_event_source_set_destroy_callback(source) { userdata in
+            if let userdata { Unmanaged<CallbackBox>.fromOpaque(userdata).release() }
+        }
+    }
+
+    /// Changes the epoll events of an I/O source.
+    func setIOEvents(_ events: UInt32) {
+        if let source { sd_event_source_set_io_events(source, events) }
+    }
+
+    /// Disables the source and drops it; safe to call twice.
+    func cancel() {
+        if let source { sd_event_source_disable_unref(source) }
+        source = nil
+    }
+
+    deinit { cancel() }
+}

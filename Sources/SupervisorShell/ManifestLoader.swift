@@ -1,0 +1,100 @@
+import SupervisorCore
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Reads manifest files from the extension directories: `*.json` only, in name order, each
+/// checked for type, size, ownership and permissions before it is parsed. A bad manifest is
+/// reported and skipped; the others still load. The first manifest to claim an id wins.
+struct ManifestLoader {
+    var directories: [String]
+    /// Directories named explicitly (an absent one is reported, not skipped silently).
+    var explicit: Bool
+    var points: ExtensionPoints
+    /// Owners allowed besides root.
+    var trustedUID: UInt32
+
+    func load() -> (manifests: [Manifest], errors: [ManifestError]) {
+        var manifests: [Manifest] = []
+        var errors: [ManifestError] = []
+        var claimed: [String: String] = [:]
+        for directory in directories {
+            guard let names = listJSON(directory) else {
+                if explicit { errors.append(ManifestError(file: directory, problem: "extension directory cannot be read: \(String(cString: strerror(errno)))")) }
+                continue
+            }
+            for name in names {
+                let path = directory.hasSuffix("/") ? directory + name : directory + "/" + name
+                switch loadOne(path, directory: directory) {
+                case .success(let m):
+                    if let first = claimed[m.id] {
+                        errors.append(ManifestError(file: path, field: "id", problem: "duplicate id '\(m.id)' (already declared by \(first))"))
+                    } else {
+                        claimed[m.id] = path
+                        manifests.append(m)
+                    }
+                case .failure(let e):
+                    errors.append(e)
+                }
+            }
+        }
+        return (manifests, errors)
+    }
+
+    private func listJSON(_ directory: String) -> [String]? {
+        guard let dir = opendir(directory) else { return nil }
+        defer { closedir(dir) }
+        var names: [String] = []
+        while let entry = readdir(dir) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
+                String(decoding: raw.prefix(while: { $0 != 0 }), as: UTF8.self)
+            }
+            if name.hasSuffix(".json") && !name.hasPrefix(".") { names.append(name) }
+        }
+        return names.sorted()
+    }
+
+    private func loadOne(_ path: String, directory: String) -> Result<Manifest, ManifestError> {
+        func fail(_ field: String?, _ problem: String) -> Result<Manifest, ManifestError> {
+            .failure(ManifestError(file: path, field: field, problem: problem))
+        }
+        let fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK)
+        guard fd >= 0 else { return fail(nil, "cannot be opened: \(String(cString: strerror(errno)))") }
+        defer { close(fd) }
+        var st = stat()
+        guard fstat(fd, &st) == 0 else { return fail(nil, "cannot be examined: \(String(cString: strerror(errno)))") }
+        guard (st.st_mode & S_IFMT) == S_IFREG else { return fail(nil, "is not a regular file") }
+        if let problem = ownershipProblem(st) { return fail(nil, problem) }
+        guard st.st_size <= ManifestParser.maxFileSize else {
+            return fail(nil, "file is \(st.st_size) bytes, over the \(ManifestParser.maxFileSize)-byte limit")
+        }
+        var data = [UInt8](repeating: 0, count: Int(st.st_size))
+        var filled = 0
+        while filled < data.count {
+            let n = data.withUnsafeMutableBytes { read(fd, $0.baseAddress! + filled, $0.count - filled) }
+            if n < 0 && errno == EINTR { continue }
+            guard n > 0 else { break }
+            filled += n
+        }
+        data.removeLast(data.count - filled)
+        let parsed = ManifestParser.parse(data, file: path, directory: directory, points: points)
+        guard case .success(let manifest) = parsed else { return parsed }
+        var exe = stat()
+        guard stat(manifest.executable, &exe) == 0 else {
+            return fail("executable", "'\(manifest.executable)' does not exist: \(String(cString: strerror(errno)))")
+        }
+        guard (exe.st_mode & S_IFMT) == S_IFREG, access(manifest.executable, X_OK) == 0 else {
+            return fail("executable", "'\(manifest.executable)' is not an executable file")
+        }
+        if let problem = ownershipProblem(exe) { return fail("executable", "'\(manifest.executable)' \(problem)") }
+        return .success(manifest)
+    }
+
+    /// Refuses files others could have written: world-writable, or owned by someone other
+    /// than root or the daemon's uid.
+    private func ownershipProblem(_ st: stat) -> String? {
+        if st.st_mode & S_IWOTH != 0 { return "is world-writable; refusing it (chmod o-w)" }
+        if st.st_uid != 0 && st.st_uid != trustedUID { return "is owned by uid \(st.st_uid), not by root or the daemon's uid \(trustedUID)" }
+        return nil
+    }
+}

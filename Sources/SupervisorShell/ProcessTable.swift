@@ -1,0 +1,72 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// What /proc says about one process.
+struct ProcessStat: Equatable {
+    var pid: Int32
+    /// The state letter: R, S, D, T (stopped), t (traced), Z (zombie)…
+    var state: Character
+    var parent: Int32
+    var processGroup: Int32
+    /// User plus system CPU time, in clock ticks.
+    var cpuTicks: UInt64
+    /// Start time after boot, in clock ticks (identifies the process across pid reuse).
+    var startTicks: UInt64
+    /// Resident set size, in pages.
+    var rssPages: Int64
+
+    var isStopped: Bool { state == "T" || state == "t" }
+    var isGone: Bool { state == "Z" || state == "X" }
+}
+
+/// Reads process information from /proc. The only place the daemon parses /proc.
+enum ProcessTable {
+    /// Parses /proc/PID/stat; nil when the process is gone.
+    static func stat(_ pid: Int32) -> ProcessStat? {
+        var buffer = [UInt8](repeating: 0, count: 1024)
+        let fd = open("/proc/\(pid)/stat", O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        let n = read(fd, &buffer, buffer.count)
+        guard n > 0 else { return nil }
+        return parseStat(pid: pid, Array(buffer[0..<n]))
+    }
+
+    /// Parses the contents of a stat file. The command name may contain spaces and
+    /// parentheses, so fields are counted from the last ')'.
+    static func parseStat(pid: Int32, _ bytes: [UInt8]) -> ProcessStat? {
+        guard let close = bytes.lastIndex(of: UInt8(ascii: ")")), close + 2 < bytes.count else { return nil }
+        let fields = bytes[(close + 2)...].split(separator: UInt8(ascii: " "))
+        // fields[0] = state (field 3), [1] = ppid, [2] = pgrp, [11] = utime, [12] = stime,
+        // [19] = starttime, [21] = rss
+        guard fields.count > 21 else { return nil }
+        func int(_ i: Int) -> Int64 { Int64(String(decoding: fields[i], as: UTF8.self)) ?? 0 }
+        return ProcessStat(
+            pid: pid, state: Character(UnicodeScalar(fields[0].first ?? UInt8(ascii: "?"))),
+            parent: Int32(truncatingIfNeeded: int(1)), processGroup: Int32(truncatingIfNeeded: int(2)),
+            cpuTicks: UInt64(max(0, int(11))) + UInt64(max(0, int(12))),
+            startTicks: UInt64(max(0, int(19))), rssPages: int(21))
+    }
+
+    /// Every process whose process group is `pgid`. Scans /proc: members that left the
+    /// tree (double-forked) are found too, as long as they stayed in the group.
+    static func groupMembers(_ pgid: Int32) -> [ProcessStat] {
+        guard let dir = opendir("/proc") else { return [] }
+        defer { closedir(dir) }
+        var members: [ProcessStat] = []
+        while let entry = readdir(dir) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
+                String(decoding: raw.prefix(while: { $0 != 0 }), as: UTF8.self)
+            }
+            guard let pid = Int32(name), let s = stat(pid), s.processGroup == pgid, !s.isGone else { continue }
+            members.append(s)
+        }
+        return members
+    }
+
+    /// Clock ticks per second (for CPU time).
+    static let ticksPerSecond: Double = Double(sysconf(Int32(_SC_CLK_TCK)))
+    /// Page size in bytes (for RSS).
+    static let pageSize: Int64 = Int64(sysconf(Int32(_SC_PAGESIZE)))
+}

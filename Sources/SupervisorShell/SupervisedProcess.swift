@@ -1,0 +1,55 @@
+import ExtensionTransport
+import SupervisorCore
+
+/// The shell's handle on one running extension process (one generation): its pidfd watch,
+/// its runtime channel and the bookkeeping of an in-flight stop. Owned by the daemon's loop.
+final class SupervisedProcess {
+    let extensionID: String
+    let generation: UInt64
+    let pid: Int32
+    /// The process group (the process leads its own session, so it equals `pid`).
+    var processGroup: Int32 { pid }
+    var channel: PacketSocket?
+    var channelSource: EventSource?
+    var childSource: EventSource?
+    var outbound: OutboundQueue
+
+    /// A stop was requested and is not confirmed yet.
+    var stopPending = false
+    /// Group members seen by the last stop verification.
+    var lastMembers: Set<Int32> = []
+    /// When the stop was requested (for the slow-stop warning).
+    var stopRequestedAt: Instant?
+    var stopRetry: EventSource?
+    var stopRetryDelay: Double = 0.001
+    /// The grace timer after the runtime channel closed while the process lived.
+    var channelGrace: EventSource?
+
+    init(extensionID: String, generation: UInt64, pid: Int32, channel: PacketSocket?, queueLimit: Int) {
+        self.extensionID = extensionID
+        self.generation = generation
+        self.pid = pid
+        self.channel = channel
+        self.outbound = OutboundQueue(byteLimit: queueLimit)
+    }
+
+    /// Closes the runtime channel and cancels every watch except the child source.
+    func closeChannel() {
+        channelSource?.cancel()
+        channelSource = nil
+        outbound.discard()
+        channel?.close()
+        channel = nil
+        channelGrace?.cancel()
+        channelGrace = nil
+    }
+
+    /// Releases everything.
+    func tearDown() {
+        closeChannel()
+        stopRetry?.cancel()
+        stopRetry = nil
+        childSource?.cancel()
+        childSource = nil
+    }
+}
