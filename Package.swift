@@ -57,7 +57,7 @@ let package = Package(
         .executableTarget(
             name: "extctl",
             dependencies: [
-                "ExtensionHost", "ExtensionTransport", "ExtensionProtocol",
+                "ExtensionHost", "ExtensionProtocol", "CShims",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: strict),

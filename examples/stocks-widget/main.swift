@@ -1,1 +1,45 @@
-print("x")
+// stocks-widget: an example widget extension.
+//
+// Each request gets a few quote lines over its channel; the host may send "refresh" to get
+// new ones. Every time it is shown, the widget saves how often it was shown, under a task
+// assertion taken as soon as the data changes (not when the request ends: a dismissed
+// extension is suspended at once unless it already holds an assertion). The write is atomic
+// (temporary file, fsync, rename): if it is told to expire it abandons the write and the
+// previous file stays intact.
+import ExtensionRuntime
+import Foundation
+import Synchronization
+
+let stateFile = (ProcessInfo.processInfo.environment["STOCKS_STATE_DIR"] ?? NSTemporaryDirectory()) + "/stocks-widget.state"
+let views = Mutex(Int((try? String(contentsOfFile: stateFile, encoding: .utf8))?.trimmingCharacters(in: .whitespacesAndNewlines) ?? "") ?? 0)
+
+func quotes() -> String {
+    let symbols = ["AAPL": 231.4, "GOOG": 172.9, "MSFT": 418.2]
+    return symbols.keys.sorted().map { s in
+        String(format: "%@ %.2f", s, symbols[s]! * Double.random(in: 0.98...1.02))
+    }.joined(separator: "\n") + "\n"
+}
+
+func saveState() {
+    ProcessInfo.processInfo.performExpiringActivity(withReason: "save widget state") { expired in
+        guard !expired else { return }  // told to stop: the last complete file stays in place
+        let text = "\(views.withLock { $0 })\n"
+        let temporary = stateFile + ".tmp"
+        guard let fd = Optional(open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)), fd >= 0 else { return }
+        _ = text.withCString { write(fd, $0, strlen($0)) }
+        fsync(fd)
+        close(fd)
+        rename(temporary, stateFile)
+    }
+}
+
+ExtensionMain.run(
+    onRequest: { request in
+        let shown = views.withLock { v -> Int in v += 1; return v }
+        saveState()
+        request.channel.write("stocks-widget pid \(getpid()), shown \(shown) time(s)\n" + quotes())
+        while let line = request.channel.readLine() {
+            if line == "refresh" { request.channel.write(quotes()) }
+        }
+        request.channel.close()
+    })

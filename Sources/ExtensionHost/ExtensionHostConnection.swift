@@ -1,0 +1,59 @@
+import ExtensionProtocol
+import ExtensionTransport
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// An open request on an extension: the host's handle on it.
+public struct ExtensionSession: Sendable, Equatable {
+    /// The request id (the extension sees the same id).
+    public let requestID: UInt64
+    /// The extension's process id.
+    public let pid: Int32
+    /// The host's end of a stream socket connected directly to the extension; nil for
+    /// extensions with `exec` readiness, which have no host channel. The host owns it.
+    public let channel: Int32?
+}
+
+/// A host's connection to extensiond. Requests begun on it end when they are dismissed, when
+/// the connection is closed, or when the host process exits (the kernel closes the socket).
+public final class ExtensionHostConnection: Sendable {
+    /// The underlying control connection.
+    public let client: ControlClient
+
+    /// Connects to extensiond (the default socket unless `socketPath` is given).
+    public init(socketPath: String? = nil) throws(HostError) {
+        client = try ControlClient(socketPath: socketPath ?? ControlClient.defaultSocketPath)
+    }
+
+    /// Begins a request on `extensionID`: launches it if it is not running, resumes it if it
+    /// is suspended, and returns once it is ready, with a channel to it.
+    /// Throws the daemon's error (unknown id, launch failed or timed out, crash-loop throttle,
+    /// not permitted…) as a `HostError`.
+    public func begin(_ extensionID: String, timeout: Double = 60) throws(HostError) -> ExtensionSession {
+        let reply = try client.call(timeout: timeout) { .begin(tag: $0, extensionID: extensionID) }
+        guard case let .begun(requestID, pid, channel) = reply else { throw HostError("unexpected reply to begin") }
+        return ExtensionSession(requestID: requestID, pid: pid, channel: channel)
+    }
+
+    /// Dismisses a request; the extension is suspended once no request is left on it and it
+    /// holds no assertion. Does not close the session's channel: the host closes it.
+    public func dismiss(_ session: ExtensionSession) throws(HostError) {
+        _ = try client.call { .end(tag: $0, requestID: session.requestID) }
+    }
+
+    /// Hints that these extensions will soon be opened: they are launched and suspended at once,
+    /// so the later `begin` costs a resume instead of a launch.
+    public func prewarm(_ extensionIDs: [String]) throws(HostError) {
+        _ = try client.call { .prewarm(tag: $0, extensionIDs: extensionIDs) }
+    }
+
+    /// Called when a request is interrupted (the extension exited, crashed or was killed),
+    /// with the request id and the reason.
+    public func onInterruption(_ handler: @escaping @Sendable (UInt64, String) -> Void) {
+        client.setInterruptionHandler(handler)
+    }
+
+    /// Closes the connection, ending every request on it.
+    public func close() { client.close() }
+}

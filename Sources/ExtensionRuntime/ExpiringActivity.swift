@@ -1,0 +1,185 @@
+import Dispatch
+import Foundation
+import Synchronization
+
+/// One `performExpiringActivity` call: tracks its invocations so the block is called with
+/// `true` at most once, and the assertion is released only when every invocation returned.
+final class ExpiringActivity: Sendable {
+    struct State {
+        var assertionID: UInt64?
+        var running = 0
+        var mainReturned = false
+        var expiredCalled = false
+        var released = false
+    }
+
+    let block: @Sendable (Bool) -> Void
+    let state = Mutex(State())
+    let channel: RuntimeChannel
+
+    /// The private concurrent queue every activity block runs on.
+    static let queue = DispatchQueue(label: "extensiond.expiring-activity", attributes: .concurrent)
+
+    init(block: @escaping @Sendable (Bool) -> Void, channel: RuntimeChannel) {
+        self.block = block
+        self.channel = channel
+    }
+
+    func granted(_ id: UInt64) {
+        state.withLock { s in
+            s.assertionID = id
+            s.running += 1
+        }
+        ExpiringActivity.queue.async { [self] in
+            block(false)
+            finished(main: true)
+        }
+    }
+
+    /// Called on the runtime's reader thread when *expire* arrives.
+    func expired() {
+        let call = state.withLock { s -> Bool in
+            guard !s.mainReturned, !s.expiredCalled else { return false }
+            s.expiredCalled = true
+            s.running += 1
+            return true
+        }
+        guard call else { return }
+        // Concurrently with the first invocation, which may be waiting for exactly this.
+        ExpiringActivity.queue.async { [self] in
+            block(true)
+            finished(main: false)
+        }
+    }
+
+    private func finished(main: Bool) {
+        let release = state.withLock { s -> UInt64? in
+            s.running -= 1
+            if main { s.mainReturned = true }
+            guard s.running == 0, s.mainReturned, !s.released, let id = s.assertionID else { return nil }
+            s.released = true
+            return id
+        }
+        if let release { channel.release(release) }
+    }
+}
+
+extension ProcessInfo {
+    /// Performs `block` asynchronously under a task assertion held by extensiond, as on
+    /// Apple's platforms.
+    ///
+    /// - The block runs on a private concurrent queue with `expired == false` once the
+    ///   supervisor grants an assertion; the assertion is released when the block returns.
+    /// - If the assertion is about to expire (the extension is being suspended, or the
+    ///   assertion reached `assertionMaxSeconds`), the block is called a second time,
+    ///   concurrently, with `expired == true`: stop the work and return quickly. At most once.
+    /// - If no assertion can be had (the extension is expiring or being suspended, its
+    ///   background time is spent, or it was not launched by extensiond), the block runs at
+    ///   once with `expired == true` only.
+    /// - Precondition: `reason` is not empty.
+    public func performExpiringActivity(withReason reason: String, using block: @escaping @Sendable (Bool) -> Void) {
+        precondition(!reason.isEmpty, "performExpiringActivity(withReason:using:): the reason must not be empty")
+        guard let channel = RuntimeChannel.shared else {
+            ExpiringActivity.queue.async { block(true) }
+            return
+        }
+        let activity = ExpiringActivity(block: block, channel: channel)
+        channel.acquire(
+            reason: reason,
+            onReply: { id in
+                if let id {
+                    activity.granted(id)
+                } else {
+                    ExpiringActivity.queue.async { block(true) }
+                }
+            },
+            onExpire: { activity.expired() })
+    }
+}
+
+/// How a `withExpiringActivity` body ended.
+public enum ExpiringActivityOutcome<Value: Sendable>: Sendable {
+    /// The body ran to completion under the assertion.
+    case completed(Value)
+    /// No assertion could be had (the body did not run), or it expired and the body was cancelled.
+    case expired
+}
+
+/// Runs `body` as a child task under a task assertion; the task is cancelled when the
+/// assertion expires. Suspends (never blocks a thread) while waiting for the supervisor.
+///
+/// Returns `.completed` with the body's value if it finished before expiry, `.expired` if no
+/// assertion was granted (the body does not run) or if the assertion expired (the body was
+/// cancelled; its result is discarded). Errors thrown by the body are rethrown.
+/// - Precondition: `reason` is not empty.
+public func withExpiringActivity<Value: Sendable>(
+    reason: String, _ body: @escaping @Sendable () async throws -> Value
+) async throws -> ExpiringActivityOutcome<Value> {
+    precondition(!reason.isEmpty, "withExpiringActivity(reason:_:): the reason must not be empty")
+    guard let channel = RuntimeChannel.shared else { return .expired }
+    let expiry = ExpiryLatch()
+    let id: UInt64? = await withCheckedContinuation { continuation in
+        channel.acquire(
+            reason: reason, onReply: { continuation.resume(returning: $0) },
+            onExpire: { expiry.fire() })
+    }
+    guard let id else { return .expired }
+    defer { channel.release(id) }
+
+    return try await withThrowingTaskGroup(of: ActivityBranch<Value>.self) { group in
+        group.addTask { .body(try await body()) }
+        group.addTask {
+            await expiry.wait()
+            return .expired
+        }
+        defer { group.cancelAll() }
+        switch try await group.next()! {
+        case .body(let value):
+            expiry.fire()  // ends the waiter task
+            return .completed(value)
+        case .expired:
+            return .expired
+        }
+    }
+}
+
+/// Which child of `withExpiringActivity` finished first.
+enum ActivityBranch<Value: Sendable>: Sendable {
+    case body(Value)
+    case expired
+}
+
+/// A one-shot latch that a task can await without holding a thread, fired from any thread
+/// (the runtime's reader thread on expiry) or by cancellation.
+final class ExpiryLatch: Sendable {
+    struct State {
+        var fired = false
+        var waiter: CheckedContinuation<Void, Never>?
+    }
+
+    let state = Mutex(State())
+
+    func fire() {
+        let waiter = state.withLock { s -> CheckedContinuation<Void, Never>? in
+            s.fired = true
+            defer { s.waiter = nil }
+            return s.waiter
+        }
+        waiter?.resume()
+    }
+
+    func wait() async {
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
+                let resumeNow = state.withLock { s -> Bool in
+                    if s.fired { return true }
+                    s.waiter = c
+                    return false
+                }
+                if resumeNow { c.resume() }
+            }
+        } onCancel: {
+            fire()
+        }
+    }
+}

@@ -1,0 +1,90 @@
+import ArgumentParser
+import ExtensionHost
+import Foundation
+
+/// `extctl`: inspect and control extensiond, in the manner of `systemctl`.
+struct Extctl: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "extctl",
+        abstract: "Inspect and control extensiond.",
+        discussion: "Exit status: 0 on success, 1 when the operation failed or extensiond is unreachable, 2 on bad arguments.",
+        subcommands: [List.self, Status.self, Open.self, Kill.self, Monitor.self, Reload.self, Prewarm.self])
+}
+
+/// Options every subcommand takes.
+struct ConnectionOptions: ParsableArguments {
+    @Option(name: .long, help: ArgumentHelp("Control socket path (default: $XDG_RUNTIME_DIR/extensiond/control.sock).", valueName: "path"))
+    var socket: String?
+
+    func connect() throws -> ControlClient {
+        do {
+            return try ControlClient(socketPath: socket ?? ControlClient.defaultSocketPath)
+        } catch {
+            throw Failure(error.description)
+        }
+    }
+}
+
+/// A runtime failure: printed as one line, exit status 1.
+struct Failure: Error, CustomStringConvertible {
+    var description: String
+    init(_ description: String) { self.description = description }
+}
+
+/// Runs a call, turning daemon errors into one-line failures.
+func perform(_ body: () throws(HostError) -> Reply) throws -> Reply {
+    do { return try body() } catch { throw Failure(error.message) }
+}
+
+/// Decodes a JSON reply into a dictionary.
+func jsonObject(_ reply: Reply) throws -> [String: Any] {
+    guard case .json(let bytes) = reply,
+          let object = try? JSONSerialization.jsonObject(with: Data(bytes)) as? [String: Any]
+    else { throw Failure("extensiond sent an unreadable reply") }
+    return object
+}
+
+func printJSON(_ reply: Reply) throws {
+    guard case .json(let bytes) = reply else { throw Failure("extensiond sent an unexpected reply") }
+    FileHandle.standardOutput.write(Data(bytes + [UInt8(ascii: "\n")]))
+}
+
+func writeError(_ line: String) {
+    FileHandle.standardError.write(Data("extctl: \(line)\n".utf8))
+}
+
+@main
+enum ExtctlMain {
+    /// Accepts `--socket PATH` before the subcommand too (`extctl --socket S list`), as
+    /// systemctl accepts its options anywhere.
+    static func normalizedArguments() -> [String] {
+        var args = Array(CommandLine.arguments.dropFirst())
+        var moved: [String] = []
+        while let first = args.first, first == "--socket" || first.hasPrefix("--socket=") {
+            moved.append(args.removeFirst())
+            if first == "--socket", !args.isEmpty { moved.append(args.removeFirst()) }
+        }
+        guard !moved.isEmpty, !args.isEmpty else { return moved + args }
+        return [args[0]] + moved + args.dropFirst()
+    }
+
+    static func main() {
+        do {
+            var command = try Extctl.parseAsRoot(normalizedArguments())
+            try command.run()
+        } catch let failure as Failure {
+            writeError(failure.description)
+            exit(1)
+        } catch let code as ExitCode {
+            exit(code.rawValue)
+        } catch {
+            let code = Extctl.exitCode(for: error)
+            if code == .success {
+                Extctl.exit(withError: error)  // --help, --version: printed as usual
+            }
+            let message = Extctl.message(for: error).split(separator: "\n").first.map(String.init) ?? "invalid arguments"
+            writeError(message.hasPrefix("Error: ") ? String(message.dropFirst(7)) : message)
+            exit(2)
+        }
+    }
+}

@@ -1,0 +1,71 @@
+import ArgumentParser
+import ExtensionHost
+import ExtensionProtocol
+import Foundation
+
+struct List: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "List every known extension with its state, pid and last exit.")
+
+    @OptionGroup var connection: ConnectionOptions
+    @Flag(name: .long, help: "Print one JSON document (see docs/json.md).") var json = false
+
+    func run() throws {
+        let client = try connection.connect()
+        let reply = try perform { () throws(HostError) in try client.call { .query(tag: $0, kind: .list, extensionIDs: []) } }
+        if json { return try printJSON(reply) }
+        let extensions = try jsonObject(reply)["extensions"] as? [[String: Any]] ?? []
+        var rows = [["ID", "STATE", "PID", "REQUESTS", "ASSERTIONS", "LAST EXIT"]]
+        for e in extensions {
+            rows.append([
+                e["id"] as? String ?? "?", e["state"] as? String ?? "?", (e["pid"] as? Int).map(String.init) ?? "-",
+                "\(e["requests"] as? Int ?? 0)", "\(e["assertions"] as? Int ?? 0)", Format.exit(e["lastExit"]),
+            ])
+        }
+        print(Format.table(rows), terminator: "")
+        print("\n\(extensions.count) extension(s) listed.")
+    }
+}
+
+struct Status: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Show detailed status of extensions (all when no id is given).")
+
+    @OptionGroup var connection: ConnectionOptions
+    @Flag(name: .long, help: "Print one JSON document (see docs/json.md).") var json = false
+    @Argument(help: "Extension ids.") var ids: [String] = []
+
+    func run() throws {
+        let client = try connection.connect()
+        let reply = try perform { () throws(HostError) in try client.call { .query(tag: $0, kind: .status, extensionIDs: ids) } }
+        if json { return try printJSON(reply) }
+        let extensions = try jsonObject(reply)["extensions"] as? [[String: Any]] ?? []
+        print(extensions.map(Format.statusBlock).joined(separator: "\n"), terminator: "")
+    }
+}
+
+struct Monitor: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Stream lifecycle events as they happen (until interrupted).")
+
+    @OptionGroup var connection: ConnectionOptions
+    @Flag(name: .long, help: "Print one JSON object per event.") var json = false
+
+    func run() throws {
+        let client = try connection.connect()
+        let asJSON = json
+        client.setEventHandler { bytes in
+            if asJSON {
+                FileHandle.standardOutput.write(Data(bytes + [UInt8(ascii: "\n")]))
+            } else if let e = try? JSONSerialization.jsonObject(with: Data(bytes)) as? [String: Any] {
+                FileHandle.standardOutput.write(Data((Format.eventLine(e) + "\n").utf8))
+            }
+        }
+        let done = DispatchSemaphore(value: 0)
+        client.setCloseHandler { why in
+            writeError(why.message)
+            done.signal()
+        }
+        _ = try perform { () throws(HostError) in try client.call { .monitor(tag: $0) } }
+        let stop = Signals.onTermination { done.signal() }
+        done.wait()
+        _ = stop
+    }
+}

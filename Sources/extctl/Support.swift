@@ -1,0 +1,132 @@
+import Dispatch
+import ExtensionHost
+import Foundation
+import Synchronization
+
+/// The reason a held request ended early, set from the client's reader thread.
+final class Interruption: Sendable {
+    private let value = Mutex<String?>(nil)
+    func set(_ reason: String) { value.withLock { $0 = $0 ?? reason } }
+    var reason: String? { value.withLock { $0 } }
+}
+
+/// SIGINT/SIGTERM as Dispatch sources.
+enum Signals {
+    static func onTermination(_ handler: @escaping @Sendable () -> Void) -> [any DispatchSourceSignal] {
+        [SIGINT, SIGTERM].map { sig in
+            signal(sig, SIG_IGN)
+            let source = DispatchSource.makeSignalSource(signal: sig, queue: .global())
+            source.setEventHandler(handler: handler)
+            source.resume()
+            return source
+        }
+    }
+}
+
+/// Copies stdin to the request channel and the channel to stdout, for `extctl open`.
+/// End of stdin ends the hold.
+enum Pump {
+    static func start(session: ExtensionSession, done: DispatchSemaphore) {
+        let channel = session.channel
+        Thread.detachNewThread {
+            var buffer = [UInt8](repeating: 0, count: 4096)
+            while true {
+                let n = read(0, &buffer, buffer.count)
+                if n < 0 && errno == EINTR { continue }
+                if n <= 0 { break }
+                if let channel { _ = buffer.withUnsafeBytes { send(channel, $0.baseAddress!, n, Int32(MSG_NOSIGNAL)) } }
+            }
+            done.signal()
+        }
+        guard let channel else { return }
+        Thread.detachNewThread {
+            var buffer = [UInt8](repeating: 0, count: 4096)
+            while true {
+                let n = read(channel, &buffer, buffer.count)
+                if n < 0 && errno == EINTR { continue }
+                if n <= 0 { break }
+                FileHandle.standardOutput.write(Data(buffer[0..<n]))
+            }
+        }
+    }
+}
+
+/// Human-readable output.
+enum Format {
+    static func table(_ rows: [[String]]) -> String {
+        guard let header = rows.first else { return "" }
+        var widths = header.map(\.count)
+        for row in rows { for (i, cell) in row.enumerated() { widths[i] = max(widths[i], cell.count) } }
+        return rows.map { row in
+            row.enumerated().map { i, cell in i == row.count - 1 ? cell : cell.padding(toLength: widths[i], withPad: " ", startingAt: 0) }
+                .joined(separator: "  ")
+        }.joined(separator: "\n") + "\n"
+    }
+
+    static func exit(_ value: Any?) -> String {
+        guard let e = value as? [String: Any] else { return "-" }
+        let reason = e["reason"] as? String ?? "?"
+        if let code = e["code"] as? Int { return "\(reason) (status \(code))" }
+        if let signal = e["signal"] as? Int { return "\(reason) (signal \(signal))" }
+        return reason
+    }
+
+    static func bytes(_ n: Int) -> String {
+        let units = ["B", "K", "M", "G"]
+        var value = Double(n)
+        var unit = 0
+        while value >= 1024 && unit < units.count - 1 { value /= 1024; unit += 1 }
+        return unit == 0 ? "\(n)B" : String(format: "%.1f%@", value, units[unit])
+    }
+
+    static func statusBlock(_ e: [String: Any]) -> String {
+        let state = e["state"] as? String ?? "?"
+        let dot = state == "active" ? "●" : state == "not-running" ? "○" : "◐"
+        var lines = ["\(dot) \(e["id"] as? String ?? "?") (\(e["point"] as? String ?? "?"))"]
+        func field(_ name: String, _ value: String) { lines.append(name.leftPadded(12) + ": " + value) }
+        field("State", "\(state) since \(e["since"] as? String ?? "?")")
+        field("Executable", e["executable"] as? String ?? "?")
+        field("PID", (e["pid"] as? Int).map(String.init) ?? "-")
+        let group = (e["processGroup"] as? [[String: Any]] ?? []).map { "\($0["pid"] as? Int ?? 0) (\($0["state"] as? String ?? "?"))" }
+        if !group.isEmpty { field("Group", group.joined(separator: ", ")) }
+        let requests = e["openRequests"] as? [[String: Any]] ?? []
+        field("Requests", requests.isEmpty ? "none" : requests.map {
+            "#\($0["id"] as? Int ?? 0) host pid \($0["hostPID"] as? Int ?? 0) uid \($0["hostUID"] as? Int ?? 0)"
+        }.joined(separator: "; "))
+        let assertions = e["assertions"] as? [[String: Any]] ?? []
+        field("Assertions", assertions.isEmpty ? "none" : "")
+        for a in assertions {
+            let age = String(format: "%.1fs", a["ageSeconds"] as? Double ?? 0)
+            let left = String(format: "%.1fs", a["remainingSeconds"] as? Double ?? 0)
+            let expire = (a["expireSent"] as? Bool ?? false) ? ", expire sent" : ""
+            lines.append("              #\(a["id"] as? Int ?? 0) \"\(a["reason"] as? String ?? "")\" age \(age), \(left) left\(expire)")
+        }
+        if let m = e["memoryBytes"] as? Int { field("Memory", bytes(m)) }
+        if let c = e["cpuSeconds"] as? Double { field("CPU", String(format: "%.2fs", c)) }
+        field("Last exit", exit(e["lastExit"]) + ((e["lastExit"] as? [String: Any])?["time"].map { " at \($0)" } ?? ""))
+        if let crashes = e["consecutiveCrashes"] as? Int, crashes > 0 {
+            let until = (e["throttledUntil"] as? String).map { ", next launch after \($0)" } ?? ""
+            field("Crash loop", "\(crashes) consecutive crash(es)\(until)")
+        }
+        let events = e["recentEvents"] as? [[String: Any]] ?? []
+        if !events.isEmpty {
+            lines.append("")
+            for ev in events.suffix(10) { lines.append("  " + eventLine(ev)) }
+        }
+        return lines.joined(separator: "\n") + "\n"
+    }
+
+    static func eventLine(_ e: [String: Any]) -> String {
+        var parts = [e["time"] as? String ?? "?", e["id"] as? String ?? "?", e["event"] as? String ?? "?"]
+        if let pid = e["pid"] as? Int { parts.append("pid=\(pid)") }
+        parts.append("state=\(e["state"] as? String ?? "?")")
+        if let a = e["assertion"] as? Int { parts.append("assertion=\(a)") }
+        if let r = e["request"] as? Int { parts.append("request=\(r)") }
+        if let d = e["detail"] as? String { parts.append("(\(d))") }
+        return parts.joined(separator: " ")
+    }
+}
+
+extension String {
+    func leftPadded(_ width: Int) -> String { count >= width ? self : String(repeating: " ", count: width - count) + self }
+}
