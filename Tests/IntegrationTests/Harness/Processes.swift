@@ -1,0 +1,69 @@
+import ExtensionHost
+import Foundation
+
+/// The /proc state letter of a process (R, S, T…), or nil when it is gone (or a zombie).
+func processState(_ pid: Int32) -> Character? {
+    guard let text = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+          let close = text.lastIndex(of: ")") else { return nil }
+    let rest = text[text.index(close, offsetBy: 2)...]
+    guard let state = rest.first, state != "Z", state != "X" else { return nil }
+    return state
+}
+
+/// Every live process whose process group is `pgid`.
+func groupMembers(_ pgid: Int32) -> [Int32] {
+    let entries = (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []
+    return entries.compactMap(Int32.init).filter { pid in
+        guard let text = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+              let close = text.lastIndex(of: ")") else { return false }
+        let fields = text[text.index(close, offsetBy: 2)...].split(separator: " ")
+        return fields.count > 2 && Int32(fields[2]) == pgid && fields[0] != "Z"
+    }
+}
+
+/// Waits until kernel state satisfies `condition` (process exit by a non-child has no
+/// notification, so this re-reads /proc every 10 ms), throwing at the deadline.
+func eventually(_ what: String, timeout: Double = 10, _ condition: () -> Bool) throws {
+    let deadline = Date().addingTimeInterval(timeout)
+    while !condition() {
+        if Date() > deadline { throw HarnessError("timed out waiting until \(what)") }
+        usleep(10_000)
+    }
+}
+
+/// Line-oriented access to a request channel from the host side.
+struct HostChannel {
+    let fd: Int32
+
+    func send(_ line: String) {
+        let bytes = Array((line + "\n").utf8)
+        _ = bytes.withUnsafeBytes { Glibc.send(fd, $0.baseAddress!, $0.count, Int32(MSG_NOSIGNAL)) }
+    }
+
+    /// Reads one line, waiting at most `timeout` seconds; nil on end of stream or timeout.
+    func readLine(timeout: Double = 10) -> String? {
+        var line: [UInt8] = []
+        var byte: UInt8 = 0
+        let deadline = Date().addingTimeInterval(timeout)
+        while true {
+            let left = deadline.timeIntervalSinceNow
+            if left <= 0 { return nil }
+            var pfd = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+            if poll(&pfd, 1, Int32(left * 1000) + 1) <= 0 { continue }
+            let n = read(fd, &byte, 1)
+            if n <= 0 { return line.isEmpty ? nil : String(decoding: line, as: UTF8.self) }
+            if byte == UInt8(ascii: "\n") { return String(decoding: line, as: UTF8.self) }
+            line.append(byte)
+        }
+    }
+
+    func close() { Glibc.close(fd) }
+}
+
+extension ExtensionSession {
+    /// The host end of the session's channel.
+    func hostChannel() throws -> HostChannel {
+        guard let channel else { throw HarnessError("the session has no channel") }
+        return HostChannel(fd: channel)
+    }
+}

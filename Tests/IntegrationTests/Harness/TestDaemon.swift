@@ -1,0 +1,147 @@
+import ExtensionHost
+import ExtensionProtocol
+import Foundation
+import Synchronization
+import Testing
+
+/// Where `swift build` put the executables (the test runner lives in the same directory).
+enum BuildProducts {
+    static let directory: String = {
+        let exe = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
+        var dir = URL(fileURLWithPath: exe).deletingLastPathComponent()
+        // The runner may sit inside a bundle directory (…/extensiondPackageTests.xctest).
+        while !FileManager.default.fileExists(atPath: dir.appendingPathComponent("extensiond").path), dir.path != "/" {
+            dir = dir.deletingLastPathComponent()
+        }
+        return dir.path
+    }()
+
+    static func path(_ name: String) -> String { directory + "/" + name }
+}
+
+/// A failure of the harness itself (something did not happen before its deadline).
+struct HarnessError: Error, CustomStringConvertible {
+    var description: String
+    init(_ d: String) { description = d }
+}
+
+/// A real extensiond process in a private temporary directory, with its manifests, a
+/// readiness notification socket (sd_notify READY=1) and a monitor connection recording
+/// every lifecycle event it streams.
+final class TestDaemon: @unchecked Sendable {
+    // @unchecked: `process` and `monitor` are written only by `start()` and read by the same
+    // test afterwards (one test owns one daemon); the event log is behind a Mutex.
+    let directory: String
+    let socketPath: String
+    let extensionsDirectory: String
+    private(set) var process: Process?
+    let stderrFile: String
+    let events = EventLog()
+    private var monitor: ControlClient?
+
+    /// Creates the directory and writes `manifests` (file name → JSON object) and `config`.
+    init(manifests: [String: [String: Any]], config: [String: Any]? = nil) throws {
+        directory = try TestDaemon.makeTemporaryDirectory()
+        socketPath = directory + "/control.sock"
+        extensionsDirectory = directory + "/extensions"
+        stderrFile = directory + "/daemon.log"
+        try FileManager.default.createDirectory(atPath: extensionsDirectory, withIntermediateDirectories: true)
+        for (name, object) in manifests { try writeManifest(name, object) }
+        if let config {
+            try JSONSerialization.data(withJSONObject: config).write(to: URL(fileURLWithPath: directory + "/config.json"))
+        }
+    }
+
+    static func makeTemporaryDirectory() throws -> String {
+        var template = Array((FileManager.default.temporaryDirectory.path + "/extensiond-test-XXXXXX").utf8CString)
+        guard let p = mkdtemp(&template) else { throw HarnessError("mkdtemp failed") }
+        return String(cString: p)
+    }
+
+    func writeManifest(_ name: String, _ object: [String: Any]) throws {
+        try JSONSerialization.data(withJSONObject: object).write(to: URL(fileURLWithPath: extensionsDirectory + "/" + name))
+    }
+
+    /// A manifest for the test extension with the given policy overrides.
+    static func testExtension(_ id: String, arguments: [String] = [], policy: [String: Any] = [:], extra: [String: Any] = [:]) -> [String: Any] {
+        var m: [String: Any] = ["id": id, "point": "widget", "executable": BuildProducts.path("test-extension"), "arguments": arguments]
+        if !policy.isEmpty { m["policy"] = policy }
+        for (k, v) in extra { m[k] = v }
+        return m
+    }
+
+    /// Starts the daemon and returns once it has sent READY=1 and the monitor is attached.
+    func start() throws {
+        let notify = try NotifySocket(path: directory + "/notify.sock")
+        defer { notify.close() }
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: BuildProducts.path("extensiond"))
+        var args = ["--socket", socketPath, "--extensions", extensionsDirectory]
+        if FileManager.default.fileExists(atPath: directory + "/config.json") { args += ["--config", directory + "/config.json"] }
+        p.arguments = args
+        var env = ProcessInfo.processInfo.environment
+        env["NOTIFY_SOCKET"] = notify.path
+        env.removeValue(forKey: "LISTEN_FDS")
+        env.removeValue(forKey: "LISTEN_PID")
+        env.removeValue(forKey: "WATCHDOG_USEC")
+        p.environment = env
+        FileManager.default.createFile(atPath: stderrFile, contents: nil)
+        p.standardError = FileHandle(forWritingAtPath: stderrFile)
+        p.standardOutput = FileHandle(forWritingAtPath: stderrFile)
+        try p.run()
+        process = p
+        guard notify.waitFor("READY=1", timeout: 20) else {
+            throw HarnessError("extensiond did not send READY=1 within 20s; log:\n\(log())")
+        }
+        let client = try ControlClient(socketPath: socketPath)
+        let events = self.events
+        client.setEventHandler { bytes in events.append(bytes) }
+        _ = try client.call { .monitor(tag: $0) }
+        monitor = client
+    }
+
+    /// The daemon's stderr so far.
+    func log() -> String { (try? String(contentsOfFile: stderrFile, encoding: .utf8)) ?? "" }
+
+    /// A new host connection.
+    func host() throws -> ExtensionHostConnection { try ExtensionHostConnection(socketPath: socketPath) }
+
+    /// Sends SIGTERM and waits for the daemon to exit; returns its exit status.
+    @discardableResult
+    func stop(timeout: Double = 20) -> Int32 {
+        guard let p = process else { return 0 }
+        if p.isRunning { p.terminate() }
+        let deadline = Date().addingTimeInterval(timeout)
+        while p.isRunning && Date() < deadline { usleep(5_000) }
+        if p.isRunning { kill(p.processIdentifier, SIGKILL); p.waitUntilExit() }
+        return p.terminationStatus
+    }
+
+    /// Runs `extctl SUBCOMMAND --socket PATH ARGS…` against this daemon.
+    func extctl(_ arguments: [String], stdin: String? = nil) throws -> (status: Int32, out: String, err: String) {
+        try runProgram(BuildProducts.path("extctl"), [arguments.first ?? "", "--socket", socketPath] + arguments.dropFirst(), stdin: stdin)
+    }
+
+    deinit {
+        stop()
+        try? FileManager.default.removeItem(atPath: directory)
+    }
+}
+
+/// Runs a program to completion; returns (status, stdout, stderr).
+func runProgram(_ path: String, _ arguments: [String], stdin: String? = nil) throws -> (status: Int32, out: String, err: String) {
+    let p = Process()
+    p.executableURL = URL(fileURLWithPath: path)
+    p.arguments = arguments
+    let out = Pipe(), err = Pipe(), input = Pipe()
+    p.standardOutput = out
+    p.standardError = err
+    p.standardInput = input
+    try p.run()
+    if let stdin { input.fileHandleForWriting.write(Data(stdin.utf8)) }
+    try input.fileHandleForWriting.close()
+    let o = out.fileHandleForReading.readDataToEndOfFile()
+    let e = err.fileHandleForReading.readDataToEndOfFile()
+    p.waitUntilExit()
+    return (p.terminationStatus, String(decoding: o, as: UTF8.self), String(decoding: e, as: UTF8.self))
+}
