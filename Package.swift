@@ -21,6 +21,8 @@ let package = Package(
         .executable(name: "extctl", targets: ["extctl"]),
         .library(name: "ExtensionRuntime", targets: ["ExtensionRuntime"]),
         .library(name: "ExtensionHost", targets: ["ExtensionHost"]),
+        // The C ABI of the runtime (include/extension_runtime.h, pkg-config extension-runtime).
+        .library(name: "ExtensionRuntimeC", type: .dynamic, targets: ["ExtensionRuntime"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
@@ -66,7 +68,9 @@ let package = Package(
         .executableTarget(name: "stocks-widget", dependencies: ["ExtensionRuntime"], path: "examples/stocks-widget", swiftSettings: strict),
         .executableTarget(name: "widget-panel", dependencies: ["ExtensionHost"], path: "examples/widget-panel", swiftSettings: strict),
         // A scriptable extension for the integration tests (behaviour chosen by its arguments).
-        .executableTarget(name: "test-extension", dependencies: ["ExtensionRuntime"], path: "Tests/Fixtures/test-extension", swiftSettings: strict),
+        .executableTarget(
+            name: "test-extension", dependencies: ["ExtensionRuntime", "ExtensionTransport", "ExtensionProtocol"],
+            path: "Tests/Fixtures/test-extension", swiftSettings: strict),
 
         .testTarget(name: "ExtensionProtocolTests", dependencies: ["ExtensionProtocol"], swiftSettings: strict),
         .testTarget(name: "SupervisorCoreTests", dependencies: ["SupervisorCore"], swiftSettings: strict),

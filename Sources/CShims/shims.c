@@ -1,5 +1,5 @@
 #define _GNU_SOURCE
-#include "ext_shims.h"
+#include "shims.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -15,7 +15,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-int ext_peer_credentials(int fd, pid_t *pid, uid_t *uid, gid_t *gid) {
+int shim_peer_credentials(int fd, pid_t *pid, uid_t *uid, gid_t *gid) {
     struct ucred cred;
     socklen_t len = sizeof(cred);
     if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) return -errno;
@@ -25,13 +25,13 @@ int ext_peer_credentials(int fd, pid_t *pid, uid_t *uid, gid_t *gid) {
     return 0;
 }
 
-#define EXT_MAX_FDS 8
+#define SHIM_MAX_FDS 8
 
-ssize_t ext_send_with_fds(int fd, const void *buf, size_t len, const int *fds, int nfds) {
-    if (nfds < 0 || nfds > EXT_MAX_FDS) return -EINVAL;
+ssize_t shim_send_with_fds(int fd, const void *buf, size_t len, const int *fds, int nfds) {
+    if (nfds < 0 || nfds > SHIM_MAX_FDS) return -EINVAL;
     struct iovec iov = {.iov_base = (void *)buf, .iov_len = len};
     union {
-        char buf[CMSG_SPACE(sizeof(int) * EXT_MAX_FDS)];
+        char buf[CMSG_SPACE(sizeof(int) * SHIM_MAX_FDS)];
         struct cmsghdr align;
     } control;
     struct msghdr msg;
@@ -55,10 +55,10 @@ ssize_t ext_send_with_fds(int fd, const void *buf, size_t len, const int *fds, i
     return n < 0 ? -errno : n;
 }
 
-ssize_t ext_recv_with_fds(int fd, void *buf, size_t len, int *fds, int maxfds, int *nfds, int *truncated) {
+ssize_t shim_recv_with_fds(int fd, void *buf, size_t len, int *fds, int maxfds, int *nfds, int *truncated) {
     struct iovec iov = {.iov_base = buf, .iov_len = len};
     union {
-        char buf[CMSG_SPACE(sizeof(int) * EXT_MAX_FDS)];
+        char buf[CMSG_SPACE(sizeof(int) * SHIM_MAX_FDS)];
         struct cmsghdr align;
     } control;
     struct msghdr msg;
@@ -91,7 +91,7 @@ ssize_t ext_recv_with_fds(int fd, void *buf, size_t len, int *fds, int maxfds, i
     return n;
 }
 
-pid_t ext_spawn(const ext_spawn_options *o) {
+pid_t shim_spawn(const shim_spawn_options *o) {
     posix_spawn_file_actions_t actions;
     posix_spawnattr_t attr;
     int rc = posix_spawn_file_actions_init(&actions);
@@ -130,27 +130,27 @@ pid_t ext_spawn(const ext_spawn_options *o) {
     return rc == 0 ? pid : -rc;
 }
 
-int ext_pidfd_open(pid_t pid) {
+int shim_pidfd_open(pid_t pid) {
     long fd = syscall(SYS_pidfd_open, pid, 0);
     return fd < 0 ? -errno : (int)fd;
 }
 
-int ext_pidfd_send_signal(int pidfd, int sig) {
+int shim_pidfd_send_signal(int pidfd, int sig) {
     long rc = syscall(SYS_pidfd_send_signal, pidfd, sig, NULL, 0);
     return rc < 0 ? -errno : 0;
 }
 
-int ext_kill(pid_t pid, int sig) { return kill(pid, sig) == 0 ? 0 : -errno; }
+int shim_kill(pid_t pid, int sig) { return kill(pid, sig) == 0 ? 0 : -errno; }
 
-int ext_unread_bytes(int fd) {
+int shim_unread_bytes(int fd) {
     int queued = 0;
     if (ioctl(fd, SIOCOUTQ, &queued) != 0) return -errno;
     return queued;
 }
 
-int ext_set_child_subreaper(void) { return prctl(PR_SET_CHILD_SUBREAPER, 1) == 0 ? 0 : -errno; }
+int shim_set_child_subreaper(void) { return prctl(PR_SET_CHILD_SUBREAPER, 1) == 0 ? 0 : -errno; }
 
-int ext_block_signals(const int *signals) {
+int shim_block_signals(const int *signals) {
     sigset_t set;
     sigemptyset(&set);
     for (const int *s = signals; *s != 0; s++) sigaddset(&set, *s);
@@ -158,7 +158,7 @@ int ext_block_signals(const int *signals) {
     return -rc;
 }
 
-int ext_signal_number(const char *name) {
+int shim_signal_number(const char *name) {
     if (strncasecmp(name, "SIG", 3) == 0) name += 3;
     for (int s = 1; s < NSIG; s++) {
         const char *abbrev = sigabbrev_np(s);
@@ -167,18 +167,18 @@ int ext_signal_number(const char *name) {
     return -EINVAL;
 }
 
-int ext_siginfo_code(const siginfo_t *si) { return si->si_code; }
-int ext_siginfo_status(const siginfo_t *si) { return si->si_status; }
-pid_t ext_siginfo_pid(const siginfo_t *si) { return si->si_pid; }
+int shim_siginfo_code(const siginfo_t *si) { return si->si_code; }
+int shim_siginfo_status(const siginfo_t *si) { return si->si_status; }
+pid_t shim_siginfo_pid(const siginfo_t *si) { return si->si_pid; }
 
-int ext_set_nonblocking(int fd) {
+int shim_set_nonblocking(int fd) {
     int flags = fcntl(fd, F_GETFL);
     if (flags < 0) return -errno;
     if (fcntl(fd, F_SETFL, flags | O_NONBLOCK) != 0) return -errno;
     return 0;
 }
 
-int ext_accept(int fd) {
+int shim_accept(int fd) {
     int c = accept4(fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
     return c < 0 ? -errno : c;
 }

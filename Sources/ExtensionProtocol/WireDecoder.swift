@@ -13,7 +13,7 @@ public enum WireDecoder {
         guard version == WireLimits.version else { throw .unsupportedVersion(version) }
         let rawKind = try r.u8("kind")
         guard let kind = MessageKind(rawValue: rawKind) else { throw .unknownKind(rawKind) }
-        _ = try r.u16("reserved")
+        guard try r.u16("reserved") == 0 else { throw .invalidValue("reserved") }
         let declared = Int(try r.u32("length"))
         let actual = datagram.count - WireLimits.headerSize
         guard declared == actual else { throw .lengthMismatch(declared: declared, actual: actual) }

@@ -14,15 +14,48 @@ final class ExpiringActivity: Sendable {
     }
 
     let block: @Sendable (Bool) -> Void
+    /// Called once every invocation has returned and the assertion was released.
+    let onFinished: (@Sendable () -> Void)?
     let state = Mutex(State())
     let channel: RuntimeChannel
 
-    /// The private concurrent queue every activity block runs on.
-    static let queue = DispatchQueue(label: "extensiond.expiring-activity", attributes: .concurrent)
+    /// Where the first invocation runs and where the expired one runs. Each activity gets its
+    /// own two serial queues: libdispatch gives serial queues an overcommitting thread, so an
+    /// invocation never waits for a worker thread held by other (possibly blocked) work — the
+    /// expired call must run while the first one may be blocked waiting for it. Concurrent
+    /// queues do not overcommit: with a saturated pool the expired call could be delayed past
+    /// the grace period.
+    let mainQueue = DispatchQueue(label: "extensiond.expiring-activity")
+    let expiryQueue = DispatchQueue(label: "extensiond.expiring-activity.expired")
 
-    init(block: @escaping @Sendable (Bool) -> Void, channel: RuntimeChannel) {
+    init(block: @escaping @Sendable (Bool) -> Void, onFinished: (@Sendable () -> Void)?, channel: RuntimeChannel) {
         self.block = block
+        self.onFinished = onFinished
         self.channel = channel
+    }
+
+    /// Runs `block` for an activity that got no assertion: `true` only, at once.
+    static func deny(_ block: @escaping @Sendable (Bool) -> Void, onFinished: (@Sendable () -> Void)?) {
+        DispatchQueue(label: "extensiond.expiring-activity.denied").async {
+            block(true)
+            onFinished?()
+        }
+    }
+
+    /// Starts an activity: asks the supervisor (or denies at once without one).
+    static func perform(reason: String, block: @escaping @Sendable (Bool) -> Void, onFinished: (@Sendable () -> Void)?) {
+        guard let channel = RuntimeChannel.shared else { return deny(block, onFinished: onFinished) }
+        let activity = ExpiringActivity(block: block, onFinished: onFinished, channel: channel)
+        channel.acquire(
+            reason: reason,
+            onReply: { id in
+                if let id {
+                    activity.granted(id)
+                } else {
+                    deny(block, onFinished: onFinished)
+                }
+            },
+            onExpire: { activity.expired() })
     }
 
     func granted(_ id: UInt64) {
@@ -30,7 +63,7 @@ final class ExpiringActivity: Sendable {
             s.assertionID = id
             s.running += 1
         }
-        ExpiringActivity.queue.async { [self] in
+        mainQueue.async { [self] in
             block(false)
             finished(main: true)
         }
@@ -46,7 +79,7 @@ final class ExpiringActivity: Sendable {
         }
         guard call else { return }
         // Concurrently with the first invocation, which may be waiting for exactly this.
-        ExpiringActivity.queue.async { [self] in
+        expiryQueue.async { [self] in
             block(true)
             finished(main: false)
         }
@@ -60,7 +93,10 @@ final class ExpiringActivity: Sendable {
             s.released = true
             return id
         }
-        if let release { channel.release(release) }
+        if let release {
+            channel.release(release)
+            onFinished?()
+        }
     }
 }
 
@@ -68,7 +104,7 @@ extension ProcessInfo {
     /// Performs `block` asynchronously under a task assertion held by extensiond, as on
     /// Apple's platforms.
     ///
-    /// - The block runs on a private concurrent queue with `expired == false` once the
+    /// - The block runs on a private queue (its own thread) with `expired == false` once the
     ///   supervisor grants an assertion; the assertion is released when the block returns.
     /// - If the assertion is about to expire (the extension is being suspended, or the
     ///   assertion reached `assertionMaxSeconds`), the block is called a second time,
@@ -79,21 +115,7 @@ extension ProcessInfo {
     /// - Precondition: `reason` is not empty.
     public func performExpiringActivity(withReason reason: String, using block: @escaping @Sendable (Bool) -> Void) {
         precondition(!reason.isEmpty, "performExpiringActivity(withReason:using:): the reason must not be empty")
-        guard let channel = RuntimeChannel.shared else {
-            ExpiringActivity.queue.async { block(true) }
-            return
-        }
-        let activity = ExpiringActivity(block: block, channel: channel)
-        channel.acquire(
-            reason: reason,
-            onReply: { id in
-                if let id {
-                    activity.granted(id)
-                } else {
-                    ExpiringActivity.queue.async { block(true) }
-                }
-            },
-            onExpire: { activity.expired() })
+        ExpiringActivity.perform(reason: reason, block: block, onFinished: nil)
     }
 }
 

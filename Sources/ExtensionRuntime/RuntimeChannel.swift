@@ -40,6 +40,12 @@ final class RuntimeChannel: Sendable {
 
     let state = Mutex(State())
 
+    /// A queue for one request handler (or one `ended` notification). Serial queues get an
+    /// overcommitting thread from libdispatch, so a handler that blocks (reading its channel)
+    /// has a thread of its own instead of starving the width-limited global queues that Swift
+    /// concurrency and the extension's own work use.
+    static func handlerQueue() -> DispatchQueue { DispatchQueue(label: "extensiond.request") }
+
     init(channel: MessageChannel) { self.channel = channel }
 
     /// Installs the request handlers and starts the reader thread (once).
@@ -114,14 +120,14 @@ final class RuntimeChannel: Sendable {
                 let handler = state.withLock { $0.onRequest }
                 if let handler {
                     let request = ExtensionRequest(id: requestID, channel: RequestChannel(fd: fd))
-                    DispatchQueue.global().async { handler(request) }
+                    RuntimeChannel.handlerQueue().async { handler(request) }
                 } else {
                     close(fd)
                 }
             case .ended(let requestID):
                 if let descriptor { close(descriptor) }
                 let handler = state.withLock { $0.onEnd }
-                if let handler { DispatchQueue.global().async { handler(requestID) } }
+                if let handler { RuntimeChannel.handlerQueue().async { handler(requestID) } }
             case .granted(let tag, let assertionID):
                 if let descriptor { close(descriptor) }
                 let p = state.withLock { s -> Pending? in

@@ -96,7 +96,7 @@ public struct PacketSocket: Sendable, Hashable {
     /// Accepts one connection (non-blocking, close-on-exec); nil when none is waiting.
     public func accept() throws(SystemError) -> PacketSocket? {
         while true {
-            let c = ext_accept(fd)
+            let c = shim_accept(fd)
             if c >= 0 { return PacketSocket(fd: c) }
             let e = -c
             if e == EINTR || e == ECONNABORTED { continue }
@@ -108,7 +108,7 @@ public struct PacketSocket: Sendable, Hashable {
     /// The peer's pid, uid and gid, as the kernel recorded them at connect time.
     public func peerCredentials() throws(SystemError) -> (pid: Int32, uid: UInt32, gid: UInt32) {
         var pid: pid_t = 0, uid: uid_t = 0, gid: gid_t = 0
-        let rc = ext_peer_credentials(fd, &pid, &uid, &gid)
+        let rc = shim_peer_credentials(fd, &pid, &uid, &gid)
         if rc < 0 { throw SystemError("SO_PEERCRED", errno: -rc) }
         return (pid, uid, gid)
     }
@@ -126,9 +126,9 @@ public struct PacketSocket: Sendable, Hashable {
         let rc: Int = bytes.withUnsafeBytes { raw in
             if let descriptor {
                 var d = descriptor
-                return ext_send_with_fds(fd, raw.baseAddress, raw.count, &d, 1)
+                return shim_send_with_fds(fd, raw.baseAddress, raw.count, &d, 1)
             }
-            return ext_send_with_fds(fd, raw.baseAddress, raw.count, nil, 0)
+            return shim_send_with_fds(fd, raw.baseAddress, raw.count, nil, 0)
         }
         if rc >= 0 { return .sent }
         let e = Int32(-rc)
@@ -151,7 +151,7 @@ public struct PacketSocket: Sendable, Hashable {
         var fds: [Int32] = [-1]
         var nfds: Int32 = 0
         var truncated: Int32 = 0
-        let rc = ext_recv_with_fds(fd, buffer.baseAddress, buffer.count, &fds, 1, &nfds, &truncated)
+        let rc = shim_recv_with_fds(fd, buffer.baseAddress, buffer.count, &fds, 1, &nfds, &truncated)
         if rc < 0 {
             let e = Int32(-rc)
             if e == EAGAIN || e == EWOULDBLOCK { return .wouldBlock }
@@ -164,7 +164,7 @@ public struct PacketSocket: Sendable, Hashable {
 
     /// Bytes sent on this socket that the peer has not read yet (SIOCOUTQ).
     public func unreadBytes() -> Int {
-        Int(max(0, ext_unread_bytes(fd)))
+        Int(max(0, shim_unread_bytes(fd)))
     }
 
     /// Closes the descriptor.

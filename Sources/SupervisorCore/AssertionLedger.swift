@@ -39,9 +39,11 @@ public struct AssertionLedger: Equatable, Sendable {
     }
 
     /// Marks *expire* sent for an assertion; returns false if it was already sent.
-    public mutating func markExpireSent(_ id: UInt64, at now: Instant) -> Bool {
+    /// The hard deadline moves to at least `now + grace`, so a late *expire* still gets its grace.
+    public mutating func markExpireSent(_ id: UInt64, at now: Instant, grace: Double = 0) -> Bool {
         guard let i = assertions.firstIndex(where: { $0.id == id }), assertions[i].expireSentAt == nil else { return false }
         assertions[i].expireSentAt = now
+        assertions[i].hardDeadline = max(assertions[i].hardDeadline, now.adding(seconds: grace))
         return true
     }
 

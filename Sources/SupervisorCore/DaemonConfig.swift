@@ -62,7 +62,7 @@ struct RawConfig: Decodable {
         try c.rejectUnknown(["points", "limits", "adminGroup"], prefix: "")
         points = try c.optional([String: PolicyOverrides].self, "points")
         limits = try c.optional(RawLimits.self, "limits")
-        adminGroup = try c.optional(UInt32.self, "adminGroup")
+        adminGroup = try c.optional(Double.self, "adminGroup").map { try KeyedDecodingContainer<AnyKey>.id($0, field: "adminGroup") }
     }
 }
 

@@ -175,6 +175,20 @@ extension KeyedDecodingContainer where Key == AnyKey {
         return v
     }
 
+    /// A list of uids or gids. Decoded as numbers and range-checked here: Foundation reports an
+    /// out-of-range integer as "not valid JSON" with no coding path.
+    func ids(_ name: String, prefix: String) throws -> [UInt32] {
+        guard let raw = try decodeIfPresent([Double].self, forKey: AnyKey(stringValue: name)) else { return [] }
+        return try raw.enumerated().map { i, v in try Self.id(v, field: "\(prefix)\(name)[\(i)]") }
+    }
+
+    static func id(_ v: Double, field: String) throws -> UInt32 {
+        guard v.rounded() == v, v >= 0, v <= Double(UInt32.max) else {
+            throw ManifestFieldError(field: field, problem: "must be an integer between 0 and \(UInt32.max), got \(v)")
+        }
+        return UInt32(v)
+    }
+
     func enumeration<T: RawRepresentable>(_ type: T.Type, _ name: String, prefix: String) throws -> T? where T.RawValue == String {
         guard let raw = try decodeIfPresent(String.self, forKey: AnyKey(stringValue: name)) else { return nil }
         guard let value = T(rawValue: raw) else {
@@ -219,14 +233,16 @@ extension PolicyOverrides: Decodable {
 
     public init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: AnyKey.self)
-        try c.rejectUnknown(Self.keys, prefix: "policy.")
+        // "policy." in a manifest, "points.<name>." in the daemon configuration.
+        let prefix = decoder.codingPath.isEmpty ? "policy." : decoder.codingPath.map(\.stringValue).joined(separator: ".") + "."
+        try c.rejectUnknown(Self.keys, prefix: prefix)
         self.init()
-        backgroundSeconds = try c.seconds("backgroundSeconds", prefix: "policy.")
-        expiryGraceSeconds = try c.seconds("expiryGraceSeconds", prefix: "policy.")
-        assertionMaxSeconds = try c.seconds("assertionMaxSeconds", prefix: "policy.")
-        launchTimeoutSeconds = try c.seconds("launchTimeoutSeconds", prefix: "policy.")
-        suspendedLifetimeSeconds = try c.seconds("suspendedLifetimeSeconds", prefix: "policy.")
-        suspend = try c.enumeration(SuspendMode.self, "suspend", prefix: "policy.")
+        backgroundSeconds = try c.seconds("backgroundSeconds", prefix: prefix)
+        expiryGraceSeconds = try c.seconds("expiryGraceSeconds", prefix: prefix)
+        assertionMaxSeconds = try c.seconds("assertionMaxSeconds", prefix: prefix)
+        launchTimeoutSeconds = try c.seconds("launchTimeoutSeconds", prefix: prefix)
+        suspendedLifetimeSeconds = try c.seconds("suspendedLifetimeSeconds", prefix: prefix)
+        suspend = try c.enumeration(SuspendMode.self, "suspend", prefix: prefix)
     }
 }
 
@@ -234,6 +250,6 @@ extension HostRestriction: Decodable {
     public init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: AnyKey.self)
         try c.rejectUnknown(["uids", "gids"], prefix: "hosts.")
-        self.init(uids: try c.optional([UInt32].self, "uids") ?? [], gids: try c.optional([UInt32].self, "gids") ?? [])
+        self.init(uids: try c.ids("uids", prefix: "hosts."), gids: try c.ids("gids", prefix: "hosts."))
     }
 }

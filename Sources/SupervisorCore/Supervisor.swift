@@ -179,6 +179,7 @@ public struct Supervisor: Sendable {
 
     private mutating func open(_ r: inout ExtensionRecord, _ p: PendingBegin) {
         guard let pid = r.pid else { return }
+        r.prewarmed = false  // in use: no longer a prewarmed extension waiting unused
         r.requests.append(OpenRequest(id: p.requestID, host: p.host, peer: p.peer, begunAt: now))
         out.append(.openRequest(
             extensionID: r.manifest.id, generation: r.generation, requestID: p.requestID, host: p.host,
@@ -261,11 +262,19 @@ public struct Supervisor: Sendable {
     }
 
     private mutating func spawnFailed(_ r: inout ExtensionRecord, error: String) {
-        guard case .launching = r.phase else { return }
+        switch r.phase {
+        case .launching: break
+        case .terminating where r.pid == nil: break  // ended (shutdown, timeout, removal) before the spawn was answered
+        default: return
+        }
         setPhase(&r, .notRunning)
         r.lastExit = ExitRecord(status: nil, reason: .launchFailed, at: now, pid: nil)
         countCrash(&r, stable: false)
-        failPending(&r, .launchFailed, "could not launch '\(r.manifest.id)': \(error)")
+        if shuttingDown || r.retired {
+            failPending(&r, .shuttingDown, "'\(r.manifest.id)' is going away")
+        } else {
+            failPending(&r, .launchFailed, "could not launch '\(r.manifest.id)': \(error)")
+        }
         record(&r, .launchFailed, detail: error)
     }
 
@@ -438,7 +447,7 @@ public struct Supervisor: Sendable {
     }
 
     private mutating func sendExpire(_ r: inout ExtensionRecord, _ a: Assertion) {
-        guard r.assertions.markExpireSent(a.id, at: now) else { return }
+        guard r.assertions.markExpireSent(a.id, at: now, grace: r.policy.expiryGraceSeconds) else { return }
         out.append(.send(extensionID: r.manifest.id, generation: r.generation, message: .expire(assertionID: a.id)))
         record(&r, .expire, assertionID: a.id, detail: a.reason)
     }
@@ -451,7 +460,8 @@ public struct Supervisor: Sendable {
         case .launching, .active, .background, .expiring:
             for a in r.assertions.assertions {
                 if a.expireSentAt == nil && now >= a.hardDeadline.adding(seconds: -grace) { sendExpire(&r, a) }
-                if now >= a.hardDeadline {
+                // Re-read: a late expire moved the hard deadline to give the full grace.
+                if let current = r.assertions.assertions.first(where: { $0.id == a.id }), now >= current.hardDeadline {
                     // Leak guard: the assertion outlived assertionMaxSeconds.
                     r.assertions.release(a.id)
                     r.overruns += 1
@@ -468,8 +478,9 @@ public struct Supervisor: Sendable {
         case .background(let expireAt?, let stopAt?):
             if r.assertions.isEmpty { return stopNow(&r) }
             if now >= expireAt {
+                // A late tick must not shorten the grace the extension gets after its expire.
+                setPhase(&r, .expiring(stopAt: max(stopAt, now.adding(seconds: r.policy.expiryGraceSeconds))))
                 for a in r.assertions.unexpired { sendExpire(&r, a) }
-                setPhase(&r, .expiring(stopAt: stopAt))
                 processDeadlines(&r)
             }
         case .expiring(let stopAt):

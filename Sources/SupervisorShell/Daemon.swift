@@ -57,7 +57,7 @@ public final class Daemon {
         core = Supervisor(manifests: manifests, limits: config.limits, now: loop.now())
         if let fd = options.inheritedListener {
             listener = PacketSocket(fd: fd)
-            _ = ext_set_nonblocking(fd)
+            _ = shim_set_nonblocking(fd)
         } else {
             try Daemon.prepareSocketDirectory(options.socketPath)
             listener = try PacketSocket.listen(path: options.socketPath)
@@ -152,8 +152,8 @@ public final class Daemon {
         case let .signal(id, generation, signal, thenContinue):
             if let p = process(id, generation) {
                 p.stopPending = false
-                _ = ext_kill(-p.processGroup, signal)
-                if thenContinue { _ = ext_kill(-p.processGroup, SIGCONT) }
+                _ = shim_kill(-p.processGroup, signal)
+                if thenContinue { _ = shim_kill(-p.processGroup, SIGCONT) }
             }
         case let .openRequest(id, generation, requestID, host, tag, pid, channel):
             openRequest(id, generation, requestID, host, tag, pid, channel)
@@ -196,7 +196,7 @@ public final class Daemon {
             }
         } catch {
             logger.error("cannot watch pid \(spawned.pid) of \(id): \(error); killing it")
-            _ = ext_kill(-spawned.pid, SIGKILL)
+            _ = shim_kill(-spawned.pid, SIGKILL)
         }
         post(.spawned(extensionID: id, generation: generation, pid: spawned.pid))
         if manifest.readiness == .exec { post(.ready(extensionID: id, generation: generation)) }
@@ -206,17 +206,18 @@ public final class Daemon {
         switch code {
         case Int32(CLD_STOPPED), Int32(CLD_TRAPPED):
             if p.stopPending {
+                p.leaderStopReported = true
                 verifyStop(p)
             } else {
                 logger.warning("pid \(p.pid) of \(p.extensionID) was stopped by someone other than extensiond")
             }
         case Int32(CLD_CONTINUED):
-            break  // resumes are confirmed synchronously in resume()
+            break  // not watched; resumes are confirmed synchronously in resume()
         default:
             // Exited. The leader is still a zombie here, so its group id cannot be reused:
             // kill whatever is left of the group, continued so SIGKILL acts at once.
-            _ = ext_kill(-p.processGroup, SIGKILL)
-            _ = ext_kill(-p.processGroup, SIGCONT)
+            _ = shim_kill(-p.processGroup, SIGKILL)
+            _ = shim_kill(-p.processGroup, SIGCONT)
             p.tearDown()
             if processes[p.extensionID] === p { processes[p.extensionID] = nil }
             let exit: ExitStatus = code == Int32(CLD_EXITED) ? .exited(status) : .signaled(status)
@@ -224,23 +225,39 @@ public final class Daemon {
         }
     }
 
-    /// SIGSTOP to the whole group; confirmation comes from CLD_STOPPED for the leader and a
-    /// /proc check of every other member.
+    /// How long after SIGSTOP the stop is verified from /proc even without a notification.
+    static let stopCheckDelay = 0.02
+
+    /// SIGSTOP to the whole group. Confirmation comes from CLD_STOPPED for the leader plus a
+    /// /proc check of the other members; a fallback check from /proc alone runs shortly after,
+    /// in case a notification was coalesced away.
     func requestStop(_ p: SupervisedProcess) {
         p.stopPending = true
+        p.leaderStopReported = false
         p.lastMembers = []
         p.stopRequestedAt = loop.now()
-        p.stopRetryDelay = 0.001
-        _ = ext_kill(-p.processGroup, SIGSTOP)
+        p.stopRetryDelay = Daemon.stopCheckDelay
+        _ = shim_kill(-p.processGroup, SIGSTOP)
+        scheduleStopCheck(p)
     }
 
-    /// Confirms the stop when every member of the group is stopped and the membership did not
-    /// change since the previous scan (a fork racing the stop is caught by the re-scan).
+    func scheduleStopCheck(_ p: SupervisedProcess) {
+        let delay = p.stopRetryDelay
+        p.stopRetryDelay = min(p.stopRetryDelay * 2, 0.1)
+        p.stopRetry?.cancel()
+        p.stopRetry = try? loop.addTimer(at: loop.now().adding(seconds: delay)) { [unowned self, unowned p] in verifyStop(p) }
+    }
+
+    /// Confirms the stop when every member of the group is stopped (every thread, unless the
+    /// kernel reported the leader's group stop) and the membership did not change since the
+    /// previous scan (a fork racing the stop is caught by the re-scan).
     func verifyStop(_ p: SupervisedProcess) {
         guard p.stopPending else { return }
         let members = ProcessTable.groupMembers(p.processGroup)
         let ids = Set(members.map(\.pid))
-        let allStopped = members.allSatisfy(\.isStopped)
+        let allStopped = members.allSatisfy { m in
+            m.isStopped && ((m.pid == p.pid && p.leaderStopReported) || ProcessTable.allThreadsStopped(m.pid))
+        }
         let settled = ids == [p.pid] || ids == p.lastMembers
         if allStopped && settled {
             p.stopPending = false
@@ -249,16 +266,13 @@ public final class Daemon {
             post(.stopConfirmed(extensionID: p.extensionID, generation: p.generation))
             return
         }
-        if !allStopped || ids != p.lastMembers { _ = ext_kill(-p.processGroup, SIGSTOP) }
+        if !allStopped || ids != p.lastMembers { _ = shim_kill(-p.processGroup, SIGSTOP) }
         p.lastMembers = ids
-        let delay = p.stopRetryDelay
-        p.stopRetryDelay = min(p.stopRetryDelay * 2, 0.1)
-        if let since = p.stopRequestedAt, loop.now().seconds(since: since) > 5, delay >= 0.1 {
+        if let since = p.stopRequestedAt, loop.now().seconds(since: since) > 5 {
             logger.warning("group \(p.processGroup) of \(p.extensionID) has not stopped after 5s; still waiting")
             p.stopRequestedAt = nil
         }
-        p.stopRetry?.cancel()
-        p.stopRetry = try? loop.addTimer(at: loop.now().adding(seconds: delay)) { [unowned self, unowned p] in verifyStop(p) }
+        scheduleStopCheck(p)
     }
 
     /// SIGCONT to the whole group. The kernel wakes stopped tasks inside kill(2), so the
@@ -267,7 +281,7 @@ public final class Daemon {
         p.stopPending = false
         p.stopRetry?.cancel()
         p.stopRetry = nil
-        _ = ext_kill(-p.processGroup, SIGCONT)
+        _ = shim_kill(-p.processGroup, SIGCONT)
         if let s = ProcessTable.stat(p.pid), s.isStopped {
             logger.warning("pid \(p.pid) of \(p.extensionID) still reports stopped after SIGCONT")
         }

@@ -53,16 +53,21 @@ final class EventLoop {
         return EventSource(source)
     }
 
-    /// Watches a child process through its pidfd for exit, stop and continue.
+    /// Watches a child process through its pidfd for exit and stop.
     /// The handler gets (si_code, si_status). sd-event reaps an exited child after the
     /// handler returns, so the handler still sees it as a zombie (its pid cannot be reused).
+    ///
+    /// WCONTINUED is deliberately not watched: sd-event peeks at a state change with WNOWAIT
+    /// and then consumes it with a second waitid; with WCONTINUED in the mask, a SIGSTOP that
+    /// lands between the two calls is consumed as part of the continue and its CLD_STOPPED is
+    /// lost. Resumes are confirmed synchronously instead (see Daemon.resume).
     func addChild(pidfd: Int32, handler: @escaping (Int32, Int32) -> Void) throws(SystemError) -> EventSource {
         let box = Unmanaged.passRetained(CallbackBox(child: handler))
         var source: OpaquePointer?
-        let rc = sd_event_add_child_pidfd(event, &source, pidfd, WEXITED | WSTOPPED | WCONTINUED, { s, si, userdata in
+        let rc = sd_event_add_child_pidfd(event, &source, pidfd, WEXITED | WSTOPPED, { s, si, userdata in
             guard let si else { return 0 }
-            let code = ext_siginfo_code(si)
-            let status = ext_siginfo_status(si)
+            let code = shim_siginfo_code(si)
+            let status = shim_siginfo_status(si)
             Unmanaged<CallbackBox>.fromOpaque(userdata!).takeUnretainedValue().child?(code, status)
             // Child sources are one-shot; keep watching stops and continues until exit.
             if code != Int32(CLD_EXITED) && code != Int32(CLD_KILLED) && code != Int32(CLD_DUMPED), let s {

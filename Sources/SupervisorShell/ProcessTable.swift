@@ -65,6 +65,27 @@ enum ProcessTable {
         return members
     }
 
+    /// Whether every thread of `pid` is stopped (or the process is gone). Used when the
+    /// group-stop notification for the process is not the source of truth.
+    static func allThreadsStopped(_ pid: Int32) -> Bool {
+        guard let dir = opendir("/proc/\(pid)/task") else { return true }
+        defer { closedir(dir) }
+        while let entry = readdir(dir) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
+                String(decoding: raw.prefix(while: { $0 != 0 }), as: UTF8.self)
+            }
+            guard let tid = Int32(name) else { continue }
+            var buffer = [UInt8](repeating: 0, count: 512)
+            let fd = open("/proc/\(pid)/task/\(tid)/stat", O_RDONLY | O_CLOEXEC)
+            guard fd >= 0 else { continue }
+            let n = read(fd, &buffer, buffer.count)
+            close(fd)
+            guard n > 0, let s = parseStat(pid: tid, Array(buffer[0..<n])) else { continue }
+            if !s.isStopped && !s.isGone { return false }
+        }
+        return true
+    }
+
     /// Clock ticks per second (for CPU time).
     static let ticksPerSecond: Double = Double(sysconf(Int32(_SC_CLK_TCK)))
     /// Page size in bytes (for RSS).

@@ -44,7 +44,7 @@ enum Spawner {
         var childEnd: PacketSocket?
         if withChannel {
             let (a, b) = try PacketSocket.pair()
-            _ = ext_set_nonblocking(a.fd)
+            _ = shim_set_nonblocking(a.fd)
             daemonEnd = a
             childEnd = b
         }
@@ -56,10 +56,10 @@ enum Spawner {
             withCStrings(envp) { envPtr in
                 manifest.executable.withCString { path in
                     directory.withCString { cwd in
-                        var options = ext_spawn_options(
+                        var options = shim_spawn_options(
                             path: path, argv: argvPtr, envp: envPtr, cwd: directory.isEmpty ? nil : cwd,
                             channel_fd: childEnd?.fd ?? -1, stdout_fd: -1)
-                        return ext_spawn(&options)
+                        return shim_spawn(&options)
                     }
                 }
             }
@@ -68,9 +68,9 @@ enum Spawner {
             daemonEnd?.close()
             throw SystemError("spawn \(manifest.executable)", errno: -pid)
         }
-        let pidfd = ext_pidfd_open(pid)
+        let pidfd = shim_pidfd_open(pid)
         if pidfd < 0 {
-            _ = ext_kill(-pid, SIGKILL)
+            _ = shim_kill(-pid, SIGKILL)
             daemonEnd?.close()
             throw SystemError("pidfd_open(\(pid))", errno: -pidfd)
         }

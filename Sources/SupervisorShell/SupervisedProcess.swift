@@ -16,6 +16,9 @@ final class SupervisedProcess {
 
     /// A stop was requested and is not confirmed yet.
     var stopPending = false
+    /// The kernel reported CLD_STOPPED for the leader since the stop was requested: its whole
+    /// thread group is stopped.
+    var leaderStopReported = false
     /// Group members seen by the last stop verification.
     var lastMembers: Set<Int32> = []
     /// When the stop was requested (for the slow-stop warning).

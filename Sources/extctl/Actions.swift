@@ -18,7 +18,7 @@ struct Kill: ParsableCommand {
 
     static func signalNumber(_ text: String) -> Int32? {
         if let n = Int32(text) { return n > 0 && n < 65 ? n : nil }
-        let n = ext_signal_number(text)
+        let n = shim_signal_number(text)
         return n > 0 ? n : nil
     }
 

@@ -32,7 +32,7 @@ struct ExtensionDaemonCommand: ParsableCommand {
     func run() throws {
         // Signals the loop owns must be blocked before any other thread exists.
         let owned: [Int32] = [SIGTERM, SIGINT, SIGHUP, SIGCHLD, 0]
-        _ = owned.withUnsafeBufferPointer { ext_block_signals($0.baseAddress!) }
+        _ = owned.withUnsafeBufferPointer { shim_block_signals($0.baseAddress!) }
         signal(SIGPIPE, SIG_IGN)
         LoggingSystem.bootstrap { label in ConsoleLogHandler(label: label) }
         let logger = Logger(label: "extensiond")

@@ -4,12 +4,25 @@
 //   exit <code>          -> exit(code)
 //   spawn <n>            -> starts n children (/bin/sleep) and one double-forked grandchild in
 //                           its process group; answers "spawned <pid> <pid> ..."
-//   assert <secs> <why>  -> performExpiringActivity: answers "granted", "denied" or, when the
-//                           expired call arrives while the work runs, "expired"; the work holds the
-//                           assertion for <secs> seconds or until expiry, then answers "released"
-//   ignore-expiry        -> further assert commands keep working after expiry (never release early)
-// Arguments: --never-ready (never announce readiness), --crash-at-start, --ignore-term.
+//   assert <secs> <why>  -> performExpiringActivity: answers "granted", or "denied" when the
+//                           block is called with true only; when the expired call arrives while
+//                           the work runs, "expired"; the work holds the assertion for <secs>
+//                           seconds or until expiry, then answers "released"
+//   async-assert <secs>  -> withExpiringActivity with a body that sleeps <secs> (cancellable):
+//                           answers "completed" or "expired"
+//   ignore-expiry        -> later assert commands keep working after expiry (never release early)
+//   records <file> <n>   -> under an assertion, appends n records to <file> holding an exclusive
+//                           flock, each written in three pieces; stops after the current record
+//                           when expired; answers "writing" once the assertion is held, then
+//                           "records <written>" ("records 0" when denied)
+// Arguments: --never-ready, --crash-at-start, --ignore-term,
+//   --standalone-assert (no supervisor: prints the block's argument and exits),
+//   --empty-reason (calls performExpiringActivity with an empty reason),
+//   --deaf (speaks the channel protocol by hand: on its first request it takes one assertion
+//           and then never reads its channel again).
+import ExtensionProtocol
 import ExtensionRuntime
+import ExtensionTransport
 import Foundation
 import Synchronization
 
@@ -18,6 +31,30 @@ if arguments.contains("--ignore-term") { signal(SIGTERM, SIG_IGN) }
 if arguments.contains("--crash-at-start") { abort() }
 if arguments.contains("--never-ready") {
     while true { pause() }
+}
+if arguments.contains("--standalone-assert") {
+    ProcessInfo.processInfo.performExpiringActivity(withReason: "standalone") { expired in
+        print("expired=\(expired)")
+        exit(0)
+    }
+    dispatchMain()
+}
+if arguments.contains("--empty-reason") {
+    ProcessInfo.processInfo.performExpiringActivity(withReason: "") { _ in }
+    dispatchMain()
+}
+if arguments.contains("--deaf") {
+    let channel = MessageChannel(socket: PacketSocket(fd: 3))
+    try? channel.send(.ready)
+    while true {
+        guard let (message, fd) = try? channel.receive() else { exit(1) }
+        if case .deliver = message {
+            try? channel.send(.acquire(tag: 1, reason: "deaf work"))
+            _ = try? channel.receive()  // granted
+            while true { pause() }  // holds the assertion, never reads again
+        }
+        if let fd { close(fd) }
+    }
 }
 
 let ignoreExpiry = Mutex(false)
@@ -45,24 +82,92 @@ func spawnChildren(_ n: Int) -> [Int32] {
     return pids
 }
 
+/// Waits on a condition variable until `expired` is set or the deadline passes (no polling).
+final class ExpiryFlag: Sendable {
+    let condition = NSCondition()
+    let state = Mutex(false)
+
+    func set() {
+        condition.lock()
+        state.withLock { $0 = true }
+        condition.broadcast()
+        condition.unlock()
+    }
+
+    var isSet: Bool { state.withLock { $0 } }
+
+    /// Returns true if the flag was set before `deadline`.
+    func wait(until deadline: Date) -> Bool {
+        condition.lock()
+        defer { condition.unlock() }
+        while !isSet {
+            if !condition.wait(until: deadline) { return isSet }
+        }
+        return true
+    }
+}
+
 func assertion(_ channel: RequestChannel, seconds: Double, reason: String) {
-    let expired = Mutex(false)
+    let expired = ExpiryFlag()
     let started = Mutex(false)
     ProcessInfo.processInfo.performExpiringActivity(withReason: reason) { isExpired in
         if isExpired {
             let wasStarted = started.withLock { $0 }
-            expired.withLock { $0 = true }
             reply(channel, wasStarted ? "expired" : "denied")
+            expired.set()
             return
         }
         started.withLock { $0 = true }
         reply(channel, "granted")
         let deadline = Date().addingTimeInterval(seconds)
-        while Date() < deadline {
-            if expired.withLock({ $0 }) && !ignoreExpiry.withLock({ $0 }) { break }
-            usleep(1_000)
+        if ignoreExpiry.withLock({ $0 }) {
+            _ = ExpiryFlag().wait(until: deadline)  // works on regardless of expiry
+        } else {
+            _ = expired.wait(until: deadline)
         }
         reply(channel, "released")
+    }
+}
+
+func asyncAssertion(_ channel: RequestChannel, seconds: Double) {
+    Task {
+        let outcome = try await withExpiringActivity(reason: "async work") {
+            try await Task.sleep(for: .seconds(seconds))
+            return "done"
+        }
+        switch outcome {
+        case .completed: reply(channel, "completed")
+        case .expired: reply(channel, "expired")
+        }
+    }
+}
+
+/// Appends records of a fixed shape, each in three write(2) calls, under an exclusive flock,
+/// all inside one assertion; a stop in the middle would leave a torn record or a held lock.
+func writeRecords(_ channel: RequestChannel, file: String, count: Int) {
+    let expired = ExpiryFlag()
+    let started = Mutex(false)
+    ProcessInfo.processInfo.performExpiringActivity(withReason: "append records") { isExpired in
+        if isExpired {
+            expired.set()
+            if !started.withLock({ $0 }) { reply(channel, "records 0") }  // denied: nothing written
+            return
+        }
+        started.withLock { $0 = true }
+        reply(channel, "writing")
+        let fd = open(file, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { return reply(channel, "records error \(errno)") }
+        defer { close(fd) }
+        var written = 0
+        for i in 0..<count {
+            if expired.isSet { break }
+            flock(fd, LOCK_EX)
+            let pieces = ["R\(getpid()):\(i):", String(repeating: "x", count: 64), ":end\n"]
+            for piece in pieces { _ = piece.withCString { write(fd, $0, strlen($0)) } }
+            flock(fd, LOCK_UN)
+            written += 1
+        }
+        reply(channel, "records \(written)")
     }
 }
 
@@ -70,13 +175,16 @@ ExtensionMain.run { request in
     let channel = request.channel
     while let line = channel.readLine() {
         let words = line.split(separator: " ", maxSplits: 2).map(String.init)
+        func word(_ i: Int, _ fallback: String) -> String { words.count > i ? words[i] : fallback }
         switch words.first {
         case "ping": reply(channel, "pong \(getpid())")
         case "crash": abort()
-        case "exit": exit(Int32(words.count > 1 ? words[1] : "0") ?? 0)
-        case "spawn": reply(channel, "spawned " + spawnChildren(Int(words.count > 1 ? words[1] : "1") ?? 1).map(String.init).joined(separator: " "))
-        case "assert": assertion(channel, seconds: Double(words.count > 1 ? words[1] : "1") ?? 1, reason: words.count > 2 ? words[2] : "")
+        case "exit": exit(Int32(word(1, "0")) ?? 0)
+        case "spawn": reply(channel, "spawned " + spawnChildren(Int(word(1, "1")) ?? 1).map(String.init).joined(separator: " "))
+        case "assert": assertion(channel, seconds: Double(word(1, "1")) ?? 1, reason: word(2, ""))
+        case "async-assert": asyncAssertion(channel, seconds: Double(word(1, "1")) ?? 1)
         case "ignore-expiry": ignoreExpiry.withLock { $0 = true }; reply(channel, "ok")
+        case "records": writeRecords(channel, file: word(1, "/dev/null"), count: Int(word(2, "1")) ?? 1)
         default: reply(channel, "unknown command")
         }
     }

@@ -2,8 +2,8 @@
 // struct ucred, the CMSG_* macros, POSIX_SPAWN_SETSID, pidfd system calls, SIOCOUTQ.
 // Every function returns 0 or a positive count on success and -errno on failure,
 // so callers never read the thread-local errno after a Swift call boundary.
-#ifndef EXT_SHIMS_H
-#define EXT_SHIMS_H
+#ifndef SHIMS_H
+#define SHIMS_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -14,19 +14,19 @@ extern "C" {
 #endif
 
 /// Peer credentials of a connected AF_UNIX socket (SO_PEERCRED).
-int ext_peer_credentials(int fd, pid_t *pid, uid_t *uid, gid_t *gid);
+int shim_peer_credentials(int fd, pid_t *pid, uid_t *uid, gid_t *gid);
 
 /// Sends one datagram of `len` bytes with up to `nfds` descriptors attached (SCM_RIGHTS).
 /// Never blocks when `fd` is non-blocking. Returns bytes sent or -errno.
-ssize_t ext_send_with_fds(int fd, const void *buf, size_t len, const int *fds, int nfds);
+ssize_t shim_send_with_fds(int fd, const void *buf, size_t len, const int *fds, int nfds);
 
 /// Receives one datagram into `buf`; descriptors are received close-on-exec into `fds`
 /// (at most `maxfds`; any beyond that are closed). `*nfds` receives their count and
 /// `*truncated` is set when the datagram or its control data did not fit.
 /// Returns bytes received (0 on orderly shutdown) or -errno.
-ssize_t ext_recv_with_fds(int fd, void *buf, size_t len, int *fds, int maxfds, int *nfds, int *truncated);
+ssize_t shim_recv_with_fds(int fd, void *buf, size_t len, int *fds, int maxfds, int *nfds, int *truncated);
 
-/// Spawn options for ext_spawn.
+/// Spawn options for shim_spawn.
 typedef struct {
     const char *path;          // executable
     char *const *argv;         // NULL-terminated
@@ -34,46 +34,46 @@ typedef struct {
     const char *cwd;           // working directory, or NULL
     int channel_fd;            // descriptor to place at fd 3, or -1
     int stdout_fd;             // descriptor for stdout/stderr, or -1 to inherit
-} ext_spawn_options;
+} shim_spawn_options;
 
 /// Spawns a process in a new session (its own process group, pgid == pid) with an empty
 /// signal mask and default signal dispositions, stdin on /dev/null, `channel_fd` at fd 3
 /// and every other descriptor closed. Returns the pid, or -errno (also when exec failed).
-pid_t ext_spawn(const ext_spawn_options *options);
+pid_t shim_spawn(const shim_spawn_options *options);
 
 /// pidfd_open(2). Returns a descriptor or -errno.
-int ext_pidfd_open(pid_t pid);
+int shim_pidfd_open(pid_t pid);
 
 /// pidfd_send_signal(2). Returns 0 or -errno.
-int ext_pidfd_send_signal(int pidfd, int sig);
+int shim_pidfd_send_signal(int pidfd, int sig);
 
 /// kill(2) wrapper returning -errno.
-int ext_kill(pid_t pid, int sig);
+int shim_kill(pid_t pid, int sig);
 
 /// Bytes still queued in the socket's send buffer, not yet consumed by the peer (SIOCOUTQ).
-int ext_unread_bytes(int fd);
+int shim_unread_bytes(int fd);
 
 /// Makes the calling process a child subreaper (PR_SET_CHILD_SUBREAPER).
-int ext_set_child_subreaper(void);
+int shim_set_child_subreaper(void);
 
 /// Blocks `signals` (a zero-terminated list) in the calling thread: call before threads start.
-int ext_block_signals(const int *signals);
+int shim_block_signals(const int *signals);
 
 /// The number of a signal given by name ("TERM", "SIGTERM", case-insensitive), or -EINVAL.
-int ext_signal_number(const char *name);
+int shim_signal_number(const char *name);
 
 #include <signal.h>
 
 /// The fields of a SIGCHLD siginfo the supervisor needs (Swift cannot reach the union).
-int ext_siginfo_code(const siginfo_t *si);
-int ext_siginfo_status(const siginfo_t *si);
-pid_t ext_siginfo_pid(const siginfo_t *si);
+int shim_siginfo_code(const siginfo_t *si);
+int shim_siginfo_status(const siginfo_t *si);
+pid_t shim_siginfo_pid(const siginfo_t *si);
 
 /// accept4(2) with SOCK_CLOEXEC|SOCK_NONBLOCK. Returns a descriptor or -errno.
-int ext_accept(int fd);
+int shim_accept(int fd);
 
 /// Sets O_NONBLOCK on a descriptor.
-int ext_set_nonblocking(int fd);
+int shim_set_nonblocking(int fd);
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,86 @@
+import ExtensionProtocol
+
+/// SplitMix64: a tiny deterministic PRNG so every randomized test is reproducible.
+struct SplitMix64: RandomNumberGenerator {
+    private var state: UInt64
+    init(seed: UInt64) { state = seed }
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}
+
+/// Every wire type number, in order.
+let allKinds: [UInt8] = Array(1...7) + Array(32...37) + Array(64...67) + Array(96...100)
+
+/// Little-endian field builders for hand-made datagrams.
+func le16(_ v: UInt16) -> [UInt8] { [UInt8(v & 0xFF), UInt8(v >> 8)] }
+func le32(_ v: UInt32) -> [UInt8] { (0..<4).map { UInt8(truncatingIfNeeded: v >> (8 * $0)) } }
+func le64(_ v: UInt64) -> [UInt8] { (0..<8).map { UInt8(truncatingIfNeeded: v >> (8 * UInt64($0))) } }
+func str(_ s: String) -> [UInt8] { le16(UInt16(s.utf8.count)) + Array(s.utf8) }
+
+/// A datagram with a header declaring exactly `payload.count` bytes unless told otherwise.
+func frame(
+    kind: UInt8, _ payload: [UInt8], version: UInt8 = WireLimits.version, reserved: UInt16 = 0, declared: UInt32? = nil
+) -> [UInt8] {
+    [version, kind] + le16(reserved) + le32(declared ?? UInt32(payload.count)) + payload
+}
+
+func decodeError(_ bytes: [UInt8]) -> WireError? {
+    do throws(WireError) {
+        _ = try WireDecoder.decode(bytes)
+        return nil
+    } catch {
+        return error
+    }
+}
+
+func encodeError(_ message: Message) -> WireError? {
+    do throws(WireError) {
+        _ = try WireEncoder.encoded(message)
+        return nil
+    } catch {
+        return error
+    }
+}
+
+/// One or more samples of every message, including boundary values.
+let sampleMessages: [Message] = [
+    .begin(tag: 0, extensionID: ""),
+    .begin(tag: 1, extensionID: "com.example.stocks.widget"),
+    .begin(tag: .max, extensionID: String(repeating: "x", count: WireLimits.maxIdentifier)),
+    .end(tag: 7, requestID: 0),
+    .end(tag: .max, requestID: .max),
+    .query(tag: 3, kind: .list, extensionIDs: []),
+    .query(tag: 4, kind: .status, extensionIDs: ["a", "b.c", "ünïcødé.id"]),
+    .kill(tag: 5, extensionID: "com.example.x", signal: 15),
+    .kill(tag: 6, extensionID: "y", signal: -1),
+    .kill(tag: 6, extensionID: "y", signal: .min),
+    .reload(tag: 8),
+    .monitor(tag: 9),
+    .prewarm(tag: 10, extensionIDs: []),
+    .prewarm(tag: 11, extensionIDs: ["one", "two", "three"]),
+    .begun(tag: 12, requestID: 99, pid: 4321, hasChannel: true),
+    .begun(tag: 12, requestID: .max, pid: -1, hasChannel: false),
+    .ok(tag: 13),
+    .failure(tag: 14, code: .unknownExtension, text: "no extension with id 'x'"),
+    .failure(tag: 14, code: .interrupted, text: ""),
+    .json(tag: 15, final: false, chunk: Array("{\"a\":".utf8)),
+    .json(tag: 15, final: true, chunk: []),
+    .json(tag: 16, final: true, chunk: [0, 0xFF, 0x80, 0x7F]),  // bytes, not text: anything goes
+    .interrupted(requestID: 17, reason: "'x' ended: crashed (signal 11)"),
+    .event(json: Array("{\"kind\":\"launch\"}".utf8)),
+    .event(json: []),
+    .ready,
+    .acquire(tag: 18, reason: "finish upload ✓"),
+    .release(assertionID: 19),
+    .expireReceived(assertionID: .max),
+    .deliver(requestID: 20),
+    .ended(requestID: 21),
+    .granted(tag: 22, assertionID: 23),
+    .denied(tag: 24, reason: "the extension is expiring"),
+    .expire(assertionID: 25),
+]

@@ -1,0 +1,65 @@
+import ExtensionHost
+import Foundation
+import Testing
+
+/// The C ABI: an extension written in C (examples/c-extension) built against
+/// include/extension_runtime.h and libExtensionRuntimeC.so takes assertions like a Swift one.
+@Suite(.serialized)
+struct CInterfaceTests {
+    static let packageRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().path
+
+    /// Compiles examples/c-extension/main.c into `directory` and returns the binary's path.
+    func buildCExtension(in directory: String) throws -> String {
+        let library = BuildProducts.path("libExtensionRuntimeC.so")
+        try #require(FileManager.default.fileExists(atPath: library), "libExtensionRuntimeC.so is built by `swift build`")
+        let binary = directory + "/c-extension"
+        let cc = try runProgram("/usr/bin/env", [
+            "cc", "-Wall", "-Werror", Self.packageRoot + "/examples/c-extension/main.c",
+            "-I", Self.packageRoot + "/include", "-L", BuildProducts.directory, "-lExtensionRuntimeC",
+            "-Wl,-rpath," + BuildProducts.directory, "-Wl,-rpath," + (try swiftLibraryDirectory()), "-lpthread", "-o", binary,
+        ])
+        try #require(cc.status == 0, "cc failed: \(cc.err)")
+        return binary
+    }
+
+    @Test func anExtensionInCTakesAssertions() throws {
+        let directory = try TestDaemon.makeTemporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let binary = try buildCExtension(in: directory)
+        let state = directory + "/state.txt"
+        let daemon = try TestDaemon(manifests: [
+            "c.json": ["id": "org.example.c", "executable": binary, "environment": ["C_EXTENSION_STATE": state]],
+        ])
+        try daemon.start()
+        let host = try daemon.host()
+        let session = try host.begin("org.example.c")
+        let channel = try session.hostChannel()
+        channel.send("ping")
+        #expect(channel.readLine() == "pong \(session.pid)")
+        channel.send("save hello from C")
+        #expect(channel.readLine() == "saved")
+        let acquire = try daemon.events.wait("acquire", of: "org.example.c")
+        #expect(acquire.detail == "save state")
+        let release = try daemon.events.wait("release", of: "org.example.c")
+        #expect(release.assertion == acquire.assertion)
+        #expect(try String(contentsOfFile: state, encoding: .utf8) == "hello from C\n")
+        try host.dismiss(session)
+        try daemon.events.wait("suspend", of: "org.example.c")
+    }
+
+    @Test func withoutASupervisorTheCExtensionSaysSo() throws {
+        let directory = try TestDaemon.makeTemporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let result = try runProgram(try buildCExtension(in: directory), [])
+        #expect(result.status == 1)
+        #expect(result.err == "c-extension: not launched by extensiond\n")
+    }
+
+    /// The directory holding libswiftCore.so for the toolchain that built the tests.
+    func swiftLibraryDirectory() throws -> String {
+        let swiftc = try runProgram("/usr/bin/env", ["sh", "-c", "dirname $(dirname $(readlink -f $(command -v swiftc)))"])
+        let dir = swiftc.out.trimmingCharacters(in: .whitespacesAndNewlines) + "/lib/swift/linux"
+        try #require(FileManager.default.fileExists(atPath: dir + "/libswiftCore.so"), "no Swift runtime at \(dir)")
+        return dir
+    }
+}

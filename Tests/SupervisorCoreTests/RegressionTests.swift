@@ -1,0 +1,121 @@
+import ExtensionProtocol
+import SupervisorCore
+import Testing
+
+// Tests for the correct behaviour that currently FAIL because of core bugs (see the report).
+
+@Suite("Core regressions")
+struct CoreRegressionTests {
+    // Regression: spawnFailed is ignored once the phase left .launching (shutdown or launch timeout
+    // before the spawn was answered): the record stays `terminating` forever and `.exit` never comes.
+    @Test func spawnFailureAfterShutdownStillCompletesTheShutdown() {
+        var h = Harness()
+        h.begin(host: 1, tag: 7, at: 0)          // spawn effect out, no answer yet
+        #expect(h.step(.shutdown, at: 0.5).exits == 0)
+        let e = h.step(.spawnFailed(extensionID: extID, generation: 1, error: "ENOENT"), at: 1)
+        #expect(h.state == .notRunning)
+        #expect(e.exits == 1)
+    }
+
+    @Test func spawnFailureAfterALaunchTimeoutLeavesTheExtensionUsable() {
+        var h = Harness()
+        h.begin(host: 1, tag: 7, at: 0)
+        h.tick(at: 10)                            // launch timeout before the spawn was answered
+        h.step(.spawnFailed(extensionID: extID, generation: 1, error: "ENOENT"), at: 11)
+        #expect(h.state == .notRunning)
+        #expect(h.begin(host: 1, tag: 8, at: 12).spawns.count == 1)
+    }
+
+    // Regression: a late timer tick sends *expire* and then stops without the grace period.
+    @Test func aLateTimerStillGivesTheFullGraceBeforeTheStop() {
+        var h = Harness()
+        let rid = h.activate(at: 0)
+        let a = h.grant(at: 1)
+        h.end(request: rid, at: 20)               // expire due at 27, stop due at 30
+        let late = h.tick(at: 29)                 // the timer fired 2 s late
+        #expect(late.expires == [a])
+        #expect(h.tick(at: 30).stops.isEmpty, "expire went out at 29: the stop must wait until 32")
+        #expect(h.tick(at: 32).stops == [extID])
+    }
+
+    @Test func aVeryLateTimerDoesNotExpireAndStopInTheSameInstant() {
+        var h = Harness()
+        let rid = h.activate(at: 0)
+        _ = h.grant(at: 1)
+        h.end(request: rid, at: 20)
+        let e = h.tick(at: 31)                    // past both deadlines
+        #expect(e.expires.count == 1)
+        #expect(e.stops.isEmpty, "the extension must get expiryGraceSeconds after its expire")
+    }
+
+    @Test func theInvariantHoldsWithALateTimer() {
+        for seed in UInt64(1)...200 {
+            var sim = Simulation(seed: seed, timerLateness: 3)
+            sim.run(steps: 300)
+            #expect(sim.violations.isEmpty, "seed \(seed): \(sim.violations.prefix(3))")
+            if !sim.violations.isEmpty { return }
+        }
+    }
+
+    @Test func theGuaranteesHoldWhenSpawnAnswersAreDelayed() {
+        for seed in UInt64(1)...200 {
+            var sim = Simulation(seed: seed, spawnAnswersImmediately: false)
+            sim.run(steps: 300)
+            #expect(sim.violations.isEmpty, "seed \(seed): \(sim.violations.prefix(3))")
+            if !sim.violations.isEmpty { return }
+        }
+    }
+
+    // Regression: `prewarmed` is never cleared, so an extension that was prewarmed, then used, keeps
+    // counting against maxPrewarmed ("extensions launched by prewarm hints that may wait unused").
+    @Test func aUsedPrewarmedExtensionNoLongerCountsAgainstTheCap() {
+        var h = Harness([manifest("p.a"), manifest("p.b")], limits: testLimits { $0.maxPrewarmed = 1 }, focus: "p.a")
+        h.step(.prewarm(host: 1, tag: 1, extensionIDs: ["p.a"]), at: 0)
+        h.spawned(at: 0)
+        h.ready(at: 0)
+        h.stopConfirmed(at: 0)
+        h.begin(host: 1, tag: 2, at: 1)          // used: resumed and served
+        let rid = h.continueConfirmed(at: 1).openRequests[0].requestID
+        h.suspendIdle(request: rid, at: 2)
+        let e = h.step(.prewarm(host: 1, tag: 3, extensionIDs: ["p.b"]), at: 3)
+        #expect(e.spawns.map(\.id) == ["p.b"])
+    }
+
+    // Regression: errors inside a config point name the field as 'policy.…' instead of 'points.<name>.…'.
+    @Test(arguments: [
+        (#"{"points": {"widget": {"backgroundSeconds": -1}}}"#, "points.widget.backgroundSeconds"),
+        (#"{"points": {"widget": {"backgroundSeconds": 90000}}}"#, "points.widget.backgroundSeconds"),
+        (#"{"points": {"widget": {"bogus": 1}}}"#, "points.widget.bogus"),
+        (#"{"points": {"widget": {"suspend": "sometimes"}}}"#, "points.widget.suspend"),
+    ])
+    func configPointErrorsNameThePoint(json: String, field: String) {
+        guard case .failure(let e) = DaemonConfig.parse(Array(json.utf8), file: "c.json") else {
+            Issue.record("accepted")
+            return
+        }
+        #expect(e.field == field)
+    }
+
+    // Regression: out-of-range integers are reported as "invalid JSON" with no field (Foundation on
+    // Linux reports them as dataCorrupted with an empty coding path).
+    @Test(arguments: [
+        (#"{"id": "a.b", "executable": "/x", "hosts": {"uids": [-1]}}"#, "hosts.uids[0]"),
+        (#"{"id": "a.b", "executable": "/x", "hosts": {"gids": [1, 4294967296]}}"#, "hosts.gids[1]"),
+        (#"{"id": "a.b", "executable": "/x", "hosts": {"uids": [1.5]}}"#, "hosts.uids[0]"),
+    ])
+    func outOfRangeIdsNameTheirField(json: String, field: String) {
+        guard case .failure(let e) = ManifestParser.parse(Array(json.utf8), file: "m.json", directory: "/", points: .builtIn) else {
+            Issue.record("accepted")
+            return
+        }
+        #expect(e.field == field, "\(e.problem)")
+    }
+
+    @Test func aNegativeAdminGroupNamesTheField() {
+        guard case .failure(let e) = DaemonConfig.parse(Array(#"{"adminGroup": -1}"#.utf8), file: "c.json") else {
+            Issue.record("accepted")
+            return
+        }
+        #expect(e.field == "adminGroup", "\(e.problem)")
+    }
+}

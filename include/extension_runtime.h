@@ -1,0 +1,56 @@
+/*
+ * extension_runtime.h: the C interface of extensiond's ExtensionRuntime.
+ *
+ * Link with libExtensionRuntimeC (pkg-config --cflags --libs extension-runtime).
+ * The semantics are those of the Swift API; see docs/assertions.md.
+ */
+#ifndef EXTENSION_RUNTIME_H
+#define EXTENSION_RUNTIME_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Called on a runtime thread for each request a host begins. `channel_fd` is the extension's
+ * end of a stream socket connected to the host; the handler owns it and must close it. */
+typedef void (*ext_request_handler)(uint64_t request_id, int channel_fd, void *context);
+
+/* Called on a private runtime thread. See ext_perform_expiring_activity. */
+typedef void (*ext_activity_block)(bool expired, void *context);
+
+/* Called once an activity is over. See ext_perform_expiring_activity_with_cleanup. */
+typedef void (*ext_activity_cleanup)(void *context);
+
+/* Announces readiness to extensiond and starts delivering requests to `on_request`.
+ * Returns 0, or -ENOTCONN when the process was not launched by extensiond.
+ * `context` is passed back unchanged, from other threads: it must stay valid and be safe to
+ * use from them. */
+int ext_runtime_start(ext_request_handler on_request, void *context);
+
+/* 1 when the process was launched by extensiond (it inherited a runtime channel), else 0. */
+int ext_runtime_is_supervised(void);
+
+/* Takes a task assertion held by extensiond, like ProcessInfo.performExpiringActivity:
+ *  - granted: `block(false, context)` runs asynchronously; the assertion is released when it
+ *    returns (and when the expired call, if any, has returned too);
+ *  - about to expire: `block(true, context)` is called a second time, concurrently, on
+ *    another thread, at most once: stop the work and return quickly;
+ *  - not granted (expiring, suspending, background time spent, or no extensiond):
+ *    `block(true, context)` only, at once.
+ * Returns 0, or -EINVAL when `reason` is NULL or empty or `block` is NULL (nothing is called). */
+int ext_perform_expiring_activity(const char *reason, ext_activity_block block, void *context);
+
+/* As ext_perform_expiring_activity, and calls `cleanup(context)` exactly once after every call
+ * of `block` has returned and the assertion (if granted) was released: where `context` may be
+ * freed. `cleanup` may be NULL. */
+int ext_perform_expiring_activity_with_cleanup(const char *reason, ext_activity_block block,
+                                               ext_activity_cleanup cleanup, void *context);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
