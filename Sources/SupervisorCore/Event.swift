@@ -8,12 +8,18 @@ public struct PeerIdentity: Equatable, Sendable {
     public var pid: Int32
     public var uid: UInt32
     public var gid: UInt32
+    /// Supplementary groups of the peer process at connect time.
+    public var groups: [UInt32]
 
-    public init(pid: Int32, uid: UInt32, gid: UInt32) {
+    public init(pid: Int32, uid: UInt32, gid: UInt32, groups: [UInt32] = []) {
         self.pid = pid
         self.uid = uid
         self.gid = gid
+        self.groups = groups
     }
+
+    /// Whether the peer has `gid` as its primary or a supplementary group.
+    public func isMember(of gid: UInt32) -> Bool { self.gid == gid || groups.contains(gid) }
 }
 
 /// Everything that can happen to the supervisor. The shell turns system events (socket
@@ -54,7 +60,7 @@ public enum Event: Equatable, Sendable {
     /// The manifests were re-read. `host`/`tag` identify who asked, if anyone.
     case reload(manifests: [Manifest], errors: [ManifestError], host: HostID?, tag: UInt32)
     /// A host hints that it will soon open these extensions.
-    case prewarm(host: HostID, tag: UInt32, extensionIDs: [String])
+    case prewarm(host: HostID, peer: PeerIdentity, tag: UInt32, extensionIDs: [String])
     /// The daemon is asked to stop: end everything and exit when every process is gone.
     case shutdown
 }

@@ -62,7 +62,7 @@ public struct Supervisor: Sendable {
             for id in records.keys.sorted() { update(id, nil) { s, r in s.processDeadlines(&r) } }
         case let .kill(host, tag, id, signal): kill(host: host, tag: tag, id: id, signal: signal)
         case let .reload(manifests, errors, _, _): reload(manifests, errors)
-        case let .prewarm(host, tag, ids): prewarm(host: host, tag: tag, ids: ids)
+        case let .prewarm(host, peer, tag, ids): prewarm(host: host, peer: peer, tag: tag, ids: ids)
         case .shutdown: shutdown()
         }
         removeRetired()
@@ -128,7 +128,7 @@ public struct Supervisor: Sendable {
     // MARK: - Host requests
 
     private func mayOpen(_ m: Manifest, _ peer: PeerIdentity) -> Bool {
-        peer.uid == 0 || peer.uid == limits.daemonUID || m.hosts.uids.contains(peer.uid) || m.hosts.gids.contains(peer.gid)
+        peer.uid == 0 || peer.uid == limits.daemonUID || m.hosts.uids.contains(peer.uid) || m.hosts.gids.contains(where: peer.isMember)
     }
 
     private func requestCount(of host: HostID) -> Int {
@@ -545,9 +545,13 @@ public struct Supervisor: Sendable {
         _ = errors  // reported by the shell, which read the files
     }
 
-    private mutating func prewarm(host: HostID, tag: UInt32, ids: [String]) {
+    private mutating func prewarm(host: HostID, peer: PeerIdentity, tag: UInt32, ids: [String]) {
         for id in ids where records[id] == nil || records[id]!.retired {
             out.append(.reply(host: host, message: .failure(tag: tag, code: .unknownExtension, text: "no extension with id '\(id)'")))
+            return
+        }
+        for id in ids where !mayOpen(records[id]!.manifest, peer) {
+            out.append(.reply(host: host, message: .failure(tag: tag, code: .notPermitted, text: "uid \(peer.uid) may not open '\(id)' (see the manifest's 'hosts')")))
             return
         }
         if shuttingDown {

@@ -24,7 +24,8 @@ extension Daemon {
             }
             let id = nextHostID
             nextHostID += 1
-            let c = ControlConnection(id: id, socket: socket, peer: PeerIdentity(pid: cred.pid, uid: cred.uid, gid: cred.gid), queueLimit: Daemon.connectionQueueLimit)
+            let peer = PeerIdentity(pid: cred.pid, uid: cred.uid, gid: cred.gid, groups: Daemon.supplementaryGroups(of: cred.pid))
+            let c = ControlConnection(id: id, socket: socket, peer: peer, queueLimit: Daemon.connectionQueueLimit)
             do {
                 c.source = try loop.addIO(fd: socket.fd, events: Poll.input) { [unowned self, unowned c] events in
                     connectionEvent(c, events: events)
@@ -83,7 +84,7 @@ extension Daemon {
     func isAdministrator(_ peer: PeerIdentity) -> Bool {
         if peer.uid == 0 || peer.uid == daemonUID { return true }
         guard let group = config.adminGroup else { return false }
-        return peer.gid == group || Daemon.supplementaryGroups(of: peer.pid).contains(group)
+        return peer.isMember(of: group)
     }
 
     /// The supplementary groups of a process, from /proc/PID/status.
@@ -113,7 +114,7 @@ extension Daemon {
             c.isMonitor = true
             send(.ok(tag: tag), to: c.id)
         case let .prewarm(tag, ids):
-            post(.prewarm(host: c.id, tag: tag, extensionIDs: ids))
+            post(.prewarm(host: c.id, peer: c.peer, tag: tag, extensionIDs: ids))
         default:
             protocolViolation(c, "\(message.kind) is not accepted on the control socket")
         }

@@ -416,10 +416,19 @@ public final class Daemon {
     // MARK: - Reload
 
     /// Re-reads the manifests (SIGHUP or `extctl reload`). Running extensions are not disturbed.
+    /// A manifest file that no longer parses keeps its previous definition, so a typo in an
+    /// edited file does not end the running extension it describes.
     func reload() -> (loaded: Int, errors: [ManifestError]) {
         logger.info("reloading manifests")
-        let (manifests, errors) = Daemon.loader(options, config).load()
+        var (manifests, errors) = Daemon.loader(options, config).load()
         for e in errors { logger.error("manifest refused: \(e)") }
+        let broken = Set(errors.map(\.file))
+        let defined = Set(manifests.map(\.id))
+        for r in core.records.values.sorted(by: { $0.manifest.id < $1.manifest.id })
+        where broken.contains(r.manifest.source) && !defined.contains(r.manifest.id) {
+            logger.warning("keeping the previous definition of \(r.manifest.id) until \(r.manifest.source) is fixed")
+            manifests.append(r.manifest)
+        }
         post(.reload(manifests: manifests, errors: errors, host: nil, tag: 0))
         logger.info("reloaded: \(manifests.count) extension(s), \(errors.count) manifest error(s)")
         return (manifests.count, errors)

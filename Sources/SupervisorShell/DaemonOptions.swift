@@ -3,7 +3,7 @@ import Glibc
 #endif
 
 /// Where the daemon listens and what it reads. Defaults follow the XDG base directories for a
-/// user daemon and /run, /etc and /usr/share for root (see docs/operations.md).
+/// user daemon and /run, /etc and /usr/share for root (see docs/extensiond.md).
 public struct DaemonOptions: Sendable {
     /// The control socket path.
     public var socketPath: String

@@ -64,7 +64,7 @@ enum StatusDocument {
                 "readiness": r.manifest.readiness.rawValue,
                 "lastExit": exitObject(r.lastExit, clock),
                 "consecutiveCrashes": r.consecutiveCrashes,
-                "throttledUntil": r.throttledUntil.map { clock.iso($0) as Any } ?? NSNull(),
+                "throttledUntil": r.throttledUntil.flatMap { $0 > now ? clock.iso($0) as Any : nil } ?? NSNull(),
                 "assertionOverruns": r.overruns, "expiryUnacknowledged": r.unacknowledgedExpiries,
                 "policy": [
                     "backgroundSeconds": r.manifest.policy.backgroundSeconds,

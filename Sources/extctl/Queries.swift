@@ -59,13 +59,15 @@ struct Monitor: ParsableCommand {
             }
         }
         let done = DispatchSemaphore(value: 0)
+        let lost = Interruption()
         client.setCloseHandler { why in
-            writeError(why.message)
+            lost.set(why.message)
             done.signal()
         }
         _ = try perform { () throws(HostError) in try client.call { .monitor(tag: $0) } }
         let stop = Signals.onTermination { done.signal() }
         done.wait()
         _ = stop
+        if let reason = lost.reason { throw Failure(reason) }
     }
 }

@@ -24,10 +24,26 @@ enum Signals {
 }
 
 /// Copies stdin to the request channel and the channel to stdout, for `extctl open`.
-/// End of stdin ends the hold.
+/// End of stdin ends the hold: the channel is shut down for writing, and what the extension
+/// still sends is copied until it closes its end (or `drainSeconds` pass).
 enum Pump {
+    static let drainSeconds = 2.0
+
     static func start(session: ExtensionSession, done: DispatchSemaphore) {
         let channel = session.channel
+        let drained = DispatchSemaphore(value: 0)
+        if let channel {
+            Thread.detachNewThread {
+                var buffer = [UInt8](repeating: 0, count: 4096)
+                while true {
+                    let n = read(channel, &buffer, buffer.count)
+                    if n < 0 && errno == EINTR { continue }
+                    if n <= 0 { break }
+                    FileHandle.standardOutput.write(Data(buffer[0..<n]))
+                }
+                drained.signal()
+            }
+        }
         Thread.detachNewThread {
             var buffer = [UInt8](repeating: 0, count: 4096)
             while true {
@@ -36,17 +52,11 @@ enum Pump {
                 if n <= 0 { break }
                 if let channel { _ = buffer.withUnsafeBytes { send(channel, $0.baseAddress!, n, Int32(MSG_NOSIGNAL)) } }
             }
-            done.signal()
-        }
-        guard let channel else { return }
-        Thread.detachNewThread {
-            var buffer = [UInt8](repeating: 0, count: 4096)
-            while true {
-                let n = read(channel, &buffer, buffer.count)
-                if n < 0 && errno == EINTR { continue }
-                if n <= 0 { break }
-                FileHandle.standardOutput.write(Data(buffer[0..<n]))
+            if let channel {
+                shutdown(channel, Int32(SHUT_WR))
+                _ = drained.wait(timeout: .now() + drainSeconds)
             }
+            done.signal()
         }
     }
 }

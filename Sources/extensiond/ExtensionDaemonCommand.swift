@@ -17,7 +17,7 @@ struct ExtensionDaemonCommand: ParsableCommand {
             With no options, listens on $XDG_RUNTIME_DIR/extensiond/control.sock (root: \
             /run/extensiond/control.sock) and reads manifests from the standard data \
             directories. SIGHUP re-reads manifests; SIGTERM ends every extension and exits. \
-            See extensiond(8) in docs/operations.md.
+            See docs/extensiond.md.
             """)
 
     @Option(name: .long, help: ArgumentHelp("Control socket path.", valueName: "path"))

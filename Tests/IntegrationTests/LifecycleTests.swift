@@ -269,6 +269,48 @@ struct LifecycleTests {
     }
 }
 
+extension LifecycleTests {
+    @Test func breakingARunningExtensionsOwnManifestKeepsItsPreviousDefinition() throws {
+        let daemon = try TestDaemon(manifests: ["test.json": TestDaemon.testExtension(Self.id)])
+        try daemon.start()
+        let host = try daemon.host()
+        let session = try host.begin(Self.id)
+        try FileManager.default.createFile(atPath: daemon.extensionsDirectory + "/test.json", contents: Data("{\"id\": ".utf8))
+        let reload = try daemon.extctl(["reload"])
+        #expect(reload.err.contains("test.json: invalid JSON"))
+        #expect(daemon.log().contains("keeping the previous definition of \(Self.id)"))
+        let channel = try session.hostChannel()
+        channel.send("ping")
+        #expect(channel.readLine() == "pong \(session.pid)")
+        #expect(!daemon.events.all.contains { $0.kind == "exit" })
+        try host.dismiss(session)
+        try daemon.events.wait("suspend", of: Self.id)
+        let again = try host.begin(Self.id)
+        #expect(again.pid == session.pid)
+    }
+
+    @Test func extctlReportsBadInputInOneLine() throws {
+        let daemon = try TestDaemon(manifests: ["test.json": TestDaemon.testExtension(Self.id)])
+        try daemon.start()
+        let unknown = try daemon.extctl(["status", "com.example.nope"])
+        #expect(unknown.status == 1)
+        #expect(unknown.err == "extctl: no extension with id 'com.example.nope'\n")
+        let badSignal = try daemon.extctl(["kill", "--signal", "BOGUS", Self.id])
+        #expect(badSignal.status == 2)
+        #expect(badSignal.err.split(separator: "\n").count == 1, "\(badSignal.err)")
+        let reserved = try daemon.extctl(["kill", "--signal", "STOP", Self.id])
+        #expect(reserved.status == 1)
+        #expect(reserved.err.contains("reserved"))
+        let absent = try runProgram(BuildProducts.path("extctl"), ["list", "--socket", daemon.directory + "/absent.sock"])
+        #expect(absent.status == 1)
+        #expect(absent.err.hasPrefix("extctl: cannot reach extensiond at "))
+        #expect(absent.err.split(separator: "\n").count == 1)
+        let noCommand = try runProgram(BuildProducts.path("extctl"), ["frobnicate"])
+        #expect(noCommand.status == 2)
+        #expect(noCommand.err.split(separator: "\n").count == 1)
+    }
+}
+
 /// Interruptions reported to a host, recorded from the client's reader thread.
 final class InterruptionBox: Sendable {
     private let value = Mutex<[(UInt64, String)]>([])

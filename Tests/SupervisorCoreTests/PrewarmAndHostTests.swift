@@ -5,7 +5,7 @@ import Testing
 @Suite("Prewarm hints")
 struct PrewarmTests {
     static func prewarm(_ ids: [String], tag: UInt32 = 1) -> Event {
-        .prewarm(host: 1, tag: tag, extensionIDs: ids)
+        .prewarm(host: 1, peer: ownPeer, tag: tag, extensionIDs: ids)
     }
 
     @Test func prewarmLaunchesANotRunningExtensionAndSuspendsItWhenReady() {
@@ -150,5 +150,28 @@ struct HostAuthorizationTests {
         #expect(h.begin(host: 2, at: 1).openRequests.count == 1, "the limit is per host connection")
         h.end(host: 1, request: rid, at: 2)
         #expect(h.begin(host: 1, tag: 4, at: 3).failures.isEmpty, "a slot was freed")
+    }
+}
+
+@Suite("Authorization by group")
+struct GroupAuthorizationTests {
+    func manifest(gids: [UInt32]) -> Manifest {
+        Manifest(id: "g.ext", executable: "/bin/true", policy: ExtensionPoints.builtIn.policies["widget"]!,
+                 hosts: HostRestriction(uids: [], gids: gids))
+    }
+
+    @Test func aSupplementaryGroupListedInHostsMayOpen() {
+        var s = Supervisor(manifests: [manifest(gids: [500])], limits: { var l = SupervisorLimits(); l.daemonUID = 1000; return l }(), now: .seconds(0))
+        let stranger = PeerIdentity(pid: 9, uid: 2000, gid: 2000, groups: [500])
+        let effects = s.handle(.begin(host: 1, peer: stranger, tag: 1, extensionID: "g.ext"), at: .seconds(0))
+        #expect(effects.contains { if case .spawn = $0 { true } else { false } })
+    }
+
+    @Test func prewarmIsRefusedToHostsThatMayNotOpen() {
+        var s = Supervisor(manifests: [manifest(gids: [500])], limits: { var l = SupervisorLimits(); l.daemonUID = 1000; return l }(), now: .seconds(0))
+        let stranger = PeerIdentity(pid: 9, uid: 2000, gid: 2000, groups: [600])
+        let effects = s.handle(.prewarm(host: 1, peer: stranger, tag: 4, extensionIDs: ["g.ext"]), at: .seconds(0))
+        #expect(effects.contains(.reply(host: 1, message: .failure(tag: 4, code: .notPermitted, text: "uid 2000 may not open 'g.ext' (see the manifest's 'hosts')"))))
+        #expect(!effects.contains { if case .spawn = $0 { true } else { false } })
     }
 }

@@ -70,14 +70,14 @@ struct CoreRegressionTests {
     // counting against maxPrewarmed ("extensions launched by prewarm hints that may wait unused").
     @Test func aUsedPrewarmedExtensionNoLongerCountsAgainstTheCap() {
         var h = Harness([manifest("p.a"), manifest("p.b")], limits: testLimits { $0.maxPrewarmed = 1 }, focus: "p.a")
-        h.step(.prewarm(host: 1, tag: 1, extensionIDs: ["p.a"]), at: 0)
+        h.step(.prewarm(host: 1, peer: ownPeer, tag: 1, extensionIDs: ["p.a"]), at: 0)
         h.spawned(at: 0)
         h.ready(at: 0)
         h.stopConfirmed(at: 0)
         h.begin(host: 1, tag: 2, at: 1)          // used: resumed and served
         let rid = h.continueConfirmed(at: 1).openRequests[0].requestID
         h.suspendIdle(request: rid, at: 2)
-        let e = h.step(.prewarm(host: 1, tag: 3, extensionIDs: ["p.b"]), at: 3)
+        let e = h.step(.prewarm(host: 1, peer: ownPeer, tag: 3, extensionIDs: ["p.b"]), at: 3)
         #expect(e.spawns.map(\.id) == ["p.b"])
     }
 

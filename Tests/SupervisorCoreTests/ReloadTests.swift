@@ -25,7 +25,7 @@ struct ReloadTests {
         #expect(h.record("b.two") == nil)
         #expect(h.begin(id: "b.two", at: 2).failures.map(\.code) == [.unknownExtension])
         #expect(h.step(.kill(host: 1, tag: 1, extensionID: "b.two", signal: 15), at: 2).failures.map(\.code) == [.unknownExtension])
-        #expect(h.step(.prewarm(host: 1, tag: 1, extensionIDs: ["b.two"]), at: 2).failures.map(\.code) == [.unknownExtension])
+        #expect(h.step(.prewarm(host: 1, peer: ownPeer, tag: 1, extensionIDs: ["b.two"]), at: 2).failures.map(\.code) == [.unknownExtension])
     }
 
     @Test func aRemovedSuspendedExtensionIsTerminatedThenForgotten() {

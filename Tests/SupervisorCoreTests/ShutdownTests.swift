@@ -43,7 +43,7 @@ struct ShutdownTests {
 
         // New work is refused while shutting down.
         #expect(h.begin(host: 4, tag: 1, id: "d.idle", at: 3.5).failures.map(\.code) == [.shuttingDown])
-        #expect(h.step(.prewarm(host: 4, tag: 2, extensionIDs: ["d.idle"]), at: 3.5).failures.map(\.code) == [.shuttingDown])
+        #expect(h.step(.prewarm(host: 4, peer: ownPeer, tag: 2, extensionIDs: ["d.idle"]), at: 3.5).failures.map(\.code) == [.shuttingDown])
         #expect(h.record("d.idle")?.state == .notRunning)
 
         h.id = "a.active"

@@ -203,7 +203,7 @@ struct SuspendResumeTests {
 
     @Test func prewarmedReadyWithoutRequestIsStoppedAtOnce() {
         var h = Harness()
-        h.step(.prewarm(host: 1, tag: 1, extensionIDs: [extID]), at: 0)
+        h.step(.prewarm(host: 1, peer: ownPeer, tag: 1, extensionIDs: [extID]), at: 0)
         h.spawned(at: 0)
         let r = h.ready(at: 1)
         #expect(r.openRequests.isEmpty)

@@ -172,7 +172,7 @@ struct Simulation {
                 deliver(.kill(host: 9, tag: takeTag(), extensionID: id, signal: pick([SignalNumber.terminate, SignalNumber.kill, SignalNumber.stop])!))
             }
         case 17:
-            deliver(.prewarm(host: HostID(1 + random(3)), tag: takeTag(), extensionIDs: [id]))
+            deliver(.prewarm(host: HostID(1 + random(3)), peer: ownPeer, tag: takeTag(), extensionIDs: [id]))
         case 18:
             // A stale event for an older generation.
             if gen > 1 {
