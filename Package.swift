@@ -72,6 +72,9 @@ let package = Package(
             name: "test-extension", dependencies: ["ExtensionRuntime", "ExtensionTransport", "ExtensionProtocol"],
             path: "Tests/Fixtures/test-extension", swiftSettings: strict),
 
+        // libFuzzer target for the wire decoder (scripts/fuzz.sh builds it with the fuzzer runtime).
+        .executableTarget(name: "wire-fuzz", dependencies: ["ExtensionProtocol"], path: "Fuzz/wire-fuzz", swiftSettings: strict),
+
         .testTarget(name: "ExtensionProtocolTests", dependencies: ["ExtensionProtocol"], swiftSettings: strict),
         .testTarget(name: "SupervisorCoreTests", dependencies: ["SupervisorCore"], swiftSettings: strict),
         .testTarget(
