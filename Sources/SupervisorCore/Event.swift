@@ -53,6 +53,8 @@ public enum Event: Equatable, Sendable {
     case channelClosed(extensionID: String, generation: UInt64, reason: String)
     /// Handing a request's channel to the extension failed.
     case deliveryFailed(extensionID: String, generation: UInt64, requestID: UInt64, error: String)
+    /// While suspended, the process group holds a file lock that another process waits for.
+    case lockContention(extensionID: String, generation: UInt64, detail: String)
     /// Time passed: process every deadline that is due.
     case tick
     /// An administrator sends a signal to an extension.

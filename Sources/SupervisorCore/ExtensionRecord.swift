@@ -44,6 +44,9 @@ public struct ExtensionRecord: Equatable, Sendable {
     public internal(set) var unacknowledgedExpiries = 0
     /// Launched by a prewarm hint rather than a request.
     public internal(set) var prewarmed = false
+    /// Resumed to release a contended lock: it may run in the background until this instant
+    /// even without assertions.
+    public internal(set) var reprieveUntil: Instant?
 
     /// How many recent events are kept per extension.
     public static let historyLimit = 20

@@ -28,8 +28,10 @@ public enum ExitReason: String, Sendable, Codable, Equatable {
     case shutdown
     /// Ended because its manifest was removed by a reload.
     case removed
-    /// Ended because it closed its runtime channel while still running.
+    /// Ended because it closed its runtime channel while still running, or was cut off.
     case channelClosed = "channel-closed"
+    /// Killed because, while suspended, it held a file lock another process waited for.
+    case lockHeldWhileSuspended = "lock-held-while-suspended"
 }
 
 /// How a process ended, as the kernel reported it.

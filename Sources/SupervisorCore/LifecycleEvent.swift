@@ -10,6 +10,7 @@ public struct LifecycleEvent: Equatable, Sendable {
         case expiryUnacknowledged = "expiry-unacknowledged"
         case exit, crash, reclaim, kill, throttle
         case reload, manifestError = "manifest-error", prewarm
+        case lockHeldWhileSuspended = "lock-held-while-suspended"
     }
 
     public var at: Instant

@@ -35,13 +35,16 @@ public struct Manifest: Equatable, Sendable {
     public var policy: Policy
     /// Which hosts may begin requests on it.
     public var hosts: HostRestriction
+    /// Whether its processes may connect to the control socket themselves (as hosts or
+    /// `extctl`). Off by default: an extension acts only through its inherited channel.
+    public var hostAccess: Bool
     /// The manifest file it was read from.
     public var source: String
 
     public init(
         id: String, point: String = "default", executable: String, arguments: [String] = [],
         environment: [String: String] = [:], readiness: Readiness = .runtime, policy: Policy,
-        hosts: HostRestriction = HostRestriction(), source: String = "<memory>"
+        hosts: HostRestriction = HostRestriction(), hostAccess: Bool = false, source: String = "<memory>"
     ) {
         self.id = id
         self.point = point
@@ -51,6 +54,7 @@ public struct Manifest: Equatable, Sendable {
         self.readiness = readiness
         self.policy = policy
         self.hosts = hosts
+        self.hostAccess = hostAccess
         self.source = source
     }
 }

@@ -68,7 +68,7 @@ public enum ManifestParser {
         return .success(Manifest(
             id: raw.id, point: pointName, executable: executable, arguments: arguments,
             environment: environment, readiness: raw.readiness ?? .runtime, policy: policy,
-            hosts: hosts, source: file))
+            hosts: hosts, hostAccess: raw.hostAccess ?? false, source: file))
     }
 
     /// Why `id` is not a valid extension id, or nil.
@@ -208,8 +208,9 @@ struct RawManifest: Decodable {
     var readiness: Readiness?
     var policy: PolicyOverrides?
     var hosts: HostRestriction?
+    var hostAccess: Bool?
 
-    static let keys: Set<String> = ["id", "point", "executable", "arguments", "environment", "readiness", "policy", "hosts"]
+    static let keys: Set<String> = ["id", "point", "executable", "arguments", "environment", "readiness", "policy", "hosts", "hostAccess"]
 
     init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: AnyKey.self)
@@ -222,13 +223,14 @@ struct RawManifest: Decodable {
         readiness = try c.enumeration(Readiness.self, "readiness", prefix: "")
         policy = try c.optional(PolicyOverrides.self, "policy")
         hosts = try c.optional(HostRestriction.self, "hosts")
+        hostAccess = try c.optional(Bool.self, "hostAccess")
     }
 }
 
 extension PolicyOverrides: Decodable {
     static let keys: Set<String> = [
         "backgroundSeconds", "expiryGraceSeconds", "assertionMaxSeconds", "launchTimeoutSeconds",
-        "suspendedLifetimeSeconds", "suspend",
+        "suspendedLifetimeSeconds", "suspend", "lockedWhileSuspended",
     ]
 
     public init(from decoder: any Decoder) throws {
@@ -243,6 +245,7 @@ extension PolicyOverrides: Decodable {
         launchTimeoutSeconds = try c.seconds("launchTimeoutSeconds", prefix: prefix)
         suspendedLifetimeSeconds = try c.seconds("suspendedLifetimeSeconds", prefix: prefix)
         suspend = try c.enumeration(SuspendMode.self, "suspend", prefix: prefix)
+        lockedWhileSuspended = try c.enumeration(LockContentionPolicy.self, "lockedWhileSuspended", prefix: prefix)
     }
 }
 

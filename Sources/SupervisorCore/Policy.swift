@@ -6,6 +6,15 @@ public enum SuspendMode: String, Sendable, Codable, Equatable {
     case never
 }
 
+/// What happens when a suspended extension holds a file lock another process waits for
+/// (what iOS reports as 0xdead10cc).
+public enum LockContentionPolicy: String, Sendable, Codable, Equatable {
+    /// Kill it: it already had its chance to release the lock (the default, as on iOS).
+    case terminate
+    /// Resume it for its background time so it can release the lock, then suspend it again.
+    case resume
+}
+
 /// The timing policy of an extension, resolved from its extension point and its manifest.
 public struct Policy: Equatable, Sendable, Codable {
     /// How long an extension with live assertions may run after its last request ends.
@@ -20,6 +29,8 @@ public struct Policy: Equatable, Sendable, Codable {
     public var suspendedLifetimeSeconds: Double
     /// Whether the extension is suspended at all.
     public var suspend: SuspendMode
+    /// What to do when it holds a lock someone waits for while suspended.
+    public var lockedWhileSuspended: LockContentionPolicy = .terminate
 
     public init(
         backgroundSeconds: Double, expiryGraceSeconds: Double, assertionMaxSeconds: Double,
@@ -66,6 +77,7 @@ public struct PolicyOverrides: Equatable, Sendable {
     public var launchTimeoutSeconds: Double?
     public var suspendedLifetimeSeconds: Double?
     public var suspend: SuspendMode?
+    public var lockedWhileSuspended: LockContentionPolicy?
 
     public init() {}
 
@@ -78,6 +90,7 @@ public struct PolicyOverrides: Equatable, Sendable {
         if let v = launchTimeoutSeconds { p.launchTimeoutSeconds = v }
         if let v = suspendedLifetimeSeconds { p.suspendedLifetimeSeconds = v }
         if let v = suspend { p.suspend = v }
+        if let v = lockedWhileSuspended { p.lockedWhileSuspended = v }
         return p
     }
 }

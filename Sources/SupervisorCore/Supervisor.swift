@@ -58,6 +58,8 @@ public struct Supervisor: Sendable {
             update(id, generation) { s, r in s.channelClosed(&r, reason: reason) }
         case let .deliveryFailed(id, generation, requestID, error):
             update(id, generation) { s, r in s.deliveryFailed(&r, requestID: requestID, error: error) }
+        case let .lockContention(id, generation, detail):
+            update(id, generation) { s, r in s.lockContention(&r, detail: detail) }
         case .tick:
             for id in records.keys.sorted() { update(id, nil) { s, r in s.processDeadlines(&r) } }
         case let .kill(host, tag, id, signal): kill(host: host, tag: tag, id: id, signal: signal)
@@ -304,6 +306,7 @@ public struct Supervisor: Sendable {
     }
 
     private mutating func stopNow(_ r: inout ExtensionRecord) {
+        r.reprieveUntil = nil
         let wasExpiring = r.state == .expiring
         for a in r.assertions.revokeAll() {
             // Only reached at the hard stop deadline: *expire* went out `expiryGraceSeconds` ago.
@@ -329,11 +332,24 @@ public struct Supervisor: Sendable {
         guard r.phase == .resuming else { return }
         setPhase(&r, .active)
         record(&r, .resume)
-        if r.pending.isEmpty {
-            enterBackground(&r)
-        } else {
+        if !r.pending.isEmpty {
+            r.reprieveUntil = nil
             openPending(&r)
+        } else if r.reprieveUntil != nil {
+            // Resumed to let go of a contended lock: background time even without assertions.
+            let stopAt = now.adding(seconds: r.policy.backgroundSeconds)
+            let expireAt = stopAt.adding(seconds: -r.policy.expiryGraceSeconds)
+            r.reprieveUntil = expireAt
+            setPhase(&r, .background(expireAt: expireAt, stopAt: stopAt))
+        } else {
+            enterBackground(&r)
         }
+    }
+
+    /// Whether a lock reprieve still keeps an assertion-less extension running.
+    private func inReprieve(_ r: ExtensionRecord) -> Bool {
+        guard let until = r.reprieveUntil else { return false }
+        return now < until
     }
 
     private mutating func terminate(_ r: inout ExtensionRecord, reason: ExitReason, signal: Int32) {
@@ -397,6 +413,21 @@ public struct Supervisor: Sendable {
         if delay > 0 { record(&r, .throttle, detail: "crash \(r.consecutiveCrashes) in a row: next launch in \(String(format_seconds: delay))") }
     }
 
+    /// 0xdead10cc: a suspended extension blocks another process on a file lock.
+    private mutating func lockContention(_ r: inout ExtensionRecord, detail: String) {
+        guard case .suspended = r.phase else { return }
+        record(&r, .lockHeldWhileSuspended, detail: detail)
+        switch r.policy.lockedWhileSuspended {
+        case .terminate:
+            terminate(&r, reason: .lockHeldWhileSuspended, signal: SignalNumber.kill)
+        case .resume:
+            // Run again for its background time so it can release the lock, then stop again.
+            r.reprieveUntil = now
+            setPhase(&r, .resuming)
+            out.append(.resume(extensionID: r.manifest.id, generation: r.generation))
+        }
+    }
+
     private mutating func channelClosed(_ r: inout ExtensionRecord, reason: String) {
         if case .terminating = r.phase { return }
         record(&r, .kill, detail: "runtime channel closed: \(reason)")
@@ -437,7 +468,7 @@ public struct Supervisor: Sendable {
     private mutating func release(_ r: inout ExtensionRecord, assertionID: UInt64) {
         guard let a = r.assertions.release(assertionID) else { return }  // double release: harmless
         record(&r, .release, assertionID: a.id, detail: a.reason)
-        if r.assertions.isEmpty {
+        if r.assertions.isEmpty && !inReprieve(r) {
             switch r.phase {
             case .background(let expireAt, _) where expireAt != nil: stopNow(&r)
             case .expiring: stopNow(&r)
@@ -476,7 +507,7 @@ public struct Supervisor: Sendable {
             record(&r, .launchTimeout)
             terminate(&r, reason: .launchTimeout, signal: SignalNumber.kill)
         case .background(let expireAt?, let stopAt?):
-            if r.assertions.isEmpty { return stopNow(&r) }
+            if r.assertions.isEmpty && !inReprieve(r) { return stopNow(&r) }
             if now >= expireAt {
                 // A late tick must not shorten the grace the extension gets after its expire.
                 setPhase(&r, .expiring(stopAt: max(stopAt, now.adding(seconds: r.policy.expiryGraceSeconds))))
