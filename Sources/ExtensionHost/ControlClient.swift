@@ -106,6 +106,11 @@ public final class ControlClient: Sendable {
         do {
             try channel.send(make(tag))
         } catch {
+            // The daemon may have refused the connection (and closed it) with a reason that the
+            // reader thread delivers to waiters: wait briefly for it rather than report EPIPE.
+            if waiter.semaphore.wait(timeout: .now() + 1) == .success, let result = waiter.result.withLock({ $0 }) {
+                return try result.get()
+            }
             _ = state.withLock { $0.waiters.removeValue(forKey: tag) }
             throw HostError("cannot send to extensiond: \(error)")
         }
@@ -142,7 +147,7 @@ public final class ControlClient: Sendable {
                 resolve(tag, .success(.ok))
             case let .failure(tag, code, text):
                 if let descriptor { Glibc.close(descriptor) }
-                if tag == 0 && code == .badRequest { return closeDown(HostError(code: code, text)) }
+                if tag == 0 { return closeDown(HostError(code: code, text)) }  // about the connection itself
                 resolve(tag, .failure(HostError(code: code, text)))
             case let .json(tag, final, chunk):
                 if let descriptor { Glibc.close(descriptor) }

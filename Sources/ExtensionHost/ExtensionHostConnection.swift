@@ -26,6 +26,11 @@ public final class ExtensionHostConnection: Sendable {
         client = try ControlClient(socketPath: socketPath ?? ControlClient.defaultSocketPath)
     }
 
+    /// A host connection over an existing control connection.
+    public init(client: ControlClient) {
+        self.client = client
+    }
+
     /// Begins a request on `extensionID`: launches it if it is not running, resumes it if it
     /// is suspended, and returns once it is ready, with a channel to it.
     /// Throws the daemon's error (unknown id, launch failed or timed out, crash-loop throttle,

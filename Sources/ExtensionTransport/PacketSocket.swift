@@ -151,11 +151,16 @@ public struct PacketSocket: Sendable, Hashable {
         var fds: [Int32] = [-1]
         var nfds: Int32 = 0
         var truncated: Int32 = 0
-        let rc = shim_recv_with_fds(fd, buffer.baseAddress, buffer.count, &fds, 1, &nfds, &truncated)
+        var rc = shim_recv_with_fds(fd, buffer.baseAddress, buffer.count, &fds, 1, &nfds, &truncated)
+        if rc == -Int(ECONNRESET) {
+            // The peer closed while our message to it was unread. The kernel reports that
+            // first, once, but datagrams it sent before closing are still queued: read them.
+            rc = shim_recv_with_fds(fd, buffer.baseAddress, buffer.count, &fds, 1, &nfds, &truncated)
+        }
         if rc < 0 {
             let e = Int32(-rc)
             if e == EAGAIN || e == EWOULDBLOCK { return .wouldBlock }
-            if e == ECONNRESET { return .closed }
+            if e == ECONNRESET || e == ENOTCONN { return .closed }
             throw SystemError("receive", errno: e)
         }
         if rc == 0 && nfds == 0 { return .closed }

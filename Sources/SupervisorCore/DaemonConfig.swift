@@ -69,7 +69,7 @@ struct RawConfig: Decodable {
 struct RawLimits: Decodable {
     var values: [String: Double] = [:]
     static let keys: Set<String> = [
-        "maxRequestsPerHost", "maxAssertionsPerProcess", "maxPrewarmed", "terminateGraceSeconds",
+        "maxRequestsPerHost", "maxConnectionsPerUID", "maxAssertionsPerProcess", "maxPrewarmed", "terminateGraceSeconds",
         "crashBackoffBaseSeconds", "crashBackoffMaxSeconds", "stableRunSeconds",
     ]
 
@@ -88,6 +88,7 @@ struct RawLimits: Decodable {
     func applied(to base: SupervisorLimits) -> SupervisorLimits {
         var l = base
         if let v = values["maxRequestsPerHost"] { l.maxRequestsPerHost = Int(v) }
+        if let v = values["maxConnectionsPerUID"] { l.maxConnectionsPerUID = Int(v) }
         if let v = values["maxAssertionsPerProcess"] { l.maxAssertionsPerProcess = Int(v) }
         if let v = values["maxPrewarmed"] { l.maxPrewarmed = Int(v) }
         if let v = values["terminateGraceSeconds"] { l.terminateGraceSeconds = v }

@@ -2,6 +2,8 @@
 public struct OpenRequest: Equatable, Sendable {
     public var id: UInt64
     public var host: HostID
+    /// The tag of the host's `begin`, answered by the shell once the channel is handed over.
+    public var tag: UInt32
     public var peer: PeerIdentity
     public var begunAt: Instant
 }

@@ -182,7 +182,7 @@ public struct Supervisor: Sendable {
     private mutating func open(_ r: inout ExtensionRecord, _ p: PendingBegin) {
         guard let pid = r.pid else { return }
         r.prewarmed = false  // in use: no longer a prewarmed extension waiting unused
-        r.requests.append(OpenRequest(id: p.requestID, host: p.host, peer: p.peer, begunAt: now))
+        r.requests.append(OpenRequest(id: p.requestID, host: p.host, tag: p.tag, peer: p.peer, begunAt: now))
         out.append(.openRequest(
             extensionID: r.manifest.id, generation: r.generation, requestID: p.requestID, host: p.host,
             tag: p.tag, pid: pid, channel: r.manifest.readiness == .runtime))
@@ -236,7 +236,8 @@ public struct Supervisor: Sendable {
 
     private mutating func deliveryFailed(_ r: inout ExtensionRecord, requestID: UInt64, error: String) {
         guard let q = r.requests.first(where: { $0.id == requestID }) else { return }
-        out.append(.reply(host: q.host, message: .interrupted(requestID: requestID, reason: "could not hand the channel to the extension: \(error)")))
+        // The host is still waiting for its `begun`: answer the begin itself.
+        out.append(.reply(host: q.host, message: .failure(tag: q.tag, code: .interrupted, text: "could not hand the channel to '\(r.manifest.id)': \(error)")))
         closeRequests(&r) { $0.id == requestID }
     }
 

@@ -4,6 +4,8 @@ public struct SupervisorLimits: Equatable, Sendable {
     public var daemonUID: UInt32 = 0
     /// Most requests (open or pending) one host connection may hold.
     public var maxRequestsPerHost = 256
+    /// Most control connections one uid may have open at once.
+    public var maxConnectionsPerUID = 128
     /// Most live assertions one extension process may hold.
     public var maxAssertionsPerProcess = 64
     /// Most extensions launched by prewarm hints that may wait unused at once.

@@ -20,7 +20,8 @@ public struct ConsoleLogHandler: LogHandler {
     public func log(event: LogEvent) {
         var line = "\(event.level.rawValue.uppercased()) \(event.message)"
         let merged = metadata.merging(event.metadata ?? [:]) { _, new in new }
-        for key in merged.keys.sorted() { line += " \(key)=\(merged[key]!)" }
+        // MESSAGE_ID is for the journal's indexing, not for people reading a terminal.
+        for key in merged.keys.sorted() where key != "MESSAGE_ID" { line += " \(key)=\(merged[key]!)" }
         line += "\n"
         _ = line.withCString { write(2, $0, strlen($0)) }
     }

@@ -25,6 +25,14 @@ extension Daemon {
             let id = nextHostID
             nextHostID += 1
             let peer = PeerIdentity(pid: cred.pid, uid: cred.uid, gid: cred.gid, groups: Daemon.supplementaryGroups(of: cred.pid))
+            if let refusal = admissionProblem(peer) {
+                logger.notice("refused control connection from pid \(peer.pid) uid \(peer.uid): \(refusal)")
+                if let bytes = try? WireEncoder.encoded(.failure(tag: 0, code: .notPermitted, text: refusal)) {
+                    _ = try? socket.send(bytes)
+                }
+                socket.close()
+                continue
+            }
             let c = ControlConnection(id: id, socket: socket, peer: peer, queueLimit: Daemon.connectionQueueLimit)
             do {
                 c.source = try loop.addIO(fd: socket.fd, events: Poll.input) { [unowned self, unowned c] events in
@@ -36,6 +44,21 @@ extension Daemon {
             }
             connections[id] = c
         }
+    }
+
+    /// Why a new peer may not connect, if it may not: too many connections from its uid, or it is
+    /// an extension process whose manifest does not grant `hostAccess`.
+    func admissionProblem(_ peer: PeerIdentity) -> String? {
+        let limit = config.limits.maxConnectionsPerUID
+        if connections.values.lazy.filter({ $0.peer.uid == peer.uid }).count >= limit {
+            return "too many control connections from uid \(peer.uid) (limit \(limit))"
+        }
+        if let group = ProcessTable.stat(peer.pid)?.processGroup,
+           let owner = processes.values.first(where: { $0.processGroup == group }),
+           core.records[owner.extensionID]?.manifest.hostAccess != true {
+            return "extension '\(owner.extensionID)' may not use the control socket (its manifest does not set hostAccess)"
+        }
+        return nil
     }
 
     func connectionEvent(_ c: ControlConnection, events: UInt32) {

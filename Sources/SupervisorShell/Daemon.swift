@@ -30,6 +30,10 @@ public final class Daemon {
     private var queuedEvents: [Event] = []
     private var dispatching = false
     let daemonUID = getuid()
+    /// sd_notify: readiness, STATUS=, reload and stop notifications.
+    let serviceManager = ServiceManager()
+    /// The live extension processes, on disk for the next instance should this one be killed.
+    let registry: ProcessRegistry
 
     /// Bytes an unread peer may have queued before it is cut off.
     static let connectionQueueLimit = 1 << 20
@@ -63,6 +67,9 @@ public final class Daemon {
             listener = try PacketSocket.listen(path: options.socketPath)
             chmod(options.socketPath, 0o660)
         }
+        // The socket is ours now: whatever a killed predecessor on it left running is ended.
+        registry = ProcessRegistry(path: ProcessRegistry.path(forSocket: options.socketPath), logger: logger)
+        ProcessRegistry.reapLeftovers(at: registry.path, logger: logger)
         logger.info("loaded \(manifests.count) extension(s) from \(options.extensionDirectories.joined(separator: ":")); \(errors.count) manifest error(s)")
     }
 
@@ -109,12 +116,21 @@ public final class Daemon {
         for sig in [SIGTERM, SIGINT] {
             signalSources.append(try loop.addSignal(sig) { [unowned self] in
                 logger.info("received signal \(sig): shutting down")
+                serviceManager.stopping(status: ServiceManager.statusLine(core.records.values, shuttingDown: true))
                 post(.shutdown)
             })
         }
         signalSources.append(try loop.addSignal(SIGHUP) { [unowned self] in _ = reload() })
+        if loop.enableWatchdog(), let usec = ServiceManager.watchdogInterval() {
+            logger.info("watchdog: the event loop sends WATCHDOG=1 every \(usec / 2000) ms (WATCHDOG_USEC=\(usec))")
+        }
+        serviceManager.ready(status: statusLine())
         onReady?()
-        logger.info("listening on \(options.socketPath)")
+        if let fd = options.inheritedListener {
+            logger.info("listening on inherited socket \(options.socketPath) (fd \(fd), passed by the service manager)")
+        } else {
+            logger.info("listening on \(options.socketPath)")
+        }
         let status = loop.run()
         for c in connections.values { c.close() }
         connections.removeAll()
@@ -123,6 +139,7 @@ public final class Daemon {
             listener.close()
             unlink(options.socketPath)
         }
+        if processes.isEmpty { registry.removeFile() } else { registry.flush() }
         return status
     }
 
@@ -142,6 +159,7 @@ public final class Daemon {
         }
         queuedEvents.removeAll(keepingCapacity: true)
         dispatching = false
+        afterDispatch()
     }
 
     func perform(_ effect: Effect) {
@@ -152,13 +170,19 @@ public final class Daemon {
         case let .signal(id, generation, signal, thenContinue):
             if let p = process(id, generation) {
                 p.stopPending = false
+                p.stopLockWatch()
                 _ = shim_kill(-p.processGroup, signal)
                 if thenContinue { _ = shim_kill(-p.processGroup, SIGCONT) }
             }
         case let .openRequest(id, generation, requestID, host, tag, pid, channel):
             openRequest(id, generation, requestID, host, tag, pid, channel)
         case let .reply(host, message): send(message, to: host)
-        case let .send(id, generation, message): if let p = process(id, generation) { send(message, to: p) }
+        case let .send(id, generation, message):
+            guard let p = process(id, generation) else { break }
+            // A request ended before its channel was even handed over (the extension has not
+            // read its queue, typically because it is stopped): drop both instead of queueing.
+            if case .ended(let requestID) = message, p.outbound.cancel(key: requestID) { break }
+            send(message, to: p)
         case let .armTimer(at): loop.setDeadline(at) { [unowned self] in post(.tick) }
         case let .record(event): record(event)
         case .exit:
@@ -185,6 +209,7 @@ public final class Daemon {
         let p = SupervisedProcess(extensionID: id, generation: generation, pid: spawned.pid, channel: spawned.channel, queueLimit: Daemon.connectionQueueLimit)
         processes[id]?.tearDown()
         processes[id] = p
+        registry.add(extensionID: id, pid: spawned.pid, processGroup: p.processGroup)
         do {
             p.childSource = try loop.addChild(pidfd: spawned.pidfd) { [unowned self, unowned p] code, status in
                 childChanged(p, code: code, status: status)
@@ -208,7 +233,9 @@ public final class Daemon {
             if p.stopPending {
                 p.leaderStopReported = true
                 verifyStop(p)
-            } else {
+            } else if let state = core.records[p.extensionID]?.state, [.active, .background, .expiring].contains(state),
+                      ProcessTable.stat(p.pid)?.isStopped == true {
+                // Not a late report of our own stop: the process is stopped while it should run.
                 logger.warning("pid \(p.pid) of \(p.extensionID) was stopped by someone other than extensiond")
             }
         case Int32(CLD_CONTINUED):
@@ -218,6 +245,7 @@ public final class Daemon {
             // kill whatever is left of the group, continued so SIGKILL acts at once.
             _ = shim_kill(-p.processGroup, SIGKILL)
             _ = shim_kill(-p.processGroup, SIGCONT)
+            registry.remove(pid: p.pid)
             p.tearDown()
             if processes[p.extensionID] === p { processes[p.extensionID] = nil }
             let exit: ExitStatus = code == Int32(CLD_EXITED) ? .exited(status) : .signaled(status)
@@ -255,14 +283,28 @@ public final class Daemon {
         guard p.stopPending else { return }
         let members = ProcessTable.groupMembers(p.processGroup)
         let ids = Set(members.map(\.pid))
+        // A thread in uninterruptible sleep (D) cannot stop until it returns to user space,
+        // where the pending stop takes it: it runs no user code meanwhile. The classic case is
+        // a vfork parent whose child was stopped before it could exec: it never leaves D.
+        // Such a member counts as stopped once two scans in a row found it so.
+        var uninterruptible: Set<Int32> = []
         let allStopped = members.allSatisfy { m in
-            m.isStopped && ((m.pid == p.pid && p.leaderStopReported) || ProcessTable.allThreadsStopped(m.pid))
+            if m.isStopped && m.pid == p.pid && p.leaderStopReported { return true }
+            switch ProcessTable.threadsStopped(m.pid) {
+            case .stopped: return true
+            case .running: return false
+            case .blockedInKernel:
+                uninterruptible.insert(m.pid)
+                return p.lastUninterruptible.contains(m.pid)
+            }
         }
+        p.lastUninterruptible = uninterruptible
         let settled = ids == [p.pid] || ids == p.lastMembers
         if allStopped && settled {
             p.stopPending = false
             p.stopRetry?.cancel()
             p.stopRetry = nil
+            watchLocks(p, members: ids)
             post(.stopConfirmed(extensionID: p.extensionID, generation: p.generation))
             return
         }
@@ -278,6 +320,7 @@ public final class Daemon {
     /// SIGCONT to the whole group. The kernel wakes stopped tasks inside kill(2), so the
     /// leader's /proc state confirms the resume at once.
     func resume(_ p: SupervisedProcess) {
+        p.stopLockWatch()
         p.stopPending = false
         p.stopRetry?.cancel()
         p.stopRetry = nil
@@ -286,6 +329,31 @@ public final class Daemon {
             logger.warning("pid \(p.pid) of \(p.extensionID) still reports stopped after SIGCONT")
         }
         post(.continueConfirmed(extensionID: p.extensionID, generation: p.generation))
+    }
+
+    // MARK: - Locks held while suspended
+
+    /// How often a suspended group that holds a file lock is checked for waiters. Groups that
+    /// hold no lock when they stop are never checked: a stopped process cannot take one.
+    static let lockCheckSeconds = 1.0
+
+    func watchLocks(_ p: SupervisedProcess, members: Set<Int32>) {
+        p.stopLockWatch()
+        let held = Set(FileLocks.current().map(\.holder)).intersection(members)
+        guard !held.isEmpty else { return }
+        p.lockHolders = held
+        armLockWatch(p)
+    }
+
+    func armLockWatch(_ p: SupervisedProcess) {
+        p.lockWatch = try? loop.addTimer(at: loop.now().adding(seconds: Daemon.lockCheckSeconds)) { [unowned self, unowned p] in
+            p.lockWatch = nil
+            let contended = FileLocks.current().filter { p.lockHolders.contains($0.holder) && $0.waiters > 0 }
+            guard let first = contended.first else { return armLockWatch(p) }
+            let detail = "pid \(first.holder) holds a \(first.kind) lock on \(first.file) that \(first.waiters) process(es) wait for"
+            p.lockHolders = []
+            post(.lockContention(extensionID: p.extensionID, generation: p.generation, detail: detail))
+        }
     }
 
     // MARK: - Runtime channel
@@ -311,6 +379,9 @@ public final class Daemon {
                     message = try WireDecoder.decode(UnsafeRawBufferPointer(rebasing: receiveBuffer[0..<count]))
                 } catch {
                     return cutOff(p, reason: "malformed message: \(error)")
+                }
+                guard p.admission.admit(at: loop.now()) else {
+                    return cutOff(p, reason: "flooding its channel (over \(MessageRate.perSecond) messages per second)")
                 }
                 let (id, g) = (p.extensionID, p.generation)
                 switch message {
@@ -341,7 +412,7 @@ public final class Daemon {
         post(.channelClosed(extensionID: p.extensionID, generation: p.generation, reason: reason))
     }
 
-    func send(_ message: Message, to p: SupervisedProcess, descriptor: Int32? = nil) -> Bool {
+    func send(_ message: Message, to p: SupervisedProcess, descriptor: Int32? = nil, key: UInt64? = nil) -> Bool {
         guard let channel = p.channel else {
             if let descriptor { close(descriptor) }
             return false
@@ -351,7 +422,7 @@ public final class Daemon {
             logger.error("cannot encode \(message.kind): \(error)")
             return false
         }
-        switch p.outbound.send(encoder.bytes, descriptor: descriptor, on: channel) {
+        switch p.outbound.send(encoder.bytes, descriptor: descriptor, key: key, on: channel) {
         case .sent: return true
         case .queued:
             p.channelSource?.setIOEvents(Poll.input | Poll.output)
@@ -380,7 +451,7 @@ public final class Daemon {
             post(.deliveryFailed(extensionID: id, generation: generation, requestID: requestID, error: error.description))
             return
         }
-        guard send(.deliver(requestID: requestID), to: p, descriptor: extensionEnd) else {
+        guard send(.deliver(requestID: requestID), to: p, descriptor: extensionEnd, key: requestID) else {
             close(hostEnd)
             post(.deliveryFailed(extensionID: id, generation: generation, requestID: requestID, error: "the runtime channel is closed"))
             return
@@ -420,6 +491,7 @@ public final class Daemon {
     /// edited file does not end the running extension it describes.
     func reload() -> (loaded: Int, errors: [ManifestError]) {
         logger.info("reloading manifests")
+        serviceManager.reloading()
         var (manifests, errors) = Daemon.loader(options, config).load()
         for e in errors { logger.error("manifest refused: \(e)") }
         let broken = Set(errors.map(\.file))
@@ -431,6 +503,7 @@ public final class Daemon {
         }
         post(.reload(manifests: manifests, errors: errors, host: nil, tag: 0))
         logger.info("reloaded: \(manifests.count) extension(s), \(errors.count) manifest error(s)")
+        serviceManager.ready(status: statusLine())
         return (manifests.count, errors)
     }
 }

@@ -6,10 +6,13 @@ import Glibc
 /// Messages waiting for a non-blocking peer to become writable. Bounded: when a peer stops
 /// reading, the queue fills up and the caller cuts the peer off instead of buffering forever.
 struct OutboundQueue {
-    private var items: [(bytes: [UInt8], descriptor: Int32?)] = []
+    private var items: [(bytes: [UInt8], descriptor: Int32?, key: UInt64?)] = []
     private var head = 0
     private(set) var queuedBytes = 0
+    private(set) var queuedDescriptors = 0
     let byteLimit: Int
+    /// Most descriptors held for a peer that does not read: each is an open file in the daemon.
+    static let descriptorLimit = 64
 
     init(byteLimit: Int) { self.byteLimit = byteLimit }
 
@@ -20,7 +23,8 @@ struct OutboundQueue {
 
     /// Sends at once if nothing is queued and the socket takes it, otherwise queues it.
     /// The descriptor (if any) is closed once sent, or when the queue is discarded.
-    mutating func send(_ bytes: [UInt8], descriptor: Int32?, on socket: PacketSocket) -> Outcome {
+    /// `key` names the message for `cancel(key:)` (the request id of a `deliver`).
+    mutating func send(_ bytes: [UInt8], descriptor: Int32?, key: UInt64? = nil, on socket: PacketSocket) -> Outcome {
         if isEmpty {
             switch try? socket.send(bytes, descriptor: descriptor) {
             case .sent?:
@@ -33,12 +37,13 @@ struct OutboundQueue {
                 return .overflow  // the peer is gone or broken
             }
         }
-        if queuedBytes + bytes.count > byteLimit {
+        if queuedBytes + bytes.count > byteLimit || (descriptor != nil && queuedDescriptors >= OutboundQueue.descriptorLimit) {
             if let descriptor { close(descriptor) }
             return .overflow
         }
-        items.append((bytes, descriptor))
+        items.append((bytes, descriptor, key))
         queuedBytes += bytes.count
+        if descriptor != nil { queuedDescriptors += 1 }
         return .queued
     }
 
@@ -48,7 +53,10 @@ struct OutboundQueue {
             let item = items[head]
             switch try? socket.send(item.bytes, descriptor: item.descriptor) {
             case .sent?:
-                if let d = item.descriptor { close(d) }
+                if let d = item.descriptor {
+                    close(d)
+                    queuedDescriptors -= 1
+                }
                 queuedBytes -= item.bytes.count
                 head += 1
             case .wouldBlock?:
@@ -70,11 +78,25 @@ struct OutboundQueue {
         }
     }
 
+    /// Removes a queued, unsent message by its key (closing its descriptor). Returns false when
+    /// no such message waits (it was sent already, or never queued).
+    mutating func cancel(key: UInt64) -> Bool {
+        guard let i = items[head...].firstIndex(where: { $0.key == key }) else { return false }
+        let item = items.remove(at: i)
+        queuedBytes -= item.bytes.count
+        if let d = item.descriptor {
+            close(d)
+            queuedDescriptors -= 1
+        }
+        return true
+    }
+
     /// Drops everything queued, closing attached descriptors.
     mutating func discard() {
         for item in items[head...] { if let d = item.descriptor { close(d) } }
         items.removeAll()
         head = 0
         queuedBytes = 0
+        queuedDescriptors = 0
     }
 }

@@ -9,6 +9,8 @@ struct ProcessStat: Equatable {
     var state: Character
     var parent: Int32
     var processGroup: Int32
+    /// The session id (an extension leads its own session, so it equals the leader's pid).
+    var session: Int32 = 0
     /// User plus system CPU time, in clock ticks.
     var cpuTicks: UInt64
     /// Start time after boot, in clock ticks (identifies the process across pid reuse).
@@ -38,13 +40,14 @@ enum ProcessTable {
     static func parseStat(pid: Int32, _ bytes: [UInt8]) -> ProcessStat? {
         guard let close = bytes.lastIndex(of: UInt8(ascii: ")")), close + 2 < bytes.count else { return nil }
         let fields = bytes[(close + 2)...].split(separator: UInt8(ascii: " "))
-        // fields[0] = state (field 3), [1] = ppid, [2] = pgrp, [11] = utime, [12] = stime,
+        // fields[0] = state (field 3), [1] = ppid, [2] = pgrp, [3] = session, [11] = utime, [12] = stime,
         // [19] = starttime, [21] = rss
         guard fields.count > 21 else { return nil }
         func int(_ i: Int) -> Int64 { Int64(String(decoding: fields[i], as: UTF8.self)) ?? 0 }
         return ProcessStat(
             pid: pid, state: Character(UnicodeScalar(fields[0].first ?? UInt8(ascii: "?"))),
             parent: Int32(truncatingIfNeeded: int(1)), processGroup: Int32(truncatingIfNeeded: int(2)),
+            session: Int32(truncatingIfNeeded: int(3)),
             cpuTicks: UInt64(max(0, int(11))) + UInt64(max(0, int(12))),
             startTicks: UInt64(max(0, int(19))), rssPages: int(21))
     }
@@ -65,11 +68,21 @@ enum ProcessTable {
         return members
     }
 
-    /// Whether every thread of `pid` is stopped (or the process is gone). Used when the
-    /// group-stop notification for the process is not the source of truth.
-    static func allThreadsStopped(_ pid: Int32) -> Bool {
-        guard let dir = opendir("/proc/\(pid)/task") else { return true }
+    /// How far the threads of a process are from running user code.
+    enum ThreadsState {
+        /// Every thread is stopped (or the process is gone).
+        case stopped
+        /// Every thread is stopped or in uninterruptible sleep, at least one of them asleep.
+        case blockedInKernel
+        /// Some thread can run.
+        case running
+    }
+
+    /// The combined state of every thread of `pid`, from /proc/PID/task/*/stat.
+    static func threadsStopped(_ pid: Int32) -> ThreadsState {
+        guard let dir = opendir("/proc/\(pid)/task") else { return .stopped }
         defer { closedir(dir) }
+        var result = ThreadsState.stopped
         while let entry = readdir(dir) {
             let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
                 String(decoding: raw.prefix(while: { $0 != 0 }), as: UTF8.self)
@@ -81,9 +94,11 @@ enum ProcessTable {
             let n = read(fd, &buffer, buffer.count)
             close(fd)
             guard n > 0, let s = parseStat(pid: tid, Array(buffer[0..<n])) else { continue }
-            if !s.isStopped && !s.isGone { return false }
+            if s.isStopped || s.isGone { continue }
+            if s.state == "D" { result = .blockedInKernel; continue }
+            return .running
         }
-        return true
+        return result
     }
 
     /// Clock ticks per second (for CPU time).

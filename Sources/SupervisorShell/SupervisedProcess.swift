@@ -21,12 +21,20 @@ final class SupervisedProcess {
     var leaderStopReported = false
     /// Group members seen by the last stop verification.
     var lastMembers: Set<Int32> = []
+    /// Members that had a thread in uninterruptible sleep (D) at the last verification.
+    var lastUninterruptible: Set<Int32> = []
     /// When the stop was requested (for the slow-stop warning).
     var stopRequestedAt: Instant?
     var stopRetry: EventSource?
     var stopRetryDelay: Double = 0.001
     /// The grace timer after the runtime channel closed while the process lived.
     var channelGrace: EventSource?
+    /// Members of the stopped group that hold file locks: watched while suspended.
+    var lockHolders: Set<Int32> = []
+    /// The periodic /proc/locks check, armed only while a suspended group holds a lock.
+    var lockWatch: EventSource?
+    /// Admits runtime-channel messages at a sustained rate; a flood cuts the channel off.
+    var admission = MessageRate()
 
     init(extensionID: String, generation: UInt64, pid: Int32, channel: PacketSocket?, queueLimit: Int) {
         self.extensionID = extensionID
@@ -47,8 +55,16 @@ final class SupervisedProcess {
         channelGrace = nil
     }
 
+    /// Stops watching the group's locks.
+    func stopLockWatch() {
+        lockWatch?.cancel()
+        lockWatch = nil
+        lockHolders = []
+    }
+
     /// Releases everything.
     func tearDown() {
+        stopLockWatch()
         closeChannel()
         stopRetry?.cancel()
         stopRetry = nil

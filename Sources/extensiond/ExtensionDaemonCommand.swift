@@ -1,5 +1,4 @@
 import ArgumentParser
-import CSystemd
 import CShims
 import Logging
 import SupervisorShell
@@ -17,7 +16,9 @@ struct ExtensionDaemonCommand: ParsableCommand {
             With no options, listens on $XDG_RUNTIME_DIR/extensiond/control.sock (root: \
             /run/extensiond/control.sock) and reads manifests from the standard data \
             directories. SIGHUP re-reads manifests; SIGTERM ends every extension and exits. \
-            See docs/extensiond.md.
+            Under systemd it takes the socket passed by extensiond.socket, reports readiness \
+            and status, pings the watchdog and logs structured journal entries. \
+            See docs/extensiond.md and docs/operations.md.
             """)
 
     @Option(name: .long, help: ArgumentHelp("Control socket path.", valueName: "path"))
@@ -29,25 +30,41 @@ struct ExtensionDaemonCommand: ParsableCommand {
     @Option(name: .long, help: ArgumentHelp("Configuration file (JSON: extension-point policies, limits).", valueName: "file"))
     var config: String?
 
+    @Option(
+        name: .customLong("log-target"),
+        help: ArgumentHelp(
+            "Where to log: auto (the journal when stderr is connected to it, else the console), console (lines on stderr) or journal (structured entries).",
+            valueName: "target"))
+    var logTarget: LogTarget = .auto
+
     func run() throws {
         // Signals the loop owns must be blocked before any other thread exists.
         let owned: [Int32] = [SIGTERM, SIGINT, SIGHUP, SIGCHLD, 0]
         _ = owned.withUnsafeBufferPointer { shim_block_signals($0.baseAddress!) }
         signal(SIGPIPE, SIG_IGN)
-        LoggingSystem.bootstrap { label in ConsoleLogHandler(label: label) }
+        let target = logTarget.resolved()
+        LoggingSystem.bootstrap { label in target.makeHandler(label: label) }
         let logger = Logger(label: "extensiond")
 
-        var inherited: Int32?
-        let passed = sd_listen_fds(1)
-        if passed == 1 {
-            inherited = SD_LISTEN_FDS_START
-        } else if passed > 1 {
-            logger.warning("\(passed) sockets passed by the service manager; using the first")
-            inherited = SD_LISTEN_FDS_START
+        // Socket activation: the socket the service manager passed replaces --socket.
+        let inherited: SocketActivation.Listener?
+        do {
+            inherited = try SocketActivation.inheritedListener()
+        } catch {
+            logger.critical("cannot start: \(error)")
+            throw ExitCode(1)
+        }
+        var socketPath = socket
+        if let inherited {
+            if inherited.passed > 1 { logger.warning("\(inherited.passed) sockets passed by the service manager; using the first") }
+            if let path = inherited.path, !path.hasPrefix("@") {
+                if let socket, socket != path { logger.warning("--socket \(socket) ignored: the service manager passed \(path)") }
+                socketPath = path
+            }
         }
         let options = DaemonOptions(
-            socketPath: socket, extensionDirectories: extensionDirectories, configFile: config,
-            inheritedListener: inherited)
+            socketPath: socketPath, extensionDirectories: extensionDirectories, configFile: config,
+            inheritedListener: inherited?.fd)
         let daemon: Daemon
         do {
             daemon = try Daemon(options: options, logger: logger)
@@ -55,8 +72,9 @@ struct ExtensionDaemonCommand: ParsableCommand {
             logger.critical("cannot start: \(error)")
             throw ExitCode(1)
         }
-        let status = try daemon.run(onReady: { _ = sd_notify(0, "READY=1") })
-        _ = sd_notify(0, "STOPPING=1")
+        let status = try daemon.run()
         if status != 0 { throw ExitCode(status) }
     }
 }
+
+extension LogTarget: ExpressibleByArgument {}

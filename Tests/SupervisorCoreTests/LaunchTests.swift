@@ -197,12 +197,12 @@ struct LaunchTests {
         #expect(e.events(.end).first?.requestID == rid)
     }
 
-    @Test func deliveryFailureInterruptsTheHostAndClosesTheRequest() {
+    @Test func deliveryFailureAnswersTheHostsBeginAndClosesTheRequest() {
         var h = Harness()
-        let rid = h.activate(host: 6, at: 0)
+        let rid = h.activate(host: 6, tag: 9, at: 0)
         let e = h.step(.deliveryFailed(extensionID: extID, generation: 1, requestID: rid, error: "EBADF"), at: 1)
-        #expect(e.interruptions.map(\.requestID) == [rid])
-        #expect(e.interruptions.first?.host == 6)
+        #expect(e.failures.map(\.code) == [.interrupted])
+        #expect(e.failures.first?.host == 6 && e.failures.first?.tag == 9, "the begin (tag 9) is answered")
         #expect(e.endedRequests == [rid])
         #expect(e.stops == [extID], "the last request is gone: the idle extension is stopped")
         #expect(h.record.requests.isEmpty)

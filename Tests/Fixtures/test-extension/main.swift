@@ -15,7 +15,15 @@
 //                           flock, each written in three pieces; stops after the current record
 //                           when expired; answers "writing" once the assertion is held, then
 //                           "records <written>" ("records 0" when denied)
+//   hold-lock <file>     -> takes an exclusive flock on <file> (no assertion) and keeps it;
+//                           answers "locked"
+//   fork-loop            -> keeps spawning short-lived children (/bin/true) from a thread;
+//                           answers "forking"
+//   flood                -> writes messages to its runtime channel as fast as it can, by hand
+//   probe-control <sock> -> connects to the control socket itself and asks for `list`:
+//                           answers "allowed" or "refused: <the daemon's reason>"
 // Arguments: --never-ready, --crash-at-start, --ignore-term,
+//   --mute (announces readiness by hand, then never reads its channel),
 //   --standalone-assert (no supervisor: prints the block's argument and exits),
 //   --empty-reason (calls performExpiringActivity with an empty reason),
 //   --deaf (speaks the channel protocol by hand: on its first request it takes one assertion
@@ -42,6 +50,10 @@ if arguments.contains("--standalone-assert") {
 if arguments.contains("--empty-reason") {
     ProcessInfo.processInfo.performExpiringActivity(withReason: "") { _ in }
     dispatchMain()
+}
+if arguments.contains("--mute") {
+    try? MessageChannel(socket: PacketSocket(fd: 3)).send(.ready)
+    while true { pause() }
 }
 if arguments.contains("--deaf") {
     let channel = MessageChannel(socket: PacketSocket(fd: 3))
@@ -185,6 +197,42 @@ ExtensionMain.run { request in
         case "async-assert": asyncAssertion(channel, seconds: Double(word(1, "1")) ?? 1)
         case "ignore-expiry": ignoreExpiry.withLock { $0 = true }; reply(channel, "ok")
         case "records": writeRecords(channel, file: word(1, "/dev/null"), count: Int(word(2, "1")) ?? 1)
+        case "hold-lock":
+            let fd = open(word(1, "/dev/null"), O_RDWR | O_CREAT, 0o600)  // kept open: the lock lives with it
+            flock(fd, LOCK_EX)
+            reply(channel, "locked")
+        case "fork-loop":
+            Thread.detachNewThread {
+                while true {
+                    var pid: pid_t = 0
+                    let argv: [UnsafeMutablePointer<CChar>?] = [strdup("/bin/true"), nil]
+                    if posix_spawn(&pid, "/bin/true", nil, nil, argv, environ) == 0 {
+                        var status: Int32 = 0
+                        waitpid(pid, &status, 0)
+                    }
+                    argv.forEach { free($0) }
+                }
+            }
+            reply(channel, "forking")
+        case "probe-control":
+            do {
+                let control = MessageChannel(socket: try PacketSocket.connect(path: word(1, "")))
+                // A refused peer may find the connection closed before it sends; the reason
+                // is still waiting to be read.
+                try? control.send(.query(tag: 1, kind: .list, extensionIDs: []))
+                switch try control.receive().0 {
+                case .failure(_, _, let text): reply(channel, "refused: \(text)")
+                default: reply(channel, "allowed")
+                }
+            } catch {
+                reply(channel, "refused: \(error)")
+            }
+        case "flood":
+            Thread.detachNewThread {
+                let raw = PacketSocket(fd: 3)
+                let bytes = try! WireEncoder.encoded(.release(assertionID: 999_999))
+                while (try? raw.send(bytes)) != nil {}
+            }
         default: reply(channel, "unknown command")
         }
     }

@@ -71,9 +71,11 @@ final class TestDaemon: @unchecked Sendable {
     }
 
     /// Starts the daemon and returns once it has sent READY=1 and the monitor is attached.
-    func start() throws {
-        let notify = try NotifySocket(path: directory + "/notify.sock")
-        defer { notify.close() }
+    /// `environment` is added to the daemon's. A given `notifySocket` receives the daemon's
+    /// sd_notify messages and stays open for the caller; otherwise a temporary one is used.
+    func start(environment extra: [String: String] = [:], notifySocket: NotifySocket? = nil) throws {
+        let notify = try notifySocket ?? NotifySocket(path: directory + "/notify.sock")
+        defer { if notifySocket == nil { notify.close() } }
         let p = Process()
         p.executableURL = URL(fileURLWithPath: BuildProducts.path("extensiond"))
         var args = ["--socket", socketPath, "--extensions", extensionsDirectory]
@@ -84,6 +86,7 @@ final class TestDaemon: @unchecked Sendable {
         env.removeValue(forKey: "LISTEN_FDS")
         env.removeValue(forKey: "LISTEN_PID")
         env.removeValue(forKey: "WATCHDOG_USEC")
+        for (name, value) in extra { env[name] = value }
         p.environment = env
         FileManager.default.createFile(atPath: stderrFile, contents: nil)
         p.standardError = FileHandle(forWritingAtPath: stderrFile)
@@ -124,7 +127,10 @@ final class TestDaemon: @unchecked Sendable {
 
     deinit {
         stop()
-        try? FileManager.default.removeItem(atPath: directory)
+        // EXTENSIOND_KEEP_TEST_DIRS=1 keeps each daemon's directory (log, manifests) for a post-mortem.
+        if ProcessInfo.processInfo.environment["EXTENSIOND_KEEP_TEST_DIRS"] == nil {
+            try? FileManager.default.removeItem(atPath: directory)
+        }
     }
 }
 

@@ -1,0 +1,14 @@
+/// What the daemon does after each dispatch for the service manager and for its successor.
+extension Daemon {
+    /// Runs once the event queue is drained: writes the process registry if a process was
+    /// spawned or reaped, and publishes `STATUS=` if the summary line changed.
+    func afterDispatch() {
+        registry.flush()
+        if serviceManager.isListening { serviceManager.update(status: statusLine()) }
+    }
+
+    /// The `STATUS=` summary of the extensions' current states.
+    func statusLine() -> String {
+        ServiceManager.statusLine(core.records.values, shuttingDown: core.shuttingDown)
+    }
+}

@@ -1,0 +1,171 @@
+import CShims
+import Foundation
+import Logging
+
+/// The extension processes a daemon has running, kept in a file next to the control socket
+/// (`control.sock` → `control.processes.json`), so that a daemon killed without a shutdown
+/// (SIGKILL, abort, watchdog) leaves its successor a list of what to clean up.
+///
+/// Each entry is a process group leader: pid, process group, start time (field 22 of
+/// /proc/PID/stat, which tells a live process from a later one that reused its pid) and the
+/// extension id. The file is replaced atomically (written to a temporary file, then renamed)
+/// at the end of a dispatch in which an extension was spawned or exited, never on the
+/// suspend/resume path. It is not fsynced: it lives in a runtime directory (tmpfs) and only
+/// has to survive the daemon, not the machine.
+///
+/// At startup, `reapLeftovers` ends the groups of the previous instance; see
+/// docs/operations.md for why they are terminated rather than re-adopted.
+/// Owned by the daemon's loop thread.
+final class ProcessRegistry {
+    /// One extension process group leader.
+    struct Entry: Equatable {
+        var extensionID: String
+        var pid: Int32
+        var processGroup: Int32
+        /// Start time after boot, in clock ticks (/proc/PID/stat field 22).
+        var startTicks: UInt64
+    }
+
+    /// What `reapLeftovers` did about one process.
+    struct Reaped: Equatable {
+        var extensionID: String
+        var pid: Int32
+        /// The group's leader was gone; this was a member left in its group.
+        var orphanedMember: Bool
+    }
+
+    let path: String
+    let logger: Logger
+    private(set) var entries: [Int32: Entry] = [:]
+    private var dirty = false
+    /// The last write failed (logged once, until a write succeeds again).
+    private var failing = false
+
+    init(path: String, logger: Logger) {
+        self.path = path
+        self.logger = logger
+    }
+
+    /// The registry file of a control socket: in the socket's directory, named after it.
+    static func path(forSocket socketPath: String) -> String {
+        let base = socketPath.hasSuffix(".sock") ? String(socketPath.dropLast(5)) : socketPath
+        return base + ".processes.json"
+    }
+
+    /// Records a freshly spawned group leader (its start time is read from /proc now).
+    func add(extensionID: String, pid: Int32, processGroup: Int32) {
+        guard let start = ProcessTable.stat(pid)?.startTicks else { return }
+        entries[pid] = Entry(extensionID: extensionID, pid: pid, processGroup: processGroup, startTicks: start)
+        dirty = true
+    }
+
+    /// Forgets a leader whose exit has been handled (its group has been killed).
+    func remove(pid: Int32) {
+        if entries.removeValue(forKey: pid) != nil { dirty = true }
+    }
+
+    /// Writes the file if anything changed since the last write. Returns false (and keeps
+    /// the changes pending) when it cannot be written; the first failure is logged.
+    @discardableResult
+    func flush() -> Bool {
+        guard dirty else { return true }
+        let error = write()
+        if error != 0 && !failing {
+            logger.warning("cannot write the process registry \(path): \(String(cString: strerror(error))); a crash would leave extension processes behind")
+        }
+        failing = error != 0
+        return error == 0
+    }
+
+    /// Replaces the file; returns 0 or an errno value.
+    private func write() -> Int32 {
+        let list = entries.values.sorted { $0.pid < $1.pid }.map { e -> [String: Any] in
+            ["id": e.extensionID, "pid": Int(e.pid), "processGroup": Int(e.processGroup), "startTicks": Int(e.startTicks)]
+        }
+        let document: [String: Any] = ["version": 1, "daemonPID": Int(getpid()), "processes": list]
+        guard let data = try? JSONSerialization.data(withJSONObject: document, options: [.sortedKeys]) else { return EINVAL }
+        let temporary = path + ".tmp"
+        let fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0o600)
+        guard fd >= 0 else { return errno }
+        let written = data.withUnsafeBytes { Glibc.write(fd, $0.baseAddress!, $0.count) }
+        let writeError = written == data.count ? 0 : (written < 0 ? errno : EIO)
+        close(fd)
+        if writeError == 0 && rename(temporary, path) == 0 {
+            dirty = false
+            return 0
+        }
+        let error = writeError != 0 ? writeError : errno
+        unlink(temporary)
+        return error
+    }
+
+    /// Removes the file (after a clean shutdown, when no extension process is left).
+    func removeFile() {
+        unlink(path)
+        entries.removeAll()
+        dirty = false
+    }
+
+    /// The entries of a registry file; empty when it is absent or unreadable.
+    static func read(_ path: String) -> [Entry] {
+        guard let data = FileManager.default.contents(atPath: path),
+              let document = try? JSONSerialization.jsonObject(with: data) as? [String: Any],
+              let list = document["processes"] as? [[String: Any]] else { return [] }
+        return list.compactMap { o in
+            guard let id = o["id"] as? String, let pid = o["pid"] as? Int, let group = o["processGroup"] as? Int,
+                  let start = o["startTicks"] as? Int, pid > 1, group > 1, start >= 0 else { return nil }
+            return Entry(extensionID: id, pid: Int32(truncatingIfNeeded: pid), processGroup: Int32(truncatingIfNeeded: group), startTicks: UInt64(start))
+        }
+    }
+
+    /// Ends what a previous daemon instance left running, as recorded in `path`, and
+    /// truncates the file. For each entry:
+    ///
+    /// * the leader is alive with the recorded start time: its group gets SIGKILL, then
+    ///   SIGCONT (SIGKILL ends stopped processes too; SIGCONT is sent for symmetry with every
+    ///   other kill of a group that may be stopped);
+    /// * the pid is alive with another start time: it was reused and nothing is touched;
+    /// * the leader is gone: members still in its group and its session, started after it,
+    ///   are killed one by one through a pidfd, after their start time is checked again (a
+    ///   group id cannot be reused while any member of the group lives).
+    @discardableResult
+    static func reapLeftovers(at path: String, logger: Logger) -> [Reaped] {
+        let leftovers = read(path)
+        var reaped: [Reaped] = []
+        for e in leftovers {
+            if let leader = ProcessTable.stat(e.pid), !leader.isGone {
+                guard leader.startTicks == e.startTicks, leader.processGroup == e.processGroup else { continue }
+                _ = shim_kill(-e.processGroup, SIGKILL)
+                _ = shim_kill(-e.processGroup, SIGCONT)
+                reaped.append(Reaped(extensionID: e.extensionID, pid: e.pid, orphanedMember: false))
+                continue
+            }
+            for m in ProcessTable.groupMembers(e.processGroup)
+            where m.session == e.processGroup && m.startTicks >= e.startTicks && killExactly(m) {
+                reaped.append(Reaped(extensionID: e.extensionID, pid: m.pid, orphanedMember: true))
+            }
+        }
+        for r in reaped {
+            logger.notice(
+                "reaped leftover pid \(r.pid) of \(r.extensionID) from a previous run\(r.orphanedMember ? " (left in the group of its exited leader)" : "")",
+                metadata: ["EXTENSION_ID": "\(r.extensionID)", "EXTENSION_PID": "\(r.pid)", "MESSAGE_ID": "\(MessageIDs.leftoverReaped)"])
+        }
+        if !leftovers.isEmpty {
+            // Truncate: the new instance writes its own entries from now on.
+            let registry = ProcessRegistry(path: path, logger: logger)
+            registry.dirty = true
+            registry.flush()
+        }
+        return reaped
+    }
+
+    /// SIGKILL to exactly the process `stat` describes: through a pidfd opened first and
+    /// checked against the start time afterwards, so a reused pid is never signalled.
+    private static func killExactly(_ stat: ProcessStat) -> Bool {
+        let pidfd = shim_pidfd_open(stat.pid)
+        guard pidfd >= 0 else { return false }
+        defer { close(pidfd) }
+        guard let now = ProcessTable.stat(stat.pid), now.startTicks == stat.startTicks else { return false }
+        return shim_pidfd_send_signal(pidfd, SIGKILL) == 0
+    }
+}
