@@ -55,7 +55,12 @@ public final class ControlClient: Sendable {
         var onInterruption: (@Sendable (UInt64, String) -> Void)?
         var onEvent: (@Sendable ([UInt8]) -> Void)?
         var onClose: (@Sendable (HostError) -> Void)?
+        var unmatchedReplies = 0
     }
+
+    /// Replies that matched no waiting call (a reply after its call timed out, or a duplicate).
+    /// Zero on a healthy connection; the load tests check it.
+    public var unmatchedReplies: Int { state.withLock { $0.unmatchedReplies } }
 
     let state = Mutex(State())
 
@@ -171,7 +176,12 @@ public final class ControlClient: Sendable {
 
     @discardableResult
     private func resolve(_ tag: UInt32, _ result: Result<Reply, HostError>) -> Bool {
-        guard let waiter = state.withLock({ $0.waiters.removeValue(forKey: tag) }) else { return false }
+        let waiter = state.withLock { s -> Waiter? in
+            let w = s.waiters.removeValue(forKey: tag)
+            if w == nil { s.unmatchedReplies += 1 }
+            return w
+        }
+        guard let waiter else { return false }
         waiter.result.withLock { $0 = result }
         waiter.semaphore.signal()
         return true
