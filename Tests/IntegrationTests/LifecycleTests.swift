@@ -270,6 +270,30 @@ struct LifecycleTests {
 }
 
 extension LifecycleTests {
+    @Test func requestsFromSeveralHostsShareOneProcess() throws {
+        let daemon = try TestDaemon(manifests: ["test.json": TestDaemon.testExtension(Self.id)])
+        try daemon.start()
+        let panel = try daemon.host()
+        let sheet = try daemon.host()
+        let a = try panel.begin(Self.id)
+        let b = try sheet.begin(Self.id)
+        #expect(a.pid == b.pid, "one process serves both hosts")
+        #expect(a.requestID != b.requestID)
+        for session in [a, b] {
+            let channel = try session.hostChannel()
+            channel.send("ping")
+            #expect(channel.readLine() == "pong \(a.pid)", "each host has its own channel to the extension")
+        }
+        let mark = daemon.events.count
+        try panel.dismiss(a)
+        try daemon.events.wait("end", of: Self.id, after: mark)
+        #expect(processState(a.pid) != "T", "still serving the second host")
+        #expect(try daemon.extctl(["list"]).out.contains("active"))
+        try sheet.dismiss(b)
+        try daemon.events.wait("suspend", of: Self.id, after: mark)
+        #expect(processState(a.pid) == "T")
+    }
+
     @Test func breakingARunningExtensionsOwnManifestKeepsItsPreviousDefinition() throws {
         let daemon = try TestDaemon(manifests: ["test.json": TestDaemon.testExtension(Self.id)])
         try daemon.start()
