@@ -80,6 +80,7 @@ let package = Package(
         .testTarget(
             name: "IntegrationTests",
             dependencies: ["ExtensionHost", "ExtensionTransport", "ExtensionProtocol"],
+            exclude: ["systemd"],
             swiftSettings: strict),
     ]
 )

@@ -6,8 +6,10 @@ set -euo pipefail
 missing=()
 pkg-config --exists libsystemd 2>/dev/null || missing+=(libsystemd-dev)
 command -v pkg-config >/dev/null 2>&1 || missing+=(pkg-config)
-# A real systemd (user manager, journald, systemd-analyze) for the systemd integration tests.
-[ -x /lib/systemd/systemd ] || missing+=(systemd)
+# A real systemd (user manager, journald, systemd-analyze, systemd-socket-activate) for the
+# systemd integration tests, which enter a private mount namespace with unshare and nsenter.
+[ -x /lib/systemd/systemd ] && [ -x /lib/systemd/systemd-journald ] || missing+=(systemd)
+command -v nsenter >/dev/null 2>&1 && command -v unshare >/dev/null 2>&1 || missing+=(util-linux)
 
 if [ ${#missing[@]} -gt 0 ]; then
     echo "==> installing ${missing[*]}"

@@ -14,5 +14,16 @@ binary="$(swift build --product wire-fuzz --sanitize=fuzzer --sanitize=address -
 mkdir -p .build-fuzz/artifacts .build-fuzz/corpus
 cp Fuzz/corpus/* .build-fuzz/corpus/
 echo "==> fuzzing the wire decoder for ${seconds}s"
-"$binary" .build-fuzz/corpus Fuzz/corpus -max_total_time="$seconds" -max_len=65544 \
-    -artifact_prefix=.build-fuzz/artifacts/ -print_final_stats=1 2>&1 | tail -n 25
+if ! "$binary" .build-fuzz/corpus Fuzz/corpus -max_total_time="$seconds" -max_len=65544 \
+    -artifact_prefix=.build-fuzz/artifacts/ -print_final_stats=1 > .build-fuzz/last-run.log 2>&1; then
+    tail -n 40 .build-fuzz/last-run.log
+    echo "fuzz: the decoder failed on an input; it is in .build-fuzz/artifacts (add it to Fuzz/crashes)" >&2
+    exit 1
+fi
+tail -n 8 .build-fuzz/last-run.log
+# A build without coverage instrumentation fuzzes blindly (libFuzzer warns, reports no cov):
+# that is a broken fuzzer, not a clean run. Incremental sanitizer builds can produce one.
+if grep -q "Is the code instrumented for coverage" .build-fuzz/last-run.log || ! grep -q "cov: " .build-fuzz/last-run.log; then
+    echo "fuzz: the target is not instrumented for coverage; remove .build-fuzz and run again" >&2
+    exit 1
+fi

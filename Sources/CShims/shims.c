@@ -13,6 +13,7 @@
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 int shim_peer_credentials(int fd, pid_t *pid, uid_t *uid, gid_t *gid) {
@@ -181,4 +182,22 @@ int shim_set_nonblocking(int fd) {
 int shim_accept(int fd) {
     int c = accept4(fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
     return c < 0 ? -errno : c;
+}
+
+#ifndef P_PIDFD
+#define P_PIDFD 3
+#endif
+
+int shim_waitid_pidfd(int pidfd, int options, int *code, int *status) {
+    siginfo_t si;
+    memset(&si, 0, sizeof(si));
+    int rc;
+    do {
+        rc = waitid((idtype_t)P_PIDFD, (id_t)pidfd, &si, options | WNOHANG);
+    } while (rc < 0 && errno == EINTR);
+    if (rc < 0) return -errno;
+    if (si.si_pid == 0) return 0;
+    *code = si.si_code;
+    *status = si.si_status;
+    return 1;
 }

@@ -4,7 +4,9 @@ extension Daemon {
     /// spawned or reaped, and publishes `STATUS=` if the summary line changed.
     func afterDispatch() {
         registry.flush()
-        if serviceManager.isListening { serviceManager.update(status: statusLine()) }
+        if serviceManager.isListening {
+            serviceManager.update(summary: ServiceManager.Summary(core.records.values, shuttingDown: core.shuttingDown))
+        }
     }
 
     /// The `STATUS=` summary of the extensions' current states.

@@ -24,6 +24,9 @@ public final class Daemon {
     var connections: [HostID: ControlConnection] = [:]
     var processes: [String: SupervisedProcess] = [:]
     var signalSources: [EventSource] = []
+    /// Stop verifications waiting for the next verification pass, and that pass.
+    var pendingVerifications: [ObjectIdentifier: SupervisedProcess] = [:]
+    var verificationPass: EventSource?
     var nextHostID: HostID = 1
     var encoder = WireEncoder()
     let receiveBuffer = UnsafeMutableRawBufferPointer.allocate(byteCount: WireLimits.maxMessageSize, alignment: 8)
@@ -206,12 +209,18 @@ public final class Daemon {
             post(.spawnFailed(extensionID: id, generation: generation, error: error.description))
             return
         }
-        let p = SupervisedProcess(extensionID: id, generation: generation, pid: spawned.pid, channel: spawned.channel, queueLimit: Daemon.connectionQueueLimit)
+        let p = SupervisedProcess(
+            extensionID: id, generation: generation, pid: spawned.pid, pidfd: spawned.pidfd, channel: spawned.channel,
+            queueLimit: Daemon.connectionQueueLimit)
         processes[id]?.tearDown()
         processes[id] = p
         registry.add(extensionID: id, pid: spawned.pid, processGroup: p.processGroup)
         do {
-            p.childSource = try loop.addChild(pidfd: spawned.pidfd) { [unowned self, unowned p] code, status in
+            // A pidfd becomes readable when the process exits: that wake-up cannot be lost.
+            p.exitSource = try loop.addIO(fd: spawned.pidfd, events: Poll.input) { [unowned self, unowned p] _ in
+                childMayHaveExited(p)
+            }
+            p.childSource = try loop.addChildStops(pidfd: fcntl(spawned.pidfd, F_DUPFD_CLOEXEC, 3)) { [unowned self, unowned p] code, status in
                 childChanged(p, code: code, status: status)
             }
             if let channel = spawned.channel {
@@ -232,25 +241,45 @@ public final class Daemon {
         case Int32(CLD_STOPPED), Int32(CLD_TRAPPED):
             if p.stopPending {
                 p.leaderStopReported = true
-                verifyStop(p)
+                queueStopVerification(p)
             } else if let state = core.records[p.extensionID]?.state, [.active, .background, .expiring].contains(state),
                       ProcessTable.stat(p.pid)?.isStopped == true {
                 // Not a late report of our own stop: the process is stopped while it should run.
                 logger.warning("pid \(p.pid) of \(p.extensionID) was stopped by someone other than extensiond")
             }
-        case Int32(CLD_CONTINUED):
-            break  // not watched; resumes are confirmed synchronously in resume()
+        case Int32(CLD_EXITED), Int32(CLD_KILLED), Int32(CLD_DUMPED):
+            processExited(p, code: code, status: status, reap: false)  // sd-event reaps after this
         default:
-            // Exited. The leader is still a zombie here, so its group id cannot be reused:
-            // kill whatever is left of the group, continued so SIGKILL acts at once.
-            _ = shim_kill(-p.processGroup, SIGKILL)
-            _ = shim_kill(-p.processGroup, SIGCONT)
-            registry.remove(pid: p.pid)
-            p.tearDown()
-            if processes[p.extensionID] === p { processes[p.extensionID] = nil }
-            let exit: ExitStatus = code == Int32(CLD_EXITED) ? .exited(status) : .signaled(status)
-            post(.exited(extensionID: p.extensionID, generation: p.generation, status: exit))
+            break
         }
+    }
+
+    /// The pidfd became readable: the process exited (this wake-up cannot be lost, unlike
+    /// SIGCHLD). The child source is cancelled before reaping, so sd-event never waits for it.
+    func childMayHaveExited(_ p: SupervisedProcess) {
+        var code: Int32 = 0, status: Int32 = 0
+        guard shim_waitid_pidfd(p.pidfd, WEXITED | WNOWAIT, &code, &status) == 1 else { return }
+        processExited(p, code: code, status: status, reap: true)
+    }
+
+    /// While the exited leader is an unreaped zombie its group id cannot be reused, so
+    /// whatever is left of the group is killed first (continued, so SIGKILL acts at once on
+    /// stopped members); then the leader is reaped (here, or by sd-event), and the core told.
+    func processExited(_ p: SupervisedProcess, code: Int32, status: Int32, reap: Bool) {
+        guard processes[p.extensionID] === p else { return }
+        _ = shim_kill(-p.processGroup, SIGKILL)
+        _ = shim_kill(-p.processGroup, SIGCONT)
+        p.childSource?.cancel()
+        p.childSource = nil
+        if reap {
+            var c: Int32 = 0, s: Int32 = 0
+            _ = shim_waitid_pidfd(p.pidfd, WEXITED, &c, &s)
+        }
+        registry.remove(pid: p.pid)
+        p.tearDown()
+        processes[p.extensionID] = nil
+        let exit: ExitStatus = code == Int32(CLD_EXITED) ? .exited(status) : .signaled(status)
+        post(.exited(extensionID: p.extensionID, generation: p.generation, status: exit))
     }
 
     /// How long after SIGSTOP the stop is verified from /proc even without a notification.
@@ -273,15 +302,32 @@ public final class Daemon {
         let delay = p.stopRetryDelay
         p.stopRetryDelay = min(p.stopRetryDelay * 2, 0.1)
         p.stopRetry?.cancel()
-        p.stopRetry = try? loop.addTimer(at: loop.now().adding(seconds: delay)) { [unowned self, unowned p] in verifyStop(p) }
+        p.stopRetry = try? loop.addTimer(at: loop.now().adding(seconds: delay)) { [unowned self, unowned p] in queueStopVerification(p) }
+    }
+
+    /// Queues a stop verification. Verifications queued by a burst of events (a host
+    /// dismissing many extensions at once) are done together, after the burst, with one scan
+    /// of /proc and one read of /proc/locks.
+    func queueStopVerification(_ p: SupervisedProcess) {
+        pendingVerifications[ObjectIdentifier(p)] = p
+        guard verificationPass == nil else { return }
+        verificationPass = try? loop.addIdleOnce { [unowned self] in
+            verificationPass = nil
+            let batch = pendingVerifications.values.filter(\.stopPending)
+            pendingVerifications.removeAll()
+            let groups = ProcessTable.members(ofGroups: Set(batch.map(\.processGroup)))
+            var locks: [FileLocks.Lock]?
+            for p in batch {
+                verifyStop(p, members: groups[p.processGroup] ?? []) { locks = locks ?? FileLocks.current(); return locks! }
+            }
+        }
     }
 
     /// Confirms the stop when every member of the group is stopped (every thread, unless the
     /// kernel reported the leader's group stop) and the membership did not change since the
     /// previous scan (a fork racing the stop is caught by the re-scan).
-    func verifyStop(_ p: SupervisedProcess) {
+    func verifyStop(_ p: SupervisedProcess, members: [ProcessStat], locks: () -> [FileLocks.Lock]) {
         guard p.stopPending else { return }
-        let members = ProcessTable.groupMembers(p.processGroup)
         let ids = Set(members.map(\.pid))
         // A thread in uninterruptible sleep (D) cannot stop until it returns to user space,
         // where the pending stop takes it: it runs no user code meanwhile. The classic case is
@@ -304,7 +350,7 @@ public final class Daemon {
             p.stopPending = false
             p.stopRetry?.cancel()
             p.stopRetry = nil
-            watchLocks(p, members: ids)
+            watchLocks(p, members: ids, locks: locks())
             post(.stopConfirmed(extensionID: p.extensionID, generation: p.generation))
             return
         }
@@ -337,9 +383,9 @@ public final class Daemon {
     /// hold no lock when they stop are never checked: a stopped process cannot take one.
     static let lockCheckSeconds = 1.0
 
-    func watchLocks(_ p: SupervisedProcess, members: Set<Int32>) {
+    func watchLocks(_ p: SupervisedProcess, members: Set<Int32>, locks: [FileLocks.Lock]) {
         p.stopLockWatch()
-        let held = Set(FileLocks.current().map(\.holder)).intersection(members)
+        let held = Set(locks.map(\.holder)).intersection(members)
         guard !held.isEmpty else { return }
         p.lockHolders = held
         armLockWatch(p)

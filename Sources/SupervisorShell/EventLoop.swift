@@ -53,15 +53,22 @@ final class EventLoop {
         return EventSource(source)
     }
 
-    /// Watches a child process through its pidfd for exit and stop.
-    /// The handler gets (si_code, si_status). sd-event reaps an exited child after the
-    /// handler returns, so the handler still sees it as a zombie (its pid cannot be reused).
+    /// Watches a child process through (a duplicate of) its pidfd for stops and exit; the
+    /// handler gets (si_code, si_status). The source owns the descriptor it is given. An exited
+    /// child is reaped by sd-event after the handler returns, unless the handler cancelled the
+    /// source (then the caller reaps).
     ///
-    /// WCONTINUED is deliberately not watched: sd-event peeks at a state change with WNOWAIT
-    /// and then consumes it with a second waitid; with WCONTINUED in the mask, a SIGSTOP that
-    /// lands between the two calls is consumed as part of the continue and its CLD_STOPPED is
-    /// lost. Resumes are confirmed synchronously instead (see Daemon.resume).
-    func addChild(pidfd: Int32, handler: @escaping (Int32, Int32) -> Void) throws(SystemError) -> EventSource {
+    /// Exits are also watched through the pidfd's readability (`addIO`), which cannot be lost:
+    /// sd-event learns of stops and exits from SIGCHLD, a standard signal that coalesces, and
+    /// after reporting one state change of a child it does not look again until the next
+    /// SIGCHLD, so an exit right after a stop could go unnoticed. (WEXITED must stay in the mask:
+    /// without it sd-event's waitid fails with ECHILD on the zombie, which ends the loop.)
+    ///
+    /// WCONTINUED is deliberately not watched either: sd-event peeks at a state change with
+    /// WNOWAIT and then consumes it with a second waitid; with WCONTINUED in the mask, a SIGSTOP
+    /// that lands between the two calls is consumed as part of the continue and its CLD_STOPPED
+    /// is lost. Resumes are confirmed synchronously instead (see Daemon.resume).
+    func addChildStops(pidfd: Int32, handler: @escaping (Int32, Int32) -> Void) throws(SystemError) -> EventSource {
         let box = Unmanaged.passRetained(CallbackBox(child: handler))
         var source: OpaquePointer?
         let rc = sd_event_add_child_pidfd(event, &source, pidfd, WEXITED | WSTOPPED, { s, si, userdata in
@@ -69,7 +76,7 @@ final class EventLoop {
             let code = shim_siginfo_code(si)
             let status = shim_siginfo_status(si)
             Unmanaged<CallbackBox>.fromOpaque(userdata!).takeUnretainedValue().child?(code, status)
-            // Child sources are one-shot; keep watching stops and continues until exit.
+            // Child sources are one-shot; keep watching stops until the exit.
             if code != Int32(CLD_EXITED) && code != Int32(CLD_KILLED) && code != Int32(CLD_DUMPED), let s {
                 sd_event_source_set_enabled(s, Int32(SD_EVENT_ON))
             }
@@ -113,6 +120,25 @@ final class EventLoop {
             box.release()
             throw SystemError("sd_event_add_time", errno: -rc)
         }
+        EventSource.attachDestroy(source)
+        return EventSource(source)
+    }
+
+    /// Runs `handler` once, after every pending event of higher priority has been dispatched
+    /// (an idle-priority defer source): work queued by a burst of events is done in one pass.
+    func addIdleOnce(handler: @escaping () -> Void) throws(SystemError) -> EventSource {
+        let box = Unmanaged.passRetained(CallbackBox(plain: handler))
+        var source: OpaquePointer?
+        let rc = sd_event_add_defer(event, &source, { _, userdata in
+            Unmanaged<CallbackBox>.fromOpaque(userdata!).takeUnretainedValue().plain?()
+            return 0
+        }, box.toOpaque())
+        guard rc >= 0, let source else {
+            box.release()
+            throw SystemError("sd_event_add_defer", errno: -rc)
+        }
+        sd_event_source_set_priority(source, Int64(SD_EVENT_PRIORITY_IDLE))
+        sd_event_source_set_enabled(source, Int32(SD_EVENT_ONESHOT))
         EventSource.attachDestroy(source)
         return EventSource(source)
     }

@@ -12,8 +12,9 @@ import Glibc
 /// `EXTENSION_PID`, `LIFECYCLE_STATE`, `EVENT`, `ASSERTION_ID`, …), so
 /// `journalctl EXTENSION_ID=com.example.widget` selects one extension's entries. An entry whose
 /// `EVENT` is a lifecycle event kind gets that kind's `MESSAGE_ID` (`MessageIDs`); an explicit
-/// `MESSAGE_ID` metadata value wins. When journald cannot be reached the entry is written to
-/// stderr as a console line instead, so nothing is lost silently.
+/// `MESSAGE_ID` metadata value wins. When sending fails the entry is written to stderr as a
+/// console line instead. (When journald is not running at all, libsystemd drops entries
+/// without an error: `LogTarget` does not choose this handler then.)
 public struct JournalLogHandler: LogHandler {
     public var metadata: Logger.Metadata = [:]
     public var logLevel: Logger.Level = .info
@@ -35,7 +36,9 @@ public struct JournalLogHandler: LogHandler {
             message: "\(event.message)", level: event.level, metadata: merged, identifier: identifier,
             file: event.file, line: event.line, function: event.function)
         if JournalLogHandler.send(fields) < 0 {
-            ConsoleLogHandler(label: identifier).log(event: event)
+            var console = ConsoleLogHandler(label: identifier)
+            console.metadata = metadata
+            console.log(event: event)
         }
     }
 

@@ -11,13 +11,26 @@ public enum LogTarget: String, CaseIterable, Sendable {
     case auto
     /// Readable lines on stderr.
     case console
-    /// Structured entries sent to journald.
+    /// Structured entries sent to journald (the console when journald is not running).
     case journal
 
-    /// `auto` decided for this process; `console` and `journal` are returned as they are.
+    /// The target to use in this process: `auto` decided, and `journal` replaced by `console`
+    /// when journald is not running (libsystemd would drop the entries silently).
     public func resolved() -> LogTarget {
-        guard self == .auto else { return self }
-        return LogTarget.stderrIsJournal() ? .journal : .console
+        switch self {
+        case .console: .console
+        case .journal: LogTarget.journalIsReachable() ? .journal : .console
+        case .auto: LogTarget.stderrIsJournal() && LogTarget.journalIsReachable() ? .journal : .console
+        }
+    }
+
+    /// journald's native socket, where sd_journal_sendv(3) sends entries.
+    public static let journalSocket = "/run/systemd/journal/socket"
+
+    /// Whether journald's socket exists. Without it, sd_journal_sendv(3) succeeds and drops
+    /// the entry.
+    public static func journalIsReachable() -> Bool {
+        access(journalSocket, W_OK) == 0
     }
 
     /// A handler for this target (`auto` is resolved first).

@@ -55,17 +55,23 @@ enum ProcessTable {
     /// Every process whose process group is `pgid`. Scans /proc: members that left the
     /// tree (double-forked) are found too, as long as they stayed in the group.
     static func groupMembers(_ pgid: Int32) -> [ProcessStat] {
-        guard let dir = opendir("/proc") else { return [] }
+        members(ofGroups: [pgid])[pgid] ?? []
+    }
+
+    /// The live members of each of the `groups`, in one scan of /proc (for a batch of stop
+    /// verifications, the scan is paid once).
+    static func members(ofGroups groups: Set<Int32>) -> [Int32: [ProcessStat]] {
+        guard !groups.isEmpty, let dir = opendir("/proc") else { return [:] }
         defer { closedir(dir) }
-        var members: [ProcessStat] = []
+        var result: [Int32: [ProcessStat]] = [:]
         while let entry = readdir(dir) {
             let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
                 String(decoding: raw.prefix(while: { $0 != 0 }), as: UTF8.self)
             }
-            guard let pid = Int32(name), let s = stat(pid), s.processGroup == pgid, !s.isGone else { continue }
-            members.append(s)
+            guard let pid = Int32(name), let s = stat(pid), groups.contains(s.processGroup), !s.isGone else { continue }
+            result[s.processGroup, default: []].append(s)
         }
-        return members
+        return result
     }
 
     /// How far the threads of a process are from running user code.

@@ -56,7 +56,8 @@ enum StatusDocument {
     }
 
     static func status(_ records: [ExtensionRecord], now: Instant, _ clock: Clock) -> [String: Any] {
-        ["extensions": records.map { r -> [String: Any] in
+        let groups = ProcessTable.members(ofGroups: Set(records.compactMap(\.pid)))
+        return ["extensions": records.map { r -> [String: Any] in
             var o: [String: Any] = [
                 "id": r.manifest.id, "point": r.manifest.point, "state": r.state.rawValue, "since": clock.iso(r.since),
                 "pid": r.pid.map { Int($0) as Any } ?? NSNull(), "requests": r.requests.count,
@@ -94,7 +95,7 @@ enum StatusDocument {
             var rss: Int64 = 0
             var cpu: UInt64 = 0
             if let pid = r.pid {
-                for m in ProcessTable.groupMembers(pid).sorted(by: { $0.pid < $1.pid }) {
+                for m in (groups[pid] ?? []).sorted(by: { $0.pid < $1.pid }) {
                     members.append(["pid": Int(m.pid), "state": String(m.state)])
                     rss += m.rssPages * ProcessTable.pageSize
                     cpu += m.cpuTicks

@@ -1,4 +1,7 @@
 import ExtensionTransport
+#if canImport(Glibc)
+import Glibc
+#endif
 import SupervisorCore
 
 /// The shell's handle on one running extension process (one generation): its pidfd watch,
@@ -12,6 +15,10 @@ final class SupervisedProcess {
     var channel: PacketSocket?
     var channelSource: EventSource?
     var childSource: EventSource?
+    /// The process's pidfd (owned here), and the source watching it become readable (exit).
+    let pidfd: Int32
+    private var pidfdOpen = true
+    var exitSource: EventSource?
     var outbound: OutboundQueue
 
     /// A stop was requested and is not confirmed yet.
@@ -36,10 +43,11 @@ final class SupervisedProcess {
     /// Admits runtime-channel messages at a sustained rate; a flood cuts the channel off.
     var admission = MessageRate()
 
-    init(extensionID: String, generation: UInt64, pid: Int32, channel: PacketSocket?, queueLimit: Int) {
+    init(extensionID: String, generation: UInt64, pid: Int32, pidfd: Int32, channel: PacketSocket?, queueLimit: Int) {
         self.extensionID = extensionID
         self.generation = generation
         self.pid = pid
+        self.pidfd = pidfd
         self.channel = channel
         self.outbound = OutboundQueue(byteLimit: queueLimit)
     }
@@ -70,5 +78,11 @@ final class SupervisedProcess {
         stopRetry = nil
         childSource?.cancel()
         childSource = nil
+        exitSource?.cancel()
+        exitSource = nil
+        if pidfdOpen {
+            close(pidfd)
+            pidfdOpen = false
+        }
     }
 }

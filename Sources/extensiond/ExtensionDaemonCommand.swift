@@ -45,6 +45,9 @@ struct ExtensionDaemonCommand: ParsableCommand {
         let target = logTarget.resolved()
         LoggingSystem.bootstrap { label in target.makeHandler(label: label) }
         let logger = Logger(label: "extensiond")
+        if logTarget == .journal && target != .journal {
+            logger.warning("journald is not running (no \(LogTarget.journalSocket)); logging to the console")
+        }
 
         // Socket activation: the socket the service manager passed replaces --socket.
         let inherited: SocketActivation.Listener?

@@ -72,6 +72,10 @@ pid_t shim_siginfo_pid(const siginfo_t *si);
 /// accept4(2) with SOCK_CLOEXEC|SOCK_NONBLOCK. Returns a descriptor or -errno.
 int shim_accept(int fd);
 
+/// waitid(P_PIDFD, pidfd, ..., options | WNOHANG): 1 and the siginfo's code and status when a
+/// state change was reported, 0 when none is pending, -errno on failure.
+int shim_waitid_pidfd(int pidfd, int options, int *code, int *status);
+
 /// Sets O_NONBLOCK on a descriptor.
 int shim_set_nonblocking(int fd);
 

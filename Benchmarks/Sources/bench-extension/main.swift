@@ -1,0 +1,2 @@
+import BenchExtensionKit
+runBenchExtension()

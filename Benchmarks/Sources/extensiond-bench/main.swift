@@ -1,0 +1,852 @@
+// extensiond-bench: the performance suite of extensiond (docs/performance.md).
+//
+// Measures every figure of the supervisor against its physical limit on this machine, side by
+// side in one run, and prints one table: figure, p50, p99, max, baseline p50, ratio, target, met.
+//
+//   extensiond-bench            the full suite (1,000 extensions; about 2 minutes on 2 cores)
+//   extensiond-bench --quick    the CI smoke form: few iterations, 100 extensions, no timing
+//                               assertions; fails (exit 1) on any error
+//
+// Other options: --extensions N (mass figures), --idle-seconds S, --activities N, --only PHASE,…,
+// --profile DIR (perf record of the daemon during each phase; figures are then perturbed),
+// --daemon PATH, --extension PATH, --dynamic-extension PATH (default: next to this executable),
+// --keep (keep the temporary directory and the daemon's log).
+import CBenchShims
+import ExtensionHost
+import ExtensionProtocol
+import ExtensionTransport
+import Foundation
+
+// MARK: - Helper modes (child processes of the baselines)
+
+let arguments = Array(CommandLine.arguments.dropFirst())
+if arguments.first == "--helper" {
+    switch arguments.dropFirst().first {
+    case "echo":
+        bench_echo_loop(3)
+        exit(0)
+    case "dbus-service":
+        guard arguments.count >= 4 else { exit(2) }
+        let rc = bench_dbus_serve(arguments[2], arguments[3], 1)
+        exit(rc < 0 ? 1 : 0)
+    default:
+        exit(2)
+    }
+}
+
+// MARK: - Options
+
+/// The phases, in the order they run.
+let allPhases = ["micro", "baselines", "rtt", "cold", "prewarm", "resume", "throughput", "assert", "suspend", "legs", "behaviour", "mass"]
+
+struct Options {
+    var quick = false
+    var daemon = executableDirectory + "/extensiond"
+    var extensionPath = executableDirectory + "/bench-extension"
+    var dynamicExtension = executableDirectory + "/bench-extension-dynamic"
+    var massCount = 1000
+    var idleSeconds = 10.0
+    var keep = false
+    var phases = Set(allPhases)
+    var profileDirectory: String?
+
+    // Iterations.
+    var roundTrips = 20_000
+    var launches = 50
+    var prewarms = 30
+    var resumes = 500
+    var suspends = 300
+    var activities = 2_000
+    var throughputExtensions = 100
+    var throughputPairs = 2_000
+    var massRepetitions = 3
+    var stopContinues = 500
+    var dbusCalls = 10_000
+    var legs = 20
+
+    init(_ args: [String]) throws {
+        var i = 0
+        func value() throws -> String {
+            i += 1
+            guard i < args.count else { throw BenchError("\(args[i - 1]) needs a value") }
+            return args[i]
+        }
+        var mass: Int?, idle: Double?, activitiesOverride: Int?
+        while i < args.count {
+            switch args[i] {
+            case "--quick": quick = true
+            case "--daemon": daemon = try value()
+            case "--extension": extensionPath = try value()
+            case "--dynamic-extension": dynamicExtension = try value()
+            case "--extensions": mass = Int(try value())
+            case "--idle-seconds": idle = Double(try value())
+            case "--keep": keep = true
+            case "--activities": activitiesOverride = Int(try value())
+            case "--profile": profileDirectory = try value()
+            case "--only":
+                phases = Set(try value().split(separator: ",").map(String.init))
+                if let bad = phases.first(where: { !allPhases.contains($0) }) {
+                    throw BenchError("unknown phase '\(bad)' (phases: \(allPhases.joined(separator: ", ")))")
+                }
+            case "-h", "--help":
+                print("""
+                    usage: extensiond-bench [--quick] [--extensions N] [--idle-seconds S] [--activities N] [--only PHASE,…] [--profile DIR]
+                                            [--daemon PATH] [--extension PATH] [--dynamic-extension PATH] [--keep]
+                    phases: \(allPhases.joined(separator: ", "))
+                    """)
+                exit(0)
+            default: throw BenchError("unknown argument \(args[i])")
+            }
+            i += 1
+        }
+        if quick {
+            massCount = 100; idleSeconds = 2
+            roundTrips = 2_000; launches = 8; prewarms = 5; resumes = 50; suspends = 50; legs = 5
+            activities = 200; throughputPairs = 200; massRepetitions = 2; stopContinues = 50; dbusCalls = 1_000
+        }
+        if let mass { massCount = mass }
+        if let idle { idleSeconds = idle }
+        if let activitiesOverride { activities = activitiesOverride }
+        throughputExtensions = min(throughputExtensions, massCount)
+    }
+}
+
+/// The extension ids of each phase.
+struct IDs {
+    let resume = "bench.resume"
+    let assertions = "bench.assert"
+    let prewarmCheck = "bench.prewarm-check"
+    let reclaim = "bench.reclaim"
+    let prewarmCap = 16
+    let cold: [String], dynamicCold: [String], prewarmed: [String], legs: [String], throughput: [String], mass: [String], prewarmCapIDs: [String]
+
+    init(_ o: Options) {
+        cold = (0..<(o.launches + 2)).map { "bench.cold.\($0)" }
+        dynamicCold = (0..<(o.launches + 2)).map { "bench.dyn.\($0)" }
+        prewarmed = (0..<(o.prewarms + 1)).map { "bench.warm.\($0)" }
+        legs = (0..<(2 * o.legs)).map { "bench.legs.\($0)" }
+        throughput = (0..<o.throughputExtensions).map { "bench.tp.\($0)" }
+        mass = (0..<o.massCount).map { "bench.mass.\($0)" }
+        prewarmCapIDs = (0..<(prewarmCap + 4)).map { "bench.cap.\($0)" }
+    }
+
+    var all: [String] { [resume, assertions, prewarmCheck] + cold + prewarmed + legs + throughput + mass + prewarmCapIDs }
+}
+
+/// A session begun on the pipelined connection.
+struct Session {
+    var requestID: UInt64
+    var pid: Int32
+    var channel: Int32?
+}
+
+// MARK: - The suite
+
+final class Suite {
+    let o: Options
+    let ids: IDs
+    let dir: String
+    let haveDynamic: Bool
+    var details: [Detail] = []
+    var notes: [String] = []
+    var other: [String] = []
+
+    // Baselines.
+    var socketRTT = Samples(), rawLaunch = Samples(), rawLaunchDynamic = Samples(), rawStop = Samples(), rawContinue = Samples()
+    var rawRequest = Samples(), rawAcquire = Samples(), dbusPeer = Samples(), dbusDriver = Samples(), rawMass = Samples()
+    // Figures.
+    var hostRTT = Samples(), rawRTT = Samples(), coldLaunch = Samples(), coldDynamic = Samples(), afterPrewarm = Samples()
+    var resume = Samples(), acquire = Samples(), release = Samples(), suspend = Samples(), mass = Samples()
+    var throughputRates: [(chains: Int, rate: Double, cpuPerPair: Double, extensionCPUPerPair: Double)] = []
+    var idleRSS = 0, footprintRSS = 0, idleSwitches: Int?
+
+    var micro: [(String, Double, String)] = []
+    var daemon: DaemonUnderTest!
+    var host: ExtensionHostConnection!
+    var manifestCount = 0
+
+    init(_ o: Options) throws {
+        self.o = o
+        ids = IDs(o)
+        haveDynamic = FileManager.default.isExecutableFile(atPath: o.dynamicExtension)
+        var template = Array((NSTemporaryDirectory() + "/extensiond-bench-XXXXXX").utf8CString)
+        guard let p = mkdtemp(&template) else { throw BenchError("mkdtemp failed") }
+        dir = String(cString: p)
+    }
+
+    func on(_ phase: String) -> Bool { o.phases.contains(phase) }
+
+    /// Runs `body` with `perf record` attached to the daemon when --profile is given.
+    func profiled<R>(_ phase: String, also pids: [Int32] = [], _ body: () throws -> R) throws -> R {
+        guard let out = o.profileDirectory, let daemon else { return try body() }
+        try FileManager.default.createDirectory(atPath: out, withIntermediateDirectories: true)
+        let perf = Process()
+        perf.executableURL = URL(fileURLWithPath: "/usr/bin/perf")
+        perf.arguments = ["record", "-F", "20000", "-g", "-p", ([daemon.pid] + pids).map(String.init).joined(separator: ","), "-o", "\(out)/\(phase).data"]
+        perf.standardOutput = FileHandle.nullDevice
+        perf.standardError = FileHandle.nullDevice
+        try perf.run()
+        usleep(500_000)  // perf attaches asynchronously
+        defer {
+            perf.interrupt()
+            perf.waitUntilExit()
+            log("profile of '\(phase)': \(out)/\(phase).data")
+        }
+        return try body()
+    }
+
+    // MARK: Baselines (no daemon)
+
+    func baselines() throws {
+        log("baseline: socketpair round trip")
+        socketRTT = try Baselines.socketpairRoundTrip(iterations: o.roundTrips, gapMicroseconds: Suite.gap)
+        details.append(Detail(name: "baseline: SEQPACKET socketpair round trip, two processes", samples: socketRTT, note: "\(Suite.gap) µs between round trips, as between assertions"))
+        let backToBack = try Baselines.socketpairRoundTrip(iterations: o.roundTrips, gapMicroseconds: 0)
+        details.append(Detail(name: "  the same, back to back", samples: backToBack))
+
+        log("baseline: raw spawn + handshake")
+        rawLaunch = try Baselines.rawLaunch(executable: o.extensionPath, iterations: o.launches)
+        details.append(Detail(name: "baseline: raw spawn + ready + deliver + ping (static)", samples: rawLaunch))
+        if haveDynamic {
+            rawLaunchDynamic = try Baselines.rawLaunch(executable: o.dynamicExtension, iterations: o.launches)
+            details.append(Detail(name: "baseline: raw spawn + ready + deliver + ping (dynamic)", samples: rawLaunchDynamic, note: "documents the static-linking choice"))
+        }
+
+        log("baseline: SIGSTOP + waitid, SIGCONT + round trip, new request")
+        (rawStop, rawContinue, rawRequest) = try Baselines.stopAndContinue(executable: o.extensionPath, iterations: o.stopContinues)
+        details.append(Detail(name: "baseline: SIGSTOP group + waitid(WSTOPPED)", samples: rawStop))
+        details.append(Detail(name: "baseline: SIGCONT group + ping round trip", samples: rawContinue))
+        details.append(Detail(name: "raw: deliver a new request channel + ping (running)", samples: rawRequest, note: "the extension's own cost per request"))
+
+        rawAcquire = try Baselines.acquireWithMinimalResponder(executable: o.extensionPath, iterations: o.activities, gapMicroseconds: Suite.gap)
+        details.append(Detail(name: "raw: acquire answered by a minimal C responder", samples: rawAcquire, note: "the runtime library's own share"))
+
+        if DBusBaseline.available {
+            log("baseline: D-Bus Peer.Ping through dbus-daemon")
+            try FileManager.default.createDirectory(atPath: dir + "/dbus", withIntermediateDirectories: true)
+            let bus = try DBusBaseline(directory: dir + "/dbus")
+            defer { bus.stop() }
+            dbusPeer = try bus.ping(destination: DBusBaseline.serviceName, iterations: o.dbusCalls)
+            dbusDriver = try bus.ping(destination: "org.freedesktop.DBus", iterations: o.dbusCalls)
+            details.append(Detail(name: "baseline: D-Bus Peer.Ping, client → dbus-daemon → service peer", samples: dbusPeer, note: "sd-bus; a logind-style call"))
+            details.append(Detail(name: "baseline: D-Bus Peer.Ping answered by dbus-daemon itself", samples: dbusDriver, note: "one hop"))
+        } else {
+            notes.append("dbus-daemon is not installed: no control-plane baseline (apt-get install dbus; scripts/bench.sh does)")
+        }
+
+        log("baseline: \(o.massCount) raw SIGSTOPs + waits")
+        rawMass = try Baselines.massStop(executable: o.extensionPath, count: o.massCount, repetitions: o.massRepetitions)
+        details.append(Detail(name: "baseline: \(o.massCount) raw SIGSTOPs + \(o.massCount) waitid", samples: rawMass))
+    }
+
+    // MARK: The daemon
+
+    func startDaemon() throws {
+        var manifests: [(id: String, executable: String, point: String)] = []
+        for id in ids.all { manifests.append((id, o.extensionPath, "bench")) }
+        if haveDynamic { for id in ids.dynamicCold { manifests.append((id, o.dynamicExtension, "bench")) } }
+        manifests.append((ids.reclaim, o.extensionPath, "bench-reclaim"))
+        manifestCount = manifests.count
+        let config: [String: Any] = [
+            "points": [
+                "bench": ["launchTimeoutSeconds": 600, "suspendedLifetimeSeconds": 86_400],
+                "bench-reclaim": ["launchTimeoutSeconds": 600, "suspendedLifetimeSeconds": 1],
+            ],
+            "limits": ["maxRequestsPerHost": 100_000, "maxPrewarmed": ids.prewarmCap],
+        ]
+        log("starting extensiond with \(manifests.count) manifests")
+        daemon = try DaemonUnderTest(daemonPath: o.daemon, directory: dir + "/daemon", manifests: manifests, config: config)
+        log("extensiond pid \(daemon.pid), log \(daemon.logPath)")
+        idleRSS = residentBytes(daemon.pid) ?? 0
+        other.append("daemon right after READY=1 (\(manifests.count) manifests): \(memoryBreakdown(daemon.pid))")
+        host = try ExtensionHostConnection(socketPath: daemon.socketPath)
+    }
+
+    /// Control-plane round trip: one ExtensionHost call (prewarm of nothing: a full trip through
+    /// the daemon's loop and state machine, answered `ok`), and the same message on a bare socket.
+    func controlPlane() throws {
+        log("control-plane round trip")
+        for i in 0..<(o.roundTrips + o.roundTrips / 10) {
+            let t0 = now()
+            try host.prewarm([])
+            if i >= o.roundTrips / 10 { hostRTT.add(now() - t0) }
+        }
+        let socket = try PacketSocket.connect(path: daemon.socketPath)
+        defer { socket.close() }
+        let bytes = try WireEncoder.encoded(.prewarm(tag: 1, extensionIDs: []))
+        var buffer = [UInt8](repeating: 0, count: 256)
+        for i in 0..<(o.roundTrips + o.roundTrips / 10) {
+            let t0 = now()
+            _ = try socket.send(bytes)
+            guard recv(socket.fd, &buffer, buffer.count, 0) > 0 else { throw BenchError("control socket closed") }
+            if i >= o.roundTrips / 10 { rawRTT.add(now() - t0) }
+        }
+        details.append(Detail(name: "control-plane RTT: ExtensionHostConnection.prewarm([])", samples: hostRTT, note: "caller thread + ControlClient reader thread"))
+        details.append(Detail(name: "control-plane RTT: same message, bare socket, one thread", samples: rawRTT, note: "daemon + kernel only"))
+    }
+
+    /// Begin on a not-running extension until the host holds a working channel; then kill it.
+    func coldLaunches(_ list: [String]) throws -> Samples {
+        var s = Samples()
+        for (i, id) in list.enumerated() {
+            let t0 = now()
+            let session = try host.begin(id)
+            guard let fd = session.channel else { throw BenchError("no channel from begin") }
+            try ping(fd)
+            let t = now() - t0
+            close(fd)
+            try host.kill(id)
+            try daemon.waitStates([id], "not-running", via: host)
+            if i >= 2 { s.add(t) }  // two warm-up launches
+        }
+        return s
+    }
+
+    func cold() throws {
+        log("cold launch")
+        coldLaunch = try coldLaunches(ids.cold)
+        details.append(Detail(name: "cold launch: begin → begun → ping (static)", samples: coldLaunch))
+        if haveDynamic {
+            coldDynamic = try coldLaunches(ids.dynamicCold)
+            details.append(Detail(name: "cold launch: begin → begun → ping (dynamic)", samples: coldDynamic))
+        }
+    }
+
+    /// Prewarm, wait until suspended, then the same begin → working channel.
+    func prewarm() throws {
+        log("begin after prewarm")
+        for (i, id) in ids.prewarmed.enumerated() {
+            try host.prewarm([id])
+            try daemon.waitStates([id], "suspended", via: host)
+            let t0 = now()
+            let session = try host.begin(id)
+            guard let fd = session.channel else { throw BenchError("no channel from begin") }
+            try ping(fd)
+            let t = now() - t0
+            close(fd)
+            try host.kill(id)
+            try daemon.waitStates([id], "not-running", via: host)
+            if i >= 1 { afterPrewarm.add(t) }
+        }
+        details.append(Detail(name: "begin after prewarm: begin → begun → ping", samples: afterPrewarm, note: "a resume, not a launch"))
+    }
+
+    /// Begin on a suspended extension until the host holds a working channel.
+    func resumes() throws {
+        log("resume")
+        var session = try host.begin(ids.resume)
+        let pid = session.pid
+        try ping(session.channel!)
+        close(session.channel!)
+        try host.dismiss(session)
+        for i in 0..<(o.resumes + 5) {
+            try daemon.waitStates([ids.resume], "suspended", via: host)
+            let t0 = now()
+            session = try host.begin(ids.resume)
+            guard let fd = session.channel else { throw BenchError("no channel from begin") }
+            try ping(fd)
+            let t = now() - t0
+            guard session.pid == pid else { throw BenchError("resume relaunched the extension (pid \(pid) → \(session.pid))") }
+            close(fd)
+            try host.dismiss(session)
+            if i >= 5 { resume.add(t) }
+        }
+        details.append(Detail(name: "resume: begin on suspended → begun → ping", samples: resume))
+    }
+
+    /// Acquire+release pairs from many extensions at once (no monitor attached).
+    func throughput() throws {
+        log("throughput with \(ids.throughput.count) extensions")
+        let control = try PipelinedControl(socketPath: daemon.socketPath)
+        defer { control.close() }
+        let sessions = try beginAllSessions(ids.throughput, on: control, tags: 1)
+        let channels = sessions.map { $0.channel! }
+        func round(pairs: Int, chains: Int) throws -> (rate: Double, cpuPerPair: Double, extensionCPUPerPair: Double, denied: Int) {
+            let cpu0 = cpuSeconds(daemon.pid)
+            let ext0 = sessions.reduce(0.0) { $0 + cpuSeconds($1.pid) }
+            for fd in channels { try writeAll(fd, [UInt8(ascii: "t")] + le32(UInt32(pairs)) + le32(UInt32(chains))) }
+            var first = Double.infinity, last = 0.0, total = 0, denied = 0
+            for fd in channels {
+                let r = try readExactly(fd, 24)
+                first = min(first, Double(u64(r[0..<8])) / 1e9)
+                last = max(last, Double(u64(r[8..<16])) / 1e9)
+                total += Int(u32(r[16..<20]))
+                denied += Int(u32(r[20..<24]))
+            }
+            let cpu = cpuSeconds(daemon.pid) - cpu0
+            let ext = sessions.reduce(0.0) { $0 + cpuSeconds($1.pid) } - ext0
+            return (Double(total) / (last - first), cpu / Double(total), ext / Double(total), denied)
+        }
+        _ = try round(pairs: 20, chains: 1)  // warm-up: threads, queues
+        for chains in [1, 16] {
+            let r = try profiled("throughput-\(chains)") { try round(pairs: o.throughputPairs * (chains == 1 ? 1 : 2), chains: chains) }
+            if r.denied > 0 { throw BenchError("\(r.denied) assertions denied during the throughput run") }
+            throughputRates.append((chains, r.rate, r.cpuPerPair, r.extensionCPUPerPair))
+        }
+        for fd in channels { close(fd) }
+        for id in ids.throughput { try host.kill(id) }
+        try daemon.waitStates(ids.throughput, "not-running", via: host)
+    }
+
+    /// Microseconds between two measured operations (assertions, round trips): the daemon and the
+    /// extension are idle when each one starts, as for an assertion taken now and then.
+    static let gap: UInt32 = 200
+    /// Microseconds a block holds its assertion in the monitored pass, so the daemon has finished
+    /// with the acquire (log line, monitor JSON) and waits in epoll when the release arrives:
+    /// its event timestamps are those of the loop iteration, taken when epoll_wait returns.
+    static let hold: UInt32 = 300
+
+    /// Runs `n` sequential assertions in an extension; returns (called, running, returning).
+    func activities(_ fd: Int32, _ n: Int, hold: UInt32) throws -> [(called: Double, running: Double, returning: Double)] {
+        try writeAll(fd, [UInt8(ascii: "a")] + le32(UInt32(n)) + le32(hold) + le32(Suite.gap))
+        let raw = try readExactly(fd, n * 32)
+        return try (0..<n).map { k in
+            let b = k * 32
+            if u64(raw[b + 24..<b + 32]) != 0 { throw BenchError("assertion \(k) was denied") }
+            return (Double(u64(raw[b..<b + 8])) / 1e9, Double(u64(raw[b + 8..<b + 16])) / 1e9, Double(u64(raw[b + 16..<b + 24])) / 1e9)
+        }
+    }
+
+    /// Assertion acquire: performExpiringActivity called → block running, on the extension's
+    /// clock, with no monitor attached (the daemon encodes no event JSON).
+    func acquires() throws {
+        log("assertion acquire")
+        let session = try host.begin(ids.assertions)
+        guard let fd = session.channel else { throw BenchError("no channel from begin") }
+        _ = try activities(fd, 50, hold: 0)  // warm-up
+        let times = try profiled("acquire", also: [session.pid]) { try activities(fd, o.activities, hold: 0) }
+        for t in times { acquire.add(t.running - t.called) }
+        close(fd)
+        try host.dismiss(session)
+        details.append(Detail(name: "assertion acquire: performExpiringActivity → block(false) running", samples: acquire, note: "extension clock, no monitor"))
+    }
+
+    /// Assertion release (block returns → the daemon's `release` timestamp), with the monitor
+    /// attached; and where an acquire spends its time, from the `acquire` timestamps.
+    func releases() throws {
+        log("assertion release (monitored)")
+        var toDaemon = Samples(), toBlock = Samples(), releaseSeen = Samples(), monitoredAcquire = Samples()
+        let mine: Set<String> = [ids.assertions]
+        let session = try host.begin(ids.assertions)
+        guard let fd = session.channel else { throw BenchError("no channel from begin") }
+        _ = try activities(fd, 20, hold: Suite.hold)  // warm-up
+        let mark = daemon.events.count
+        let times = try profiled("release", also: [session.pid]) { try activities(fd, o.activities, hold: Suite.hold) }
+        // Acquires after the mark are all ours (the warm-up's were answered before it); a release
+        // is matched to its acquire by assertion id.
+        let acquires = try daemon.events.wait(for: "acquire", of: mine, count: o.activities, after: mark, timeout: 60)
+        let wanted = Set(acquires.compactMap(\.assertion))
+        guard wanted.count == o.activities else { throw BenchError("acquire events without assertion ids") }
+        let seen = try daemon.events.wait("\(o.activities) releases", after: mark, timeout: 60) { events in
+            events.filter { $0.kind == "release" && $0.id == self.ids.assertions && wanted.contains($0.assertion ?? -1) }.count == wanted.count
+        }
+        var releasesByID: [Int: DaemonEvent] = [:]
+        for e in seen where e.kind == "release" && e.id == ids.assertions { releasesByID[e.assertion ?? -1] = e }
+        for (k, t) in times.enumerated() {
+            let rel = releasesByID[acquires[k].assertion!]!
+            monitoredAcquire.add(t.running - t.called)
+            toDaemon.add(acquires[k].monotonic - t.called)
+            toBlock.add(t.running - acquires[k].monotonic)
+            release.add(rel.monotonic - t.returning)
+            releaseSeen.add(rel.received - t.returning)
+        }
+        close(fd)
+        let before = daemon.events.count
+        try host.dismiss(session)
+        try daemon.events.wait(for: "suspend", of: mine, after: before, timeout: 10)
+        details.append(Detail(name: "assertion acquire with a monitor attached", samples: monitoredAcquire, note: "+ event JSON on the daemon's path"))
+        details.append(Detail(name: "  leg: call → daemon 'acquire' timestamp", samples: toDaemon, note: "send + daemon wake-up"))
+        details.append(Detail(name: "  leg: daemon 'acquire' timestamp → block running", samples: toBlock, note: "daemon work + granted + reader thread + queue hop"))
+        details.append(Detail(name: "assertion release: block returns → daemon 'release' timestamp", samples: release, note: "daemon timestamp"))
+        details.append(Detail(name: "  upper bound: block returns → 'release' event received", samples: releaseSeen, note: "+ log line, JSON, monitor delivery"))
+    }
+
+    /// Last request dismissed → the daemon records `suspend` (the kernel confirmed the stop).
+    func suspends() throws {
+        log("suspend")
+        var inDaemon = Samples(), seenByHost = Samples()
+        let mine: Set<String> = [ids.assertions]
+        try profiled("suspend") {
+            for i in 0..<(o.suspends + 5) {
+                let session = try host.begin(ids.assertions)
+                try ping(session.channel!)
+                close(session.channel!)
+                let mark = daemon.events.count
+                let t0 = now()
+                try host.dismiss(session)
+                let stops = try daemon.events.wait(for: "suspend", of: mine, after: mark, timeout: 10)
+                let end = daemon.events.since(mark).first { $0.kind == "end" && $0.id == ids.assertions }
+                if i >= 5 {
+                    suspend.add(stops[0].monotonic - t0)
+                    seenByHost.add(stops[0].received - t0)
+                    if let end { inDaemon.add(stops[0].monotonic - end.monotonic) }
+                }
+            }
+        }
+        details.append(Detail(name: "suspend: dismiss → daemon 'suspend' timestamp", samples: suspend, note: "host clock → daemon timestamp"))
+        details.append(Detail(name: "  upper bound: dismiss → 'suspend' event received", samples: seenByHost, note: "+ JSON + monitor delivery"))
+        details.append(Detail(name: "  inside the daemon: 'end' → 'suspend' timestamps", samples: inDaemon))
+    }
+
+    /// With the monitor attached: where a cold launch, a begin after prewarm and a resume spend
+    /// their time, from the daemon's timestamps (a separate pass: the figures above ran without
+    /// a monitor, whose JSON encoding is on the daemon's path).
+    func legs() throws {
+        log("legs (monitored pass)")
+        var launchLegs: [Samples] = [Samples(), Samples(), Samples()]
+        var prewarmLegs: [Samples] = [Samples(), Samples()]
+        let half = ids.legs.count / 2
+        for (i, id) in ids.legs.enumerated() {
+            let prewarmed = i >= half
+            let set: Set<String> = [id]
+            if prewarmed {
+                let m = daemon.events.count
+                try host.prewarm([id])
+                try daemon.events.wait(for: "suspend", of: set, after: m, timeout: 30)
+            }
+            let mark = daemon.events.count
+            let t0 = now()
+            let session = try host.begin(id)
+            try ping(session.channel!)
+            let t1 = now()
+            close(session.channel!)
+            let begin = try daemon.events.wait(for: "begin", of: set, after: mark, timeout: 10)[0]
+            let events = daemon.events.since(mark).filter { $0.id == id }
+            if prewarmed {
+                guard let resumed = events.first(where: { $0.kind == "resume" }) else { throw BenchError("prewarmed begin without resume") }
+                prewarmLegs[0].add(resumed.monotonic - t0)
+                prewarmLegs[1].add(t1 - begin.monotonic)
+            } else {
+                guard let launch = events.first(where: { $0.kind == "launch" }), let ready = events.first(where: { $0.kind == "ready" }) else {
+                    throw BenchError("cold begin without launch/ready")
+                }
+                launchLegs[0].add(launch.monotonic - t0)
+                launchLegs[1].add(ready.monotonic - launch.monotonic)
+                launchLegs[2].add(t1 - begin.monotonic)
+            }
+            let m = daemon.events.count
+            try host.kill(id)
+            try daemon.events.wait(for: "exit", of: set, after: m, timeout: 10)
+        }
+        // Resume of an extension that has served requests before.
+        var resumeLegs: [Samples] = [Samples(), Samples(), Samples()]  // [0] and [2] are reported
+        let set: Set<String> = [ids.resume]
+        for _ in 0..<(o.legs * 5) {
+            let mark = daemon.events.count
+            let t0 = now()
+            let session = try host.begin(ids.resume)
+            try ping(session.channel!)
+            let t1 = now()
+            close(session.channel!)
+            let begin = try daemon.events.wait(for: "begin", of: set, after: mark, timeout: 10)[0]
+            guard let resumed = daemon.events.since(mark).first(where: { $0.kind == "resume" && $0.id == ids.resume }) else {
+                throw BenchError("begin on a suspended extension without resume")
+            }
+            resumeLegs[0].add(resumed.monotonic - t0)
+            resumeLegs[2].add(t1 - begin.monotonic)
+            let m = daemon.events.count
+            try host.dismiss(session)
+            try daemon.events.wait(for: "suspend", of: set, after: m, timeout: 10)
+        }
+        details.append(Detail(name: "resume leg: begin sent → 'resume' timestamp", samples: resumeLegs[0], note: "monitored pass"))
+        details.append(Detail(name: "resume leg: 'begin' timestamp → ping answered", samples: resumeLegs[2], note: "deliver, begun, host wake-up, extension's request path"))
+        details.append(Detail(name: "cold launch leg: begin sent → 'launch' (spawned)", samples: launchLegs[0], note: "monitored pass"))
+        details.append(Detail(name: "cold launch leg: 'launch' → 'ready'", samples: launchLegs[1], note: "process start-up"))
+        details.append(Detail(name: "cold launch leg: 'begin' (channel handed out) → ping answered", samples: launchLegs[2]))
+        details.append(Detail(name: "after prewarm leg: begin sent → 'resume'", samples: prewarmLegs[0], note: "monitored pass"))
+        details.append(Detail(name: "after prewarm leg: 'begin' → ping answered", samples: prewarmLegs[1]))
+    }
+
+    /// Prewarming, for behaviour (not timing): launched, ready and suspended at once without a
+    /// background budget; the later begin is a resume of the same process; the cap holds; an
+    /// unused prewarmed extension is reclaimed like any suspended one.
+    func prewarmBehaviour() throws {
+        log("prewarm behaviour")
+        var mark = daemon.events.count
+        try host.prewarm([ids.prewarmCheck])
+        let mine: Set<String> = [ids.prewarmCheck]
+        let seen = try daemon.events.wait(for: "suspend", of: mine, after: mark, timeout: 30)
+        let sequence = daemon.events.since(mark).filter { $0.id == ids.prewarmCheck }.map(\.kind)
+        guard sequence.starts(with: ["prewarm", "launch", "ready", "stop-sent", "suspend"]) else {
+            throw BenchError("prewarm: unexpected event sequence \(sequence)")
+        }
+        let pid = seen[0].pid
+        mark = daemon.events.count
+        let session = try host.begin(ids.prewarmCheck)
+        try ping(session.channel!)
+        close(session.channel!)
+        guard Int(session.pid) == pid else { throw BenchError("prewarm: begin relaunched (pid \(pid ?? -1) → \(session.pid))") }
+        try host.prewarm([])  // barrier: the begin's events are out
+        let after = daemon.events.since(mark).filter { $0.id == ids.prewarmCheck }.map(\.kind)
+        guard after.contains("resume"), !after.contains("launch") else { throw BenchError("prewarm: begin after prewarm was not a resume: \(after)") }
+        try host.dismiss(session)
+        other.append("prewarm: prewarm → launch → ready → stop-sent → suspend, with no background time; the later begin resumed the same pid")
+
+        // The cap: more ids than maxPrewarmed in one hint.
+        mark = daemon.events.count
+        try host.prewarm(ids.prewarmCapIDs)
+        let capSet = Set(ids.prewarmCapIDs)
+        try daemon.events.wait(for: "suspend", of: capSet, count: ids.prewarmCap, after: mark, timeout: 60)
+        try host.prewarm([])  // barrier
+        let launched = daemon.events.since(mark).filter { $0.kind == "launch" && capSet.contains($0.id) }
+        guard launched.count == ids.prewarmCap else { throw BenchError("prewarm cap: \(launched.count) launched for a cap of \(ids.prewarmCap)") }
+        other.append("prewarm: a hint naming \(ids.prewarmCapIDs.count) extensions launched \(launched.count) (maxPrewarmed = \(ids.prewarmCap))")
+        let killMark = daemon.events.count
+        for e in launched { try host.kill(e.id) }
+        // They count against the cap until they have exited.
+        try daemon.events.wait(for: "exit", of: Set(launched.map(\.id)), after: killMark, timeout: 30)
+
+        // Reclaim of an unused prewarmed extension (suspendedLifetimeSeconds = 1 on its point).
+        mark = daemon.events.count
+        try host.prewarm([ids.reclaim])
+        let reclaimSet: Set<String> = [ids.reclaim]
+        let suspended = try daemon.events.wait(for: "suspend", of: reclaimSet, after: mark, timeout: 30)
+        let reclaimed = try daemon.events.wait(for: "reclaim", of: reclaimSet, after: mark, timeout: 10)
+        other.append(String(format: "prewarm: an unused prewarmed extension was reclaimed %.3f s after its suspend (suspendedLifetimeSeconds 1)", reclaimed[0].monotonic - suspended[0].monotonic))
+    }
+
+    /// N running extensions; one host dismisses all at once (pipelined `end`s). Then the
+    /// footprint with half of them active, and idle wake-ups with all suspended.
+    func massFigures() throws {
+        log("mass dismiss: launching \(ids.mass.count) extensions")
+        var inDaemon = Samples(), seenByHost = Samples()
+        let control = try PipelinedControl(socketPath: daemon.socketPath)
+        defer { control.close() }
+        var tag: UInt32 = 1
+        let t0 = now()
+        var sessions = try beginAllSessions(ids.mass, on: control, tags: tag, timeout: 900)
+        other.append(String(format: "%d begins at once on not-running extensions: all answered in %@", ids.mass.count, duration(now() - t0)))
+        tag += UInt32(ids.mass.count)
+        for s in sessions { try ping(s.channel!); close(s.channel!) }
+        let all = Set(ids.mass)
+        for rep in 0..<o.massRepetitions {
+            var ends: [[UInt8]] = []
+            var endTags: [UInt32] = []
+            for s in sessions {
+                ends.append(try control.encode(.end(tag: tag, requestID: s.requestID)))
+                endTags.append(tag)
+                tag += 1
+            }
+            let mark = daemon.events.count
+            log("mass dismiss \(rep + 1)/\(o.massRepetitions)")
+            try profiled("mass-dismiss-\(rep + 1)") {
+                let t0 = now()
+                for bytes in ends { try control.send(bytes) }
+                let stops = try daemon.events.wait(for: "suspend", of: all, after: mark, timeout: 900)
+                let last = stops.map(\.monotonic).max()!
+                mass.add(last - t0)
+                seenByHost.add(stops.map(\.received).max()! - t0)
+                if let firstEnd = daemon.events.since(mark).first(where: { $0.kind == "end" && all.contains($0.id) }) {
+                    inDaemon.add(last - firstEnd.monotonic)
+                }
+            }
+            _ = try control.wait(tags: endTags, timeout: 60)
+            control.forget(tags: endTags)
+            if rep + 1 < o.massRepetitions {
+                let t0 = now()
+                sessions = try beginAllSessions(ids.mass, on: control, tags: tag, timeout: 900)
+                other.append(String(format: "%d begins at once on suspended extensions: all answered in %@", ids.mass.count, duration(now() - t0)))
+                tag += UInt32(ids.mass.count)
+                for s in sessions { close(s.channel!) }
+            }
+        }
+        details.append(Detail(name: "mass dismiss of \(ids.mass.count): first end sent → last 'suspend' timestamp", samples: mass, note: "host clock → daemon timestamp"))
+        details.append(Detail(name: "  upper bound: → last 'suspend' event received", samples: seenByHost, note: "+ JSON + monitor delivery"))
+        details.append(Detail(name: "  inside the daemon: first 'end' → last 'suspend' timestamps", samples: inDaemon))
+
+        // Footprint: half of them active again, half suspended.
+        let half = Array(ids.mass.prefix(ids.mass.count / 2))
+        let open = try beginAllSessions(half, on: control, tags: tag, timeout: 900)
+        tag += UInt32(half.count)
+        for s in open { try ping(s.channel!) }
+        try host.prewarm([])
+        footprintRSS = residentBytes(daemon.pid) ?? 0
+        let fds = descriptorUsage(daemon.pid)
+        other.append("daemon with \(ids.mass.count) extensions (half suspended): \(memoryBreakdown(daemon.pid)); \(contextSwitches(daemon.pid).threads) thread(s); \(fds.open) descriptors open, limit \(fds.limit.map(String.init) ?? "?")")
+        var endTags: [UInt32] = []
+        let mark = daemon.events.count
+        for s in open {
+            close(s.channel!)
+            try control.send(try control.encode(.end(tag: tag, requestID: s.requestID)))
+            endTags.append(tag)
+            tag += 1
+        }
+        try daemon.events.wait(for: "suspend", of: Set(half), after: mark, timeout: 900)
+        _ = try control.wait(tags: endTags, timeout: 60)
+
+        // Idle wake-ups: every extension suspended, nothing happening, no watchdog.
+        log("idle: \(ids.mass.count) suspended extensions for \(o.idleSeconds) s")
+        let before = contextSwitches(daemon.pid)
+        let cpu0 = cpuSeconds(daemon.pid)
+        usleep(UInt32(o.idleSeconds * 1e6))
+        let after = contextSwitches(daemon.pid)
+        idleSwitches = after.switches - before.switches
+        other.append(String(format: "idle: %d context switches and %.3f s of CPU in %.0f s over %d daemon thread(s)", idleSwitches!, cpuSeconds(daemon.pid) - cpu0, o.idleSeconds, after.threads))
+    }
+
+    /// Stops the daemon; returns a problem when it did not exit cleanly.
+    @discardableResult
+    func stopDaemon() -> String? {
+        guard let daemon else { return nil }
+        log("stopping extensiond")
+        let t0 = now()
+        let problem = daemon.stop(timeout: 120)
+        other.append(String(format: "shutdown (SIGTERM → exit), ending every extension: %@", duration(now() - t0)))
+        self.daemon = nil
+        return problem
+    }
+
+    func run() throws {
+        defer { stopDaemon() }
+        if on("micro") {
+            log("micro: per-message costs in process")
+            micro = try Micro.run(quick: o.quick)
+        }
+        if on("baselines") { try baselines() }
+        try startDaemon()
+        if on("rtt") { try profiled("rtt") { try controlPlane() } }
+        if on("cold") { try profiled("cold") { try cold() } }
+        if on("prewarm") { try profiled("prewarm") { try prewarm() } }
+        if on("resume") { try profiled("resume") { try resumes() } }
+        if on("throughput") { try throughput() }
+        if on("assert") { try acquires() }
+        // From here on the monitor is attached: supervisor-side figures use the daemon's timestamps.
+        try daemon.attachMonitor()
+        if on("assert") { try releases() }
+        if on("suspend") { try suspends() }
+        if on("legs") { try legs() }
+        if on("behaviour") { try prewarmBehaviour() }
+        if on("mass") { try massFigures() }
+        if let problem = stopDaemon() { throw BenchError(problem) }
+    }
+
+    // MARK: The table
+
+    func report() {
+        var rows: [Row] = []
+        rows.append(Row(figure: "assertion acquire", kind: .latency(acquire, baseline: socketRTT, factor: 2), target: "p50 ≤ 2× baseline"))
+        rows.append(Row(figure: "assertion release", kind: .latency(release, baseline: socketRTT, factor: 2), target: "p50 ≤ 2× baseline"))
+        rows.append(Row(figure: "resume", kind: .latency(resume, baseline: rawContinue, factor: 3), target: "p50 ≤ 3× baseline"))
+        rows.append(Row(figure: "suspend", kind: .latency(suspend, baseline: rawStop, factor: 3), target: "p50 ≤ 3× baseline"))
+        rows.append(Row(figure: "cold launch", kind: .latency(coldLaunch, baseline: rawLaunch, factor: 1.1), target: "≤ 1.1× baseline"))
+        rows.append(Row(figure: "control-plane RTT", kind: .latency(hostRTT, baseline: dbusPeer, factor: nil), target: "report the ratio"))
+        for r in throughputRates {
+            rows.append(Row(figure: "throughput (\(ids.throughput.count) ext. × \(r.chains) chain\(r.chains == 1 ? "" : "s"))",
+                            kind: .value(String(format: "%.0f/s", r.rate), baseline: "—", ratio: "—", met: r.rate >= 50_000), target: "≥ 50,000/s"))
+        }
+        rows.append(Row(figure: "mass dismiss (\(ids.mass.count))", kind: .latency(mass, baseline: rawMass, factor: 2), target: "≤ 2× baseline"))
+        if footprintRSS > 0 {
+            rows.append(Row(figure: "footprint (\(ids.mass.count) ext., half suspended)",
+                            kind: .value(String(format: "%.1f MB", Double(footprintRSS) / 1e6), baseline: String(format: "%.1f MB (idle)", Double(idleRSS) / 1e6),
+                                         ratio: String(format: "%.2f×", Double(footprintRSS) / Double(max(1, idleRSS))), met: footprintRSS < 30_000_000), target: "< 30 MB"))
+        }
+        if let idleSwitches {
+            rows.append(Row(figure: "idle wakeups (\(ids.mass.count) suspended, \(Int(o.idleSeconds)) s)",
+                            kind: .value("\(idleSwitches)", baseline: "—", ratio: "—", met: idleSwitches == 0), target: "0"))
+        }
+        rows.append(Row(figure: "begin after prewarm", kind: .latency(afterPrewarm, baseline: coldLaunch, factor: nil), target: "report (baseline: cold launch)"))
+
+        print("## extensiond figures, each with its baseline measured in the same run\n")
+        printTable(["figure", "p50", "p99", "max", "baseline p50", "ratio", "target", "met?"], rows.map(\.cells))
+        print("""
+
+            Baselines: acquire/release: raw SEQPACKET socketpair round trip between two processes. resume: SIGCONT to a
+            stopped raw extension + one ping round trip. suspend: SIGSTOP to its group + waitid(WSTOPPED). cold launch: raw
+            spawn of the same binary + ready + deliver + ping over its inherited socketpair. control-plane: D-Bus Peer.Ping
+            through dbus-daemon to a service peer (sd-bus). mass dismiss: \(ids.mass.count) raw SIGSTOPs + waits. footprint: the
+            daemon's RSS right after READY=1. begin after prewarm: the supervised cold launch above.
+            """)
+        print("\n## Distributions\n")
+        printDetails(details)
+        if !micro.isEmpty {
+            print("\n## Per-message work, in process\n")
+            printTable(["operation", "ns/op", "where it runs"], micro.map { [$0.0, String(format: "%.0f", $0.1), $0.2] })
+        }
+        print("\n## Other measurements\n")
+        for r in throughputRates {
+            print(String(format: "- throughput, %d chain(s) per extension: %.0f pairs/s; CPU per pair: daemon %.1f µs, extensions %.1f µs", r.chains, r.rate, r.cpuPerPair * 1e6, r.extensionCPUPerPair * 1e6))
+        }
+        if !dbusDriver.isEmpty { print(String(format: "- control-plane RTT / D-Bus Peer.Ping answered by dbus-daemon itself: %.2f×", hostRTT.p50 / dbusDriver.p50)) }
+        if !rawRTT.isEmpty && !dbusPeer.isEmpty { print(String(format: "- control-plane RTT on a bare socket / D-Bus Peer.Ping to a peer: %.2f×", rawRTT.p50 / dbusPeer.p50)) }
+        if !afterPrewarm.isEmpty && !coldLaunch.isEmpty {
+            print("- begin after prewarm / cold launch: \(String(format: "%.2f×", afterPrewarm.p50 / coldLaunch.p50)) (p50 \(duration(afterPrewarm.p50)) vs \(duration(coldLaunch.p50)))")
+        }
+        if haveDynamic && !rawLaunchDynamic.isEmpty {
+            print("- static vs dynamic Swift runtime: raw launch p50 \(duration(rawLaunch.p50)) vs \(duration(rawLaunchDynamic.p50)); supervised \(duration(coldLaunch.p50)) vs \(duration(coldDynamic.p50))")
+        }
+        for line in other { print("- \(line)") }
+        let load = (readText("/proc/loadavg") ?? "?").split(separator: " ").prefix(3).joined(separator: " ")
+        print("- load average at the end: \(load)")
+        for n in notes { print("- note: \(n)") }
+    }
+}
+
+/// VmRSS with its anonymous and file-backed parts, and the proportional set size (shared
+/// library pages divided among the processes mapping them).
+func memoryBreakdown(_ pid: Int32) -> String {
+    guard let t = readText("/proc/\(pid)/status") else { return "?" }
+    func mb(_ text: String, _ key: String) -> String { statusField(text, key).map { String(format: "%.1f MB", Double($0) * 1024 / 1e6) } ?? "?" }
+    let pss = readText("/proc/\(pid)/smaps_rollup").map { mb($0, "Pss") } ?? "?"
+    return "VmRSS \(mb(t, "VmRSS")) (anonymous \(mb(t, "RssAnon")), file \(mb(t, "RssFile"))), PSS \(pss)"
+}
+
+/// Begins every id at once on a pipelined connection; returns the sessions in `ids` order.
+func beginAllSessions(_ ids: [String], on control: PipelinedControl, tags first: UInt32, timeout: Double = 600) throws -> [Session] {
+    var tags: [UInt32] = []
+    for (i, id) in ids.enumerated() {
+        let tag = first + UInt32(i)
+        try control.send(try control.encode(.begin(tag: tag, extensionID: id)))
+        tags.append(tag)
+    }
+    let replies = try control.wait(tags: tags, timeout: timeout)
+    control.forget(tags: tags)
+    return try tags.map { tag in
+        switch replies[tag]! {
+        case let .begun(requestID, pid, channel?): return Session(requestID: requestID, pid: pid, channel: channel)
+        case .begun: throw BenchError("begun without a channel")
+        case .ok: throw BenchError("unexpected ok to begin")
+        case .failure(let why): throw BenchError("begin failed: \(why)")
+        }
+    }
+}
+
+func machineDescription() -> String {
+    let cpu = readText("/proc/cpuinfo")?.split(separator: "\n").first { $0.hasPrefix("model name") }
+        .map { String($0.split(separator: ":", maxSplits: 1).last ?? "").trimmingCharacters(in: .whitespaces) } ?? "?"
+    var u = utsname()
+    uname(&u)
+    let kernel = withUnsafeBytes(of: u.release) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+    let memory = statusField(readText("/proc/meminfo") ?? "", "MemTotal").map { String(format: "%.1f GiB", Double($0) / 1_048_576) } ?? "?"
+    return "\(ProcessInfo.processInfo.activeProcessorCount) CPU(s), \(cpu), \(memory), Linux \(kernel)"
+}
+
+do {
+    let o = try Options(arguments)
+    for path in [o.daemon, o.extensionPath] where !FileManager.default.isExecutableFile(atPath: path) {
+        throw BenchError("\(path) is not built (run ./scripts/bench.sh)")
+    }
+    let nofile = bench_raise_nofile()
+    let needed = o.massCount * 4 + 256
+    if nofile < needed { log("warning: RLIMIT_NOFILE is \(nofile); \(o.massCount) extensions need about \(needed)") }
+    print("extensiond-bench\(o.quick ? " --quick" : ""): \(machineDescription())")
+    let load = (readText("/proc/loadavg") ?? "?").split(separator: " ").prefix(3).joined(separator: " ")
+    print("RLIMIT_NOFILE \(nofile); load average at start \(load); extension: \(o.extensionPath) (static Swift runtime)\n")
+    if let one = Double(load.split(separator: " ").first ?? ""), one > 0.5 {
+        log("warning: load average \(load): other processes share these CPUs, the figures will be noisy")
+    }
+    let suite = try Suite(o)
+    do {
+        try suite.run()
+    } catch {
+        log("error: \(error)")
+        if let d = suite.daemon { log("daemon log: \(d.logPath)") }
+        suite.report()
+        log("kept \(suite.dir) for inspection")
+        exit(1)
+    }
+    suite.report()
+    if o.keep { log("kept \(suite.dir)") } else { try? FileManager.default.removeItem(atPath: suite.dir) }
+} catch {
+    log("error: \(error)")
+    exit(1)
+}

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# The performance suite (docs/performance.md): builds the daemon and the benchmark package in
+# release mode, then measures every figure against its baseline in one run and prints the table.
+#
+#   ./scripts/bench.sh            full suite: 1,000 extensions, ~2 minutes on 2 cores
+#   ./scripts/bench.sh --quick    CI smoke form: few iterations, 100 extensions, < 1 minute;
+#                                 fails on errors, asserts nothing about timing
+#
+# Other arguments go to extensiond-bench (--help lists them, e.g. --only, --profile DIR).
+# Installs what it needs when missing (idempotent): libsystemd-dev and pkg-config (build),
+# dbus (dbus-daemon, for the D-Bus baseline of the control-plane figure).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+missing=()
+pkg-config --exists libsystemd 2>/dev/null || missing+=(libsystemd-dev)
+command -v pkg-config >/dev/null 2>&1 || missing+=(pkg-config)
+[ -x /usr/bin/dbus-daemon ] || missing+=(dbus)
+if [ ${#missing[@]} -gt 0 ]; then
+    echo "==> installing ${missing[*]}"
+    if [ "$(id -u)" -eq 0 ]; then sudo=""; else sudo="sudo"; fi
+    $sudo apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+command -v swift >/dev/null 2>&1 || { echo "swift is not on PATH (Swift 6.1 or later is required)" >&2; exit 1; }
+
+echo "==> building (release): extensiond, bench-extension, extensiond-bench"
+swift build -c release --package-path Benchmarks --product extensiond
+swift build -c release --package-path Benchmarks
+bin="$(swift build -c release --package-path Benchmarks --show-bin-path)"
+
+# 1,000 extensions need about 4 descriptors each in the daemon and the bench (the daemon and
+# the extensions inherit this limit).
+ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)"
+
+echo "==> $(swift --version 2>/dev/null | head -1)"
+exec "$bin/extensiond-bench" "$@"
