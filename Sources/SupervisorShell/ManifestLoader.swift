@@ -42,16 +42,7 @@ struct ManifestLoader {
     }
 
     private func listJSON(_ directory: String) -> [String]? {
-        guard let dir = opendir(directory) else { return nil }
-        defer { closedir(dir) }
-        var names: [String] = []
-        while let entry = readdir(dir) {
-            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
-                String(decoding: raw.prefix(while: { $0 != 0 }), as: UTF8.self)
-            }
-            if name.hasSuffix(".json") && !name.hasPrefix(".") { names.append(name) }
-        }
-        return names.sorted()
+        directoryEntries(directory)?.filter { $0.hasSuffix(".json") && !$0.hasPrefix(".") }.sorted()
     }
 
     private func loadOne(_ path: String, directory: String) -> Result<Manifest, ManifestError> {

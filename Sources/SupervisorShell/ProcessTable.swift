@@ -26,8 +26,13 @@ struct ProcessStat: Equatable {
 enum ProcessTable {
     /// Parses /proc/PID/stat; nil when the process is gone.
     static func stat(_ pid: Int32) -> ProcessStat? {
+        stat(path: "/proc/\(pid)/stat", pid: pid)
+    }
+
+    /// Parses a stat file (of a process or of one of its threads); nil when it is gone.
+    static func stat(path: String, pid: Int32) -> ProcessStat? {
         var buffer = [UInt8](repeating: 0, count: 1024)
-        let fd = open("/proc/\(pid)/stat", O_RDONLY | O_CLOEXEC)
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else { return nil }
         defer { close(fd) }
         let n = read(fd, &buffer, buffer.count)
@@ -61,13 +66,9 @@ enum ProcessTable {
     /// The live members of each of the `groups`, in one scan of /proc (for a batch of stop
     /// verifications, the scan is paid once).
     static func members(ofGroups groups: Set<Int32>) -> [Int32: [ProcessStat]] {
-        guard !groups.isEmpty, let dir = opendir("/proc") else { return [:] }
-        defer { closedir(dir) }
+        guard !groups.isEmpty, let names = directoryEntries("/proc") else { return [:] }
         var result: [Int32: [ProcessStat]] = [:]
-        while let entry = readdir(dir) {
-            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
-                String(decoding: raw.prefix(while: { $0 != 0 }), as: UTF8.self)
-            }
+        for name in names {
             guard let pid = Int32(name), let s = stat(pid), groups.contains(s.processGroup), !s.isGone else { continue }
             result[s.processGroup, default: []].append(s)
         }
@@ -86,20 +87,9 @@ enum ProcessTable {
 
     /// The combined state of every thread of `pid`, from /proc/PID/task/*/stat.
     static func threadsStopped(_ pid: Int32) -> ThreadsState {
-        guard let dir = opendir("/proc/\(pid)/task") else { return .stopped }
-        defer { closedir(dir) }
         var result = ThreadsState.stopped
-        while let entry = readdir(dir) {
-            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
-                String(decoding: raw.prefix(while: { $0 != 0 }), as: UTF8.self)
-            }
-            guard let tid = Int32(name) else { continue }
-            var buffer = [UInt8](repeating: 0, count: 512)
-            let fd = open("/proc/\(pid)/task/\(tid)/stat", O_RDONLY | O_CLOEXEC)
-            guard fd >= 0 else { continue }
-            let n = read(fd, &buffer, buffer.count)
-            close(fd)
-            guard n > 0, let s = parseStat(pid: tid, Array(buffer[0..<n])) else { continue }
+        for name in directoryEntries("/proc/\(pid)/task") ?? [] {
+            guard let tid = Int32(name), let s = stat(path: "/proc/\(pid)/task/\(tid)/stat", pid: tid) else { continue }
             if s.isStopped || s.isGone { continue }
             if s.state == "D" { result = .blockedInKernel; continue }
             return .running
