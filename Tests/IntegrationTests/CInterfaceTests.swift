@@ -55,6 +55,37 @@ struct CInterfaceTests {
         #expect(result.err == "c-extension: not launched by extensiond\n")
     }
 
+    @Test func anExtensionInPythonTakesAssertionsThroughCtypes() throws {
+        let directory = try TestDaemon.makeTemporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let state = directory + "/state.txt"
+        let daemon = try TestDaemon(manifests: [
+            "py.json": [
+                "id": "org.example.python", "executable": "/usr/bin/python3",
+                "arguments": [Self.packageRoot + "/examples/python-extension/extension.py"],
+                "environment": [
+                    "PY_EXTENSION_STATE": state,
+                    "EXTENSION_RUNTIME_LIB": BuildProducts.path("libExtensionRuntimeC.so"),
+                ],
+            ],
+        ])
+        try daemon.start()
+        let host = try daemon.host()
+        let session = try host.begin("org.example.python")
+        let channel = try session.hostChannel()
+        channel.send("ping")
+        #expect(channel.readLine() == "pong \(session.pid)")
+        channel.send("save hello from Python")
+        #expect(channel.readLine() == "saved")
+        let acquire = try daemon.events.wait("acquire", of: "org.example.python")
+        #expect(acquire.detail == "python save")
+        let release = try daemon.events.wait("release", of: "org.example.python")
+        #expect(release.assertion == acquire.assertion)
+        #expect(try String(contentsOfFile: state, encoding: .utf8) == "hello from Python\n")
+        try host.dismiss(session)
+        try daemon.events.wait("suspend", of: "org.example.python")
+    }
+
     /// The directory holding libswiftCore.so for the toolchain that built the tests.
     func swiftLibraryDirectory() throws -> String {
         let swiftc = try runProgram("/usr/bin/env", ["sh", "-c", "dirname $(dirname $(readlink -f $(command -v swiftc)))"])
