@@ -1,0 +1,34 @@
+import CShims
+import ExtensionProtocol
+import ExtensionTransport
+import Logging
+import SupervisorCore
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Suspended groups that hold a file lock another process waits for (0xdead10cc).
+extension Daemon {
+    /// How often a suspended group that holds a file lock is checked for waiters. Groups that
+    /// hold no lock when they stop are never checked: a stopped process cannot take one.
+    static let lockCheckSeconds = 1.0
+
+    func watchLocks(_ p: SupervisedProcess, members: Set<Int32>, locks: [FileLocks.Lock]) {
+        p.stopLockWatch()
+        let held = Set(locks.map(\.holder)).intersection(members)
+        guard !held.isEmpty else { return }
+        p.lockHolders = held
+        armLockWatch(p)
+    }
+
+    func armLockWatch(_ p: SupervisedProcess) {
+        p.lockWatch = try? loop.addTimer(at: loop.now().adding(seconds: Daemon.lockCheckSeconds)) { [unowned self, unowned p] in
+            p.lockWatch = nil
+            let contended = FileLocks.current().filter { p.lockHolders.contains($0.holder) && $0.waiters > 0 }
+            guard let first = contended.first else { return armLockWatch(p) }
+            let detail = "pid \(first.holder) holds a \(first.kind) lock on \(first.file) that \(first.waiters) process(es) wait for"
+            p.lockHolders = []
+            post(.lockContention(extensionID: p.extensionID, generation: p.generation, detail: detail))
+        }
+    }
+}

@@ -1,0 +1,187 @@
+import CShims
+import ExtensionProtocol
+import ExtensionTransport
+import Logging
+import SupervisorCore
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Extension processes: spawning, stop and resume confirmed by the kernel, exits.
+extension Daemon {
+    func spawn(_ id: String, _ generation: UInt64, _ manifest: Manifest) {
+        let spawned: SpawnedProcess
+        do {
+            spawned = try Spawner.spawn(manifest)
+        } catch {
+            post(.spawnFailed(extensionID: id, generation: generation, error: error.description))
+            return
+        }
+        let p = SupervisedProcess(
+            extensionID: id, generation: generation, pid: spawned.pid, pidfd: spawned.pidfd, channel: spawned.channel,
+            queueLimit: Daemon.connectionQueueLimit)
+        processes[id]?.tearDown()
+        processes[id] = p
+        registry.add(extensionID: id, pid: spawned.pid, processGroup: p.processGroup)
+        do {
+            // A pidfd becomes readable when the process exits: that wake-up cannot be lost.
+            p.exitSource = try loop.addIO(fd: spawned.pidfd, events: Poll.input) { [unowned self, unowned p] _ in
+                childMayHaveExited(p)
+            }
+            p.childSource = try loop.addChildStops(pidfd: fcntl(spawned.pidfd, F_DUPFD_CLOEXEC, 3)) { [unowned self, unowned p] code, status in
+                childChanged(p, code: code, status: status)
+            }
+            if let channel = spawned.channel {
+                p.channelSource = try loop.addIO(fd: channel.fd, events: Poll.input) { [unowned self, unowned p] events in
+                    channelReadable(p, events: events)
+                }
+            }
+        } catch {
+            logger.error("cannot watch pid \(spawned.pid) of \(id): \(error); killing it")
+            _ = shim_kill(-spawned.pid, SIGKILL)
+        }
+        post(.spawned(extensionID: id, generation: generation, pid: spawned.pid))
+        if manifest.readiness == .exec { post(.ready(extensionID: id, generation: generation)) }
+    }
+
+    func childChanged(_ p: SupervisedProcess, code: Int32, status: Int32) {
+        switch code {
+        case Int32(CLD_STOPPED), Int32(CLD_TRAPPED):
+            if p.stopPending {
+                p.leaderStopReported = true
+                queueStopVerification(p)
+            } else if let state = core.records[p.extensionID]?.state, [.active, .background, .expiring].contains(state),
+                      ProcessTable.stat(p.pid)?.isStopped == true {
+                // Not a late report of our own stop: the process is stopped while it should run.
+                logger.warning("pid \(p.pid) of \(p.extensionID) was stopped by someone other than extensiond")
+            }
+        case Int32(CLD_EXITED), Int32(CLD_KILLED), Int32(CLD_DUMPED):
+            processExited(p, code: code, status: status, reap: false)  // sd-event reaps after this
+        default:
+            break
+        }
+    }
+
+    /// The pidfd became readable: the process exited (this wake-up cannot be lost, unlike
+    /// SIGCHLD). The child source is cancelled before reaping, so sd-event never waits for it.
+    func childMayHaveExited(_ p: SupervisedProcess) {
+        var code: Int32 = 0, status: Int32 = 0
+        guard shim_waitid_pidfd(p.pidfd, WEXITED | WNOWAIT, &code, &status) == 1 else { return }
+        processExited(p, code: code, status: status, reap: true)
+    }
+
+    /// While the exited leader is an unreaped zombie its group id cannot be reused, so
+    /// whatever is left of the group is killed first (continued, so SIGKILL acts at once on
+    /// stopped members); then the leader is reaped (here, or by sd-event), and the core told.
+    func processExited(_ p: SupervisedProcess, code: Int32, status: Int32, reap: Bool) {
+        guard processes[p.extensionID] === p else { return }
+        _ = shim_kill(-p.processGroup, SIGKILL)
+        _ = shim_kill(-p.processGroup, SIGCONT)
+        p.childSource?.cancel()
+        p.childSource = nil
+        if reap {
+            var c: Int32 = 0, s: Int32 = 0
+            _ = shim_waitid_pidfd(p.pidfd, WEXITED, &c, &s)
+        }
+        registry.remove(pid: p.pid)
+        p.tearDown()
+        processes[p.extensionID] = nil
+        let exit: ExitStatus = code == Int32(CLD_EXITED) ? .exited(status) : .signaled(status)
+        post(.exited(extensionID: p.extensionID, generation: p.generation, status: exit))
+    }
+
+    /// How long after SIGSTOP the stop is verified from /proc even without a notification.
+    static let stopCheckDelay = 0.02
+
+    /// SIGSTOP to the whole group. Confirmation comes from CLD_STOPPED for the leader plus a
+    /// /proc check of the other members; a fallback check from /proc alone runs shortly after,
+    /// in case a notification was coalesced away.
+    func requestStop(_ p: SupervisedProcess) {
+        p.stopPending = true
+        p.leaderStopReported = false
+        p.lastMembers = []
+        p.stopRequestedAt = loop.now()
+        p.stopRetryDelay = Daemon.stopCheckDelay
+        _ = shim_kill(-p.processGroup, SIGSTOP)
+        scheduleStopCheck(p)
+    }
+
+    func scheduleStopCheck(_ p: SupervisedProcess) {
+        let delay = p.stopRetryDelay
+        p.stopRetryDelay = min(p.stopRetryDelay * 2, 0.1)
+        p.stopRetry?.cancel()
+        p.stopRetry = try? loop.addTimer(at: loop.now().adding(seconds: delay)) { [unowned self, unowned p] in queueStopVerification(p) }
+    }
+
+    /// Queues a stop verification. Verifications queued by a burst of events (a host
+    /// dismissing many extensions at once) are done together, after the burst, with one scan
+    /// of /proc and one read of /proc/locks.
+    func queueStopVerification(_ p: SupervisedProcess) {
+        pendingVerifications[ObjectIdentifier(p)] = p
+        guard verificationPass == nil else { return }
+        verificationPass = try? loop.addIdleOnce { [unowned self] in
+            verificationPass = nil
+            let batch = pendingVerifications.values.filter(\.stopPending)
+            pendingVerifications.removeAll()
+            let groups = ProcessTable.members(ofGroups: Set(batch.map(\.processGroup)))
+            var locks: [FileLocks.Lock]?
+            for p in batch {
+                verifyStop(p, members: groups[p.processGroup] ?? []) { locks = locks ?? FileLocks.current(); return locks! }
+            }
+        }
+    }
+
+    /// Confirms the stop when every member of the group is stopped (every thread, unless the
+    /// kernel reported the leader's group stop) and the membership did not change since the
+    /// previous scan (a fork racing the stop is caught by the re-scan).
+    func verifyStop(_ p: SupervisedProcess, members: [ProcessStat], locks: () -> [FileLocks.Lock]) {
+        guard p.stopPending else { return }
+        let ids = Set(members.map(\.pid))
+        // A thread in uninterruptible sleep (D) cannot stop until it returns to user space,
+        // where the pending stop takes it: it runs no user code meanwhile. The classic case is
+        // a vfork parent whose child was stopped before it could exec: it never leaves D.
+        // Such a member counts as stopped once two scans in a row found it so.
+        var uninterruptible: Set<Int32> = []
+        let allStopped = members.allSatisfy { m in
+            if m.isStopped && m.pid == p.pid && p.leaderStopReported { return true }
+            switch ProcessTable.threadsStopped(m.pid) {
+            case .stopped: return true
+            case .running: return false
+            case .blockedInKernel:
+                uninterruptible.insert(m.pid)
+                return p.lastUninterruptible.contains(m.pid)
+            }
+        }
+        p.lastUninterruptible = uninterruptible
+        let settled = ids == [p.pid] || ids == p.lastMembers
+        if allStopped && settled {
+            p.stopPending = false
+            p.stopRetry?.cancel()
+            p.stopRetry = nil
+            watchLocks(p, members: ids, locks: locks())
+            post(.stopConfirmed(extensionID: p.extensionID, generation: p.generation))
+            return
+        }
+        if !allStopped || ids != p.lastMembers { _ = shim_kill(-p.processGroup, SIGSTOP) }
+        p.lastMembers = ids
+        if let since = p.stopRequestedAt, loop.now().seconds(since: since) > 5 {
+            logger.warning("group \(p.processGroup) of \(p.extensionID) has not stopped after 5s; still waiting")
+            p.stopRequestedAt = nil
+        }
+        scheduleStopCheck(p)
+    }
+
+    /// SIGCONT to the whole group. The kernel wakes stopped tasks inside kill(2), so the
+    /// leader's /proc state confirms the resume at once.
+    func resume(_ p: SupervisedProcess) {
+        p.stopLockWatch()
+        p.stopPending = false
+        p.stopRetry?.cancel()
+        p.stopRetry = nil
+        _ = shim_kill(-p.processGroup, SIGCONT)
+        if let s = ProcessTable.stat(p.pid), s.isStopped {
+            logger.warning("pid \(p.pid) of \(p.extensionID) still reports stopped after SIGCONT")
+        }
+        post(.continueConfirmed(extensionID: p.extensionID, generation: p.generation))
+    }
+}
