@@ -123,11 +123,36 @@ extension Daemon {
             verificationPass = nil
             let batch = pendingVerifications.values.filter(\.stopPending)
             pendingVerifications.removeAll()
-            let groups = ProcessTable.members(ofGroups: Set(batch.map(\.processGroup)))
+            // The fast path: the daemon is a child subreaper, so every descendant of an
+            // extension is either in its leader's process tree or, orphaned, a child of the
+            // daemon. With no adopted orphan anywhere and a leader without children whose
+            // group stop the kernel reported, the group is the leader alone: no /proc scan.
+            let orphans = adoptedOrphans()
+            var alone: [ObjectIdentifier: ProcessStat] = [:]
+            for p in batch where isSubreaper && orphans.isEmpty && p.leaderStopReported && ProcessTable.children(of: p.pid).isEmpty {
+                if let s = ProcessTable.stat(p.pid) { alone[ObjectIdentifier(p)] = s }
+            }
+            let scanned = ProcessTable.members(ofGroups: Set(batch.filter { alone[ObjectIdentifier($0)] == nil }.map(\.processGroup)))
             var locks: [FileLocks.Lock]?
             for p in batch {
-                verifyStop(p, members: groups[p.processGroup] ?? []) { locks = locks ?? FileLocks.current(); return locks! }
+                let members = alone[ObjectIdentifier(p)].map { [$0] } ?? scanned[p.processGroup] ?? []
+                verifyStop(p, members: members) { locks = locks ?? FileLocks.current(); return locks! }
             }
+        }
+    }
+
+    /// Children of the daemon that are not extension leaders: descendants of extensions whose
+    /// parent died (the daemon is their subreaper). Exited ones are reaped here.
+    func adoptedOrphans() -> [Int32] {
+        let leaders = Set(processes.values.map(\.pid))
+        return ProcessTable.children(of: getpid()).filter { pid in
+            guard !leaders.contains(pid) else { return false }
+            if ProcessTable.stat(pid)?.isGone ?? true {  // a zombie (or already gone): reap it
+                var status: Int32 = 0
+                _ = waitpid(pid, &status, WNOHANG)
+                return false
+            }
+            return true
         }
     }
 

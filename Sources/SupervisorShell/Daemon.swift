@@ -27,6 +27,8 @@ public final class Daemon {
     /// Stop verifications waiting for the next verification pass, and that pass.
     var pendingVerifications: [ObjectIdentifier: SupervisedProcess] = [:]
     var verificationPass: EventSource?
+    /// Whether orphaned descendants of extensions are reparented to this process.
+    var isSubreaper = false
     var nextHostID: HostID = 1
     var encoder = WireEncoder()
     let receiveBuffer = UnsafeMutableRawBufferPointer.allocate(byteCount: WireLimits.maxMessageSize, alignment: 8)
@@ -51,6 +53,10 @@ public final class Daemon {
         self.options = options
         self.logger = logger
         loop = try EventLoop()
+        // Orphaned descendants of extensions become the daemon's children rather than init's:
+        // they stay visible (and reapable) here, which lets stop verification skip /proc scans.
+        isSubreaper = shim_set_child_subreaper() == 0
+        if !isSubreaper { logger.warning("cannot become a child subreaper; every stop verification will scan /proc") }
         config = DaemonConfig()
         if let file = options.configFile {
             switch DaemonConfig.parse(try Daemon.readFile(file), file: file) {

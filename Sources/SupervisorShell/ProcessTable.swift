@@ -75,6 +75,25 @@ enum ProcessTable {
         return result
     }
 
+    /// The children of `pid` (of all its threads), from /proc/PID/task/TID/children.
+    static func children(of pid: Int32) -> [Int32] {
+        var result: [Int32] = []
+        for tid in directoryEntries("/proc/\(pid)/task") ?? [] {
+            let fd = open("/proc/\(pid)/task/\(tid)/children", O_RDONLY | O_CLOEXEC)
+            guard fd >= 0 else { continue }
+            var text: [UInt8] = []
+            var buffer = [UInt8](repeating: 0, count: 4096)
+            while true {
+                let n = read(fd, &buffer, buffer.count)
+                if n <= 0 { break }
+                text.append(contentsOf: buffer[0..<n])
+            }
+            close(fd)
+            result += text.split(separator: UInt8(ascii: " ")).compactMap { Int32(String(decoding: $0, as: UTF8.self)) }
+        }
+        return result
+    }
+
     /// How far the threads of a process are from running user code.
     enum ThreadsState {
         /// Every thread is stopped (or the process is gone).

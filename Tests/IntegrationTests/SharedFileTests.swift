@@ -14,7 +14,7 @@ struct SharedFileTests {
     @Test func recordsSurviveDismissAndReopenLoops() throws {
         let cycles = Int(ProcessInfo.processInfo.environment["EXTENSIOND_SEED_CYCLES"] ?? "") ?? 150
         let daemon = try TestDaemon(manifests: [
-            "r.json": TestDaemon.testExtension(Self.id, policy: ["backgroundSeconds": 0.4, "expiryGraceSeconds": 0.2]),
+            "r.json": TestDaemon.testExtension(Self.id, policy: ["backgroundSeconds": 1.0, "expiryGraceSeconds": 0.5]),
         ])
         try daemon.start()
         let file = daemon.directory + "/shared.log"
