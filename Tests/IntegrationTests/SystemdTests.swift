@@ -308,7 +308,15 @@ struct SystemdProtocolTests {
         let arguments = (seqpacket ? ["--seqpacket"] : []) + ["-l", socket] + environment.flatMap { ["-E", $0] }
             + [BuildProducts.path("extensiond"), "--extensions", directory + "/extensions"]
         let p = try RawProcess(Self.activate, arguments, log: directory + "/daemon.log")
-        try eventually("systemd-socket-activate listens on \(socket)") { FileManager.default.fileExists(atPath: socket) }
+        // Listening, not merely bound: the file appears at bind(), before listen(). A
+        // listening AF_UNIX socket carries __SO_ACCEPTCON (00010000) in /proc/net/unix.
+        try eventually("systemd-socket-activate listens on \(socket)") {
+            let table = (try? String(contentsOfFile: "/proc/net/unix", encoding: .utf8)) ?? ""
+            return table.split(separator: "\n").contains { line in
+                let fields = line.split(separator: " ")
+                return fields.last.map(String.init) == socket && fields.count > 3 && fields[3] == "00010000"
+            }
+        }
         return p
     }
 

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <spawn.h>
 #include <string.h>
@@ -214,4 +215,16 @@ void bench_minimal_responder(int fd) {
             send(fd, out, 20, MSG_NOSIGNAL);
         }
     }
+}
+
+int bench_pin_cpu(int cpu) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    if (cpu >= 0) {
+        CPU_SET(cpu, &set);
+    } else {
+        long n = sysconf(_SC_NPROCESSORS_CONF);
+        for (long i = 0; i < n && i < CPU_SETSIZE; i++) CPU_SET((int)i, &set);
+    }
+    return sched_setaffinity(0, sizeof(set), &set) == 0 ? 0 : -errno;
 }

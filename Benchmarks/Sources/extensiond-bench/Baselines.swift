@@ -62,12 +62,17 @@ final class RawExtension {
 enum Baselines {
     /// A raw round trip over a SOCK_SEQPACKET socketpair between this process and a helper
     /// process that echoes each datagram (the floor of any request/reply between two processes).
-    static func socketpairRoundTrip(iterations: Int, gapMicroseconds: UInt32) throws -> Samples {
+    /// With `cpus`, the bench is pinned to the first CPU and the helper to the second: the same
+    /// CPU measures two context switches, two CPUs measure two cross-CPU wake-ups.
+    static func socketpairRoundTrip(iterations: Int, gapMicroseconds: UInt32, cpus: (Int32, Int32)? = nil) throws -> Samples {
         var fds: [Int32] = [-1, -1]
         guard bench_seqpacket_pair(&fds) == 0 else { throw BenchError("socketpair failed") }
-        let pid = try spawnLikeTheDaemon(selfExecutable, arguments: ["--helper", "echo"], environment: [], channel: fds[1], quiet: true)
+        let helperCPU = cpus.map { ["\($0.1)"] } ?? []
+        let pid = try spawnLikeTheDaemon(selfExecutable, arguments: ["--helper", "echo"] + helperCPU, environment: [], channel: fds[1], quiet: true)
         close(fds[1])
+        if let cpus { _ = bench_pin_cpu(cpus.0) }
         defer {
+            if cpus != nil { _ = bench_pin_cpu(-1) }
             close(fds[0])
             _ = bench_waitid(pid, WEXITED)
         }

@@ -23,6 +23,7 @@ let arguments = Array(CommandLine.arguments.dropFirst())
 if arguments.first == "--helper" {
     switch arguments.dropFirst().first {
     case "echo":
+        if arguments.count >= 3, let cpu = Int32(arguments[2]) { _ = bench_pin_cpu(cpu) }
         bench_echo_loop(3)
         exit(0)
     case "dbus-service":
@@ -203,6 +204,13 @@ final class Suite {
         details.append(Detail(name: "baseline: SEQPACKET socketpair round trip, two processes", samples: socketRTT, note: "\(Suite.gap) µs between round trips, as between assertions"))
         let backToBack = try Baselines.socketpairRoundTrip(iterations: o.roundTrips, gapMicroseconds: 0)
         details.append(Detail(name: "  the same, back to back", samples: backToBack))
+        if ProcessInfo.processInfo.activeProcessorCount >= 2 {
+            let same = try Baselines.socketpairRoundTrip(iterations: o.roundTrips / 2, gapMicroseconds: Suite.gap, cpus: (0, 0))
+            let cross = try Baselines.socketpairRoundTrip(iterations: o.roundTrips / 2, gapMicroseconds: Suite.gap, cpus: (0, 1))
+            details.append(Detail(name: "  both processes pinned to one CPU", samples: same, note: "two context switches"))
+            details.append(Detail(name: "  pinned to two CPUs", samples: cross, note: "two cross-CPU wake-ups"))
+            other.append(String(format: "a cross-CPU wake-up costs about %@ here (half the difference between the pinned round trips)", duration((cross.p50 - same.p50) / 2)))
+        }
 
         log("baseline: raw spawn + handshake")
         rawLaunch = try Baselines.rawLaunch(executable: o.extensionPath, iterations: o.launches)
@@ -676,6 +684,10 @@ final class Suite {
 
         // Idle wake-ups: every extension suspended, nothing happening, no watchdog.
         log("idle: \(ids.mass.count) suspended extensions for \(o.idleSeconds) s")
+        // The window starts once the daemon has finished with the last burst: a round trip
+        // through its loop, then 0.2 s for the work it does after a dispatch.
+        try host.prewarm([])
+        usleep(200_000)
         let before = contextSwitches(daemon.pid)
         let cpu0 = cpuSeconds(daemon.pid)
         usleep(UInt32(o.idleSeconds * 1e6))

@@ -53,6 +53,9 @@ void bench_dbus_close(void *bus);
 /// answers org.freedesktop.DBus.Peer itself) until the bus goes away. Returns -errno on failure.
 int bench_dbus_serve(const char *address, const char *name, int ready_fd);
 
+/// Pins the calling thread to `cpu`, or lets it run on every CPU when `cpu` < 0. Returns 0 or -errno.
+int bench_pin_cpu(int cpu);
+
 /// A minimal stand-in for the supervisor on a runtime channel: answers every `acquire` with
 /// `granted` (fresh assertion ids) and ignores everything else, until the channel closes. Runs
 /// on the calling thread. Used to separate the runtime library's share of an acquire from the
