@@ -294,6 +294,23 @@ extension LifecycleTests {
         #expect(processState(a.pid) == "T")
     }
 
+    @Test func prewarmLaunchesAndSuspendsSoTheNextBeginIsAResume() throws {
+        let daemon = try TestDaemon(manifests: ["test.json": TestDaemon.testExtension(Self.id)])
+        try daemon.start()
+        let host = try daemon.host()
+        try host.prewarm([Self.id])
+        let launch = try daemon.events.wait("launch", of: Self.id)
+        let suspend = try daemon.events.wait("suspend", of: Self.id)
+        #expect(!daemon.events.all.contains { $0.kind == "begin" }, "prewarmed without a request")
+        let pid = try #require(launch.pid.map(Int32.init))
+        #expect(processState(pid) == "T")
+        #expect(suspend.pid == launch.pid)
+        let session = try host.begin(Self.id)
+        #expect(session.pid == pid, "the begin resumed the prewarmed process")
+        try daemon.events.wait("resume", of: Self.id)
+        #expect(daemon.events.all.filter { $0.kind == "launch" }.count == 1)
+    }
+
     @Test func breakingARunningExtensionsOwnManifestKeepsItsPreviousDefinition() throws {
         let daemon = try TestDaemon(manifests: ["test.json": TestDaemon.testExtension(Self.id)])
         try daemon.start()
