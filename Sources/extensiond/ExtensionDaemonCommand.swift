@@ -42,6 +42,13 @@ struct ExtensionDaemonCommand: ParsableCommand {
         let owned: [Int32] = [SIGTERM, SIGINT, SIGHUP, SIGCHLD, 0]
         _ = owned.withUnsafeBufferPointer { shim_block_signals($0.baseAddress!) }
         signal(SIGPIPE, SIG_IGN)
+        // About three descriptors per running extension (pidfd, its duplicate, the channel):
+        // a soft limit of 1,024 would stop the daemon near 340 extensions. Raise it to the hard limit.
+        var limit = rlimit()
+        if getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0 && limit.rlim_cur < limit.rlim_max {
+            limit.rlim_cur = limit.rlim_max
+            _ = setrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
+        }
         let target = logTarget.resolved()
         LoggingSystem.bootstrap { label in target.makeHandler(label: label) }
         let logger = Logger(label: "extensiond")
