@@ -15,6 +15,9 @@ public struct Supervisor: Sendable {
     public private(set) var records: [String: ExtensionRecord] = [:]
     public var limits: SupervisorLimits
     public private(set) var shuttingDown = false
+    /// Changes whenever an extension's public state changes or an extension is added or
+    /// removed, so observers (the STATUS= summary) recompute only when something moved.
+    public private(set) var stateVersion: UInt64 = 0
     private var nextRequestID: UInt64 = 1
     private var nextAssertionID: UInt64 = 1
     private var armed: Instant?
@@ -97,7 +100,10 @@ public struct Supervisor: Sendable {
     }
 
     private mutating func setPhase(_ r: inout ExtensionRecord, _ phase: Phase) {
-        if phase.state != r.phase.state { r.since = now }
+        if phase.state != r.phase.state {
+            r.since = now
+            stateVersion &+= 1
+        }
         r.phase = phase
     }
 
@@ -124,6 +130,7 @@ public struct Supervisor: Sendable {
     private mutating func removeRetired() {
         for (id, r) in records where r.retired && !r.isRunning && r.pending.isEmpty {
             records[id] = nil
+            stateVersion &+= 1
         }
     }
 
@@ -554,6 +561,7 @@ public struct Supervisor: Sendable {
         let incoming = Dictionary(manifests.map { ($0.id, $0) }, uniquingKeysWith: { first, _ in first })
         for (id, m) in incoming {
             if records[id] == nil {
+                stateVersion &+= 1
                 records[id] = ExtensionRecord(manifest: m, since: now)
             } else {
                 update(id, nil) { _, r in
@@ -605,6 +613,7 @@ public struct Supervisor: Sendable {
 
     private mutating func shutdown() {
         shuttingDown = true
+        stateVersion &+= 1
         for id in records.keys.sorted() {
             update(id, nil) { s, r in
                 s.failPending(&r, .shuttingDown, "extensiond is shutting down")

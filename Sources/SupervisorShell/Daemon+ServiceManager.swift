@@ -4,7 +4,9 @@ extension Daemon {
     /// spawned or reaped, and publishes `STATUS=` if the summary line changed.
     func afterDispatch() {
         registry.flush()
-        if serviceManager.isListening {
+        // The summary visits every record: only when a state changed (not on every message).
+        if serviceManager.isListening && summarizedVersion != core.stateVersion {
+            summarizedVersion = core.stateVersion
             serviceManager.update(summary: ServiceManager.Summary(core.records.values, shuttingDown: core.shuttingDown))
         }
     }

@@ -29,6 +29,8 @@ public final class Daemon {
     var verificationPass: EventSource?
     /// Whether orphaned descendants of extensions are reparented to this process.
     var isSubreaper = false
+    /// The core's `stateVersion` the last STATUS= summary was computed for.
+    var summarizedVersion: UInt64?
     var nextHostID: HostID = 1
     var encoder = WireEncoder()
     let receiveBuffer = UnsafeMutableRawBufferPointer.allocate(byteCount: WireLimits.maxMessageSize, alignment: 8)

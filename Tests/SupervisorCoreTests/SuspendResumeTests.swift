@@ -232,3 +232,19 @@ struct SuspendResumeTests {
         #expect(h.state == .active)
     }
 }
+
+@Suite("State version")
+struct StateVersionTests {
+    @Test func itMovesWithPublicStatesNotWithEveryMessage() {
+        var h = Harness()
+        let start = h.sup.stateVersion
+        let request = h.activate(at: 0)
+        let active = h.sup.stateVersion
+        #expect(active != start, "not-running → launching → active")
+        let a = h.grant(at: 1)
+        h.release(a, at: 2)
+        #expect(h.sup.stateVersion == active, "assertions alone change no public state")
+        h.suspendIdle(request: request, at: 3)
+        #expect(h.sup.stateVersion != active)
+    }
+}
