@@ -228,7 +228,7 @@ public final class Daemon {
         logger.log(level: level, "\(e.extensionID): \(e.kind.rawValue)", metadata: metadata)
         let monitors = connections.values.filter(\.isMonitor)
         guard !monitors.isEmpty else { return }
-        let json = StatusDocument.encode(StatusDocument.event(e, StatusDocument.Clock(monotonicNow: loop.now())))
+        let json = EventJSON.encode(e, time: StatusDocument.Clock(monotonicNow: loop.now()).iso(e.at))
         for c in monitors { send(.event(json: json), to: c.id) }
     }
 
