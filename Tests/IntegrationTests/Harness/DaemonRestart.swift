@@ -13,11 +13,7 @@ extension TestDaemon {
     func crash(timeout: Double = 20) throws {
         guard let p = process, p.isRunning else { throw HarnessError("the daemon is not running") }
         kill(p.processIdentifier, SIGKILL)
-        let deadline = Date().addingTimeInterval(timeout)
-        while p.isRunning {
-            if Date() > deadline { throw HarnessError("the daemon survived SIGKILL for \(timeout)s") }
-            usleep(2_000)
-        }
+        guard waitForExit(timeout: timeout) else { throw HarnessError("the daemon survived SIGKILL for \(timeout)s") }
     }
 }
 

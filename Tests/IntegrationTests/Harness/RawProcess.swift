@@ -1,3 +1,4 @@
+import CShims
 import Foundation
 
 /// A child started with posix_spawn and reaped with waitpid, for programs Foundation's
@@ -100,12 +101,16 @@ final class RawProcess: @unchecked Sendable {
 
     /// Waits at most `timeout` seconds for it to exit; returns whether it has.
     func wait(timeout: Double) -> Bool {
-        let deadline = Date().addingTimeInterval(timeout)
-        while isRunning {
-            if Date() > deadline { return false }
-            usleep(5_000)
+        guard isRunning else { return true }
+        // A pidfd becomes readable when the process exits: wait for that, not on a timer.
+        let pidfd = shim_pidfd_open(pid)
+        if pidfd >= 0 {
+            var pfd = pollfd(fd: pidfd, events: Int16(POLLIN), revents: 0)
+            let deadline = Date().addingTimeInterval(timeout)
+            while poll(&pfd, 1, Int32(max(0, deadline.timeIntervalSinceNow) * 1000) + 1) < 0 && errno == EINTR {}
+            Glibc.close(pidfd)
         }
-        return true
+        return !isRunning
     }
 
     /// Sends `signal` and waits (at most `timeout` seconds, then SIGKILL) until it has exited.

@@ -35,6 +35,8 @@ final class TestDaemon: @unchecked Sendable {
     let socketPath: String
     let extensionsDirectory: String
     private(set) var process: Process?
+    /// Signalled when the current daemon process exits (its termination handler).
+    private var exitSignal: DispatchSemaphore?
     let stderrFile: String
     let events = EventLog()
     private var monitor: ControlClient?
@@ -91,6 +93,9 @@ final class TestDaemon: @unchecked Sendable {
         FileManager.default.createFile(atPath: stderrFile, contents: nil)
         p.standardError = FileHandle(forWritingAtPath: stderrFile)
         p.standardOutput = FileHandle(forWritingAtPath: stderrFile)
+        let exited = DispatchSemaphore(value: 0)
+        p.terminationHandler = { _ in exited.signal() }
+        exitSignal = exited
         try p.run()
         process = p
         guard notify.waitFor("READY=1", timeout: 20) else {
@@ -114,10 +119,18 @@ final class TestDaemon: @unchecked Sendable {
     func stop(timeout: Double = 20) -> Int32 {
         guard let p = process else { return 0 }
         if p.isRunning { p.terminate() }
-        let deadline = Date().addingTimeInterval(timeout)
-        while p.isRunning && Date() < deadline { usleep(5_000) }
-        if p.isRunning { kill(p.processIdentifier, SIGKILL); p.waitUntilExit() }
+        if !waitForExit(timeout: timeout) { kill(p.processIdentifier, SIGKILL); p.waitUntilExit() }
         return p.terminationStatus
+    }
+
+    /// Waits, on the process's termination handler, at most `timeout` seconds for the daemon
+    /// to exit; returns whether it has.
+    func waitForExit(timeout: Double) -> Bool {
+        guard let p = process, let exited = exitSignal else { return true }
+        guard exited.wait(timeout: .now() + timeout) == .success else { return !p.isRunning }
+        exited.signal()  // stays signalled for later callers
+        p.waitUntilExit()
+        return true
     }
 
     /// Runs `extctl SUBCOMMAND --socket PATH ARGS…` against this daemon.
