@@ -27,6 +27,8 @@ let package = Package(
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
         .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
+        // HeapModule only: the supervisor's deadline heap (SupervisorCore/RecordIndex.swift).
+        .package(url: "https://github.com/apple/swift-collections", from: "1.1.0"),
     ],
     targets: [
         // C shims for what Glibc does not expose to Swift (ucred, CMSG_*, posix_spawn flags, pidfd).
@@ -36,7 +38,10 @@ let package = Package(
             providers: [.apt(["libsystemd-dev"])]),
 
         .target(name: "ExtensionProtocol", swiftSettings: strict),
-        .target(name: "SupervisorCore", dependencies: ["ExtensionProtocol"], swiftSettings: strict),
+        .target(
+            name: "SupervisorCore",
+            dependencies: ["ExtensionProtocol", .product(name: "HeapModule", package: "swift-collections")],
+            swiftSettings: strict),
         .target(name: "ExtensionTransport", dependencies: ["CShims", "ExtensionProtocol"], swiftSettings: strict),
         .target(
             name: "SupervisorShell",

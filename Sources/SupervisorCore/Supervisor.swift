@@ -18,6 +18,9 @@ public struct Supervisor: Sendable {
     /// Changes whenever an extension's public state changes or an extension is added or
     /// removed, so observers (the STATUS= summary) recompute only when something moved.
     public private(set) var stateVersion: UInt64 = 0
+    /// Lookups that would otherwise visit every record (deadlines, request owners, hosts,
+    /// retired records, state counts), refreshed by `update` after every change to a record.
+    private var index = RecordIndex()
     private var nextRequestID: UInt64 = 1
     private var nextAssertionID: UInt64 = 1
     private var armed: Instant?
@@ -28,8 +31,11 @@ public struct Supervisor: Sendable {
     public init(manifests: [Manifest], limits: SupervisorLimits = SupervisorLimits(), now: Instant) {
         self.limits = limits
         self.now = now
-        for m in manifests { records[m.id] = ExtensionRecord(manifest: m, since: now) }
+        for m in manifests { add(ExtensionRecord(manifest: m, since: now)) }
     }
+
+    /// How many extensions are in each public state (states with none may be absent or 0).
+    public var stateCounts: [LifecycleState: Int] { index.stateCounts }
 
     /// Processes one event at `now` and returns the effects to perform, in order.
     public mutating func handle(_ event: Event, at now: Instant) -> [Effect] {
@@ -64,14 +70,14 @@ public struct Supervisor: Sendable {
         case let .lockContention(id, generation, detail):
             update(id, generation) { s, r in s.lockContention(&r, detail: detail) }
         case .tick:
-            for id in records.keys.sorted() { update(id, nil) { s, r in s.processDeadlines(&r) } }
+            for id in index.takeDue(at: now) { update(id, nil) { s, r in s.processDeadlines(&r) } }
         case let .kill(host, tag, id, signal): kill(host: host, tag: tag, id: id, signal: signal)
         case let .reload(manifests, errors, _, _): reload(manifests, errors)
         case let .prewarm(host, peer, tag, ids): prewarm(host: host, peer: peer, tag: tag, ids: ids)
         case .shutdown: shutdown()
         }
         removeRetired()
-        if shuttingDown && records.values.allSatisfy({ !$0.isRunning }) && !out.contains(.exit) {
+        if shuttingDown && index.stateCounts[.notRunning, default: 0] == records.count && !out.contains(.exit) {
             out.append(.exit)
         }
         rearm()
@@ -79,13 +85,11 @@ public struct Supervisor: Sendable {
     }
 
     /// The instant of the earliest pending deadline, if any.
-    public func nextDeadline() -> Instant? {
-        var next: Instant?
-        for r in records.values {
-            if let t = r.nextDeadline(), next == nil || t < next! { next = t }
-        }
-        return next
-    }
+    public func nextDeadline() -> Instant? { index.nextDeadline }
+
+    /// Differences between the supervisor's internal indexes and a pass over every record;
+    /// empty unless there is a bug. For tests.
+    public func indexDiscrepancies() -> [String] { index.discrepancies(records) }
 
     // MARK: - Record access
 
@@ -94,9 +98,16 @@ public struct Supervisor: Sendable {
     private mutating func update(_ id: String, _ generation: UInt64?, _ body: (inout Supervisor, inout ExtensionRecord) -> Void) {
         guard var record = records.removeValue(forKey: id) else { return }
         if generation == nil || (record.generation == generation && record.isRunning) {
+            let before = RecordIndex.Snapshot(record)
             body(&self, &record)
+            index.refresh(id, from: before, to: record)
         }
         records[id] = record
+    }
+
+    private mutating func add(_ r: ExtensionRecord) {
+        records[r.manifest.id] = r
+        index.refresh(r.manifest.id, from: nil, to: r)
     }
 
     private mutating func setPhase(_ r: inout ExtensionRecord, _ phase: Phase) {
@@ -120,6 +131,7 @@ public struct Supervisor: Sendable {
     }
 
     private mutating func rearm() {
+        index.dropStale()
         let next = nextDeadline()
         if next != armed {
             armed = next
@@ -128,8 +140,10 @@ public struct Supervisor: Sendable {
     }
 
     private mutating func removeRetired() {
-        for (id, r) in records where r.retired && !r.isRunning && r.pending.isEmpty {
+        for id in index.retired {
+            guard let r = records[id], !r.isRunning, r.pending.isEmpty else { continue }
             records[id] = nil
+            index.refresh(id, from: RecordIndex.Snapshot(r), to: nil)
             stateVersion &+= 1
         }
     }
@@ -140,11 +154,6 @@ public struct Supervisor: Sendable {
         peer.uid == 0 || peer.uid == limits.daemonUID || m.hosts.uids.contains(peer.uid) || m.hosts.gids.contains(where: peer.isMember)
     }
 
-    private func requestCount(of host: HostID) -> Int {
-        records.values.reduce(0) { n, r in
-            n + r.requests.lazy.filter { $0.host == host }.count + r.pending.lazy.filter { $0.host == host }.count
-        }
-    }
 
     private mutating func begin(host: HostID, peer: PeerIdentity, tag: UInt32, id: String) {
         func refuse(_ code: FailureCode, _ text: String) { out.append(.reply(host: host, message: .failure(tag: tag, code: code, text: text))) }
@@ -154,7 +163,7 @@ public struct Supervisor: Sendable {
             update(id, nil) { s, r in s.record(&r, .refuse, detail: "host uid \(peer.uid) pid \(peer.pid) is not allowed to open it") }
             return refuse(.notPermitted, "uid \(peer.uid) may not open '\(id)' (see the manifest's 'hosts')")
         }
-        if requestCount(of: host) >= limits.maxRequestsPerHost {
+        if index.requestCount(of: host) >= limits.maxRequestsPerHost {
             return refuse(.limitReached, "this connection already holds \(limits.maxRequestsPerHost) requests")
         }
         if !existing.isRunning, let until = existing.throttledUntil, until > now {
@@ -208,7 +217,7 @@ public struct Supervisor: Sendable {
     }
 
     private mutating func end(host: HostID, tag: UInt32, requestID: UInt64) {
-        guard let id = records.first(where: { $0.value.requests.contains { $0.id == requestID && $0.host == host } })?.key else {
+        guard let id = index.requestOwner[requestID], records[id]?.requests.contains(where: { $0.id == requestID && $0.host == host }) == true else {
             out.append(.reply(host: host, message: .failure(tag: tag, code: .unknownRequest, text: "no open request \(requestID) on this connection")))
             return
         }
@@ -219,7 +228,7 @@ public struct Supervisor: Sendable {
     }
 
     private mutating func hostGone(_ host: HostID) {
-        for id in records.keys.sorted() {
+        for id in (index.hostRecords[host] ?? [:]).keys.sorted() {
             update(id, nil) { s, r in
                 r.pending.removeAll { $0.host == host }
                 s.closeRequests(&r) { $0.host == host }
@@ -562,7 +571,7 @@ public struct Supervisor: Sendable {
         for (id, m) in incoming {
             if records[id] == nil {
                 stateVersion &+= 1
-                records[id] = ExtensionRecord(manifest: m, since: now)
+                add(ExtensionRecord(manifest: m, since: now))
             } else {
                 update(id, nil) { _, r in
                     r.manifest = m  // a running process keeps its executable; the policy applies at once

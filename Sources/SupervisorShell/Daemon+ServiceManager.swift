@@ -4,15 +4,15 @@ extension Daemon {
     /// spawned or reaped, and publishes `STATUS=` if the summary line changed.
     func afterDispatch() {
         registry.flush()
-        // The summary visits every record: only when a state changed (not on every message).
+        // Only when a state changed (not on every message).
         if serviceManager.isListening && summarizedVersion != core.stateVersion {
             summarizedVersion = core.stateVersion
-            serviceManager.update(summary: ServiceManager.Summary(core.records.values, shuttingDown: core.shuttingDown))
+            serviceManager.update(summary: ServiceManager.Summary(core, shuttingDown: core.shuttingDown))
         }
     }
 
     /// The `STATUS=` summary of the extensions' current states.
     func statusLine() -> String {
-        ServiceManager.statusLine(core.records.values, shuttingDown: core.shuttingDown)
+        ServiceManager.statusLine(core, shuttingDown: core.shuttingDown)
     }
 }

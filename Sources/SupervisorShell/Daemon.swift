@@ -127,7 +127,7 @@ public final class Daemon {
         for sig in [SIGTERM, SIGINT] {
             signalSources.append(try loop.addSignal(sig) { [unowned self] in
                 logger.info("received signal \(sig): shutting down")
-                serviceManager.stopping(status: ServiceManager.statusLine(core.records.values, shuttingDown: true))
+                serviceManager.stopping(status: ServiceManager.statusLine(core, shuttingDown: true))
                 post(.shutdown)
             })
         }
@@ -164,7 +164,7 @@ public final class Daemon {
         dispatching = true
         var i = 0
         while i < queuedEvents.count {
-            let effects = core.handle(queuedEvents[i], at: loop.now())
+            let effects = core.handle(queuedEvents[i], at: EventLoop.clock())
             for effect in effects { perform(effect) }
             i += 1
         }
@@ -210,26 +210,35 @@ public final class Daemon {
     // MARK: - Lifecycle records
 
     func record(_ e: LifecycleEvent) {
-        var metadata: Logger.Metadata = [
-            "EXTENSION_ID": "\(e.extensionID)", "LIFECYCLE_STATE": "\(e.state.rawValue)", "EVENT": "\(e.kind.rawValue)",
-        ]
-        if let pid = e.pid { metadata["EXTENSION_PID"] = "\(pid)" }
-        if let a = e.assertionID { metadata["ASSERTION_ID"] = "\(a)" }
-        if let r = e.requestID { metadata["REQUEST_ID"] = "\(r)" }
-        if let d = e.detail {
-            metadata[e.assertionID != nil ? "ASSERTION_REASON" : "DETAIL"] = "\(d)"
+        let level = Daemon.logLevel(of: e.kind)
+        if level >= logger.logLevel {  // the metadata costs more than the check: build it only when logged
+            var metadata: Logger.Metadata = [
+                "EXTENSION_ID": "\(e.extensionID)", "LIFECYCLE_STATE": "\(e.state.rawValue)", "EVENT": "\(e.kind.rawValue)",
+            ]
+            if let pid = e.pid { metadata["EXTENSION_PID"] = "\(pid)" }
+            if let a = e.assertionID { metadata["ASSERTION_ID"] = "\(a)" }
+            if let r = e.requestID { metadata["REQUEST_ID"] = "\(r)" }
+            if let d = e.detail {
+                metadata[e.assertionID != nil ? "ASSERTION_REASON" : "DETAIL"] = "\(d)"
+            }
+            logger.log(level: level, "\(e.extensionID): \(e.kind.rawValue)", metadata: metadata)
         }
-        let level: Logger.Level
-        switch e.kind {
-        case .crash, .launchFailed, .launchTimeout, .overrun, .expiryUnacknowledged: level = .warning
-        case .refuse, .throttle, .deny, .kill: level = .notice
-        default: level = .info
-        }
-        logger.log(level: level, "\(e.extensionID): \(e.kind.rawValue)", metadata: metadata)
         let monitors = connections.values.filter(\.isMonitor)
         guard !monitors.isEmpty else { return }
         let json = EventJSON.encode(e, time: StatusDocument.Clock(monotonicNow: loop.now()).iso(e.at))
         for c in monitors { send(.event(json: json), to: c.id) }
+    }
+
+    /// The priority of each kind of lifecycle entry (docs/operations.md). Assertion acquire and
+    /// release are debug: an extension may take thousands a second, and each would be a
+    /// journal write on its hot path.
+    static func logLevel(of kind: LifecycleEvent.Kind) -> Logger.Level {
+        switch kind {
+        case .crash, .launchFailed, .launchTimeout, .overrun, .expiryUnacknowledged: .warning
+        case .refuse, .throttle, .deny, .kill: .notice
+        case .acquire, .release: .debug
+        default: .info
+        }
     }
 
     // MARK: - Reload

@@ -26,14 +26,19 @@ final class EventLoop {
         sd_event_unref(event)
     }
 
+    /// The monotonic clock read now (vDSO, tens of nanoseconds), not the iteration's cached
+    /// time: events are stamped when they are handled, so a message read late in a busy
+    /// iteration does not carry the earlier wake-up time.
+    static func clock() -> Instant {
+        var ts = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &ts)
+        return Instant(nanoseconds: UInt64(ts.tv_sec) * 1_000_000_000 + UInt64(ts.tv_nsec))
+    }
+
     /// The loop's cached monotonic time of the current iteration.
     func now() -> Instant {
         var usec: UInt64 = 0
-        if sd_event_now(event, CLOCK_MONOTONIC, &usec) < 0 {
-            var ts = timespec()
-            clock_gettime(CLOCK_MONOTONIC, &ts)
-            return Instant(nanoseconds: UInt64(ts.tv_sec) * 1_000_000_000 + UInt64(ts.tv_nsec))
-        }
+        if sd_event_now(event, CLOCK_MONOTONIC, &usec) < 0 { return EventLoop.clock() }
         return Instant(nanoseconds: usec * 1000)
     }
 

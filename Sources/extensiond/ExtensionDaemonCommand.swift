@@ -37,6 +37,13 @@ struct ExtensionDaemonCommand: ParsableCommand {
             valueName: "target"))
     var logTarget: LogTarget = .auto
 
+    @Option(
+        name: .customLong("log-level"),
+        help: ArgumentHelp(
+            "Lowest priority logged: trace, debug, info, notice, warning, error or critical. Assertion acquire and release are logged at debug.",
+            valueName: "level"))
+    var logLevel: Logger.Level = .info
+
     func run() throws {
         // Signals the loop owns must be blocked before any other thread exists.
         let owned: [Int32] = [SIGTERM, SIGINT, SIGHUP, SIGCHLD, 0]
@@ -51,7 +58,8 @@ struct ExtensionDaemonCommand: ParsableCommand {
         }
         let target = logTarget.resolved()
         LoggingSystem.bootstrap { label in target.makeHandler(label: label) }
-        let logger = Logger(label: "extensiond")
+        var logger = Logger(label: "extensiond")
+        logger.logLevel = logLevel
         if logTarget == .journal && target != .journal {
             logger.warning("journald is not running (no \(LogTarget.journalSocket)); logging to the console")
         }
@@ -88,3 +96,4 @@ struct ExtensionDaemonCommand: ParsableCommand {
 }
 
 extension LogTarget: ExpressibleByArgument {}
+extension Logger.Level: @retroactive ExpressibleByArgument {}

@@ -322,6 +322,8 @@ struct Simulation {
         }
         if case .end(_, _, let rid) = event, effects.oks.count == 1 { open.removeAll { $0.requestID == rid } }
 
+        // The indexes (deadline heap, request owners, hosts, state counts) agree with the records.
+        for d in sup.indexDiscrepancies() { fail("index: \(d)") }
         // The armed timer is always the supervisor's next deadline.
         if armed != sup.nextDeadline() { fail("armed \(String(describing: armed)) but next deadline is \(String(describing: sup.nextDeadline()))") }
         // Held assertions agree with the supervisor's ledgers.
