@@ -20,16 +20,17 @@ extension Daemon {
         let p = SupervisedProcess(
             extensionID: id, generation: generation, pid: spawned.pid, pidfd: spawned.pidfd, channel: spawned.channel,
             queueLimit: Daemon.connectionQueueLimit)
-        processes[id]?.tearDown()
+        if let old = processes[id] {
+            old.tearDown()
+            processesByPID[old.pid] = nil
+        }
         processes[id] = p
+        processesByPID[p.pid] = p
         registry.add(extensionID: id, pid: spawned.pid, processGroup: p.processGroup)
         do {
             // A pidfd becomes readable when the process exits: that wake-up cannot be lost.
             p.exitSource = try loop.addIO(fd: spawned.pidfd, events: Poll.input) { [unowned self, unowned p] _ in
                 childMayHaveExited(p)
-            }
-            p.childSource = try loop.addChildStops(pidfd: fcntl(spawned.pidfd, F_DUPFD_CLOEXEC, 3)) { [unowned self, unowned p] code, status in
-                childChanged(p, code: code, status: status)
             }
             if let channel = spawned.channel {
                 p.channelSource = try loop.addIO(fd: channel.fd, events: Poll.input) { [unowned self, unowned p] events in
@@ -44,9 +45,16 @@ extension Daemon {
         if manifest.readiness == .exec { post(.ready(extensionID: id, generation: generation)) }
     }
 
-    func childChanged(_ p: SupervisedProcess, code: Int32, status: Int32) {
-        switch code {
-        case Int32(CLD_STOPPED), Int32(CLD_TRAPPED):
+    /// SIGCHLD: consumes every pending stop report with `waitid(P_ALL, WSTOPPED)`, so the cost
+    /// is one call per stopped child plus one, however many children run. (sd-event's child
+    /// sources would call waitid once per watched child on every SIGCHLD: with 1,000
+    /// extensions, a mass dismiss cost a million calls.) Exits are not taken here: they are
+    /// watched and reaped through each pidfd. Reports for children that are not extension
+    /// leaders (orphans the daemon adopted as subreaper) are consumed and ignored.
+    func childrenStopped() {
+        var pid: Int32 = 0, code: Int32 = 0, status: Int32 = 0
+        while shim_waitid_stopped(&pid, &code, &status) == 1 {
+            guard let p = processesByPID[pid] else { continue }
             if p.stopPending {
                 p.leaderStopReported = true
                 queueStopVerification(p)
@@ -55,37 +63,30 @@ extension Daemon {
                 // Not a late report of our own stop: the process is stopped while it should run.
                 logger.warning("pid \(p.pid) of \(p.extensionID) was stopped by someone other than extensiond")
             }
-        case Int32(CLD_EXITED), Int32(CLD_KILLED), Int32(CLD_DUMPED):
-            processExited(p, code: code, status: status, reap: false)  // sd-event reaps after this
-        default:
-            break
         }
     }
 
     /// The pidfd became readable: the process exited (this wake-up cannot be lost, unlike
-    /// SIGCHLD). The child source is cancelled before reaping, so sd-event never waits for it.
+    /// SIGCHLD, which coalesces).
     func childMayHaveExited(_ p: SupervisedProcess) {
         var code: Int32 = 0, status: Int32 = 0
         guard shim_waitid_pidfd(p.pidfd, WEXITED | WNOWAIT, &code, &status) == 1 else { return }
-        processExited(p, code: code, status: status, reap: true)
+        processExited(p, code: code, status: status)
     }
 
     /// While the exited leader is an unreaped zombie its group id cannot be reused, so
     /// whatever is left of the group is killed first (continued, so SIGKILL acts at once on
-    /// stopped members); then the leader is reaped (here, or by sd-event), and the core told.
-    func processExited(_ p: SupervisedProcess, code: Int32, status: Int32, reap: Bool) {
+    /// stopped members); then the leader is reaped, and the core told.
+    func processExited(_ p: SupervisedProcess, code: Int32, status: Int32) {
         guard processes[p.extensionID] === p else { return }
         _ = shim_kill(-p.processGroup, SIGKILL)
         _ = shim_kill(-p.processGroup, SIGCONT)
-        p.childSource?.cancel()
-        p.childSource = nil
-        if reap {
-            var c: Int32 = 0, s: Int32 = 0
-            _ = shim_waitid_pidfd(p.pidfd, WEXITED, &c, &s)
-        }
+        var c: Int32 = 0, s: Int32 = 0
+        _ = shim_waitid_pidfd(p.pidfd, WEXITED, &c, &s)
         registry.remove(pid: p.pid)
         p.tearDown()
         processes[p.extensionID] = nil
+        processesByPID[p.pid] = nil
         let exit: ExitStatus = code == Int32(CLD_EXITED) ? .exited(status) : .signaled(status)
         post(.exited(extensionID: p.extensionID, generation: p.generation, status: exit))
     }

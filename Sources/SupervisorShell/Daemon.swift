@@ -23,6 +23,8 @@ public final class Daemon {
     var listenerSource: EventSource?
     var connections: [HostID: ControlConnection] = [:]
     var processes: [String: SupervisedProcess] = [:]
+    /// The same processes by pid, for the kernel's stop reports (which name a pid).
+    var processesByPID: [Int32: SupervisedProcess] = [:]
     var signalSources: [EventSource] = []
     /// Stop verifications waiting for the next verification pass, and that pass.
     var pendingVerifications: [ObjectIdentifier: SupervisedProcess] = [:]
@@ -132,6 +134,7 @@ public final class Daemon {
             })
         }
         signalSources.append(try loop.addSignal(SIGHUP) { [unowned self] in _ = reload() })
+        signalSources.append(try loop.addSignal(SIGCHLD) { [unowned self] in childrenStopped() })
         if loop.enableWatchdog(), let usec = ServiceManager.watchdogInterval() {
             logger.info("watchdog: the event loop sends WATCHDOG=1 every \(usec / 2000) ms (WATCHDOG_USEC=\(usec))")
         }
@@ -165,7 +168,12 @@ public final class Daemon {
         var i = 0
         while i < queuedEvents.count {
             let effects = core.handle(queuedEvents[i], at: EventLoop.clock())
-            for effect in effects { perform(effect) }
+            // SIGSTOPs go out before the rest of what the event produced: each message written
+            // first (the host's reply, the extension's `ended`, monitor events) would wake a
+            // thread that the group stop then has to wait for or compete with. A message to
+            // the stopped extension (its `ended`) is read when it next runs.
+            for effect in effects where effect.isStop { perform(effect) }
+            for effect in effects where !effect.isStop { perform(effect) }
             i += 1
         }
         queuedEvents.removeAll(keepingCapacity: true)
@@ -262,6 +270,14 @@ public final class Daemon {
         logger.info("reloaded: \(manifests.count) extension(s), \(errors.count) manifest error(s)")
         serviceManager.ready(status: statusLine())
         return (manifests.count, errors)
+    }
+}
+
+extension Effect {
+    /// Whether this is a SIGSTOP of an extension's group.
+    var isStop: Bool {
+        if case .stop = self { return true }
+        return false
     }
 }
 

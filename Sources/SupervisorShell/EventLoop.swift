@@ -58,45 +58,6 @@ final class EventLoop {
         return EventSource(source)
     }
 
-    /// Watches a child process through (a duplicate of) its pidfd for stops and exit; the
-    /// handler gets (si_code, si_status). The source owns the descriptor it is given. An exited
-    /// child is reaped by sd-event after the handler returns, unless the handler cancelled the
-    /// source (then the caller reaps).
-    ///
-    /// Exits are also watched through the pidfd's readability (`addIO`), which cannot be lost:
-    /// sd-event learns of stops and exits from SIGCHLD, a standard signal that coalesces, and
-    /// after reporting one state change of a child it does not look again until the next
-    /// SIGCHLD, so an exit right after a stop could go unnoticed. (WEXITED must stay in the mask:
-    /// without it sd-event's waitid fails with ECHILD on the zombie, which ends the loop.)
-    ///
-    /// WCONTINUED is deliberately not watched either: sd-event peeks at a state change with
-    /// WNOWAIT and then consumes it with a second waitid; with WCONTINUED in the mask, a SIGSTOP
-    /// that lands between the two calls is consumed as part of the continue and its CLD_STOPPED
-    /// is lost. Resumes are confirmed synchronously instead (see Daemon.resume).
-    func addChildStops(pidfd: Int32, handler: @escaping (Int32, Int32) -> Void) throws(SystemError) -> EventSource {
-        let box = Unmanaged.passRetained(CallbackBox(child: handler))
-        var source: OpaquePointer?
-        let rc = sd_event_add_child_pidfd(event, &source, pidfd, WEXITED | WSTOPPED, { s, si, userdata in
-            guard let si else { return 0 }
-            let code = shim_siginfo_code(si)
-            let status = shim_siginfo_status(si)
-            Unmanaged<CallbackBox>.fromOpaque(userdata!).takeUnretainedValue().child?(code, status)
-            // Child sources are one-shot; keep watching stops until the exit.
-            if code != Int32(CLD_EXITED) && code != Int32(CLD_KILLED) && code != Int32(CLD_DUMPED), let s {
-                sd_event_source_set_enabled(s, Int32(SD_EVENT_ON))
-            }
-            return 0
-        }, box.toOpaque())
-        guard rc >= 0, let source else {
-            box.release()
-            throw SystemError("sd_event_add_child_pidfd", errno: -rc)
-        }
-        sd_event_source_set_child_pidfd_own(source, 1)
-        sd_event_source_set_enabled(source, Int32(SD_EVENT_ON))
-        EventSource.attachDestroy(source)
-        return EventSource(source)
-    }
-
     /// Handles `signal` (which must be blocked in every thread) from the loop.
     func addSignal(_ signal: Int32, handler: @escaping () -> Void) throws(SystemError) -> EventSource {
         let box = Unmanaged.passRetained(CallbackBox(plain: handler))
@@ -190,12 +151,10 @@ final class EventLoop {
 /// Holds a Swift closure for a C callback; released by sd-event's destroy callback.
 final class CallbackBox {
     let io: ((UInt32) -> Void)?
-    let child: ((Int32, Int32) -> Void)?
     let plain: (() -> Void)?
 
-    init(io: ((UInt32) -> Void)? = nil, child: ((Int32, Int32) -> Void)? = nil, plain: (() -> Void)? = nil) {
+    init(io: ((UInt32) -> Void)? = nil, plain: (() -> Void)? = nil) {
         self.io = io
-        self.child = child
         self.plain = plain
     }
 }

@@ -14,7 +14,6 @@ final class SupervisedProcess {
     var processGroup: Int32 { pid }
     var channel: PacketSocket?
     var channelSource: EventSource?
-    var childSource: EventSource?
     /// The process's pidfd (owned here), and the source watching it become readable (exit).
     let pidfd: Int32
     private var pidfdOpen = true
@@ -76,8 +75,6 @@ final class SupervisedProcess {
         closeChannel()
         stopRetry?.cancel()
         stopRetry = nil
-        childSource?.cancel()
-        childSource = nil
         exitSource?.cancel()
         exitSource = nil
         if pidfdOpen {

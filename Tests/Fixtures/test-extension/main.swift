@@ -143,14 +143,22 @@ func assertion(_ channel: RequestChannel, seconds: Double, reason: String) {
 
 func asyncAssertion(_ channel: RequestChannel, seconds: Double) {
     Task {
+        // The answer is written inside the body, under the assertion: once
+        // withExpiringActivity returns, the assertion is released and the process may be
+        // stopped at once, before anything written after it.
+        let ran = ExpiryFlag()
         let outcome = try await withExpiringActivity(reason: "async work") {
-            try await Task.sleep(for: .seconds(seconds))
+            ran.set()
+            do {
+                try await Task.sleep(for: .seconds(seconds))
+            } catch is CancellationError {
+                reply(channel, "expired")
+                throw CancellationError()
+            }
+            reply(channel, "completed")
             return "done"
         }
-        switch outcome {
-        case .completed: reply(channel, "completed")
-        case .expired: reply(channel, "expired")
-        }
+        if case .expired = outcome, !ran.isSet { reply(channel, "expired") }  // denied: the body never ran
     }
 }
 
