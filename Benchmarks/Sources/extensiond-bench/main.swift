@@ -617,7 +617,7 @@ final class Suite {
     /// footprint with half of them active, and idle wake-ups with all suspended.
     func massFigures() throws {
         log("mass dismiss: launching \(ids.mass.count) extensions")
-        var inDaemon = Samples(), seenByHost = Samples()
+        var inDaemon = Samples(), seenByHost = Samples(), endsHandled = Samples(), stopsSent = Samples(), firstConfirmed = Samples()
         let control = try PipelinedControl(socketPath: daemon.socketPath)
         defer { control.close() }
         var tag: UInt32 = 1
@@ -644,8 +644,12 @@ final class Suite {
                 let last = stops.map(\.monotonic).max()!
                 mass.add(last - t0)
                 seenByHost.add(stops.map(\.received).max()! - t0)
-                if let firstEnd = daemon.events.since(mark).first(where: { $0.kind == "end" && all.contains($0.id) }) {
+                let mine = daemon.events.since(mark).filter { all.contains($0.id) }
+                if let firstEnd = mine.first(where: { $0.kind == "end" }) {
                     inDaemon.add(last - firstEnd.monotonic)
+                    if let lastEnd = mine.filter({ $0.kind == "end" }).map(\.monotonic).max() { endsHandled.add(lastEnd - firstEnd.monotonic) }
+                    if let lastSent = mine.filter({ $0.kind == "stop-sent" }).map(\.monotonic).max() { stopsSent.add(lastSent - firstEnd.monotonic) }
+                    if let firstStop = stops.map(\.monotonic).min() { firstConfirmed.add(firstStop - firstEnd.monotonic) }
                 }
             }
             _ = try control.wait(tags: endTags, timeout: 60)
@@ -661,6 +665,9 @@ final class Suite {
         details.append(Detail(name: "mass dismiss of \(ids.mass.count): first end sent → last 'suspend' timestamp", samples: mass, note: "host clock → daemon timestamp"))
         details.append(Detail(name: "  upper bound: → last 'suspend' event received", samples: seenByHost, note: "+ JSON + monitor delivery"))
         details.append(Detail(name: "  inside the daemon: first 'end' → last 'suspend' timestamps", samples: inDaemon))
+        details.append(Detail(name: "    leg: first 'end' → last 'end' handled", samples: endsHandled))
+        details.append(Detail(name: "    leg: first 'end' → last 'stop-sent'", samples: stopsSent))
+        details.append(Detail(name: "    leg: first 'end' → first 'suspend'", samples: firstConfirmed))
 
         // Footprint: half of them active again, half suspended.
         let half = Array(ids.mass.prefix(ids.mass.count / 2))
