@@ -33,6 +33,9 @@ public final class Daemon {
     var isSubreaper = false
     /// The core's `stateVersion` the last STATUS= summary was computed for.
     var summarizedVersion: UInt64?
+    /// When STATUS= was last published, and the timer of a publication held back by the rate limit.
+    var statusPublishedAt: Instant?
+    var statusTimer: EventSource?
     var nextHostID: HostID = 1
     var encoder = WireEncoder()
     let receiveBuffer = UnsafeMutableRawBufferPointer.allocate(byteCount: WireLimits.maxMessageSize, alignment: 8)

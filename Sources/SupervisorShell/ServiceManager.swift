@@ -9,7 +9,7 @@ import Glibc
 ///
 /// * `READY=1` with the first `STATUS=`, once the control socket accepts and the manifests
 ///   are loaded;
-/// * `STATUS=` whenever the one-line summary changes (never on a timer);
+/// * `STATUS=` when the one-line summary changes, at most every 100 ms (`Daemon.afterDispatch`);
 /// * `RELOADING=1` and `MONOTONIC_USEC=` before a manifest reload, `READY=1` after it;
 /// * `STOPPING=1` as soon as shutdown starts.
 ///
