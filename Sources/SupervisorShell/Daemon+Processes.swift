@@ -128,10 +128,14 @@ extension Daemon {
             // extension is either in its leader's process tree or, orphaned, a child of the
             // daemon. With no adopted orphan anywhere and a leader without children whose
             // group stop the kernel reported, the group is the leader alone: no /proc scan.
+            // The kernel's report says every thread of the leader is stopped, so the leader's
+            // entry is made from it rather than read from /proc.
             let orphans = adoptedOrphans()
             var alone: [ObjectIdentifier: ProcessStat] = [:]
             for p in batch where isSubreaper && orphans.isEmpty && p.leaderStopReported && ProcessTable.children(of: p.pid).isEmpty {
-                if let s = ProcessTable.stat(p.pid) { alone[ObjectIdentifier(p)] = s }
+                alone[ObjectIdentifier(p)] = ProcessStat(
+                    pid: p.pid, state: "T", parent: getpid(), processGroup: p.processGroup, session: p.pid,
+                    cpuTicks: 0, startTicks: 0, rssPages: 0)
             }
             let scanned = ProcessTable.members(ofGroups: Set(batch.filter { alone[ObjectIdentifier($0)] == nil }.map(\.processGroup)))
             var locks: [FileLocks.Lock]?
