@@ -157,24 +157,27 @@ public final class ControlClient: Sendable {
                 return giveUp(waiter, tag: tag)
             }
             if waiter.semaphore.wait(timeout: deadline) == .timedOut {
-                // The role may have been handed to us meanwhile.
+                // Unregister, and learn in the same step whether the role was handed to us
+                // meanwhile (then pass it on).
                 let handed = state.withLock { s -> Bool in
+                    if s.waiters[tag] === waiter { s.waiters.removeValue(forKey: tag) }
                     guard s.roleHandedTo == ObjectIdentifier(waiter) else { return false }
                     s.roleHandedTo = nil
                     return true
                 }
-                return giveUp(waiter, tag: tag, holdingRole: handed)
+                if handed { releaseRole() }
+                return waiter.result.withLock { $0 }
             }
         }
     }
 
-    /// Unregisters `waiter` (if its reply did not come) and passes the read role on if held.
-    /// Returns its result, if any.
-    private func giveUp(_ waiter: Waiter, tag: UInt32, holdingRole: Bool = true) -> Result<Reply, HostError>? {
+    /// With the read role held: unregisters `waiter` (if its reply did not come), passes the
+    /// role on, and returns the waiter's result, if any.
+    private func giveUp(_ waiter: Waiter, tag: UInt32) -> Result<Reply, HostError>? {
         state.withLock { s in
             if s.waiters[tag] === waiter { s.waiters.removeValue(forKey: tag) }
         }
-        if holdingRole { releaseRole() }
+        releaseRole()
         return waiter.result.withLock { $0 }
     }
 
