@@ -29,9 +29,15 @@ public enum Reply: Sendable {
 }
 
 /// A connection to extensiond's control socket, shared by `ExtensionHostConnection` and
-/// `extctl`. Calls block the calling thread until the daemon answers; a dedicated reader thread
-/// matches replies to calls by tag and delivers interruptions and monitor events.
-/// Safe to use from several threads at once.
+/// `extctl`. Calls block the calling thread until the daemon answers. Safe to use from several
+/// threads at once.
+///
+/// One thread at a time reads the socket: it holds the *read role*. A calling thread that finds
+/// the role free takes it and reads its own reply off the socket, without a hand-off from
+/// another thread; replies for other calls that it reads on the way go to their callers, and
+/// when it has its reply it hands the role to a caller still waiting (leader/follower). Once an
+/// interruption, event or close handler is installed, a dedicated reader thread takes the role
+/// as soon as it is free and keeps it, so that those are delivered as they arrive.
 public final class ControlClient: Sendable {
     /// The default control socket: `$XDG_RUNTIME_DIR/extensiond/control.sock`, or
     /// `/run/extensiond/control.sock` without XDG_RUNTIME_DIR.
@@ -42,6 +48,7 @@ public final class ControlClient: Sendable {
 
     let channel: MessageChannel
 
+    /// One call waiting for its reply, or for the read role.
     final class Waiter: Sendable {
         let semaphore = DispatchSemaphore(value: 0)
         let result = Mutex<Result<Reply, HostError>?>(nil)
@@ -56,6 +63,16 @@ public final class ControlClient: Sendable {
         var onEvent: (@Sendable ([UInt8]) -> Void)?
         var onClose: (@Sendable (HostError) -> Void)?
         var unmatchedReplies = 0
+        /// Some thread holds the read role.
+        var reading = false
+        /// The waiter the role was handed to, which has not taken it up yet.
+        var roleHandedTo: ObjectIdentifier?
+        /// The dedicated reader thread, once started (see `startReader`).
+        var reader: DispatchSemaphore?
+        /// The reader thread waits for the role.
+        var readerWaiting = false
+        /// Keeps the client alive until the connection is closed, as a reader thread would.
+        var keepAlive: Unmanaged<ControlClient>?
     }
 
     /// Replies that matched no waiting call (a reply after its call timed out, or a duplicate).
@@ -71,30 +88,29 @@ public final class ControlClient: Sendable {
         } catch {
             throw HostError("cannot reach extensiond at \(socketPath): \(String(cString: strerror(error.errno)))")
         }
-        let box = Unmanaged.passRetained(self)
-        var thread = pthread_t()
-        let rc = pthread_create(&thread, nil, { raw in
-            let me = Unmanaged<ControlClient>.fromOpaque(raw!).takeRetainedValue()
-            me.readLoop()
-            return nil
-        }, box.toOpaque())
-        if rc == 0 { pthread_detach(thread) } else { box.release() }
+        // Open until closed, even when the caller drops every reference (requests stay open).
+        let me = Unmanaged.passRetained(self)
+        state.withLock { $0.keepAlive = me }
     }
 
-    /// Called (on the reader thread) when the daemon interrupts a request: the extension
-    /// exited, crashed or was killed.
+    /// Called (on the thread reading the connection) when the daemon interrupts a request: the
+    /// extension exited, crashed or was killed.
     public func setInterruptionHandler(_ handler: @escaping @Sendable (UInt64, String) -> Void) {
         state.withLock { $0.onInterruption = handler }
+        startReader()
     }
 
-    /// Called (on the reader thread) for each monitor event (a JSON object).
+    /// Called (on the thread reading the connection) for each monitor event (a JSON object).
     public func setEventHandler(_ handler: @escaping @Sendable ([UInt8]) -> Void) {
         state.withLock { $0.onEvent = handler }
+        startReader()
     }
 
-    /// Called (on the reader thread) once when the connection to the daemon is lost.
+    /// Called (on the thread reading the connection) once when the connection to the daemon is
+    /// lost.
     public func setCloseHandler(_ handler: @escaping @Sendable (HostError) -> Void) {
         state.withLock { $0.onClose = handler }
+        startReader()
     }
 
     /// Sends a tagged operation built by `make` and waits for its reply.
@@ -111,93 +127,21 @@ public final class ControlClient: Sendable {
         do {
             try channel.send(make(tag))
         } catch {
-            // The daemon may have refused the connection (and closed it) with a reason that the
-            // reader thread delivers to waiters: wait briefly for it rather than report EPIPE.
-            if waiter.semaphore.wait(timeout: .now() + 1) == .success, let result = waiter.result.withLock({ $0 }) {
-                return try result.get()
-            }
-            _ = state.withLock { $0.waiters.removeValue(forKey: tag) }
+            // The daemon may have refused the connection (and closed it) with a reason that
+            // arrives on the socket: wait briefly for it rather than report EPIPE.
+            if let result = wait(for: waiter, tag: tag, deadline: .now() + 1) { return try result.get() }
             throw HostError("cannot send to extensiond: \(error)")
         }
-        if waiter.semaphore.wait(timeout: .now() + timeout) == .timedOut {
-            _ = state.withLock { $0.waiters.removeValue(forKey: tag) }
+        guard let result = wait(for: waiter, tag: tag, deadline: .now() + timeout) else {
             throw HostError("extensiond did not answer within \(Int(timeout))s")
         }
-        return try waiter.result.withLock { $0! }.get()
+        return try result.get()
     }
 
     /// Closes the connection; every open request on it ends as if dismissed.
     public func close() {
         shutdown(channel.socket.fd, Int32(SHUT_RDWR))
-    }
-
-    private func readLoop() {
-        while true {
-            let message: Message
-            let descriptor: Int32?
-            do {
-                (message, descriptor) = try channel.receive()
-            } catch {
-                let why: HostError
-                if case .closed = error { why = HostError("extensiond closed the connection") } else { why = HostError("connection to extensiond failed: \(error)") }
-                return closeDown(why)
-            }
-            switch message {
-            case let .begun(tag, requestID, pid, hasChannel):
-                let channelFD = hasChannel ? descriptor : nil
-                if !resolve(tag, .success(.begun(requestID: requestID, pid: pid, channel: channelFD))), let channelFD { Glibc.close(channelFD) }
-                if !hasChannel, let descriptor { Glibc.close(descriptor) }
-            case let .ok(tag):
-                if let descriptor { Glibc.close(descriptor) }
-                resolve(tag, .success(.ok))
-            case let .failure(tag, code, text):
-                if let descriptor { Glibc.close(descriptor) }
-                if tag == 0 { return closeDown(HostError(code: code, text)) }  // about the connection itself
-                resolve(tag, .failure(HostError(code: code, text)))
-            case let .json(tag, final, chunk):
-                if let descriptor { Glibc.close(descriptor) }
-                let waiter = state.withLock { $0.waiters[tag] }
-                guard let waiter else { continue }
-                waiter.json.withLock { $0.append(contentsOf: chunk) }
-                if final { resolve(tag, .success(.json(waiter.json.withLock { $0 }))) }
-            case let .interrupted(requestID, reason):
-                if let descriptor { Glibc.close(descriptor) }
-                let handler = state.withLock { $0.onInterruption }
-                handler?(requestID, reason)
-            case let .event(json):
-                if let descriptor { Glibc.close(descriptor) }
-                let handler = state.withLock { $0.onEvent }
-                handler?(json)
-            default:
-                if let descriptor { Glibc.close(descriptor) }
-            }
-        }
-    }
-
-    @discardableResult
-    private func resolve(_ tag: UInt32, _ result: Result<Reply, HostError>) -> Bool {
-        let waiter = state.withLock { s -> Waiter? in
-            let w = s.waiters.removeValue(forKey: tag)
-            if w == nil { s.unmatchedReplies += 1 }
-            return w
-        }
-        guard let waiter else { return false }
-        waiter.result.withLock { $0 = result }
-        waiter.semaphore.signal()
-        return true
-    }
-
-    private func closeDown(_ why: HostError) {
-        let (waiters, onClose) = state.withLock { s in
-            s.closed = why
-            defer { s.waiters.removeAll() }
-            return (Array(s.waiters.values), s.onClose)
-        }
-        for w in waiters {
-            w.result.withLock { $0 = .failure(why) }
-            w.semaphore.signal()
-        }
-        onClose?(why)
-        Glibc.close(channel.socket.fd)
+        // Nobody reading: read what is left, up to the end of the connection, here.
+        if takeRole() { drain() }
     }
 }

@@ -4,6 +4,12 @@ import Synchronization
 
 /// One `performExpiringActivity` call: tracks its invocations so the block is called with
 /// `true` at most once, and the assertion is released only when every invocation returned.
+///
+/// Both invocations run on runtime threads (see `Followers`): the first on the thread that read
+/// `granted`, the expired one on the thread that read *expire*, each after handing the read role
+/// on. Each is thus a thread of its own that never waits for a worker thread held by other
+/// (possibly blocked) work: the expired call runs while the first one may be blocked waiting
+/// for it.
 final class ExpiringActivity: Sendable {
     struct State {
         var assertionID: UInt64?
@@ -19,22 +25,14 @@ final class ExpiringActivity: Sendable {
     let state = Mutex(State())
     let channel: RuntimeChannel
 
-    /// Where the first invocation runs and where the expired one runs. Each activity gets its
-    /// own two serial queues: libdispatch gives serial queues an overcommitting thread, so an
-    /// invocation never waits for a worker thread held by other (possibly blocked) work — the
-    /// expired call must run while the first one may be blocked waiting for it. Concurrent
-    /// queues do not overcommit: with a saturated pool the expired call could be delayed past
-    /// the grace period.
-    let mainQueue = DispatchQueue(label: "extensiond.expiring-activity")
-    let expiryQueue = DispatchQueue(label: "extensiond.expiring-activity.expired")
-
     init(block: @escaping @Sendable (Bool) -> Void, onFinished: (@Sendable () -> Void)?, channel: RuntimeChannel) {
         self.block = block
         self.onFinished = onFinished
         self.channel = channel
     }
 
-    /// Runs `block` for an activity that got no assertion: `true` only, at once.
+    /// Runs `block` for an activity that got no assertion: `true` only, at once, on a queue of
+    /// its own.
     static func deny(_ block: @escaping @Sendable (Bool) -> Void, onFinished: (@Sendable () -> Void)?) {
         DispatchQueue(label: "extensiond.expiring-activity.denied").async {
             block(true)
@@ -46,43 +44,45 @@ final class ExpiringActivity: Sendable {
     static func perform(reason: String, block: @escaping @Sendable (Bool) -> Void, onFinished: (@Sendable () -> Void)?) {
         guard let channel = RuntimeChannel.shared else { return deny(block, onFinished: onFinished) }
         let activity = ExpiringActivity(block: block, onFinished: onFinished, channel: channel)
-        channel.acquire(
-            reason: reason,
-            onReply: { id in
-                if let id {
-                    activity.granted(id)
-                } else {
-                    deny(block, onFinished: onFinished)
-                }
-            },
-            onExpire: { activity.expired() })
+        channel.acquire(reason: reason, for: .activity(activity))
     }
 
+    /// On the reading thread, when `granted` arrives (before any *expire* for it is read).
     func granted(_ id: UInt64) {
         state.withLock { s in
             s.assertionID = id
             s.running += 1
         }
-        mainQueue.async { [self] in
-            block(false)
-            finished(main: true)
-        }
     }
 
-    /// Called on the runtime's reader thread when *expire* arrives.
-    func expired() {
-        let call = state.withLock { s -> Bool in
+    /// The first invocation, then the release if nothing else runs.
+    func runGranted() {
+        block(false)
+        finished(main: true)
+    }
+
+    /// On the reading thread, when *expire* arrives: whether the expired invocation is due (at
+    /// most once, and not after the first invocation returned).
+    func expire() -> Bool {
+        state.withLock { s -> Bool in
             guard !s.mainReturned, !s.expiredCalled else { return false }
             s.expiredCalled = true
             s.running += 1
             return true
         }
-        guard call else { return }
-        // Concurrently with the first invocation, which may be waiting for exactly this.
-        expiryQueue.async { [self] in
-            block(true)
-            finished(main: false)
-        }
+    }
+
+    /// The expired invocation, concurrently with the first one (which may be waiting for
+    /// exactly this).
+    func runExpired() {
+        block(true)
+        finished(main: false)
+    }
+
+    /// The only invocation of a denied activity.
+    func runDenied() {
+        block(true)
+        onFinished?()
     }
 
     private func finished(main: Bool) {
@@ -104,7 +104,7 @@ extension ProcessInfo {
     /// Performs `block` asynchronously under a task assertion held by extensiond, as on
     /// Apple's platforms.
     ///
-    /// - The block runs on a private queue (its own thread) with `expired == false` once the
+    /// - The block runs on a private thread of the runtime with `expired == false` once the
     ///   supervisor grants an assertion; the assertion is released when the block returns.
     /// - If the assertion is about to expire (the extension is being suspended, or the
     ///   assertion reached `assertionMaxSeconds`), the block is called a second time,
@@ -141,9 +141,7 @@ public func withExpiringActivity<Value: Sendable>(
     guard let channel = RuntimeChannel.shared else { return .expired }
     let expiry = ExpiryLatch()
     let id: UInt64? = await withCheckedContinuation { continuation in
-        channel.acquire(
-            reason: reason, onReply: { continuation.resume(returning: $0) },
-            onExpire: { expiry.fire() })
+        channel.acquire(reason: reason, for: .task(continuation, expiry))
     }
     guard let id else { return .expired }
     defer { channel.release(id) }

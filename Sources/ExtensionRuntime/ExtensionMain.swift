@@ -16,8 +16,9 @@ public enum ExtensionMain {
 
     /// Announces readiness to the supervisor and serves requests until the process is ended.
     ///
-    /// `onRequest` runs on a concurrent queue for each request a host begins; `onEnd` runs when
-    /// a host ends a request (the host's end of the channel also reaches end-of-file).
+    /// `onRequest` runs for each request a host begins, on a runtime thread of its own (it may
+    /// block, e.g. reading the request's channel); `onEnd` runs likewise when a host ends a
+    /// request (the host's end of the channel also reaches end-of-file).
     /// Never returns. Without a supervisor it serves nothing and waits to be killed.
     public static func run(
         onRequest: @escaping @Sendable (ExtensionRequest) -> Void,

@@ -8,9 +8,10 @@ import Glibc
 
 /// The extension's end of its private channel to the supervisor (inherited at fd 3).
 ///
-/// One dedicated reader thread receives every message, so requests and *expire* messages are
-/// delivered even while the extension's main thread or its queues are blocked. Sends are
-/// single datagrams on a SOCK_SEQPACKET socket, atomic from any thread.
+/// Runtime threads receive every message, one of them at a time (the read role, see
+/// `Followers`), so requests and *expire* messages are delivered even while the extension's
+/// main thread or its queues are blocked. Sends are single datagrams on a SOCK_SEQPACKET
+/// socket, atomic from any thread.
 final class RuntimeChannel: Sendable {
     /// The channel, when this process was launched by extensiond.
     static let shared: RuntimeChannel? = {
@@ -22,16 +23,12 @@ final class RuntimeChannel: Sendable {
     }()
 
     let channel: MessageChannel
-
-    struct Pending: Sendable {
-        var onReply: @Sendable (UInt64?) -> Void
-        var onExpire: @Sendable () -> Void
-    }
+    let followers = Followers()
 
     struct State: ~Copyable {
         var nextTag: UInt32 = 1
-        var pending: [UInt32: Pending] = [:]
-        var expiryHandlers: [UInt64: @Sendable () -> Void] = [:]
+        var pending: [UInt32: AssertionWaiter] = [:]
+        var expiryHandlers: [UInt64: AssertionWaiter] = [:]
         var onRequest: (@Sendable (ExtensionRequest) -> Void)?
         var onEnd: (@Sendable (UInt64) -> Void)?
         var readerStarted = false
@@ -40,15 +37,9 @@ final class RuntimeChannel: Sendable {
 
     let state = Mutex(State())
 
-    /// A queue for one request handler (or one `ended` notification). Serial queues get an
-    /// overcommitting thread from libdispatch, so a handler that blocks (reading its channel)
-    /// has a thread of its own instead of starving the width-limited global queues that Swift
-    /// concurrency and the extension's own work use.
-    static func handlerQueue() -> DispatchQueue { DispatchQueue(label: "extensiond.request") }
-
     init(channel: MessageChannel) { self.channel = channel }
 
-    /// Installs the request handlers and starts the reader thread (once).
+    /// Installs the request handlers and starts the runtime threads (once).
     func start(onRequest: @escaping @Sendable (ExtensionRequest) -> Void, onEnd: @escaping @Sendable (UInt64) -> Void) {
         let startReader = state.withLock { s -> Bool in
             s.onRequest = onRequest
@@ -56,45 +47,53 @@ final class RuntimeChannel: Sendable {
             defer { s.readerStarted = true }
             return !s.readerStarted
         }
-        if startReader { startReaderThread() }
+        if startReader { startThreads() }
     }
 
-    /// Starts the reader without request handlers (assertions only).
+    /// Starts the runtime threads without request handlers (assertions only).
     func ensureReader() {
         let startReader = state.withLock { s -> Bool in
             defer { s.readerStarted = true }
             return !s.readerStarted
         }
-        if startReader { startReaderThread() }
+        if startReader { startThreads() }
     }
 
-    private func startReaderThread() {
-        let thread = ReaderThread(channel: self)
-        thread.start()
+    /// Starts the first reader, and one parked follower so that the first request or activity
+    /// does not wait for a thread to be created (for a prewarmed extension, that would happen
+    /// after its resume). Returns once the follower is parked.
+    private func startThreads() {
+        let warm = DispatchSemaphore(value: 0)
+        let spare = RuntimeThread.spawn { [self] in
+            serve(Followers.Follower(), holdingRole: false, parked: { warm.signal() })
+        }
+        if spare { warm.wait() }
+        if !RuntimeThread.spawn({ [self] in serve(Followers.Follower(), holdingRole: true) }) {
+            fatalError("extensiond runtime: cannot create the channel's reader thread")
+        }
     }
 
     func send(_ message: Message) {
         try? channel.send(message)
     }
 
-    /// Asks for an assertion. `onReply` gets the assertion id, or nil when denied (or when the
-    /// supervisor is gone); `onExpire` is called at most once, on the reader thread, when the
-    /// supervisor sends *expire* for it.
-    func acquire(reason: String, onReply: @escaping @Sendable (UInt64?) -> Void, onExpire: @escaping @Sendable () -> Void) {
+    /// Asks for an assertion for `waiter`, which is answered (granted or denied) on a runtime
+    /// thread, or denied at once when the supervisor is gone.
+    func acquire(reason: String, for waiter: AssertionWaiter) {
         ensureReader()
         let tag: UInt32? = state.withLock { s in
             if s.closed { return nil }
             let tag = s.nextTag
             s.nextTag &+= 1
-            s.pending[tag] = Pending(onReply: onReply, onExpire: onExpire)
+            s.pending[tag] = waiter
             return tag
         }
-        guard let tag else { return onReply(nil) }
+        guard let tag else { return waiter.deniedElsewhere() }
         do {
             try channel.send(.acquire(tag: tag, reason: reason))
         } catch {
-            let p = state.withLock { $0.pending.removeValue(forKey: tag) }
-            p?.onReply(nil)
+            let waiter = state.withLock { $0.pending.removeValue(forKey: tag) }
+            waiter?.deniedElsewhere()
         }
     }
 
@@ -104,84 +103,132 @@ final class RuntimeChannel: Sendable {
         send(.release(assertionID: id))
     }
 
-    /// Runs on the reader thread until the channel closes.
-    func readLoop() {
+    /// The life of one runtime thread: hold the read role (now, or once a holder hands it on),
+    /// read until a message asks for work, hand the role on, do the work, park; until the
+    /// channel closes.
+    private func serve(_ me: Followers.Follower, holdingRole: Bool, parked: (() -> Void)? = nil) {
+        let buffer = ReceiveBuffer()
+        var holding = holdingRole
+        var parked = parked
+        while true {
+            if !holding {
+                guard followers.park(me, parked: parked) else { return }
+                parked = nil
+            }
+            holding = false
+            guard let work = readUntilWork(buffer) else { return followers.close() }
+            let handedOff = followers.handOff { [self] follower in serve(follower, holdingRole: true) }
+            if handedOff {
+                work.perform()
+            } else {
+                // No thread to take the role: keep reading here, the work goes to Dispatch.
+                DispatchQueue(label: "extensiond.runtime-work").async { work.perform() }
+                holding = true
+            }
+        }
+    }
+
+    /// Reads and handles messages until one asks for work (returned), or until the channel
+    /// closes (nil, after `closeDown`). Runs on the thread holding the read role.
+    private func readUntilWork(_ buffer: ReceiveBuffer) -> RuntimeWork? {
         while true {
             let message: Message
             let descriptor: Int32?
             do {
-                (message, descriptor) = try channel.receive()
+                (message, descriptor) = try channel.receive(into: buffer)
             } catch {
-                return closeDown()
+                closeDown()
+                return nil
             }
-            switch message {
-            case .deliver(let requestID):
-                guard let fd = descriptor else { continue }
-                let handler = state.withLock { $0.onRequest }
-                if let handler {
-                    let request = ExtensionRequest(id: requestID, channel: RequestChannel(fd: fd))
-                    RuntimeChannel.handlerQueue().async { handler(request) }
-                } else {
-                    close(fd)
-                }
-            case .ended(let requestID):
-                if let descriptor { close(descriptor) }
-                let handler = state.withLock { $0.onEnd }
-                if let handler { RuntimeChannel.handlerQueue().async { handler(requestID) } }
-            case .granted(let tag, let assertionID):
-                if let descriptor { close(descriptor) }
-                let p = state.withLock { s -> Pending? in
-                    guard let p = s.pending.removeValue(forKey: tag) else { return nil }
-                    s.expiryHandlers[assertionID] = p.onExpire
-                    return p
-                }
-                p?.onReply(assertionID)
-            case .denied(let tag, _):
-                if let descriptor { close(descriptor) }
-                let p = state.withLock { $0.pending.removeValue(forKey: tag) }
-                p?.onReply(nil)
-            case .expire(let assertionID):
-                if let descriptor { close(descriptor) }
-                // Acknowledge first: the supervisor checks the message was read before it stops us.
-                send(.expireReceived(assertionID: assertionID))
-                let handler = state.withLock { $0.expiryHandlers.removeValue(forKey: assertionID) }
-                handler?()
-            default:
-                if let descriptor { close(descriptor) }
+            if let work = handle(message, descriptor) { return work }
+        }
+    }
+
+    /// Handles one message on the reading thread: bookkeeping and acknowledgements here, in
+    /// order; what may take long is returned as work.
+    private func handle(_ message: Message, _ descriptor: Int32?) -> RuntimeWork? {
+        switch message {
+        case .deliver(let requestID):
+            guard let fd = descriptor else { return nil }
+            let handler = state.withLock { $0.onRequest }
+            guard let handler else {
+                close(fd)
+                return nil
             }
+            return .request(handler, ExtensionRequest(id: requestID, channel: RequestChannel(fd: fd)))
+        case .ended(let requestID):
+            if let descriptor { close(descriptor) }
+            let handler = state.withLock { $0.onEnd }
+            guard let handler else { return nil }
+            return .ended(handler, requestID)
+        case .granted(let tag, let assertionID):
+            if let descriptor { close(descriptor) }
+            let waiter = state.withLock { s -> AssertionWaiter? in
+                guard let waiter = s.pending.removeValue(forKey: tag) else { return nil }
+                s.expiryHandlers[assertionID] = waiter
+                return waiter
+            }
+            switch waiter {
+            case .activity(let activity):
+                activity.granted(assertionID)
+                return .granted(activity)
+            case .task(let continuation, _):
+                continuation.resume(returning: assertionID)
+                return nil
+            case nil:
+                return nil
+            }
+        case .denied(let tag, _):
+            if let descriptor { close(descriptor) }
+            switch state.withLock({ $0.pending.removeValue(forKey: tag) }) {
+            case .activity(let activity): return .denied(activity)
+            case .task(let continuation, _):
+                continuation.resume(returning: nil)
+                return nil
+            case nil: return nil
+            }
+        case .expire(let assertionID):
+            if let descriptor { close(descriptor) }
+            // Acknowledge first: the supervisor checks the message was read before it stops us.
+            send(.expireReceived(assertionID: assertionID))
+            switch state.withLock({ $0.expiryHandlers.removeValue(forKey: assertionID) }) {
+            case .activity(let activity): return activity.expire() ? .expired(activity) : nil
+            case .task(_, let latch):
+                latch.fire()
+                return nil
+            case nil: return nil
+            }
+        default:
+            if let descriptor { close(descriptor) }
+            return nil
         }
     }
 
     /// The supervisor is gone: every waiting acquire is denied, every live assertion expires.
     private func closeDown() {
-        let (pending, handlers) = state.withLock { s in
+        let (pending, live) = state.withLock { s in
             s.closed = true
             defer { s.pending.removeAll(); s.expiryHandlers.removeAll() }
             return (Array(s.pending.values), Array(s.expiryHandlers.values))
         }
-        for p in pending { p.onReply(nil) }
-        for h in handlers { h() }
+        for waiter in pending { waiter.deniedElsewhere() }
+        for waiter in live {
+            switch waiter {
+            case .activity(let activity):
+                if activity.expire() { DispatchQueue(label: "extensiond.expiring-activity.expired").async { activity.runExpired() } }
+            case .task(_, let latch):
+                latch.fire()
+            }
+        }
     }
 }
 
-/// The runtime's dedicated reader thread (a plain pthread: it blocks in recvmsg).
-final class ReaderThread: Sendable {
-    let channel: RuntimeChannel
-
-    init(channel: RuntimeChannel) { self.channel = channel }
-
-    func start() {
-        let box = Unmanaged.passRetained(self)
-        var thread = pthread_t()
-        let rc = pthread_create(&thread, nil, { raw in
-            let me = Unmanaged<ReaderThread>.fromOpaque(raw!).takeRetainedValue()
-            me.channel.readLoop()
-            return nil
-        }, box.toOpaque())
-        if rc == 0 {
-            pthread_detach(thread)
-        } else {
-            box.release()
+extension AssertionWaiter {
+    /// Denies the waiter off the reading path: the block (on a queue of its own) or the task.
+    func deniedElsewhere() {
+        switch self {
+        case .activity(let activity): ExpiringActivity.deny(activity.block, onFinished: activity.onFinished)
+        case .task(let continuation, _): continuation.resume(returning: nil)
         }
     }
 }

@@ -35,17 +35,22 @@ public struct MessageChannel: Sendable {
     }
 
     /// Receives and decodes one message (blocking). A descriptor that came with it is returned;
-    /// the caller owns it.
+    /// the caller owns it. Uses a temporary buffer: receivers that read many messages should
+    /// keep a `ReceiveBuffer` and call `receive(into:)`.
     public func receive() throws(Failure) -> (Message, Int32?) {
-        var buffer = [UInt8](repeating: 0, count: WireLimits.maxMessageSize)
+        try receive(into: ReceiveBuffer())
+    }
+
+    /// Receives and decodes one message (blocking) into `buffer`, which the caller reuses for
+    /// every message. A descriptor that came with it is returned; the caller owns it.
+    public func receive(into buffer: ReceiveBuffer) throws(Failure) -> (Message, Int32?) {
+        let raw = buffer.bytes
         while true {
             let result: PacketSocket.ReceiveResult
             do {
-                result = try buffer.withUnsafeMutableBytes { raw in try socket.receive(into: raw) }
-            } catch let error as SystemError {
-                throw .system(error)
+                result = try socket.receive(into: raw)
             } catch {
-                throw .closed
+                throw .system(error)
             }
             switch result {
             case .closed: throw .closed
@@ -56,13 +61,11 @@ public struct MessageChannel: Sendable {
                     throw .wire(.tooLarge(count))
                 }
                 do {
-                    let message = try buffer.withUnsafeBytes { raw in
-                        try WireDecoder.decode(UnsafeRawBufferPointer(rebasing: raw[0..<count]))
-                    }
+                    let message = try WireDecoder.decode(UnsafeRawBufferPointer(rebasing: raw[0..<count]))
                     return (message, descriptor)
                 } catch {
                     if let descriptor { close(descriptor) }
-                    throw .wire(error as? WireError ?? .invalidValue("payload"))
+                    throw .wire(error)
                 }
             }
         }

@@ -148,14 +148,14 @@ public struct PacketSocket: Sendable, Hashable {
 
     /// Receives one datagram into `buffer`. At most one descriptor is kept; extras are closed.
     public func receive(into buffer: UnsafeMutableRawBufferPointer) throws(SystemError) -> ReceiveResult {
-        var fds: [Int32] = [-1]
+        var received: Int32 = -1  // a local, not an array: no allocation per datagram
         var nfds: Int32 = 0
         var truncated: Int32 = 0
-        var rc = shim_recv_with_fds(fd, buffer.baseAddress, buffer.count, &fds, 1, &nfds, &truncated)
+        var rc = shim_recv_with_fds(fd, buffer.baseAddress, buffer.count, &received, 1, &nfds, &truncated)
         if rc == -Int(ECONNRESET) {
             // The peer closed while our message to it was unread. The kernel reports that
             // first, once, but datagrams it sent before closing are still queued: read them.
-            rc = shim_recv_with_fds(fd, buffer.baseAddress, buffer.count, &fds, 1, &nfds, &truncated)
+            rc = shim_recv_with_fds(fd, buffer.baseAddress, buffer.count, &received, 1, &nfds, &truncated)
         }
         if rc < 0 {
             let e = Int32(-rc)
@@ -164,7 +164,7 @@ public struct PacketSocket: Sendable, Hashable {
             throw SystemError("receive", errno: e)
         }
         if rc == 0 && nfds == 0 { return .closed }
-        return .datagram(count: rc, descriptor: nfds > 0 ? fds[0] : nil, truncated: truncated != 0)
+        return .datagram(count: rc, descriptor: nfds > 0 ? received : nil, truncated: truncated != 0)
     }
 
     /// Bytes sent on this socket that the peer has not read yet (SIOCOUTQ).
