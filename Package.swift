@@ -82,6 +82,11 @@ let package = Package(
 
         .testTarget(name: "ExtensionProtocolTests", dependencies: ["ExtensionProtocol"], swiftSettings: strict),
         .testTarget(name: "SupervisorCoreTests", dependencies: ["SupervisorCore"], swiftSettings: strict),
+        // The shell's pure pieces: the JSON writer, ISO 8601 times, event JSON, the process registry file.
+        .testTarget(
+            name: "SupervisorShellTests",
+            dependencies: ["SupervisorShell", "SupervisorCore", .product(name: "Logging", package: "swift-log")],
+            swiftSettings: strict),
         .testTarget(
             name: "IntegrationTests",
             dependencies: ["ExtensionHost", "ExtensionTransport", "ExtensionProtocol"],
