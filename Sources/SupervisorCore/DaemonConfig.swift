@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials  // JSONDecoder: the daemon does not load libFoundation and ICU
+#else
 import Foundation
+#endif
 
 /// The daemon's configuration file (`--config FILE`): extension-point policies and limits.
 ///

@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials  // JSONDecoder: the daemon does not load libFoundation and ICU
+#else
 import Foundation
+#endif
 
 /// Parses and validates manifest bytes. Pure: it reads no files; the shell passes the bytes,
 /// the file's path and the directory used to resolve a relative executable path.

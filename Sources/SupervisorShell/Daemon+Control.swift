@@ -115,7 +115,8 @@ extension Daemon {
         guard let data = try? readFile("/proc/\(pid)/status") else { return [] }
         let text = String(decoding: data, as: UTF8.self)
         guard let line = text.split(separator: "\n").first(where: { $0.hasPrefix("Groups:") }) else { return [] }
-        return line.dropFirst(7).split(separator: " ").compactMap { UInt32($0.trimmingCharacters(in: .whitespaces)) }
+        // "Groups:\t10 27 " (a tab, then numbers each followed by a space).
+        return line.dropFirst(7).split(whereSeparator: { $0 == " " || $0 == "\t" }).compactMap { UInt32($0) }
     }
 
     func handle(_ message: Message, from c: ControlConnection) {
@@ -132,7 +133,7 @@ extension Daemon {
         case let .reload(tag):
             guard isAdministrator(c.peer) else { return refuseAdmin(c, tag, "reload") }
             let (loaded, errors) = reload()
-            sendJSON(["loaded": loaded, "errors": errors.map(\.description)], tag: tag, to: c.id)
+            sendJSON(.object(["loaded": .integer(loaded), "errors": .array(errors.map { .string($0.description) })]), tag: tag, to: c.id)
         case let .monitor(tag):
             c.isMonitor = true
             send(.ok(tag: tag), to: c.id)
@@ -167,8 +168,8 @@ extension Daemon {
     }
 
     /// Sends a JSON document in chunks of at most `WireLimits.maxChunk` bytes.
-    func sendJSON(_ object: Any, tag: UInt32, to host: HostID) {
-        let bytes = StatusDocument.encode(object)
+    func sendJSON(_ document: JSONValue, tag: UInt32, to host: HostID) {
+        let bytes = StatusDocument.encode(document)
         var offset = 0
         repeat {
             let end = min(offset + WireLimits.maxChunk, bytes.count)

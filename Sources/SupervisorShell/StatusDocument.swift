@@ -1,8 +1,11 @@
-import Foundation
 import SupervisorCore
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// The JSON documents of `extctl list --json`, `status --json` and `monitor --json`.
 /// A stable interface, documented in docs/json.md: fields may be added, never renamed or removed.
+/// Built as `JSONValue`s and printed by `JSONWriter` (events by `EventJSON`), without Foundation.
 enum StatusDocument {
     /// Converts monotonic instants to wall-clock ISO 8601 text.
     struct Clock {
@@ -16,101 +19,151 @@ enum StatusDocument {
         }
 
         func iso(_ t: Instant) -> String {
-            let date = Date(timeIntervalSince1970: Double(t.nanoseconds) / 1e9 + offset)
-            return date.formatted(.iso8601.year().month().day().time(includingFractionalSeconds: true).timeZone(separator: .omitted))
+            Clock.iso8601(secondsSince1970: Double(t.nanoseconds) / 1e9 + offset)
         }
-    }
 
-    static func exitObject(_ e: ExitRecord?, _ clock: Clock) -> Any {
-        guard let e else { return NSNull() }
-        var o: [String: Any] = ["reason": e.reason.rawValue, "time": clock.iso(e.at)]
-        switch e.status {
-        case .exited(let code)?: o["status"] = "exited"; o["code"] = Int(code)
-        case .signaled(let sig)?: o["status"] = "signaled"; o["signal"] = Int(sig)
-        case nil: o["status"] = "not-started"
-        }
-        o["pid"] = e.pid.map { Int($0) as Any } ?? NSNull()
-        return o
-    }
+        /// `2026-11-21T02:50:49.512Z`: UTC, milliseconds, no time zone separator. The same text,
+        /// character for character, as Foundation's
+        /// `Date(timeIntervalSince1970: s).formatted(.iso8601.year().month().day()
+        /// .time(includingFractionalSeconds: true).timeZone(separator: .omitted))`, which the
+        /// daemon used before, for every instant from 1583 to 9999 (Foundation switches to the
+        /// Julian calendar before the Gregorian reform; the daemon's clock is never there).
+        ///
+        /// The milliseconds are truncated, not rounded, and split off the way Foundation splits
+        /// them: whole seconds since its reference date (2001-01-01) rounded down, then the
+        /// fraction's milliseconds truncated. Rounding `s * 1000` instead would differ by 1 ms
+        /// for about 6% of instants. The date is computed from the day count with integer
+        /// arithmetic (H. Hinnant's civil-from-days).
+        static func iso8601(secondsSince1970 s: Double) -> String {
+            let referenceDate = 978_307_200.0  // 2001-01-01T00:00:00Z, seconds since 1970
+            // Within years 1 to 9999, and no trap on nonsense.
+            let sinceReference = s.isFinite ? min(max(s - referenceDate, -63_000_000_000), 253_000_000_000) : 0
+            let wholeSeconds = sinceReference.rounded(.down)
+            let millisecond = min(Int64((sinceReference - wholeSeconds) * 1000), 999)
+            let seconds = Int64(wholeSeconds) + Int64(referenceDate)  // since 1970, integer from here on
 
-    static func event(_ e: LifecycleEvent, _ clock: Clock) -> [String: Any] {
-        var o: [String: Any] = [
-            "time": clock.iso(e.at), "monotonic": Double(e.at.nanoseconds) / 1e9, "event": e.kind.rawValue,
-            "id": e.extensionID, "state": e.state.rawValue,
-            "pid": e.pid.map { Int($0) as Any } ?? NSNull(),
-        ]
-        if let a = e.assertionID { o["assertion"] = Int(a) }
-        if let r = e.requestID { o["request"] = Int(r) }
-        if let d = e.detail { o["detail"] = d }
-        return o
-    }
+            let days = seconds >= 0 ? seconds / 86_400 : (seconds - 86_399) / 86_400  // rounded down
+            let secondOfDay = seconds - days * 86_400
+            // Civil from days: eras of 400 years (146,097 days) starting on March 1st, year 0.
+            let z = days + 719_468
+            let era = (z >= 0 ? z : z - 146_096) / 146_097
+            let dayOfEra = z - era * 146_097  // 0...146096
+            let yearOfEra = (dayOfEra - dayOfEra / 1_460 + dayOfEra / 36_524 - dayOfEra / 146_096) / 365  // 0...399
+            let dayOfYear = dayOfEra - (365 * yearOfEra + yearOfEra / 4 - yearOfEra / 100)  // 0...365, from March 1st
+            let shiftedMonth = (5 * dayOfYear + 2) / 153  // 0...11, March is 0
+            let day = dayOfYear - (153 * shiftedMonth + 2) / 5 + 1
+            let month = shiftedMonth < 10 ? shiftedMonth + 3 : shiftedMonth - 9
+            let year = yearOfEra + era * 400 + (month <= 2 ? 1 : 0)
 
-    static func list(_ records: [ExtensionRecord], _ clock: Clock) -> [String: Any] {
-        ["extensions": records.map { r -> [String: Any] in
-            [
-                "id": r.manifest.id, "point": r.manifest.point, "state": r.state.rawValue, "since": clock.iso(r.since),
-                "pid": r.pid.map { Int($0) as Any } ?? NSNull(), "requests": r.requests.count,
-                "assertions": r.assertions.count, "lastExit": exitObject(r.lastExit, clock),
-            ]
-        }]
-    }
-
-    static func status(_ records: [ExtensionRecord], now: Instant, _ clock: Clock) -> [String: Any] {
-        let groups = ProcessTable.members(ofGroups: Set(records.compactMap(\.pid)))
-        return ["extensions": records.map { r -> [String: Any] in
-            var o: [String: Any] = [
-                "id": r.manifest.id, "point": r.manifest.point, "state": r.state.rawValue, "since": clock.iso(r.since),
-                "pid": r.pid.map { Int($0) as Any } ?? NSNull(), "requests": r.requests.count,
-                "executable": r.manifest.executable, "manifest": r.manifest.source,
-                "readiness": r.manifest.readiness.rawValue,
-                "lastExit": exitObject(r.lastExit, clock),
-                "consecutiveCrashes": r.consecutiveCrashes,
-                "throttledUntil": r.throttledUntil.flatMap { $0 > now ? clock.iso($0) as Any : nil } ?? NSNull(),
-                "assertionOverruns": r.overruns, "expiryUnacknowledged": r.unacknowledgedExpiries,
-                "policy": [
-                    "backgroundSeconds": r.manifest.policy.backgroundSeconds,
-                    "expiryGraceSeconds": r.manifest.policy.expiryGraceSeconds,
-                    "assertionMaxSeconds": r.manifest.policy.assertionMaxSeconds,
-                    "launchTimeoutSeconds": r.manifest.policy.launchTimeoutSeconds,
-                    "suspendedLifetimeSeconds": r.manifest.policy.suspendedLifetimeSeconds,
-                    "suspend": r.manifest.policy.suspend.rawValue,
-                ] as [String: Any],
-            ]
-            o["openRequests"] = r.requests.map { q -> [String: Any] in
-                ["id": Int(q.id), "hostPID": Int(q.peer.pid), "hostUID": Int(q.peer.uid), "ageSeconds": now.seconds(since: q.begunAt)]
+            var text: [UInt8] = []
+            text.reserveCapacity(24)
+            func digits(_ value: Int64, _ count: Int) {
+                var divisor: Int64 = 1
+                for _ in 1..<count { divisor *= 10 }
+                var v = value
+                while divisor > 0 {
+                    text.append(UInt8(ascii: "0") + UInt8(truncatingIfNeeded: v / divisor % 10))
+                    v %= divisor
+                    divisor /= 10
+                }
             }
-            o["assertions"] = r.assertions.assertions.map { a -> [String: Any] in
+            digits(year, 4); text.append(UInt8(ascii: "-"))
+            digits(month, 2); text.append(UInt8(ascii: "-"))
+            digits(day, 2); text.append(UInt8(ascii: "T"))
+            digits(secondOfDay / 3_600, 2); text.append(UInt8(ascii: ":"))
+            digits(secondOfDay / 60 % 60, 2); text.append(UInt8(ascii: ":"))
+            digits(secondOfDay % 60, 2); text.append(UInt8(ascii: "."))
+            digits(millisecond, 3); text.append(UInt8(ascii: "Z"))
+            return String(decoding: text, as: UTF8.self)
+        }
+    }
+
+    static func exitObject(_ e: ExitRecord?, _ clock: Clock) -> JSONValue {
+        guard let e else { return .null }
+        var o: [String: JSONValue] = ["reason": .string(e.reason.rawValue), "time": .string(clock.iso(e.at))]
+        switch e.status {
+        case .exited(let code)?: o["status"] = .string("exited"); o["code"] = .integer(Int(code))
+        case .signaled(let sig)?: o["status"] = .string("signaled"); o["signal"] = .integer(Int(sig))
+        case nil: o["status"] = .string("not-started")
+        }
+        o["pid"] = .integerOrNull(e.pid)
+        return .object(o)
+    }
+
+    /// An event object (docs/json.md, "Events"), as `EventJSON` writes it for `monitor`.
+    static func event(_ e: LifecycleEvent, _ clock: Clock) -> JSONValue {
+        .encoded(EventJSON.encode(e, time: clock.iso(e.at)))
+    }
+
+    static func list(_ records: [ExtensionRecord], _ clock: Clock) -> JSONValue {
+        .object(["extensions": .array(records.map { r -> JSONValue in
+            .object([
+                "id": .string(r.manifest.id), "point": .string(r.manifest.point), "state": .string(r.state.rawValue),
+                "since": .string(clock.iso(r.since)), "pid": .integerOrNull(r.pid), "requests": .integer(r.requests.count),
+                "assertions": .integer(r.assertions.count), "lastExit": exitObject(r.lastExit, clock),
+            ])
+        })])
+    }
+
+    static func status(_ records: [ExtensionRecord], now: Instant, _ clock: Clock) -> JSONValue {
+        let groups = ProcessTable.members(ofGroups: Set(records.compactMap(\.pid)))
+        return .object(["extensions": .array(records.map { r -> JSONValue in
+            let policy = r.manifest.policy
+            var o: [String: JSONValue] = [
+                "id": .string(r.manifest.id), "point": .string(r.manifest.point), "state": .string(r.state.rawValue),
+                "since": .string(clock.iso(r.since)), "pid": .integerOrNull(r.pid), "requests": .integer(r.requests.count),
+                "executable": .string(r.manifest.executable), "manifest": .string(r.manifest.source),
+                "readiness": .string(r.manifest.readiness.rawValue),
+                "lastExit": exitObject(r.lastExit, clock),
+                "consecutiveCrashes": .integer(r.consecutiveCrashes),
+                "throttledUntil": .stringOrNull(r.throttledUntil.flatMap { $0 > now ? clock.iso($0) : nil }),
+                "assertionOverruns": .integer(r.overruns), "expiryUnacknowledged": .integer(r.unacknowledgedExpiries),
+                "policy": .object([
+                    "backgroundSeconds": .number(policy.backgroundSeconds),
+                    "expiryGraceSeconds": .number(policy.expiryGraceSeconds),
+                    "assertionMaxSeconds": .number(policy.assertionMaxSeconds),
+                    "launchTimeoutSeconds": .number(policy.launchTimeoutSeconds),
+                    "suspendedLifetimeSeconds": .number(policy.suspendedLifetimeSeconds),
+                    "suspend": .string(policy.suspend.rawValue),
+                ]),
+            ]
+            o["openRequests"] = .array(r.requests.map { q -> JSONValue in
+                .object([
+                    "id": .integer(Int(q.id)), "hostPID": .integer(Int(q.peer.pid)), "hostUID": .integer(Int(q.peer.uid)),
+                    "ageSeconds": .number(now.seconds(since: q.begunAt)),
+                ])
+            })
+            o["assertions"] = .array(r.assertions.assertions.map { a -> JSONValue in
                 let deadline: Instant
                 switch r.phase {
                 case .background(_, let stopAt?), .expiring(let stopAt): deadline = min(stopAt, a.hardDeadline)
                 default: deadline = a.hardDeadline
                 }
-                return [
-                    "id": Int(a.id), "reason": a.reason, "ageSeconds": now.seconds(since: a.grantedAt),
-                    "remainingSeconds": max(0, deadline.seconds(since: now)), "expireSent": a.expireSentAt != nil,
-                    "expireAcknowledged": a.expireAcknowledged,
-                ]
-            }
-            var members: [[String: Any]] = []
+                return .object([
+                    "id": .integer(Int(a.id)), "reason": .string(a.reason), "ageSeconds": .number(now.seconds(since: a.grantedAt)),
+                    "remainingSeconds": .number(max(0, deadline.seconds(since: now))), "expireSent": .bool(a.expireSentAt != nil),
+                    "expireAcknowledged": .bool(a.expireAcknowledged),
+                ])
+            })
+            var members: [JSONValue] = []
             var rss: Int64 = 0
             var cpu: UInt64 = 0
             if let pid = r.pid {
                 for m in (groups[pid] ?? []).sorted(by: { $0.pid < $1.pid }) {
-                    members.append(["pid": Int(m.pid), "state": String(m.state)])
+                    members.append(.object(["pid": .integer(Int(m.pid)), "state": .string(String(m.state))]))
                     rss += m.rssPages * ProcessTable.pageSize
                     cpu += m.cpuTicks
                 }
             }
-            o["processGroup"] = members
-            o["memoryBytes"] = r.pid == nil ? NSNull() : Int(rss)
-            o["cpuSeconds"] = r.pid == nil ? NSNull() : Double(cpu) / ProcessTable.ticksPerSecond
-            o["recentEvents"] = r.recentEvents.map { event($0, clock) }
-            return o
-        }]
+            o["processGroup"] = .array(members)
+            o["memoryBytes"] = r.pid == nil ? .null : .integer(Int(rss))
+            o["cpuSeconds"] = r.pid == nil ? .null : .number(Double(cpu) / ProcessTable.ticksPerSecond)
+            o["recentEvents"] = .array(r.recentEvents.map { event($0, clock) })
+            return .object(o)
+        })])
     }
 
-    static func encode(_ object: Any) -> [UInt8] {
-        let data = (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])) ?? Data("{}".utf8)
-        return [UInt8](data)
+    static func encode(_ document: JSONValue) -> [UInt8] {
+        JSONWriter.encode(document)
     }
 }

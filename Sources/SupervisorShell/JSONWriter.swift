@@ -1,0 +1,206 @@
+/// A JSON value of the daemon's documents (docs/json.md): what `StatusDocument` builds and
+/// `JSONWriter` prints. It replaces `[String: Any]` and `NSNull`, so the daemon needs no Foundation.
+enum JSONValue: Sendable, Equatable {
+    case null
+    case bool(Bool)
+    /// Printed as a JSON integer.
+    case integer(Int)
+    /// Printed as `JSONWriter.number` prints doubles (`5`, `0.5`, `1e-05`).
+    case number(Double)
+    case string(String)
+    case array([JSONValue])
+    /// Members are printed in `JSONWriter.keyOrder`, whatever the dictionary's order.
+    case object([String: JSONValue])
+    /// Bytes that already are one JSON value (for example an event from `EventJSON`), copied as they are.
+    case encoded([UInt8])
+
+    /// `.integer`, or `.null` when there is no value (the "integer or null" fields of docs/json.md).
+    static func integerOrNull(_ value: (some BinaryInteger)?) -> JSONValue {
+        value.map { .integer(Int($0)) } ?? .null
+    }
+
+    /// `.string`, or `.null` when there is no value.
+    static func stringOrNull(_ value: String?) -> JSONValue {
+        value.map { .string($0) } ?? .null
+    }
+}
+
+/// Prints JSON as the daemon always has (it used `JSONSerialization` with `.sortedKeys` until the
+/// daemon dropped Foundation, and every figure below is what that printed), so the documents of
+/// docs/json.md stay byte for byte the same:
+///
+/// * compact: no whitespace anywhere;
+/// * object keys sorted by `keyOrder` (ASCII case-insensitive, then by code unit);
+/// * strings escaped as `\"`, `\\`, `\/`, `\b`, `\f`, `\n`, `\r`, `\t`, other control characters as
+///   `\u00xx` (lower-case hex); everything else, non-ASCII included, is copied as UTF-8;
+/// * integers in decimal; doubles in Swift's shortest round-trip form without a trailing `.0`
+///   (`5`, `0.5`, `59.003843`, `1e-05`, `1e+16`, `-0`); a non-finite double, which JSON cannot
+///   express, is printed as `null`.
+///
+/// Callers that need speed (`EventJSON`, `ProcessRegistry`) write objects member by member with
+/// `member(_:)` and are then responsible for writing keys in sorted order.
+struct JSONWriter {
+    /// What has been written so far.
+    private(set) var bytes: [UInt8] = []
+
+    init(capacity: Int = 0) {
+        bytes.reserveCapacity(capacity)
+    }
+
+    /// `value` as JSON text.
+    static func encode(_ value: JSONValue) -> [UInt8] {
+        var writer = JSONWriter(capacity: 1024)
+        writer.write(value)
+        return writer.bytes
+    }
+
+    mutating func write(_ value: JSONValue) {
+        switch value {
+        case .null: null()
+        case .bool(let b): bool(b)
+        case .integer(let i): integer(i)
+        case .number(let d): number(d)
+        case .string(let s): string(s)
+        case .encoded(let raw): bytes.append(contentsOf: raw)
+        case .array(let elements):
+            bytes.append(UInt8(ascii: "["))
+            for (i, e) in elements.enumerated() {
+                if i > 0 { bytes.append(UInt8(ascii: ",")) }
+                write(e)
+            }
+            bytes.append(UInt8(ascii: "]"))
+        case .object(let members):
+            bytes.append(UInt8(ascii: "{"))
+            for (i, key) in members.keys.sorted(by: JSONWriter.keyOrder).enumerated() {
+                if i > 0 { bytes.append(UInt8(ascii: ",")) }
+                string(key)
+                bytes.append(UInt8(ascii: ":"))
+                write(members[key]!)
+            }
+            bytes.append(UInt8(ascii: "}"))
+        }
+    }
+
+    /// The order of object keys: by UTF-8 code unit with ASCII letters folded to lower case
+    /// (`"_" < "aa" < "B"`); keys equal but for case put lower case first, at the first letter
+    /// that differs (`"id" < "iD" < "Id" < "ID"`). This is the order `JSONSerialization`'s
+    /// `.sortedKeys` gave keys without digits (it also compared runs of digits as numbers, which
+    /// the daemon's keys, ASCII identifiers, never contain).
+    static func keyOrder(_ a: String, _ b: String) -> Bool {
+        func folded(_ c: UInt8) -> UInt8 { c >= UInt8(ascii: "A") && c <= UInt8(ascii: "Z") ? c | 0x20 : c }
+        var tie: Bool?
+        var i = a.utf8.makeIterator(), j = b.utf8.makeIterator()
+        while true {
+            switch (i.next(), j.next()) {
+            case (nil, nil): return tie ?? false
+            case (nil, _): return true
+            case (_, nil): return false
+            case (let x?, let y?):
+                if folded(x) != folded(y) { return folded(x) < folded(y) }
+                if tie == nil && x != y { tie = x > y }  // the lower-case letter, whose code is higher, first
+            }
+        }
+    }
+
+    // MARK: Scalars
+
+    mutating func null() {
+        bytes.append(contentsOf: "null".utf8)
+    }
+
+    mutating func bool(_ b: Bool) {
+        bytes.append(contentsOf: (b ? "true" : "false").utf8)
+    }
+
+    /// Decimal digits, with a `-` for negative values.
+    mutating func integer(_ value: some BinaryInteger) {
+        if value < 0 { bytes.append(UInt8(ascii: "-")) }
+        guard var magnitude = UInt64(exactly: value.magnitude) else {
+            bytes.append(contentsOf: String(value.magnitude).utf8)  // wider than 64 bits: unused by the daemon
+            return
+        }
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 20) { digits in
+            var start = digits.count
+            repeat {
+                start -= 1
+                digits[start] = UInt8(ascii: "0") + UInt8(truncatingIfNeeded: magnitude % 10)
+                magnitude /= 10
+            } while magnitude != 0
+            bytes.append(contentsOf: digits[start...])
+        }
+    }
+
+    /// Swift's shortest round-trip form without a trailing `.0`: `5`, `0.5`, `1e-05`, `1e+16`.
+    /// `null` when not finite.
+    mutating func number(_ value: Double) {
+        guard value.isFinite else { return null() }
+        var text = value.description
+        if text.hasSuffix(".0") { text.removeLast(2) }
+        bytes.append(contentsOf: text.utf8)
+    }
+
+    /// A string literal, escaped as described on the type.
+    mutating func string(_ s: String) {
+        bytes.append(UInt8(ascii: "\""))
+        for b in s.utf8 {
+            switch b {
+            case UInt8(ascii: "\""): bytes.append(contentsOf: #"\""#.utf8)
+            case UInt8(ascii: "\\"): bytes.append(contentsOf: #"\\"#.utf8)
+            case UInt8(ascii: "/"): bytes.append(contentsOf: #"\/"#.utf8)
+            case 0x08: bytes.append(contentsOf: #"\b"#.utf8)
+            case 0x0C: bytes.append(contentsOf: #"\f"#.utf8)
+            case UInt8(ascii: "\n"): bytes.append(contentsOf: #"\n"#.utf8)
+            case UInt8(ascii: "\r"): bytes.append(contentsOf: #"\r"#.utf8)
+            case UInt8(ascii: "\t"): bytes.append(contentsOf: #"\t"#.utf8)
+            case 0..<0x20:
+                let hex: StaticString = "0123456789abcdef"
+                bytes.append(contentsOf: #"\u00"#.utf8)
+                hex.withUTF8Buffer { digits in
+                    bytes.append(digits[Int(b >> 4)])
+                    bytes.append(digits[Int(b & 0xF)])
+                }
+            default: bytes.append(b)
+            }
+        }
+        bytes.append(UInt8(ascii: "\""))
+    }
+
+    // MARK: Objects and arrays written piece by piece
+
+    /// Starts an object; end it with `endObject()`.
+    mutating func beginObject() {
+        bytes.append(UInt8(ascii: "{"))
+    }
+
+    /// Writes `"name":`, after a comma unless it is the first member of the object being written.
+    /// The value must follow. `name` is written as it is (it must need no escaping), and the caller
+    /// writes members in `keyOrder`.
+    mutating func member(_ name: StaticString) {
+        if bytes.last != UInt8(ascii: "{") { bytes.append(UInt8(ascii: ",")) }
+        bytes.append(UInt8(ascii: "\""))
+        name.withUTF8Buffer { bytes.append(contentsOf: $0) }
+        bytes.append(contentsOf: "\":".utf8)
+    }
+
+    mutating func endObject() {
+        bytes.append(UInt8(ascii: "}"))
+    }
+
+    /// Starts an array; end it with `endArray()`.
+    mutating func beginArray() {
+        bytes.append(UInt8(ascii: "["))
+    }
+
+    /// A comma, unless the next value is the first element of the array being written.
+    mutating func element() {
+        if bytes.last != UInt8(ascii: "[") { bytes.append(UInt8(ascii: ",")) }
+    }
+
+    mutating func endArray() {
+        bytes.append(UInt8(ascii: "]"))
+    }
+
+    mutating func newline() {
+        bytes.append(UInt8(ascii: "\n"))
+    }
+}

@@ -1,0 +1,59 @@
+import Foundation  // the tests only: writes a registry as JSONSerialization would
+import Logging
+@testable import SupervisorShell
+import Testing
+
+/// The registry file keeps its format (`{"daemonPID":…,"processes":[…],"version":1}`) and is read
+/// back entry by entry, without Foundation in the daemon.
+struct ProcessRegistryTests {
+    let directory: String
+    let logger = Logger(label: "test")
+
+    init() throws {
+        directory = NSTemporaryDirectory() + "/registry-tests-\(getpid())-\(UInt32.random(in: 0 ... .max))"
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+    }
+
+    @Test func writesTheDocumentedFormatAndReadsItBack() throws {
+        let path = directory + "/control.processes.json"
+        let registry = ProcessRegistry(path: path, logger: logger)
+        registry.add(extensionID: "org.example.\"quoted\"/x", pid: getpid(), processGroup: getpgrp())
+        #expect(registry.flush())
+        let text = try String(contentsOfFile: path, encoding: .utf8)
+        let start = try #require(registry.entries[getpid()]?.startTicks)
+        #expect(text == #"{"daemonPID":\#(getpid()),"processes":[{"id":"org.example.\"quoted\"\/x","pid":\#(getpid()),"processGroup":\#(getpgrp()),"startTicks":\#(start)}],"version":1}"# + "\n")
+        #expect(ProcessRegistry.read(path) == [ProcessRegistry.Entry(extensionID: "org.example.\"quoted\"/x", pid: getpid(), processGroup: getpgrp(), startTicks: start)])
+        registry.removeFile()
+        #expect(ProcessRegistry.read(path).isEmpty)
+    }
+
+    @Test func skipsMalformedEntriesOneByOne() throws {
+        let path = directory + "/skips.processes.json"
+        let document: [String: Any] = [
+            "version": 1, "daemonPID": 1,
+            "processes": [
+                ["id": "good", "pid": 4242, "processGroup": 4242, "startTicks": 99],
+                ["id": "pid-one", "pid": 1, "processGroup": 4242, "startTicks": 99],
+                ["id": "negative-start", "pid": 4243, "processGroup": 4243, "startTicks": -1],
+                ["id": "string-pid", "pid": "4244", "processGroup": 4244, "startTicks": 1],
+                ["pid": 4245, "processGroup": 4245, "startTicks": 1],
+                "not an object",
+                ["id": "also-good", "pid": 4246, "processGroup": 4246, "startTicks": 0, "extra": true],
+            ],
+        ]
+        try JSONSerialization.data(withJSONObject: document).write(to: URL(fileURLWithPath: path))
+        #expect(ProcessRegistry.read(path) == [
+            .init(extensionID: "good", pid: 4242, processGroup: 4242, startTicks: 99),
+            .init(extensionID: "also-good", pid: 4246, processGroup: 4246, startTicks: 0),
+        ])
+    }
+
+    @Test func unreadableFilesGiveNothing() throws {
+        for (name, content) in [("empty", ""), ("garbage", "{"), ("array", "[]"), ("no-processes", #"{"version":1}"#)] {
+            let path = directory + "/\(name).json"
+            try Data(content.utf8).write(to: URL(fileURLWithPath: path))
+            #expect(ProcessRegistry.read(path).isEmpty, "\(name)")
+        }
+        #expect(ProcessRegistry.read(directory + "/absent.json").isEmpty)
+    }
+}
