@@ -25,6 +25,9 @@ fi
 command -v swift >/dev/null 2>&1 || { echo "swift is not on PATH (Swift 6.1 or later is required)" >&2; exit 1; }
 
 echo "==> building (release): extensiond, bench-extension, extensiond-bench"
+# SwiftPM 6.3 reuses a cached build plan without noticing that the root Package.swift (a path
+# dependency of Benchmarks/) changed, e.g. its linker flags: drop the plan so it is recomputed.
+rm -f Benchmarks/.build/*/release/description.json
 swift build -c release --package-path Benchmarks --product extensiond
 swift build -c release --package-path Benchmarks
 bin="$(swift build -c release --package-path Benchmarks --show-bin-path)"
