@@ -201,18 +201,3 @@ int shim_waitid_pidfd(int pidfd, int options, int *code, int *status) {
     *status = si.si_status;
     return 1;
 }
-
-int shim_waitid_stopped(int *pid, int *code, int *status) {
-    siginfo_t si;
-    memset(&si, 0, sizeof(si));
-    int rc;
-    do {
-        rc = waitid(P_ALL, 0, &si, WSTOPPED | WNOHANG);
-    } while (rc < 0 && errno == EINTR);
-    if (rc < 0) return -errno;
-    if (si.si_pid == 0) return 0;
-    *pid = si.si_pid;
-    *code = si.si_code;
-    *status = si.si_status;
-    return 1;
-}

@@ -25,6 +25,8 @@ public final class Daemon {
     var processes: [String: SupervisedProcess] = [:]
     /// The same processes by pid, for the kernel's stop reports (which name a pid).
     var processesByPID: [Int32: SupervisedProcess] = [:]
+    /// Processes whose SIGSTOP was sent and whose leader's stop the kernel has not reported yet.
+    var awaitingStopReport: [ObjectIdentifier: SupervisedProcess] = [:]
     var signalSources: [EventSource] = []
     /// Stop verifications waiting for the next verification pass, and that pass.
     var pendingVerifications: [ObjectIdentifier: SupervisedProcess] = [:]
@@ -130,14 +132,18 @@ public final class Daemon {
     public func run(onReady: (() -> Void)? = nil) throws -> Int32 {
         listenerSource = try loop.addIO(fd: listener.fd, events: Poll.input) { [unowned self] _ in acceptConnections() }
         for sig in [SIGTERM, SIGINT] {
-            signalSources.append(try loop.addSignal(sig) { [unowned self] in
+            signalSources.append(try loop.addSignal(sig) { [unowned self] _, _ in
                 logger.info("received signal \(sig): shutting down")
                 serviceManager.stopping(status: ServiceManager.statusLine(core, shuttingDown: true))
                 post(.shutdown)
             })
         }
-        signalSources.append(try loop.addSignal(SIGHUP) { [unowned self] in _ = reload() })
-        signalSources.append(try loop.addSignal(SIGCHLD) { [unowned self] in childrenStopped() })
+        signalSources.append(try loop.addSignal(SIGHUP) { [unowned self] _, _ in _ = reload() })
+        // After the ordinary events: a burst of dismisses is handled first, then the stops it
+        // caused are collected together.
+        signalSources.append(try loop.addSignal(SIGCHLD, priority: Daemon.childSignalPriority) { [unowned self] pid, code in
+            childrenStopped(sender: pid, code: code)
+        })
         if loop.enableWatchdog(), let usec = ServiceManager.watchdogInterval() {
             logger.info("watchdog: the event loop sends WATCHDOG=1 every \(usec / 2000) ms (WATCHDOG_USEC=\(usec))")
         }

@@ -59,17 +59,22 @@ final class EventLoop {
     }
 
     /// Handles `signal` (which must be blocked in every thread) from the loop.
-    func addSignal(_ signal: Int32, handler: @escaping () -> Void) throws(SystemError) -> EventSource {
-        let box = Unmanaged.passRetained(CallbackBox(plain: handler))
+    /// The handler gets the sender's pid and the si_code of the delivered instance (a standard
+    /// signal coalesces: instances raised while one is pending are not delivered). A source
+    /// with a `priority` above 0 (sd-event: larger runs later) waits while ordinary events are
+    /// pending.
+    func addSignal(_ signal: Int32, priority: Int64 = 0, handler: @escaping (_ pid: Int32, _ code: Int32) -> Void) throws(SystemError) -> EventSource {
+        let box = Unmanaged.passRetained(CallbackBox(signal: handler))
         var source: OpaquePointer?
-        let rc = sd_event_add_signal(event, &source, signal, { _, _, userdata in
-            Unmanaged<CallbackBox>.fromOpaque(userdata!).takeUnretainedValue().plain?()
+        let rc = sd_event_add_signal(event, &source, signal, { _, si, userdata in
+            Unmanaged<CallbackBox>.fromOpaque(userdata!).takeUnretainedValue().signal?(Int32(bitPattern: si?.pointee.ssi_pid ?? 0), si?.pointee.ssi_code ?? 0)
             return 0
         }, box.toOpaque())
         guard rc >= 0, let source else {
             box.release()
             throw SystemError("sd_event_add_signal(\(signal))", errno: -rc)
         }
+        if priority != 0 { sd_event_source_set_priority(source, priority) }
         EventSource.attachDestroy(source)
         return EventSource(source)
     }
@@ -152,9 +157,11 @@ final class EventLoop {
 final class CallbackBox {
     let io: ((UInt32) -> Void)?
     let plain: (() -> Void)?
+    let signal: ((Int32, Int32) -> Void)?
 
-    init(io: ((UInt32) -> Void)? = nil, plain: (() -> Void)? = nil) {
+    init(io: ((UInt32) -> Void)? = nil, plain: (() -> Void)? = nil, signal: ((Int32, Int32) -> Void)? = nil) {
         self.io = io
+        self.signal = signal
         self.plain = plain
     }
 }

@@ -75,10 +75,6 @@ int shim_accept(int fd);
 /// waitid(P_PIDFD, pidfd, ..., options | WNOHANG): 1 and the siginfo's code and status when a
 /// state change was reported, 0 when none is pending, -errno on failure.
 int shim_waitid_pidfd(int pidfd, int options, int *code, int *status);
-/* Consumes one pending stop report of any child (waitid(P_ALL, WSTOPPED | WNOHANG)): 1 with its
-   pid, si_code and si_status, 0 when none is pending, -errno (ECHILD: no children). Exits are
-   not reported nor reaped. */
-int shim_waitid_stopped(int *pid, int *code, int *status);
 
 /// Sets O_NONBLOCK on a descriptor.
 int shim_set_nonblocking(int fd);
