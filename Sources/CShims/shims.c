@@ -168,10 +168,6 @@ int shim_signal_number(const char *name) {
     return -EINVAL;
 }
 
-int shim_siginfo_code(const siginfo_t *si) { return si->si_code; }
-int shim_siginfo_status(const siginfo_t *si) { return si->si_status; }
-pid_t shim_siginfo_pid(const siginfo_t *si) { return si->si_pid; }
-
 int shim_set_nonblocking(int fd) {
     int flags = fcntl(fd, F_GETFL);
     if (flags < 0) return -errno;

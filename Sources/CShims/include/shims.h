@@ -64,11 +64,6 @@ int shim_signal_number(const char *name);
 
 #include <signal.h>
 
-/// The fields of a SIGCHLD siginfo the supervisor needs (Swift cannot reach the union).
-int shim_siginfo_code(const siginfo_t *si);
-int shim_siginfo_status(const siginfo_t *si);
-pid_t shim_siginfo_pid(const siginfo_t *si);
-
 /// accept4(2) with SOCK_CLOEXEC|SOCK_NONBLOCK. Returns a descriptor or -errno.
 int shim_accept(int fd);
 
