@@ -6,7 +6,7 @@
 #include <linux/sockios.h>
 #include <pthread.h>
 #include <signal.h>
-#include <spawn.h>
+#include <stdint.h>
 #include <string.h>
 #include <strings.h>
 #include <sys/ioctl.h>
@@ -92,43 +92,92 @@ ssize_t shim_recv_with_fds(int fd, void *buf, size_t len, int *fds, int maxfds, 
     return n;
 }
 
-pid_t shim_spawn(const shim_spawn_options *o) {
-    posix_spawn_file_actions_t actions;
-    posix_spawnattr_t attr;
-    int rc = posix_spawn_file_actions_init(&actions);
-    if (rc != 0) return -rc;
-    rc = posix_spawnattr_init(&attr);
-    if (rc != 0) {
-        posix_spawn_file_actions_destroy(&actions);
-        return -rc;
+#ifndef CLONE_INTO_CGROUP
+#define CLONE_INTO_CGROUP 0x200000000ULL
+#endif
+#ifndef CLONE_PIDFD
+#define CLONE_PIDFD 0x00001000
+#endif
+
+// struct clone_args of linux/sched.h (CLONE_ARGS_SIZE_VER2: with the cgroup field).
+struct shim_clone_args {
+    uint64_t flags, pidfd, child_tid, parent_tid, exit_signal, stack, stack_size, tls, set_tid, set_tid_size, cgroup;
+};
+
+// Moves `fd` to a descriptor >= 10 (close-on-exec cleared later by dup2); -1 stays -1.
+static int shim_lift(int fd) { return fd < 0 ? -1 : fcntl(fd, F_DUPFD_CLOEXEC, 10); }
+
+// The child between clone3 and exec: only async-signal-safe calls (the parent is
+// multi-threaded). On failure, the errno is written to `report` and the child exits.
+static void shim_child(const shim_spawn_options *o, int report) {
+    report = shim_lift(report);  // above 3, where nothing below can land on it
+    if (report < 0) _exit(127);
+    int channel = shim_lift(o->channel_fd), out = shim_lift(o->stdout_fd);
+    if ((o->channel_fd >= 0 && channel < 0) || (o->stdout_fd >= 0 && out < 0)) goto fail;
+    if (setsid() < 0) goto fail;
+    struct sigaction dfl;
+    memset(&dfl, 0, sizeof(dfl));
+    dfl.sa_handler = SIG_DFL;
+    for (int s = 1; s < NSIG; s++) {
+        if (s != SIGKILL && s != SIGSTOP) sigaction(s, &dfl, NULL);  // fails harmlessly for reserved numbers
     }
-    sigset_t empty, all;
+    sigset_t empty;
     sigemptyset(&empty);
-    sigfillset(&all);
-    sigdelset(&all, SIGKILL);
-    sigdelset(&all, SIGSTOP);
-    rc = posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
-    if (rc == 0) rc = posix_spawnattr_setsigmask(&attr, &empty);
-    if (rc == 0) rc = posix_spawnattr_setsigdefault(&attr, &all);
-    if (rc == 0) rc = posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
-    if (rc == 0 && o->stdout_fd >= 0) rc = posix_spawn_file_actions_adddup2(&actions, o->stdout_fd, 1);
-    if (rc == 0 && o->stdout_fd >= 0) rc = posix_spawn_file_actions_adddup2(&actions, o->stdout_fd, 2);
-    if (rc == 0 && o->channel_fd >= 0) {
-        if (o->channel_fd == 3) {
-            // dup2 onto itself would keep FD_CLOEXEC set; move it away and back.
-            rc = posix_spawn_file_actions_adddup2(&actions, 3, 100);
-            if (rc == 0) rc = posix_spawn_file_actions_adddup2(&actions, 100, 3);
-        } else {
-            rc = posix_spawn_file_actions_adddup2(&actions, o->channel_fd, 3);
-        }
+    if (sigprocmask(SIG_SETMASK, &empty, NULL) != 0) goto fail;
+    int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    if (null < 0 || dup2(null, 0) < 0) goto fail;
+    if (out >= 0 && (dup2(out, 1) < 0 || dup2(out, 2) < 0)) goto fail;
+    if (channel >= 0 && dup2(channel, 3) < 0) goto fail;
+    // Everything above the standard descriptors and the channel closes here, except the
+    // report pipe, which is close-on-exec.
+    int first = channel >= 0 ? 4 : 3;
+    syscall(SYS_close_range, first, report - 1, 0);
+    syscall(SYS_close_range, report + 1, ~0U, 0);
+    if (o->cwd != NULL && chdir(o->cwd) != 0) goto fail;
+    execve(o->path, o->argv, o->envp);
+fail:;
+    int e = errno;
+    ssize_t ignored = write(report, &e, sizeof(e));
+    (void)ignored;
+    _exit(127);
+}
+
+pid_t shim_spawn(const shim_spawn_options *o, int *pidfd) {
+    int pipefd[2];
+    if (pipe2(pipefd, O_CLOEXEC) != 0) return -errno;
+    int fd = -1;
+    struct shim_clone_args args;
+    memset(&args, 0, sizeof(args));
+    args.flags = CLONE_PIDFD | (o->cgroup_fd >= 0 ? CLONE_INTO_CGROUP : 0);
+    args.pidfd = (uint64_t)(uintptr_t)&fd;
+    args.exit_signal = SIGCHLD;
+    args.cgroup = o->cgroup_fd >= 0 ? (uint64_t)o->cgroup_fd : 0;
+    long pid = syscall(SYS_clone3, &args, sizeof(args));
+    if (pid == 0) {
+        close(pipefd[0]);
+        shim_child(o, pipefd[1]);
     }
-    if (rc == 0) rc = posix_spawn_file_actions_addclosefrom_np(&actions, o->channel_fd >= 0 ? 4 : 3);
-    if (rc == 0 && o->cwd != NULL) rc = posix_spawn_file_actions_addchdir_np(&actions, o->cwd);
-    pid_t pid = -1;
-    if (rc == 0) rc = posix_spawn(&pid, o->path, &actions, &attr, o->argv, o->envp);
-    posix_spawn_file_actions_destroy(&actions);
-    posix_spawnattr_destroy(&attr);
-    return rc == 0 ? pid : -rc;
+    int saved = errno;
+    close(pipefd[1]);
+    if (pid < 0) {
+        close(pipefd[0]);
+        return -saved;
+    }
+    // EOF: exec succeeded (the write end was close-on-exec). An int: exec's errno.
+    int child_errno = 0;
+    ssize_t n;
+    do {
+        n = read(pipefd[0], &child_errno, sizeof(child_errno));
+    } while (n < 0 && errno == EINTR);
+    close(pipefd[0]);
+    if (n == (ssize_t)sizeof(child_errno)) {
+        siginfo_t si;
+        waitid(P_PID, (id_t)pid, &si, WEXITED);
+        close(fd);
+        return -(child_errno != 0 ? child_errno : EIO);
+    }
+    *pidfd = fd;
+    return (pid_t)pid;
 }
 
 int shim_pidfd_open(pid_t pid) {

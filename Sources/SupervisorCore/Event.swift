@@ -41,8 +41,10 @@ public enum Event: Equatable, Sendable {
     case stopConfirmed(extensionID: String, generation: UInt64)
     /// The kernel confirmed that the group runs again.
     case continueConfirmed(extensionID: String, generation: UInt64)
-    /// The process exited (its group has been killed and it has been reaped).
-    case exited(extensionID: String, generation: UInt64, status: ExitStatus)
+    /// Every process of the extension is gone and its leader reaped. `status` is the leader's.
+    /// `outlivedLeader`: some of its processes were still alive when the leader exited, and
+    /// were killed.
+    case exited(extensionID: String, generation: UInt64, status: ExitStatus, outlivedLeader: Bool = false)
     /// The runtime asks for an assertion.
     case acquire(extensionID: String, generation: UInt64, tag: UInt32, reason: String)
     /// The runtime releases an assertion.

@@ -30,6 +30,9 @@ public enum ExitReason: String, Sendable, Codable, Equatable {
     case removed
     /// Ended because it closed its runtime channel while still running, or was cut off.
     case channelClosed = "channel-closed"
+    /// The leader exited on its own while other processes of the extension still ran: they
+    /// were killed (an extension ends with its leader).
+    case leaderExited = "leader-exited"
     /// Killed because, while suspended, it held a file lock another process waited for.
     case lockHeldWhileSuspended = "lock-held-while-suspended"
 }

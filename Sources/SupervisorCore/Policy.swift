@@ -1,7 +1,10 @@
 /// Whether an extension is suspended when it goes to the background.
 public enum SuspendMode: String, Sendable, Codable, Equatable {
-    /// SIGSTOP once the last request ends and no assertion is held (the default).
+    /// SIGSTOP to every process once the last request ends and no assertion is held (the default).
     case stop
+    /// The cgroup v2 freezer instead of SIGSTOP: the processes cannot observe the suspension
+    /// (no SIGCHLD to their parent, no job-control change). Needs a cgroup per extension.
+    case freeze
     /// Never suspended: the escape hatch for extensions that must keep running.
     case never
 }

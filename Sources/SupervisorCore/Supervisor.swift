@@ -55,8 +55,8 @@ public struct Supervisor: Sendable {
             update(id, generation) { s, r in s.stopConfirmed(&r) }
         case let .continueConfirmed(id, generation):
             update(id, generation) { s, r in s.continueConfirmed(&r) }
-        case let .exited(id, generation, status):
-            update(id, generation) { s, r in s.exited(&r, status: status) }
+        case let .exited(id, generation, status, outlivedLeader):
+            update(id, generation) { s, r in s.exited(&r, status: status, outlivedLeader: outlivedLeader) }
         case let .acquire(id, generation, tag, reason):
             update(id, generation) { s, r in s.acquire(&r, tag: tag, reason: reason) }
         case let .release(id, generation, assertionID):
@@ -377,12 +377,14 @@ public struct Supervisor: Sendable {
         out.append(.signal(extensionID: r.manifest.id, generation: r.generation, signal: signal, thenContinue: mayBeStopped))
     }
 
-    private mutating func exited(_ r: inout ExtensionRecord, status: ExitStatus) {
+    private mutating func exited(_ r: inout ExtensionRecord, status: ExitStatus, outlivedLeader: Bool) {
         let reason: ExitReason
         if case .terminating(let why, _) = r.phase {
             reason = why
         } else if r.adminSignaled {
             reason = .killedByAdmin
+        } else if outlivedLeader {
+            reason = .leaderExited
         } else if status == .exited(0) {
             reason = .exited
         } else {
@@ -403,12 +405,14 @@ public struct Supervisor: Sendable {
         r.lastExit = ExitRecord(status: status, reason: reason, at: now, pid: r.pid)
         setPhase(&r, .notRunning)
         let detail = "\(reason.rawValue), \(describe)" + (dropped > 0 ? ", \(dropped) assertion(s) dropped" : "")
+            + (outlivedLeader ? ", processes that outlived the leader were killed" : "")
         record(&r, reason == .crashed ? .crash : reason == .reclaimed ? .reclaim : .exit, detail: detail)
         r.pid = nil
         r.startedAt = nil
         switch reason {
         case .crashed, .launchFailed: countCrash(&r, stable: ranFor >= limits.stableRunSeconds)
-        case .exited, .reclaimed: r.consecutiveCrashes = 0; r.throttledUntil = nil
+        case .leaderExited where status != .exited(0): countCrash(&r, stable: ranFor >= limits.stableRunSeconds)
+        case .exited, .reclaimed, .leaderExited: r.consecutiveCrashes = 0; r.throttledUntil = nil
         default: break
         }
         if r.pending.isEmpty { return }

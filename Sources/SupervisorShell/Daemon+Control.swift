@@ -53,12 +53,24 @@ extension Daemon {
         if connections.values.lazy.filter({ $0.peer.uid == peer.uid }).count >= limit {
             return "too many control connections from uid \(peer.uid) (limit \(limit))"
         }
-        if let group = ProcessTable.stat(peer.pid)?.processGroup,
-           let owner = processes.values.first(where: { $0.processGroup == group }),
-           core.records[owner.extensionID]?.manifest.hostAccess != true {
-            return "extension '\(owner.extensionID)' may not use the control socket (its manifest does not set hostAccess)"
+        if let owner = owningExtension(of: peer.pid), core.records[owner]?.manifest.hostAccess != true {
+            return "extension '\(owner)' may not use the control socket (its manifest does not set hostAccess)"
         }
         return nil
+    }
+
+    /// The extension a process belongs to: by its cgroup (which it cannot leave), or by its
+    /// process group on the fallback.
+    func owningExtension(of pid: Int32) -> String? {
+        if let tree = cgroups {
+            guard let path = control.table.cgroup(pid) else { return nil }
+            let full = tree.mountRelative(path)
+            guard full.hasPrefix(tree.extensionsPath + "/") else { return nil }
+            let id = String(full.dropFirst(tree.extensionsPath.count + 1).prefix(while: { $0 != "/" }))
+            return processes[id] != nil ? id : nil
+        }
+        guard let group = control.table.stat(pid)?.processGroup else { return nil }
+        return processes.values.first(where: { $0.processGroup == group })?.extensionID
     }
 
     func connectionEvent(_ c: ControlConnection, events: UInt32) {
@@ -163,8 +175,41 @@ extension Daemon {
         }
         let now = loop.now()
         let clock = StatusDocument.Clock(monotonicNow: now)
-        let document = kind == .list ? StatusDocument.list(selected, clock) : StatusDocument.status(selected, now: now, clock)
+        let document = kind == .list
+            ? StatusDocument.list(selected, clock)
+            : StatusDocument.status(
+                selected, now: now, clock,
+                containment: .init(mode: cgroups == nil ? "process-group" : "cgroup", reason: containmentProblem),
+                processes: processEntries)
         sendJSON(document, tag: tag, to: c.id)
+    }
+
+    /// The processes of a running extension for `status`: the members of its cgroup (or
+    /// process group), with their command names, and the cgroup's path. Memory and CPU come
+    /// from each process's /proc entry (the extensions' cgroups have no controllers to count
+    /// them on every machine).
+    func processEntries(_ r: ExtensionRecord) -> StatusDocument.ProcessesOfExtension {
+        guard let p = processes[r.manifest.id] else { return .init() }
+        let table = control.table
+        let pids = p.cgroup.map { cgroups?.processes($0.path) ?? [] } ?? table.groupMembers(p.processGroup).map(\.pid)
+        let entries = pids.sorted().compactMap { pid -> StatusDocument.ProcessEntry? in
+            guard let s = table.stat(pid), !s.isGone else { return nil }
+            return StatusDocument.ProcessEntry(
+                pid: pid, state: s.state, command: table.command(pid) ?? "?", rssBytes: s.rssPages * ProcessTable.pageSize,
+                cpuTicks: s.cpuTicks)
+        }
+        var found = StatusDocument.ProcessesOfExtension(entries: entries, cgroup: p.cgroup?.path)
+        if let path = p.cgroup?.path {
+            if cgroups?.controllers.contains("memory") == true, case .success(let bytes) = kernel.read(path + "/memory.current") {
+                found.cgroupMemoryBytes = Int64(String(decoding: bytes.prefix(while: { $0 != UInt8(ascii: "\n") }), as: UTF8.self))
+            }
+            if case .success(let bytes) = kernel.read(path + "/cpu.stat"),
+               let line = bytes.split(separator: UInt8(ascii: "\n")).first(where: { $0.starts(with: Array("usage_usec ".utf8)) }),
+               let usec = Double(String(decoding: line.dropFirst(11), as: UTF8.self)) {
+                found.cgroupCPUSeconds = usec / 1e6
+            }
+        }
+        return found
     }
 
     /// Sends a JSON document in chunks of at most `WireLimits.maxChunk` bytes.

@@ -13,6 +13,16 @@ extension Daemon {
     /// hold no lock when they stop are never checked: a stopped process cannot take one.
     static let lockCheckSeconds = 1.0
 
+    /// /proc/locks, read at most once per loop iteration (a burst of stops confirmed together
+    /// shares one read).
+    func currentLocks() -> [FileLocks.Lock] {
+        let iteration = loop.now()
+        if let snapshot = locksSnapshot, snapshot.at == iteration { return snapshot.locks }
+        let locks = FileLocks.current()
+        locksSnapshot = (iteration, locks)
+        return locks
+    }
+
     func watchLocks(_ p: SupervisedProcess, members: Set<Int32>, locks: [FileLocks.Lock]) {
         p.stopLockWatch()
         let held = Set(locks.map(\.holder)).intersection(members)

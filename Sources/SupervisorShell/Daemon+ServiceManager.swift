@@ -34,6 +34,6 @@ extension Daemon {
 
     /// The `STATUS=` summary of the extensions' current states.
     func statusLine() -> String {
-        ServiceManager.statusLine(core, shuttingDown: core.shuttingDown)
+        ServiceManager.statusLine(core, shuttingDown: core.shuttingDown, containmentProblem: containmentProblem)
     }
 }

@@ -25,14 +25,17 @@ public final class Daemon {
     var processes: [String: SupervisedProcess] = [:]
     /// The same processes by pid, for the kernel's stop reports (which name a pid).
     var processesByPID: [Int32: SupervisedProcess] = [:]
-    /// Processes whose SIGSTOP was sent and whose leader's stop the kernel has not reported yet.
-    var awaitingStopReport: [ObjectIdentifier: SupervisedProcess] = [:]
     var signalSources: [EventSource] = []
-    /// Stop verifications waiting for the next verification pass, and that pass.
-    var pendingVerifications: [ObjectIdentifier: SupervisedProcess] = [:]
-    var verificationPass: EventSource?
-    /// Whether orphaned descendants of extensions are reparented to this process.
-    var isSubreaper = false
+    /// Every kernel call of the process handling goes through it.
+    let kernel: any Kernel
+    /// The cgroup v2 subtree with one cgroup per extension; nil on the process-group fallback.
+    let cgroups: CgroupTree?
+    /// Why there is no cgroup per extension (nil when there is one).
+    let containmentProblem: String?
+    /// Stops, resumes, signals and exits of extension processes.
+    let control: ProcessControl
+    /// /proc/locks as read during the current loop iteration (a burst of stops reads it once).
+    var locksSnapshot: (at: Instant, locks: [FileLocks.Lock])?
     /// The core's `stateVersion` the last STATUS= summary was computed for.
     var summarizedVersion: UInt64?
     /// When STATUS= was last published, and the timer of a publication held back by the rate limit.
@@ -62,10 +65,23 @@ public final class Daemon {
         self.options = options
         self.logger = logger
         loop = try EventLoop()
+        kernel = LinuxKernel(loop: loop)
         // Orphaned descendants of extensions become the daemon's children rather than init's:
         // they stay visible (and reapable) here, which lets stop verification skip /proc scans.
-        isSubreaper = shim_set_child_subreaper() == 0
+        let isSubreaper = shim_set_child_subreaper() == 0
         if !isSubreaper { logger.warning("cannot become a child subreaper; every stop verification will scan /proc") }
+        switch options.containment == .processGroup
+            ? .failure(CgroupTree.Unavailable(description: "process-group containment was asked for (--containment process-group)"))
+            : CgroupTree.setUp(kernel: kernel, underSystemd: ServiceManager.underServiceManager, socketPath: options.socketPath, logger: logger) {
+        case .success(let tree):
+            cgroups = tree
+            containmentProblem = nil
+        case .failure(let why):
+            if options.containment == .cgroup { throw DaemonError("no cgroup per extension (--containment cgroup): \(why)") }
+            cgroups = nil
+            containmentProblem = why.description
+        }
+        control = ProcessControl(kernel: kernel, cgroups: cgroups, isSubreaper: isSubreaper, logger: logger)
         config = DaemonConfig()
         if let file = options.configFile {
             switch DaemonConfig.parse(try Daemon.readFile(file), file: file) {
@@ -74,7 +90,7 @@ public final class Daemon {
             }
         }
         config.limits.daemonUID = getuid()
-        let (manifests, errors) = Daemon.loader(options, config).load()
+        let (manifests, errors) = Daemon.loader(options, config, freezerProblem: containmentProblem).load()
         for e in errors { logger.error("manifest refused: \(e)") }
         core = Supervisor(manifests: manifests, limits: config.limits, now: loop.now())
         if let fd = options.inheritedListener {
@@ -87,14 +103,22 @@ public final class Daemon {
         }
         // The socket is ours now: whatever a killed predecessor on it left running is ended.
         registry = ProcessRegistry(path: ProcessRegistry.path(forSocket: options.socketPath), logger: logger)
-        ProcessRegistry.reapLeftovers(at: registry.path, logger: logger)
+        ProcessRegistry.reapLeftovers(at: registry.path, table: control.table, logger: logger)
+        if let tree = cgroups {
+            tree.endLeftovers(logger: logger)
+            logger.info("containment: one cgroup per extension under \(tree.extensionsPath)\(tree.controllers.isEmpty ? " (no controllers)" : " (controllers: \(tree.controllers.joined(separator: ", ")))")")
+        } else {
+            logger.warning("containment: process groups only, because \(containmentProblem ?? "?"); a process of an extension that leaves its process group (setsid) escapes suspension and termination")
+        }
         logger.info("loaded \(manifests.count) extension(s) from \(options.extensionDirectories.joined(separator: ":")); \(errors.count) manifest error(s)")
     }
 
     deinit { receiveBuffer.deallocate() }
 
-    static func loader(_ options: DaemonOptions, _ config: DaemonConfig) -> ManifestLoader {
-        ManifestLoader(directories: options.extensionDirectories, explicit: options.explicitDirectories, points: config.points, trustedUID: getuid())
+    static func loader(_ options: DaemonOptions, _ config: DaemonConfig, freezerProblem: String?) -> ManifestLoader {
+        ManifestLoader(
+            directories: options.extensionDirectories, explicit: options.explicitDirectories, points: config.points, trustedUID: getuid(),
+            freezerProblem: freezerProblem)
     }
 
     static func readFile(_ path: String) throws -> [UInt8] {
@@ -130,11 +154,12 @@ public final class Daemon {
 
     /// Runs the loop until shutdown completes. Returns the exit status.
     public func run(onReady: (() -> Void)? = nil) throws -> Int32 {
+        control.delegate = self
         listenerSource = try loop.addIO(fd: listener.fd, events: Poll.input) { [unowned self] _ in acceptConnections() }
         for sig in [SIGTERM, SIGINT] {
             signalSources.append(try loop.addSignal(sig) { [unowned self] _, _ in
                 logger.info("received signal \(sig): shutting down")
-                serviceManager.stopping(status: ServiceManager.statusLine(core, shuttingDown: true))
+                serviceManager.stopping(status: ServiceManager.statusLine(core, shuttingDown: true, containmentProblem: containmentProblem))
                 post(.shutdown)
             })
         }
@@ -142,7 +167,7 @@ public final class Daemon {
         // After the ordinary events: a burst of dismisses is handled first, then the stops it
         // caused are collected together.
         signalSources.append(try loop.addSignal(SIGCHLD, priority: Daemon.childSignalPriority) { [unowned self] pid, code in
-            childrenStopped(sender: pid, code: code)
+            childrenChanged(sender: pid, code: code)
         })
         if loop.enableWatchdog(), let usec = ServiceManager.watchdogInterval() {
             logger.info("watchdog: the event loop sends WATCHDOG=1 every \(usec / 2000) ms (WATCHDOG_USEC=\(usec))")
@@ -162,7 +187,12 @@ public final class Daemon {
             listener.close()
             unlink(options.socketPath)
         }
-        if processes.isEmpty { registry.removeFile() } else { registry.flush() }
+        if processes.isEmpty {
+            registry.removeFile()
+            cgroups?.removeSubtree()
+        } else {
+            registry.flush()
+        }
         return status
     }
 
@@ -193,14 +223,17 @@ public final class Daemon {
     func perform(_ effect: Effect) {
         switch effect {
         case let .spawn(id, generation, manifest): spawn(id, generation, manifest)
-        case let .stop(id, generation): if let p = process(id, generation) { requestStop(p) }
-        case let .resume(id, generation): if let p = process(id, generation) { resume(p) }
+        case let .stop(id, generation): if let p = process(id, generation) { control.suspend(p) }
+        case let .resume(id, generation):
+            if let p = process(id, generation) {
+                p.stopLockWatch()
+                control.resume(p)
+                post(.continueConfirmed(extensionID: id, generation: generation))
+            }
         case let .signal(id, generation, signal, thenContinue):
             if let p = process(id, generation) {
-                p.stopPending = false
                 p.stopLockWatch()
-                _ = shim_kill(-p.processGroup, signal)
-                if thenContinue { _ = shim_kill(-p.processGroup, SIGCONT) }
+                control.signal(p, signal, thenContinue: thenContinue)
             }
         case let .openRequest(id, generation, requestID, host, tag, pid, channel):
             openRequest(id, generation, requestID, host, tag, pid, channel)
@@ -266,7 +299,7 @@ public final class Daemon {
     func reload() -> (loaded: Int, errors: [ManifestError]) {
         logger.info("reloading manifests")
         serviceManager.reloading()
-        var (manifests, errors) = Daemon.loader(options, config).load()
+        var (manifests, errors) = Daemon.loader(options, config, freezerProblem: containmentProblem).load()
         for e in errors { logger.error("manifest refused: \(e)") }
         let broken = Set(errors.map(\.file))
         let defined = Set(manifests.map(\.id))
@@ -296,6 +329,8 @@ enum Poll {
     static let output: UInt32 = 0x004
     static let error: UInt32 = 0x008
     static let hangup: UInt32 = 0x010
+    /// EPOLLPRI: a kernfs file such as `cgroup.events` changed.
+    static let priority: UInt32 = 0x002
 }
 
 /// A startup failure with a message for the administrator.

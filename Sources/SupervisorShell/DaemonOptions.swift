@@ -15,6 +15,18 @@ public struct DaemonOptions: Sendable {
     public var configFile: String?
     /// A listening socket passed by the service manager (socket activation), if any.
     public var inheritedListener: Int32?
+    /// How extension processes are held together.
+    public var containment: ContainmentChoice = .auto
+
+    /// The `--containment` choices.
+    public enum ContainmentChoice: String, Sendable, CaseIterable {
+        /// A cgroup per extension when a writable cgroup v2 exists, process groups otherwise.
+        case auto
+        /// A cgroup per extension, or the daemon refuses to start.
+        case cgroup
+        /// Process groups only, even where cgroups would work.
+        case processGroup = "process-group"
+    }
 
     public init(socketPath: String? = nil, extensionDirectories: [String] = [], configFile: String? = nil, inheritedListener: Int32? = nil) {
         self.socketPath = socketPath ?? DaemonOptions.defaultSocketPath()

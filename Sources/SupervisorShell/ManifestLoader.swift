@@ -13,6 +13,8 @@ struct ManifestLoader {
     var points: ExtensionPoints
     /// Owners allowed besides root.
     var trustedUID: UInt32
+    /// Why the cgroup freezer cannot be used (no cgroup per extension), or nil when it can.
+    var freezerProblem: String?
 
     func load() -> (manifests: [Manifest], errors: [ManifestError]) {
         var manifests: [Manifest] = []
@@ -70,6 +72,9 @@ struct ManifestLoader {
         data.removeLast(data.count - filled)
         let parsed = ManifestParser.parse(data, file: path, directory: directory, points: points)
         guard case .success(let manifest) = parsed else { return parsed }
+        if manifest.policy.suspend == .freeze, let problem = freezerProblem {
+            return fail("policy.suspend", "'freeze' (from the manifest or its extension point '\(manifest.point)') needs a cgroup per extension, and this daemon has none: \(problem)")
+        }
         var exe = stat()
         guard stat(manifest.executable, &exe) == 0 else {
             return fail("executable", "'\(manifest.executable)' does not exist: \(String(cString: strerror(errno)))")

@@ -44,14 +44,16 @@ final class ProcessRegistry {
 
     let path: String
     let logger: Logger
+    let table: ProcessTable
     private(set) var entries: [Int32: Entry] = [:]
     private var dirty = false
     /// The last write failed (logged once, until a write succeeds again).
     private var failing = false
 
-    init(path: String, logger: Logger) {
+    init(path: String, logger: Logger, table: ProcessTable = ProcessTable(kernel: LinuxKernel(loop: nil))) {
         self.path = path
         self.logger = logger
+        self.table = table
     }
 
     /// The registry file of a control socket: in the socket's directory, named after it.
@@ -62,7 +64,7 @@ final class ProcessRegistry {
 
     /// Records a freshly spawned group leader (its start time is read from /proc now).
     func add(extensionID: String, pid: Int32, processGroup: Int32) {
-        guard let start = ProcessTable.stat(pid)?.startTicks else { return }
+        guard let start = table.stat(pid)?.startTicks else { return }
         entries[pid] = Entry(extensionID: extensionID, pid: pid, processGroup: processGroup, startTicks: start)
         dirty = true
     }
@@ -198,19 +200,19 @@ final class ProcessRegistry {
     ///   are killed one by one through a pidfd, after their start time is checked again (a
     ///   group id cannot be reused while any member of the group lives).
     @discardableResult
-    static func reapLeftovers(at path: String, logger: Logger) -> [Reaped] {
+    static func reapLeftovers(at path: String, table: ProcessTable = ProcessTable(kernel: LinuxKernel(loop: nil)), logger: Logger) -> [Reaped] {
         let leftovers = read(path, logger: logger)
         var reaped: [Reaped] = []
         for e in leftovers {
-            if let leader = ProcessTable.stat(e.pid), !leader.isGone {
+            if let leader = table.stat(e.pid), !leader.isGone {
                 guard leader.startTicks == e.startTicks, leader.processGroup == e.processGroup else { continue }
                 _ = shim_kill(-e.processGroup, SIGKILL)
                 _ = shim_kill(-e.processGroup, SIGCONT)
                 reaped.append(Reaped(extensionID: e.extensionID, pid: e.pid, orphanedMember: false))
                 continue
             }
-            for m in ProcessTable.groupMembers(e.processGroup)
-            where m.session == e.processGroup && m.startTicks >= e.startTicks && killExactly(m) {
+            for m in table.groupMembers(e.processGroup)
+            where m.session == e.processGroup && m.startTicks >= e.startTicks && killExactly(m, table) {
                 reaped.append(Reaped(extensionID: e.extensionID, pid: m.pid, orphanedMember: true))
             }
         }
@@ -230,11 +232,11 @@ final class ProcessRegistry {
 
     /// SIGKILL to exactly the process `stat` describes: through a pidfd opened first and
     /// checked against the start time afterwards, so a reused pid is never signalled.
-    private static func killExactly(_ stat: ProcessStat) -> Bool {
+    private static func killExactly(_ stat: ProcessStat, _ table: ProcessTable) -> Bool {
         let pidfd = shim_pidfd_open(stat.pid)
         guard pidfd >= 0 else { return false }
         defer { close(pidfd) }
-        guard let now = ProcessTable.stat(stat.pid), now.startTicks == stat.startTicks else { return false }
+        guard let now = table.stat(stat.pid), now.startTicks == stat.startTicks else { return false }
         return shim_pidfd_send_signal(pidfd, SIGKILL) == 0
     }
 }

@@ -22,22 +22,20 @@ struct ProcessStat: Equatable {
     var isGone: Bool { state == "Z" || state == "X" }
 }
 
-/// Reads process information from /proc. The only place the daemon parses /proc.
-enum ProcessTable {
+/// Reads process information from /proc, through the kernel interface. The only place the
+/// daemon parses /proc.
+struct ProcessTable {
+    let kernel: any Kernel
+
     /// Parses /proc/PID/stat; nil when the process is gone.
-    static func stat(_ pid: Int32) -> ProcessStat? {
+    func stat(_ pid: Int32) -> ProcessStat? {
         stat(path: "/proc/\(pid)/stat", pid: pid)
     }
 
     /// Parses a stat file (of a process or of one of its threads); nil when it is gone.
-    static func stat(path: String, pid: Int32) -> ProcessStat? {
-        var buffer = [UInt8](repeating: 0, count: 1024)
-        let fd = open(path, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { return nil }
-        defer { close(fd) }
-        let n = read(fd, &buffer, buffer.count)
-        guard n > 0 else { return nil }
-        return parseStat(pid: pid, Array(buffer[0..<n]))
+    func stat(path: String, pid: Int32) -> ProcessStat? {
+        guard case .success(let bytes) = kernel.read(path), !bytes.isEmpty else { return nil }
+        return ProcessTable.parseStat(pid: pid, bytes)
     }
 
     /// Parses the contents of a stat file. The command name may contain spaces and
@@ -57,16 +55,28 @@ enum ProcessTable {
             startTicks: UInt64(max(0, int(19))), rssPages: int(21))
     }
 
+    /// The command name of a process (/proc/PID/comm), or nil when it is gone.
+    func command(_ pid: Int32) -> String? {
+        guard case .success(let bytes) = kernel.read("/proc/\(pid)/comm") else { return nil }
+        return String(decoding: bytes.prefix(while: { $0 != UInt8(ascii: "\n") }), as: UTF8.self)
+    }
+
+    /// The cgroup v2 path of a process (the `0::` line of /proc/PID/cgroup).
+    func cgroup(_ pid: Int32) -> String? {
+        guard case .success(let bytes) = kernel.read("/proc/\(pid)/cgroup") else { return nil }
+        return CgroupTree.unifiedPath(String(decoding: bytes, as: UTF8.self))
+    }
+
     /// Every process whose process group is `pgid`. Scans /proc: members that left the
     /// tree (double-forked) are found too, as long as they stayed in the group.
-    static func groupMembers(_ pgid: Int32) -> [ProcessStat] {
+    func groupMembers(_ pgid: Int32) -> [ProcessStat] {
         members(ofGroups: [pgid])[pgid] ?? []
     }
 
     /// The live members of each of the `groups`, in one scan of /proc (for a batch of stop
     /// verifications, the scan is paid once).
-    static func members(ofGroups groups: Set<Int32>) -> [Int32: [ProcessStat]] {
-        guard !groups.isEmpty, let names = directoryEntries("/proc") else { return [:] }
+    func members(ofGroups groups: Set<Int32>) -> [Int32: [ProcessStat]] {
+        guard !groups.isEmpty, let names = kernel.listDirectory("/proc") else { return [:] }
         var result: [Int32: [ProcessStat]] = [:]
         for name in names {
             guard let pid = Int32(name), let s = stat(pid), groups.contains(s.processGroup), !s.isGone else { continue }
@@ -76,19 +86,10 @@ enum ProcessTable {
     }
 
     /// The children of `pid` (of all its threads), from /proc/PID/task/TID/children.
-    static func children(of pid: Int32) -> [Int32] {
+    func children(of pid: Int32) -> [Int32] {
         var result: [Int32] = []
-        for tid in directoryEntries("/proc/\(pid)/task") ?? [] {
-            let fd = open("/proc/\(pid)/task/\(tid)/children", O_RDONLY | O_CLOEXEC)
-            guard fd >= 0 else { continue }
-            var text: [UInt8] = []
-            var buffer = [UInt8](repeating: 0, count: 4096)
-            while true {
-                let n = read(fd, &buffer, buffer.count)
-                if n <= 0 { break }
-                text.append(contentsOf: buffer[0..<n])
-            }
-            close(fd)
+        for tid in kernel.listDirectory("/proc/\(pid)/task") ?? [] {
+            guard case .success(let text) = kernel.read("/proc/\(pid)/task/\(tid)/children") else { continue }
             result += text.split(separator: UInt8(ascii: " ")).compactMap { Int32(String(decoding: $0, as: UTF8.self)) }
         }
         return result
@@ -105,9 +106,9 @@ enum ProcessTable {
     }
 
     /// The combined state of every thread of `pid`, from /proc/PID/task/*/stat.
-    static func threadsStopped(_ pid: Int32) -> ThreadsState {
+    func threadsStopped(_ pid: Int32) -> ThreadsState {
         var result = ThreadsState.stopped
-        for name in directoryEntries("/proc/\(pid)/task") ?? [] {
+        for name in kernel.listDirectory("/proc/\(pid)/task") ?? [] {
             guard let tid = Int32(name), let s = stat(path: "/proc/\(pid)/task/\(tid)/stat", pid: tid) else { continue }
             if s.isStopped || s.isGone { continue }
             if s.state == "D" { result = .blockedInKernel; continue }

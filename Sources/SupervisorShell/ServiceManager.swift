@@ -68,6 +68,10 @@ final class ServiceManager {
 
     /// The watchdog interval the service manager asked for (`$WATCHDOG_USEC`, for this pid),
     /// in microseconds; nil when there is none.
+    /// Whether systemd started this process as a unit (`$INVOCATION_ID` is set): its cgroup is
+    /// then the unit's own.
+    static var underServiceManager: Bool { getenv("INVOCATION_ID") != nil }
+
     static func watchdogInterval() -> UInt64? {
         var usec: UInt64 = 0
         return sd_watchdog_enabled(0, &usec) > 0 ? usec : nil
@@ -75,8 +79,8 @@ final class ServiceManager {
 
     /// The one-line summary shown by `systemctl status`, e.g.
     /// `12 extensions: 2 active, 1 background, 6 suspended`.
-    static func statusLine(_ core: Supervisor, shuttingDown: Bool) -> String {
-        Summary(core, shuttingDown: shuttingDown).line
+    static func statusLine(_ core: Supervisor, shuttingDown: Bool, containmentProblem: String? = nil) -> String {
+        Summary(core, shuttingDown: shuttingDown).line + (containmentProblem.map { "; process groups only (no cgroups: \($0))" } ?? "")
     }
 
     /// The extensions counted by public state: what the status line says. The counts are the

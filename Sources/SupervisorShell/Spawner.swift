@@ -21,8 +21,9 @@ struct SpawnedProcess {
     var channel: PacketSocket?
 }
 
-/// Starts extension processes: new session and process group, clean environment plus the
-/// manifest's, stdin on /dev/null, the runtime channel at fd 3, nothing else inherited.
+/// Starts extension processes: in their cgroup from the first instruction (when there is one),
+/// new session and process group, clean environment plus the manifest's, stdin on /dev/null,
+/// the runtime channel at fd 3, nothing else inherited.
 enum Spawner {
     /// Variables passed through from the daemon's environment when set.
     static let passedThrough = ["PATH", "HOME", "LANG", "LC_ALL", "TZ", "XDG_RUNTIME_DIR"]
@@ -38,7 +39,8 @@ enum Spawner {
         return env.keys.sorted().map { "\($0)=\(env[$0]!)" }
     }
 
-    static func spawn(_ manifest: Manifest) throws(SystemError) -> SpawnedProcess {
+    /// Spawns the manifest's executable through `kernel`, in the cgroup `cgroupFD` when given.
+    static func spawn(_ manifest: Manifest, kernel: any Kernel, cgroupFD: Int32?) throws(SystemError) -> SpawnedProcess {
         let withChannel = manifest.readiness == .runtime
         var daemonEnd: PacketSocket?
         var childEnd: PacketSocket?
@@ -49,39 +51,17 @@ enum Spawner {
             childEnd = b
         }
         defer { childEnd?.close() }
-        let argv = [manifest.executable] + manifest.arguments
-        let envp = environment(for: manifest, channel: withChannel)
         let directory = String(manifest.executable[..<(manifest.executable.lastIndex(of: "/") ?? manifest.executable.startIndex)])
-        let pid: pid_t = withCStrings(argv) { argvPtr in
-            withCStrings(envp) { envPtr in
-                manifest.executable.withCString { path in
-                    directory.withCString { cwd in
-                        var options = shim_spawn_options(
-                            path: path, argv: argvPtr, envp: envPtr, cwd: directory.isEmpty ? nil : cwd,
-                            channel_fd: childEnd?.fd ?? -1, stdout_fd: -1)
-                        return shim_spawn(&options)
-                    }
-                }
-            }
-        }
-        if pid < 0 {
+        let request = SpawnRequest(
+            path: manifest.executable, arguments: manifest.arguments,
+            environment: environment(for: manifest, channel: withChannel),
+            directory: directory.isEmpty ? nil : directory, channelFD: childEnd?.fd, cgroupFD: cgroupFD)
+        switch kernel.spawn(request) {
+        case .success(let (pid, pidfd)):
+            return SpawnedProcess(pid: pid, pidfd: pidfd, channel: daemonEnd)
+        case .failure(let e):
             daemonEnd?.close()
-            throw SystemError("spawn \(manifest.executable)", errno: -pid)
+            throw SystemError("spawn \(manifest.executable)", errno: e.code)
         }
-        let pidfd = shim_pidfd_open(pid)
-        if pidfd < 0 {
-            _ = shim_kill(-pid, SIGKILL)
-            daemonEnd?.close()
-            throw SystemError("pidfd_open(\(pid))", errno: -pidfd)
-        }
-        return SpawnedProcess(pid: pid, pidfd: pidfd, channel: daemonEnd)
-    }
-
-    /// Calls `body` with a NULL-terminated C array of the strings.
-    static func withCStrings<R>(_ strings: [String], _ body: (UnsafePointer<UnsafeMutablePointer<CChar>?>) -> R) -> R {
-        var pointers: [UnsafeMutablePointer<CChar>?] = strings.map { strdup($0) }
-        pointers.append(nil)
-        defer { for p in pointers { free(p) } }
-        return pointers.withUnsafeBufferPointer { body($0.baseAddress!) }
     }
 }

@@ -105,9 +105,42 @@ enum StatusDocument {
         })])
     }
 
-    static func status(_ records: [ExtensionRecord], now: Instant, _ clock: Clock) -> JSONValue {
-        let groups = ProcessTable.members(ofGroups: Set(records.compactMap(\.pid)))
-        return .object(["extensions": .array(records.map { r -> JSONValue in
+    /// One process of an extension, as `status` shows it.
+    struct ProcessEntry {
+        var pid: Int32
+        var state: Character
+        var command: String
+        var rssBytes: Int64
+        var cpuTicks: UInt64
+    }
+
+    /// How the extensions' processes are held together, for `status`.
+    struct Containment {
+        /// `cgroup` or `process-group`.
+        var mode: String
+        /// Why there is no cgroup per extension (nil with cgroups).
+        var reason: String?
+    }
+
+    /// The processes of one running extension, and its cgroup's own counters where it has them.
+    struct ProcessesOfExtension {
+        var entries: [ProcessEntry] = []
+        var cgroup: String?
+        /// `memory.current` (with the memory controller).
+        var cgroupMemoryBytes: Int64?
+        /// `usage_usec` of `cpu.stat`, in seconds (every cgroup v2 has it).
+        var cgroupCPUSeconds: Double?
+    }
+
+    /// `processes(record)` gives the processes of a running extension and its cgroup path
+    /// (nil on the process-group fallback).
+    static func status(
+        _ records: [ExtensionRecord], now: Instant, _ clock: Clock, containment: Containment,
+        processes: (ExtensionRecord) -> ProcessesOfExtension
+    ) -> JSONValue {
+        .object([
+            "containment": .object(["mode": .string(containment.mode), "reason": .stringOrNull(containment.reason)]),
+            "extensions": .array(records.map { r -> JSONValue in
             let policy = r.manifest.policy
             var o: [String: JSONValue] = [
                 "id": .string(r.manifest.id), "point": .string(r.manifest.point), "state": .string(r.state.rawValue),
@@ -145,22 +178,19 @@ enum StatusDocument {
                     "expireAcknowledged": .bool(a.expireAcknowledged),
                 ])
             })
-            var members: [JSONValue] = []
-            var rss: Int64 = 0
-            var cpu: UInt64 = 0
-            if let pid = r.pid {
-                for m in (groups[pid] ?? []).sorted(by: { $0.pid < $1.pid }) {
-                    members.append(.object(["pid": .integer(Int(m.pid)), "state": .string(String(m.state))]))
-                    rss += m.rssPages * ProcessTable.pageSize
-                    cpu += m.cpuTicks
-                }
-            }
-            o["processGroup"] = .array(members)
+            let found = r.pid == nil ? ProcessesOfExtension() : processes(r)
+            o["processes"] = .array(found.entries.map { m in
+                .object(["pid": .integer(Int(m.pid)), "state": .string(String(m.state)), "command": .string(m.command)])
+            })
+            o["cgroup"] = .stringOrNull(found.cgroup)
+            let rss = found.cgroupMemoryBytes ?? found.entries.reduce(Int64(0)) { $0 + $1.rssBytes }
+            let cpu = found.cgroupCPUSeconds ?? Double(found.entries.reduce(UInt64(0)) { $0 + $1.cpuTicks }) / ProcessTable.ticksPerSecond
             o["memoryBytes"] = r.pid == nil ? .null : .integer(Int(rss))
-            o["cpuSeconds"] = r.pid == nil ? .null : .number(Double(cpu) / ProcessTable.ticksPerSecond)
+            o["cpuSeconds"] = r.pid == nil ? .null : .number(cpu)
             o["recentEvents"] = .array(r.recentEvents.map { event($0, clock) })
             return .object(o)
-        })])
+        }),
+        ])
     }
 
     static func encode(_ document: JSONValue) -> [UInt8] {

@@ -4,35 +4,30 @@ import Glibc
 #endif
 import SupervisorCore
 
-/// The shell's handle on one running extension process (one generation): its pidfd watch,
-/// its runtime channel and the bookkeeping of an in-flight stop. Owned by the daemon's loop.
+/// The shell's handle on one running extension (one generation): its leader's pidfd, its
+/// cgroup (or process group), the pure `GroupControl` that decides how it is stopped, resumed,
+/// signalled and when it has exited, and its runtime channel. Owned by the daemon's loop.
 final class SupervisedProcess {
     let extensionID: String
     let generation: UInt64
+    /// The leader: the process that was spawned.
     let pid: Int32
-    /// The process group (the process leads its own session, so it equals `pid`).
+    /// The leader's process group (it leads its own session, so it equals `pid`).
     var processGroup: Int32 { pid }
+    /// The extension's cgroup, nil on the process-group fallback.
+    let cgroup: ExtensionCgroup?
+    var control: GroupControl
     var channel: PacketSocket?
     var channelSource: EventSource?
-    /// The process's pidfd (owned here), and the source watching it become readable (exit).
+    /// The leader's pidfd (owned here), and the source watching it become readable (exit).
     let pidfd: Int32
     private var pidfdOpen = true
-    var exitSource: EventSource?
+    var exitSource: (any Cancellable)?
+    /// The watch on `cgroup.events` (POLLPRI): `populated` and `frozen` changes.
+    var eventsSource: (any Cancellable)?
+    /// The pending check of an in-flight stop (`GroupAction.checkAgain`).
+    var check: (any Cancellable)?
     var outbound: OutboundQueue
-
-    /// A stop was requested and is not confirmed yet.
-    var stopPending = false
-    /// The kernel reported CLD_STOPPED for the leader since the stop was requested: its whole
-    /// thread group is stopped.
-    var leaderStopReported = false
-    /// Group members seen by the last stop verification.
-    var lastMembers: Set<Int32> = []
-    /// Members that had a thread in uninterruptible sleep (D) at the last verification.
-    var lastUninterruptible: Set<Int32> = []
-    /// When the stop was requested (for the slow-stop warning).
-    var stopRequestedAt: Instant?
-    var stopRetry: EventSource?
-    var stopRetryDelay: Double = 0.001
     /// The grace timer after the runtime channel closed while the process lived.
     var channelGrace: EventSource?
     /// Members of the stopped group that hold file locks: watched while suspended.
@@ -41,17 +36,24 @@ final class SupervisedProcess {
     var lockWatch: EventSource?
     /// Admits runtime-channel messages at a sustained rate; a flood cuts the channel off.
     var admission = MessageRate()
+    /// The kernel has not yet reported the leader's stop since the last suspension began.
+    var awaitingStopReport = false
 
-    init(extensionID: String, generation: UInt64, pid: Int32, pidfd: Int32, channel: PacketSocket?, queueLimit: Int) {
+    init(
+        extensionID: String, generation: UInt64, pid: Int32, pidfd: Int32, cgroup: ExtensionCgroup?, mechanism: SuspendMode,
+        channel: PacketSocket?, queueLimit: Int
+    ) {
         self.extensionID = extensionID
         self.generation = generation
         self.pid = pid
         self.pidfd = pidfd
+        self.cgroup = cgroup
+        self.control = GroupControl(leader: pid, containment: cgroup == nil ? .processGroup : .cgroup, mechanism: mechanism)
         self.channel = channel
         self.outbound = OutboundQueue(byteLimit: queueLimit)
     }
 
-    /// Closes the runtime channel and cancels every watch except the child source.
+    /// Closes the runtime channel and its grace timer.
     func closeChannel() {
         channelSource?.cancel()
         channelSource = nil
@@ -69,16 +71,21 @@ final class SupervisedProcess {
         lockHolders = []
     }
 
-    /// Releases everything.
-    func tearDown() {
+    /// Releases every watch, timer and descriptor (the cgroup directory is removed by the caller).
+    func tearDown(_ kernel: any Kernel) {
         stopLockWatch()
         closeChannel()
-        stopRetry?.cancel()
-        stopRetry = nil
+        check?.cancel()
+        check = nil
         exitSource?.cancel()
         exitSource = nil
+        eventsSource?.cancel()
+        eventsSource = nil
+        if let cgroup {
+            kernel.close(cgroup.eventsFD)
+        }
         if pidfdOpen {
-            close(pidfd)
+            kernel.close(pidfd)
             pidfdOpen = false
         }
     }

@@ -44,12 +44,19 @@ struct ExtensionDaemonCommand: ParsableCommand {
             valueName: "level"))
     var logLevel: Logger.Level = .info
 
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "How extension processes are held together: auto (a cgroup per extension when a writable cgroup v2 exists, else process groups), cgroup (required) or process-group.",
+            valueName: "mode"))
+    var containment: DaemonOptions.ContainmentChoice = .auto
+
     func run() throws {
         // Signals the loop owns must be blocked before any other thread exists.
         let owned: [Int32] = [SIGTERM, SIGINT, SIGHUP, SIGCHLD, 0]
         _ = owned.withUnsafeBufferPointer { shim_block_signals($0.baseAddress!) }
         signal(SIGPIPE, SIG_IGN)
-        // About three descriptors per running extension (pidfd, its duplicate, the channel):
+        // About three descriptors per running extension (pidfd, channel, cgroup.events):
         // a soft limit of 1,024 would stop the daemon near 340 extensions. Raise it to the hard limit.
         var limit = rlimit()
         if getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0 && limit.rlim_cur < limit.rlim_max {
@@ -80,9 +87,10 @@ struct ExtensionDaemonCommand: ParsableCommand {
                 socketPath = path
             }
         }
-        let options = DaemonOptions(
+        var options = DaemonOptions(
             socketPath: socketPath, extensionDirectories: extensionDirectories, configFile: config,
             inheritedListener: inherited?.fd)
+        options.containment = containment
         let daemon: Daemon
         do {
             daemon = try Daemon(options: options, logger: logger)
@@ -96,4 +104,5 @@ struct ExtensionDaemonCommand: ParsableCommand {
 }
 
 extension LogTarget: ExpressibleByArgument {}
+extension DaemonOptions.ContainmentChoice: ExpressibleByArgument {}
 extension Logger.Level: @retroactive ExpressibleByArgument {}

@@ -1,5 +1,5 @@
 // Small C helpers for what Swift cannot reach through Glibc on Linux:
-// struct ucred, the CMSG_* macros, POSIX_SPAWN_SETSID, pidfd system calls, SIOCOUTQ.
+// struct ucred, the CMSG_* macros, clone3, pidfd system calls, SIOCOUTQ.
 // Every function returns 0 or a positive count on success and -errno on failure,
 // so callers never read the thread-local errno after a Swift call boundary.
 #ifndef SHIMS_H
@@ -34,12 +34,16 @@ typedef struct {
     const char *cwd;           // working directory, or NULL
     int channel_fd;            // descriptor to place at fd 3, or -1
     int stdout_fd;             // descriptor for stdout/stderr, or -1 to inherit
+    int cgroup_fd;             // O_DIRECTORY descriptor of the cgroup to start in, or -1
 } shim_spawn_options;
 
-/// Spawns a process in a new session (its own process group, pgid == pid) with an empty
-/// signal mask and default signal dispositions, stdin on /dev/null, `channel_fd` at fd 3
-/// and every other descriptor closed. Returns the pid, or -errno (also when exec failed).
-pid_t shim_spawn(const shim_spawn_options *options);
+/// Spawns a process with clone3(2): in the cgroup `cgroup_fd` from its first instruction
+/// (CLONE_INTO_CGROUP, no window in which it runs elsewhere), in a new session (its own
+/// process group, pgid == pid), with an empty signal mask and default signal dispositions,
+/// stdin on /dev/null, `channel_fd` at fd 3 and every other descriptor closed. Waits until
+/// the child has exec'd. Returns the pid and its pidfd in `*pidfd` (CLONE_PIDFD), or -errno
+/// (also when exec failed, with exec's errno; the failed child is reaped).
+pid_t shim_spawn(const shim_spawn_options *options, int *pidfd);
 
 /// pidfd_open(2). Returns a descriptor or -errno.
 int shim_pidfd_open(pid_t pid);

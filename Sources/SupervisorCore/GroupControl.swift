@@ -1,0 +1,310 @@
+/// How the processes of one running extension are held together.
+public enum Containment: Equatable, Sendable {
+    /// The extension's own cgroup v2: membership is `cgroup.procs`, whatever process groups or
+    /// sessions its processes moved to; the freezer and `cgroup.kill` are available.
+    case cgroup
+    /// Its process group only (no writable cgroup v2): a process that calls `setsid()` or
+    /// `setpgid()` leaves it.
+    case processGroup
+}
+
+/// The state of one member of a group, as the shell read it from the kernel.
+public enum MemberState: Equatable, Sendable {
+    /// Some thread can run user code.
+    case running
+    /// Every thread is stopped.
+    case stopped
+    /// Every thread is stopped or in uninterruptible sleep, at least one asleep (a vfork
+    /// parent whose child was stopped before exec is the classic case).
+    case blockedInKernel
+}
+
+/// One process of an extension, as observed.
+public struct Member: Equatable, Sendable {
+    public var pid: Int32
+    public var state: MemberState
+    public init(pid: Int32, state: MemberState) {
+        self.pid = pid
+        self.state = state
+    }
+}
+
+/// Which processes a signal goes to.
+public enum SignalTarget: Equatable, Sendable {
+    /// Every current member: `kill(-pgid)` for a process group, each pid of `cgroup.procs`
+    /// for a cgroup (read at the moment of sending).
+    case all
+    /// These members only.
+    case pids([Int32])
+}
+
+/// What `GroupControl` asks the shell to do. The shell performs them in order and reports
+/// what it observes back through `GroupControl.observe(_:at:)`.
+public enum GroupAction: Equatable, Sendable {
+    /// Read the current members and their states; report `.members`.
+    case readMembers
+    /// Read `frozen` from `cgroup.events`; report `.frozen`.
+    case readFrozen
+    case signal(Int32, SignalTarget)
+    /// Write `cgroup.freeze` (true: freeze, false: thaw).
+    case setFrozen(Bool)
+    /// Write `cgroup.kill`: SIGKILL to every member, frozen or stopped ones included.
+    case killAll
+    /// Report `.checkDue` after this many seconds (replaces any pending check).
+    case checkAgain(afterSeconds: Double)
+    /// Cancel the pending check.
+    case cancelCheck
+    /// The stop is confirmed by the kernel: every member is stopped (or frozen).
+    case stopConfirmed
+    /// The stop has not completed after this many seconds (a warning; the stop goes on).
+    case slowStop(seconds: Double)
+    /// Every process is gone: reap the leader, remove the cgroup, report the exit to the core.
+    /// `outlivedLeader` says whether members were still alive when the leader exited.
+    case exited(ExitStatus, outlivedLeader: Bool)
+}
+
+/// What the shell observed about the group.
+public enum GroupObservation: Equatable, Sendable {
+    /// The kernel reported the leader's group stop (`waitid` WSTOPPED on its pidfd).
+    case leaderStopReported
+    /// A fresh read of the members, leader included while it lives.
+    case members([Member])
+    /// `frozen` from `cgroup.events`.
+    case frozen(Bool)
+    /// The leader exited. `populated`: whether the cgroup still had members (nil for a
+    /// process group, whose members are not tracked by the kernel).
+    case leaderExited(ExitStatus, populated: Bool?)
+    /// `populated 0` in `cgroup.events`: the cgroup has no process left.
+    case emptied
+    /// The check armed by `.checkAgain` is due.
+    case checkDue
+}
+
+/// The decisions about the processes of one running extension: how a suspension is made and
+/// when it counts as confirmed (retries, the fork race, stop versus freeze), how resume and
+/// signals reach every member, and when the extension counts as exited. Pure: driven by
+/// observations and injected time, no system calls. One value per process generation, owned
+/// by the shell's handle on that process.
+///
+/// Guarantees:
+/// - `.stopConfirmed` is returned only when the latest read found every member stopped (or
+///   blocked in the kernel in two reads in a row) and the same set of members as the read
+///   before it (a process forked while the stop was in flight is found by the re-read and
+///   stopped in turn), or, for `.freeze`, when the kernel reported `frozen 1`.
+/// - With `.freeze`, no signal is ever sent to suspend or resume: the processes cannot observe
+///   the suspension.
+/// - A terminating signal to a group that may be stopped or frozen is followed by SIGCONT or a
+///   thaw, so it acts at once.
+/// - With a cgroup, `.exited` comes only once the cgroup is empty and the leader's status is
+///   known; members that outlived the leader are killed first.
+public struct GroupControl: Equatable, Sendable {
+    public let leader: Int32
+    public let containment: Containment
+    public let mechanism: SuspendMode
+
+    /// Where a suspension stands.
+    public enum StopState: Equatable, Sendable {
+        case running
+        /// Stopping with signals: `lastMembers` from the previous read (nil before the first).
+        case stopping(since: Instant, lastMembers: Set<Int32>?, leaderReported: Bool, lastBlocked: Set<Int32>, retry: Double, warned: Bool)
+        /// Freezing: waiting for `frozen 1`.
+        case freezing(since: Instant, warned: Bool)
+        case stopped
+        case frozen
+    }
+
+    public private(set) var stop: StopState = .running
+    /// The leader's exit status, once it exited.
+    public private(set) var leaderStatus: ExitStatus?
+    /// Members were alive when the leader exited, and were killed.
+    public private(set) var outlivedLeader = false
+    /// The cgroup reported empty.
+    public private(set) var empty = false
+    public private(set) var exitReported = false
+
+    /// The first retry of a stop check, and the longest.
+    public static let firstRetrySeconds = 0.02
+    public static let maxRetrySeconds = 0.1
+    /// A stop (or freeze) still incomplete after this long is reported as slow, once.
+    public static let slowStopSeconds = 5.0
+
+    public init(leader: Int32, containment: Containment, mechanism: SuspendMode) {
+        self.leader = leader
+        self.containment = containment
+        // `never` has no suspension; it never reaches `suspend`.
+        self.mechanism = mechanism
+    }
+
+    /// Whether the kernel reported the leader's stop during the suspension in flight.
+    public var leaderStopReported: Bool {
+        if case .stopping(_, _, true, _, _, _) = stop { return true }
+        return false
+    }
+
+    /// Whether the processes may be stopped or frozen now (so a terminating signal needs a
+    /// continue or thaw to act).
+    public var mayBeHeld: Bool { stop != .running }
+
+    /// Begins a suspension.
+    public mutating func suspend(at now: Instant) -> [GroupAction] {
+        guard !exitReported else { return [] }
+        if mechanism == .freeze && containment == .cgroup {
+            stop = .freezing(since: now, warned: false)
+            return [.setFrozen(true), .checkAgain(afterSeconds: GroupControl.slowStopSeconds)]
+        }
+        stop = .stopping(since: now, lastMembers: nil, leaderReported: false, lastBlocked: [], retry: GroupControl.firstRetrySeconds, warned: false)
+        switch containment {
+        case .cgroup:
+            // The members are read first so that each is signalled by pid, whatever its
+            // process group; the re-read after the stops closes the fork race.
+            return [.readMembers]
+        case .processGroup:
+            // kill(-pgid) reaches every member atomically with respect to forks in the group.
+            return [.signal(SignalNumber.stop, .all), .checkAgain(afterSeconds: nextRetry())]
+        }
+    }
+
+    /// Resumes every member. The shell reports `continueConfirmed` to the core once the
+    /// actions are performed: the kernel clears the stop (or the freeze) inside the call.
+    public mutating func resume() -> [GroupAction] {
+        let wasFrozen: Bool
+        switch stop {
+        case .freezing, .frozen: wasFrozen = true
+        default: wasFrozen = false
+        }
+        stop = .running
+        if wasFrozen { return [.cancelCheck, .setFrozen(false)] }
+        return [.cancelCheck, .signal(SignalNumber.cont, .all)]
+    }
+
+    /// Sends `signal` to every member; a suspension in flight is abandoned. With
+    /// `thenContinue` (the group may be stopped or frozen) the signal is followed by SIGCONT
+    /// and a thaw so that it acts at once.
+    public mutating func signal(_ signal: Int32, thenContinue: Bool) -> [GroupAction] {
+        let held = mayBeHeld
+        stop = .running
+        var actions: [GroupAction] = [.cancelCheck]
+        if signal == SignalNumber.kill && containment == .cgroup {
+            // cgroup.kill ends frozen and stopped members too, and new forks cannot escape it.
+            actions.append(.killAll)
+            return actions
+        }
+        actions.append(.signal(signal, .all))
+        if thenContinue || held {
+            actions.append(.signal(SignalNumber.cont, .all))
+            if containment == .cgroup && mechanism == .freeze { actions.append(.setFrozen(false)) }
+        }
+        return actions
+    }
+
+    /// Feeds an observation; returns what to do next.
+    public mutating func observe(_ observation: GroupObservation, at now: Instant) -> [GroupAction] {
+        switch observation {
+        case .leaderStopReported:
+            guard case .stopping(let since, let last, false, let blocked, let retry, let warned) = stop else { return [] }
+            stop = .stopping(since: since, lastMembers: last, leaderReported: true, lastBlocked: blocked, retry: retry, warned: warned)
+            return [.readMembers]
+        case .members(let members):
+            return membersRead(members, at: now)
+        case .frozen(let isFrozen):
+            guard case .freezing = stop, isFrozen else { return [] }
+            stop = .frozen
+            return [.cancelCheck, .stopConfirmed]
+        case .checkDue:
+            return checkDue(at: now)
+        case .leaderExited(let status, let populated):
+            guard leaderStatus == nil else { return [] }
+            leaderStatus = status
+            stop = .running
+            switch containment {
+            case .processGroup:
+                // The leader stays an unreaped zombie until now, so its group id cannot be
+                // reused: what is left of the group is killed (and continued, so that stopped
+                // members die at once) before the exit is reported.
+                exitReported = true
+                return [.cancelCheck, .signal(SignalNumber.kill, .all), .signal(SignalNumber.cont, .all), .exited(status, outlivedLeader: false)]
+            case .cgroup:
+                if populated == false { empty = true }
+                if empty { return [.cancelCheck] + reportExit() }
+                outlivedLeader = true
+                return [.cancelCheck, .killAll]
+            }
+        case .emptied:
+            empty = true
+            return leaderStatus == nil ? [] : reportExit()
+        }
+    }
+
+    private mutating func reportExit() -> [GroupAction] {
+        guard !exitReported, let status = leaderStatus else { return [] }
+        exitReported = true
+        return [.exited(status, outlivedLeader: outlivedLeader)]
+    }
+
+    private mutating func nextRetry() -> Double {
+        guard case .stopping(let since, let last, let reported, let blocked, let retry, let warned) = stop else { return GroupControl.firstRetrySeconds }
+        stop = .stopping(since: since, lastMembers: last, leaderReported: reported, lastBlocked: blocked, retry: min(retry * 2, GroupControl.maxRetrySeconds), warned: warned)
+        return retry
+    }
+
+    private mutating func checkDue(at now: Instant) -> [GroupAction] {
+        switch stop {
+        case .stopping(let since, let last, let reported, let blocked, let retry, false) where now.seconds(since: since) >= GroupControl.slowStopSeconds:
+            stop = .stopping(since: since, lastMembers: last, leaderReported: reported, lastBlocked: blocked, retry: retry, warned: true)
+            return [.slowStop(seconds: now.seconds(since: since)), .readMembers]
+        case .stopping:
+            return [.readMembers]
+        case .freezing(let since, let warned):
+            // A safety net behind the cgroup.events notification, rare and backing off.
+            var actions: [GroupAction] = []
+            if !warned {
+                stop = .freezing(since: since, warned: true)
+                actions.append(.slowStop(seconds: now.seconds(since: since)))
+            }
+            return actions + [.readFrozen, .checkAgain(afterSeconds: GroupControl.slowStopSeconds)]
+        default:
+            return []
+        }
+    }
+
+    private mutating func membersRead(_ members: [Member], at now: Instant) -> [GroupAction] {
+        guard case .stopping(let since, let last, let reported, let lastBlocked, let retry, let warned) = stop else { return [] }
+        // No member left: the exit is on its way.
+        guard !members.isEmpty else { return [.cancelCheck] }
+        let ids = Set(members.map(\.pid))
+        var blocked: Set<Int32> = []
+        var notStopped: [Int32] = []
+        for m in members {
+            switch m.state {
+            case .stopped: break
+            case .running: notStopped.append(m.pid)
+            case .blockedInKernel:
+                // It runs no user code; the pending stop takes it on its way back. It counts
+                // as stopped once two reads in a row found it so.
+                blocked.insert(m.pid)
+                if !lastBlocked.contains(m.pid) { notStopped.append(m.pid) }
+            }
+        }
+        let settled = ids == last || (ids == [leader] && reported)
+        if notStopped.isEmpty && settled {
+            stop = .stopped
+            return [.cancelCheck, .stopConfirmed]
+        }
+        stop = .stopping(since: since, lastMembers: ids, leaderReported: reported, lastBlocked: blocked, retry: retry, warned: warned)
+        if notStopped.isEmpty {
+            // Every member is stopped but the set changed since the previous read: read again
+            // at once (stopped processes cannot fork, so this converges).
+            return [.readMembers]
+        }
+        let running = notStopped.filter { !blocked.contains($0) }
+        var actions: [GroupAction] = []
+        if !running.isEmpty {
+            switch containment {
+            case .cgroup: actions.append(.signal(SignalNumber.stop, .pids(running.sorted())))
+            case .processGroup: actions.append(.signal(SignalNumber.stop, .all))
+            }
+        }
+        actions.append(.checkAgain(afterSeconds: nextRetry()))
+        return actions
+    }
+}

@@ -1,0 +1,213 @@
+import CShims
+import SupervisorCore
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// An errno value returned by a failed kernel call.
+struct Errno: Error, Equatable, CustomStringConvertible {
+    var code: Int32
+    init(_ code: Int32) { self.code = code }
+    var description: String { String(cString: strerror(code)) }
+    static let noEntry = Errno(ENOENT)
+    static let noProcess = Errno(ESRCH)
+}
+
+/// A watch or timer registered with the event loop; `cancel()` ends it (twice is harmless).
+protocol Cancellable: AnyObject {
+    func cancel()
+}
+
+extension EventSource: Cancellable {}
+
+/// What the spawn of one extension process needs.
+struct SpawnRequest: Equatable {
+    var path: String
+    var arguments: [String]
+    var environment: [String]
+    var directory: String?
+    /// The descriptor to place at fd 3 in the child, or nil.
+    var channelFD: Int32?
+    /// An O_DIRECTORY descriptor of the cgroup the child starts in, or nil.
+    var cgroupFD: Int32?
+}
+
+/// Every kernel interaction of the supervisor's process handling goes through this one
+/// interface: signals, `waitid` on pidfds, spawning, cgroup and `/proc` files, the clock, and
+/// the event loop's timers and descriptor watches. The daemon uses `LinuxKernel`; tests use a
+/// recording fake that answers from a script and keeps the sequence of calls.
+///
+/// Failures come back as values (`Errno`, `Result`): callers handle or log each one.
+/// (Socket I/O goes through `PacketSocket`, and the service manager through libsystemd.)
+protocol Kernel: AnyObject {
+    /// CLOCK_MONOTONIC now.
+    func now() -> Instant
+    /// kill(2): `pid` < 0 signals the process group `-pid`.
+    func kill(_ pid: Int32, _ signal: Int32) -> Errno?
+    /// `waitid(P_PIDFD, WSTOPPED | WNOHANG)`: whether a stop (or trap) was reported.
+    func stopReported(pidfd: Int32) -> Result<Bool, Errno>
+    /// `waitid(P_PIDFD, WEXITED | WNOHANG)`: the exit status if the process exited; with
+    /// `reap` false the zombie is left in place (`WNOWAIT`).
+    func exitStatus(pidfd: Int32, reap: Bool) -> Result<ExitStatus?, Errno>
+    /// Reaps the exited child `pid` if it is a zombie (`waitid(P_PID, WEXITED | WNOHANG)`);
+    /// returns whether it did.
+    func reapIfExited(_ pid: Int32) -> Bool
+    /// The whole contents of a file (`/proc`, cgroup files, configuration).
+    func read(_ path: String) -> Result<[UInt8], Errno>
+    /// Reads an open file from offset 0 (a watched `cgroup.events`: the read also re-arms
+    /// its notification).
+    func read(fd: Int32) -> Result<[UInt8], Errno>
+    /// Writes `text` to a file that exists (cgroup control files).
+    func write(_ path: String, _ text: String) -> Errno?
+    func makeDirectory(_ path: String) -> Errno?
+    func removeDirectory(_ path: String) -> Errno?
+    /// The entry names of a directory (without "." and ".."), or nil if it cannot be read.
+    func listDirectory(_ path: String) -> [String]?
+    /// Opens a file or directory read-only, close-on-exec (`directory`: O_DIRECTORY|O_PATH).
+    func open(_ path: String, directory: Bool) -> Result<Int32, Errno>
+    func close(_ fd: Int32)
+    /// Spawns a process (clone3; see `shim_spawn`): its pid and pidfd.
+    func spawn(_ request: SpawnRequest) -> Result<(pid: Int32, pidfd: Int32), Errno>
+    /// Calls `handler` on the loop at `at` (once).
+    func addTimer(at: Instant, _ handler: @escaping () -> Void) -> Result<any Cancellable, Errno>
+    /// Calls `handler` on the loop whenever `fd` is ready for `events` (epoll bits).
+    func watch(fd: Int32, events: UInt32, _ handler: @escaping (UInt32) -> Void) -> Result<any Cancellable, Errno>
+}
+
+/// The real kernel, and the daemon's sd-event loop for timers and watches.
+final class LinuxKernel: Kernel {
+    /// The loop for timers and watches; without one (tools reading /proc only) they fail.
+    private weak var loop: EventLoop?
+
+    init(loop: EventLoop?) { self.loop = loop }
+
+    func now() -> Instant { EventLoop.clock() }
+
+    func kill(_ pid: Int32, _ signal: Int32) -> Errno? {
+        let rc = shim_kill(pid, signal)
+        return rc == 0 ? nil : Errno(-rc)
+    }
+
+    func stopReported(pidfd: Int32) -> Result<Bool, Errno> {
+        var code: Int32 = 0, status: Int32 = 0
+        let rc = shim_waitid_pidfd(pidfd, WSTOPPED, &code, &status)
+        if rc < 0 { return .failure(Errno(-rc)) }
+        return .success(rc == 1 && (code == Int32(CLD_STOPPED) || code == Int32(CLD_TRAPPED)))
+    }
+
+    func exitStatus(pidfd: Int32, reap: Bool) -> Result<ExitStatus?, Errno> {
+        var code: Int32 = 0, status: Int32 = 0
+        let rc = shim_waitid_pidfd(pidfd, reap ? WEXITED : WEXITED | WNOWAIT, &code, &status)
+        if rc < 0 { return .failure(Errno(-rc)) }
+        guard rc == 1 else { return .success(nil) }
+        return .success(code == Int32(CLD_EXITED) ? .exited(status) : .signaled(status))
+    }
+
+    func reapIfExited(_ pid: Int32) -> Bool {
+        var info = siginfo_t()
+        return waitid(P_PID, id_t(pid), &info, WEXITED | WNOHANG) == 0 && info._sifields._sigchld.si_pid == pid
+    }
+
+    func read(_ path: String) -> Result<[UInt8], Errno> {
+        let fd = Glibc.open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return .failure(Errno(errno)) }
+        defer { Glibc.close(fd) }
+        return readAll(fd, offset: nil)
+    }
+
+    func read(fd: Int32) -> Result<[UInt8], Errno> { readAll(fd, offset: 0) }
+
+    private func readAll(_ fd: Int32, offset: Int?) -> Result<[UInt8], Errno> {
+        var data: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 4096)
+        var position = offset ?? 0
+        while true {
+            let n = chunk.withUnsafeMutableBytes { buffer in
+                offset == nil ? Glibc.read(fd, buffer.baseAddress, buffer.count) : pread(fd, buffer.baseAddress, buffer.count, off_t(position))
+            }
+            if n < 0 {
+                if errno == EINTR { continue }
+                return .failure(Errno(errno))
+            }
+            if n == 0 { return .success(data) }
+            data.append(contentsOf: chunk[0..<n])
+            position += n
+        }
+    }
+
+    func write(_ path: String, _ text: String) -> Errno? {
+        let fd = Glibc.open(path, O_WRONLY | O_CLOEXEC)
+        guard fd >= 0 else { return Errno(errno) }
+        defer { Glibc.close(fd) }
+        var bytes = Array(text.utf8)
+        let n = bytes.withUnsafeMutableBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
+        if n < 0 { return Errno(errno) }
+        return n == bytes.count ? nil : Errno(EIO)
+    }
+
+    func makeDirectory(_ path: String) -> Errno? {
+        mkdir(path, 0o755) == 0 ? nil : Errno(errno)
+    }
+
+    func removeDirectory(_ path: String) -> Errno? {
+        rmdir(path) == 0 ? nil : Errno(errno)
+    }
+
+    func listDirectory(_ path: String) -> [String]? { directoryEntries(path) }
+
+    func open(_ path: String, directory: Bool) -> Result<Int32, Errno> {
+        let fd = Glibc.open(path, directory ? O_RDONLY | O_DIRECTORY | O_CLOEXEC : O_RDONLY | O_CLOEXEC)
+        return fd >= 0 ? .success(fd) : .failure(Errno(errno))
+    }
+
+    func close(_ fd: Int32) { Glibc.close(fd) }
+
+    func spawn(_ request: SpawnRequest) -> Result<(pid: Int32, pidfd: Int32), Errno> {
+        var pidfd: Int32 = -1
+        let pid: pid_t = withCStrings([request.path] + request.arguments) { argv in
+            withCStrings(request.environment) { envp in
+                request.path.withCString { path in
+                    withOptionalCString(request.directory) { cwd in
+                        var options = shim_spawn_options(
+                            path: path, argv: argv, envp: envp, cwd: cwd,
+                            channel_fd: request.channelFD ?? -1, stdout_fd: -1, cgroup_fd: request.cgroupFD ?? -1)
+                        return shim_spawn(&options, &pidfd)
+                    }
+                }
+            }
+        }
+        return pid < 0 ? .failure(Errno(-pid)) : .success((pid, pidfd))
+    }
+
+    func addTimer(at: Instant, _ handler: @escaping () -> Void) -> Result<any Cancellable, Errno> {
+        guard let loop else { return .failure(Errno(ENOTSUP)) }
+        do {
+            return .success(try loop.addTimer(at: at, handler: handler))
+        } catch {
+            return .failure(Errno(error.errno))
+        }
+    }
+
+    func watch(fd: Int32, events: UInt32, _ handler: @escaping (UInt32) -> Void) -> Result<any Cancellable, Errno> {
+        guard let loop else { return .failure(Errno(ENOTSUP)) }
+        do {
+            return .success(try loop.addIO(fd: fd, events: events, handler: handler))
+        } catch {
+            return .failure(Errno(error.errno))
+        }
+    }
+}
+
+/// Calls `body` with a NULL-terminated C array of the strings.
+func withCStrings<R>(_ strings: [String], _ body: (UnsafePointer<UnsafeMutablePointer<CChar>?>) -> R) -> R {
+    var pointers: [UnsafeMutablePointer<CChar>?] = strings.map { strdup($0) }
+    pointers.append(nil)
+    defer { for p in pointers { free(p) } }
+    return pointers.withUnsafeBufferPointer { body($0.baseAddress!) }
+}
+
+/// Calls `body` with a C string, or NULL for nil.
+func withOptionalCString<R>(_ string: String?, _ body: (UnsafePointer<CChar>?) -> R) -> R {
+    guard let string else { return body(nil) }
+    return string.withCString { body($0) }
+}

@@ -1,0 +1,234 @@
+import Logging
+import SupervisorCore
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// What `ProcessControl` reports to its owner.
+protocol ProcessControlDelegate: AnyObject {
+    /// Every member of `p` is stopped or frozen, as the kernel confirmed.
+    func stopConfirmed(_ p: SupervisedProcess)
+    /// Every process of `p` is gone and its leader reaped; `outlivedLeader`: members were
+    /// still alive when the leader exited, and were killed.
+    func exited(_ p: SupervisedProcess, status: ExitStatus, outlivedLeader: Bool)
+    /// Whether `pid` is the leader of a running extension (the daemon's other children are
+    /// adopted orphans, which it reaps).
+    func isLeader(_ pid: Int32) -> Bool
+}
+
+/// Carries out the decisions of each extension's `GroupControl` through the kernel interface,
+/// and feeds back what the kernel reports: stop reports (SIGCHLD and pidfds), `cgroup.events`
+/// notifications, leader exits and membership reads. The one place the shell signals,
+/// freezes, kills or reads the members of an extension. Owned by the daemon's loop.
+final class ProcessControl {
+    let kernel: any Kernel
+    let table: ProcessTable
+    let cgroups: CgroupTree?
+    let logger: Logger
+    weak var delegate: (any ProcessControlDelegate)?
+    /// Orphaned descendants of extensions are reparented to the daemon (a child subreaper).
+    let isSubreaper: Bool
+    /// Processes whose leader's stop the kernel has not reported yet.
+    private var awaitingStopReport: [ObjectIdentifier: SupervisedProcess] = [:]
+
+    init(kernel: any Kernel, cgroups: CgroupTree?, isSubreaper: Bool, logger: Logger) {
+        self.kernel = kernel
+        self.table = ProcessTable(kernel: kernel)
+        self.cgroups = cgroups
+        self.isSubreaper = isSubreaper
+        self.logger = logger
+    }
+
+    // MARK: - Requests from the core
+
+    func suspend(_ p: SupervisedProcess) {
+        let actions = p.control.suspend(at: kernel.now())
+        if case .stopping = p.control.stop { awaitingStopReport[ObjectIdentifier(p)] = p }
+        perform(actions, for: p)
+    }
+
+    func resume(_ p: SupervisedProcess) {
+        awaitingStopReport[ObjectIdentifier(p)] = nil
+        perform(p.control.resume(), for: p)
+    }
+
+    func signal(_ p: SupervisedProcess, _ signal: Int32, thenContinue: Bool) {
+        awaitingStopReport[ObjectIdentifier(p)] = nil
+        perform(p.control.signal(signal, thenContinue: thenContinue), for: p)
+    }
+
+    /// Forgets a process whose handle is being torn down.
+    func forget(_ p: SupervisedProcess) {
+        awaitingStopReport[ObjectIdentifier(p)] = nil
+    }
+
+    // MARK: - What the kernel reports
+
+    /// SIGCHLD: asks the kernel, through each pidfd (`waitid(P_PIDFD, WSTOPPED | WNOHANG)`, O(1)),
+    /// whether the leaders still waiting for their stop report have stopped. SIGCHLD coalesces,
+    /// so every waiting leader is asked, not only the sender. Exits are not taken here: they are
+    /// watched and reaped through each pidfd.
+    func childrenChanged() {
+        for (key, p) in awaitingStopReport {
+            switch kernel.stopReported(pidfd: p.pidfd) {
+            case .success(false): continue
+            case .success(true):
+                awaitingStopReport[key] = nil
+                observe(.leaderStopReported, for: p)
+            case .failure(let e):
+                // ECHILD: the leader is gone (its exit is on its way through the pidfd).
+                awaitingStopReport[key] = nil
+                if e.code != ECHILD { logger.warning("waitid on the pidfd of \(p.pid) (\(p.extensionID)): \(e)") }
+            }
+        }
+    }
+
+    /// The leader's pidfd became readable: it exited (a wake-up that cannot be lost).
+    func leaderMayHaveExited(_ p: SupervisedProcess) {
+        switch kernel.exitStatus(pidfd: p.pidfd, reap: false) {
+        case .success(nil): return
+        case .success(let status?):
+            // The zombie keeps the pidfd readable until it is reaped, after the group is gone.
+            p.exitSource?.cancel()
+            p.exitSource = nil
+            awaitingStopReport[ObjectIdentifier(p)] = nil
+            observe(.leaderExited(status, populated: p.cgroup.flatMap { readEvents($0)?.populated }), for: p)
+        case .failure(let e):
+            logger.error("waitid on the pidfd of \(p.pid) (\(p.extensionID)): \(e)")
+        }
+    }
+
+    /// `cgroup.events` changed (POLLPRI): the cgroup emptied, or froze.
+    func cgroupEventsChanged(_ p: SupervisedProcess) {
+        guard let cgroup = p.cgroup, let events = readEvents(cgroup) else { return }
+        if events.frozen == true { observe(.frozen(true), for: p) }
+        if events.populated == false { observe(.emptied, for: p) }
+    }
+
+    private func readEvents(_ cgroup: ExtensionCgroup) -> CgroupEvents? {
+        switch kernel.read(fd: cgroup.eventsFD) {
+        case .success(let bytes): return CgroupEvents.parse(bytes)
+        case .failure(let e):
+            logger.warning("cannot read \(cgroup.path)/cgroup.events: \(e)")
+            return nil
+        }
+    }
+
+    private func observe(_ observation: GroupObservation, for p: SupervisedProcess) {
+        perform(p.control.observe(observation, at: kernel.now()), for: p)
+    }
+
+    // MARK: - Carrying out decisions
+
+    func perform(_ actions: [GroupAction], for p: SupervisedProcess) {
+        for action in actions {
+            switch action {
+            case .readMembers:
+                observe(.members(members(of: p)), for: p)
+            case .readFrozen:
+                if let cgroup = p.cgroup, let events = readEvents(cgroup) { observe(.frozen(events.frozen == true), for: p) }
+            case let .signal(signal, target):
+                send(signal, to: target, of: p)
+            case .setFrozen(let frozen):
+                guard let cgroup = p.cgroup else { break }
+                if let e = kernel.write(cgroup.path + "/cgroup.freeze", frozen ? "1" : "0") {
+                    logger.error("cannot \(frozen ? "freeze" : "thaw") \(cgroup.path): \(e)")
+                }
+            case .killAll:
+                guard let cgroup = p.cgroup else { break }
+                if let e = kernel.write(cgroup.path + "/cgroup.kill", "1"), e.code != ENOENT {
+                    logger.error("cannot kill the processes of \(cgroup.path): \(e)")
+                }
+            case .checkAgain(let seconds):
+                p.check?.cancel()
+                switch kernel.addTimer(at: kernel.now().adding(seconds: seconds), { [unowned self, unowned p] in
+                    p.check = nil
+                    observe(.checkDue, for: p)
+                }) {
+                case .success(let timer): p.check = timer
+                case .failure(let e):
+                    p.check = nil
+                    logger.error("cannot arm the stop check of \(p.extensionID): \(e); the stop waits for the kernel's report")
+                }
+            case .cancelCheck:
+                p.check?.cancel()
+                p.check = nil
+            case .stopConfirmed:
+                awaitingStopReport[ObjectIdentifier(p)] = nil
+                delegate?.stopConfirmed(p)
+            case .slowStop(let seconds):
+                logger.warning("\(p.extensionID) (pid \(p.pid)) has not stopped after \(Int(seconds))s; still waiting")
+            case let .exited(status, outlivedLeader):
+                finishExit(p, status: status, outlivedLeader: outlivedLeader)
+            }
+        }
+    }
+
+    private func send(_ signal: Int32, to target: SignalTarget, of p: SupervisedProcess) {
+        let pids: [Int32]
+        switch target {
+        case .pids(let list): pids = list
+        case .all:
+            guard let cgroup = p.cgroup else {
+                if let e = kernel.kill(-p.processGroup, signal), e != .noProcess {
+                    logger.warning("signal \(signal) to group \(p.processGroup) of \(p.extensionID): \(e)")
+                }
+                return
+            }
+            pids = cgroups?.processes(cgroup.path) ?? []
+        }
+        for pid in pids {
+            // ESRCH: the member exited meanwhile; its cgroup or its leader's pidfd reports it.
+            if let e = kernel.kill(pid, signal), e != .noProcess {
+                logger.warning("signal \(signal) to pid \(pid) of \(p.extensionID): \(e)")
+            }
+        }
+    }
+
+    /// The members of `p` with their states. The leader's state comes from the kernel's stop
+    /// report when there is one (no /proc read).
+    func members(of p: SupervisedProcess) -> [Member] {
+        let reported = p.control.leaderStopReported
+        func state(_ pid: Int32) -> MemberState {
+            if pid == p.pid && reported { return .stopped }
+            switch table.threadsStopped(pid) {
+            case .stopped: return .stopped
+            case .running: return .running
+            case .blockedInKernel: return .blockedInKernel
+            }
+        }
+        if let cgroup = p.cgroup {
+            return (cgroups?.processes(cgroup.path) ?? []).map { Member(pid: $0, state: state($0)) }
+        }
+        // The process-group fallback. As a child subreaper, every descendant of an extension is
+        // either in its leader's process tree or, orphaned, a child of the daemon: with no adopted
+        // orphan and a leader without children whose stop was reported, the group is the leader
+        // alone, with no /proc scan.
+        if isSubreaper && reported && adoptedOrphans().isEmpty && table.children(of: p.pid).isEmpty {
+            return [Member(pid: p.pid, state: .stopped)]
+        }
+        return table.groupMembers(p.processGroup).map { Member(pid: $0.pid, state: state($0.pid)) }
+    }
+
+    /// Children of the daemon that are not extension leaders: descendants of extensions whose
+    /// parent died (the daemon is their subreaper). Exited ones are reaped here.
+    func adoptedOrphans() -> [Int32] {
+        table.children(of: getpid()).filter { pid in
+            if delegate?.isLeader(pid) ?? false { return false }
+            return !kernel.reapIfExited(pid)
+        }
+    }
+
+    /// Reaps the leader and any orphan that died with it, removes the cgroup, and reports.
+    private func finishExit(_ p: SupervisedProcess, status: ExitStatus, outlivedLeader: Bool) {
+        if case .failure(let e) = kernel.exitStatus(pidfd: p.pidfd, reap: true) {
+            logger.warning("cannot reap pid \(p.pid) of \(p.extensionID): \(e)")
+        }
+        _ = adoptedOrphans()
+        if let cgroup = p.cgroup, let e = kernel.removeDirectory(cgroup.path), e.code != ENOENT {
+            logger.warning("cannot remove \(cgroup.path): \(e)")
+        }
+        awaitingStopReport[ObjectIdentifier(p)] = nil
+        delegate?.exited(p, status: status, outlivedLeader: outlivedLeader)
+    }
+}
