@@ -82,6 +82,7 @@ public final class Daemon {
             containmentProblem = why.description
         }
         control = ProcessControl(kernel: kernel, cgroups: cgroups, isSubreaper: isSubreaper, logger: logger)
+        serviceManager.suffix = ServiceManager.suffix(containmentProblem)
         config = DaemonConfig()
         if let file = options.configFile {
             switch DaemonConfig.parse(try Daemon.readFile(file), file: file) {

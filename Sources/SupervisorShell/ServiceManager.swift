@@ -40,7 +40,7 @@ final class ServiceManager {
     func update(summary: Summary) {
         guard isListening, summary != lastSummary else { return }
         lastSummary = summary
-        let status = summary.line
+        let status = summary.line + suffix
         guard status != lastStatus else { return }
         lastStatus = status
         notify("STATUS=\(status)")
@@ -80,8 +80,17 @@ final class ServiceManager {
     /// The one-line summary shown by `systemctl status`, e.g.
     /// `12 extensions: 2 active, 1 background, 6 suspended`.
     static func statusLine(_ core: Supervisor, shuttingDown: Bool, containmentProblem: String? = nil) -> String {
-        Summary(core, shuttingDown: shuttingDown).line + (containmentProblem.map { "; process groups only (no cgroups: \($0))" } ?? "")
+        Summary(core, shuttingDown: shuttingDown).line + suffix(containmentProblem)
     }
+
+    /// What every status line ends with: the process-group fallback, said on each line so
+    /// that `systemctl status` always shows it.
+    static func suffix(_ containmentProblem: String?) -> String {
+        containmentProblem.map { "; process groups only (no cgroups: \($0))" } ?? ""
+    }
+
+    /// Appended to each STATUS= line `update(summary:)` sends.
+    var suffix = ""
 
     /// The extensions counted by public state: what the status line says. The counts are the
     /// core's (kept per state as records change), so a summary costs O(states), not a pass

@@ -37,7 +37,12 @@ struct Status: ParsableCommand {
         let client = try connection.connect()
         let reply = try perform { () throws(HostError) in try client.call { .query(tag: $0, kind: .status, extensionIDs: ids) } }
         if json { return try printJSON(reply) }
-        let extensions = try jsonObject(reply)["extensions"] as? [[String: Any]] ?? []
+        let document = try jsonObject(reply)
+        if let containment = document["containment"] as? [String: Any], containment["mode"] as? String == "process-group" {
+            print("Containment: process groups only (no cgroup per extension: \(containment["reason"] as? String ?? "unknown reason")).")
+            print("             A process that leaves its process group (setsid) escapes suspension and termination.\n")
+        }
+        let extensions = document["extensions"] as? [[String: Any]] ?? []
         print(extensions.map(Format.statusBlock).joined(separator: "\n"), terminator: "")
     }
 }

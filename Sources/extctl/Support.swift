@@ -97,8 +97,12 @@ enum Format {
         field("State", "\(state) since \(e["since"] as? String ?? "?")")
         field("Executable", e["executable"] as? String ?? "?")
         field("PID", (e["pid"] as? Int).map(String.init) ?? "-")
-        let group = (e["processGroup"] as? [[String: Any]] ?? []).map { "\($0["pid"] as? Int ?? 0) (\($0["state"] as? String ?? "?"))" }
-        if !group.isEmpty { field("Group", group.joined(separator: ", ")) }
+        if let cgroup = e["cgroup"] as? String { field("CGroup", cgroup) }
+        let processes = e["processes"] as? [[String: Any]] ?? []
+        for (i, p) in processes.enumerated() {
+            let line = "\(p["pid"] as? Int ?? 0) \(p["state"] as? String ?? "?") \(p["command"] as? String ?? "?")"
+            if i == 0 { field("Processes", line) } else { lines.append(String(repeating: " ", count: 14) + line) }
+        }
         let requests = e["openRequests"] as? [[String: Any]] ?? []
         field("Requests", requests.isEmpty ? "none" : requests.map {
             "#\($0["id"] as? Int ?? 0) host pid \($0["hostPID"] as? Int ?? 0) uid \($0["hostUID"] as? Int ?? 0)"

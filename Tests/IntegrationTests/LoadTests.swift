@@ -110,7 +110,7 @@ struct LoadTests {
         let doc = try JSONSerialization.jsonObject(with: Data(status.out.utf8)) as? [String: Any]
         for e in doc?["extensions"] as? [[String: Any]] ?? [] {
             #expect((e["assertions"] as? [Any])?.isEmpty == true)
-            for member in e["processGroup"] as? [[String: Any]] ?? [] {
+            for member in e["processes"] as? [[String: Any]] ?? [] {
                 #expect(member["state"] as? String == "T", "\(e["id"] ?? "?"): member \(member) is not stopped")
             }
         }

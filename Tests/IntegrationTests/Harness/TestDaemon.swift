@@ -75,14 +75,16 @@ final class TestDaemon: @unchecked Sendable {
     /// Starts the daemon and returns once it has sent READY=1 and the monitor is attached.
     /// `environment` is added to the daemon's. A given `notifySocket` receives the daemon's
     /// sd_notify messages and stays open for the caller; otherwise a temporary one is used.
-    func start(environment extra: [String: String] = [:], notifySocket: NotifySocket? = nil) throws {
+    /// `wrapper` is a command line the daemon's is appended to (e.g. `unshare …`).
+    func start(environment extra: [String: String] = [:], notifySocket: NotifySocket? = nil, wrapper: [String] = []) throws {
         let notify = try notifySocket ?? NotifySocket(path: directory + "/notify.sock")
         defer { if notifySocket == nil { notify.close() } }
         let p = Process()
-        p.executableURL = URL(fileURLWithPath: BuildProducts.path("extensiond"))
         var args = ["--socket", socketPath, "--extensions", extensionsDirectory]
         if FileManager.default.fileExists(atPath: directory + "/config.json") { args += ["--config", directory + "/config.json"] }
-        p.arguments = args
+        let command = wrapper + [BuildProducts.path("extensiond")] + args
+        p.executableURL = URL(fileURLWithPath: command[0])
+        p.arguments = Array(command.dropFirst())
         var env = ProcessInfo.processInfo.environment
         env["NOTIFY_SOCKET"] = notify.path
         env.removeValue(forKey: "LISTEN_FDS")

@@ -1,0 +1,201 @@
+import ExtensionHost
+import Foundation
+import Testing
+
+/// One cgroup per extension: processes that leave the process group (setsid, a double-forking
+/// daemonizer, a fork loop) are suspended, resumed and ended with their extension.
+@Suite(.serialized)
+struct ContainmentTests {
+    static let id = "org.example.escape"
+    /// A setsid child, a double-forking daemonizer (its grandchild also in a new session), a
+    /// plain child, and a loop that forks a short-lived child continuously.
+    static let script = """
+        setsid sleep 100021 & (setsid sh -c 'sleep 100022 & wait' &) ; sleep 100023 & \
+        (i=0; while [ $i -lt 1000000 ]; do /bin/true; i=$((i+1)); done) & wait
+        """
+
+    static func manifest(suspend: String, policy: [String: Any] = [:], script: String = ContainmentTests.script) -> [String: Any] {
+        var p = policy
+        p["suspend"] = suspend
+        return ["id": id, "point": "widget", "executable": "/bin/sh", "readiness": "exec", "arguments": ["-c", script], "policy": p]
+    }
+
+    static let markers = ["sleep 100021", "sleep 100022", "sleep 100023"]
+
+    /// The pids of processes whose command line is one of the markers.
+    static func markedProcesses() -> [Int32] {
+        let entries = (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []
+        return entries.compactMap(Int32.init).filter { pid in
+            guard processState(pid) != nil, let data = FileManager.default.contents(atPath: "/proc/\(pid)/cmdline") else { return false }
+            let line = String(decoding: data.map { $0 == 0 ? 32 : $0 }, as: UTF8.self).trimmingCharacters(in: .whitespaces)
+            return markers.contains(line)
+        }
+    }
+
+    /// The extension's processes and cgroup as `extctl status --json` reports them.
+    static func status(_ daemon: TestDaemon) throws -> (pids: [Int32], cgroup: String?, document: [String: Any]) {
+        let result = try daemon.extctl(["status", "--json", id])
+        let document = try #require(try JSONSerialization.jsonObject(with: Data(result.out.utf8)) as? [String: Any])
+        let e = try #require((document["extensions"] as? [[String: Any]])?.first)
+        let pids = (e["processes"] as? [[String: Any]] ?? []).compactMap { ($0["pid"] as? Int).map(Int32.init) }
+        return (pids, e["cgroup"] as? String, document)
+    }
+
+    static func cgroupEvents(_ path: String) -> [String: String] {
+        let text = (try? String(contentsOfFile: path + "/cgroup.events", encoding: .utf8)) ?? ""
+        var fields: [String: String] = [:]
+        for line in text.split(separator: "\n") {
+            let parts = line.split(separator: " ")
+            if parts.count == 2 { fields[String(parts[0])] = String(parts[1]) }
+        }
+        return fields
+    }
+
+    /// Opens the extension and waits until every marked process exists; returns the session.
+    static func openAndWaitForEscapees(_ daemon: TestDaemon, _ host: ExtensionHostConnection) throws -> ExtensionSession {
+        let session = try host.begin(id)
+        try eventually("the three marked processes run") { markedProcesses().count == 3 }
+        return session
+    }
+
+    @Test(arguments: ["stop", "freeze"])
+    func everyProcessIsSuspendedResumedAndKilled(suspend: String) throws {
+        let daemon = try TestDaemon(manifests: ["e.json": Self.manifest(suspend: suspend)])
+        try daemon.start()
+        let host = try daemon.host()
+        let first = try Self.openAndWaitForEscapees(daemon, host)
+        let escapees = Self.markedProcesses()
+        let before = try Self.status(daemon)
+        let cgroup = try #require(before.cgroup, "a cgroup per extension on this machine")
+        #expect(Set(escapees).isSubset(of: Set(before.pids)), "status lists every process of the cgroup: \(before.pids) ⊇ \(escapees)")
+
+        let mark = daemon.events.count
+        try host.dismiss(first)
+        try daemon.events.wait("suspend", of: Self.id, after: mark)
+        let members = try Self.status(daemon).pids
+        #expect(Set(escapees).isSubset(of: Set(members)))
+        if suspend == "stop" {
+            for pid in members { #expect(processState(pid) == "T", "pid \(pid) is not stopped") }
+        } else {
+            #expect(Self.cgroupEvents(cgroup)["frozen"] == "1")
+            for pid in members { #expect(processState(pid) != "T", "the freezer sends no SIGSTOP (pid \(pid) is in T)") }
+        }
+        // Nothing forked meanwhile: the fork loop is held too.
+        #expect(Set(try Self.status(daemon).pids) == Set(members))
+
+        let second = try host.begin(Self.id)
+        #expect(second.pid == first.pid)
+        try daemon.events.wait("resume", of: Self.id, after: mark)
+        for pid in escapees { #expect(processState(pid) != "T", "pid \(pid) still stopped after resume") }
+        #expect(Self.cgroupEvents(cgroup)["frozen"] == "0")
+
+        let killed = try daemon.extctl(["kill", Self.id])
+        #expect(killed.status == 0, "\(killed.err)")
+        try daemon.events.wait("exit", of: Self.id, after: mark)
+        try eventually("every process of the extension is gone") { escapees.allSatisfy { processState($0) == nil } }
+        try eventually("the cgroup is removed") { !FileManager.default.fileExists(atPath: cgroup) }
+    }
+
+    @Test(arguments: ["stop", "freeze"])
+    func reclaimEndsEveryProcess(suspend: String) throws {
+        let daemon = try TestDaemon(manifests: ["e.json": Self.manifest(suspend: suspend, policy: ["suspendedLifetimeSeconds": 0.3])])
+        try daemon.start()
+        let host = try daemon.host()
+        let session = try Self.openAndWaitForEscapees(daemon, host)
+        let escapees = Self.markedProcesses()
+        try host.dismiss(session)
+        let reclaim = try daemon.events.wait("reclaim", of: Self.id)
+        #expect(reclaim.detail?.hasPrefix("reclaimed, signal 9") == true, "\(reclaim)")
+        try eventually("every process of the extension is gone") { escapees.allSatisfy { processState($0) == nil } }
+    }
+
+    @Test(arguments: ["stop", "freeze"])
+    func daemonShutdownLeavesNoProcess(suspend: String) throws {
+        let daemon = try TestDaemon(manifests: ["e.json": Self.manifest(suspend: suspend)])
+        try daemon.start()
+        let host = try daemon.host()
+        let session = try Self.openAndWaitForEscapees(daemon, host)
+        let escapees = Self.markedProcesses()
+        let cgroup = try #require(try Self.status(daemon).cgroup)
+        try host.dismiss(session)
+        try daemon.events.wait("suspend", of: Self.id)
+        #expect(daemon.stop() == 0)
+        // The daemon exits only once every cgroup is empty.
+        for pid in escapees { #expect(processState(pid) == nil, "pid \(pid) outlived the daemon") }
+        #expect(!FileManager.default.fileExists(atPath: cgroup))
+    }
+
+    @Test func descendantsOfAnExitedLeaderAreEnded() throws {
+        let daemon = try TestDaemon(manifests: ["e.json": Self.manifest(
+            suspend: "stop", policy: ["suspend": "never"], script: "setsid sleep 100021 & sleep 0.2; exit 0")])
+        try daemon.start()
+        let host = try daemon.host()
+        _ = try host.begin(Self.id)
+        let exit = try daemon.events.wait("exit", of: Self.id)
+        #expect(exit.detail?.hasPrefix("leader-exited, exit status 0") == true, "\(exit)")
+        try eventually("the setsid child is gone") { Self.markedProcesses().isEmpty }
+        let status = try daemon.extctl(["status", "--json", Self.id])
+        #expect(status.out.contains("\"reason\":\"leader-exited\""))
+    }
+
+    @Test func aKilledDaemonsCgroupsAreEndedByTheNextStart() throws {
+        let daemon = try TestDaemon(manifests: ["e.json": Self.manifest(suspend: "stop")])
+        try daemon.start()
+        let host = try daemon.host()
+        _ = try Self.openAndWaitForEscapees(daemon, host)
+        let escapees = Self.markedProcesses()
+        let cgroup = try #require(try Self.status(daemon).cgroup)
+        kill(try #require(daemon.process).processIdentifier, SIGKILL)
+        #expect(daemon.waitForExit(timeout: 10))
+        for pid in escapees { #expect(processState(pid) != nil, "pid \(pid) died with the daemon: the test proves nothing") }
+
+        try daemon.start()
+        try eventually("the leftovers are ended") { escapees.allSatisfy { processState($0) == nil } }
+        #expect(!FileManager.default.fileExists(atPath: cgroup))
+        #expect(daemon.log().contains("ending a leftover extension cgroup \(cgroup)"))
+    }
+
+    /// Where no writable cgroup v2 exists (here: a private mount namespace in which the cgroup2
+    /// mount is read-only), the daemon supervises process groups and says so.
+    @Test func withoutAWritableCgroupTheDaemonFallsBackToProcessGroups() throws {
+        let mountinfo = try String(contentsOfFile: "/proc/self/mountinfo", encoding: .utf8)
+        let mount = try #require(mountinfo.split(separator: "\n").compactMap { line -> String? in
+            let f = line.split(separator: " ")
+            guard let dash = f.firstIndex(of: "-"), dash + 1 < f.count, f[dash + 1] == "cgroup2" else { return nil }
+            return String(f[4])
+        }.first, "a cgroup2 mount")
+        let daemon = try TestDaemon(manifests: [
+            "e.json": Self.manifest(suspend: "stop", script: "sleep 100023 & wait"),
+            "f.json": ["id": "org.example.frozen", "point": "widget", "executable": "/bin/sh", "readiness": "exec",
+                       "arguments": ["-c", "sleep 100021"], "policy": ["suspend": "freeze"]],
+        ])
+        let notify = try NotifySocket(path: daemon.directory + "/notify.sock")
+        defer { notify.close() }
+        try daemon.start(
+            notifySocket: notify,
+            wrapper: ["/usr/bin/unshare", "-m", "--propagation", "private", "/bin/sh", "-c", "mount -o remount,ro,bind \(mount) && exec \"$@\"", "sh"])
+        let reload = try daemon.extctl(["reload"])
+        #expect(reload.out.contains("1 manifest error(s)"), "the freeze manifest stays refused: \(reload.out) \(reload.err)")
+        var seen: [String] = []
+        let line = notify.waitForLine(timeout: 10, seen: &seen) { $0.hasPrefix("STATUS=") && $0.contains("process groups only (no cgroups: cannot create") }
+        #expect(line != nil, "STATUS= names the fallback: \(seen)")
+        #expect(daemon.log().contains("containment: process groups only, because cannot create"))
+        #expect(daemon.log().contains("Read-only file system"))
+        #expect(daemon.log().contains("'freeze' (from the manifest or its extension point 'widget') needs a cgroup per extension"))
+
+        let host = try daemon.host()
+        let session = try host.begin(Self.id)
+        try eventually("the child runs") { Self.markedProcesses().count == 1 }
+        let child = Self.markedProcesses()
+        let status = try Self.status(daemon)
+        #expect(status.cgroup == nil)
+        #expect((status.document["containment"] as? [String: Any])?["mode"] as? String == "process-group")
+        let text = try daemon.extctl(["status", Self.id])
+        #expect(text.out.contains("Containment: process groups only"))
+        try host.dismiss(session)
+        try daemon.events.wait("suspend", of: Self.id)
+        for pid in [session.pid] + child { #expect(processState(pid) == "T") }
+        #expect(daemon.stop() == 0)
+        for pid in child { #expect(processState(pid) == nil) }
+    }
+}
