@@ -6,6 +6,7 @@
 #include <linux/sockios.h>
 #include <pthread.h>
 #include <signal.h>
+#include <spawn.h>
 #include <stdint.h>
 #include <string.h>
 #include <strings.h>
@@ -142,7 +143,64 @@ fail:;
     _exit(127);
 }
 
+int shim_clone3_available(void) {
+    // A NULL argument of size 0 is rejected with EINVAL by a kernel that has clone3; a seccomp
+    // filter that forbids it (systemd's RestrictNamespaces=) answers ENOSYS.
+    long rc = syscall(SYS_clone3, NULL, 0);
+    return rc < 0 && errno == ENOSYS ? 0 : 1;
+}
+
+// The spawn without clone3 (and so without a cgroup): posix_spawn, then pidfd_open.
+static pid_t shim_posix_spawn(const shim_spawn_options *o, int *pidfd) {
+    posix_spawn_file_actions_t actions;
+    posix_spawnattr_t attr;
+    int rc = posix_spawn_file_actions_init(&actions);
+    if (rc != 0) return -rc;
+    rc = posix_spawnattr_init(&attr);
+    if (rc != 0) {
+        posix_spawn_file_actions_destroy(&actions);
+        return -rc;
+    }
+    sigset_t empty, all;
+    sigemptyset(&empty);
+    sigfillset(&all);
+    sigdelset(&all, SIGKILL);
+    sigdelset(&all, SIGSTOP);
+    rc = posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+    if (rc == 0) rc = posix_spawnattr_setsigmask(&attr, &empty);
+    if (rc == 0) rc = posix_spawnattr_setsigdefault(&attr, &all);
+    if (rc == 0) rc = posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+    if (rc == 0 && o->stdout_fd >= 0) rc = posix_spawn_file_actions_adddup2(&actions, o->stdout_fd, 1);
+    if (rc == 0 && o->stdout_fd >= 0) rc = posix_spawn_file_actions_adddup2(&actions, o->stdout_fd, 2);
+    if (rc == 0 && o->channel_fd >= 0) {
+        if (o->channel_fd == 3) {
+            // dup2 onto itself would keep FD_CLOEXEC set; move it away and back.
+            rc = posix_spawn_file_actions_adddup2(&actions, 3, 100);
+            if (rc == 0) rc = posix_spawn_file_actions_adddup2(&actions, 100, 3);
+        } else {
+            rc = posix_spawn_file_actions_adddup2(&actions, o->channel_fd, 3);
+        }
+    }
+    if (rc == 0) rc = posix_spawn_file_actions_addclosefrom_np(&actions, o->channel_fd >= 0 ? 4 : 3);
+    if (rc == 0 && o->cwd != NULL) rc = posix_spawn_file_actions_addchdir_np(&actions, o->cwd);
+    pid_t pid = -1;
+    if (rc == 0) rc = posix_spawn(&pid, o->path, &actions, &attr, o->argv, o->envp);
+    posix_spawn_file_actions_destroy(&actions);
+    posix_spawnattr_destroy(&attr);
+    if (rc != 0) return -rc;
+    int fd = shim_pidfd_open(pid);
+    if (fd < 0) {
+        kill(pid, SIGKILL);
+        siginfo_t si;
+        waitid(P_PID, (id_t)pid, &si, WEXITED);
+        return fd;
+    }
+    *pidfd = fd;
+    return pid;
+}
+
 pid_t shim_spawn(const shim_spawn_options *o, int *pidfd) {
+    if (o->cgroup_fd < 0 && !shim_clone3_available()) return shim_posix_spawn(o, pidfd);
     int pipefd[2];
     if (pipe2(pipefd, O_CLOEXEC) != 0) return -errno;
     int fd = -1;

@@ -46,6 +46,9 @@ final class CgroupTree {
 
     /// Sets up the subtree, or says why it cannot be.
     static func setUp(kernel: any Kernel, underSystemd: Bool, socketPath: String, logger: Logger) -> Result<CgroupTree, Unavailable> {
+        guard kernel.canSpawnIntoCgroup else {
+            return .failure(Unavailable(description: "clone3 is not permitted (ENOSYS from a seccomp filter, such as systemd's RestrictNamespaces=), so no process can start inside its cgroup"))
+        }
         guard case .success(let mountinfo) = kernel.read("/proc/self/mountinfo"),
               let mount = cgroup2Mount(String(decoding: mountinfo, as: UTF8.self))
         else { return .failure(Unavailable(description: "no cgroup v2 file system is mounted")) }

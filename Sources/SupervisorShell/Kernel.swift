@@ -66,6 +66,8 @@ protocol Kernel: AnyObject {
     /// Opens a file or directory read-only, close-on-exec (`directory`: O_DIRECTORY|O_PATH).
     func open(_ path: String, directory: Bool) -> Result<Int32, Errno>
     func close(_ fd: Int32)
+    /// Whether clone3 can be called (needed to start a process inside its cgroup).
+    var canSpawnIntoCgroup: Bool { get }
     /// Spawns a process (clone3; see `shim_spawn`): its pid and pidfd.
     func spawn(_ request: SpawnRequest) -> Result<(pid: Int32, pidfd: Int32), Errno>
     /// Calls `handler` on the loop at `at` (once).
@@ -161,6 +163,8 @@ final class LinuxKernel: Kernel {
     }
 
     func close(_ fd: Int32) { Glibc.close(fd) }
+
+    var canSpawnIntoCgroup: Bool { shim_clone3_available() == 1 }
 
     func spawn(_ request: SpawnRequest) -> Result<(pid: Int32, pidfd: Int32), Errno> {
         var pidfd: Int32 = -1

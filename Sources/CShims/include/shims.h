@@ -43,7 +43,12 @@ typedef struct {
 /// stdin on /dev/null, `channel_fd` at fd 3 and every other descriptor closed. Waits until
 /// the child has exec'd. Returns the pid and its pidfd in `*pidfd` (CLONE_PIDFD), or -errno
 /// (also when exec failed, with exec's errno; the failed child is reaped).
+/// Without a cgroup, where clone3 is unavailable, falls back to posix_spawn and pidfd_open.
 pid_t shim_spawn(const shim_spawn_options *options, int *pidfd);
+
+/// Whether clone3(2) can be called (a seccomp filter, such as the one systemd's
+/// RestrictNamespaces= installs, makes it fail with ENOSYS). 1 or 0.
+int shim_clone3_available(void);
 
 /// pidfd_open(2). Returns a descriptor or -errno.
 int shim_pidfd_open(pid_t pid);

@@ -1,0 +1,206 @@
+import SupervisorCore
+import Testing
+
+/// Every transition of the pure stop model, in simulated time.
+@Suite("GroupControl: suspension, resume, signals and exit of one extension's processes")
+struct GroupControlTests {
+    static let leader: Int32 = 100
+    static func at(_ s: Double) -> Instant { .seconds(s) }
+    static func running(_ pids: Int32...) -> [Member] { pids.map { Member(pid: $0, state: .running) } }
+    static func stopped(_ pids: Int32...) -> [Member] { pids.map { Member(pid: $0, state: .stopped) } }
+
+    // MARK: SIGSTOP in a cgroup
+
+    @Test func aLoneLeaderIsConfirmedAfterItsReportAndAStableRead() {
+        var g = GroupControl(leader: Self.leader, containment: .cgroup, mechanism: .stop)
+        #expect(g.suspend(at: Self.at(0)) == [.readMembers], "members are read first, so each is signalled by pid")
+        #expect(g.observe(.members(Self.running(100)), at: Self.at(0)) == [
+            .signal(SignalNumber.stop, .pids([100])), .checkAgain(afterSeconds: GroupControl.firstRetrySeconds),
+        ])
+        #expect(g.leaderStopReported == false)
+        #expect(g.observe(.leaderStopReported, at: Self.at(0.001)) == [.readMembers])
+        #expect(g.leaderStopReported)
+        #expect(g.observe(.members(Self.stopped(100)), at: Self.at(0.001)) == [.cancelCheck, .stopConfirmed])
+        #expect(g.stop == .stopped)
+        #expect(g.mayBeHeld)
+    }
+
+    @Test func membersThatLeftTheProcessGroupAreSignalledByPid() {
+        var g = GroupControl(leader: Self.leader, containment: .cgroup, mechanism: .stop)
+        _ = g.suspend(at: Self.at(0))
+        #expect(g.observe(.members(Self.running(100, 101, 102)), at: Self.at(0)).first == .signal(SignalNumber.stop, .pids([100, 101, 102])))
+        _ = g.observe(.leaderStopReported, at: Self.at(0.001))
+        // 102 has not stopped yet: it alone is signalled again, and checked later.
+        let partial = g.observe(.members(Self.stopped(100, 101) + Self.running(102)), at: Self.at(0.001))
+        #expect(partial == [.signal(SignalNumber.stop, .pids([102])), .checkAgain(afterSeconds: GroupControl.firstRetrySeconds * 2)])
+        #expect(g.observe(.checkDue, at: Self.at(0.05)) == [.readMembers])
+        #expect(g.observe(.members(Self.stopped(100, 101, 102)), at: Self.at(0.05)) == [.cancelCheck, .stopConfirmed])
+    }
+
+    @Test func aForkDuringTheStopIsCaughtByTheReRead() {
+        var g = GroupControl(leader: Self.leader, containment: .cgroup, mechanism: .stop)
+        _ = g.suspend(at: Self.at(0))
+        _ = g.observe(.members(Self.running(100)), at: Self.at(0))
+        _ = g.observe(.leaderStopReported, at: Self.at(0.001))
+        // The leader forked 101 before its stop: 101 is new, so the set is not settled.
+        #expect(g.observe(.members(Self.stopped(100) + Self.running(101)), at: Self.at(0.001)).first == .signal(SignalNumber.stop, .pids([101])))
+        // 101 stopped, but forked 102 first: every member is stopped, yet the set changed: read again.
+        #expect(g.observe(.members(Self.stopped(100, 101, 102)), at: Self.at(0.02)) == [.readMembers])
+        // Unchanged and all stopped: confirmed.
+        #expect(g.observe(.members(Self.stopped(100, 101, 102)), at: Self.at(0.02)) == [.cancelCheck, .stopConfirmed])
+    }
+
+    @Test func aMemberBlockedInTheKernelCountsAsStoppedOnTheSecondRead() {
+        var g = GroupControl(leader: Self.leader, containment: .cgroup, mechanism: .stop)
+        _ = g.suspend(at: Self.at(0))
+        _ = g.observe(.members(Self.running(100, 101)), at: Self.at(0))
+        _ = g.observe(.leaderStopReported, at: Self.at(0.001))
+        let vforkParent = [Member(pid: 100, state: .stopped), Member(pid: 101, state: .blockedInKernel)]
+        #expect(g.observe(.members(vforkParent), at: Self.at(0.001)) == [.checkAgain(afterSeconds: GroupControl.firstRetrySeconds * 2)],
+                "not signalled again (it runs no user code), not confirmed yet")
+        #expect(g.observe(.checkDue, at: Self.at(0.05)) == [.readMembers])
+        #expect(g.observe(.members(vforkParent), at: Self.at(0.05)) == [.cancelCheck, .stopConfirmed])
+    }
+
+    @Test func retriesBackOffAndASlowStopIsReportedOnce() {
+        var g = GroupControl(leader: Self.leader, containment: .cgroup, mechanism: .stop)
+        _ = g.suspend(at: Self.at(0))
+        var delays: [Double] = []
+        var t = 0.0
+        var actions = g.observe(.members(Self.running(100)), at: Self.at(t))
+        var slow = 0
+        for _ in 0..<80 {
+            guard case .checkAgain(let d)? = actions.last else { break }
+            delays.append(d)
+            t += d
+            let due = g.observe(.checkDue, at: Self.at(t))
+            slow += due.filter { if case .slowStop = $0 { true } else { false } }.count
+            actions = g.observe(.members(Self.running(100)), at: Self.at(t))
+        }
+        #expect(Array(delays.prefix(4)) == [0.02, 0.04, 0.08, 0.1])
+        #expect(delays.max() == GroupControl.maxRetrySeconds)
+        #expect(t > GroupControl.slowStopSeconds)
+        #expect(slow == 1)
+    }
+
+    @Test func anEmptyCgroupEndsTheStopWithoutConfirmingIt() {
+        var g = GroupControl(leader: Self.leader, containment: .cgroup, mechanism: .stop)
+        _ = g.suspend(at: Self.at(0))
+        #expect(g.observe(.members([]), at: Self.at(0)) == [.cancelCheck])
+        #expect(g.stop != .stopped)
+    }
+
+    // MARK: SIGSTOP to a process group (no cgroup)
+
+    @Test func aProcessGroupIsStoppedAtOnceAndConfirmedWhenItIsTheLeaderAlone() {
+        var g = GroupControl(leader: Self.leader, containment: .processGroup, mechanism: .stop)
+        #expect(g.suspend(at: Self.at(0)) == [.signal(SignalNumber.stop, .all), .checkAgain(afterSeconds: GroupControl.firstRetrySeconds)])
+        _ = g.observe(.leaderStopReported, at: Self.at(0.001))
+        #expect(g.observe(.members(Self.stopped(100)), at: Self.at(0.001)) == [.cancelCheck, .stopConfirmed])
+    }
+
+    @Test func aProcessGroupWithMembersNeedsTwoEqualReads() {
+        var g = GroupControl(leader: Self.leader, containment: .processGroup, mechanism: .stop)
+        _ = g.suspend(at: Self.at(0))
+        #expect(g.observe(.members(Self.stopped(100, 101)), at: Self.at(0.02)) == [.readMembers])
+        #expect(g.observe(.members(Self.stopped(100, 101)), at: Self.at(0.02)) == [.cancelCheck, .stopConfirmed])
+    }
+
+    @Test func aRunningMemberOfAProcessGroupIsSignalledThroughTheGroup() {
+        var g = GroupControl(leader: Self.leader, containment: .processGroup, mechanism: .stop)
+        _ = g.suspend(at: Self.at(0))
+        #expect(g.observe(.members(Self.stopped(100) + Self.running(101)), at: Self.at(0.02)).first == .signal(SignalNumber.stop, .all))
+    }
+
+    // MARK: The freezer
+
+    @Test func freezeIsConfirmedByFrozenAndSendsNoSignal() {
+        var g = GroupControl(leader: Self.leader, containment: .cgroup, mechanism: .freeze)
+        #expect(g.suspend(at: Self.at(0)) == [.setFrozen(true), .checkAgain(afterSeconds: GroupControl.slowStopSeconds)])
+        #expect(g.observe(.frozen(false), at: Self.at(0.001)) == [])
+        #expect(g.observe(.frozen(true), at: Self.at(0.001)) == [.cancelCheck, .stopConfirmed])
+        #expect(g.stop == .frozen)
+        #expect(g.resume() == [.cancelCheck, .setFrozen(false)], "resume thaws, no SIGCONT")
+        #expect(g.stop == .running)
+    }
+
+    @Test func aSlowFreezeIsReportedAndReadAgainRarely() {
+        var g = GroupControl(leader: Self.leader, containment: .cgroup, mechanism: .freeze)
+        _ = g.suspend(at: Self.at(0))
+        let due = g.observe(.checkDue, at: Self.at(5))
+        #expect(due == [.slowStop(seconds: 5), .readFrozen, .checkAgain(afterSeconds: GroupControl.slowStopSeconds)])
+        #expect(g.observe(.checkDue, at: Self.at(10)) == [.readFrozen, .checkAgain(afterSeconds: GroupControl.slowStopSeconds)])
+    }
+
+    @Test func freezeWithoutACgroupFallsBackToSignals() {
+        var g = GroupControl(leader: Self.leader, containment: .processGroup, mechanism: .freeze)
+        #expect(g.suspend(at: Self.at(0)).first == .signal(SignalNumber.stop, .all))
+    }
+
+    // MARK: Resume and signals
+
+    @Test func resumeContinuesEveryMember() {
+        var g = GroupControl(leader: Self.leader, containment: .cgroup, mechanism: .stop)
+        _ = g.suspend(at: Self.at(0))
+        #expect(g.resume() == [.cancelCheck, .signal(SignalNumber.cont, .all)])
+        #expect(!g.mayBeHeld)
+    }
+
+    @Test func sigkillInACgroupIsCgroupKill() {
+        var g = GroupControl(leader: Self.leader, containment: .cgroup, mechanism: .freeze)
+        _ = g.suspend(at: Self.at(0))
+        _ = g.observe(.frozen(true), at: Self.at(0))
+        #expect(g.signal(SignalNumber.kill, thenContinue: true) == [.cancelCheck, .killAll])
+    }
+
+    @Test func aTerminatingSignalToAFrozenGroupThawsIt() {
+        var g = GroupControl(leader: Self.leader, containment: .cgroup, mechanism: .freeze)
+        _ = g.suspend(at: Self.at(0))
+        _ = g.observe(.frozen(true), at: Self.at(0))
+        #expect(g.signal(SignalNumber.terminate, thenContinue: true) == [
+            .cancelCheck, .signal(SignalNumber.terminate, .all), .signal(SignalNumber.cont, .all), .setFrozen(false),
+        ])
+    }
+
+    @Test func aSignalToARunningGroupIsJustTheSignal() {
+        var g = GroupControl(leader: Self.leader, containment: .processGroup, mechanism: .stop)
+        #expect(g.signal(SignalNumber.hangup, thenContinue: false) == [.cancelCheck, .signal(SignalNumber.hangup, .all)])
+        #expect(g.signal(SignalNumber.kill, thenContinue: false) == [.cancelCheck, .signal(SignalNumber.kill, .all)])
+    }
+
+    @Test func aSignalAbandonsAStopInFlight() {
+        var g = GroupControl(leader: Self.leader, containment: .cgroup, mechanism: .stop)
+        _ = g.suspend(at: Self.at(0))
+        _ = g.signal(SignalNumber.terminate, thenContinue: true)
+        #expect(g.observe(.members(Self.stopped(100)), at: Self.at(0.01)) == [], "a late read no longer confirms anything")
+        #expect(g.observe(.leaderStopReported, at: Self.at(0.01)) == [])
+    }
+
+    // MARK: Exits
+
+    @Test func aLeaderExitingAloneIsAnExitAtOnce() {
+        var g = GroupControl(leader: Self.leader, containment: .cgroup, mechanism: .stop)
+        #expect(g.observe(.leaderExited(.exited(0), populated: false), at: Self.at(1)) == [.cancelCheck, .exited(.exited(0), outlivedLeader: false)])
+        #expect(g.observe(.emptied, at: Self.at(1)) == [], "reported once")
+    }
+
+    @Test func membersOutlivingTheLeaderAreKilledAndTheExitWaitsForTheEmptyCgroup() {
+        var g = GroupControl(leader: Self.leader, containment: .cgroup, mechanism: .stop)
+        #expect(g.observe(.leaderExited(.exited(0), populated: true), at: Self.at(1)) == [.cancelCheck, .killAll])
+        #expect(g.observe(.emptied, at: Self.at(1.01)) == [.exited(.exited(0), outlivedLeader: true)])
+    }
+
+    @Test func anEmptyCgroupBeforeTheLeaderReportWaitsForTheLeadersStatus() {
+        var g = GroupControl(leader: Self.leader, containment: .cgroup, mechanism: .stop)
+        #expect(g.observe(.emptied, at: Self.at(1)) == [])
+        #expect(g.observe(.leaderExited(.signaled(9), populated: false), at: Self.at(1)) == [.cancelCheck, .exited(.signaled(9), outlivedLeader: false)])
+    }
+
+    @Test func aProcessGroupLeaderExitKillsWhatIsLeftOfTheGroup() {
+        var g = GroupControl(leader: Self.leader, containment: .processGroup, mechanism: .stop)
+        #expect(g.observe(.leaderExited(.exited(3), populated: nil), at: Self.at(1)) == [
+            .cancelCheck, .signal(SignalNumber.kill, .all), .signal(SignalNumber.cont, .all), .exited(.exited(3), outlivedLeader: false),
+        ])
+        #expect(g.suspend(at: Self.at(2)) == [], "nothing to suspend after the exit")
+    }
+}

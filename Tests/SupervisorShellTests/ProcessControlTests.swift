@@ -1,0 +1,169 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import Logging
+@testable import SupervisorShell
+import SupervisorCore
+import Testing
+
+/// The exact kernel calls of one suspend, one resume and one kill, through the recording fake
+/// of the kernel interface; and the cgroup subtree's set-up on both cgroup v2 layouts.
+@Suite(.serialized)
+struct ProcessControlTests {
+    final class Recorder: ProcessControlDelegate {
+        var confirmed = 0
+        var exits: [(SupervisorCore.ExitStatus, Bool)] = []
+        func stopConfirmed(_ p: SupervisedProcess) { confirmed += 1 }
+        func exited(_ p: SupervisedProcess, status: SupervisorCore.ExitStatus, outlivedLeader: Bool) { exits.append((status, outlivedLeader)) }
+        func isLeader(_ pid: Int32) -> Bool { pid == 100 }
+    }
+
+    let logger = Logger(label: "test")
+    static let service = "/sys/fs/cgroup/system.slice/extensiond.service"
+    static let cgroup = service + "/extensions/org.example.x"
+    /// /proc/PID/stat of a sleeping process (22 fields after the command).
+    static let sleeping = "100 (sh) S 1 100 100 0 -1 4194304 0 0 0 0 1 2 0 0 20 0 1 0 12345 1000 50"
+
+    /// A kernel with a plain cgroup v2 mount and a delegated service cgroup with controllers.
+    func systemdKernel() -> RecordingKernel {
+        let k = RecordingKernel()
+        k.files["/proc/self/mountinfo"] = "22 1 0:21 / / rw - ext4 /dev/vda rw\n30 25 0:26 / /sys/fs/cgroup rw,nosuid shared:9 - cgroup2 cgroup2 rw\n"
+        k.files["/proc/self/cgroup"] = "0::/system.slice/extensiond.service\n"
+        k.files[Self.service + "/cgroup.controllers"] = "cpuset cpu io memory pids\n"
+        return k
+    }
+
+    func controlled(_ mechanism: SuspendMode) throws -> (RecordingKernel, ProcessControl, SupervisedProcess, Recorder) {
+        let k = systemdKernel()
+        let tree = try CgroupTree.setUp(kernel: k, underSystemd: true, socketPath: "/run/extensiond/control.sock", logger: logger).get()
+        let control = ProcessControl(kernel: k, cgroups: tree, isSubreaper: true, logger: logger)
+        let recorder = Recorder()
+        control.delegate = recorder
+        let p = SupervisedProcess(
+            extensionID: "org.example.x", generation: 1, pid: 100, pidfd: 7,
+            cgroup: ExtensionCgroup(path: Self.cgroup, directoryFD: 60, eventsFD: 61), mechanism: mechanism, channel: nil, queueLimit: 1024)
+        k.files[Self.cgroup + "/cgroup.procs"] = "100\n"
+        k.directories["/proc/100/task"] = ["100"]
+        k.files["/proc/100/task/100/stat"] = Self.sleeping
+        k.clearCalls()
+        return (k, control, p, recorder)
+    }
+
+    @Test func underSystemdTheDaemonMovesIntoALeafAndEnablesControllers() throws {
+        let k = systemdKernel()
+        let tree = try CgroupTree.setUp(kernel: k, underSystemd: true, socketPath: "/run/extensiond/control.sock", logger: logger).get()
+        let pid = "\(getpid())"
+        let expected: [RecordingKernel.Call] = [
+            .read("/proc/self/mountinfo"), .read("/proc/self/cgroup"),
+            .makeDirectory(Self.service + "/supervisor"), .write(Self.service + "/supervisor/cgroup.procs", pid),
+            .makeDirectory(Self.service + "/extensions"), .read(Self.service + "/cgroup.controllers"),
+            .write(Self.service + "/cgroup.subtree_control", "+cpu +memory +pids"),
+            .write(Self.service + "/extensions/cgroup.subtree_control", "+cpu +memory +pids"),
+        ]
+        #expect(k.calls == expected)
+        #expect(tree.controllers == ["cpu", "memory", "pids"])
+        #expect(tree.path(of: "org.example.x") == Self.cgroup)
+    }
+
+    @Test func withoutDelegationTheReasonIsGiven() {
+        let k = systemdKernel()
+        k.failingWrites[Self.service + "/supervisor/cgroup.procs"] = 13
+        guard case .failure(let why) = CgroupTree.setUp(kernel: k, underSystemd: true, socketPath: "/run/x.sock", logger: logger) else {
+            Issue.record("set-up succeeded without a writable service cgroup")
+            return
+        }
+        #expect(why.description.contains("cannot move the daemon into \(Self.service)/supervisor"))
+    }
+
+    @Test func standaloneInTheHybridLayoutASubtreeBelowTheDaemonsCgroup() throws {
+        let k = RecordingKernel()
+        k.files["/proc/self/mountinfo"] = "41 31 0:38 / /sys/fs/cgroup/unified rw,relatime - cgroup2 cgroup2 rw\n"
+        k.files["/proc/self/cgroup"] = "4:memory:/x\n0::/\n"
+        let tree = try CgroupTree.setUp(kernel: k, underSystemd: false, socketPath: "/tmp/a/control.sock", logger: logger).get()
+        let base = "/sys/fs/cgroup/unified/extensiond-" + CgroupTree.tag("/tmp/a/control.sock")
+        #expect(k.calls == [.read("/proc/self/mountinfo"), .read("/proc/self/cgroup"), .makeDirectory(base)])
+        #expect(tree.extensionsPath == base)
+        #expect(tree.controllers.isEmpty, "the daemon stays in its cgroup: no controllers can be passed down")
+    }
+
+    @Test func noCgroup2MountMeansTheFallback() {
+        let k = RecordingKernel()
+        k.files["/proc/self/mountinfo"] = "22 1 0:21 / / rw - ext4 /dev/vda rw\n"
+        guard case .failure(let why) = CgroupTree.setUp(kernel: k, underSystemd: false, socketPath: "/tmp/x.sock", logger: logger) else {
+            Issue.record("set-up succeeded without cgroup2")
+            return
+        }
+        #expect(why.description == "no cgroup v2 file system is mounted")
+    }
+
+    @Test func oneSuspendInACgroup() throws {
+        let (k, control, p, recorder) = try controlled(.stop)
+        control.suspend(p)
+        #expect(k.calls == [
+            .read(Self.cgroup + "/cgroup.procs"), .listDirectory("/proc/100/task"), .read("/proc/100/task/100/stat"),
+            .kill(100, SignalNumber.stop), .addTimer(at: k.clock.adding(seconds: GroupControl.firstRetrySeconds)),
+        ])
+        k.clearCalls()
+        k.stopped = [7]
+        control.childrenChanged()
+        #expect(k.calls == [
+            .stopReported(pidfd: 7), .read(Self.cgroup + "/cgroup.procs"),
+            .cancelTimer(at: .seconds(100).adding(seconds: GroupControl.firstRetrySeconds)),
+        ], "the leader's state comes from the kernel's report: no /proc read")
+        #expect(recorder.confirmed == 1)
+    }
+
+    @Test func oneResumeInACgroup() throws {
+        let (k, control, p, _) = try controlled(.stop)
+        control.suspend(p)
+        k.stopped = [7]
+        control.childrenChanged()
+        k.clearCalls()
+        control.resume(p)
+        #expect(k.calls == [.read(Self.cgroup + "/cgroup.procs"), .kill(100, SignalNumber.cont)])
+    }
+
+    @Test func oneKillInACgroupAndTheExitThatFollows() throws {
+        let (k, control, p, recorder) = try controlled(.stop)
+        control.signal(p, SignalNumber.kill, thenContinue: true)
+        #expect(k.calls == [.write(Self.cgroup + "/cgroup.kill", "1")])
+        k.clearCalls()
+        k.exits[7] = .signaled(9)
+        k.descriptors[61] = "populated 0\nfrozen 0\n"
+        control.leaderMayHaveExited(p)
+        #expect(k.calls == [
+            .exitStatus(pidfd: 7, reap: false), .readFD(61), .exitStatus(pidfd: 7, reap: true),
+            .listDirectory("/proc/\(getpid())/task"), .removeDirectory(Self.cgroup),
+        ])
+        #expect(recorder.exits.count == 1)
+        #expect(recorder.exits.first?.0 == .signaled(9))
+        #expect(recorder.exits.first?.1 == false)
+    }
+
+    @Test func oneFreezeAndThaw() throws {
+        let (k, control, p, recorder) = try controlled(.freeze)
+        control.suspend(p)
+        #expect(k.calls == [.write(Self.cgroup + "/cgroup.freeze", "1"), .addTimer(at: k.clock.adding(seconds: GroupControl.slowStopSeconds))])
+        k.clearCalls()
+        k.descriptors[61] = "populated 1\nfrozen 1\n"
+        control.cgroupEventsChanged(p)
+        #expect(k.calls == [.readFD(61), .cancelTimer(at: k.clock.adding(seconds: GroupControl.slowStopSeconds))])
+        #expect(recorder.confirmed == 1)
+        k.clearCalls()
+        control.resume(p)
+        #expect(k.calls == [.write(Self.cgroup + "/cgroup.freeze", "0")], "no signal: the processes cannot observe it")
+    }
+
+    @Test func aLeaderExitWithMembersLeftKillsThemAndWaitsForTheEmptyCgroup() throws {
+        let (k, control, p, recorder) = try controlled(.stop)
+        k.exits[7] = .exited(0)
+        k.descriptors[61] = "populated 1\nfrozen 0\n"
+        control.leaderMayHaveExited(p)
+        #expect(k.calls == [.exitStatus(pidfd: 7, reap: false), .readFD(61), .write(Self.cgroup + "/cgroup.kill", "1")])
+        #expect(recorder.exits.isEmpty)
+        k.descriptors[61] = "populated 0\nfrozen 0\n"
+        control.cgroupEventsChanged(p)
+        #expect(recorder.exits.count == 1)
+        #expect(recorder.exits.first?.1 == true, "recorded as outliving the leader")
+    }
+}
