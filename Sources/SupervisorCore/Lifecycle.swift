@@ -30,8 +30,9 @@ public enum ExitReason: String, Sendable, Codable, Equatable {
     case removed
     /// Ended because it closed its runtime channel while still running, or was cut off.
     case channelClosed = "channel-closed"
-    /// The leader exited on its own while other processes of the extension still ran: they
-    /// were killed (an extension ends with its leader).
+    /// The leader exited on its own with status 0 while other processes of the extension still
+    /// ran: they were killed (an extension ends with its leader). A leader that crashed is
+    /// `crashed`, and its event's detail says that the processes left behind were killed.
     case leaderExited = "leader-exited"
     /// Killed because, while suspended, it held a file lock another process waited for.
     case lockHeldWhileSuspended = "lock-held-while-suspended"

@@ -383,12 +383,12 @@ public struct Supervisor: Sendable {
             reason = why
         } else if r.adminSignaled {
             reason = .killedByAdmin
+        } else if status != .exited(0) {
+            reason = .crashed
         } else if outlivedLeader {
             reason = .leaderExited
-        } else if status == .exited(0) {
-            reason = .exited
         } else {
-            reason = .crashed
+            reason = .exited
         }
         let wasLaunching = r.state == .launching
         let describe: String
@@ -411,7 +411,6 @@ public struct Supervisor: Sendable {
         r.startedAt = nil
         switch reason {
         case .crashed, .launchFailed: countCrash(&r, stable: ranFor >= limits.stableRunSeconds)
-        case .leaderExited where status != .exited(0): countCrash(&r, stable: ranFor >= limits.stableRunSeconds)
         case .exited, .reclaimed, .leaderExited: r.consecutiveCrashes = 0; r.throttledUntil = nil
         default: break
         }

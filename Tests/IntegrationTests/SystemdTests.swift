@@ -59,8 +59,17 @@ struct SystemdTests {
         host.input.write(Data("spawn 2\n".utf8))
         #expect(host.output.readLine(timeout: 30)?.hasPrefix("spawned ") == true)
         try session.waitUntil("STATUS= shows the extension active", describe: describe) { try service()["StatusText"] == "1 extension: 1 active" }
-        let members = groupMembers(extensionPID)
-        #expect(members.count == 4, "leader, two children, a grandchild: \(members)")
+        let grouped = groupMembers(extensionPID)
+        #expect(grouped.count == 4, "leader, two children, a grandchild: \(grouped)")
+        // One more that leaves the process group and session: its cgroup still holds it.
+        host.input.write(Data("escape\n".utf8))
+        let escapee = try #require(host.output.readLine(timeout: 30).flatMap { Int32($0.dropFirst("escaped ".count)) })
+        let members = grouped + [escapee]
+        // The daemon lives in the service's supervisor/ leaf, the extension in extensions/ID.
+        #expect(cgroupPath(daemonPID)?.hasSuffix("/extensiond.service/supervisor") == true, "\(cgroupPath(daemonPID) ?? "none")")
+        for pid in members {
+            #expect(cgroupPath(pid)?.hasSuffix("/extensiond.service/extensions/\(Self.id)") == true, "\(pid): \(cgroupPath(pid) ?? "none")")
+        }
         try host.input.close()
         host.process.waitUntilExit()
         try session.waitUntil("STATUS= shows the extension suspended", describe: describe) { try service()["StatusText"] == "1 extension: 1 suspended" }
@@ -125,11 +134,18 @@ struct SystemdTests {
         #expect(second != extensionPID)
         host.input.write(Data("spawn 2\n".utf8))
         #expect(host.output.readLine(timeout: 30)?.hasPrefix("spawned ") == true)
-        let running = groupMembers(second)
-        #expect(running.count == 4)
+        host.input.write(Data("escape\n".utf8))
+        let secondEscapee = try #require(host.output.readLine(timeout: 30).flatMap { Int32($0.dropFirst("escaped ".count)) })
+        let running = groupMembers(second) + [secondEscapee]
+        #expect(running.count == 5)
+        let statusJSON = try session.run([Self.extctl, "status", "--json", Self.id])
+        let document = try JSONSerialization.jsonObject(with: Data(statusJSON.out.utf8)) as? [String: Any]
+        let cgroup = try #require((document?["extensions"] as? [[String: Any]])?.first?["cgroup"] as? String, "\(statusJSON.out)")
+        #expect(Set(cgroupProcesses(cgroup)) == Set(running), "status's cgroup holds every process of the extension")
         try session.systemctl("stop", "extensiond.service")
         #expect(try service()["ActiveState"] == "inactive")
         try eventually("every extension process is gone after the stop", timeout: 5) { running.allSatisfy { processState($0) == nil } }
+        #expect(!FileManager.default.fileExists(atPath: cgroup), "no cgroup is left after the stop")
         host.process.waitUntilExit()
         let exit = try session.journal(["EXTENSION_ID=\(Self.id)", "EVENT=exit"]).last
         #expect(exit?["MESSAGE_ID"] == JournalMessageID.exit)
@@ -161,7 +177,9 @@ struct SystemdTests {
         let pid = try #require(host.output.readLine(timeout: 30).flatMap { Int32($0) })
         host.input.write(Data("spawn 1\n".utf8))
         #expect(host.output.readLine(timeout: 30)?.hasPrefix("spawned ") == true)
-        let members = groupMembers(pid)
+        host.input.write(Data("escape\n".utf8))
+        let escapee = try #require(host.output.readLine(timeout: 30).flatMap { Int32($0.dropFirst("escaped ".count)) })
+        let members = groupMembers(pid) + [escapee]
         try host.input.close()
         host.process.waitUntilExit()
         try session.waitUntil("the extension is suspended", describe: describe) { try service()["StatusText"] == "1 extension: 1 suspended" }

@@ -94,6 +94,19 @@ func spawnChildren(_ n: Int) -> [Int32] {
     return pids
 }
 
+/// A child that leaves the process group and the session (`setsid()`, as a daemonizer does):
+/// only the extension's cgroup still holds it.
+func spawnEscapee() -> Int32? {
+    var attributes = posix_spawnattr_t()
+    posix_spawnattr_init(&attributes)
+    defer { posix_spawnattr_destroy(&attributes) }
+    posix_spawnattr_setflags(&attributes, 0x80)  // POSIX_SPAWN_SETSID (a GNU extension Glibc does not import)
+    var pid: pid_t = 0
+    let argv: [UnsafeMutablePointer<CChar>?] = [strdup("/bin/sleep"), strdup("1000"), nil]
+    defer { argv.forEach { free($0) } }
+    return posix_spawn(&pid, "/bin/sleep", nil, &attributes, argv, environ) == 0 ? pid : nil
+}
+
 /// Waits on a condition variable until `expired` is set or the deadline passes (no polling).
 final class ExpiryFlag: Sendable {
     let condition = NSCondition()
@@ -201,6 +214,7 @@ ExtensionMain.run { request in
         case "crash": abort()
         case "exit": exit(Int32(word(1, "0")) ?? 0)
         case "spawn": reply(channel, "spawned " + spawnChildren(Int(word(1, "1")) ?? 1).map(String.init).joined(separator: " "))
+        case "escape": reply(channel, spawnEscapee().map { "escaped \($0)" } ?? "cannot spawn")
         case "assert": assertion(channel, seconds: Double(word(1, "1")) ?? 1, reason: word(2, ""))
         case "async-assert": asyncAssertion(channel, seconds: Double(word(1, "1")) ?? 1)
         case "ignore-expiry": ignoreExpiry.withLock { $0 = true }; reply(channel, "ok")

@@ -10,6 +10,17 @@ func processState(_ pid: Int32) -> Character? {
     return state
 }
 
+/// The cgroup v2 path of `pid` (its `0::` line in /proc/PID/cgroup), or nil once it is gone.
+func cgroupPath(_ pid: Int32) -> String? {
+    guard let text = try? String(contentsOfFile: "/proc/\(pid)/cgroup", encoding: .utf8) else { return nil }
+    return text.split(separator: "\n").first { $0.hasPrefix("0::") }.map { String($0.dropFirst(3)) }
+}
+
+/// The pids listed in the cgroup directory `path`'s cgroup.procs.
+func cgroupProcesses(_ path: String) -> [Int32] {
+    ((try? String(contentsOfFile: path + "/cgroup.procs", encoding: .utf8)) ?? "").split(separator: "\n").compactMap { Int32($0) }
+}
+
 /// Every live process whose process group is `pgid`.
 func groupMembers(_ pgid: Int32) -> [Int32] {
     let entries = (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []
