@@ -24,7 +24,7 @@ extension Daemon {
             }
             let id = nextHostID
             nextHostID += 1
-            let peer = PeerIdentity(pid: cred.pid, uid: cred.uid, gid: cred.gid, groups: Daemon.supplementaryGroups(of: cred.pid))
+            let peer = PeerIdentity(pid: cred.pid, uid: cred.uid, gid: cred.gid, groups: supplementaryGroups(of: cred.pid))
             if let refusal = admissionProblem(peer) {
                 logger.notice("refused control connection from pid \(peer.pid) uid \(peer.uid): \(refusal)")
                 if let bytes = try? WireEncoder.encoded(.failure(tag: 0, code: .notPermitted, text: refusal)) {
@@ -35,11 +35,10 @@ extension Daemon {
             }
             let c = ControlConnection(id: id, socket: socket, peer: peer, queueLimit: Daemon.connectionQueueLimit)
             do {
-                c.source = try loop.addIO(fd: socket.fd, events: Poll.input) { [unowned self, unowned c] events in
-                    connectionEvent(c, events: events)
-                }
+                try c.channel.watch(on: loop) { [unowned self, unowned c] events in connectionEvent(c, events: events) }
             } catch {
-                socket.close()
+                logger.error("cannot watch the control connection of pid \(peer.pid): \(error)")
+                c.close()
                 continue
             }
             connections[id] = c
@@ -74,28 +73,17 @@ extension Daemon {
     }
 
     func connectionEvent(_ c: ControlConnection, events: UInt32) {
-        if events & Poll.output != 0 {
-            if !c.outbound.flush(on: c.socket) { return drop(c, reason: "write failed") }
-            if c.outbound.isEmpty { c.source?.setIOEvents(Poll.input) }
-        }
+        guard c.channel.flush(events) else { return drop(c, reason: "write failed") }
         guard events & (Poll.input | Poll.hangup | Poll.error) != 0 else { return }
-        for _ in 0..<Daemon.readBudget {
-            guard connections[c.id] === c else { return }
-            let result: PacketSocket.ReceiveResult
-            do { result = try c.socket.receive(into: receiveBuffer) } catch { return drop(c, reason: "\(error)") }
-            switch result {
-            case .wouldBlock: return
-            case .closed: return drop(c, reason: nil)
-            case .datagram(let count, let descriptor, let truncated):
-                if let descriptor { close(descriptor) }
-                if truncated { return protocolViolation(c, "message over \(WireLimits.maxMessageSize) bytes") }
-                do {
-                    let message = try WireDecoder.decode(UnsafeRawBufferPointer(rebasing: receiveBuffer[0..<count]))
-                    handle(message, from: c)
-                } catch {
-                    return protocolViolation(c, "\(error)")
-                }
-            }
+        let end = c.channel.read(into: receiveBuffer, budget: Daemon.readBudget) { message in
+            handle(message, from: c)
+            return connections[c.id] === c
+        }
+        switch end {
+        case nil: return
+        case .closed: drop(c, reason: nil)
+        case .failed(let reason): drop(c, reason: reason)
+        case .violation(let problem): protocolViolation(c, problem)
         }
     }
 
@@ -103,7 +91,7 @@ extension Daemon {
     func protocolViolation(_ c: ControlConnection, _ problem: String) {
         logger.notice("closing control connection of pid \(c.peer.pid) uid \(c.peer.uid): \(problem)")
         if let bytes = try? WireEncoder.encoded(.failure(tag: 0, code: .badRequest, text: "protocol error: \(problem)")) {
-            _ = try? c.socket.send(bytes)
+            _ = try? c.channel.socket.send(bytes)
         }
         drop(c, reason: problem)
     }
@@ -123,8 +111,8 @@ extension Daemon {
     }
 
     /// The supplementary groups of a process, from /proc/PID/status.
-    static func supplementaryGroups(of pid: Int32) -> [UInt32] {
-        guard let data = try? readFile("/proc/\(pid)/status") else { return [] }
+    func supplementaryGroups(of pid: Int32) -> [UInt32] {
+        guard case .success(let data) = kernel.read("/proc/\(pid)/status") else { return [] }
         let text = String(decoding: data, as: UTF8.self)
         guard let line = text.split(separator: "\n").first(where: { $0.hasPrefix("Groups:") }) else { return [] }
         // "Groups:\t10 27 " (a tab, then numbers each followed by a space).
@@ -185,9 +173,9 @@ extension Daemon {
     }
 
     /// The processes of a running extension for `status`: the members of its cgroup (or
-    /// process group), with their command names, and the cgroup's path. Memory and CPU come
-    /// from each process's /proc entry (the extensions' cgroups have no controllers to count
-    /// them on every machine).
+    /// process group), with their command names and /proc figures, and the cgroup's path and
+    /// counters: `memory.current` where the memory controller is enabled, `cpu.stat` (present
+    /// in every v2 cgroup). Where a counter is missing, status sums the members' /proc figures.
     func processEntries(_ r: ExtensionRecord) -> StatusDocument.ProcessesOfExtension {
         guard let p = processes[r.manifest.id] else { return .init() }
         let table = control.table
@@ -228,14 +216,9 @@ extension Daemon {
             if let descriptor { close(descriptor) }
             return
         }
-        do { try encoder.encode(message) } catch {
-            if let descriptor { close(descriptor) }
-            logger.error("cannot encode \(message.kind): \(error)")
-            return
-        }
-        switch c.outbound.send(encoder.bytes, descriptor: descriptor, on: c.socket) {
-        case .sent: break
-        case .queued: c.source?.setIOEvents(Poll.input | Poll.output)
+        switch c.channel.send(message, encoder: &encoder, descriptor: descriptor) {
+        case .accepted, .closed: break
+        case .unencodable(let problem): logger.error("\(problem)")
         case .overflow:
             logger.notice("cutting off control connection of pid \(c.peer.pid): it does not read its replies")
             drop(c, reason: "outbound queue overflow")

@@ -32,13 +32,17 @@ extension Daemon {
     }
 
     func armLockWatch(_ p: SupervisedProcess) {
-        p.lockWatch = try? loop.addTimer(at: loop.now().adding(seconds: Daemon.lockCheckSeconds)) { [unowned self, unowned p] in
+        let armed = kernel.addTimer(at: loop.now().adding(seconds: Daemon.lockCheckSeconds)) { [unowned self, unowned p] in
             p.lockWatch = nil
             let contended = FileLocks.current().filter { p.lockHolders.contains($0.holder) && $0.waiters > 0 }
             guard let first = contended.first else { return armLockWatch(p) }
             let detail = "pid \(first.holder) holds a \(first.kind) lock on \(first.file) that \(first.waiters) process(es) wait for"
             p.lockHolders = []
             post(.lockContention(extensionID: p.extensionID, generation: p.generation, detail: detail))
+        }
+        switch armed {
+        case .success(let timer): p.lockWatch = timer
+        case .failure(let error): logger.error("cannot arm the lock watch of \(p.extensionID) (\(error)): its locks are not watched")
         }
     }
 }

@@ -58,11 +58,9 @@ extension Daemon: ProcessControlDelegate {
                 watched = false
             }
         }
-        if let channel = spawned.channel {
+        if let channel = p.channel {
             do {
-                p.channelSource = try loop.addIO(fd: channel.fd, events: Poll.input) { [unowned self, unowned p] events in
-                    channelReadable(p, events: events)
-                }
+                try channel.watch(on: loop) { [unowned self, unowned p] events in channelReadable(p, events: events) }
             } catch {
                 logger.error("cannot watch the runtime channel of \(id): \(error)")
                 watched = false

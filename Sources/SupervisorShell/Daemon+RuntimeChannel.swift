@@ -10,39 +10,30 @@ import Glibc
 /// The private channel between the daemon and each extension's runtime.
 extension Daemon {
     func channelReadable(_ p: SupervisedProcess, events: UInt32) {
-        if events & Poll.output != 0, let channel = p.channel {
-            if !p.outbound.flush(on: channel) { return cutOff(p, reason: "channel write failed") }
-            if p.outbound.isEmpty { p.channelSource?.setIOEvents(Poll.input) }
-        }
-        guard events & Poll.input | Poll.hangup | Poll.error != 0 else { return }
-        for _ in 0..<Daemon.readBudget {
-            guard let channel = p.channel else { return }
-            let result: PacketSocket.ReceiveResult
-            do { result = try channel.receive(into: receiveBuffer) } catch { return cutOff(p, reason: "\(error)") }
-            switch result {
-            case .wouldBlock: return
-            case .closed: return channelEnded(p)
-            case .datagram(let count, let descriptor, let truncated):
-                if let descriptor { close(descriptor) }  // extensions never send descriptors
-                if truncated || descriptor != nil { return cutOff(p, reason: "sent an oversized message or a descriptor") }
-                let message: Message
-                do {
-                    message = try WireDecoder.decode(UnsafeRawBufferPointer(rebasing: receiveBuffer[0..<count]))
-                } catch {
-                    return cutOff(p, reason: "malformed message: \(error)")
-                }
-                guard p.admission.admit(at: loop.now()) else {
-                    return cutOff(p, reason: "flooding its channel (over \(MessageRate.perSecond) messages per second)")
-                }
-                let (id, g) = (p.extensionID, p.generation)
-                switch message {
-                case .ready: post(.ready(extensionID: id, generation: g))
-                case .acquire(let tag, let reason): post(.acquire(extensionID: id, generation: g, tag: tag, reason: reason))
-                case .release(let a): post(.release(extensionID: id, generation: g, assertionID: a))
-                case .expireReceived(let a): post(.expireReceived(extensionID: id, generation: g, assertionID: a))
-                default: return cutOff(p, reason: "sent \(message.kind), which extensions may not send")
-                }
+        guard let channel = p.channel else { return }
+        guard channel.flush(events) else { return cutOff(p, reason: "channel write failed") }
+        guard events & (Poll.input | Poll.hangup | Poll.error) != 0 else { return }
+        let end = channel.read(into: receiveBuffer, budget: Daemon.readBudget) { message in
+            guard p.admission.admit(at: loop.now()) else {
+                cutOff(p, reason: "flooding its channel (over \(MessageRate.perSecond) messages per second)")
+                return false
             }
+            let (id, g) = (p.extensionID, p.generation)
+            switch message {
+            case .ready: post(.ready(extensionID: id, generation: g))
+            case .acquire(let tag, let reason): post(.acquire(extensionID: id, generation: g, tag: tag, reason: reason))
+            case .release(let a): post(.release(extensionID: id, generation: g, assertionID: a))
+            case .expireReceived(let a): post(.expireReceived(extensionID: id, generation: g, assertionID: a))
+            default:
+                cutOff(p, reason: "sent \(message.kind), which extensions may not send")
+                return false
+            }
+            return true
+        }
+        switch end {
+        case nil: return
+        case .closed: channelEnded(p)
+        case .failed(let reason), .violation(let reason): cutOff(p, reason: reason)
         }
     }
 
@@ -50,9 +41,15 @@ extension Daemon {
     /// (it usually is exiting), it is ended: it can no longer receive requests.
     func channelEnded(_ p: SupervisedProcess) {
         p.closeChannel()
-        p.channelGrace = try? loop.addTimer(at: loop.now().adding(seconds: Daemon.channelCloseGraceSeconds)) { [unowned self, unowned p] in
+        let closed = Event.channelClosed(extensionID: p.extensionID, generation: p.generation, reason: "closed by the extension")
+        switch kernel.addTimer(at: loop.now().adding(seconds: Daemon.channelCloseGraceSeconds), { [unowned self, unowned p] in
             p.channelGrace = nil
-            post(.channelClosed(extensionID: p.extensionID, generation: p.generation, reason: "closed by the extension"))
+            post(closed)
+        }) {
+        case .success(let timer): p.channelGrace = timer
+        case .failure(let error):
+            logger.warning("cannot arm the channel-close grace timer of \(p.extensionID) (\(error)); ending it now")
+            post(closed)
         }
     }
 
@@ -68,16 +65,12 @@ extension Daemon {
             if let descriptor { close(descriptor) }
             return false
         }
-        do { try encoder.encode(message) } catch {
-            if let descriptor { close(descriptor) }
-            logger.error("cannot encode \(message.kind): \(error)")
+        switch channel.send(message, encoder: &encoder, descriptor: descriptor, key: key) {
+        case .accepted: return true
+        case .closed: return false
+        case .unencodable(let problem):
+            logger.error("\(problem)")
             return false
-        }
-        switch p.outbound.send(encoder.bytes, descriptor: descriptor, key: key, on: channel) {
-        case .sent: return true
-        case .queued:
-            p.channelSource?.setIOEvents(Poll.input | Poll.output)
-            return true
         case .overflow:
             cutOff(p, reason: "does not read its channel (over \(Daemon.connectionQueueLimit) bytes queued)")
             return false

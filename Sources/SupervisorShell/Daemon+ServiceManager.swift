@@ -7,17 +7,22 @@ extension Daemon {
     func afterDispatch() {
         registry.flush()
         // Only when a state changed (not on every message), and at most every
-        // `statusInterval`: each sd_notify is a new socket and a datagram (about 20 µs), and a
+        // `statusInterval`: each sd_notify is a new socket and a datagram, and a
         // widget shown and dismissed changes the summary twice. A change inside the interval
         // is published when it ends (one timer, only while a change is held back).
         guard serviceManager.isListening, summarizedVersion != core.stateVersion, statusTimer == nil else { return }
         let now = loop.now()
         if let last = statusPublishedAt, now < last.adding(seconds: Daemon.statusInterval) {
-            statusTimer = try? loop.addTimer(at: last.adding(seconds: Daemon.statusInterval)) { [unowned self] in
+            switch kernel.addTimer(at: last.adding(seconds: Daemon.statusInterval), { [unowned self] in
                 statusTimer = nil
                 publishStatus(at: loop.now())
+            }) {
+            case .success(let timer):
+                statusTimer = timer
+                return
+            case .failure(let error):
+                logger.warning("cannot arm the STATUS= timer (\(error)); publishing at once")
             }
-            if statusTimer != nil { return }
         }
         publishStatus(at: now)
     }

@@ -40,7 +40,7 @@ public final class Daemon {
     var summarizedVersion: UInt64?
     /// When STATUS= was last published, and the timer of a publication held back by the rate limit.
     var statusPublishedAt: Instant?
-    var statusTimer: EventSource?
+    var statusTimer: (any Cancellable)?
     var nextHostID: HostID = 1
     var encoder = WireEncoder()
     let receiveBuffer = UnsafeMutableRawBufferPointer.allocate(byteCount: WireLimits.maxMessageSize, alignment: 8)
@@ -243,7 +243,7 @@ public final class Daemon {
             guard let p = process(id, generation) else { break }
             // A request ended before its channel was even handed over (the extension has not
             // read its queue, typically because it is stopped): drop both instead of queueing.
-            if case .ended(let requestID) = message, p.outbound.cancel(key: requestID) { break }
+            if case .ended(let requestID) = message, p.channel?.cancel(key: requestID) == true { break }
             send(message, to: p)
         case let .armTimer(at): loop.setDeadline(at) { [unowned self] in post(.tick) }
         case let .record(event): record(event)

@@ -3,8 +3,8 @@ import SupervisorCore
 /// Writes one lifecycle event as the JSON object of docs/json.md ("Events"): what
 /// `extctl monitor --json` streams and what `recentEvents` in `status` holds. The one definition
 /// of that object. Written member by member, in sorted key order, with `JSONWriter`'s escaping
-/// and number format: well under 1 µs per event (JSONSerialization cost about 42 µs), and it runs
-/// for every event while a monitor is attached.
+/// and number format, without Foundation's serializer: it runs for every event while a monitor
+/// is attached.
 enum EventJSON {
     static func encode(_ e: LifecycleEvent, time: String) -> [UInt8] {
         var out = JSONWriter(capacity: 256)

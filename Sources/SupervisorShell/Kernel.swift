@@ -44,6 +44,10 @@ protocol Kernel: AnyObject {
     func now() -> Instant
     /// kill(2): `pid` < 0 signals the process group `-pid`.
     func kill(_ pid: Int32, _ signal: Int32) -> Errno?
+    /// pidfd_open(2): a descriptor that refers to exactly the process `pid` is now.
+    func openPidfd(_ pid: Int32) -> Result<Int32, Errno>
+    /// pidfd_send_signal(2): signals exactly the process the pidfd refers to.
+    func signal(pidfd: Int32, _ signal: Int32) -> Errno?
     /// `waitid(P_PIDFD, WSTOPPED | WNOHANG)`: whether a stop (or trap) was reported.
     func stopReported(pidfd: Int32) -> Result<Bool, Errno>
     /// `waitid(P_PIDFD, WEXITED | WNOHANG)`: the exit status if the process exited; with
@@ -87,6 +91,16 @@ final class LinuxKernel: Kernel {
 
     func kill(_ pid: Int32, _ signal: Int32) -> Errno? {
         let rc = shim_kill(pid, signal)
+        return rc == 0 ? nil : Errno(-rc)
+    }
+
+    func openPidfd(_ pid: Int32) -> Result<Int32, Errno> {
+        let fd = shim_pidfd_open(pid)
+        return fd >= 0 ? .success(fd) : .failure(Errno(-fd))
+    }
+
+    func signal(pidfd: Int32, _ signal: Int32) -> Errno? {
+        let rc = shim_pidfd_send_signal(pidfd, signal)
         return rc == 0 ? nil : Errno(-rc)
     }
 

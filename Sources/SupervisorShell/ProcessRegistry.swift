@@ -17,8 +17,7 @@ import Glibc
 /// /proc/PID/stat, which tells a live process from a later one that reused its pid) and the
 /// extension id. The file is replaced atomically (written to a temporary file, then renamed)
 /// at the end of a dispatch in which an extension was spawned or exited, never on the
-/// suspend/resume path (about 15 µs with a few extensions running, 90 µs with a hundred, on
-/// tmpfs). It is not fsynced: it lives in a runtime directory (tmpfs) and only has to survive
+/// suspend/resume path. It is not fsynced: it lives in a runtime directory (tmpfs) and only has to survive
 /// the daemon, not the machine.
 ///
 /// At startup, `reapLeftovers` ends the groups of the previous instance; see
@@ -89,9 +88,8 @@ final class ProcessRegistry {
 
     /// Replaces the file; returns 0 or an errno value. The file is
     /// `{"daemonPID":P,"processes":[{"id":…,"pid":…,"processGroup":…,"startTicks":…},…],"version":1}`
-    /// and a newline, entries sorted by pid, written member by member with `JSONWriter`: about
-    /// 15 µs for a few entries and 90 µs for a hundred on tmpfs, where JSONSerialization took ten
-    /// to twenty times as long.
+    /// and a newline, entries sorted by pid, written member by member with `JSONWriter` (it is
+    /// rewritten after every spawn and exit, so it avoids Foundation's serializer).
     private func write() -> Int32 {
         var json = JSONWriter(capacity: 64 + 96 * entries.count)
         json.beginObject()
@@ -206,8 +204,11 @@ final class ProcessRegistry {
         for e in leftovers {
             if let leader = table.stat(e.pid), !leader.isGone {
                 guard leader.startTicks == e.startTicks, leader.processGroup == e.processGroup else { continue }
-                _ = shim_kill(-e.processGroup, SIGKILL)
-                _ = shim_kill(-e.processGroup, SIGCONT)
+                for signal in [SIGKILL, SIGCONT] {
+                    if let error = table.kernel.kill(-e.processGroup, signal), error != .noProcess {
+                        logger.warning("cannot signal the leftover process group \(e.processGroup) of \(e.extensionID): \(error)")
+                    }
+                }
                 reaped.append(Reaped(extensionID: e.extensionID, pid: e.pid, orphanedMember: false))
                 continue
             }
@@ -233,10 +234,9 @@ final class ProcessRegistry {
     /// SIGKILL to exactly the process `stat` describes: through a pidfd opened first and
     /// checked against the start time afterwards, so a reused pid is never signalled.
     private static func killExactly(_ stat: ProcessStat, _ table: ProcessTable) -> Bool {
-        let pidfd = shim_pidfd_open(stat.pid)
-        guard pidfd >= 0 else { return false }
-        defer { close(pidfd) }
+        guard case .success(let pidfd) = table.kernel.openPidfd(stat.pid) else { return false }
+        defer { table.kernel.close(pidfd) }
         guard let now = table.stat(stat.pid), now.startTicks == stat.startTicks else { return false }
-        return shim_pidfd_send_signal(pidfd, SIGKILL) == 0
+        return table.kernel.signal(pidfd: pidfd, SIGKILL) == nil
     }
 }

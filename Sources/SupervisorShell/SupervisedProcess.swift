@@ -17,8 +17,8 @@ final class SupervisedProcess {
     /// The extension's cgroup, nil on the process-group fallback.
     let cgroup: ExtensionCgroup?
     var control: GroupControl
-    var channel: PacketSocket?
-    var channelSource: EventSource?
+    /// The runtime channel (nil without one, or once closed). Extensions may not send descriptors.
+    private(set) var channel: Peer?
     /// The leader's pidfd (owned here), and the source watching it become readable (exit).
     let pidfd: Int32
     private var pidfdOpen = true
@@ -27,13 +27,12 @@ final class SupervisedProcess {
     var eventsSource: (any Cancellable)?
     /// The pending check of an in-flight stop (`GroupAction.checkAgain`).
     var check: (any Cancellable)?
-    var outbound: OutboundQueue
     /// The grace timer after the runtime channel closed while the process lived.
-    var channelGrace: EventSource?
+    var channelGrace: (any Cancellable)?
     /// Members of the stopped group that hold file locks: watched while suspended.
     var lockHolders: Set<Int32> = []
     /// The periodic /proc/locks check, armed only while a suspended group holds a lock.
-    var lockWatch: EventSource?
+    var lockWatch: (any Cancellable)?
     /// Admits runtime-channel messages at a sustained rate; a flood cuts the channel off.
     var admission = MessageRate()
     /// The kernel has not yet reported the leader's stop since the last suspension began.
@@ -49,15 +48,11 @@ final class SupervisedProcess {
         self.pidfd = pidfd
         self.cgroup = cgroup
         self.control = GroupControl(leader: pid, containment: cgroup == nil ? .processGroup : .cgroup, mechanism: mechanism)
-        self.channel = channel
-        self.outbound = OutboundQueue(byteLimit: queueLimit)
+        self.channel = channel.map { Peer(socket: $0, queueLimit: queueLimit, refusesDescriptors: true) }
     }
 
     /// Closes the runtime channel and its grace timer.
     func closeChannel() {
-        channelSource?.cancel()
-        channelSource = nil
-        outbound.discard()
         channel?.close()
         channel = nil
         channelGrace?.cancel()

@@ -7,6 +7,8 @@ import SupervisorCore
 final class RecordingKernel: Kernel {
     enum Call: Equatable, CustomStringConvertible {
         case kill(Int32, Int32)
+        case openPidfd(Int32)
+        case signalPidfd(Int32, Int32)
         case stopReported(pidfd: Int32)
         case exitStatus(pidfd: Int32, reap: Bool)
         case reapIfExited(Int32)
@@ -26,6 +28,8 @@ final class RecordingKernel: Kernel {
         var description: String {
             switch self {
             case let .kill(pid, sig): "kill(\(pid), \(sig))"
+            case let .openPidfd(pid): "pidfd_open(\(pid))"
+            case let .signalPidfd(fd, sig): "pidfd_send_signal(\(fd), \(sig))"
             case let .stopReported(fd): "waitid(pidfd \(fd), WSTOPPED)"
             case let .exitStatus(fd, reap): "waitid(pidfd \(fd), WEXITED\(reap ? "" : "|WNOWAIT"))"
             case let .reapIfExited(pid): "waitid(\(pid), WEXITED)"
@@ -81,6 +85,17 @@ final class RecordingKernel: Kernel {
 
     func kill(_ pid: Int32, _ signal: Int32) -> Errno? {
         calls.append(.kill(pid, signal))
+        return nil
+    }
+
+    func openPidfd(_ pid: Int32) -> Result<Int32, Errno> {
+        calls.append(.openPidfd(pid))
+        defer { nextFD += 1 }
+        return .success(nextFD)
+    }
+
+    func signal(pidfd: Int32, _ signal: Int32) -> Errno? {
+        calls.append(.signalPidfd(pidfd, signal))
         return nil
     }
 

@@ -1,0 +1,122 @@
+import ExtensionProtocol
+import ExtensionTransport
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// One socket the daemon exchanges messages over: a control connection (a host or `extctl`) or
+/// an extension's runtime channel. It owns the socket, the loop's watch on it and a bounded
+/// outbound queue, so neither reading nor writing ever blocks the loop. Owned by the daemon's loop.
+final class Peer {
+    /// Why `read` stopped before the socket was drained.
+    enum ReadEnd: Equatable {
+        /// The other side closed the socket.
+        case closed
+        /// Receiving failed; the error's description.
+        case failed(String)
+        /// The other side broke the protocol: an oversized or undecodable message, or a
+        /// descriptor where none is accepted.
+        case violation(String)
+    }
+
+    /// What became of a message handed to `send`.
+    enum SendResult: Equatable {
+        /// Written at once or queued behind earlier messages.
+        case accepted
+        /// The queue is over its limit: the other side does not read; the caller ends the peer.
+        case overflow
+        /// The message cannot be encoded (a programming error); nothing was sent.
+        case unencodable(String)
+        /// The peer is closed; nothing was sent.
+        case closed
+    }
+
+    let socket: PacketSocket
+    /// Whether a received descriptor breaks the protocol (true) or is closed and ignored.
+    let refusesDescriptors: Bool
+    private var source: EventSource?
+    private var outbound: OutboundQueue
+    private(set) var isClosed = false
+
+    init(socket: PacketSocket, queueLimit: Int, refusesDescriptors: Bool) {
+        self.socket = socket
+        self.outbound = OutboundQueue(byteLimit: queueLimit)
+        self.refusesDescriptors = refusesDescriptors
+    }
+
+    /// Starts watching the socket: `handler` gets the poll events each time it is readable
+    /// (or, while messages are queued, writable).
+    func watch(on loop: EventLoop, _ handler: @escaping (UInt32) -> Void) throws {
+        source = try loop.addIO(fd: socket.fd, events: Poll.input, handler: handler)
+    }
+
+    /// On a writable event, sends what is queued; false when writing failed (the caller ends
+    /// the peer). Stops asking for writability once the queue is empty.
+    func flush(_ events: UInt32) -> Bool {
+        guard events & Poll.output != 0 else { return true }
+        if !outbound.flush(on: socket) { return false }
+        if outbound.isEmpty { source?.setIOEvents(Poll.input) }
+        return true
+    }
+
+    /// Receives and decodes up to `budget` messages into `buffer`, handing each to `handle`,
+    /// which returns false to stop reading (it ended this peer). Returns nil when the socket is
+    /// drained, the budget is spent or `handle` stopped, else why reading must end.
+    func read(into buffer: UnsafeMutableRawBufferPointer, budget: Int, _ handle: (Message) -> Bool) -> ReadEnd? {
+        for _ in 0..<budget {
+            guard !isClosed else { return nil }
+            let result: PacketSocket.ReceiveResult
+            do { result = try socket.receive(into: buffer) } catch { return .failed("\(error)") }
+            switch result {
+            case .wouldBlock: return nil
+            case .closed: return .closed
+            case .datagram(let count, let descriptor, let truncated):
+                if let descriptor { Glibc.close(descriptor) }
+                if truncated { return .violation("message over \(WireLimits.maxMessageSize) bytes") }
+                if descriptor != nil && refusesDescriptors { return .violation("sent a descriptor, which is not accepted here") }
+                let message: Message
+                do {
+                    message = try WireDecoder.decode(UnsafeRawBufferPointer(rebasing: buffer[0..<count]))
+                } catch {
+                    return .violation("malformed message: \(error)")
+                }
+                if !handle(message) { return nil }
+            }
+        }
+        return nil
+    }
+
+    /// Encodes `message` with `encoder` (reused for its buffer) and sends it, with `descriptor`
+    /// attached, or queues it. `key` lets a queued message be withdrawn (`cancel`). The
+    /// descriptor is always consumed: sent, queued, or closed on failure.
+    func send(_ message: Message, encoder: inout WireEncoder, descriptor: Int32? = nil, key: UInt64? = nil) -> SendResult {
+        guard !isClosed else {
+            if let descriptor { Glibc.close(descriptor) }
+            return .closed
+        }
+        do { try encoder.encode(message) } catch {
+            if let descriptor { Glibc.close(descriptor) }
+            return .unencodable("cannot encode \(message.kind): \(error)")
+        }
+        switch outbound.send(encoder.bytes, descriptor: descriptor, key: key, on: socket) {
+        case .sent: return .accepted
+        case .queued:
+            source?.setIOEvents(Poll.input | Poll.output)
+            return .accepted
+        case .overflow: return .overflow
+        }
+    }
+
+    /// Withdraws the queued message sent with `key`; false if it was already written.
+    func cancel(key: UInt64) -> Bool { outbound.cancel(key: key) }
+
+    /// Stops watching and closes the socket, discarding anything unsent (and its descriptors).
+    func close() {
+        guard !isClosed else { return }
+        isClosed = true
+        source?.cancel()
+        source = nil
+        outbound.discard()
+        socket.close()
+    }
+}
