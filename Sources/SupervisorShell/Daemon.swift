@@ -36,11 +36,6 @@ public final class Daemon {
     let control: ProcessControl
     /// /proc/locks as read during the current loop iteration (a burst of stops reads it once).
     var locksSnapshot: (at: Instant, locks: [FileLocks.Lock])?
-    /// The core's `stateVersion` the last STATUS= summary was computed for.
-    var summarizedVersion: UInt64?
-    /// When STATUS= was last published, and the timer of a publication held back by the rate limit.
-    var statusPublishedAt: Instant?
-    var statusTimer: (any Cancellable)?
     var nextHostID: HostID = 1
     var encoder = WireEncoder()
     let receiveBuffer = UnsafeMutableRawBufferPointer.allocate(byteCount: WireLimits.maxMessageSize, alignment: 8)

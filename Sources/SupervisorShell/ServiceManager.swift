@@ -1,4 +1,5 @@
 import CSystemd
+import Logging
 import SupervisorCore
 #if canImport(Glibc)
 import Glibc
@@ -9,7 +10,7 @@ import Glibc
 ///
 /// * `READY=1` with the first `STATUS=`, once the control socket accepts and the manifests
 ///   are loaded;
-/// * `STATUS=` when the one-line summary changes, at most every 100 ms (`Daemon.afterDispatch`);
+/// * `STATUS=` when the one-line summary changes, at most every `statusInterval` (`stateChanged`);
 /// * `RELOADING=1` and `MONOTONIC_USEC=` before a manifest reload, `READY=1` after it;
 /// * `STOPPING=1` as soon as shutdown starts.
 ///
@@ -46,6 +47,46 @@ final class ServiceManager {
         notify("STATUS=\(status)")
     }
 
+    /// The least time between two `STATUS=` updates from `stateChanged`, in seconds.
+    static let statusInterval = 0.1
+    /// The state version last summarized, when the last update went out, and the timer that
+    /// publishes a change held back by `statusInterval`.
+    private var summarizedVersion: UInt64?
+    private var publishedAt: Instant?
+    private var heldBack: (any Cancellable)?
+
+    /// Called after each dispatch with the core's state version. Only when it changed (not on
+    /// every message), and at most every `statusInterval`: each sd_notify is a new socket and a
+    /// datagram, and a widget shown and dismissed changes the summary twice. A change inside
+    /// the interval is published when it ends, by one timer armed through `kernel` and only
+    /// while a change is held back; `current` gives the state version and summary then.
+    func stateChanged(
+        version: UInt64, kernel: any Kernel, logger: Logger, current: @escaping () -> (version: UInt64, summary: Summary)
+    ) {
+        guard isListening, summarizedVersion != version, heldBack == nil else { return }
+        let now = kernel.now()
+        if let last = publishedAt, now < last.adding(seconds: ServiceManager.statusInterval) {
+            switch kernel.addTimer(at: last.adding(seconds: ServiceManager.statusInterval), { [unowned self] in
+                heldBack = nil
+                publish(current(), at: kernel.now())
+            }) {
+            case .success(let timer):
+                heldBack = timer
+                return
+            case .failure(let error):
+                logger.warning("cannot arm the STATUS= timer (\(error)); publishing at once")
+            }
+        }
+        publish(current(), at: now)
+    }
+
+    private func publish(_ state: (version: UInt64, summary: Summary), at now: Instant) {
+        guard summarizedVersion != state.version else { return }
+        summarizedVersion = state.version
+        publishedAt = now
+        update(summary: state.summary)
+    }
+
     /// A reload (SIGHUP or `extctl reload`) starts; `ready(status:)` ends it.
     func reloading() {
         var ts = timespec()
@@ -66,12 +107,12 @@ final class ServiceManager {
         _ = sd_notify(0, state)
     }
 
-    /// The watchdog interval the service manager asked for (`$WATCHDOG_USEC`, for this pid),
-    /// in microseconds; nil when there is none.
     /// Whether systemd started this process as a unit (`$INVOCATION_ID` is set): its cgroup is
     /// then the unit's own.
     static var underServiceManager: Bool { getenv("INVOCATION_ID") != nil }
 
+    /// The watchdog interval the service manager asked for (`$WATCHDOG_USEC`, for this pid),
+    /// in microseconds; nil when there is none.
     static func watchdogInterval() -> UInt64? {
         var usec: UInt64 = 0
         return sd_watchdog_enabled(0, &usec) > 0 ? usec : nil
