@@ -177,6 +177,12 @@ extension ControlClient {
             guard let waiter else { break }
             waiter.json.withLock { $0.append(contentsOf: chunk) }
             if final { resolve(tag, .success(.json(waiter.json.withLock { $0 }))) }
+        case let .discovered(tag, final, extensions):
+            if let descriptor { Glibc.close(descriptor) }
+            let waiter = state.withLock { $0.waiters[tag] }
+            guard let waiter else { break }
+            waiter.discovered.withLock { $0.append(contentsOf: extensions) }
+            if final { resolve(tag, .success(.extensions(waiter.discovered.withLock { $0 }))) }
         case let .interrupted(requestID, reason):
             if let descriptor { Glibc.close(descriptor) }
             let handler = state.withLock { $0.onInterruption }

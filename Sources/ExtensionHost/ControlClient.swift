@@ -26,6 +26,8 @@ public enum Reply: Sendable {
     case begun(requestID: UInt64, pid: Int32, channel: Int32?)
     case ok
     case json([UInt8])
+    /// The answer to `discover`, every part gathered.
+    case extensions([DiscoveredExtension])
 }
 
 /// A connection to extensiond's control socket, shared by `ExtensionHostConnection` and
@@ -53,6 +55,7 @@ public final class ControlClient: Sendable {
         let semaphore = DispatchSemaphore(value: 0)
         let result = Mutex<Result<Reply, HostError>?>(nil)
         let json = Mutex<[UInt8]>([])
+        let discovered = Mutex<[DiscoveredExtension]>([])
     }
 
     struct State: ~Copyable {

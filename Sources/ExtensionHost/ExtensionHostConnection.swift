@@ -60,5 +60,15 @@ public final class ExtensionHostConnection: Sendable {
     }
 
     /// Closes the connection, ending every request on it.
+    /// The extensions of `point` (every point when empty) this host may open (the manifest's
+    /// `hosts` rule, as for `begin`) whose `activation` rule accepts `content`, sorted by id.
+    /// With empty content, every extension of the point this host may open. An extension
+    /// without an `activation` rule matches no content.
+    public func extensions(point: String, content: ActivationContent) throws(HostError) -> [DiscoveredExtension] {
+        let reply = try client.call { .discover(tag: $0, point: point, content: content) }
+        guard case .extensions(let found) = reply else { throw HostError("unexpected reply to discover") }
+        return found
+    }
+
     public func close() { client.close() }
 }

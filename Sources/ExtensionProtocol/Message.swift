@@ -22,6 +22,10 @@ public enum Message: Equatable, Sendable {
     case monitor(tag: UInt32)
     /// Hint that the named extensions will soon be opened. Answered by `ok`.
     case prewarm(tag: UInt32, extensionIDs: [String])
+    /// Find the extensions of `point` (any point when empty) that this connection may open and
+    /// whose activation rule accepts `content` (with empty content: every one of the point).
+    /// Answered by `discovered` messages, or `failure`.
+    case discover(tag: UInt32, point: String, content: ActivationContent)
 
     // MARK: Daemon → host or extctl
 
@@ -38,6 +42,8 @@ public enum Message: Equatable, Sendable {
     case interrupted(requestID: UInt64, reason: String)
     /// One lifecycle event (a JSON object) for a `monitor` subscriber.
     case event(json: [UInt8])
+    /// Part of the answer to `discover`, sorted by id; the last part has `final` set.
+    case discovered(tag: UInt32, final: Bool, extensions: [DiscoveredExtension])
 
     // MARK: Extension runtime → daemon (private channel)
 
@@ -97,12 +103,14 @@ extension Message {
         case .reload: .reload
         case .monitor: .monitor
         case .prewarm: .prewarm
+        case .discover: .discover
         case .begun: .begun
         case .ok: .ok
         case .failure: .failure
         case .json: .json
         case .interrupted: .interrupted
         case .event: .event
+        case .discovered: .discovered
         case .ready: .ready
         case .acquire: .acquire
         case .release: .release
@@ -118,8 +126,8 @@ extension Message {
 
 /// Wire type numbers. Stable: new messages get new numbers, old numbers are never reused.
 public enum MessageKind: UInt8, Sendable {
-    case begin = 1, end = 2, query = 3, kill = 4, reload = 5, monitor = 6, prewarm = 7
-    case begun = 32, ok = 33, failure = 34, json = 35, interrupted = 36, event = 37
+    case begin = 1, end = 2, query = 3, kill = 4, reload = 5, monitor = 6, prewarm = 7, discover = 8
+    case begun = 32, ok = 33, failure = 34, json = 35, interrupted = 36, event = 37, discovered = 38
     case ready = 64, acquire = 65, release = 66, expireReceived = 67
     case deliver = 96, ended = 97, granted = 98, denied = 99, expire = 100
 }

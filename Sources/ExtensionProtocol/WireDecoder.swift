@@ -54,6 +54,40 @@ public enum WireDecoder {
             return .monitor(tag: try r.u32("tag"))
         case .prewarm:
             return .prewarm(tag: try r.u32("tag"), extensionIDs: try r.identifiers())
+        case .discover:
+            let tag = try r.u32("tag")
+            let point = try r.string("point", limit: WireLimits.maxIdentifier)
+            let n = Int(try r.u16("content"))
+            guard n <= ActivationContent.maxKinds else { throw .invalidValue("content") }
+            // Canonical form, as the encoder writes it: kinds in increasing order, counts above 0.
+            var counts: [String: UInt32] = [:]
+            var previous: String?
+            for _ in 0..<n {
+                let kind = try r.string("content", limit: WireLimits.maxIdentifier)
+                if let previous, !(previous.utf8.lexicographicallyPrecedes(kind.utf8)) { throw .invalidValue("content") }
+                previous = kind
+                let count = try r.u32("content")
+                guard count > 0 else { throw .invalidValue("content") }
+                counts[kind] = count
+            }
+            do {
+                return .discover(tag: tag, point: point, content: try ActivationContent(counts))
+            } catch {
+                throw .invalidValue("content")
+            }
+        case .discovered:
+            let tag = try r.u32("tag")
+            let final = try r.flag("final")
+            let n = Int(try r.u16("extensions"))
+            guard n <= WireLimits.maxIdentifiers else { throw .invalidValue("extensions") }
+            var found: [DiscoveredExtension] = []
+            for _ in 0..<n {
+                let id = try r.string("id", limit: WireLimits.maxIdentifier)
+                let point = try r.string("point", limit: WireLimits.maxIdentifier)
+                let name = try r.flag("displayName") ? try r.string("displayName", limit: WireLimits.maxIdentifier) : nil
+                found.append(DiscoveredExtension(id: id, point: point, displayName: name))
+            }
+            return .discovered(tag: tag, final: final, extensions: found)
         case .begun:
             let tag = try r.u32("tag")
             let requestID = try r.u64("requestID")

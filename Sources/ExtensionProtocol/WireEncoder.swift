@@ -33,6 +33,12 @@ public struct WireEncoder: Sendable {
             put32(tag)
         case .prewarm(let tag, let ids):
             put32(tag); try putIdentifiers(ids)
+        case .discover(let tag, let point, let content):
+            put32(tag); try putString(point, field: "point", limit: WireLimits.maxIdentifier)
+            put16(UInt16(content.counts.count))
+            for (kind, count) in content.counts.sorted(by: { $0.key.utf8.lexicographicallyPrecedes($1.key.utf8) }) {
+                try putString(kind, field: "content", limit: WireLimits.maxIdentifier); put32(count)
+            }
         case .begun(let tag, let requestID, let pid, let hasChannel):
             put32(tag); put64(requestID); put32(UInt32(bitPattern: pid)); bytes.append(hasChannel ? 1 : 0)
         case .failure(let tag, let code, let text):
@@ -43,6 +49,16 @@ public struct WireEncoder: Sendable {
             put64(requestID); try putString(reason, field: "reason", limit: WireLimits.maxText)
         case .event(let json):
             try putBytes(json, field: "json", limit: WireLimits.maxChunk)
+        case .discovered(let tag, let final, let extensions):
+            put32(tag); bytes.append(final ? 1 : 0)
+            guard extensions.count <= WireLimits.maxIdentifiers else { throw .fieldTooLong("extensions", extensions.count) }
+            put16(UInt16(extensions.count))
+            for e in extensions {
+                try putString(e.id, field: "id", limit: WireLimits.maxIdentifier)
+                try putString(e.point, field: "point", limit: WireLimits.maxIdentifier)
+                bytes.append(e.displayName == nil ? 0 : 1)
+                if let name = e.displayName { try putString(name, field: "displayName", limit: WireLimits.maxIdentifier) }
+            }
         case .ready:
             break
         case .acquire(let tag, let reason):

@@ -38,13 +38,19 @@ public struct Manifest: Equatable, Sendable {
     /// Whether its processes may connect to the control socket themselves (as hosts or
     /// `extctl`). Off by default: an extension acts only through its inherited channel.
     public var hostAccess: Bool
+    /// The name a host shows for it (a share sheet's row), from `displayName`.
+    public var displayName: String?
+    /// Which content it handles, for discovery by content; nil: it matches no content query
+    /// (it can still be opened by id).
+    public var activation: ActivationRule?
     /// The manifest file it was read from.
     public var source: String
 
     public init(
         id: String, point: String = "default", executable: String, arguments: [String] = [],
         environment: [String: String] = [:], readiness: Readiness = .runtime, policy: Policy,
-        hosts: HostRestriction = HostRestriction(), hostAccess: Bool = false, source: String = "<memory>"
+        hosts: HostRestriction = HostRestriction(), hostAccess: Bool = false, displayName: String? = nil,
+        activation: ActivationRule? = nil, source: String = "<memory>"
     ) {
         self.id = id
         self.point = point
@@ -55,6 +61,8 @@ public struct Manifest: Equatable, Sendable {
         self.policy = policy
         self.hosts = hosts
         self.hostAccess = hostAccess
+        self.displayName = displayName
+        self.activation = activation
         self.source = source
     }
 }

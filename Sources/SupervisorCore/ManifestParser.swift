@@ -1,4 +1,5 @@
 #if canImport(FoundationEssentials)
+import ExtensionProtocol
 import FoundationEssentials  // JSONDecoder: the daemon does not load libFoundation and ICU
 #else
 import Foundation
@@ -68,11 +69,17 @@ public enum ManifestParser {
         let policy = (raw.policy ?? PolicyOverrides()).applied(to: base)
         if let (field, problem) = policy.violation() { return fail("policy.\(field)", problem) }
         let hosts = raw.hosts ?? HostRestriction()
+        if let name = raw.displayName {
+            if name.isEmpty { return fail("displayName", "must not be empty") }
+            if name.utf8.count > 255 { return fail("displayName", "must be at most 255 bytes") }
+            if name.utf8.contains(where: { $0 < 0x20 }) { return fail("displayName", "must not contain control characters") }
+        }
 
         return .success(Manifest(
             id: raw.id, point: pointName, executable: executable, arguments: arguments,
             environment: environment, readiness: raw.readiness ?? .runtime, policy: policy,
-            hosts: hosts, hostAccess: raw.hostAccess ?? false, source: file))
+            hosts: hosts, hostAccess: raw.hostAccess ?? false, displayName: raw.displayName, activation: raw.activation,
+            source: file))
     }
 
     /// Why `id` is not a valid extension id, or nil.
@@ -172,6 +179,15 @@ extension KeyedDecodingContainer where Key == AnyKey {
         try decodeIfPresent(type, forKey: AnyKey(stringValue: name))
     }
 
+    /// A maximum item count: an integer from 0 to 10,000; `default` when absent.
+    func count(_ name: String, prefix: String, default fallback: Int = 0) throws -> Int {
+        guard let v = try decodeIfPresent(Double.self, forKey: AnyKey(stringValue: name)) else { return fallback }
+        guard v.rounded() == v, v >= 0, v <= 10_000 else {
+            throw ManifestFieldError(field: prefix + name, problem: "must be an integer count from 0 to 10000, got \(v)")
+        }
+        return Int(v)
+    }
+
     func seconds(_ name: String, prefix: String) throws -> Double? {
         guard let v = try decodeIfPresent(Double.self, forKey: AnyKey(stringValue: name)) else { return nil }
         if !v.isFinite || v < 0 { throw ManifestFieldError(field: prefix + name, problem: "must be a non-negative number of seconds, got \(v)") }
@@ -213,8 +229,12 @@ struct RawManifest: Decodable {
     var policy: PolicyOverrides?
     var hosts: HostRestriction?
     var hostAccess: Bool?
+    var displayName: String?
+    var activation: ActivationRule?
 
-    static let keys: Set<String> = ["id", "point", "executable", "arguments", "environment", "readiness", "policy", "hosts", "hostAccess"]
+    static let keys: Set<String> = [
+        "id", "point", "executable", "arguments", "environment", "readiness", "policy", "hosts", "hostAccess", "displayName", "activation",
+    ]
 
     init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: AnyKey.self)
@@ -228,6 +248,44 @@ struct RawManifest: Decodable {
         policy = try c.optional(PolicyOverrides.self, "policy")
         hosts = try c.optional(HostRestriction.self, "hosts")
         hostAccess = try c.optional(Bool.self, "hostAccess")
+        displayName = try c.optional(String.self, "displayName")
+        activation = try c.optional(ActivationRule.self, "activation")
+    }
+}
+
+extension ActivationRule: Decodable {
+    static let keys: Set<String> = ["text", "urls", "images", "files", "contentTypes"]
+
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: AnyKey.self)
+        try c.rejectUnknown(Self.keys, prefix: "activation.")
+        self.init()
+        text = try c.optional(Bool.self, "text") ?? false
+        urls = try c.count("urls", prefix: "activation.")
+        images = try c.count("images", prefix: "activation.")
+        files = try c.count("files", prefix: "activation.")
+        contentTypes = try c.optional([ContentTypeLimit].self, "contentTypes") ?? []
+        var seen = Set<String>()
+        for (i, entry) in contentTypes.enumerated() where !seen.insert(entry.type).inserted {
+            throw ManifestFieldError(field: "activation.contentTypes[\(i)].type", problem: "'\(entry.type)' is listed twice")
+        }
+    }
+}
+
+extension ActivationRule.ContentTypeLimit: Decodable {
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: AnyKey.self)
+        var prefix = ""
+        for key in decoder.codingPath {
+            if let i = key.intValue { prefix += "[\(i)]" } else { prefix += (prefix.isEmpty ? "" : ".") + key.stringValue }
+        }
+        prefix += "."
+        try c.rejectUnknown(["type", "max"], prefix: prefix)
+        let type = try c.decode(String.self, forKey: AnyKey(stringValue: "type"))
+        guard ActivationContent.isMIMEType(type, allowingWildcard: true) else {
+            throw ManifestFieldError(field: prefix + "type", problem: "'\(type)' is not a MIME type such as application/pdf or image/*")
+        }
+        self.init(type: type, max: try c.count("max", prefix: prefix, default: 1))
     }
 }
 

@@ -154,6 +154,21 @@ public struct Supervisor: Sendable {
         peer.uid == 0 || peer.uid == limits.daemonUID || m.hosts.uids.contains(peer.uid) || m.hosts.gids.contains(where: peer.isMember)
     }
 
+    /// Discovery (`Message.discover`): the extensions of `point` (every point when empty) that
+    /// `peer` may open under the same `hosts` rule as `begin`, and whose activation rule accepts
+    /// `content` (with empty content, every one of the point), sorted by id. Extensions removed
+    /// by a reload but still running are left out.
+    public func discover(point: String, content: ActivationContent, peer: PeerIdentity) -> [Manifest] {
+        records.values.lazy
+            .filter { !$0.retired }
+            .map(\.manifest)
+            .filter { m in
+                (point.isEmpty || m.point == point) && self.mayOpen(m, peer)
+                    && (content.counts.isEmpty || m.activation?.accepts(content) == true)
+            }
+            .sorted { $0.id < $1.id }
+    }
+
 
     private mutating func begin(host: HostID, peer: PeerIdentity, tag: UInt32, id: String) {
         func refuse(_ code: FailureCode, _ text: String) { out.append(.reply(host: host, message: .failure(tag: tag, code: code, text: text))) }

@@ -139,6 +139,10 @@ extension Daemon {
             send(.ok(tag: tag), to: c.id)
         case let .prewarm(tag, ids):
             post(.prewarm(host: c.id, peer: c.peer, tag: tag, extensionIDs: ids))
+        case let .discover(tag, point, content):
+            let found = core.discover(point: point, content: content, peer: c.peer)
+                .map { DiscoveredExtension(id: $0.id, point: $0.point, displayName: $0.displayName) }
+            sendDiscovered(found, tag: tag, to: c.id)
         default:
             protocolViolation(c, "\(message.kind) is not accepted on the control socket")
         }
@@ -198,6 +202,20 @@ extension Daemon {
             }
         }
         return found
+    }
+
+    /// Most extensions in one `discovered` message: each entry is at most three 255-byte
+    /// strings, so a part stays well under `WireLimits.maxMessageSize`.
+    static let discoveredPerMessage = 64
+
+    /// Sends a discovery answer in parts of at most `discoveredPerMessage` extensions.
+    func sendDiscovered(_ found: [DiscoveredExtension], tag: UInt32, to host: HostID) {
+        var offset = 0
+        repeat {
+            let end = min(offset + Daemon.discoveredPerMessage, found.count)
+            send(.discovered(tag: tag, final: end == found.count, extensions: Array(found[offset..<end])), to: host)
+            offset = end
+        } while offset < found.count
     }
 
     /// Sends a JSON document in chunks of at most `WireLimits.maxChunk` bytes.

@@ -4,13 +4,28 @@ import ExtensionProtocol
 import Foundation
 
 struct List: ParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "List every known extension with its state, pid and last exit.")
+    static let configuration = CommandConfiguration(
+        abstract: "List every known extension with its state, pid and last exit.",
+        discussion: """
+            With --point or --content, list instead the extensions this user may open of that \
+            point whose activation rule accepts the content (discovery, as a share sheet does), \
+            sorted by id.
+            """)
 
     @OptionGroup var connection: ConnectionOptions
     @Flag(name: .long, help: "Print one JSON document (see docs/json.md).") var json = false
+    @Option(name: .long, help: "Only extensions of this extension point (discovery).") var point: String?
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "Only extensions whose activation rule accepts this content (discovery).",
+            discussion: "Counts by kind: text, url, image, file or a MIME type, e.g. url=1,image=3.",
+            valueName: "KIND=COUNT,..."))
+    var content: String?
 
     func run() throws {
         let client = try connection.connect()
+        if point != nil || content != nil { return try discover(client) }
         let reply = try perform { () throws(HostError) in try client.call { .query(tag: $0, kind: .list, extensionIDs: []) } }
         if json { return try printJSON(reply) }
         let extensions = try jsonObject(reply)["extensions"] as? [[String: Any]] ?? []
@@ -23,6 +38,28 @@ struct List: ParsableCommand {
         }
         print(Format.table(rows), terminator: "")
         print("\n\(extensions.count) extension(s) listed.")
+    }
+
+    /// `list --point P --content K=N,...`: the matching extensions, as a table or JSON.
+    func discover(_ client: ControlClient) throws {
+        let query: ActivationContent
+        do { query = try content.map { text throws(ActivationContent.Problem) in try ActivationContent(parsing: text) } ?? ActivationContent([:]) } catch {
+            throw ValidationError("--content: \(error)")
+        }
+        let reply = try perform { () throws(HostError) in try client.call { .discover(tag: $0, point: point ?? "", content: query) } }
+        guard case .extensions(let found) = reply else { throw Failure("extensiond sent an unexpected reply") }
+        if json {
+            let document: [String: Any] = [
+                "extensions": found.map { e -> [String: Any] in ["id": e.id, "point": e.point, "displayName": e.displayName ?? NSNull()] },
+            ]
+            let data = try JSONSerialization.data(withJSONObject: document, options: [.sortedKeys])
+            FileHandle.standardOutput.write(data + Data("\n".utf8))
+            return
+        }
+        var rows = [["ID", "POINT", "NAME"]]
+        for e in found { rows.append([e.id, e.point, e.displayName ?? "-"]) }
+        print(Format.table(rows), terminator: "")
+        print("\n\(found.count) extension(s) found.")
     }
 }
 

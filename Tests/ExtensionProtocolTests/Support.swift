@@ -14,7 +14,7 @@ struct SplitMix64: RandomNumberGenerator {
 }
 
 /// Every wire type number, in order.
-let allKinds: [UInt8] = Array(1...7) + Array(32...37) + Array(64...67) + Array(96...100)
+let allKinds: [UInt8] = Array(1...8) + Array(32...38) + Array(64...67) + Array(96...100)
 
 /// Little-endian field builders for hand-made datagrams.
 func le16(_ v: UInt16) -> [UInt8] { [UInt8(v & 0xFF), UInt8(v >> 8)] }
@@ -50,6 +50,13 @@ func encodeError(_ message: Message) -> WireError? {
 /// One or more samples of every message, including boundary values.
 let sampleMessages: [Message] = [
     .begin(tag: 0, extensionID: ""),
+    .discover(tag: 9, point: "", content: try! ActivationContent([:])),
+    .discover(tag: 10, point: "share", content: try! ActivationContent(["url": 1, "image": 3, "application/pdf": 2, "text": 0])),
+    .discovered(tag: 11, final: true, extensions: []),
+    .discovered(tag: 12, final: false, extensions: [
+        DiscoveredExtension(id: "com.example.a", point: "share", displayName: "Ä share"),
+        DiscoveredExtension(id: "com.example.b", point: "action", displayName: nil),
+    ]),
     .begin(tag: 1, extensionID: "com.example.stocks.widget"),
     .begin(tag: .max, extensionID: String(repeating: "x", count: WireLimits.maxIdentifier)),
     .end(tag: 7, requestID: 0),

@@ -114,7 +114,7 @@ struct WireFuzzTests {
             let tag = UInt32.random(in: 0...UInt32.max, using: &rng)
             let big = UInt64.random(in: 0...UInt64.max, using: &rng)
             let message: Message
-            switch Int.random(in: 0..<22, using: &rng) {
+            switch Int.random(in: 0..<24, using: &rng) {
             case 0: message = .begin(tag: tag, extensionID: text(WireLimits.maxIdentifier))
             case 1: message = .end(tag: tag, requestID: big)
             case 2: message = .query(tag: tag, kind: Bool.random(using: &rng) ? .list : .status, extensionIDs: ids())
@@ -138,6 +138,18 @@ struct WireFuzzTests {
             case 18: message = .ended(requestID: big)
             case 19: message = .granted(tag: tag, assertionID: big)
             case 20: message = .denied(tag: tag, reason: text(WireLimits.maxText))
+            case 22:
+                let kinds = ["text", "url", "image", "file", "application/pdf", "image/png", "x-custom/y.z+json"]
+                var counts: [String: UInt32] = [:]
+                for k in kinds where Bool.random(using: &rng) { counts[k] = UInt32.random(in: 0...UInt32.max, using: &rng) }
+                message = .discover(tag: tag, point: text(WireLimits.maxIdentifier), content: try ActivationContent(counts))
+            case 23:
+                let found = (0..<Int.random(in: 0...20, using: &rng)).map { _ in
+                    DiscoveredExtension(
+                        id: text(WireLimits.maxIdentifier), point: text(40),
+                        displayName: Bool.random(using: &rng) ? text(WireLimits.maxIdentifier) : nil)
+                }
+                message = .discovered(tag: tag, final: Bool.random(using: &rng), extensions: found)
             default: message = .expire(assertionID: big)
             }
             kindsSeen.insert(message.kind.rawValue)
