@@ -24,8 +24,8 @@ struct List: ParsableCommand {
     var content: String?
 
     func run() throws {
+        if point != nil || content != nil { return try discover() }
         let client = try connection.connect()
-        if point != nil || content != nil { return try discover(client) }
         let reply = try perform { () throws(HostError) in try client.call { .query(tag: $0, kind: .list, extensionIDs: []) } }
         if json { return try printJSON(reply) }
         let extensions = try jsonObject(reply)["extensions"] as? [[String: Any]] ?? []
@@ -41,11 +41,12 @@ struct List: ParsableCommand {
     }
 
     /// `list --point P --content K=N,...`: the matching extensions, as a table or JSON.
-    func discover(_ client: ControlClient) throws {
+    func discover() throws {
         let query: ActivationContent
         do { query = try content.map { text throws(ActivationContent.Problem) in try ActivationContent(parsing: text) } ?? ActivationContent([:]) } catch {
             throw ValidationError("--content: \(error)")
         }
+        let client = try connection.connect()
         let reply = try perform { () throws(HostError) in try client.call { .discover(tag: $0, point: point ?? "", content: query) } }
         guard case .extensions(let found) = reply else { throw Failure("extensiond sent an unexpected reply") }
         if json {

@@ -74,7 +74,7 @@ import Testing
 
         // Bad content: one line naming what is wrong; nothing sent.
         let bad = try daemon.extctl(["list", "--point", "share", "--content", "picture=1"])
-        #expect(bad.status != 0)
+        #expect(bad.status == 2, "bad arguments")
         #expect(bad.err.contains("'picture' is not a kind of content"), "\(bad.err)")
 
         // The host library gives the same answer.
