@@ -8,6 +8,7 @@
 #define EXTENSION_RUNTIME_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #ifdef __cplusplus
@@ -48,6 +49,21 @@ int ext_perform_expiring_activity(const char *reason, ext_activity_block block, 
  * freed. `cleanup` may be NULL. */
 int ext_perform_expiring_activity_with_cleanup(const char *reason, ext_activity_block block,
                                                ext_activity_cleanup cleanup, void *context);
+
+/* The largest result ext_request_complete accepts, in bytes. */
+#define EXT_REQUEST_MAX_PAYLOAD 60000
+
+/* Ends request `request_id`, returning `length` bytes from `payload` to its host (Apple's
+ * completeRequest(returningItems:)). The request is then over, as if the host had dismissed
+ * it; the request channel stays open until the extension closes it. Returns 0, -EINVAL for a
+ * NULL payload with a non-zero length, -EMSGSIZE above EXT_REQUEST_MAX_PAYLOAD (nothing is
+ * sent), or -ENOTCONN without extensiond. A request already ended is ignored by extensiond. */
+int ext_request_complete(uint64_t request_id, const void *payload, size_t length);
+
+/* Ends request `request_id` without a result, telling its host `reason` (Apple's
+ * cancelRequest(withError:); cut at 4096 bytes). Returns 0, -EINVAL for a NULL reason, or
+ * -ENOTCONN without extensiond. */
+int ext_request_cancel(uint64_t request_id, const char *reason);
 
 #ifdef __cplusplus
 }

@@ -183,6 +183,14 @@ extension ControlClient {
             guard let waiter else { break }
             waiter.discovered.withLock { $0.append(contentsOf: extensions) }
             if final { resolve(tag, .success(.extensions(waiter.discovered.withLock { $0 }))) }
+        case let .completed(requestID, payload):
+            if let descriptor { Glibc.close(descriptor) }
+            let handler = state.withLock { $0.onResult }
+            handler?(requestID, .completed(payload))
+        case let .cancelled(requestID, reason):
+            if let descriptor { Glibc.close(descriptor) }
+            let handler = state.withLock { $0.onResult }
+            handler?(requestID, .cancelled(reason))
         case let .interrupted(requestID, reason):
             if let descriptor { Glibc.close(descriptor) }
             let handler = state.withLock { $0.onInterruption }

@@ -21,6 +21,14 @@ public struct HostError: Error, Equatable, Sendable, CustomStringConvertible {
     public var description: String { message }
 }
 
+/// How an extension ended a request itself.
+public enum RequestResult: Equatable, Sendable {
+    /// It completed the request, returning these bytes (`completeRequest(returningItems:)`).
+    case completed([UInt8])
+    /// It cancelled the request, for this reason (`cancelRequest(withError:)`).
+    case cancelled(String)
+}
+
 /// A reply to one tagged operation.
 public enum Reply: Sendable {
     case begun(requestID: UInt64, pid: Int32, channel: Int32?)
@@ -63,6 +71,7 @@ public final class ControlClient: Sendable {
         var waiters: [UInt32: Waiter] = [:]
         var closed: HostError?
         var onInterruption: (@Sendable (UInt64, String) -> Void)?
+        var onResult: (@Sendable (UInt64, RequestResult) -> Void)?
         var onEvent: (@Sendable ([UInt8]) -> Void)?
         var onClose: (@Sendable (HostError) -> Void)?
         var unmatchedReplies = 0
@@ -100,6 +109,13 @@ public final class ControlClient: Sendable {
     /// extension exited, crashed or was killed.
     public func setInterruptionHandler(_ handler: @escaping @Sendable (UInt64, String) -> Void) {
         state.withLock { $0.onInterruption = handler }
+        startReader()
+    }
+
+    /// Called (on the thread reading the connection) when an extension completes or cancels a
+    /// request of this connection. The request is then over; dismissing it is harmless.
+    public func setResultHandler(_ handler: @escaping @Sendable (UInt64, RequestResult) -> Void) {
+        state.withLock { $0.onResult = handler }
         startReader()
     }
 

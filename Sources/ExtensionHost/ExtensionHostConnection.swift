@@ -70,5 +70,12 @@ public final class ExtensionHostConnection: Sendable {
         return found
     }
 
+    /// Calls `handler` (on the connection's reader thread) when an extension completes or
+    /// cancels one of this connection's requests, with the request id and the result. The
+    /// request is then over: no dismiss is needed, and a later one is harmless.
+    public func onResult(_ handler: @escaping @Sendable (UInt64, RequestResult) -> Void) {
+        client.setResultHandler(handler)
+    }
+
     public func close() { client.close() }
 }

@@ -15,6 +15,8 @@ public enum WireLimits {
     public static let maxText = 4_096
     /// Largest JSON chunk in one message; longer documents are split into chunks.
     public static let maxChunk = 60_000
+    /// Largest result an extension may return when it completes a request.
+    public static let maxPayload = 60_000
     /// Most extension ids named in one query.
     public static let maxIdentifiers = 1_024
     /// Most descriptors attached to one message.

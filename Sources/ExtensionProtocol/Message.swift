@@ -42,6 +42,11 @@ public enum Message: Equatable, Sendable {
     case interrupted(requestID: UInt64, reason: String)
     /// One lifecycle event (a JSON object) for a `monitor` subscriber.
     case event(json: [UInt8])
+    /// The extension completed the request, returning `payload` (`completeRequest`); the
+    /// request is over: no `end` is needed, and a later one is answered `ok`.
+    case completed(requestID: UInt64, payload: [UInt8])
+    /// The extension cancelled the request, saying why (`cancelRequest`); the request is over.
+    case cancelled(requestID: UInt64, reason: String)
     /// Part of the answer to `discover`, sorted by id; the last part has `final` set.
     case discovered(tag: UInt32, final: Bool, extensions: [DiscoveredExtension])
 
@@ -55,6 +60,11 @@ public enum Message: Equatable, Sendable {
     case release(assertionID: UInt64)
     /// The runtime's reader thread has read the `expire` for this assertion.
     case expireReceived(assertionID: UInt64)
+    /// The extension ends a request it was given, returning at most `WireLimits.maxPayload`
+    /// bytes to its host.
+    case complete(requestID: UInt64, payload: [UInt8])
+    /// The extension ends a request it was given without a result, saying why.
+    case cancel(requestID: UInt64, reason: String)
 
     // MARK: Daemon → extension runtime
 
@@ -111,6 +121,10 @@ extension Message {
         case .interrupted: .interrupted
         case .event: .event
         case .discovered: .discovered
+        case .completed: .completed
+        case .cancelled: .cancelled
+        case .complete: .complete
+        case .cancel: .cancel
         case .ready: .ready
         case .acquire: .acquire
         case .release: .release
@@ -127,7 +141,7 @@ extension Message {
 /// Wire type numbers. Stable: new messages get new numbers, old numbers are never reused.
 public enum MessageKind: UInt8, Sendable {
     case begin = 1, end = 2, query = 3, kill = 4, reload = 5, monitor = 6, prewarm = 7, discover = 8
-    case begun = 32, ok = 33, failure = 34, json = 35, interrupted = 36, event = 37, discovered = 38
-    case ready = 64, acquire = 65, release = 66, expireReceived = 67
+    case begun = 32, ok = 33, failure = 34, json = 35, interrupted = 36, event = 37, discovered = 38, completed = 39, cancelled = 40
+    case ready = 64, acquire = 65, release = 66, expireReceived = 67, complete = 68, cancel = 69
     case deliver = 96, ended = 97, granted = 98, denied = 99, expire = 100
 }

@@ -107,6 +107,14 @@ public enum WireDecoder {
             return .interrupted(requestID: try r.u64("requestID"), reason: try r.string("reason", limit: WireLimits.maxText))
         case .event:
             return .event(json: try r.bytes("json", limit: WireLimits.maxChunk))
+        case .completed:
+            return .completed(requestID: try r.u64("requestID"), payload: try r.bytes("payload", limit: WireLimits.maxPayload))
+        case .cancelled:
+            return .cancelled(requestID: try r.u64("requestID"), reason: try r.string("reason", limit: WireLimits.maxText))
+        case .complete:
+            return .complete(requestID: try r.u64("requestID"), payload: try r.bytes("payload", limit: WireLimits.maxPayload))
+        case .cancel:
+            return .cancel(requestID: try r.u64("requestID"), reason: try r.string("reason", limit: WireLimits.maxText))
         case .ready:
             return .ready
         case .acquire:

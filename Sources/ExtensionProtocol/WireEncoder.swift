@@ -59,6 +59,10 @@ public struct WireEncoder: Sendable {
                 bytes.append(e.displayName == nil ? 0 : 1)
                 if let name = e.displayName { try putString(name, field: "displayName", limit: WireLimits.maxIdentifier) }
             }
+        case .completed(let requestID, let payload), .complete(let requestID, let payload):
+            put64(requestID); try putBytes(payload, field: "payload", limit: WireLimits.maxPayload)
+        case .cancelled(let requestID, let reason), .cancel(let requestID, let reason):
+            put64(requestID); try putString(reason, field: "reason", limit: WireLimits.maxText)
         case .ready:
             break
         case .acquire(let tag, let reason):

@@ -73,3 +73,42 @@ public func ext_perform_expiring_activity_with_cleanup(
     ExpiringActivity.perform(reason: String(cString: reason), block: run, onFinished: finished)
     return 0
 }
+
+/// `int ext_request_complete(uint64_t request_id, const void *payload, size_t length)`: ends the
+/// request, returning `length` bytes to its host (`ExtensionRequest.complete(returning:)`).
+/// Returns 0; -EINVAL for a NULL payload with a non-zero length; -EMSGSIZE over
+/// EXT_REQUEST_MAX_PAYLOAD bytes (nothing is sent); -ENOTCONN without extensiond or once its
+/// channel is closed.
+@_cdecl("ext_request_complete")
+public func ext_request_complete(_ requestID: UInt64, _ payload: UnsafeRawPointer?, _ length: Int) -> Int32 {
+    guard length == 0 || payload != nil else { return -EINVAL }
+    let bytes = length == 0 ? [] : Array(UnsafeRawBufferPointer(start: payload, count: length))
+    return status(of: { () throws(RequestError) in
+        try ExtensionRequest(id: requestID, channel: RequestChannel(fd: -1)).complete(returning: bytes)
+    })
+}
+
+/// `int ext_request_cancel(uint64_t request_id, const char *reason)`: ends the request without a
+/// result, telling its host `reason` (`ExtensionRequest.cancel(reason:)`). Returns 0; -EINVAL for
+/// a NULL reason; -ENOTCONN without extensiond or once its channel is closed.
+@_cdecl("ext_request_cancel")
+public func ext_request_cancel(_ requestID: UInt64, _ reason: UnsafePointer<CChar>?) -> Int32 {
+    guard let reason else { return -EINVAL }
+    let text = String(cString: reason)
+    return status(of: { () throws(RequestError) in
+        try ExtensionRequest(id: requestID, channel: RequestChannel(fd: -1)).cancel(reason: text)
+    })
+}
+
+/// 0, or the negative errno the C ABI reports for a `RequestError`.
+private func status(of body: () throws(RequestError) -> Void) -> Int32 {
+    do {
+        try body()
+        return 0
+    } catch {
+        switch error {
+        case .payloadTooLarge: return -EMSGSIZE
+        case .notSupervised, .supervisorGone: return -ENOTCONN
+        }
+    }
+}

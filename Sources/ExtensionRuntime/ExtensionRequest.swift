@@ -1,3 +1,4 @@
+import ExtensionProtocol
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -9,6 +10,55 @@ public struct ExtensionRequest: Sendable {
     public let id: UInt64
     /// The channel to the host.
     public let channel: RequestChannel
+
+    public init(id: UInt64, channel: RequestChannel) {
+        self.id = id
+        self.channel = channel
+    }
+
+    /// Ends the request, returning `payload` to the host (`completeRequest(returningItems:)`):
+    /// the host receives it as the request's result, and the request is over, as if dismissed
+    /// (with no other request open, the extension is backgrounded or suspended by the usual
+    /// rules). The request channel stays open until the extension closes it. A second
+    /// completion, or one after the host ended the request, is ignored by the supervisor.
+    /// Throws `RequestError.payloadTooLarge` for more than `WireLimits.maxPayload` bytes (nothing
+    /// is sent), and `RequestError.notSupervised` without extensiond.
+    public func complete(returning payload: [UInt8]) throws(RequestError) {
+        guard payload.count <= WireLimits.maxPayload else { throw .payloadTooLarge(payload.count) }
+        try finish(.complete(requestID: id, payload: payload))
+    }
+
+    /// Ends the request without a result (`cancelRequest(withError:)`): the host receives
+    /// `reason`, and the request is over as with `complete`. A reason longer than
+    /// `WireLimits.maxText` bytes is cut at a character boundary.
+    public func cancel(reason: String) throws(RequestError) {
+        var text = reason
+        while text.utf8.count > WireLimits.maxText { text.removeLast() }
+        try finish(.cancel(requestID: id, reason: text))
+    }
+
+    private func finish(_ message: Message) throws(RequestError) {
+        guard let runtime = RuntimeChannel.shared else { throw .notSupervised }
+        guard runtime.trySend(message) else { throw .supervisorGone }
+    }
+}
+
+/// Why a request could not be completed or cancelled.
+public enum RequestError: Error, Equatable, Sendable, CustomStringConvertible {
+    /// The result is over `WireLimits.maxPayload` bytes (the count given).
+    case payloadTooLarge(Int)
+    /// The process was not launched by extensiond.
+    case notSupervised
+    /// The channel to extensiond is closed.
+    case supervisorGone
+
+    public var description: String {
+        switch self {
+        case .payloadTooLarge(let n): "the result is \(n) bytes, over the limit of \(WireLimits.maxPayload)"
+        case .notSupervised: "not launched by extensiond: there is no request to complete"
+        case .supervisorGone: "the channel to extensiond is closed"
+        }
+    }
 }
 
 /// A connected stream socket between an extension and one host. Blocking; close it when done.

@@ -77,6 +77,16 @@ final class RuntimeChannel: Sendable {
         try? channel.send(message)
     }
 
+    /// Sends `message`; false when the channel is closed or the send failed.
+    func trySend(_ message: Message) -> Bool {
+        do {
+            try channel.send(message)
+            return true
+        } catch {
+            return false
+        }
+    }
+
     /// Asks for an assertion for `waiter`, which is answered (granted or denied) on a runtime
     /// thread, or denied at once when the supervisor is gone.
     func acquire(reason: String, for waiter: AssertionWaiter) {

@@ -57,6 +57,9 @@ public enum Event: Equatable, Sendable {
     case deliveryFailed(extensionID: String, generation: UInt64, requestID: UInt64, error: String)
     /// While suspended, the process group holds a file lock that another process waits for.
     case lockContention(extensionID: String, generation: UInt64, detail: String)
+    /// The extension completed or cancelled a request it was given (`complete`/`cancel` on its
+    /// runtime channel).
+    case requestFinished(extensionID: String, generation: UInt64, requestID: UInt64, outcome: RequestOutcome)
     /// Time passed: process every deadline that is due.
     case tick
     /// An administrator sends a signal to an extension.
@@ -109,4 +112,12 @@ public enum SignalNumber {
     public static let ttou: Int32 = 22
     /// Signals only the supervisor may send: they would desynchronise its view of the process.
     public static let reserved: Set<Int32> = [cont, stop, terminalStop, ttin, ttou]
+}
+
+/// How an extension ended a request itself.
+public enum RequestOutcome: Equatable, Sendable {
+    /// Completed, returning these bytes to the host (at most `WireLimits.maxPayload`).
+    case completed([UInt8])
+    /// Cancelled, for this reason.
+    case cancelled(String)
 }

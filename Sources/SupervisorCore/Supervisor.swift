@@ -21,6 +21,11 @@ public struct Supervisor: Sendable {
     /// Lookups that would otherwise visit every record (deadlines, request owners, hosts,
     /// retired records, state counts), refreshed by `update` after every change to a record.
     private var index = RecordIndex()
+    /// Per host, the requests its extensions completed or cancelled lately (at most
+    /// `finishedRemembered`, oldest first), so that the host's `end` of one of them, which may
+    /// cross the completion, is answered `ok`.
+    private var finishedRequests: [HostID: [UInt64]] = [:]
+    public static let finishedRemembered = 64
     private var nextRequestID: UInt64 = 1
     private var nextAssertionID: UInt64 = 1
     private var armed: Instant?
@@ -59,6 +64,8 @@ public struct Supervisor: Sendable {
             update(id, generation) { s, r in s.exited(&r, status: status, outlivedLeader: outlivedLeader) }
         case let .acquire(id, generation, tag, reason):
             update(id, generation) { s, r in s.acquire(&r, tag: tag, reason: reason) }
+        case let .requestFinished(id, generation, requestID, outcome):
+            update(id, generation) { s, r in s.finishRequest(&r, requestID: requestID, outcome: outcome) }
         case let .release(id, generation, assertionID):
             update(id, generation) { s, r in s.release(&r, assertionID: assertionID) }
         case let .expireReceived(id, generation, assertionID):
@@ -233,6 +240,11 @@ public struct Supervisor: Sendable {
 
     private mutating func end(host: HostID, tag: UInt32, requestID: UInt64) {
         guard let id = index.requestOwner[requestID], records[id]?.requests.contains(where: { $0.id == requestID && $0.host == host }) == true else {
+            if let i = finishedRequests[host]?.firstIndex(of: requestID) {
+                finishedRequests[host]?.remove(at: i)
+                out.append(.reply(host: host, message: .ok(tag: tag)))
+                return
+            }
             out.append(.reply(host: host, message: .failure(tag: tag, code: .unknownRequest, text: "no open request \(requestID) on this connection")))
             return
         }
@@ -243,6 +255,7 @@ public struct Supervisor: Sendable {
     }
 
     private mutating func hostGone(_ host: HostID) {
+        finishedRequests[host] = nil
         for id in (index.hostRecords[host] ?? [:]).keys.sorted() {
             update(id, nil) { s, r in
                 r.pending.removeAll { $0.host == host }
@@ -251,8 +264,29 @@ public struct Supervisor: Sendable {
         }
     }
 
+    /// The extension completed or cancelled request `requestID`: its host gets the result, and
+    /// the request closes as a dismissed one does (with no request left, the usual background,
+    /// assertion and suspension rules follow). A request its host already ended is ignored.
+    private mutating func finishRequest(_ r: inout ExtensionRecord, requestID: UInt64, outcome: RequestOutcome) {
+        guard let q = r.requests.first(where: { $0.id == requestID }) else { return }
+        let detail: String
+        switch outcome {
+        case .completed(let payload):
+            out.append(.reply(host: q.host, message: .completed(requestID: requestID, payload: payload)))
+            detail = "completed by the extension (\(payload.count) bytes returned)"
+        case .cancelled(let reason):
+            out.append(.reply(host: q.host, message: .cancelled(requestID: requestID, reason: reason)))
+            detail = "cancelled by the extension: \(reason)"
+        }
+        var remembered = finishedRequests[q.host] ?? []
+        if remembered.count >= Supervisor.finishedRemembered { remembered.removeFirst() }
+        remembered.append(requestID)
+        finishedRequests[q.host] = remembered
+        closeRequests(&r, detail: detail) { $0.id == requestID }
+    }
+
     /// Ends the matching requests (telling the extension) and backgrounds it when none is left.
-    private mutating func closeRequests(_ r: inout ExtensionRecord, where match: (OpenRequest) -> Bool) {
+    private mutating func closeRequests(_ r: inout ExtensionRecord, detail: String? = nil, where match: (OpenRequest) -> Bool) {
         let closing = r.requests.filter(match)
         guard !closing.isEmpty else { return }
         r.requests.removeAll(where: match)
@@ -260,7 +294,7 @@ public struct Supervisor: Sendable {
             if r.manifest.readiness == .runtime {
                 out.append(.send(extensionID: r.manifest.id, generation: r.generation, message: .ended(requestID: q.id)))
             }
-            record(&r, .end, requestID: q.id)
+            record(&r, .end, requestID: q.id, detail: detail)
         }
         if r.requests.isEmpty && r.phase == .active { enterBackground(&r) }
     }

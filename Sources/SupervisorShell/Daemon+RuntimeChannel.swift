@@ -24,6 +24,10 @@ extension Daemon {
             case .acquire(let tag, let reason): post(.acquire(extensionID: id, generation: g, tag: tag, reason: reason))
             case .release(let a): post(.release(extensionID: id, generation: g, assertionID: a))
             case .expireReceived(let a): post(.expireReceived(extensionID: id, generation: g, assertionID: a))
+            case .complete(let r, let payload):
+                post(.requestFinished(extensionID: id, generation: g, requestID: r, outcome: .completed(payload)))
+            case .cancel(let r, let reason):
+                post(.requestFinished(extensionID: id, generation: g, requestID: r, outcome: .cancelled(reason)))
             default:
                 cutOff(p, reason: "sent \(message.kind), which extensions may not send")
                 return false

@@ -59,7 +59,11 @@ struct Prewarm: ParsableCommand {
 struct Open: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Act as a host: begin a request, print the extension's pid, hold the request until stdin closes or SIGINT/SIGTERM, then dismiss.",
-        discussion: "Lines read on stdin are sent to the extension over the request channel; what the extension sends back is copied to stdout.")
+        discussion: """
+            Lines read on stdin are sent to the extension over the request channel; what the extension sends back is copied to stdout. \
+            When the extension completes the request, the bytes it returns are printed and extctl exits 0; when it cancels the \
+            request, its reason is printed on stderr and extctl exits 1.
+            """)
 
     @OptionGroup var connection: ConnectionOptions
     @Option(name: .long, help: ArgumentHelp("Seconds to wait for the extension to become ready.", valueName: "seconds")) var timeout: Double = 60
@@ -78,6 +82,11 @@ struct Open: ParsableCommand {
             interruption.set(why.message)
             done.signal()
         }
+        let outcome = Outcome()
+        host.onResult { _, result in
+            outcome.set(result)
+            done.signal()
+        }
         let session: ExtensionSession
         do { session = try host.begin(id, timeout: timeout) } catch { throw Failure(error.message) }
         FileHandle.standardOutput.write(Data("\(session.pid)\n".utf8))
@@ -85,6 +94,16 @@ struct Open: ParsableCommand {
         Pump.start(session: session, done: done)
         done.wait()
         _ = stop
+        // The extension ended the request itself: it is over, no dismiss.
+        switch outcome.result {
+        case .completed(let payload)?:
+            FileHandle.standardOutput.write(Data(payload))
+            return
+        case .cancelled(let reason)?:
+            writeError("request cancelled by the extension: \(reason)")
+            throw ExitCode(1)
+        case nil: break
+        }
         if let reason = interruption.reason {
             writeError("request interrupted: \(reason)")
             throw ExitCode(1)

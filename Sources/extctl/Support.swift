@@ -10,6 +10,13 @@ final class Interruption: Sendable {
     var reason: String? { value.withLock { $0 } }
 }
 
+/// The result of a request the extension completed or cancelled (the first one only).
+final class Outcome: Sendable {
+    private let value = Mutex<RequestResult?>(nil)
+    func set(_ result: RequestResult) { value.withLock { $0 = $0 ?? result } }
+    var result: RequestResult? { value.withLock { $0 } }
+}
+
 /// SIGINT/SIGTERM as Dispatch sources.
 enum Signals {
     static func onTermination(_ handler: @escaping @Sendable () -> Void) -> [any DispatchSourceSignal] {

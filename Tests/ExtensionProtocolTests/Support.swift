@@ -14,7 +14,7 @@ struct SplitMix64: RandomNumberGenerator {
 }
 
 /// Every wire type number, in order.
-let allKinds: [UInt8] = Array(1...8) + Array(32...38) + Array(64...67) + Array(96...100)
+let allKinds: [UInt8] = Array(1...8) + Array(32...40) + Array(64...69) + Array(96...100)
 
 /// Little-endian field builders for hand-made datagrams.
 func le16(_ v: UInt16) -> [UInt8] { [UInt8(v & 0xFF), UInt8(v >> 8)] }
@@ -50,6 +50,11 @@ func encodeError(_ message: Message) -> WireError? {
 /// One or more samples of every message, including boundary values.
 let sampleMessages: [Message] = [
     .begin(tag: 0, extensionID: ""),
+    .completed(requestID: 1, payload: []),
+    .completed(requestID: .max, payload: Array("translated page".utf8)),
+    .cancelled(requestID: 2, reason: "the user cancelled"),
+    .complete(requestID: 3, payload: [0, 255, 10]),
+    .cancel(requestID: 4, reason: ""),
     .discover(tag: 9, point: "", content: try! ActivationContent([:])),
     .discover(tag: 10, point: "share", content: try! ActivationContent(["url": 1, "image": 3, "application/pdf": 2, "text": 0])),
     .discovered(tag: 11, final: true, extensions: []),

@@ -214,6 +214,19 @@ ExtensionMain.run { request in
         case "crash": abort()
         case "exit": exit(Int32(word(1, "0")) ?? 0)
         case "spawn": reply(channel, "spawned " + spawnChildren(Int(word(1, "1")) ?? 1).map(String.init).joined(separator: " "))
+        case "complete":
+            // The rest of the line is the result ("complete-bytes N": N bytes of 'x').
+            do { try request.complete(returning: Array((words.count > 1 ? words[1...].joined(separator: " ") : "").utf8)) } catch {
+                reply(channel, "refused: \(error)")
+            }
+        case "complete-bytes":
+            do { try request.complete(returning: [UInt8](repeating: UInt8(ascii: "x"), count: Int(word(1, "0")) ?? 0)) } catch {
+                reply(channel, "refused: \(error)")
+            }
+        case "cancel":
+            do { try request.cancel(reason: words.count > 1 ? words[1...].joined(separator: " ") : "") } catch {
+                reply(channel, "refused: \(error)")
+            }
         case "escape": reply(channel, spawnEscapee().map { "escaped \($0)" } ?? "cannot spawn")
         case "assert": assertion(channel, seconds: Double(word(1, "1")) ?? 1, reason: word(2, ""))
         case "async-assert": asyncAssertion(channel, seconds: Double(word(1, "1")) ?? 1)
