@@ -50,6 +50,16 @@ int ext_perform_expiring_activity(const char *reason, ext_activity_block block, 
 int ext_perform_expiring_activity_with_cleanup(const char *reason, ext_activity_block block,
                                                ext_activity_cleanup cleanup, void *context);
 
+/* Called on a runtime thread when an observed notification hint is posted. */
+typedef void (*ext_hint_handler)(const char *name, void *context);
+
+/* Observes the notification hint `name` (ExtensionMain.observe): `handler(name, context)` runs
+ * for each post made while the process runs, and once for all the posts made while it was
+ * suspended, when it is resumed; a hint never resumes or launches it. Names: letters, digits,
+ * '.', '-', '_', at most 255 bytes. Returns 0, -EINVAL for a NULL or malformed name or a NULL
+ * handler, or -ENOTCONN without extensiond. `context` is passed back from other threads. */
+int ext_observe(const char *name, ext_hint_handler handler, void *context);
+
 /* The largest result ext_request_complete accepts, in bytes. */
 #define EXT_REQUEST_MAX_PAYLOAD 60000
 

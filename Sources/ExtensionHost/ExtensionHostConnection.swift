@@ -77,5 +77,14 @@ public final class ExtensionHostConnection: Sendable {
         client.setResultHandler(handler)
     }
 
+    /// Posts the notification hint `name`: extensions observing it that run are told now,
+    /// suspended ones once when next resumed (a hint never resumes or launches one). Names under
+    /// an extension's id (`com.example.stocks.widget.quotes`) may be posted by hosts that may
+    /// open that extension; other names by root and the daemon's uid only. Throws the daemon's
+    /// refusal (`notPermitted`, `badRequest`, or `limitReached` over 200 posts a second).
+    public func post(_ name: String) throws(HostError) {
+        _ = try client.call { .post(tag: $0, name: name) }
+    }
+
     public func close() { client.close() }
 }

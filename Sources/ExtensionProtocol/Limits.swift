@@ -7,7 +7,7 @@ public enum WireLimits {
     public static let headerSize = 8
     /// Largest datagram a peer may send or receive, header included.
     public static let maxMessageSize = 65_536
-    /// Longest extension id, in UTF-8 bytes.
+    /// Longest extension id, or notification hint name, in UTF-8 bytes.
     public static let maxIdentifier = 255
     /// Longest assertion reason, in UTF-8 bytes.
     public static let maxReason = 1_024

@@ -26,6 +26,9 @@ public enum Message: Equatable, Sendable {
     /// whose activation rule accepts `content` (with empty content: every one of the point).
     /// Answered by `discovered` messages, or `failure`.
     case discover(tag: UInt32, point: String, content: ActivationContent)
+    /// Post the notification hint `name` (Darwin's notify center): running observers are told,
+    /// suspended ones once when next resumed. Answered by `ok` or `failure`.
+    case post(tag: UInt32, name: String)
 
     // MARK: Daemon → host or extctl
 
@@ -65,6 +68,8 @@ public enum Message: Equatable, Sendable {
     case complete(requestID: UInt64, payload: [UInt8])
     /// The extension ends a request it was given without a result, saying why.
     case cancel(requestID: UInt64, reason: String)
+    /// The extension observes the notification hint `name` from now on (this process only).
+    case observe(name: String)
 
     // MARK: Daemon → extension runtime
 
@@ -78,6 +83,9 @@ public enum Message: Equatable, Sendable {
     case denied(tag: UInt32, reason: String)
     /// The assertion will expire: the extension has its grace period to release it.
     case expire(assertionID: UInt64)
+    /// A notification hint the extension observes was posted (once per name for all the
+    /// posts made while it was suspended).
+    case notify(name: String)
 }
 
 /// What a `query` asks for.
@@ -114,6 +122,9 @@ extension Message {
         case .monitor: .monitor
         case .prewarm: .prewarm
         case .discover: .discover
+        case .post: .post
+        case .observe: .observe
+        case .notify: .notify
         case .begun: .begun
         case .ok: .ok
         case .failure: .failure
@@ -140,8 +151,8 @@ extension Message {
 
 /// Wire type numbers. Stable: new messages get new numbers, old numbers are never reused.
 public enum MessageKind: UInt8, Sendable {
-    case begin = 1, end = 2, query = 3, kill = 4, reload = 5, monitor = 6, prewarm = 7, discover = 8
+    case begin = 1, end = 2, query = 3, kill = 4, reload = 5, monitor = 6, prewarm = 7, discover = 8, post = 9
     case begun = 32, ok = 33, failure = 34, json = 35, interrupted = 36, event = 37, discovered = 38, completed = 39, cancelled = 40
-    case ready = 64, acquire = 65, release = 66, expireReceived = 67, complete = 68, cancel = 69
-    case deliver = 96, ended = 97, granted = 98, denied = 99, expire = 100
+    case ready = 64, acquire = 65, release = 66, expireReceived = 67, complete = 68, cancel = 69, observe = 70
+    case deliver = 96, ended = 97, granted = 98, denied = 99, expire = 100, notify = 101
 }

@@ -115,6 +115,12 @@ public enum WireDecoder {
             return .complete(requestID: try r.u64("requestID"), payload: try r.bytes("payload", limit: WireLimits.maxPayload))
         case .cancel:
             return .cancel(requestID: try r.u64("requestID"), reason: try r.string("reason", limit: WireLimits.maxText))
+        case .post:
+            return .post(tag: try r.u32("tag"), name: try r.string("name", limit: WireLimits.maxIdentifier))
+        case .observe:
+            return .observe(name: try r.string("name", limit: WireLimits.maxIdentifier))
+        case .notify:
+            return .notify(name: try r.string("name", limit: WireLimits.maxIdentifier))
         case .ready:
             return .ready
         case .acquire:

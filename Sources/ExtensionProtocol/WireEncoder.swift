@@ -63,6 +63,10 @@ public struct WireEncoder: Sendable {
             put64(requestID); try putBytes(payload, field: "payload", limit: WireLimits.maxPayload)
         case .cancelled(let requestID, let reason), .cancel(let requestID, let reason):
             put64(requestID); try putString(reason, field: "reason", limit: WireLimits.maxText)
+        case .post(let tag, let name):
+            put32(tag); try putString(name, field: "name", limit: WireLimits.maxIdentifier)
+        case .observe(let name), .notify(let name):
+            try putString(name, field: "name", limit: WireLimits.maxIdentifier)
         case .ready:
             break
         case .acquire(let tag, let reason):

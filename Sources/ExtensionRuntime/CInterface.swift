@@ -112,3 +112,28 @@ private func status(of body: () throws(RequestError) -> Void) -> Int32 {
         }
     }
 }
+
+/// `int ext_observe(const char *name, ext_hint_handler handler, void *context)`: observes the
+/// notification hint `name` (`ExtensionMain.observe`); `handler(name, context)` runs on a
+/// runtime thread. Returns 0; -EINVAL for a NULL or malformed name or a NULL handler;
+/// -ENOTCONN without extensiond.
+@_cdecl("ext_observe")
+public func ext_observe(
+    _ name: UnsafePointer<CChar>?,
+    _ handler: (@convention(c) (UnsafePointer<CChar>?, UnsafeMutableRawPointer?) -> Void)?,
+    _ context: UnsafeMutableRawPointer?
+) -> Int32 {
+    guard let name, let handler else { return -EINVAL }
+    let callback = CCallback(function: handler, context: context)
+    do {
+        try ExtensionMain.observe(String(cString: name)) { posted in
+            posted.withCString { callback.function($0, callback.context) }
+        }
+        return 0
+    } catch {
+        switch error {
+        case .badName: return -EINVAL
+        case .notSupervised, .supervisorGone: return -ENOTCONN
+        }
+    }
+}

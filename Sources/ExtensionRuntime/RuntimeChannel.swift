@@ -31,6 +31,7 @@ final class RuntimeChannel: Sendable {
         var expiryHandlers: [UInt64: AssertionWaiter] = [:]
         var onRequest: (@Sendable (ExtensionRequest) -> Void)?
         var onEnd: (@Sendable (UInt64) -> Void)?
+        var observers: [String: [@Sendable (String) -> Void]] = [:]
         var readerStarted = false
         var closed = false
     }
@@ -107,6 +108,19 @@ final class RuntimeChannel: Sendable {
         }
     }
 
+    /// Adds `handler` for the notification hint `name`, telling the supervisor on the first
+    /// handler for that name. False when the supervisor is gone.
+    func observe(_ name: String, _ handler: @escaping @Sendable (String) -> Void) -> Bool {
+        ensureReader()
+        let first = state.withLock { s -> Bool? in
+            if s.closed { return nil }
+            defer { s.observers[name, default: []].append(handler) }
+            return s.observers[name] == nil
+        }
+        guard let first else { return false }
+        return !first || trySend(.observe(name: name))
+    }
+
     /// Releases an assertion. Releasing twice, or after expiry, is harmless.
     func release(_ id: UInt64) {
         state.withLock { _ = $0.expiryHandlers.removeValue(forKey: id) }
@@ -171,6 +185,10 @@ final class RuntimeChannel: Sendable {
             let handler = state.withLock { $0.onEnd }
             guard let handler else { return nil }
             return .ended(handler, requestID)
+        case .notify(let name):
+            if let descriptor { close(descriptor) }
+            let handlers = state.withLock { $0.observers[name] ?? [] }
+            return handlers.isEmpty ? nil : .notified(handlers, name)
         case .granted(let tag, let assertionID):
             if let descriptor { close(descriptor) }
             let waiter = state.withLock { s -> AssertionWaiter? in

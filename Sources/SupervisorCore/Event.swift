@@ -60,6 +60,10 @@ public enum Event: Equatable, Sendable {
     /// The extension completed or cancelled a request it was given (`complete`/`cancel` on its
     /// runtime channel).
     case requestFinished(extensionID: String, generation: UInt64, requestID: UInt64, outcome: RequestOutcome)
+    /// The extension's runtime observes the notification hint `name`.
+    case observe(extensionID: String, generation: UInt64, name: String)
+    /// A host posts the notification hint `name`; answered `ok` or `failure`.
+    case post(host: HostID, peer: PeerIdentity, tag: UInt32, name: String)
     /// Time passed: process every deadline that is due.
     case tick
     /// An administrator sends a signal to an extension.

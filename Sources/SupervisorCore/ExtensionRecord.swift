@@ -50,6 +50,9 @@ public struct ExtensionRecord: Equatable, Sendable {
     /// even without assertions.
     public internal(set) var reprieveUntil: Instant?
 
+    /// The notification hints the current process observes, and those held while it is stopped.
+    public internal(set) var hints = NotificationHints()
+
     /// How many recent events are kept per extension.
     public static let historyLimit = 20
 

@@ -82,17 +82,8 @@ public enum ManifestParser {
             source: file))
     }
 
-    /// Why `id` is not a valid extension id, or nil.
-    public static func identifierProblem(_ id: String) -> String? {
-        if id.isEmpty { return "must not be empty" }
-        if id.utf8.count > 255 { return "must be at most 255 bytes" }
-        for c in id.utf8 {
-            let ok = (c >= 0x30 && c <= 0x39) || (c >= 0x41 && c <= 0x5A) || (c >= 0x61 && c <= 0x7A) || c == 0x2E || c == 0x2D || c == 0x5F
-            if !ok { return "'\(id)' may contain only letters, digits, '.', '-' and '_'" }
-        }
-        if id.hasPrefix(".") || id.hasSuffix(".") || id.contains("..") { return "'\(id)' must not start or end with '.' or contain '..'" }
-        return nil
-    }
+    /// Why `id` is not a valid extension id, or nil (`Identifier.problem`).
+    public static func identifierProblem(_ id: String) -> String? { Identifier.problem(id) }
 
     static func pathProblem(_ path: String) -> String? {
         if path.utf8.count > maxStringLength { return "path is longer than \(maxStringLength) bytes" }

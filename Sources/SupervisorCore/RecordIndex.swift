@@ -26,12 +26,14 @@ struct RecordIndex: Sendable {
         var retired: Bool
         var requests: [OpenRequest]
         var pending: [PendingBegin]
+        var observed: Set<String>
 
         init(_ r: ExtensionRecord) {
             state = r.state
             retired = r.retired
             requests = r.requests
             pending = r.pending
+            observed = r.hints.observed
         }
     }
 
@@ -46,6 +48,11 @@ struct RecordIndex: Sendable {
     private(set) var retired: Set<String> = []
     /// How many records are in each public state.
     private(set) var stateCounts: [LifecycleState: Int] = [:]
+    /// For each notification hint name, the records whose process observes it.
+    private var observersByName: [String: Set<String>] = [:]
+
+    /// The records observing the hint `name`, in id order.
+    func observers(of name: String) -> [String] { (observersByName[name] ?? []).sorted() }
 
     /// Updates every entry of record `id` from `before` (nil: the record is new) to `after`
     /// (nil: the record was removed).
@@ -56,6 +63,14 @@ struct RecordIndex: Sendable {
         }
         if after?.retired == true { retired.insert(id) } else if before?.retired == true { retired.remove(id) }
         refreshRequests(id, before, after)
+        let oldObserved = before?.observed ?? [], newObserved = after?.hints.observed ?? []
+        if oldObserved != newObserved {
+            for name in oldObserved.subtracting(newObserved) {
+                observersByName[name]?.remove(id)
+                if observersByName[name]?.isEmpty == true { observersByName[name] = nil }
+            }
+            for name in newObserved.subtracting(oldObserved) { observersByName[name, default: []].insert(id) }
+        }
         let deadline = after?.nextDeadline()
         if deadlines[id] != deadline {
             deadlines[id] = deadline

@@ -64,6 +64,11 @@ public struct Supervisor: Sendable {
             update(id, generation) { s, r in s.exited(&r, status: status, outlivedLeader: outlivedLeader) }
         case let .acquire(id, generation, tag, reason):
             update(id, generation) { s, r in s.acquire(&r, tag: tag, reason: reason) }
+        case let .observe(id, generation, name):
+            update(id, generation) { _, r in
+                if NotificationHints.nameProblem(name) == nil { _ = r.hints.observe(name) }
+            }
+        case let .post(host, peer, tag, name): post(host: host, peer: peer, tag: tag, name: name)
         case let .requestFinished(id, generation, requestID, outcome):
             update(id, generation) { s, r in s.finishRequest(&r, requestID: requestID, outcome: outcome) }
         case let .release(id, generation, assertionID):
@@ -159,6 +164,41 @@ public struct Supervisor: Sendable {
 
     private func mayOpen(_ m: Manifest, _ peer: PeerIdentity) -> Bool {
         peer.uid == 0 || peer.uid == limits.daemonUID || m.hosts.uids.contains(peer.uid) || m.hosts.gids.contains(where: peer.isMember)
+    }
+
+    /// The extension whose id is `name` or the longest id `name` continues with a `.`: the
+    /// owner of the name's scope, if any.
+    func scopeOwner(of name: String) -> String? {
+        var candidate = Substring(name)
+        while true {
+            if let r = records[String(candidate)], !r.retired { return r.manifest.id }
+            guard let dot = candidate.lastIndex(of: ".") else { return nil }
+            candidate = candidate[..<dot]
+        }
+    }
+
+    /// A host posts the hint `name`. Who may: for a name under an extension's id
+    /// (`com.example.stocks.widget.quotes` for `com.example.stocks.widget`), a host that may
+    /// open that extension (its `hosts` rule); for any other name, root and the daemon's uid.
+    /// Every observer is then routed (`NotificationHints.post`).
+    private mutating func post(host: HostID, peer: PeerIdentity, tag: UInt32, name: String) {
+        func refuse(_ code: FailureCode, _ text: String) { out.append(.reply(host: host, message: .failure(tag: tag, code: code, text: text))) }
+        if let problem = NotificationHints.nameProblem(name) { return refuse(.badRequest, "hint name \(problem)") }
+        if let owner = scopeOwner(of: name) {
+            guard let m = records[owner]?.manifest, mayOpen(m, peer) else {
+                return refuse(.notPermitted, "uid \(peer.uid) may not post '\(name)': it is under '\(owner)', which it may not open")
+            }
+        } else if peer.uid != 0 && peer.uid != limits.daemonUID {
+            return refuse(.notPermitted, "uid \(peer.uid) may not post '\(name)': names under no extension id are for root and the daemon's uid")
+        }
+        for id in index.observers(of: name) {
+            update(id, nil) { s, r in
+                if r.hints.post(name, phase: r.phase) == .deliver {
+                    s.out.append(.send(extensionID: r.manifest.id, generation: r.generation, message: .notify(name: name)))
+                }
+            }
+        }
+        out.append(.reply(host: host, message: .ok(tag: tag)))
     }
 
     /// Discovery (`Message.discover`): the extensions of `point` (every point when empty) that
@@ -315,6 +355,7 @@ public struct Supervisor: Sendable {
         r.adminSignaled = false
         r.prewarmed = prewarmed
         r.assertions = AssertionLedger()
+        r.hints = NotificationHints()
         setPhase(&r, .launching(deadline: now.adding(seconds: r.policy.launchTimeoutSeconds)))
         out.append(.spawn(extensionID: r.manifest.id, generation: r.generation, manifest: r.manifest))
     }
@@ -336,6 +377,7 @@ public struct Supervisor: Sendable {
         default: return
         }
         setPhase(&r, .notRunning)
+        r.hints = NotificationHints()
         r.lastExit = ExitRecord(status: nil, reason: .launchFailed, at: now, pid: nil)
         countCrash(&r, stable: false)
         if shuttingDown || r.retired {
@@ -398,6 +440,9 @@ public struct Supervisor: Sendable {
         guard r.phase == .resuming else { return }
         setPhase(&r, .active)
         record(&r, .resume)
+        for name in r.hints.takeHeld() {
+            out.append(.send(extensionID: r.manifest.id, generation: r.generation, message: .notify(name: name)))
+        }
         if !r.pending.isEmpty {
             r.reprieveUntil = nil
             openPending(&r)
@@ -453,6 +498,7 @@ public struct Supervisor: Sendable {
         let ranFor = r.startedAt.map { now.seconds(since: $0) } ?? 0
         r.lastExit = ExitRecord(status: status, reason: reason, at: now, pid: r.pid)
         setPhase(&r, .notRunning)
+        r.hints = NotificationHints()
         let detail = "\(reason.rawValue), \(describe)" + (dropped > 0 ? ", \(dropped) assertion(s) dropped" : "")
             + (outlivedLeader ? ", processes that outlived the leader were killed" : "")
         record(&r, reason == .crashed ? .crash : reason == .reclaimed ? .reclaim : .exit, detail: detail)

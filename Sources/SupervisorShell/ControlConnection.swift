@@ -11,6 +11,8 @@ final class ControlConnection {
     let peer: PeerIdentity
     /// Streams lifecycle events (after `monitor`).
     var isMonitor = false
+    /// Admits notification-hint posts; over the rate they are refused with `limitReached`.
+    var posts = MessageRate(perSecond: MessageRate.postsPerSecond, burst: MessageRate.postBurst)
 
     init(id: HostID, socket: PacketSocket, peer: PeerIdentity, queueLimit: Int) {
         self.id = id

@@ -139,6 +139,11 @@ extension Daemon {
             send(.ok(tag: tag), to: c.id)
         case let .prewarm(tag, ids):
             post(.prewarm(host: c.id, peer: c.peer, tag: tag, extensionIDs: ids))
+        case let .post(tag, name):
+            guard c.posts.admit(at: loop.now()) else {
+                return send(.failure(tag: tag, code: .limitReached, text: "over \(Int(MessageRate.postsPerSecond)) posts per second on this connection"), to: c.id)
+            }
+            post(.post(host: c.id, peer: c.peer, tag: tag, name: name))
         case let .discover(tag, point, content):
             let found = core.discover(point: point, content: content, peer: c.peer)
                 .map { DiscoveredExtension(id: $0.id, point: $0.point, displayName: $0.displayName) }

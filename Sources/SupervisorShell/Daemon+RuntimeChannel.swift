@@ -24,6 +24,7 @@ extension Daemon {
             case .acquire(let tag, let reason): post(.acquire(extensionID: id, generation: g, tag: tag, reason: reason))
             case .release(let a): post(.release(extensionID: id, generation: g, assertionID: a))
             case .expireReceived(let a): post(.expireReceived(extensionID: id, generation: g, assertionID: a))
+            case .observe(let name): post(.observe(extensionID: id, generation: g, name: name))
             case .complete(let r, let payload):
                 post(.requestFinished(extensionID: id, generation: g, requestID: r, outcome: .completed(payload)))
             case .cancel(let r, let reason):

@@ -1,18 +1,32 @@
 import SupervisorCore
 
-/// A token bucket for one runtime channel: a burst of `burst` messages, refilled at
-/// `perSecond`. Far above what a well-behaved extension sends (an acquire and a release per
-/// piece of work), it bounds what one flooding extension can make the loop do.
+/// A token bucket: a burst of `burst` messages, refilled at `perSecond`. It bounds what one
+/// flooding peer can make the loop do.
 struct MessageRate {
+    /// Runtime-channel messages: far above what a well-behaved extension sends (an acquire and
+    /// a release per piece of work).
     static let perSecond: Double = 50_000
     static let burst: Double = 10_000
 
-    private var tokens = MessageRate.burst
+    /// Notification hints one control connection may post: each post may wake the loop for
+    /// every observer, so far fewer than messages in general.
+    static let postsPerSecond: Double = 200
+    static let postBurst: Double = 400
+
+    private let rate: Double
+    private let capacity: Double
+    private var tokens: Double
     private var last: Instant?
+
+    init(perSecond: Double = MessageRate.perSecond, burst: Double = MessageRate.burst) {
+        rate = perSecond
+        capacity = burst
+        tokens = burst
+    }
 
     /// Takes one token at `now`; false when the bucket is empty.
     mutating func admit(at now: Instant) -> Bool {
-        if let last { tokens = min(MessageRate.burst, tokens + now.seconds(since: last) * MessageRate.perSecond) }
+        if let last { tokens = min(capacity, tokens + now.seconds(since: last) * rate) }
         last = now
         guard tokens >= 1 else { return false }
         tokens -= 1

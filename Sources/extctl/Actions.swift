@@ -56,6 +56,27 @@ struct Prewarm: ParsableCommand {
     }
 }
 
+struct Post: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Post a notification hint: running observers are told now, suspended ones once when next resumed.",
+        discussion: """
+            A name under an extension's id (com.example.stocks.widget.quotes) needs the permission to open that \
+            extension; any other name needs root or the daemon's uid.
+            """)
+
+    @OptionGroup var connection: ConnectionOptions
+    @Argument(help: "The hint's name (letters, digits, '.', '-', '_').") var name: String
+
+    func validate() throws {
+        if let problem = Identifier.problem(name) { throw ValidationError("hint name \(problem)") }
+    }
+
+    func run() throws {
+        let client = try connection.connect()
+        _ = try perform { () throws(HostError) in try client.call { .post(tag: $0, name: name) } }
+    }
+}
+
 struct Open: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Act as a host: begin a request, print the extension's pid, hold the request until stdin closes or SIGINT/SIGTERM, then dismiss.",

@@ -14,7 +14,7 @@ struct SplitMix64: RandomNumberGenerator {
 }
 
 /// Every wire type number, in order.
-let allKinds: [UInt8] = Array(1...8) + Array(32...40) + Array(64...69) + Array(96...100)
+let allKinds: [UInt8] = Array(1...9) + Array(32...40) + Array(64...70) + Array(96...101)
 
 /// Little-endian field builders for hand-made datagrams.
 func le16(_ v: UInt16) -> [UInt8] { [UInt8(v & 0xFF), UInt8(v >> 8)] }
@@ -50,6 +50,9 @@ func encodeError(_ message: Message) -> WireError? {
 /// One or more samples of every message, including boundary values.
 let sampleMessages: [Message] = [
     .begin(tag: 0, extensionID: ""),
+    .post(tag: 13, name: "com.example.stocks.quotes-changed"),
+    .observe(name: "com.example.stocks.quotes-changed"),
+    .notify(name: ""),
     .completed(requestID: 1, payload: []),
     .completed(requestID: .max, payload: Array("translated page".utf8)),
     .cancelled(requestID: 2, reason: "the user cancelled"),

@@ -114,7 +114,7 @@ struct WireFuzzTests {
             let tag = UInt32.random(in: 0...UInt32.max, using: &rng)
             let big = UInt64.random(in: 0...UInt64.max, using: &rng)
             let message: Message
-            switch Int.random(in: 0..<28, using: &rng) {
+            switch Int.random(in: 0..<31, using: &rng) {
             case 0: message = .begin(tag: tag, extensionID: text(WireLimits.maxIdentifier))
             case 1: message = .end(tag: tag, requestID: big)
             case 2: message = .query(tag: tag, kind: Bool.random(using: &rng) ? .list : .status, extensionIDs: ids())
@@ -154,6 +154,9 @@ struct WireFuzzTests {
             case 25: message = .cancelled(requestID: big, reason: text(WireLimits.maxText))
             case 26: message = .complete(requestID: big, payload: bytes(3_000))
             case 27: message = .cancel(requestID: big, reason: text(WireLimits.maxText))
+            case 28: message = .post(tag: tag, name: text(WireLimits.maxIdentifier))
+            case 29: message = .observe(name: text(WireLimits.maxIdentifier))
+            case 30: message = .notify(name: text(WireLimits.maxIdentifier))
             default: message = .expire(assertionID: big)
             }
             kindsSeen.insert(message.kind.rawValue)

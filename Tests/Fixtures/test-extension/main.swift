@@ -70,6 +70,8 @@ if arguments.contains("--deaf") {
 }
 
 let ignoreExpiry = Mutex(false)
+/// Notification hints received, over the process's life.
+let hintsReceived = Mutex(0)
 
 func reply(_ channel: RequestChannel, _ line: String) {
     channel.write(line + "\n")
@@ -227,6 +229,18 @@ ExtensionMain.run { request in
             do { try request.cancel(reason: words.count > 1 ? words[1...].joined(separator: " ") : "") } catch {
                 reply(channel, "refused: \(error)")
             }
+        case "observe":
+            // Each hint is counted and reported on this request's channel.
+            do {
+                try ExtensionMain.observe(word(1, "")) { name in
+                    hintsReceived.withLock { $0 += 1 }
+                    reply(channel, "notified \(name)")
+                }
+                reply(channel, "observing")
+            } catch {
+                reply(channel, "refused: \(error)")
+            }
+        case "hints": reply(channel, "hints \(hintsReceived.withLock { $0 })")
         case "escape": reply(channel, spawnEscapee().map { "escaped \($0)" } ?? "cannot spawn")
         case "assert": assertion(channel, seconds: Double(word(1, "1")) ?? 1, reason: word(2, ""))
         case "async-assert": asyncAssertion(channel, seconds: Double(word(1, "1")) ?? 1)

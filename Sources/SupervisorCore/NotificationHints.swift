@@ -1,0 +1,56 @@
+import ExtensionProtocol
+
+/// The notification hints (Darwin's notify center) one extension process observes, and those
+/// held for it while it is suspended. Per process generation: a new process starts with none.
+///
+/// A hint is a name and nothing else. A running observer is told of each post; a suspended
+/// one is not resumed for it, and is told once per name, however many posts were made, when
+/// it is next resumed; a process that is not running is told nothing.
+public struct NotificationHints: Equatable, Sendable {
+    /// Names the process asked to observe.
+    public private(set) var observed: Set<String> = []
+    /// Names posted while it was suspended, in the order of their first post, each once.
+    public private(set) var held: [String] = []
+
+    public init() {}
+
+    /// Most names one process may observe; more `observe` messages are ignored.
+    public static let maxObserved = 256
+
+    /// Adds `name` to the observed names; false when it is over `maxObserved`.
+    mutating func observe(_ name: String) -> Bool {
+        guard observed.count < Self.maxObserved || observed.contains(name) else { return false }
+        observed.insert(name)
+        return true
+    }
+
+    /// What becomes of a post of `name` for a process in `phase`.
+    enum Routing: Equatable { case deliver, hold, none }
+
+    /// Routes a post of `name`: delivered now to an awake observer, held (once per name) for a
+    /// stopped or resuming one, nothing otherwise.
+    mutating func post(_ name: String, phase: Phase) -> Routing {
+        guard observed.contains(name) else { return .none }
+        switch phase {
+        case .launching, .active, .background, .expiring:
+            return .deliver
+        case .stopping, .suspended, .resuming:
+            if !held.contains(name) { held.append(name) }
+            return .hold
+        case .notRunning, .terminating:
+            return .none
+        }
+    }
+
+    /// The held names, to deliver on resume; none are held afterwards.
+    mutating func takeHeld() -> [String] {
+        defer { held.removeAll() }
+        return held
+    }
+
+    /// Whether `name` is a valid hint name: 1 to 255 bytes of letters, digits, `.`, `-`, `_`,
+    /// not starting or ending with `.` and without `..` (the extension id rule).
+    public static func nameProblem(_ name: String) -> String? {
+        Identifier.problem(name)
+    }
+}
