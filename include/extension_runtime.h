@@ -60,6 +60,25 @@ typedef void (*ext_hint_handler)(const char *name, void *context);
  * handler, or -ENOTCONN without extensiond. `context` is passed back from other threads. */
 int ext_observe(const char *name, ext_hint_handler handler, void *context);
 
+/* Answers to a background refresh (ext_refresh_complete). */
+#define EXT_REFRESH_NEW_DATA 0
+#define EXT_REFRESH_NO_DATA 1
+#define EXT_REFRESH_FAILED 2
+
+/* Called on a runtime thread when extensiond refreshes the extension in the background. */
+typedef void (*ext_refresh_handler)(uint64_t refresh_id, void *context);
+
+/* Handles background refreshes (ExtensionMain.onRefresh): `handler(refresh_id, context)` runs
+ * when extensiond refreshes the extension (its manifest's `refresh` schedule, or `extctl
+ * refresh`); answer with ext_refresh_complete within the policy's refreshSeconds, or the
+ * refresh counts as failed. Call it before ext_runtime_start. Returns 0, -EINVAL for a NULL
+ * handler, or -ENOTCONN without extensiond. */
+int ext_runtime_on_refresh(ext_refresh_handler handler, void *context);
+
+/* Answers refresh `refresh_id` with EXT_REFRESH_NEW_DATA, EXT_REFRESH_NO_DATA or
+ * EXT_REFRESH_FAILED. Returns 0, -EINVAL for another value, or -ENOTCONN without extensiond. */
+int ext_refresh_complete(uint64_t refresh_id, int result);
+
 /* The largest result ext_request_complete accepts, in bytes. */
 #define EXT_REQUEST_MAX_PAYLOAD 60000
 

@@ -183,6 +183,13 @@ extension ControlClient {
             guard let waiter else { break }
             waiter.discovered.withLock { $0.append(contentsOf: extensions) }
             if final { resolve(tag, .success(.extensions(waiter.discovered.withLock { $0 }))) }
+        case let .refreshed(tag, answer):
+            if let descriptor { Glibc.close(descriptor) }
+            resolve(tag, .success(.refreshed(answer)))
+        case let .newData(id):
+            if let descriptor { Glibc.close(descriptor) }
+            let handler = state.withLock { $0.onNewData }
+            handler?(id)
         case let .completed(requestID, payload):
             if let descriptor { Glibc.close(descriptor) }
             let handler = state.withLock { $0.onResult }

@@ -36,6 +36,8 @@ public enum Reply: Sendable {
     case json([UInt8])
     /// The answer to `discover`, every part gathered.
     case extensions([DiscoveredExtension])
+    /// The answer to `forceRefresh`.
+    case refreshed(RefreshAnswer)
 }
 
 /// A connection to extensiond's control socket, shared by `ExtensionHostConnection` and
@@ -72,6 +74,7 @@ public final class ControlClient: Sendable {
         var closed: HostError?
         var onInterruption: (@Sendable (UInt64, String) -> Void)?
         var onResult: (@Sendable (UInt64, RequestResult) -> Void)?
+        var onNewData: (@Sendable (String) -> Void)?
         var onEvent: (@Sendable ([UInt8]) -> Void)?
         var onClose: (@Sendable (HostError) -> Void)?
         var unmatchedReplies = 0
@@ -116,6 +119,13 @@ public final class ControlClient: Sendable {
     /// request of this connection. The request is then over; dismissing it is harmless.
     public func setResultHandler(_ handler: @escaping @Sendable (UInt64, RequestResult) -> Void) {
         state.withLock { $0.onResult = handler }
+        startReader()
+    }
+
+    /// Called (on the thread reading the connection) when a background refresh of an extension
+    /// this connection subscribed to (`subscribe`) brought new data, with the extension's id.
+    public func setNewDataHandler(_ handler: @escaping @Sendable (String) -> Void) {
+        state.withLock { $0.onNewData = handler }
         startReader()
     }
 

@@ -86,5 +86,23 @@ public final class ExtensionHostConnection: Sendable {
         _ = try client.call { .post(tag: $0, name: name) }
     }
 
+    /// Calls `handler` (on the connection's reader thread) with an extension's id each time a
+    /// background refresh of one of `extensionIDs` brings new data, so a visible panel can
+    /// redraw. Each id must be one this host may open (the manifest's `hosts`). Subscriptions
+    /// last as long as the connection.
+    public func subscribeToNewData(_ extensionIDs: [String], _ handler: @escaping @Sendable (String) -> Void) throws(HostError) {
+        client.setNewDataHandler(handler)
+        _ = try client.call { .subscribe(tag: $0, extensionIDs: extensionIDs) }
+    }
+
+    /// Refreshes the extension now, whatever its schedule and budget, and returns its answer
+    /// (`newData`, `noData` or `failed`). Throws when the extension does not support refresh
+    /// (no `refresh` in its manifest, or no handler registered) or did not answer in time.
+    public func refresh(_ extensionID: String, timeout: Double = 120) throws(HostError) -> RefreshAnswer {
+        let reply = try client.call(timeout: timeout) { .forceRefresh(tag: $0, extensionID: extensionID) }
+        guard case .refreshed(let answer) = reply else { throw HostError("unexpected reply to refresh") }
+        return answer
+    }
+
     public func close() { client.close() }
 }

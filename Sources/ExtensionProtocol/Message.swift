@@ -29,6 +29,12 @@ public enum Message: Equatable, Sendable {
     /// Post the notification hint `name` (Darwin's notify center): running observers are told,
     /// suspended ones once when next resumed. Answered by `ok` or `failure`.
     case post(tag: UInt32, name: String)
+    /// Refresh the extension now (`extctl refresh`), whatever its schedule and budget.
+    /// Answered by `refreshed` once it answers, or `failure`.
+    case forceRefresh(tag: UInt32, extensionID: String)
+    /// Be told (`newData`) whenever a background refresh of these extensions brings new data.
+    /// Answered by `ok` or `failure`.
+    case subscribe(tag: UInt32, extensionIDs: [String])
 
     // MARK: Daemon → host or extctl
 
@@ -50,6 +56,10 @@ public enum Message: Equatable, Sendable {
     case completed(requestID: UInt64, payload: [UInt8])
     /// The extension cancelled the request, saying why (`cancelRequest`); the request is over.
     case cancelled(requestID: UInt64, reason: String)
+    /// The answer to `forceRefresh`: how the extension answered.
+    case refreshed(tag: UInt32, answer: RefreshAnswer)
+    /// A refresh of an extension this connection subscribed to brought new data.
+    case newData(extensionID: String)
     /// Part of the answer to `discover`, sorted by id; the last part has `final` set.
     case discovered(tag: UInt32, final: Bool, extensions: [DiscoveredExtension])
 
@@ -70,6 +80,8 @@ public enum Message: Equatable, Sendable {
     case cancel(requestID: UInt64, reason: String)
     /// The extension observes the notification hint `name` from now on (this process only).
     case observe(name: String)
+    /// The extension's answer to `refresh`.
+    case refreshDone(refreshID: UInt64, answer: RefreshAnswer)
 
     // MARK: Daemon → extension runtime
 
@@ -86,6 +98,9 @@ public enum Message: Equatable, Sendable {
     /// A notification hint the extension observes was posted (once per name for all the
     /// posts made while it was suspended).
     case notify(name: String)
+    /// Refresh now (a background refresh, `widgetPerformUpdate`); answer with `refreshDone`
+    /// within the policy's `refreshSeconds` (*expire* for `refreshID` comes first).
+    case refresh(refreshID: UInt64)
 }
 
 /// What a `query` asks for.
@@ -123,6 +138,12 @@ extension Message {
         case .prewarm: .prewarm
         case .discover: .discover
         case .post: .post
+        case .forceRefresh: .forceRefresh
+        case .subscribe: .subscribe
+        case .refreshed: .refreshed
+        case .newData: .newData
+        case .refreshDone: .refreshDone
+        case .refresh: .refresh
         case .observe: .observe
         case .notify: .notify
         case .begun: .begun
@@ -151,8 +172,17 @@ extension Message {
 
 /// Wire type numbers. Stable: new messages get new numbers, old numbers are never reused.
 public enum MessageKind: UInt8, Sendable {
-    case begin = 1, end = 2, query = 3, kill = 4, reload = 5, monitor = 6, prewarm = 7, discover = 8, post = 9
-    case begun = 32, ok = 33, failure = 34, json = 35, interrupted = 36, event = 37, discovered = 38, completed = 39, cancelled = 40
-    case ready = 64, acquire = 65, release = 66, expireReceived = 67, complete = 68, cancel = 69, observe = 70
-    case deliver = 96, ended = 97, granted = 98, denied = 99, expire = 100, notify = 101
+    case begin = 1, end = 2, query = 3, kill = 4, reload = 5, monitor = 6, prewarm = 7, discover = 8, post = 9, forceRefresh = 10, subscribe = 11
+    case begun = 32, ok = 33, failure = 34, json = 35, interrupted = 36, event = 37, discovered = 38, completed = 39, cancelled = 40, refreshed = 41, newData = 42
+    case ready = 64, acquire = 65, release = 66, expireReceived = 67, complete = 68, cancel = 69, observe = 70, refreshDone = 71
+    case deliver = 96, ended = 97, granted = 98, denied = 99, expire = 100, notify = 101, refresh = 102
+}
+
+/// How an extension answered a background refresh (`widgetPerformUpdate`'s result).
+public enum RefreshAnswer: UInt8, Sendable, Equatable {
+    case newData = 0
+    case noData = 1
+    case failed = 2
+    /// The extension registered no refresh handler (sent by the runtime, never by a host).
+    case unsupported = 3
 }

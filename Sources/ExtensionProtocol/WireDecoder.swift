@@ -121,6 +121,22 @@ public enum WireDecoder {
             return .observe(name: try r.string("name", limit: WireLimits.maxIdentifier))
         case .notify:
             return .notify(name: try r.string("name", limit: WireLimits.maxIdentifier))
+        case .forceRefresh:
+            return .forceRefresh(tag: try r.u32("tag"), extensionID: try r.string("extensionID", limit: WireLimits.maxIdentifier))
+        case .subscribe:
+            return .subscribe(tag: try r.u32("tag"), extensionIDs: try r.identifiers())
+        case .refreshed:
+            let tag = try r.u32("tag")
+            guard let answer = RefreshAnswer(rawValue: try r.u8("answer")) else { throw .invalidValue("answer") }
+            return .refreshed(tag: tag, answer: answer)
+        case .newData:
+            return .newData(extensionID: try r.string("extensionID", limit: WireLimits.maxIdentifier))
+        case .refreshDone:
+            let id = try r.u64("refreshID")
+            guard let answer = RefreshAnswer(rawValue: try r.u8("answer")) else { throw .invalidValue("answer") }
+            return .refreshDone(refreshID: id, answer: answer)
+        case .refresh:
+            return .refresh(refreshID: try r.u64("refreshID"))
         case .ready:
             return .ready
         case .acquire:

@@ -67,6 +67,18 @@ public struct WireEncoder: Sendable {
             put32(tag); try putString(name, field: "name", limit: WireLimits.maxIdentifier)
         case .observe(let name), .notify(let name):
             try putString(name, field: "name", limit: WireLimits.maxIdentifier)
+        case .forceRefresh(let tag, let id):
+            put32(tag); try putString(id, field: "extensionID", limit: WireLimits.maxIdentifier)
+        case .subscribe(let tag, let ids):
+            put32(tag); try putIdentifiers(ids)
+        case .refreshed(let tag, let answer):
+            put32(tag); bytes.append(answer.rawValue)
+        case .newData(let id):
+            try putString(id, field: "extensionID", limit: WireLimits.maxIdentifier)
+        case .refreshDone(let id, let answer):
+            put64(id); bytes.append(answer.rawValue)
+        case .refresh(let id):
+            put64(id)
         case .ready:
             break
         case .acquire(let tag, let reason):

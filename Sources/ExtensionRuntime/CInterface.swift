@@ -1,6 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import ExtensionProtocol
 import Foundation
 
 // The C ABI of ExtensionRuntime, declared in include/extension_runtime.h and linked from
@@ -136,4 +137,37 @@ public func ext_observe(
         case .notSupervised, .supervisorGone: return -ENOTCONN
         }
     }
+}
+
+/// `int ext_runtime_on_refresh(ext_refresh_handler handler, void *context)`: handles background
+/// refreshes (`ExtensionMain.onRefresh`): `handler(refresh_id, context)` runs on a runtime
+/// thread; answer with `ext_refresh_complete`. Returns 0; -EINVAL for a NULL handler;
+/// -ENOTCONN without extensiond.
+@_cdecl("ext_runtime_on_refresh")
+public func ext_runtime_on_refresh(
+    _ handler: (@convention(c) (UInt64, UnsafeMutableRawPointer?) -> Void)?,
+    _ context: UnsafeMutableRawPointer?
+) -> Int32 {
+    guard let handler else { return -EINVAL }
+    guard let channel = RuntimeChannel.shared else { return -ENOTCONN }
+    let callback = CCallback(function: handler, context: context)
+    channel.setRefreshHandler { refreshID in callback.function(refreshID, callback.context) }
+    return 0
+}
+
+/// `int ext_refresh_complete(uint64_t refresh_id, int result)`: answers a refresh with
+/// EXT_REFRESH_NEW_DATA, EXT_REFRESH_NO_DATA or EXT_REFRESH_FAILED. Returns 0; -EINVAL for
+/// another result; -ENOTCONN without extensiond. Answering twice, or an id that is not the
+/// refresh in flight, is ignored by extensiond.
+@_cdecl("ext_refresh_complete")
+public func ext_refresh_complete(_ refreshID: UInt64, _ result: Int32) -> Int32 {
+    let answer: RefreshAnswer
+    switch result {
+    case 0: answer = .newData
+    case 1: answer = .noData
+    case 2: answer = .failed
+    default: return -EINVAL
+    }
+    guard let channel = RuntimeChannel.shared else { return -ENOTCONN }
+    return channel.trySend(.refreshDone(refreshID: refreshID, answer: answer)) ? 0 : -ENOTCONN
 }

@@ -1,5 +1,6 @@
 import ExtensionProtocol
 import Dispatch
+import Synchronization
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -41,6 +42,21 @@ public enum ExtensionMain {
         guard channel.observe(name, handler) else { throw .supervisorGone }
     }
 
+    /// Handles background refreshes (a widget's `widgetPerformUpdate(completionHandler:)`).
+    /// When the supervisor refreshes the extension (on its manifest's `refresh` schedule, or
+    /// `extctl refresh`), `handler` runs on a runtime thread with a completion to call once
+    /// with `.newData`, `.noData` or `.failed`; further calls are ignored. The extension has
+    /// the policy's `refreshSeconds` to call it, as under a task assertion; without an answer
+    /// the refresh counts as failed and the extension is suspended again. Call it before `run`
+    /// or `start`. Without this handler every refresh is answered "unsupported".
+    public static func onRefresh(_ handler: @escaping @Sendable (_ completion: @escaping @Sendable (RefreshResult) -> Void) -> Void) {
+        guard let channel = RuntimeChannel.shared else { return }
+        channel.setRefreshHandler { refreshID in
+            let once = RefreshCompletion(refreshID: refreshID, channel: channel)
+            handler { result in once.complete(result) }
+        }
+    }
+
     /// Like `run`, but returns at once: for programs that own their main thread.
     public static func start(
         onRequest: @escaping @Sendable (ExtensionRequest) -> Void,
@@ -67,5 +83,40 @@ public enum HintError: Error, Equatable, Sendable, CustomStringConvertible {
         case .notSupervised: "not launched by extensiond: no hint can be observed"
         case .supervisorGone: "the channel to extensiond is closed"
         }
+    }
+}
+
+/// The answer to a background refresh.
+public enum RefreshResult: Sendable, Equatable {
+    /// New content was fetched: hosts showing the widget are told to redraw.
+    case newData
+    /// Nothing changed: the next refresh comes later.
+    case noData
+    /// The refresh failed: the next one is backed off.
+    case failed
+
+    var answer: RefreshAnswer {
+        switch self {
+        case .newData: .newData
+        case .noData: .noData
+        case .failed: .failed
+        }
+    }
+}
+
+/// Sends the answer to one refresh, once.
+final class RefreshCompletion: Sendable {
+    let refreshID: UInt64
+    let channel: RuntimeChannel
+    private let done = Mutex(false)
+
+    init(refreshID: UInt64, channel: RuntimeChannel) {
+        self.refreshID = refreshID
+        self.channel = channel
+    }
+
+    func complete(_ result: RefreshResult) {
+        guard done.withLock({ d in defer { d = true }; return !d }) else { return }
+        channel.send(.refreshDone(refreshID: refreshID, answer: result.answer))
     }
 }

@@ -32,6 +32,7 @@ final class RuntimeChannel: Sendable {
         var onRequest: (@Sendable (ExtensionRequest) -> Void)?
         var onEnd: (@Sendable (UInt64) -> Void)?
         var observers: [String: [@Sendable (String) -> Void]] = [:]
+        var onRefresh: (@Sendable (UInt64) -> Void)?
         var readerStarted = false
         var closed = false
     }
@@ -121,6 +122,12 @@ final class RuntimeChannel: Sendable {
         return !first || trySend(.observe(name: name))
     }
 
+    /// Installs the background-refresh handler, which gets each refresh's id.
+    func setRefreshHandler(_ handler: @escaping @Sendable (UInt64) -> Void) {
+        state.withLock { $0.onRefresh = handler }
+        ensureReader()
+    }
+
     /// Releases an assertion. Releasing twice, or after expiry, is harmless.
     func release(_ id: UInt64) {
         state.withLock { _ = $0.expiryHandlers.removeValue(forKey: id) }
@@ -185,6 +192,13 @@ final class RuntimeChannel: Sendable {
             let handler = state.withLock { $0.onEnd }
             guard let handler else { return nil }
             return .ended(handler, requestID)
+        case .refresh(let refreshID):
+            if let descriptor { close(descriptor) }
+            guard let handler = state.withLock({ $0.onRefresh }) else {
+                send(.refreshDone(refreshID: refreshID, answer: .unsupported))
+                return nil
+            }
+            return .refresh(handler, refreshID)
         case .notify(let name):
             if let descriptor { close(descriptor) }
             let handlers = state.withLock { $0.observers[name] ?? [] }

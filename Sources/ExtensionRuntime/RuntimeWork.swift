@@ -12,6 +12,8 @@ enum RuntimeWork: Sendable {
     case request(@Sendable (ExtensionRequest) -> Void, ExtensionRequest)
     /// A host ended a request.
     case ended(@Sendable (UInt64) -> Void, UInt64)
+    /// The supervisor asked for a background refresh: the handler with the refresh's id.
+    case refresh(@Sendable (UInt64) -> Void, UInt64)
     /// A notification hint the extension observes was posted: its handlers, in order.
     case notified([@Sendable (String) -> Void], String)
 
@@ -23,6 +25,7 @@ enum RuntimeWork: Sendable {
         case .request(let handler, let request): handler(request)
         case .ended(let handler, let requestID): handler(requestID)
         case .notified(let handlers, let name): for h in handlers { h(name) }
+        case .refresh(let handler, let refreshID): handler(refreshID)
         }
     }
 }

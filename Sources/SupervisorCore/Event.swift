@@ -60,6 +60,12 @@ public enum Event: Equatable, Sendable {
     /// The extension completed or cancelled a request it was given (`complete`/`cancel` on its
     /// runtime channel).
     case requestFinished(extensionID: String, generation: UInt64, requestID: UInt64, outcome: RequestOutcome)
+    /// The extension answered its background refresh.
+    case refreshDone(extensionID: String, generation: UInt64, refreshID: UInt64, answer: RefreshAnswer)
+    /// A host forces a refresh (`extctl refresh`); answered `refreshed` or `failure`.
+    case forceRefresh(host: HostID, peer: PeerIdentity, tag: UInt32, extensionID: String)
+    /// A host subscribes to new data from these extensions; answered `ok` or `failure`.
+    case subscribe(host: HostID, peer: PeerIdentity, tag: UInt32, extensionIDs: [String])
     /// The extension's runtime observes the notification hint `name`.
     case observe(extensionID: String, generation: UInt64, name: String)
     /// A host posts the notification hint `name`; answered `ok` or `failure`.

@@ -56,9 +56,13 @@ public struct ExtensionRecord: Equatable, Sendable {
     /// How many recent events are kept per extension.
     public static let historyLimit = 20
 
+    /// The background-refresh schedule, when the manifest (or its point) turns refresh on.
+    public internal(set) var refresh: RefreshState?
+
     public init(manifest: Manifest, since: Instant) {
         self.manifest = manifest
         self.since = since
+        self.refresh = manifest.policy.refresh.map { RefreshState(schedule: $0, now: since) }
     }
 
     public var state: LifecycleState { phase.state }
@@ -75,6 +79,7 @@ public struct ExtensionRecord: Equatable, Sendable {
             guard let t else { return }
             if next == nil || t < next! { next = t }
         }
+        if let refresh, !refresh.wanted, refresh.inFlight == nil { consider(refresh.nextAt) }
         switch phase {
         case .launching(let deadline): consider(deadline)
         case .background(let expireAt, _): consider(expireAt)

@@ -11,6 +11,7 @@ public struct LifecycleEvent: Equatable, Sendable {
         case exit, crash, reclaim, kill, throttle
         case reload, manifestError = "manifest-error", prewarm
         case lockHeldWhileSuspended = "lock-held-while-suspended"
+        case refresh, refreshed
     }
 
     public var at: Instant

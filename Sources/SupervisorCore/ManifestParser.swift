@@ -66,8 +66,11 @@ public enum ManifestParser {
                 return fail("environment.\(k)", "value is longer than \(maxStringLength) bytes or contains NUL")
             }
         }
-        let policy = (raw.policy ?? PolicyOverrides()).applied(to: base)
-        if let (field, problem) = policy.violation() { return fail("policy.\(field)", problem) }
+        var policy = (raw.policy ?? PolicyOverrides()).applied(to: base)
+        if let refresh = raw.refresh { policy.refresh = refresh }
+        if let (field, problem) = policy.violation() {
+            return fail(field.hasPrefix("refresh.") && raw.refresh != nil ? field : "policy.\(field)", problem)
+        }
         let hosts = raw.hosts ?? HostRestriction()
         if let name = raw.displayName {
             if name.isEmpty { return fail("displayName", "must not be empty") }
@@ -222,9 +225,10 @@ struct RawManifest: Decodable {
     var hostAccess: Bool?
     var displayName: String?
     var activation: ActivationRule?
+    var refresh: RefreshSchedule?
 
     static let keys: Set<String> = [
-        "id", "point", "executable", "arguments", "environment", "readiness", "policy", "hosts", "hostAccess", "displayName", "activation",
+        "id", "point", "executable", "arguments", "environment", "readiness", "policy", "hosts", "hostAccess", "displayName", "activation", "refresh",
     ]
 
     init(from decoder: any Decoder) throws {
@@ -241,6 +245,21 @@ struct RawManifest: Decodable {
         hostAccess = try c.optional(Bool.self, "hostAccess")
         displayName = try c.optional(String.self, "displayName")
         activation = try c.optional(ActivationRule.self, "activation")
+        refresh = try c.optional(RefreshSchedule.self, "refresh")
+    }
+}
+
+extension RefreshSchedule: Decodable {
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: AnyKey.self)
+        var prefix = ""
+        for key in decoder.codingPath { prefix += (prefix.isEmpty ? "" : ".") + key.stringValue }
+        prefix += "."
+        try c.rejectUnknown(["minimumIntervalSeconds", "dailyBudget"], prefix: prefix)
+        self.init()
+        if let v = try c.seconds("minimumIntervalSeconds", prefix: prefix) { minimumIntervalSeconds = v }
+        dailyBudget = try c.count("dailyBudget", prefix: prefix, default: 48)
+        if let (field, problem) = violation() { throw ManifestFieldError(field: prefix + field, problem: problem) }
     }
 }
 
@@ -283,7 +302,7 @@ extension ActivationRule.ContentTypeLimit: Decodable {
 extension PolicyOverrides: Decodable {
     static let keys: Set<String> = [
         "backgroundSeconds", "expiryGraceSeconds", "assertionMaxSeconds", "launchTimeoutSeconds",
-        "suspendedLifetimeSeconds", "suspend", "lockedWhileSuspended",
+        "suspendedLifetimeSeconds", "suspend", "lockedWhileSuspended", "refreshSeconds", "refresh",
     ]
 
     public init(from decoder: any Decoder) throws {
@@ -299,6 +318,8 @@ extension PolicyOverrides: Decodable {
         suspendedLifetimeSeconds = try c.seconds("suspendedLifetimeSeconds", prefix: prefix)
         suspend = try c.enumeration(SuspendMode.self, "suspend", prefix: prefix)
         lockedWhileSuspended = try c.enumeration(LockContentionPolicy.self, "lockedWhileSuspended", prefix: prefix)
+        refreshSeconds = try c.seconds("refreshSeconds", prefix: prefix)
+        refresh = try c.optional(RefreshSchedule.self, "refresh")
     }
 }
 

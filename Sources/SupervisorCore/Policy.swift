@@ -34,6 +34,11 @@ public struct Policy: Equatable, Sendable, Codable {
     public var suspend: SuspendMode
     /// What to do when it holds a lock someone waits for while suspended.
     public var lockedWhileSuspended: LockContentionPolicy = .terminate
+    /// How long a background refresh may take to answer, under the expire-before-stop rule of
+    /// assertions (*expire* at `refreshSeconds - expiryGraceSeconds`).
+    public var refreshSeconds: Double = 10
+    /// Background refresh, if on (the manifest's `refresh`, or the point's default).
+    public var refresh: RefreshSchedule?
 
     public init(
         backgroundSeconds: Double, expiryGraceSeconds: Double, assertionMaxSeconds: Double,
@@ -55,7 +60,7 @@ public struct Policy: Equatable, Sendable, Codable {
         let fields: [(String, Double)] = [
             ("backgroundSeconds", backgroundSeconds), ("expiryGraceSeconds", expiryGraceSeconds),
             ("assertionMaxSeconds", assertionMaxSeconds), ("launchTimeoutSeconds", launchTimeoutSeconds),
-            ("suspendedLifetimeSeconds", suspendedLifetimeSeconds),
+            ("suspendedLifetimeSeconds", suspendedLifetimeSeconds), ("refreshSeconds", refreshSeconds),
         ]
         for (name, value) in fields {
             if !value.isFinite || value < 0 { return (name, "must be a non-negative number of seconds, got \(value)") }
@@ -67,6 +72,12 @@ public struct Policy: Equatable, Sendable, Codable {
         }
         if expiryGraceSeconds > assertionMaxSeconds {
             return ("expiryGraceSeconds", "must not exceed assertionMaxSeconds (\(assertionMaxSeconds))")
+        }
+        if let refresh {
+            if refreshSeconds <= expiryGraceSeconds {
+                return ("refreshSeconds", "must exceed expiryGraceSeconds (\(expiryGraceSeconds)) when refresh is on")
+            }
+            if let (field, problem) = refresh.violation() { return ("refresh.\(field)", problem) }
         }
         return nil
     }
@@ -81,6 +92,8 @@ public struct PolicyOverrides: Equatable, Sendable {
     public var suspendedLifetimeSeconds: Double?
     public var suspend: SuspendMode?
     public var lockedWhileSuspended: LockContentionPolicy?
+    public var refreshSeconds: Double?
+    public var refresh: RefreshSchedule?
 
     public init() {}
 
@@ -94,6 +107,8 @@ public struct PolicyOverrides: Equatable, Sendable {
         if let v = suspendedLifetimeSeconds { p.suspendedLifetimeSeconds = v }
         if let v = suspend { p.suspend = v }
         if let v = lockedWhileSuspended { p.lockedWhileSuspended = v }
+        if let v = refreshSeconds { p.refreshSeconds = v }
+        if let v = refresh { p.refresh = v }
         return p
     }
 }

@@ -26,11 +26,13 @@ public struct Supervisor: Sendable {
     /// cross the completion, is answered `ok`.
     private var finishedRequests: [HostID: [UInt64]] = [:]
     public static let finishedRemembered = 64
+    /// For each extension, the hosts told when a refresh of it brings new data (`subscribe`).
+    var refreshSubscribers: [String: Set<HostID>] = [:]
     private var nextRequestID: UInt64 = 1
-    private var nextAssertionID: UInt64 = 1
+    var nextAssertionID: UInt64 = 1
     private var armed: Instant?
-    private var out: [Effect] = []
-    private var now: Instant
+    var out: [Effect] = []
+    var now: Instant
 
     /// Creates a supervisor knowing `manifests` (duplicate ids must have been refused already).
     public init(manifests: [Manifest], limits: SupervisorLimits = SupervisorLimits(), now: Instant) {
@@ -69,6 +71,10 @@ public struct Supervisor: Sendable {
                 if NotificationHints.nameProblem(name) == nil { _ = r.hints.observe(name) }
             }
         case let .post(host, peer, tag, name): post(host: host, peer: peer, tag: tag, name: name)
+        case let .forceRefresh(host, peer, tag, id): forceRefresh(host: host, peer: peer, tag: tag, id: id)
+        case let .subscribe(host, peer, tag, ids): subscribe(host: host, peer: peer, tag: tag, ids: ids)
+        case let .refreshDone(id, generation, refreshID, answer):
+            update(id, generation) { s, r in s.refreshAnswered(&r, refreshID: refreshID, answer: answer) }
         case let .requestFinished(id, generation, requestID, outcome):
             update(id, generation) { s, r in s.finishRequest(&r, requestID: requestID, outcome: outcome) }
         case let .release(id, generation, assertionID):
@@ -82,7 +88,13 @@ public struct Supervisor: Sendable {
         case let .lockContention(id, generation, detail):
             update(id, generation) { s, r in s.lockContention(&r, detail: detail) }
         case .tick:
-            for id in index.takeDue(at: now) { update(id, nil) { s, r in s.processDeadlines(&r) } }
+            for id in index.takeDue(at: now) {
+                update(id, nil) { s, r in
+                    s.processDeadlines(&r)
+                    s.refreshLost(&r)
+                    s.scheduledRefresh(&r)
+                }
+            }
         case let .kill(host, tag, id, signal): kill(host: host, tag: tag, id: id, signal: signal)
         case let .reload(manifests, errors, _, _): reload(manifests, errors)
         case let .prewarm(host, peer, tag, ids): prewarm(host: host, peer: peer, tag: tag, ids: ids)
@@ -107,7 +119,7 @@ public struct Supervisor: Sendable {
 
     /// Runs `body` on the record `id` if it exists and (when `generation` is given) its
     /// current process has that generation; events for stale generations are dropped.
-    private mutating func update(_ id: String, _ generation: UInt64?, _ body: (inout Supervisor, inout ExtensionRecord) -> Void) {
+    mutating func update(_ id: String, _ generation: UInt64?, _ body: (inout Supervisor, inout ExtensionRecord) -> Void) {
         guard var record = records.removeValue(forKey: id) else { return }
         if generation == nil || (record.generation == generation && record.isRunning) {
             let before = RecordIndex.Snapshot(record)
@@ -122,7 +134,7 @@ public struct Supervisor: Sendable {
         index.refresh(r.manifest.id, from: nil, to: r)
     }
 
-    private mutating func setPhase(_ r: inout ExtensionRecord, _ phase: Phase) {
+    mutating func setPhase(_ r: inout ExtensionRecord, _ phase: Phase) {
         if phase.state != r.phase.state {
             r.since = now
             stateVersion &+= 1
@@ -130,7 +142,7 @@ public struct Supervisor: Sendable {
         r.phase = phase
     }
 
-    private mutating func record(
+    mutating func record(
         _ r: inout ExtensionRecord, _ kind: LifecycleEvent.Kind, assertionID: UInt64? = nil,
         requestID: UInt64? = nil, detail: String? = nil
     ) {
@@ -162,7 +174,7 @@ public struct Supervisor: Sendable {
 
     // MARK: - Host requests
 
-    private func mayOpen(_ m: Manifest, _ peer: PeerIdentity) -> Bool {
+    func mayOpen(_ m: Manifest, _ peer: PeerIdentity) -> Bool {
         peer.uid == 0 || peer.uid == limits.daemonUID || m.hosts.uids.contains(peer.uid) || m.hosts.gids.contains(where: peer.isMember)
     }
 
@@ -260,6 +272,7 @@ public struct Supervisor: Sendable {
     private mutating func open(_ r: inout ExtensionRecord, _ p: PendingBegin) {
         guard let pid = r.pid else { return }
         r.prewarmed = false  // in use: no longer a prewarmed extension waiting unused
+        r.refresh?.seen = true  // a host will see what the last refresh brought
         r.requests.append(OpenRequest(id: p.requestID, host: p.host, tag: p.tag, peer: p.peer, begunAt: now))
         out.append(.openRequest(
             extensionID: r.manifest.id, generation: r.generation, requestID: p.requestID, host: p.host,
@@ -296,6 +309,9 @@ public struct Supervisor: Sendable {
 
     private mutating func hostGone(_ host: HostID) {
         finishedRequests[host] = nil
+        for id in refreshSubscribers.keys where refreshSubscribers[id]?.remove(host) != nil {
+            if refreshSubscribers[id]?.isEmpty == true { refreshSubscribers[id] = nil }
+        }
         for id in (index.hostRecords[host] ?? [:]).keys.sorted() {
             update(id, nil) { s, r in
                 r.pending.removeAll { $0.host == host }
@@ -348,7 +364,7 @@ public struct Supervisor: Sendable {
 
     // MARK: - Process lifecycle
 
-    private mutating func launch(_ r: inout ExtensionRecord, prewarmed: Bool = false) {
+    mutating func launch(_ r: inout ExtensionRecord, prewarmed: Bool = false) {
         r.generation += 1
         r.pid = nil
         r.startedAt = nil
@@ -393,9 +409,10 @@ public struct Supervisor: Sendable {
         setPhase(&r, .active)
         record(&r, .ready)
         if r.pending.isEmpty {
-            enterBackground(&r)
+            if !refreshInBackground(&r) { enterBackground(&r) }
         } else {
             openPending(&r)
+            startWantedRefresh(&r)
         }
     }
 
@@ -425,6 +442,7 @@ public struct Supervisor: Sendable {
             r.overruns += 1
             record(&r, .overrun, assertionID: a.id, detail: a.reason)
         }
+        refreshLost(&r)
         setPhase(&r, .stopping(wasExpiring: wasExpiring))
         out.append(.stop(extensionID: r.manifest.id, generation: r.generation))
         record(&r, .stopSent)
@@ -434,6 +452,7 @@ public struct Supervisor: Sendable {
         guard case .stopping = r.phase else { return }
         setPhase(&r, .suspended(reclaimAt: now.adding(seconds: r.policy.suspendedLifetimeSeconds)))
         record(&r, .suspend)
+        startWantedRefresh(&r)  // a refresh fell due during the stop: resumed for it
     }
 
     private mutating func continueConfirmed(_ r: inout ExtensionRecord) {
@@ -446,6 +465,9 @@ public struct Supervisor: Sendable {
         if !r.pending.isEmpty {
             r.reprieveUntil = nil
             openPending(&r)
+            startWantedRefresh(&r)
+        } else if refreshInBackground(&r) {
+            r.reprieveUntil = nil
         } else if r.reprieveUntil != nil {
             // Resumed to let go of a contended lock: background time even without assertions.
             let stopAt = now.adding(seconds: r.policy.backgroundSeconds)
@@ -495,6 +517,9 @@ public struct Supervisor: Sendable {
         }
         r.requests.removeAll()
         let dropped = r.assertions.revokeAll().count
+        if r.refresh?.inFlight != nil || r.refresh?.wanted == true {
+            refreshEnded(&r, answer: nil, why: "the extension ended (\(reason.rawValue))")
+        }
         let ranFor = r.startedAt.map { now.seconds(since: $0) } ?? 0
         r.lastExit = ExitRecord(status: status, reason: reason, at: now, pid: r.pid)
         setPhase(&r, .notRunning)
@@ -580,7 +605,7 @@ public struct Supervisor: Sendable {
         processDeadlines(&r)
     }
 
-    private mutating func release(_ r: inout ExtensionRecord, assertionID: UInt64) {
+    mutating func release(_ r: inout ExtensionRecord, assertionID: UInt64) {
         guard let a = r.assertions.release(assertionID) else { return }  // double release: harmless
         record(&r, .release, assertionID: a.id, detail: a.reason)
         if r.assertions.isEmpty && !inReprieve(r) {
@@ -671,9 +696,10 @@ public struct Supervisor: Sendable {
                 stateVersion &+= 1
                 add(ExtensionRecord(manifest: m, since: now))
             } else {
-                update(id, nil) { _, r in
+                update(id, nil) { s, r in
                     r.manifest = m  // a running process keeps its executable; the policy applies at once
                     r.retired = false
+                    s.refreshScheduleChanged(&r)
                 }
             }
         }

@@ -144,6 +144,10 @@ extension Daemon {
                 return send(.failure(tag: tag, code: .limitReached, text: "over \(Int(MessageRate.postsPerSecond)) posts per second on this connection"), to: c.id)
             }
             post(.post(host: c.id, peer: c.peer, tag: tag, name: name))
+        case let .forceRefresh(tag, id):
+            post(.forceRefresh(host: c.id, peer: c.peer, tag: tag, extensionID: id))
+        case let .subscribe(tag, ids):
+            post(.subscribe(host: c.id, peer: c.peer, tag: tag, extensionIDs: ids))
         case let .discover(tag, point, content):
             let found = core.discover(point: point, content: content, peer: c.peer)
                 .map { DiscoveredExtension(id: $0.id, point: $0.point, displayName: $0.displayName) }

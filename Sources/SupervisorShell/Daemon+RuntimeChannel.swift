@@ -25,6 +25,7 @@ extension Daemon {
             case .release(let a): post(.release(extensionID: id, generation: g, assertionID: a))
             case .expireReceived(let a): post(.expireReceived(extensionID: id, generation: g, assertionID: a))
             case .observe(let name): post(.observe(extensionID: id, generation: g, name: name))
+            case .refreshDone(let r, let answer): post(.refreshDone(extensionID: id, generation: g, refreshID: r, answer: answer))
             case .complete(let r, let payload):
                 post(.requestFinished(extensionID: id, generation: g, requestID: r, outcome: .completed(payload)))
             case .cancel(let r, let reason):

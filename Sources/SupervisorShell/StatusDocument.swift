@@ -158,8 +158,20 @@ enum StatusDocument {
                     "launchTimeoutSeconds": .number(policy.launchTimeoutSeconds),
                     "suspendedLifetimeSeconds": .number(policy.suspendedLifetimeSeconds),
                     "suspend": .string(policy.suspend.rawValue),
+                    "refreshSeconds": .number(policy.refreshSeconds),
                 ]),
             ]
+            if let refresh = r.refresh {
+                o["refresh"] = .object([
+                    "lastResult": .stringOrNull(refresh.lastOutcome?.rawValue),
+                    "lastAt": .stringOrNull(refresh.lastAt.map(clock.iso)),
+                    "nextAt": .stringOrNull(refresh.nextAt.map(clock.iso)),
+                    "budgetLeft": .integer(refresh.budgetLeft(at: now)),
+                    "dailyBudget": .integer(refresh.schedule.dailyBudget),
+                    "minimumIntervalSeconds": .number(refresh.schedule.minimumIntervalSeconds),
+                    "inFlight": .bool(refresh.inFlight != nil),
+                ])
+            }
             o["openRequests"] = .array(r.requests.map { q -> JSONValue in
                 .object([
                     "id": .integer(Int(q.id)), "hostPID": .integer(Int(q.peer.pid)), "hostUID": .integer(Int(q.peer.uid)),

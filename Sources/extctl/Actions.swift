@@ -56,6 +56,31 @@ struct Prewarm: ParsableCommand {
     }
 }
 
+struct Refresh: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Refresh an extension now (resumed or launched for it, then back where it was) and print its answer.",
+        discussion: """
+            Prints exactly one of new-data, no-data or failed, and exits 0, once the extension answered. Exits 1 with one \
+            line when it does not support refresh (no 'refresh' in its manifest, or no refresh handler) or did not answer \
+            within its refreshSeconds. The schedule's daily budget is not spent.
+            """)
+
+    @OptionGroup var connection: ConnectionOptions
+    @Argument(help: "Extension id.") var id: String
+
+    func run() throws {
+        let client = try connection.connect()
+        let reply = try perform { () throws(HostError) in try client.call(timeout: 300) { .forceRefresh(tag: $0, extensionID: id) } }
+        guard case .refreshed(let answer) = reply else { throw Failure("extensiond sent an unexpected reply") }
+        switch answer {
+        case .newData: print("new-data")
+        case .noData: print("no-data")
+        case .failed: print("failed")
+        case .unsupported: throw Failure("'\(id)' does not support refresh")
+        }
+    }
+}
+
 struct Post: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Post a notification hint: running observers are told now, suspended ones once when next resumed.",

@@ -122,6 +122,12 @@ enum Format {
             let expire = (a["expireSent"] as? Bool ?? false) ? ", expire sent" : ""
             lines.append("              #\(a["id"] as? Int ?? 0) \"\(a["reason"] as? String ?? "")\" age \(age), \(left) left\(expire)")
         }
+        if let refresh = e["refresh"] as? [String: Any] {
+            let last = (refresh["lastResult"] as? String).map { r in "last \(r) at \(refresh["lastAt"] as? String ?? "?")" } ?? "never refreshed"
+            let next = (refresh["nextAt"] as? String).map { "next at \($0)" } ?? "no scheduled refresh"
+            let left = "\(refresh["budgetLeft"] as? Int ?? 0) of \(refresh["dailyBudget"] as? Int ?? 0) left today"
+            field("Refresh", "\(last); \(next); \(left)" + ((refresh["inFlight"] as? Bool ?? false) ? "; in progress" : ""))
+        }
         if let m = e["memoryBytes"] as? Int { field("Memory", bytes(m)) }
         if let c = e["cpuSeconds"] as? Double { field("CPU", String(format: "%.2fs", c)) }
         field("Last exit", exit(e["lastExit"]) + ((e["lastExit"] as? [String: Any])?["time"].map { " at \($0)" } ?? ""))

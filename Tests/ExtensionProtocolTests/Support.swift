@@ -14,7 +14,7 @@ struct SplitMix64: RandomNumberGenerator {
 }
 
 /// Every wire type number, in order.
-let allKinds: [UInt8] = Array(1...9) + Array(32...40) + Array(64...70) + Array(96...101)
+let allKinds: [UInt8] = Array(1...11) + Array(32...42) + Array(64...71) + Array(96...102)
 
 /// Little-endian field builders for hand-made datagrams.
 func le16(_ v: UInt16) -> [UInt8] { [UInt8(v & 0xFF), UInt8(v >> 8)] }
@@ -50,6 +50,14 @@ func encodeError(_ message: Message) -> WireError? {
 /// One or more samples of every message, including boundary values.
 let sampleMessages: [Message] = [
     .begin(tag: 0, extensionID: ""),
+    .forceRefresh(tag: 14, extensionID: "com.example.stocks.widget"),
+    .subscribe(tag: 15, extensionIDs: ["com.example.stocks.widget", "b"]),
+    .refreshed(tag: 16, answer: .newData),
+    .refreshed(tag: 17, answer: .unsupported),
+    .newData(extensionID: "com.example.stocks.widget"),
+    .refreshDone(refreshID: 9, answer: .noData),
+    .refreshDone(refreshID: .max, answer: .failed),
+    .refresh(refreshID: 3),
     .post(tag: 13, name: "com.example.stocks.quotes-changed"),
     .observe(name: "com.example.stocks.quotes-changed"),
     .notify(name: ""),

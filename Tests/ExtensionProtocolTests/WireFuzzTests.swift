@@ -114,7 +114,7 @@ struct WireFuzzTests {
             let tag = UInt32.random(in: 0...UInt32.max, using: &rng)
             let big = UInt64.random(in: 0...UInt64.max, using: &rng)
             let message: Message
-            switch Int.random(in: 0..<31, using: &rng) {
+            switch Int.random(in: 0..<37, using: &rng) {
             case 0: message = .begin(tag: tag, extensionID: text(WireLimits.maxIdentifier))
             case 1: message = .end(tag: tag, requestID: big)
             case 2: message = .query(tag: tag, kind: Bool.random(using: &rng) ? .list : .status, extensionIDs: ids())
@@ -157,6 +157,12 @@ struct WireFuzzTests {
             case 28: message = .post(tag: tag, name: text(WireLimits.maxIdentifier))
             case 29: message = .observe(name: text(WireLimits.maxIdentifier))
             case 30: message = .notify(name: text(WireLimits.maxIdentifier))
+            case 31: message = .forceRefresh(tag: tag, extensionID: text(WireLimits.maxIdentifier))
+            case 32: message = .subscribe(tag: tag, extensionIDs: ids())
+            case 33: message = .refreshed(tag: tag, answer: RefreshAnswer(rawValue: UInt8.random(in: 0...3, using: &rng))!)
+            case 34: message = .newData(extensionID: text(WireLimits.maxIdentifier))
+            case 35: message = .refreshDone(refreshID: big, answer: RefreshAnswer(rawValue: UInt8.random(in: 0...3, using: &rng))!)
+            case 36: message = .refresh(refreshID: big)
             default: message = .expire(assertionID: big)
             }
             kindsSeen.insert(message.kind.rawValue)
