@@ -39,6 +39,15 @@ echo
 echo "==> extctl status com.example.stocks.widget"
 "$bin/extctl" status --socket "$socket" com.example.stocks.widget
 echo
+echo "==> the suspended widget is refreshed in the background (extctl refresh forces one now)"
+"$bin/extctl" refresh --socket "$socket" com.example.stocks.widget | sed 's/^/    /'
+# The stop follows the answer within a millisecond or so; wait for it before showing the state.
+for _ in $(seq 1 100); do
+    "$bin/extctl" status --socket "$socket" --json com.example.stocks.widget | grep -q '"state":"suspended"' && break
+    sleep 0.02
+done
+"$bin/extctl" status --socket "$socket" com.example.stocks.widget | grep -E '^ *(State|Refresh):' | sed 's/^/    /'
+echo
 echo "==> from a shell: extctl open holds a request until stdin closes"
 echo "refresh" | "$bin/extctl" open --socket "$socket" com.example.stocks.widget | sed 's/^/    /'
 echo

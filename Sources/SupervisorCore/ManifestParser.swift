@@ -67,7 +67,14 @@ public enum ManifestParser {
             }
         }
         var policy = (raw.policy ?? PolicyOverrides()).applied(to: base)
-        if let refresh = raw.refresh { policy.refresh = refresh }
+        if let refresh = raw.refresh {
+            if raw.readiness == .exec {
+                return fail("refresh", "needs readiness 'runtime': an 'exec' extension has no runtime channel to be refreshed through")
+            }
+            policy.refresh = refresh
+        } else if raw.readiness == .exec {
+            policy.refresh = nil  // a point's default does not apply to an extension that cannot answer
+        }
         if let (field, problem) = policy.violation() {
             return fail(field.hasPrefix("refresh.") && raw.refresh != nil ? field : "policy.\(field)", problem)
         }

@@ -95,7 +95,9 @@ extension Supervisor {
     /// The refresh in flight lost its assertion without an answer (overrun, stop, exit).
     mutating func refreshLost(_ r: inout ExtensionRecord) {
         guard let id = r.refresh?.inFlight, !r.assertions.assertions.contains(where: { $0.id == id }) else { return }
-        refreshEnded(&r, answer: nil, why: "it did not answer within \(String(format_seconds: r.policy.refreshSeconds))")
+        let limit = r.policy.refreshSeconds
+        let text = limit == limit.rounded() && limit < 1e9 ? "\(Int(limit))s" : String(format_seconds: limit)
+        refreshEnded(&r, answer: nil, why: "no answer within \(text) (refreshSeconds)")
     }
 
     /// Records how the refresh ended, schedules the next, answers forced waiters and tells

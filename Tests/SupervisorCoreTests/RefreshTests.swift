@@ -316,3 +316,41 @@ struct RefreshStateDriver {
         return h.record.refresh!.interval
     }
 }
+
+/// The `refresh` manifest key and `policy.refreshSeconds`.
+@Suite("Refresh in manifests")
+struct RefreshManifestTests {
+    @Test func refreshIsReadWithDefaultsAndOffWithoutIt() throws {
+        let m = try parseManifest(minimal(#", "point": "widget", "refresh": {"minimumIntervalSeconds": 1800}"#)).get()
+        #expect(m.policy.refresh == RefreshSchedule(minimumIntervalSeconds: 1800, dailyBudget: 48))
+        #expect(m.policy.refreshSeconds == 10, "the default answer time")
+        #expect(try parseManifest(minimal(#", "point": "widget""#)).get().policy.refresh == nil, "the built-in widget point has refresh off")
+        let full = try parseManifest(minimal(#", "refresh": {"minimumIntervalSeconds": 900, "dailyBudget": 12}, "policy": {"refreshSeconds": 20}"#)).get()
+        #expect(full.policy.refresh == RefreshSchedule(minimumIntervalSeconds: 900, dailyBudget: 12))
+        #expect(full.policy.refreshSeconds == 20)
+    }
+
+    @Test(arguments: [
+        (#", "refresh": {"minimumIntervalSeconds": 0}"#, "refresh.minimumIntervalSeconds"),
+        (#", "refresh": {"dailyBudget": 5000}"#, "refresh.dailyBudget"),
+        (#", "refresh": {"dailyBudget": 1.5}"#, "refresh.dailyBudget"),
+        (#", "refresh": {"every": 60}"#, "refresh.every"),
+        (#", "refresh": {}, "readiness": "exec""#, "refresh"),
+        (#", "refresh": {}, "policy": {"refreshSeconds": 1, "expiryGraceSeconds": 2}"#, "policy.refreshSeconds"),
+    ])
+    func badRefreshIsRefusedNamingTheField(extra: String, field: String) {
+        guard case .failure(let e) = parseManifest(minimal(extra)) else {
+            Issue.record("accepted: \(extra)")
+            return
+        }
+        #expect(e.field == field, "\(e)")
+    }
+
+    @Test func aPointMayTurnRefreshOnForItsExtensions() throws {
+        let config = try DaemonConfig.parse(Array(#"{"points": {"widget": {"refresh": {"dailyBudget": 24}}}}"#.utf8), file: "/etc/extensiond.json").get()
+        let m = try parseManifest(minimal(#", "point": "widget""#), points: config.points).get()
+        #expect(m.policy.refresh == RefreshSchedule(minimumIntervalSeconds: 900, dailyBudget: 24))
+        let exec = try parseManifest(minimal(#", "point": "widget", "readiness": "exec""#), points: config.points).get()
+        #expect(exec.policy.refresh == nil, "an exec extension cannot answer: the point's default does not apply")
+    }
+}

@@ -6,6 +6,10 @@
 // extension is suspended at once unless it already holds an assertion). The write is atomic
 // (temporary file, fsync, rename): if it is told to expire it abandons the write and the
 // previous file stays intact.
+//
+// It also handles background refresh (its manifest asks for one every 15 minutes at most):
+// it fetches the quotes and answers new-data when they changed since the last fetch, no-data
+// otherwise, and extensiond suspends it again.
 import ExtensionRuntime
 import Foundation
 import Synchronization
@@ -18,6 +22,19 @@ func quotes() -> String {
     return symbols.keys.sorted().map { s in
         String(format: "%@ %.2f", s, symbols[s]! * Double.random(in: 0.98...1.02))
     }.joined(separator: "\n") + "\n"
+}
+
+/// The quotes last fetched, to tell a refresh with new data from one without.
+let lastQuotes = Mutex("")
+
+/// Fetches the quotes and remembers them; true when they changed.
+func fetchQuotes() -> (text: String, changed: Bool) {
+    let text = quotes()
+    let changed = lastQuotes.withLock { last -> Bool in
+        defer { last = text }
+        return last != text
+    }
+    return (text, changed)
 }
 
 func saveState() {
@@ -33,13 +50,17 @@ func saveState() {
     }
 }
 
+ExtensionMain.onRefresh { completion in
+    completion(fetchQuotes().changed ? .newData : .noData)
+}
+
 ExtensionMain.run(
     onRequest: { request in
         let shown = views.withLock { v -> Int in v += 1; return v }
         saveState()
-        request.channel.write("stocks-widget pid \(getpid()), shown \(shown) time(s)\n" + quotes())
+        request.channel.write("stocks-widget pid \(getpid()), shown \(shown) time(s)\n" + fetchQuotes().text)
         while let line = request.channel.readLine() {
-            if line == "refresh" { request.channel.write(quotes()) }
+            if line == "refresh" { request.channel.write(fetchQuotes().text) }
         }
         request.channel.close()
     })

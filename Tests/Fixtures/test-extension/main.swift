@@ -27,7 +27,12 @@
 //   --standalone-assert (no supervisor: prints the block's argument and exits),
 //   --empty-reason (calls performExpiringActivity with an empty reason),
 //   --deaf (speaks the channel protocol by hand: on its first request it takes one assertion
-//           and then never reads its channel again).
+//           and then never reads its channel again),
+//   --refresh <answer> (handles background refresh: new-data, no-data or failed; never: the
+//           handler never answers; each refresh is counted, see the "refreshes" command).
+// More commands: complete <text>, complete-bytes <n>, cancel <reason> (end the request
+//   itself), observe <name> and hints (notification hints), escape (a setsid child),
+//   refreshes -> "refreshes <n>".
 import ExtensionProtocol
 import ExtensionRuntime
 import ExtensionTransport
@@ -66,6 +71,21 @@ if arguments.contains("--deaf") {
             while true { pause() }  // holds the assertion, never reads again
         }
         if let fd { close(fd) }
+    }
+}
+
+/// Background refreshes handled, over the process's life.
+let refreshesHandled = Mutex(0)
+if let i = arguments.firstIndex(of: "--refresh"), arguments.index(after: i) < arguments.endIndex {
+    let answer = arguments[arguments.index(after: i)]
+    ExtensionMain.onRefresh { completion in
+        refreshesHandled.withLock { $0 += 1 }
+        switch answer {
+        case "new-data": completion(.newData)
+        case "no-data": completion(.noData)
+        case "failed": completion(.failed)
+        default: break  // "never": the refresh runs out of time
+        }
     }
 }
 
@@ -241,6 +261,7 @@ ExtensionMain.run { request in
                 reply(channel, "refused: \(error)")
             }
         case "hints": reply(channel, "hints \(hintsReceived.withLock { $0 })")
+        case "refreshes": reply(channel, "refreshes \(refreshesHandled.withLock { $0 })")
         case "escape": reply(channel, spawnEscapee().map { "escaped \($0)" } ?? "cannot spawn")
         case "assert": assertion(channel, seconds: Double(word(1, "1")) ?? 1, reason: word(2, ""))
         case "async-assert": asyncAssertion(channel, seconds: Double(word(1, "1")) ?? 1)
