@@ -69,8 +69,12 @@ extension Supervisor {
     /// wanted refresh in the background. False when no refresh is wanted.
     mutating func refreshInBackground(_ r: inout ExtensionRecord) -> Bool {
         guard r.refresh?.wanted == true else { return false }
-        let end = now.adding(seconds: r.policy.refreshSeconds)
-        setPhase(&r, .background(expireAt: end.adding(seconds: -r.policy.expiryGraceSeconds), stopAt: end))
+        if r.policy.suspend == .never {
+            enterBackground(&r)  // never stopped: it stays in the background after the answer too
+        } else {
+            let end = now.adding(seconds: r.policy.refreshSeconds)
+            setPhase(&r, .background(expireAt: end.adding(seconds: -r.policy.expiryGraceSeconds), stopAt: end))
+        }
         startRefresh(&r)
         return true
     }

@@ -418,7 +418,7 @@ public struct Supervisor: Sendable {
 
     /// The last request ended (or a prewarmed launch became ready): suspend at once, or give
     /// live assertions their background time first.
-    private mutating func enterBackground(_ r: inout ExtensionRecord) {
+    mutating func enterBackground(_ r: inout ExtensionRecord) {
         if r.retired { return terminate(&r, reason: .removed, signal: SignalNumber.terminate) }
         if r.policy.suspend == .never {
             setPhase(&r, .background(expireAt: nil, stopAt: nil))

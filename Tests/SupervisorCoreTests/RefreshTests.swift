@@ -354,3 +354,21 @@ struct RefreshManifestTests {
         #expect(exec.policy.refresh == nil, "an exec extension cannot answer: the point's default does not apply")
     }
 }
+
+@Suite("Refresh of a never-suspended extension")
+struct RefreshNeverSuspendedTests {
+    @Test func itIsRefreshedAndStaysRunningInTheBackground() {
+        var p = testPolicy
+        p.suspend = .never
+        p.refresh = RefreshSchedule(minimumIntervalSeconds: 900, dailyBudget: 48)
+        var h = Harness([manifest(policy: p)])
+        _ = h.step(.forceRefresh(host: 3, peer: ownPeer, tag: 1, extensionID: extID), at: 0)
+        h.spawned(at: 0)
+        let sent = h.ready(at: 0).sent.compactMap { m -> UInt64? in if case let .refresh(id) = m { id } else { nil } }
+        #expect(sent.count == 1)
+        #expect(h.phase == .background(expireAt: nil, stopAt: nil))
+        let done = h.step(.refreshDone(extensionID: extID, generation: h.gen, refreshID: sent.first ?? 0, answer: .newData), at: 1)
+        #expect(done.stops.isEmpty, "never suspended, not even after a refresh")
+        #expect(h.phase == .background(expireAt: nil, stopAt: nil))
+    }
+}
