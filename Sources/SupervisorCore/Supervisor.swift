@@ -20,7 +20,7 @@ public struct Supervisor: Sendable {
     public private(set) var stateVersion: UInt64 = 0
     /// Lookups that would otherwise visit every record (deadlines, request owners, hosts,
     /// retired records, state counts), refreshed by `update` after every change to a record.
-    private var index = RecordIndex()
+    var index = RecordIndex()
     /// Per host, the requests its extensions completed or cancelled lately (at most
     /// `finishedRemembered`, oldest first), so that the host's `end` of one of them, which may
     /// cross the completion, is answered `ok`.
@@ -177,57 +177,6 @@ public struct Supervisor: Sendable {
     func mayOpen(_ m: Manifest, _ peer: PeerIdentity) -> Bool {
         peer.uid == 0 || peer.uid == limits.daemonUID || m.hosts.uids.contains(peer.uid) || m.hosts.gids.contains(where: peer.isMember)
     }
-
-    /// The extension whose id is `name` or the longest id `name` continues with a `.`: the
-    /// owner of the name's scope, if any.
-    func scopeOwner(of name: String) -> String? {
-        var candidate = Substring(name)
-        while true {
-            if let r = records[String(candidate)], !r.retired { return r.manifest.id }
-            guard let dot = candidate.lastIndex(of: ".") else { return nil }
-            candidate = candidate[..<dot]
-        }
-    }
-
-    /// A host posts the hint `name`. Who may: for a name under an extension's id
-    /// (`com.example.stocks.widget.quotes` for `com.example.stocks.widget`), a host that may
-    /// open that extension (its `hosts` rule); for any other name, root and the daemon's uid.
-    /// Every observer is then routed (`NotificationHints.post`).
-    private mutating func post(host: HostID, peer: PeerIdentity, tag: UInt32, name: String) {
-        func refuse(_ code: FailureCode, _ text: String) { out.append(.reply(host: host, message: .failure(tag: tag, code: code, text: text))) }
-        if let problem = NotificationHints.nameProblem(name) { return refuse(.badRequest, "hint name \(problem)") }
-        if let owner = scopeOwner(of: name) {
-            guard let m = records[owner]?.manifest, mayOpen(m, peer) else {
-                return refuse(.notPermitted, "uid \(peer.uid) may not post '\(name)': it is under '\(owner)', which it may not open")
-            }
-        } else if peer.uid != 0 && peer.uid != limits.daemonUID {
-            return refuse(.notPermitted, "uid \(peer.uid) may not post '\(name)': names under no extension id are for root and the daemon's uid")
-        }
-        for id in index.observers(of: name) {
-            update(id, nil) { s, r in
-                if r.hints.post(name, phase: r.phase) == .deliver {
-                    s.out.append(.send(extensionID: r.manifest.id, generation: r.generation, message: .notify(name: name)))
-                }
-            }
-        }
-        out.append(.reply(host: host, message: .ok(tag: tag)))
-    }
-
-    /// Discovery (`Message.discover`): the extensions of `point` (every point when empty) that
-    /// `peer` may open under the same `hosts` rule as `begin`, and whose activation rule accepts
-    /// `content` (with empty content, every one of the point), sorted by id. Extensions removed
-    /// by a reload but still running are left out.
-    public func discover(point: String, content: ActivationContent, peer: PeerIdentity) -> [Manifest] {
-        records.values.lazy
-            .filter { !$0.retired }
-            .map(\.manifest)
-            .filter { m in
-                (point.isEmpty || m.point == point) && self.mayOpen(m, peer)
-                    && (content.counts.isEmpty || m.activation?.accepts(content) == true)
-            }
-            .sorted { $0.id < $1.id }
-    }
-
 
     private mutating func begin(host: HostID, peer: PeerIdentity, tag: UInt32, id: String) {
         func refuse(_ code: FailureCode, _ text: String) { out.append(.reply(host: host, message: .failure(tag: tag, code: code, text: text))) }
