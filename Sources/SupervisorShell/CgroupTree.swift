@@ -189,7 +189,9 @@ final class CgroupTree {
         for name in (kernel.listDirectory(extensionsPath) ?? []).sorted() where isCgroupDirectory(name) {
             let path = extensionsPath + "/" + name
             let count = processes(path)?.count ?? 0
-            logger.notice("ending a leftover extension cgroup \(path) (\(count) process(es)), left by a daemon that did not shut down")
+            logger.notice(
+                "ending a leftover extension cgroup \(path) (\(count) process(es)), left by a daemon that did not shut down",
+                metadata: ["EXTENSION_ID": "\(name)", "MESSAGE_ID": "\(MessageIDs.leftoverReaped)"])
             end(path, logger: logger)
             ended.append(path)
         }

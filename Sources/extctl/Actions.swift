@@ -6,7 +6,7 @@ import Foundation
 
 struct Kill: ParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Send a signal to an extension's process group (SIGCONT follows for a stopped one).")
+        abstract: "Send a signal to every process of an extension (SIGCONT follows for a stopped one).")
 
     @OptionGroup var connection: ConnectionOptions
     @Option(name: .long, help: ArgumentHelp("Signal name or number (default TERM).", valueName: "signal")) var signal = "TERM"

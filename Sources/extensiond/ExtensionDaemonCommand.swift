@@ -13,8 +13,8 @@ struct ExtensionDaemonCommand: ParsableCommand {
         commandName: "extensiond",
         abstract: "Supervise extension processes: launch on demand, suspend on dismiss, reclaim when unused.",
         discussion: """
-            With no options, listens on $XDG_RUNTIME_DIR/extensiond/control.sock (root: \
-            /run/extensiond/control.sock) and reads manifests from the standard data \
+            With no options, listens on $XDG_RUNTIME_DIR/extensiond/control.sock (without \
+            XDG_RUNTIME_DIR: /run/extensiond/control.sock) and reads manifests from the standard data \
             directories. SIGHUP re-reads manifests; SIGTERM ends every extension and exits. \
             Under systemd it takes the socket passed by extensiond.socket, reports readiness \
             and status, pings the watchdog and logs structured journal entries. \
