@@ -173,7 +173,9 @@ public struct GroupControl: Equatable, Sendable {
         default: wasFrozen = false
         }
         stop = .running
-        if wasFrozen { return [.cancelCheck, .setFrozen(false)] }
+        // A freeze may still be in place when its state was dropped (the leader exited
+        // meanwhile): with the freeze mechanism in a cgroup, resuming always thaws.
+        if wasFrozen || (mechanism == .freeze && containment == .cgroup) { return [.cancelCheck, .setFrozen(false)] }
         return [.cancelCheck, .signal(SignalNumber.cont, .all)]
     }
 

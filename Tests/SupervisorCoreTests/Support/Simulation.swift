@@ -2,12 +2,16 @@ import ExtensionProtocol
 import SupervisorCore
 
 /// A randomized, deterministic driver for the supervisor: it plays the shell (answering
-/// spawn/stop/resume/signal effects, sometimes late, sometimes for dead generations), the
-/// hosts (begin, end, disconnect, prewarm, admin kill) and the extension runtimes (acquire,
-/// release, acknowledge expiry, crash, close the channel), with simulated time.
+/// spawn effects, sometimes late; carrying out stop, resume and signal effects through a
+/// `GroupControl` per process generation over a simulated kernel, `GroupWorld`, as
+/// `ProcessControl` does), the hosts (begin, end, disconnect, prewarm, admin kill) and the
+/// extension runtimes (acquire, release, acknowledge expiry, crash, close the channel), with
+/// simulated time.
 ///
 /// While it runs it tracks, from the effects alone, which assertions each extension holds
-/// and when their *expire* went out, and checks the supervisor's guarantees after every event.
+/// and when their *expire* went out, and checks the supervisor's guarantees and the stop
+/// model's (no stop confirmed while a member runs user code, every member running after a
+/// resume, an exit reported only for an empty group) after every event.
 struct Simulation {
     struct Held {
         var expireSentAt: Instant?
@@ -16,22 +20,20 @@ struct Simulation {
     }
 
     /// A shell duty created by an effect and not answered yet.
-    enum Duty {
+    enum Duty: Equatable {
         case answerSpawn(String, UInt64)
         case announceReady(String, UInt64)
-        case confirmStop(String, UInt64)
-        case confirmContinue(String, UInt64)
-        case die(String, UInt64, Int32)
+        /// A step of the simulated kernel for this generation's processes.
+        case kernel(String, UInt64)
 
         var target: (String, UInt64) {
             switch self {
-            case let .answerSpawn(id, g), let .announceReady(id, g), let .confirmStop(id, g), let .confirmContinue(id, g), let .die(id, g, _):
-                (id, g)
+            case let .answerSpawn(id, g), let .announceReady(id, g), let .kernel(id, g): (id, g)
             }
         }
     }
 
-    static let ids = ["sim.a", "sim.b", "sim.never"]
+    static let ids = ["sim.a", "sim.b", "sim.never", "sim.frozen"]
     static let manifests: [Manifest] = [
         manifest("sim.a", policy: Policy(
             backgroundSeconds: 10, expiryGraceSeconds: 3, assertionMaxSeconds: 20,
@@ -43,6 +45,9 @@ struct Simulation {
         manifest("sim.never", policy: Policy(
             backgroundSeconds: 6, expiryGraceSeconds: 2, assertionMaxSeconds: 12,
             launchTimeoutSeconds: 4, suspendedLifetimeSeconds: 30, suspend: .never)),
+        manifest("sim.frozen", policy: Policy(
+            backgroundSeconds: 5, expiryGraceSeconds: 2, assertionMaxSeconds: 10,
+            launchTimeoutSeconds: 4, suspendedLifetimeSeconds: 25, suspend: .freeze)),
     ]
     static let limits = testLimits {
         $0.maxRequestsPerHost = 3
@@ -72,6 +77,14 @@ struct Simulation {
     var everGranted: [String: [UInt64]] = [:]
     var nextPid: Int32 = 1000
     var nextTag: UInt32 = 1
+    /// The containment every generation gets (cgroup, or the process-group fallback).
+    let containment: Containment
+    /// The simulated kernel of each extension's live generation.
+    var worlds: [String: (generation: UInt64, world: GroupWorld)] = [:]
+    /// Events the simulated shell queued while effects were carried out (delivered after them,
+    /// as the daemon's re-entrancy queue does).
+    var queued: [Event] = []
+    var draining = false
     var exitCount = 0
     /// When set, every event and its effects (lifecycle records left out) are logged, for debugging a seed.
     var trace = false
@@ -81,9 +94,11 @@ struct Simulation {
     var violations: [String] = []
     // Coverage counters, so a test can show the interesting paths were taken.
     var grants = 0, expires = 0, stops = 0, stopsWithHeldAssertions = 0, reclaims = 0, crashes = 0
+    var stopsConfirmed = 0, freezesConfirmed = 0, forksDuringStops = 0, outlivedLeaders = 0, blockedAtConfirm = 0
 
-    init(seed: UInt64, timerLateness: Double = 0, spawnAnswersImmediately: Bool = true) {
+    init(seed: UInt64, timerLateness: Double = 0, spawnAnswersImmediately: Bool = true, containment: Containment = .cgroup) {
         rng = SplitMix64(seed: seed)
+        self.containment = containment
         self.timerLateness = timerLateness
         self.spawnAnswersImmediately = spawnAnswersImmediately
     }
@@ -160,10 +175,11 @@ struct Simulation {
             let expired = (held[id] ?? [:]).filter { $0.value.expireSentAt != nil }.map(\.key).sorted()
             if let aid = pick(expired) { deliver(.expireReceived(extensionID: id, generation: gen, assertionID: aid)) }
         case 15:
-            // The process exits on its own (or crashes).
-            if record.isRunning && record.pid != nil {
+            // The leader exits on its own (or crashes); its other members, if any, stay.
+            if record.isRunning && record.pid != nil, worlds[id]?.generation == gen {
                 let status: ExitStatus = pick([.exited(0), .exited(1), .signaled(11)])!
-                deliver(.exited(extensionID: id, generation: gen, status: status))
+                worlds[id]!.world.leaderExits(status)
+                schedule(id, gen)
             }
         case 16:
             if chance(0.3) && record.pid != nil {
@@ -213,14 +229,122 @@ struct Simulation {
                 deliver(.spawnFailed(extensionID: id, generation: g, error: "ENOENT"))
             } else {
                 nextPid += 1
+                let mechanism = sup.records[id]?.manifest.policy.suspend ?? .stop
+                worlds[id] = (g, GroupWorld(
+                    leader: nextPid, containment: containment, mechanism: mechanism, extraMembers: random(3), ignoresTerm: chance(0.2)))
                 deliver(.spawned(extensionID: id, generation: g, pid: nextPid))
                 if !chance(0.05) { duties.append(.announceReady(id, g)) }  // sometimes it never gets ready
             }
         case let .announceReady(id, g): deliver(.ready(extensionID: id, generation: g))
-        case let .confirmStop(id, g): deliver(.stopConfirmed(extensionID: id, generation: g))
-        case let .confirmContinue(id, g): deliver(.continueConfirmed(extensionID: id, generation: g))
-        case let .die(id, g, sig): deliver(.exited(extensionID: id, generation: g, status: .signaled(sig)))
+        case let .kernel(id, g): kernelStep(id, g)
         }
+    }
+
+    // MARK: The simulated shell and kernel around each GroupControl
+
+    /// Makes sure a kernel step is pending for the generation while its kernel has work.
+    mutating func schedule(_ id: String, _ g: UInt64) {
+        guard let w = worlds[id], w.generation == g, w.world.busy, !duties.contains(.kernel(id, g)) else { return }
+        duties.append(.kernel(id, g))
+    }
+
+    mutating func kernelStep(_ id: String, _ g: UInt64) {
+        guard worlds[id]?.generation == g else { return }
+        let stoppingBefore = worlds[id]!.world.control.stop
+        let countBefore = worlds[id]!.world.members.count
+        var rng = self.rng
+        worlds[id]!.world.kernelStep { p in Double.random(in: 0..<1, using: &rng) < p }
+        self.rng = rng
+        if case .stopping = stoppingBefore, worlds[id]!.world.members.count > countBefore { forksDuringStops += 1 }
+        if worlds[id]!.world.stopReportPending {
+            worlds[id]!.world.stopReportPending = false
+            observe(.leaderStopReported, id, g)
+        }
+        if worlds[id]?.generation == g, worlds[id]!.world.frozenNotificationPending {
+            worlds[id]!.world.frozenNotificationPending = false
+            observe(.frozen(true), id, g)
+        }
+        if worlds[id]?.generation == g, worlds[id]!.world.leaderExitPending, let status = worlds[id]!.world.leaderExit {
+            worlds[id]!.world.leaderExitPending = false
+            let w = worlds[id]!.world
+            observe(.leaderExited(status, populated: w.inCgroup ? !w.isEmpty : nil), id, g)
+        }
+        if worlds[id]?.generation == g, worlds[id]!.world.inCgroup, worlds[id]!.world.isEmpty, !worlds[id]!.world.emptiedReported {
+            worlds[id]!.world.emptiedReported = true
+            observe(.emptied, id, g)
+        }
+        if worlds[id]?.generation == g, let at = worlds[id]!.world.checkAt, at <= now {
+            worlds[id]!.world.checkAt = nil
+            observe(.checkDue, id, g)
+        }
+        drain()
+        schedule(id, g)
+    }
+
+    mutating func observe(_ observation: GroupObservation, _ id: String, _ g: UInt64) {
+        guard worlds[id]?.generation == g else { return }
+        let actions = worlds[id]!.world.control.observe(observation, at: now)
+        perform(actions, id, g)
+    }
+
+    /// Carries out the stop model's actions on the simulated kernel, as `ProcessControl.perform`.
+    mutating func perform(_ actions: [GroupAction], _ id: String, _ g: UInt64) {
+        for action in actions {
+            guard worlds[id]?.generation == g else { return }
+            switch action {
+            case .readMembers:
+                observe(.members(worlds[id]!.world.observed()), id, g)
+            case .readFrozen:
+                observe(.frozen(worlds[id]!.world.frozen), id, g)
+            case let .signal(signal, target):
+                switch target {
+                case .all: worlds[id]!.world.deliver(signal, to: nil)
+                case .pids(let pids): worlds[id]!.world.deliver(signal, to: pids)
+                }
+            case .setFrozen(let on):
+                worlds[id]!.world.freezeRequested = on
+                if !on {
+                    worlds[id]!.world.frozen = false
+                    worlds[id]!.world.frozenNotificationPending = false
+                }
+            case .killAll:
+                worlds[id]!.world.dying = Set(worlds[id]!.world.members.keys)
+            case .checkAgain(let seconds):
+                worlds[id]!.world.checkAt = now.adding(seconds: seconds)
+            case .cancelCheck:
+                worlds[id]!.world.checkAt = nil
+            case .slowStop:
+                break
+            case .stopConfirmed:
+                let w = worlds[id]!.world
+                if w.anyRunsUserCode {
+                    violations.append("at \(now): stop of \(id) confirmed while a member runs: \(w.members.sorted { $0.key < $1.key })")
+                }
+                if w.control.mechanism == .freeze && w.inCgroup { freezesConfirmed += 1 } else { stopsConfirmed += 1 }
+                if w.members.values.contains(.blocked) { blockedAtConfirm += 1 }
+                queued.append(.stopConfirmed(extensionID: id, generation: g))
+            case let .exited(status, outlivedLeader):
+                let w = worlds[id]!.world
+                if w.leaderExit == nil { violations.append("at \(now): exit of \(id) reported while its leader lives") }
+                if w.inCgroup && !w.isEmpty { violations.append("at \(now): exit of \(id) reported while its cgroup holds \(w.members.keys.sorted())") }
+                if !w.inCgroup && !w.members.keys.allSatisfy({ w.dying.contains($0) }) {
+                    violations.append("at \(now): exit of \(id) reported while group members live unkilled")
+                }
+                if outlivedLeader { outlivedLeaders += 1 }
+                worlds[id] = nil
+                duties.removeAll { $0 == .kernel(id, g) }
+                queued.append(.exited(extensionID: id, generation: g, status: status, outlivedLeader: outlivedLeader))
+            }
+        }
+        schedule(id, g)
+    }
+
+    /// Delivers the events the simulated shell queued, in order.
+    mutating func drain() {
+        guard !draining else { return }
+        draining = true
+        while !queued.isEmpty { deliver(queued.removeFirst()) }
+        draining = false
     }
 
     // MARK: Checking
@@ -237,6 +361,7 @@ struct Simulation {
                 answer(.answerSpawn(id, g))
             }
         }
+        drain()
     }
 
     mutating func check(_ event: Event, _ effects: [Effect], _ before: [String: ExtensionRecord]) {
@@ -295,14 +420,22 @@ struct Simulation {
                     }
                 }
                 held[id] = [:]  // revoked at the stop
-                duties.append(.confirmStop(id, g))
+                if worlds[id]?.generation == g { perform(worlds[id]!.world.control.suspend(at: now), id, g) }
             case let .signal(id, g, signal, thenContinue):
                 if before[id]?.phase.mayBeStopped == true && !thenContinue {
                     fail("signal \(signal) to a possibly stopped \(id) without SIGCONT")
                 }
-                duties.append(.die(id, g, signal))
+                if worlds[id]?.generation == g {
+                    perform(worlds[id]!.world.control.signal(signal, thenContinue: thenContinue), id, g)
+                }
             case let .spawn(id, g, _): duties.append(.answerSpawn(id, g))
-            case let .resume(id, g): duties.append(.confirmContinue(id, g))
+            case let .resume(id, g):
+                guard worlds[id]?.generation == g else { break }
+                perform(worlds[id]!.world.control.resume(), id, g)
+                if let w = worlds[id]?.world, w.frozen || w.freezeRequested || w.members.values.contains(where: { $0 == .stopped || $0 == .stopPending }) {
+                    fail("after the resume of \(id) a member is still held: \(w.members.sorted { $0.key < $1.key }), frozen \(w.frozen)")
+                }
+                queued.append(.continueConfirmed(extensionID: id, generation: g))
             case let .openRequest(id, _, rid, host, _, pid, _):
                 if sup.records[id]?.pid != pid { fail("openRequest with a pid that is not the live one") }
                 open.append((host, rid))
