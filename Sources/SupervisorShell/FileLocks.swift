@@ -39,7 +39,7 @@ enum FileLocks {
         var end: String
 
         init?(_ line: Substring) {
-            var fields = line.split(separator: " ", omittingEmptySubsequences: true)
+            var fields = line.split(whereSeparator: { $0 == " " || $0 == "\t" })
             guard fields.count >= 7, fields[0].hasSuffix(":"), let number = Int(fields[0].dropLast()) else { return nil }
             waiting = fields[1] == "->"
             if waiting { fields.remove(at: 1) }

@@ -77,7 +77,7 @@ struct LocksAtSuspendTests {
         #expect(e.signals.isEmpty)
         #expect(e.events(.lockHeldAtSuspend).first?.lock?.decision == .resume)
         h.continueConfirmed(at: 1.021)
-        #expect(h.phase == .expiring(stopAt: .seconds(4.021)), "expiryGraceSeconds (3) to let go")
+        #expect(h.phase == .expiring(stopAt: Instant.seconds(1.021).adding(seconds: 3)), "expiryGraceSeconds (3) to let go")
         #expect(h.acquire(at: 2).deniedTags == [7], "no new work during the grace")
         #expect(h.tick(at: 4.0).stops.isEmpty)
         #expect(h.tick(at: 4.021).stops == [extID])
