@@ -12,9 +12,10 @@ with real SQLite (the sqlite3 module) and real flock/fcntl/OFD locks.
                                     "committed"
       sqlite-open DB                an idle WAL connection (after one read) -> "open"
       lock KIND FILE                exclusive flock|posix|ofd lock on FILE, kept -> "locked"
-      batches DB COUNT ROWS         COUNT batches of ROWS rows, each in one transaction under its
-                                    own assertion, abandoned (rolled back) when expired ->
-                                    "writing" at once, "batches N" when done (N committed)
+      batches DB COUNT ROWS         under one assertion, COUNT batches of ROWS rows, each in one
+                                    transaction, the current one abandoned (rolled back) when
+                                    expired -> "writing" once the assertion is held, "batches N"
+                                    when done (N committed), "denied" without an assertion
   sqlite_locks.py app DB MODE   the containing app: opens DB (8 s busy timeout), says "open",
                                 then answers lines on stdin:
       write TEXT                    BEGIN IMMEDIATE + INSERT + COMMIT -> "ok SECONDS" or
@@ -132,28 +133,30 @@ def serve(runtime, fd):
         elif command == "batches":
             db, count, rows = words[1], int(words[2]), int(words[3])
             c = connect(db, "wal")
-            say("writing")
-            committed = 0
-            for batch in range(count):
-                result = []
-
-                def body(expired, batch=batch):
-                    c.execute("BEGIN IMMEDIATE")
-                    for i in range(rows):
-                        if expired.is_set():
-                            c.execute("ROLLBACK")
-                            return
-                        c.execute("INSERT INTO ext(batch, payload) VALUES (?, ?)", (batch_base + batch, "x" * 64))
-                    c.execute("COMMIT")
-                    result.append(True)
-
-                batch_base = os.getpid() * 1_000_000 + serve.counter
-                if not activity(runtime, "batch", body) or not result:
-                    break
-                committed += 1
+            base = os.getpid() * 1_000_000 + serve.counter
             serve.counter += count
-            c.close()
-            say(f"batches {committed}")
+
+            def body(expired):
+                say("writing")  # the assertion is held from here on
+                committed = 0
+                for batch in range(count):
+                    if expired.is_set():
+                        break
+                    c.execute("BEGIN IMMEDIATE")
+                    for _ in range(rows):
+                        if expired.is_set():
+                            break
+                        c.execute("INSERT INTO ext(batch, payload) VALUES (?, ?)", (base + batch, "x" * 64))
+                    if expired.is_set():
+                        c.execute("ROLLBACK")  # an expired batch is abandoned whole
+                        break
+                    c.execute("COMMIT")
+                    committed += 1
+                say(f"batches {committed}")  # before the assertion goes: then it may stop
+
+            if not activity(runtime, "batches", body):
+                say("denied")
+            kept.append(c)
 
 
 serve.counter = 0
