@@ -37,8 +37,9 @@ public enum Event: Equatable, Sendable {
     case spawnFailed(extensionID: String, generation: UInt64, error: String)
     /// The process announced readiness (or exec succeeded, for `exec` readiness).
     case ready(extensionID: String, generation: UInt64)
-    /// The kernel confirmed that every process of the group is stopped.
-    case stopConfirmed(extensionID: String, generation: UInt64)
+    /// The kernel confirmed that every process of the group is stopped. `locks`: every file lock
+    /// its processes held at that moment (see `HeldLock`).
+    case stopConfirmed(extensionID: String, generation: UInt64, locks: [HeldLock] = [])
     /// The kernel confirmed that the group runs again.
     case continueConfirmed(extensionID: String, generation: UInt64)
     /// Every process of the extension is gone and its leader reaped. `status` is the leader's.

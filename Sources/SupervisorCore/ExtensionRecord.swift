@@ -49,6 +49,10 @@ public struct ExtensionRecord: Equatable, Sendable {
     /// Resumed to release a contended lock: it may run in the background until this instant
     /// even without assertions.
     public internal(set) var reprieveUntil: Instant?
+    /// Stops at which a process held a lock that blocks others, over the daemon's lifetime.
+    public internal(set) var locksHeldAtSuspend = 0
+    /// Where it is on the `lockedWhileSuspended: "resume"` path.
+    public internal(set) var lockGrace = LockGrace.none
 
     /// The notification hints the current process observes, and those held while it is stopped.
     public internal(set) var hints = NotificationHints()

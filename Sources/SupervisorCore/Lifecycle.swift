@@ -36,6 +36,10 @@ public enum ExitReason: String, Sendable, Codable, Equatable {
     case leaderExited = "leader-exited"
     /// Killed because, while suspended, it held a file lock another process waited for.
     case lockHeldWhileSuspended = "lock-held-while-suspended"
+    /// Killed because, when it stopped, it held a lock that blocks others (`HeldLock.blocksOthers`)
+    /// and its policy is `lockedWhileSuspended: "terminate"`, or it still held one after the
+    /// grace of `"resume"`.
+    case lockHeldAtSuspend = "lock-held-at-suspend"
 }
 
 /// How a process ended, as the kernel reported it.

@@ -11,6 +11,7 @@ public struct LifecycleEvent: Equatable, Sendable {
         case exit, crash, reclaim, kill, throttle
         case reload, manifestError = "manifest-error", prewarm
         case lockHeldWhileSuspended = "lock-held-while-suspended"
+        case lockHeldAtSuspend = "lock-held-at-suspend"
         case refresh, refreshed
     }
 
@@ -24,10 +25,12 @@ public struct LifecycleEvent: Equatable, Sendable {
     public var requestID: UInt64?
     /// Assertion reason, exit reason, or a human-readable detail.
     public var detail: String?
+    /// The lock a `lock-held-at-suspend` event is about.
+    public var lock: LockReport?
 
     public init(
         at: Instant, kind: Kind, extensionID: String, pid: Int32?, state: LifecycleState,
-        assertionID: UInt64? = nil, requestID: UInt64? = nil, detail: String? = nil
+        assertionID: UInt64? = nil, requestID: UInt64? = nil, detail: String? = nil, lock: LockReport? = nil
     ) {
         self.at = at
         self.kind = kind
@@ -37,5 +40,6 @@ public struct LifecycleEvent: Equatable, Sendable {
         self.assertionID = assertionID
         self.requestID = requestID
         self.detail = detail
+        self.lock = lock
     }
 }

@@ -58,8 +58,8 @@ public struct Supervisor: Sendable {
             update(id, generation) { s, r in s.spawnFailed(&r, error: error) }
         case let .ready(id, generation):
             update(id, generation) { s, r in s.ready(&r) }
-        case let .stopConfirmed(id, generation):
-            update(id, generation) { s, r in s.stopConfirmed(&r) }
+        case let .stopConfirmed(id, generation, locks):
+            update(id, generation) { s, r in s.stopConfirmed(&r, locks: locks) }
         case let .continueConfirmed(id, generation):
             update(id, generation) { s, r in s.continueConfirmed(&r) }
         case let .exited(id, generation, status, outlivedLeader):
@@ -144,11 +144,11 @@ public struct Supervisor: Sendable {
 
     mutating func record(
         _ r: inout ExtensionRecord, _ kind: LifecycleEvent.Kind, assertionID: UInt64? = nil,
-        requestID: UInt64? = nil, detail: String? = nil
+        requestID: UInt64? = nil, detail: String? = nil, lock: LockReport? = nil
     ) {
         let e = LifecycleEvent(
             at: now, kind: kind, extensionID: r.manifest.id, pid: r.pid, state: r.state,
-            assertionID: assertionID, requestID: requestID, detail: detail)
+            assertionID: assertionID, requestID: requestID, detail: detail, lock: lock)
         if r.recentEvents.count >= ExtensionRecord.historyLimit { r.recentEvents.removeFirst() }
         r.recentEvents.append(e)
         out.append(.record(e))
@@ -221,6 +221,7 @@ public struct Supervisor: Sendable {
     private mutating func open(_ r: inout ExtensionRecord, _ p: PendingBegin) {
         guard let pid = r.pid else { return }
         r.prewarmed = false  // in use: no longer a prewarmed extension waiting unused
+        r.lockGrace = .none  // in use again: its next stop gets the policy afresh
         r.refresh?.seen = true  // a host will see what the last refresh brought
         r.requests.append(OpenRequest(id: p.requestID, host: p.host, tag: p.tag, peer: p.peer, begunAt: now))
         out.append(.openRequest(
@@ -319,6 +320,7 @@ public struct Supervisor: Sendable {
         r.startedAt = nil
         r.adminSignaled = false
         r.prewarmed = prewarmed
+        r.lockGrace = .none
         r.assertions = AssertionLedger()
         r.hints = NotificationHints()
         setPhase(&r, .launching(deadline: now.adding(seconds: r.policy.launchTimeoutSeconds)))
@@ -397,8 +399,11 @@ public struct Supervisor: Sendable {
         record(&r, .stopSent)
     }
 
-    private mutating func stopConfirmed(_ r: inout ExtensionRecord) {
+    private mutating func stopConfirmed(_ r: inout ExtensionRecord, locks: [HeldLock]) {
         guard case .stopping = r.phase else { return }
+        let blocking = locks.filter(\.blocksOthers)
+        if !blocking.isEmpty { return lockedAtStop(&r, blocking) }
+        r.lockGrace = .none
         setPhase(&r, .suspended(reclaimAt: now.adding(seconds: r.policy.suspendedLifetimeSeconds)))
         record(&r, .suspend)
         startWantedRefresh(&r)  // a refresh fell due during the stop: resumed for it
@@ -417,6 +422,14 @@ public struct Supervisor: Sendable {
             startWantedRefresh(&r)
         } else if refreshInBackground(&r) {
             r.reprieveUntil = nil
+            r.lockGrace = .none
+        } else if r.lockGrace == .resuming {
+            // Continued to release a lock that blocks others: `expiryGraceSeconds` to let go, no
+            // new assertion; a lock still held at the next stop ends it.
+            r.lockGrace = .spent
+            let stopAt = now.adding(seconds: r.policy.expiryGraceSeconds)
+            r.reprieveUntil = stopAt
+            setPhase(&r, .expiring(stopAt: stopAt))
         } else if r.reprieveUntil != nil {
             // Resumed to let go of a contended lock: background time even without assertions.
             let stopAt = now.adding(seconds: r.policy.backgroundSeconds)
@@ -501,6 +514,34 @@ public struct Supervisor: Sendable {
         r.throttledUntil = delay > 0 ? now.adding(seconds: delay) : nil
         if delay > 0 { record(&r, .throttle, detail: "crash \(r.consecutiveCrashes) in a row: next launch in \(String(format_seconds: delay))") }
     }
+
+    /// 0xdead10cc caught at the stop: a process of the extension holds a lock that blocks others
+    /// (`blocking` is not empty). It never counts as suspended: it is ended at once, or, with
+    /// `lockedWhileSuspended: "resume"`, continued for `expiryGraceSeconds` (its assertions were
+    /// told to expire before the stop) and ended if it still holds such a lock at the next stop.
+    private mutating func lockedAtStop(_ r: inout ExtensionRecord, _ blocking: [HeldLock]) {
+        r.locksHeldAtSuspend += 1
+        let decision: LockDecision = r.policy.lockedWhileSuspended == .resume && r.lockGrace != .spent ? .resume : .terminate
+        let reported = blocking.prefix(Supervisor.locksReportedPerStop)
+        for lock in reported {
+            var detail = lock.summary + ": " + decision.rawValue
+            if decision == .terminate && r.lockGrace == .spent { detail += " (still held after the grace)" }
+            if lock == reported.last && blocking.count > reported.count { detail += "; \(blocking.count - reported.count) more" }
+            record(&r, .lockHeldAtSuspend, detail: detail, lock: LockReport(path: lock.path, kind: lock.kind, decision: decision))
+        }
+        switch decision {
+        case .terminate:
+            r.lockGrace = .none
+            terminate(&r, reason: .lockHeldAtSuspend, signal: SignalNumber.kill)
+        case .resume:
+            r.lockGrace = .resuming
+            setPhase(&r, .resuming)
+            out.append(.resume(extensionID: r.manifest.id, generation: r.generation))
+        }
+    }
+
+    /// At most this many `lock-held-at-suspend` events per stop (the last one counts the rest).
+    public static let locksReportedPerStop = 4
 
     /// 0xdead10cc: a suspended extension blocks another process on a file lock.
     private mutating func lockContention(_ r: inout ExtensionRecord, detail: String) {
@@ -604,7 +645,7 @@ public struct Supervisor: Sendable {
                 processDeadlines(&r)
             }
         case .expiring(let stopAt):
-            if r.assertions.isEmpty || now >= stopAt { stopNow(&r) }
+            if (r.assertions.isEmpty && !inReprieve(r)) || now >= stopAt { stopNow(&r) }
         case .suspended(let reclaimAt) where now >= reclaimAt:
             terminate(&r, reason: .reclaimed, signal: SignalNumber.kill)
         case .terminating(let reason, let killAt?) where now >= killAt:

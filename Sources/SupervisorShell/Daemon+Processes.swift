@@ -93,8 +93,8 @@ extension Daemon: ProcessControlDelegate {
     // MARK: - ProcessControlDelegate
 
     func stopConfirmed(_ p: SupervisedProcess) {
-        watchLocks(p, members: Set(control.members(of: p).map(\.pid)), locks: currentLocks())
-        post(.stopConfirmed(extensionID: p.extensionID, generation: p.generation))
+        let locks = locksAtStop(p, members: control.members(of: p).map(\.pid))
+        post(.stopConfirmed(extensionID: p.extensionID, generation: p.generation, locks: locks))
     }
 
     func exited(_ p: SupervisedProcess, status: ExitStatus, outlivedLeader: Bool) {

@@ -35,7 +35,7 @@ public final class Daemon {
     /// Stops, resumes, signals and exits of extension processes.
     let control: ProcessControl
     /// /proc/locks as read during the current loop iteration (a burst of stops reads it once).
-    var locksSnapshot: (at: Instant, locks: [FileLocks.Lock])?
+    var locksSnapshot: (at: Instant, text: String)?
     var nextHostID: HostID = 1
     var encoder = WireEncoder()
     let receiveBuffer = UnsafeMutableRawBufferPointer.allocate(byteCount: WireLimits.maxMessageSize, alignment: 8)
@@ -267,6 +267,11 @@ public final class Daemon {
             if let d = e.detail {
                 metadata[e.assertionID != nil ? "ASSERTION_REASON" : "DETAIL"] = "\(d)"
             }
+            if let lock = e.lock {
+                metadata["LOCK_PATH"] = "\(lock.path)"
+                metadata["LOCK_KIND"] = "\(lock.kind.rawValue)"
+                metadata["LOCK_DECISION"] = "\(lock.decision.rawValue)"
+            }
             logger.log(level: level, "\(e.extensionID): \(e.kind.rawValue)", metadata: metadata)
         }
         let monitors = connections.values.filter(\.isMonitor)
@@ -280,7 +285,7 @@ public final class Daemon {
     /// journal write on its hot path.
     static func logLevel(of kind: LifecycleEvent.Kind) -> Logger.Level {
         switch kind {
-        case .crash, .launchFailed, .launchTimeout, .overrun, .expiryUnacknowledged: .warning
+        case .crash, .launchFailed, .launchTimeout, .overrun, .expiryUnacknowledged, .lockHeldAtSuspend: .warning
         case .refuse, .throttle, .deny, .kill: .notice
         case .acquire, .release: .debug
         default: .info

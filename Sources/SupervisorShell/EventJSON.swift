@@ -19,6 +19,14 @@ enum EventJSON {
         if let d = e.detail { out.member("detail"); out.string(d) }
         out.member("event"); out.string(e.kind.rawValue)
         out.member("id"); out.string(e.extensionID)
+        if let lock = e.lock {
+            out.member("lock")
+            out.beginObject()
+            out.member("decision"); out.string(lock.decision.rawValue)
+            out.member("kind"); out.string(lock.kind.rawValue)
+            out.member("path"); out.string(lock.path)
+            out.endObject()
+        }
         out.member("monotonic"); out.number(Double(e.at.nanoseconds) / 1e9)
         out.member("pid")
         if let pid = e.pid { out.integer(pid) } else { out.null() }

@@ -13,6 +13,12 @@ struct Errno: Error, Equatable, CustomStringConvertible {
     static let noProcess = Errno(ESRCH)
 }
 
+/// Which file an open descriptor refers to: `st_dev` and `st_ino` of stat(2).
+struct FileIdentity: Hashable {
+    var device: UInt64
+    var inode: UInt64
+}
+
 /// A watch or timer registered with the event loop; `cancel()` ends it (twice is harmless).
 protocol Cancellable: AnyObject {
     func cancel()
@@ -67,6 +73,10 @@ protocol Kernel: AnyObject {
     func removeDirectory(_ path: String) -> Errno?
     /// The entry names of a directory (without "." and ".."), or nil if it cannot be read.
     func listDirectory(_ path: String) -> [String]?
+    /// readlink(2): where a symbolic link (a `/proc/PID/fd/N` entry) points.
+    func readLink(_ path: String) -> Result<String, Errno>
+    /// stat(2), following links: the file a `/proc/PID/fd/N` entry refers to.
+    func fileIdentity(_ path: String) -> Result<FileIdentity, Errno>
     /// Opens a file or directory read-only, close-on-exec (`directory`: O_DIRECTORY|O_PATH).
     func open(_ path: String, directory: Bool) -> Result<Int32, Errno>
     func close(_ fd: Int32)
@@ -170,6 +180,19 @@ final class LinuxKernel: Kernel {
     }
 
     func listDirectory(_ path: String) -> [String]? { directoryEntries(path) }
+
+    func readLink(_ path: String) -> Result<String, Errno> {
+        var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
+        let n = Glibc.readlink(path, &buffer, buffer.count - 1)
+        guard n >= 0 else { return .failure(Errno(errno)) }
+        return .success(String(decoding: buffer[0..<n].map { UInt8(bitPattern: $0) }, as: UTF8.self))
+    }
+
+    func fileIdentity(_ path: String) -> Result<FileIdentity, Errno> {
+        var info = stat()
+        guard fstatat(AT_FDCWD, path, &info, 0) == 0 else { return .failure(Errno(errno)) }
+        return .success(FileIdentity(device: UInt64(info.st_dev), inode: UInt64(info.st_ino)))
+    }
 
     func open(_ path: String, directory: Bool) -> Result<Int32, Errno> {
         let fd = Glibc.open(path, directory ? O_RDONLY | O_DIRECTORY | O_CLOEXEC : O_RDONLY | O_CLOEXEC)

@@ -32,6 +32,7 @@ public enum MessageIDs {
         case .manifestError: "d0dc605cac92418a8b4fad5f10145fac"
         case .prewarm: "93779bb03f054a22a8d7a06d90ebb9e7"
         case .lockHeldWhileSuspended: "e5b0e5c010774b9586e41f8494e6b364"
+        case .lockHeldAtSuspend: "1aacf767cd3d4dafa16f005f8438f0ba"
         case .refresh: "3066079266c84634a399bb1d5b1e0afb"
         case .refreshed: "b7a6c7eb2a3e4805bae0d0da1e3fb497"
         }

@@ -151,6 +151,7 @@ enum StatusDocument {
                 "consecutiveCrashes": .integer(r.consecutiveCrashes),
                 "throttledUntil": .stringOrNull(r.throttledUntil.flatMap { $0 > now ? clock.iso($0) : nil }),
                 "assertionOverruns": .integer(r.overruns), "expiryUnacknowledged": .integer(r.unacknowledgedExpiries),
+                "locksHeldAtSuspend": .integer(r.locksHeldAtSuspend),
                 "policy": .object([
                     "backgroundSeconds": .number(policy.backgroundSeconds),
                     "expiryGraceSeconds": .number(policy.expiryGraceSeconds),
@@ -158,6 +159,7 @@ enum StatusDocument {
                     "launchTimeoutSeconds": .number(policy.launchTimeoutSeconds),
                     "suspendedLifetimeSeconds": .number(policy.suspendedLifetimeSeconds),
                     "suspend": .string(policy.suspend.rawValue),
+                    "lockedWhileSuspended": .string(policy.lockedWhileSuspended.rawValue),
                     "refreshSeconds": .number(policy.refreshSeconds),
                 ]),
             ]

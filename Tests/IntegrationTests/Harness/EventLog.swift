@@ -9,6 +9,8 @@ struct StreamedEvent: Sendable, CustomStringConvertible {
     var pid: Int?
     var assertion: Int?
     var detail: String?
+    /// `lock` of a `lock-held-at-suspend` event: path, kind and decision.
+    var lock: [String: String]?
     /// The daemon's monotonic timestamp, in seconds.
     var monotonic: Double
 
@@ -25,6 +27,7 @@ final class EventLog: Sendable {
         let e = StreamedEvent(
             kind: o["event"] as? String ?? "", id: o["id"] as? String ?? "", state: o["state"] as? String ?? "",
             pid: o["pid"] as? Int, assertion: o["assertion"] as? Int, detail: o["detail"] as? String,
+            lock: o["lock"] as? [String: String],
             monotonic: o["monotonic"] as? Double ?? 0)
         events.withLock { $0.append(e) }
         arrived.signal()

@@ -88,7 +88,9 @@ struct Harness {
     mutating func ready(at t: Double) -> [Effect] { step(.ready(extensionID: id, generation: gen), at: t) }
 
     @discardableResult
-    mutating func stopConfirmed(at t: Double) -> [Effect] { step(.stopConfirmed(extensionID: id, generation: gen), at: t) }
+    mutating func stopConfirmed(at t: Double, locks: [HeldLock] = []) -> [Effect] {
+        step(.stopConfirmed(extensionID: id, generation: gen, locks: locks), at: t)
+    }
 
     @discardableResult
     mutating func continueConfirmed(at t: Double) -> [Effect] { step(.continueConfirmed(extensionID: id, generation: gen), at: t) }

@@ -18,6 +18,8 @@ final class RecordingKernel: Kernel {
         case makeDirectory(String)
         case removeDirectory(String)
         case listDirectory(String)
+        case readLink(String)
+        case stat(String)
         case open(String)
         case close(Int32)
         case spawn(String, cgroupFD: Int32?)
@@ -39,6 +41,8 @@ final class RecordingKernel: Kernel {
             case let .makeDirectory(path): "mkdir(\(path))"
             case let .removeDirectory(path): "rmdir(\(path))"
             case let .listDirectory(path): "readdir(\(path))"
+            case let .readLink(path): "readlink(\(path))"
+            case let .stat(path): "stat(\(path))"
             case let .open(path): "open(\(path))"
             case let .close(fd): "close(\(fd))"
             case let .spawn(path, fd): "clone3(\(path), cgroup fd \(fd.map(String.init) ?? "none"))"
@@ -73,6 +77,10 @@ final class RecordingKernel: Kernel {
     /// Contents returned by `read(fd:)`.
     var descriptors: [Int32: String] = [:]
     var directories: [String: [String]] = [:]
+    /// Targets returned by `readLink(path)`; a missing path fails with ENOENT.
+    var links: [String: String] = [:]
+    /// Identities returned by `fileIdentity(path)`; a missing path fails with ENOENT.
+    var identities: [String: FileIdentity] = [:]
     /// Pidfds whose stop is reported, and exit statuses by pidfd.
     var stopped: Set<Int32> = []
     var exits: [Int32: ExitStatus] = [:]
@@ -144,6 +152,18 @@ final class RecordingKernel: Kernel {
     func listDirectory(_ path: String) -> [String]? {
         calls.append(.listDirectory(path))
         return directories[path]
+    }
+
+    func readLink(_ path: String) -> Result<String, Errno> {
+        calls.append(.readLink(path))
+        guard let target = links[path] else { return .failure(.noEntry) }
+        return .success(target)
+    }
+
+    func fileIdentity(_ path: String) -> Result<FileIdentity, Errno> {
+        calls.append(.stat(path))
+        guard let identity = identities[path] else { return .failure(.noEntry) }
+        return .success(identity)
     }
 
     func open(_ path: String, directory: Bool) -> Result<Int32, Errno> {

@@ -1,0 +1,78 @@
+import SupervisorCore
+
+/// Finds every file lock the processes of a stopped extension hold, and which locked files
+/// another process has open: the facts of `HeldLock`, read from /proc through `Kernel`.
+///
+/// - POSIX, OFD and flock locks are found through each member's `/proc/PID/fdinfo/FD`, which
+///   lists the locks held through that descriptor (OFD locks included, which /proc/locks shows
+///   with pid -1); the path comes from `/proc/PID/fd/FD`. A lock seen through several members'
+///   descriptors (an inherited flock or OFD lock) counts once.
+/// - Only for an exclusive lock are other processes' descriptors (`/proc/*/fd`) compared with
+///   the locked file (by device and inode); processes the daemon may not inspect are skipped,
+///   so the result can miss an opener but never invents one.
+/// - When /proc/locks shows no lock the members could hold (none by a member's pid, no OFD
+///   lock, no flock), nothing else is read.
+struct LockSurvey {
+    let kernel: any Kernel
+    /// The daemon's own pid (never counted as another opener).
+    let ownPID: Int32
+    var proc = "/proc"
+
+    func locks(heldBy members: [Int32], procLocks: [FileLocks.Entry]) -> [HeldLock] {
+        let memberSet = Set(members)
+        let candidates = procLocks.contains { !$0.waiting && (memberSet.contains($0.pid) || $0.pid == -1 || $0.kind == "FLOCK") }
+        guard candidates else { return [] }
+
+        var found: [(lock: HeldLock, identity: FileIdentity?)] = []
+        var seen = Set<String>()
+        for pid in members.sorted() {
+            for fd in kernel.listDirectory("\(proc)/\(pid)/fdinfo")?.sorted(by: numerically) ?? [] {
+                guard case .success(let bytes) = kernel.read("\(proc)/\(pid)/fdinfo/\(fd)") else { continue }
+                let entries = FileLocks.descriptorLocks(String(decoding: bytes, as: UTF8.self)).filter { seen.insert($0.key).inserted }
+                guard !entries.isEmpty else { continue }
+                let link = "\(proc)/\(pid)/fd/\(fd)"
+                let path = (try? kernel.readLink(link).get()) ?? "(unknown file \(entries[0].file))"
+                let identity = try? kernel.fileIdentity(link).get()
+                for e in entries {
+                    guard let kind = Self.kind(e.kind) else { continue }
+                    found.append((HeldLock(kind: kind, exclusive: e.exclusive, path: path, pid: pid, openElsewhere: false), identity))
+                }
+            }
+        }
+
+        let wanted = Set(found.compactMap { $0.lock.exclusive ? $0.identity : nil })
+        if !wanted.isEmpty {
+            let opened = openedElsewhere(wanted, skipping: memberSet.union([ownPID]))
+            for i in found.indices where found[i].lock.exclusive {
+                if let id = found[i].identity, opened.contains(id) { found[i].lock.openElsewhere = true }
+            }
+        }
+        return found.map(\.lock)
+    }
+
+    /// Which of `files` some process other than `skipping` has open.
+    func openedElsewhere(_ files: Set<FileIdentity>, skipping: Set<Int32>) -> Set<FileIdentity> {
+        var opened = Set<FileIdentity>()
+        for entry in kernel.listDirectory(proc) ?? [] {
+            guard let pid = Int32(entry), !skipping.contains(pid) else { continue }
+            for fd in kernel.listDirectory("\(proc)/\(pid)/fd") ?? [] {
+                if case .success(let id) = kernel.fileIdentity("\(proc)/\(pid)/fd/\(fd)"), files.contains(id) {
+                    opened.insert(id)
+                    if opened.count == files.count { return opened }
+                }
+            }
+        }
+        return opened
+    }
+
+    static func kind(_ name: String) -> HeldLock.Kind? {
+        switch name {
+        case "POSIX": .posix
+        case "OFDLCK": .ofd
+        case "FLOCK": .flock
+        default: nil  // leases and delegations are not locks a process waits on
+        }
+    }
+
+    private func numerically(_ a: String, _ b: String) -> Bool { (Int(a) ?? 0) < (Int(b) ?? 0) }
+}

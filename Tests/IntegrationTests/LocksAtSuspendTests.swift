@@ -1,0 +1,150 @@
+import ExtensionHost
+import Foundation
+import Testing
+
+/// Locks held when an extension is suspended (docs/reliability.md, "Locks at suspension"), with
+/// real SQLite (python3's sqlite3 module) and real flock, POSIX and OFD locks. The app's wait is
+/// measured from the dismiss; nothing here sleeps: every step waits for an event or an answer.
+@Suite(.serialized)
+struct LocksAtSuspendTests {
+    static let id = "com.example.sqlite"
+    /// The bound asserted on the app's write after a dismiss (measured figures are printed).
+    static let appWriteBound = 1.0
+
+    func statusJSON(_ daemon: TestDaemon) throws -> [String: Any] {
+        let result = try daemon.extctl(["status", "--json", Self.id])
+        let document = try JSONSerialization.jsonObject(with: Data(result.out.utf8)) as? [String: Any]
+        return (document?["extensions"] as? [[String: Any]])?.first ?? [:]
+    }
+
+    /// A writer stopped mid-transaction is ended at once; the app's write goes through.
+    @Test(arguments: ["wal", "delete"])
+    func aWriterStoppedMidTransactionIsEndedAndTheAppWrites(mode: String) throws {
+        let daemon = try TestDaemon(manifests: ["s.json": sqliteLocksExtension(Self.id, policy: [:])])
+        try daemon.start()
+        let db = daemon.directory + "/app.db"
+        let app = try SQLiteApp(database: db, mode: mode)
+        let host = try daemon.host()
+        let session = try host.begin(Self.id)
+        let channel = try session.hostChannel()
+        channel.send("sqlite-write \(db) \(mode)")
+        #expect(channel.readLine(timeout: 20) == "holding")
+        let mark = daemon.events.count
+        let dismissed = Date()
+        try host.dismiss(session)
+        let answer = app.ask("write after the dismiss") ?? "no answer"
+        let latency = Date().timeIntervalSince(dismissed)
+        #expect(answer.hasPrefix("ok "), "the app's write: \(answer)")
+        #expect(latency < Self.appWriteBound, "the app waited \(latency) s")
+        let reported = try daemon.events.wait("lock-held-at-suspend", of: Self.id, after: mark)
+        let lockedFile = mode == "wal" ? db + "-shm" : db
+        #expect(reported.lock == ["path": lockedFile, "kind": "posix", "decision": "terminate"], "\(reported)")
+        let exit = try daemon.events.wait("exit", of: Self.id, after: mark)
+        #expect(exit.detail?.hasPrefix("lock-held-at-suspend") == true, "\(exit)")
+        #expect(!daemon.events.all.dropFirst(mark).contains { $0.kind == "suspend" && $0.id == Self.id }, "never counted as suspended")
+        #expect(app.ask("check 1") == "integrity ok batches 0 torn 0 extension-rows 0", "the cut transaction was rolled back")
+        let status = try statusJSON(daemon)
+        #expect((status["lastExit"] as? [String: Any])?["reason"] as? String == "lock-held-at-suspend")
+        #expect(status["locksHeldAtSuspend"] as? Int == 1)
+        let text = try daemon.extctl(["status", Self.id]).out
+        #expect(text.contains("Locks: held at suspension 1 time(s)"), "\(text)")
+        print("locks at suspension, \(mode): the app's write succeeded \(String(format: "%.1f", latency * 1000)) ms after the dismiss")
+    }
+
+    /// flock, POSIX and OFD holders of a file the app also has open; the app polls (LOCK_NB /
+    /// F_SETLK), which /proc/locks never shows as a waiter.
+    @Test(arguments: ["flock", "posix", "ofd"])
+    func aHolderOfAFileTheAppHasOpenIsEnded(kind: String) throws {
+        let daemon = try TestDaemon(manifests: ["s.json": sqliteLocksExtension(Self.id, policy: [:])])
+        try daemon.start()
+        let db = daemon.directory + "/app.db"
+        let file = daemon.directory + "/shared.lock"
+        let app = try SQLiteApp(database: db, mode: "wal")
+        #expect(app.ask("open-file \(file)") == "opened")
+        let host = try daemon.host()
+        let session = try host.begin(Self.id)
+        let channel = try session.hostChannel()
+        channel.send("lock \(kind) \(file)")
+        #expect(channel.readLine(timeout: 20) == "locked")
+        let mark = daemon.events.count
+        let dismissed = Date()
+        try host.dismiss(session)
+        let answer = app.ask("lockwait \(kind) \(file)") ?? "no answer"
+        let latency = Date().timeIntervalSince(dismissed)
+        #expect(answer.hasPrefix("locked "), "\(answer)")
+        #expect(latency < Self.appWriteBound, "the app waited \(latency) s")
+        let reported = try daemon.events.wait("lock-held-at-suspend", of: Self.id, after: mark)
+        #expect(reported.lock == ["path": file, "kind": kind, "decision": "terminate"], "\(reported)")
+        try daemon.events.wait("exit", of: Self.id, after: mark)
+        print("locks at suspension, \(kind): the app had the lock \(String(format: "%.1f", latency * 1000)) ms after the dismiss")
+    }
+
+    /// Every WAL connection holds shared locks, even idle: no alarm, same process after resume.
+    @Test func anIdleWALConnectionIsSuspendedAndResumedNormally() throws {
+        let daemon = try TestDaemon(manifests: ["s.json": sqliteLocksExtension(Self.id, policy: [:])])
+        try daemon.start()
+        let db = daemon.directory + "/app.db"
+        let app = try SQLiteApp(database: db, mode: "wal")
+        let host = try daemon.host()
+        let session = try host.begin(Self.id)
+        let channel = try session.hostChannel()
+        channel.send("sqlite-open \(db)")
+        #expect(channel.readLine(timeout: 20) == "open")
+        let mark = daemon.events.count
+        try host.dismiss(session)
+        try daemon.events.wait("suspend", of: Self.id, after: mark)
+        #expect(processState(session.pid) == "T")
+        #expect(app.ask("write beside an idle reader")?.hasPrefix("ok ") == true)
+        let again = try host.begin(Self.id)
+        #expect(again.pid == session.pid, "resumed, not relaunched")
+        try daemon.events.wait("resume", of: Self.id, after: mark)
+        #expect(!daemon.events.all.contains { $0.kind == "lock-held-at-suspend" })
+        #expect(try statusJSON(daemon)["locksHeldAtSuspend"] as? Int == 0)
+        try host.dismiss(again)
+    }
+
+    /// An exclusive lock on a file nobody else has open (a single-instance lock) is no alarm.
+    @Test func aPrivateSingleInstanceLockIsSuspendedNormally() throws {
+        let daemon = try TestDaemon(manifests: ["s.json": sqliteLocksExtension(Self.id, policy: [:])])
+        try daemon.start()
+        let host = try daemon.host()
+        let session = try host.begin(Self.id)
+        let channel = try session.hostChannel()
+        channel.send("lock flock \(daemon.directory)/instance.lock")
+        #expect(channel.readLine(timeout: 20) == "locked")
+        let mark = daemon.events.count
+        try host.dismiss(session)
+        try daemon.events.wait("suspend", of: Self.id, after: mark)
+        let again = try host.begin(Self.id)
+        #expect(again.pid == session.pid)
+        #expect(!daemon.events.all.contains { $0.kind == "lock-held-at-suspend" })
+    }
+
+    /// `"resume"`: the holder was told to expire, is slower than the grace, gets the grace once
+    /// more when the stop finds its lock, commits, and is then suspended (same process).
+    @Test func theResumePolicyLetsTheHolderReleaseThenSuspends() throws {
+        let policy: [String: Any] = ["backgroundSeconds": 2.0, "expiryGraceSeconds": 1.0, "lockedWhileSuspended": "resume"]
+        let daemon = try TestDaemon(manifests: ["s.json": sqliteLocksExtension(Self.id, policy: policy)])
+        try daemon.start()
+        let db = daemon.directory + "/app.db"
+        let app = try SQLiteApp(database: db, mode: "wal")
+        let host = try daemon.host()
+        let session = try host.begin(Self.id)
+        let channel = try session.hostChannel()
+        channel.send("sqlite-write-assertion \(db) 1.5")
+        #expect(channel.readLine(timeout: 20) == "holding")
+        let mark = daemon.events.count
+        try host.dismiss(session)
+        try daemon.events.wait("expire", of: Self.id, after: mark)
+        let reported = try daemon.events.wait("lock-held-at-suspend", of: Self.id, after: mark)
+        #expect(reported.lock?["decision"] == "resume", "\(reported)")
+        #expect(channel.readLine(timeout: 10) == "committed")
+        let suspended = try daemon.events.wait("suspend", of: Self.id, after: mark)
+        #expect(suspended.monotonic > reported.monotonic)
+        #expect(processState(session.pid) == "T")
+        #expect(app.ask("write after the release")?.hasPrefix("ok ") == true)
+        #expect(app.ask("check 1")?.hasSuffix("extension-rows 1") == true, "the late transaction committed")
+        #expect(!daemon.events.all.contains { $0.kind == "exit" && $0.id == Self.id })
+        #expect(try host.begin(Self.id).pid == session.pid)
+    }
+}
