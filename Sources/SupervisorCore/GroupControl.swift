@@ -153,15 +153,12 @@ public struct GroupControl: Equatable, Sendable {
             return [.setFrozen(true), .checkAgain(afterSeconds: GroupControl.slowStopSeconds)]
         }
         stop = .stopping(since: now, lastMembers: nil, leaderReported: false, lastBlocked: [], retry: GroupControl.firstRetrySeconds, warned: false)
-        switch containment {
-        case .cgroup:
-            // The members are read first so that each is signalled by pid, whatever its
-            // process group; the re-read after the stops closes the fork race.
-            return [.readMembers]
-        case .processGroup:
-            // kill(-pgid) reaches every member atomically with respect to forks in the group.
-            return [.signal(SignalNumber.stop, .all), .checkAgain(afterSeconds: nextRetry())]
-        }
+        // In a cgroup, `.all` is every pid its `cgroup.procs` lists, whatever its process group
+        // (no state is read: all of them get SIGSTOP); a member forked between that read and
+        // the signals is found by the re-read that follows the leader's stop report, which
+        // closes the fork race. In a process group, kill(-pgid) reaches every member atomically
+        // with respect to forks in the group.
+        return [.signal(SignalNumber.stop, .all), .checkAgain(afterSeconds: nextRetry())]
     }
 
     /// Resumes every member. The shell reports `continueConfirmed` to the core once the

@@ -76,9 +76,6 @@ extension Daemon: ProcessControlDelegate {
         if manifest.readiness == .exec { post(.ready(extensionID: id, generation: generation)) }
     }
 
-    /// The priority of the SIGCHLD source: after ordinary events, before the idle pass.
-    static let childSignalPriority: Int64 = 10
-
     /// SIGCHLD: stop reports for the leaders waiting for one, and a diagnostic for a stop
     /// nobody here asked for (a coalesced one goes unnoticed).
     func childrenChanged(sender: Int32, code: Int32) {
@@ -93,7 +90,7 @@ extension Daemon: ProcessControlDelegate {
     // MARK: - ProcessControlDelegate
 
     func stopConfirmed(_ p: SupervisedProcess) {
-        let locks = locksAtStop(p, members: control.members(of: p).map(\.pid))
+        let locks = locksAtStop(p, members: control.memberPIDs(of: p))
         post(.stopConfirmed(extensionID: p.extensionID, generation: p.generation, locks: locks))
     }
 

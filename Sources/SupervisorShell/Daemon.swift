@@ -162,7 +162,7 @@ public final class Daemon {
         signalSources.append(try loop.addSignal(SIGHUP) { [unowned self] _, _ in _ = reload() })
         // After the ordinary events: a burst of dismisses is handled first, then the stops it
         // caused are collected together.
-        signalSources.append(try loop.addSignal(SIGCHLD, priority: Daemon.childSignalPriority) { [unowned self] pid, code in
+        signalSources.append(try loop.addSignal(SIGCHLD, priority: ProcessControl.childSignalPriority) { [unowned self] pid, code in
             childrenChanged(sender: pid, code: code)
         })
         if loop.enableWatchdog(), let usec = ServiceManager.watchdogInterval() {

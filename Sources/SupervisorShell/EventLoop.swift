@@ -79,8 +79,10 @@ final class EventLoop {
         return EventSource(source)
     }
 
-    /// A one-shot timer on the monotonic clock, firing at `at` (1 ms accuracy).
-    func addTimer(at: Instant, handler: @escaping () -> Void) throws(SystemError) -> EventSource {
+    /// A one-shot timer on the monotonic clock, firing at `at` (1 ms accuracy). With a
+    /// `priority` above 0 (sd-event: larger runs later) it waits while events of a smaller
+    /// priority are pending.
+    func addTimer(at: Instant, priority: Int64 = 0, handler: @escaping () -> Void) throws(SystemError) -> EventSource {
         let box = Unmanaged.passRetained(CallbackBox(plain: handler))
         var source: OpaquePointer?
         let rc = sd_event_add_time(event, &source, CLOCK_MONOTONIC, at.nanoseconds / 1000, 1000, { _, _, userdata in
@@ -91,6 +93,7 @@ final class EventLoop {
             box.release()
             throw SystemError("sd_event_add_time", errno: -rc)
         }
+        if priority != 0 { sd_event_source_set_priority(source, priority) }
         EventSource.attachDestroy(source)
         return EventSource(source)
     }

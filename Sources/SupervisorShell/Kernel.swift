@@ -84,8 +84,9 @@ protocol Kernel: AnyObject {
     var canSpawnIntoCgroup: Bool { get }
     /// Spawns a process (clone3; see `shim_spawn`): its pid and pidfd.
     func spawn(_ request: SpawnRequest) -> Result<(pid: Int32, pidfd: Int32), Errno>
-    /// Calls `handler` on the loop at `at` (once).
-    func addTimer(at: Instant, _ handler: @escaping () -> Void) -> Result<any Cancellable, Errno>
+    /// Calls `handler` on the loop at `at` (once), after pending events of a smaller
+    /// `priority` (0 for ordinary timers; see `ProcessControl.checkPriority`).
+    func addTimer(at: Instant, priority: Int64, _ handler: @escaping () -> Void) -> Result<any Cancellable, Errno>
     /// Calls `handler` on the loop whenever `fd` is ready for `events` (epoll bits).
     func watch(fd: Int32, events: UInt32, _ handler: @escaping (UInt32) -> Void) -> Result<any Cancellable, Errno>
 }
@@ -220,10 +221,10 @@ final class LinuxKernel: Kernel {
         return pid < 0 ? .failure(Errno(-pid)) : .success((pid, pidfd))
     }
 
-    func addTimer(at: Instant, _ handler: @escaping () -> Void) -> Result<any Cancellable, Errno> {
+    func addTimer(at: Instant, priority: Int64, _ handler: @escaping () -> Void) -> Result<any Cancellable, Errno> {
         guard let loop else { return .failure(Errno(ENOTSUP)) }
         do {
-            return .success(try loop.addTimer(at: at, handler: handler))
+            return .success(try loop.addTimer(at: at, priority: priority, handler: handler))
         } catch {
             return .failure(Errno(error.errno))
         }
@@ -251,4 +252,11 @@ func withCStrings<R>(_ strings: [String], _ body: (UnsafePointer<UnsafeMutablePo
 func withOptionalCString<R>(_ string: String?, _ body: (UnsafePointer<CChar>?) -> R) -> R {
     guard let string else { return body(nil) }
     return string.withCString { body($0) }
+}
+
+extension Kernel {
+    /// An ordinary timer (priority 0).
+    func addTimer(at: Instant, _ handler: @escaping () -> Void) -> Result<any Cancellable, Errno> {
+        addTimer(at: at, priority: 0, handler)
+    }
 }

@@ -28,6 +28,11 @@ final class ProcessControl {
     weak var delegate: (any ProcessControlDelegate)?
     /// Orphaned descendants of extensions are reparented to the daemon (a child subreaper).
     let isSubreaper: Bool
+    /// The priority of the SIGCHLD source (sd-event: larger runs later): after the ordinary
+    /// events, so that a burst of dismissals is handled before the stops it caused are collected.
+    static let childSignalPriority: Int64 = 10
+    /// The priority of stop re-checks: after the SIGCHLD source.
+    static let checkPriority: Int64 = 20
     /// Processes whose leader's stop the kernel has not reported yet.
     private var awaitingStopReport: [ObjectIdentifier: SupervisedProcess] = [:]
 
@@ -141,7 +146,9 @@ final class ProcessControl {
                 }
             case .checkAgain(let seconds):
                 p.check?.cancel()
-                switch kernel.addTimer(at: kernel.now().adding(seconds: seconds), { [unowned self, unowned p] in
+                // After the SIGCHLD source: when a burst of stops keeps the loop busy past the
+                // first retry, the kernel's stop reports confirm them before any re-check runs.
+                switch kernel.addTimer(at: kernel.now().adding(seconds: seconds), priority: ProcessControl.checkPriority, { [unowned self, unowned p] in
                     p.check = nil
                     observe(.checkDue, for: p)
                 }) {
@@ -183,6 +190,12 @@ final class ProcessControl {
                 logger.warning("signal \(signal) to pid \(pid) of \(p.extensionID): \(e)")
             }
         }
+    }
+
+    /// The pids of `p`'s processes (no state read): its cgroup's, or its process group's.
+    func memberPIDs(of p: SupervisedProcess) -> [Int32] {
+        if let cgroup = p.cgroup { return cgroups?.processes(cgroup.path) ?? [] }
+        return table.groupMembers(p.processGroup).map(\.pid)
     }
 
     /// The members of `p` with their states. The leader's state comes from the kernel's stop

@@ -100,9 +100,8 @@ struct ProcessControlTests {
         let (k, control, p, recorder) = try controlled(.stop)
         control.suspend(p)
         #expect(k.calls == [
-            .read(Self.cgroup + "/cgroup.procs"), .listDirectory("/proc/100/task"), .read("/proc/100/task/100/stat"),
-            .kill(100, SignalNumber.stop), .addTimer(at: k.clock.adding(seconds: GroupControl.firstRetrySeconds)),
-        ])
+            .read(Self.cgroup + "/cgroup.procs"), .kill(100, SignalNumber.stop), .addTimer(at: k.clock.adding(seconds: GroupControl.firstRetrySeconds)),
+        ], "no /proc read: every pid of the cgroup gets SIGSTOP")
         k.clearCalls()
         k.stopped = [7]
         control.childrenChanged()

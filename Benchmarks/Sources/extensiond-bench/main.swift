@@ -38,7 +38,7 @@ if arguments.first == "--helper" {
 // MARK: - Options
 
 /// The phases, in the order they run.
-let allPhases = ["micro", "baselines", "rtt", "cold", "prewarm", "resume", "throughput", "assert", "suspend", "legs", "behaviour", "mass"]
+let allPhases = ["micro", "baselines", "rtt", "cold", "prewarm", "resume", "throughput", "assert", "suspend", "legs", "behaviour", "mass", "freeze"]
 
 struct Options {
     var quick = false
@@ -119,7 +119,10 @@ struct IDs {
     let prewarmCheck = "bench.prewarm-check"
     let reclaim = "bench.reclaim"
     let prewarmCap = 16
+    /// Extensions suspended with the cgroup freezer (`suspend: "freeze"`).
+    let freeze = "bench.freeze"
     let cold: [String], dynamicCold: [String], prewarmed: [String], legs: [String], throughput: [String], mass: [String], prewarmCapIDs: [String]
+    let massFreeze: [String]
 
     init(_ o: Options) {
         cold = (0..<(o.launches + 2)).map { "bench.cold.\($0)" }
@@ -128,6 +131,7 @@ struct IDs {
         legs = (0..<(2 * o.legs)).map { "bench.legs.\($0)" }
         throughput = (0..<o.throughputExtensions).map { "bench.tp.\($0)" }
         mass = (0..<o.massCount).map { "bench.mass.\($0)" }
+        massFreeze = (0..<o.massCount).map { "bench.massfreeze.\($0)" }
         prewarmCapIDs = (0..<(prewarmCap + 4)).map { "bench.cap.\($0)" }
     }
 
@@ -160,6 +164,10 @@ final class Suite {
     var resume = Samples(), acquire = Samples(), release = Samples(), suspend = Samples(), mass = Samples()
     var throughputRates: [(chains: Int, rate: Double, cpuPerPair: Double, extensionCPUPerPair: Double)] = []
     var idleRSS = 0, footprintRSS = 0, idleSwitches: Int?
+    // The freeze mechanism: its baselines (nil without a writable cgroup v2) and figures.
+    let freezeAvailable: Bool
+    var rawFreeze: Samples?, rawThaw: Samples?, rawMassFreeze: Samples?
+    var suspendFreeze = Samples(), resumeFreeze = Samples(), massFreeze = Samples()
 
     var micro: [(String, Double, String)] = []
     var daemon: DaemonUnderTest!
@@ -170,6 +178,12 @@ final class Suite {
         self.o = o
         ids = IDs(o)
         haveDynamic = FileManager.default.isExecutableFile(atPath: o.dynamicExtension)
+        if let probe = RawCgroups(label: "probe") {
+            probe.remove([])
+            freezeAvailable = true
+        } else {
+            freezeAvailable = false
+        }
         var template = Array((NSTemporaryDirectory() + "/extensiond-bench-XXXXXX").utf8CString)
         guard let p = mkdtemp(&template) else { throw BenchError("mkdtemp failed") }
         dir = String(cString: p)
@@ -242,6 +256,22 @@ final class Suite {
             notes.append("dbus-daemon is not installed: no control-plane baseline (apt-get install dbus; scripts/bench.sh does)")
         }
 
+        if freezeAvailable, on("freeze") {
+            log("baseline: cgroup freeze → frozen 1, thaw + round trip")
+            if let (freeze, thaw) = try Baselines.freezeAndThaw(executable: o.extensionPath, iterations: o.stopContinues) {
+                (rawFreeze, rawThaw) = (freeze, thaw)
+                details.append(Detail(name: "baseline: write cgroup.freeze 1 → 'frozen 1' (POLLPRI)", samples: freeze))
+                details.append(Detail(name: "baseline: write cgroup.freeze 0 + ping round trip", samples: thaw))
+            }
+            log("baseline: \(o.massCount) raw cgroup freezes")
+            rawMassFreeze = try Baselines.massFreeze(executable: o.extensionPath, count: o.massCount, repetitions: o.massRepetitions)
+            if let rawMassFreeze {
+                details.append(Detail(name: "baseline: \(o.massCount) cgroup.freeze writes → every 'frozen 1'", samples: rawMassFreeze))
+            }
+        } else if !freezeAvailable {
+            notes.append("no writable cgroup v2 here: the freeze figures and their baselines are left out")
+        }
+
         log("baseline: \(o.massCount) raw SIGSTOPs + waits")
         rawMass = try Baselines.massStop(executable: o.extensionPath, count: o.massCount, repetitions: o.massRepetitions)
         details.append(Detail(name: "baseline: \(o.massCount) raw SIGSTOPs + \(o.massCount) waitid", samples: rawMass))
@@ -254,11 +284,15 @@ final class Suite {
         for id in ids.all { manifests.append((id, o.extensionPath, "bench")) }
         if haveDynamic { for id in ids.dynamicCold { manifests.append((id, o.dynamicExtension, "bench")) } }
         manifests.append((ids.reclaim, o.extensionPath, "bench-reclaim"))
+        if freezeAvailable && on("freeze") {
+            for id in [ids.freeze] + ids.massFreeze { manifests.append((id, o.extensionPath, "bench-freeze")) }
+        }
         manifestCount = manifests.count
         let config: [String: Any] = [
             "points": [
                 "bench": ["launchTimeoutSeconds": 600, "suspendedLifetimeSeconds": 86_400],
                 "bench-reclaim": ["launchTimeoutSeconds": 600, "suspendedLifetimeSeconds": 1],
+                "bench-freeze": ["launchTimeoutSeconds": 600, "suspendedLifetimeSeconds": 86_400, "suspend": "freeze"],
             ],
             "limits": ["maxRequestsPerHost": 100_000, "maxPrewarmed": ids.prewarmCap],
         ]
@@ -342,24 +376,31 @@ final class Suite {
     /// Begin on a suspended extension until the host holds a working channel.
     func resumes() throws {
         log("resume")
-        var session = try host.begin(ids.resume)
+        resume = try resumeSamples(ids.resume, iterations: o.resumes)
+        details.append(Detail(name: "resume: begin on suspended → begun → ping", samples: resume))
+    }
+
+    /// Begins on the suspended extension `id` → begun → a ping answered, `iterations` times.
+    func resumeSamples(_ id: String, iterations: Int) throws -> Samples {
+        var samples = Samples()
+        var session = try host.begin(id)
         let pid = session.pid
         try ping(session.channel!)
         close(session.channel!)
         try host.dismiss(session)
-        for i in 0..<(o.resumes + 5) {
-            try daemon.waitStates([ids.resume], "suspended", via: host)
+        for i in 0..<(iterations + 5) {
+            try daemon.waitStates([id], "suspended", via: host)
             let t0 = now()
-            session = try host.begin(ids.resume)
+            session = try host.begin(id)
             guard let fd = session.channel else { throw BenchError("no channel from begin") }
             try ping(fd)
             let t = now() - t0
             guard session.pid == pid else { throw BenchError("resume relaunched the extension (pid \(pid) → \(session.pid))") }
             close(fd)
             try host.dismiss(session)
-            if i >= 5 { resume.add(t) }
+            if i >= 5 { samples.add(t) }
         }
-        details.append(Detail(name: "resume: begin on suspended → begun → ping", samples: resume))
+        return samples
     }
 
     /// Acquire+release pairs from many extensions at once (no monitor attached).
@@ -472,28 +513,34 @@ final class Suite {
     /// Last request dismissed → the daemon records `suspend` (the kernel confirmed the stop).
     func suspends() throws {
         log("suspend")
-        var inDaemon = Samples(), seenByHost = Samples()
-        let mine: Set<String> = [ids.assertions]
-        try profiled("suspend") {
+        suspend = try suspendSamples(ids.assertions, phase: "suspend", label: "suspend")
+    }
+
+    /// Dismissals of the running extension `id` → the daemon's `suspend` timestamp.
+    func suspendSamples(_ id: String, phase: String, label: String) throws -> Samples {
+        var samples = Samples(), inDaemon = Samples(), seenByHost = Samples()
+        let mine: Set<String> = [id]
+        try profiled(phase) {
             for i in 0..<(o.suspends + 5) {
-                let session = try host.begin(ids.assertions)
+                let session = try host.begin(id)
                 try ping(session.channel!)
                 close(session.channel!)
                 let mark = daemon.events.count
                 let t0 = now()
                 try host.dismiss(session)
                 let stops = try daemon.events.wait(for: "suspend", of: mine, after: mark, timeout: 10)
-                let end = daemon.events.since(mark).first { $0.kind == "end" && $0.id == ids.assertions }
+                let end = daemon.events.since(mark).first { $0.kind == "end" && $0.id == id }
                 if i >= 5 {
-                    suspend.add(stops[0].monotonic - t0)
+                    samples.add(stops[0].monotonic - t0)
                     seenByHost.add(stops[0].received - t0)
                     if let end { inDaemon.add(stops[0].monotonic - end.monotonic) }
                 }
             }
         }
-        details.append(Detail(name: "suspend: dismiss → daemon 'suspend' timestamp", samples: suspend, note: "host clock → daemon timestamp"))
+        details.append(Detail(name: "\(label): dismiss → daemon 'suspend' timestamp", samples: samples, note: "host clock → daemon timestamp"))
         details.append(Detail(name: "  upper bound: dismiss → 'suspend' event received", samples: seenByHost, note: "+ JSON + monitor delivery"))
         details.append(Detail(name: "  inside the daemon: 'end' → 'suspend' timestamps", samples: inDaemon))
+        return samples
     }
 
     /// With the monitor attached: where a cold launch, a begin after prewarm and a resume spend
@@ -615,18 +662,19 @@ final class Suite {
 
     /// N running extensions; one host dismisses all at once (pipelined `end`s). Then the
     /// footprint with half of them active, and idle wake-ups with all suspended.
-    func massFigures() throws {
-        log("mass dismiss: launching \(ids.mass.count) extensions")
+    /// Begins a request on each of `list`, then, `massRepetitions` times, writes every `end` at
+    /// once and measures the first end sent → the last `suspend` timestamp; begins them again
+    /// between repetitions. They are left suspended.
+    func massDismissSamples(_ list: [String], on control: PipelinedControl, tag: inout UInt32, label: String) throws -> Samples {
+        log("\(label): launching \(list.count) extensions")
+        var samples = Samples()
         var inDaemon = Samples(), seenByHost = Samples(), endsHandled = Samples(), stopsSent = Samples(), firstConfirmed = Samples()
-        let control = try PipelinedControl(socketPath: daemon.socketPath)
-        defer { control.close() }
-        var tag: UInt32 = 1
         let t0 = now()
-        var sessions = try beginAllSessions(ids.mass, on: control, tags: tag, timeout: 900)
-        other.append(String(format: "%d begins at once on not-running extensions: all answered in %@", ids.mass.count, duration(now() - t0)))
-        tag += UInt32(ids.mass.count)
+        var sessions = try beginAllSessions(list, on: control, tags: tag, timeout: 900)
+        other.append(String(format: "%@: %d begins at once on not-running extensions: all answered in %@", label, list.count, duration(now() - t0)))
+        tag += UInt32(list.count)
         for s in sessions { try ping(s.channel!); close(s.channel!) }
-        let all = Set(ids.mass)
+        let all = Set(list)
         for rep in 0..<o.massRepetitions {
             var ends: [[UInt8]] = []
             var endTags: [UInt32] = []
@@ -636,13 +684,13 @@ final class Suite {
                 tag += 1
             }
             let mark = daemon.events.count
-            log("mass dismiss \(rep + 1)/\(o.massRepetitions)")
-            try profiled("mass-dismiss-\(rep + 1)") {
+            log("\(label) \(rep + 1)/\(o.massRepetitions)")
+            try profiled("\(label.replacingOccurrences(of: " ", with: "-"))-\(rep + 1)") {
                 let t0 = now()
                 for bytes in ends { try control.send(bytes) }
                 let stops = try daemon.events.wait(for: "suspend", of: all, after: mark, timeout: 900)
                 let last = stops.map(\.monotonic).max()!
-                mass.add(last - t0)
+                samples.add(last - t0)
                 seenByHost.add(stops.map(\.received).max()! - t0)
                 let mine = daemon.events.since(mark).filter { all.contains($0.id) }
                 if let firstEnd = mine.first(where: { $0.kind == "end" }) {
@@ -656,18 +704,26 @@ final class Suite {
             control.forget(tags: endTags)
             if rep + 1 < o.massRepetitions {
                 let t0 = now()
-                sessions = try beginAllSessions(ids.mass, on: control, tags: tag, timeout: 900)
-                other.append(String(format: "%d begins at once on suspended extensions: all answered in %@", ids.mass.count, duration(now() - t0)))
-                tag += UInt32(ids.mass.count)
+                sessions = try beginAllSessions(list, on: control, tags: tag, timeout: 900)
+                other.append(String(format: "%@: %d begins at once on suspended extensions: all answered in %@", label, list.count, duration(now() - t0)))
+                tag += UInt32(list.count)
                 for s in sessions { close(s.channel!) }
             }
         }
-        details.append(Detail(name: "mass dismiss of \(ids.mass.count): first end sent → last 'suspend' timestamp", samples: mass, note: "host clock → daemon timestamp"))
+        details.append(Detail(name: "\(label) of \(list.count): first end sent → last 'suspend' timestamp", samples: samples, note: "host clock → daemon timestamp"))
         details.append(Detail(name: "  upper bound: → last 'suspend' event received", samples: seenByHost, note: "+ JSON + monitor delivery"))
         details.append(Detail(name: "  inside the daemon: first 'end' → last 'suspend' timestamps", samples: inDaemon))
         details.append(Detail(name: "    leg: first 'end' → last 'end' handled", samples: endsHandled))
         details.append(Detail(name: "    leg: first 'end' → last 'stop-sent'", samples: stopsSent))
         details.append(Detail(name: "    leg: first 'end' → first 'suspend'", samples: firstConfirmed))
+        return samples
+    }
+
+    func massFigures() throws {
+        let control = try PipelinedControl(socketPath: daemon.socketPath)
+        defer { control.close() }
+        var tag: UInt32 = 1
+        mass = try massDismissSamples(ids.mass, on: control, tag: &tag, label: "mass dismiss")
 
         // Footprint: half of them active again, half suspended.
         let half = Array(ids.mass.prefix(ids.mass.count / 2))
@@ -703,6 +759,19 @@ final class Suite {
         other.append(String(format: "idle: %d context switches and %.3f s of CPU in %.0f s over %d daemon thread(s)", idleSwitches!, cpuSeconds(daemon.pid) - cpu0, o.idleSeconds, after.threads))
     }
 
+    /// The freeze mechanism's figures: suspend, resume and mass dismiss of extensions with
+    /// `suspend: "freeze"`, against raw cgroup freezes.
+    func freezeFigures() throws {
+        log("freeze: suspend and resume")
+        resumeFreeze = try resumeSamples(ids.freeze, iterations: o.resumes)
+        details.append(Detail(name: "resume (freeze): begin on frozen → begun → ping", samples: resumeFreeze))
+        suspendFreeze = try suspendSamples(ids.freeze, phase: "suspend-freeze", label: "suspend (freeze)")
+        let control = try PipelinedControl(socketPath: daemon.socketPath)
+        defer { control.close() }
+        var tag: UInt32 = 1
+        massFreeze = try massDismissSamples(ids.massFreeze, on: control, tag: &tag, label: "mass dismiss (freeze)")
+    }
+
     /// Stops the daemon; returns a problem when it did not exit cleanly.
     @discardableResult
     func stopDaemon() -> String? {
@@ -735,6 +804,7 @@ final class Suite {
         if on("suspend") { try suspends() }
         if on("legs") { try legs() }
         if on("behaviour") { try prewarmBehaviour() }
+        if on("freeze") && freezeAvailable { try freezeFigures() }
         if on("mass") { try massFigures() }
         if let problem = stopDaemon() { throw BenchError(problem) }
     }
@@ -747,6 +817,10 @@ final class Suite {
         rows.append(Row(figure: "assertion release", kind: .latency(release, baseline: socketRTT, factor: 2), target: "p50 ≤ 2× baseline"))
         rows.append(Row(figure: "resume", kind: .latency(resume, baseline: rawContinue, factor: 3), target: "p50 ≤ 3× baseline"))
         rows.append(Row(figure: "suspend", kind: .latency(suspend, baseline: rawStop, factor: 3), target: "p50 ≤ 3× baseline"))
+        if let rawFreeze, let rawThaw, suspendFreeze.count > 0 {
+            rows.append(Row(figure: "resume (freeze)", kind: .latency(resumeFreeze, baseline: rawThaw, factor: 3), target: "p50 ≤ 3× baseline"))
+            rows.append(Row(figure: "suspend (freeze)", kind: .latency(suspendFreeze, baseline: rawFreeze, factor: 3), target: "p50 ≤ 3× baseline"))
+        }
         rows.append(Row(figure: "cold launch", kind: .latency(coldLaunch, baseline: rawLaunch, factor: 1.1), target: "≤ 1.1× baseline"))
         rows.append(Row(figure: "control-plane RTT", kind: .latency(hostRTT, baseline: dbusPeer, factor: nil), target: "report the ratio"))
         for r in throughputRates {
@@ -754,6 +828,9 @@ final class Suite {
                             kind: .value(String(format: "%.0f/s", r.rate), baseline: "—", ratio: "—", met: r.rate >= 50_000), target: "≥ 50,000/s"))
         }
         rows.append(Row(figure: "mass dismiss (\(ids.mass.count))", kind: .latency(mass, baseline: rawMass, factor: 2), target: "≤ 2× baseline"))
+        if let rawMassFreeze, massFreeze.count > 0 {
+            rows.append(Row(figure: "mass dismiss (\(ids.massFreeze.count), freeze)", kind: .latency(massFreeze, baseline: rawMassFreeze, factor: 2), target: "≤ 2× baseline"))
+        }
         if footprintRSS > 0 {
             rows.append(Row(figure: "footprint (\(ids.mass.count) ext., half suspended)",
                             kind: .value(String(format: "%.1f MB", Double(footprintRSS) / 1e6), baseline: String(format: "%.1f MB (idle)", Double(idleRSS) / 1e6),
@@ -772,7 +849,9 @@ final class Suite {
             Baselines: acquire/release: raw SEQPACKET socketpair round trip between two processes. resume: SIGCONT to a
             stopped raw extension + one ping round trip. suspend: SIGSTOP to its group + waitid(WSTOPPED). cold launch: raw
             spawn of the same binary + ready + deliver + ping over its inherited socketpair. control-plane: D-Bus Peer.Ping
-            through dbus-daemon to a service peer (sd-bus). mass dismiss: \(ids.mass.count) raw SIGSTOPs + waits. footprint: the
+            through dbus-daemon to a service peer (sd-bus). mass dismiss: \(ids.mass.count) raw SIGSTOPs + waits. (freeze): each
+            raw extension in a cgroup of its own: cgroup.freeze written → 'frozen 1' seen with poll(POLLPRI); thaw + ping;
+            \(ids.massFreeze.count) freezes written → every 'frozen 1'. footprint: the
             daemon's RSS right after READY=1. begin after prewarm: the supervised cold launch above.
             """)
         print("\n## Distributions\n")

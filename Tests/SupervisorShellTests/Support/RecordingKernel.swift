@@ -181,7 +181,7 @@ final class RecordingKernel: Kernel {
         return .success((4242, 7))
     }
 
-    func addTimer(at: Instant, _ handler: @escaping () -> Void) -> Result<any Cancellable, Errno> {
+    func addTimer(at: Instant, priority: Int64, _ handler: @escaping () -> Void) -> Result<any Cancellable, Errno> {
         calls.append(.addTimer(at: at))
         let timer = FakeTimer(at: at, handler: handler, kernel: self)
         timers.append(timer)
