@@ -150,7 +150,11 @@ public struct GroupControl: Equatable, Sendable {
         guard !exitReported else { return [] }
         if mechanism == .freeze && containment == .cgroup {
             stop = .freezing(since: now, warned: false)
-            return [.setFrozen(true), .checkAgain(afterSeconds: GroupControl.slowStopSeconds)]
+            // `frozen 1` is read once right after the write: a group whose members freeze at
+            // once is confirmed without waiting for the notification, which the kernel holds
+            // back when the file notified less than 10 ms before (a thaw just before, say).
+            // The check is armed before the read, so a confirmation by the read cancels it.
+            return [.setFrozen(true), .checkAgain(afterSeconds: GroupControl.slowStopSeconds), .readFrozen]
         }
         stop = .stopping(since: now, lastMembers: nil, leaderReported: false, lastBlocked: [], retry: GroupControl.firstRetrySeconds, warned: false)
         // In a cgroup, `.all` is every pid its `cgroup.procs` lists, whatever its process group
@@ -260,7 +264,7 @@ public struct GroupControl: Equatable, Sendable {
                 stop = .freezing(since: since, warned: true)
                 actions.append(.slowStop(seconds: now.seconds(since: since)))
             }
-            return actions + [.readFrozen, .checkAgain(afterSeconds: GroupControl.slowStopSeconds)]
+            return actions + [.checkAgain(afterSeconds: GroupControl.slowStopSeconds), .readFrozen]
         default:
             return []
         }
@@ -278,8 +282,8 @@ public struct GroupControl: Equatable, Sendable {
             case .stopped: break
             case .running: notStopped.append(m.pid)
             case .blockedInKernel:
-                // It runs no user code; the pending stop takes it on its way back. It counts
-                // as stopped once two reads in a row found it so.
+                // It runs no user code; a pending stop takes it on its way back. It counts as
+                // stopped once two reads in a row found it so, and is signalled at the first.
                 blocked.insert(m.pid)
                 if !lastBlocked.contains(m.pid) { notStopped.append(m.pid) }
             }
@@ -295,13 +299,14 @@ public struct GroupControl: Equatable, Sendable {
             // at once (stopped processes cannot fork, so this converges).
             return [.readMembers]
         }
-        let running = notStopped.filter { !blocked.contains($0) }
+        // Running members, and members first seen blocked: a process forked after the
+        // signals went out can be blocked in the kernel at its first read, with no SIGSTOP
+        // pending. The signal waits for it there and stops it on its way back to user space.
+        // Members blocked in two reads in a row were signalled at the first one.
         var actions: [GroupAction] = []
-        if !running.isEmpty {
-            switch containment {
-            case .cgroup: actions.append(.signal(SignalNumber.stop, .pids(running.sorted())))
-            case .processGroup: actions.append(.signal(SignalNumber.stop, .all))
-            }
+        switch containment {
+        case .cgroup: actions.append(.signal(SignalNumber.stop, .pids(notStopped.sorted())))
+        case .processGroup: actions.append(.signal(SignalNumber.stop, .all))
         }
         actions.append(.checkAgain(afterSeconds: nextRetry()))
         return actions

@@ -130,7 +130,9 @@ enum Format {
         }
         if let m = e["memoryBytes"] as? Int { field("Memory", bytes(m)) }
         if let c = e["cpuSeconds"] as? Double { field("CPU", String(format: "%.2fs", c)) }
-        field("Locks", "held at suspension \(e["locksHeldAtSuspend"] as? Int ?? 0) time(s)")
+        if let held = e["locksHeldAtSuspend"] as? Int, held > 0 {
+            field("Locks", "held a lock that blocks others when stopped, \(held) time(s)")
+        }
         field("Last exit", exit(e["lastExit"]) + ((e["lastExit"] as? [String: Any])?["time"].map { " at \($0)" } ?? ""))
         if let crashes = e["consecutiveCrashes"] as? Int, crashes > 0 {
             let until = (e["throttledUntil"] as? String).map { ", next launch after \($0)" } ?? ""

@@ -54,7 +54,7 @@ struct FaultTests {
             try daemon.events.wait("suspend", of: Self.id, after: mark)
             let members = groupMembers(session.pid)
             for pid in members {
-                #expect(processState(pid) == "T", "round \(round): pid \(pid) of the group escaped the stop")
+                #expect(isStoppedOrStopPending(pid), "round \(round): pid \(pid) of the group escaped the stop")
             }
         }
     }

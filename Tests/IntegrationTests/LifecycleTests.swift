@@ -40,7 +40,7 @@ struct LifecycleTests {
         try host.dismiss(first)
         try daemon.events.wait("suspend", of: Self.id, after: mark)
         for pid in groupMembers(first.pid) {
-            #expect(processState(pid) == "T", "pid \(pid) of the group is not stopped")
+            #expect(isStoppedOrStopPending(pid), "pid \(pid) of the group is not stopped")
         }
         #expect(Set(groupMembers(first.pid)) == Set(members))
 

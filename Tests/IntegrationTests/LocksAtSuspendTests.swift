@@ -47,7 +47,7 @@ struct LocksAtSuspendTests {
         #expect((status["lastExit"] as? [String: Any])?["reason"] as? String == "lock-held-at-suspend")
         #expect(status["locksHeldAtSuspend"] as? Int == 1)
         let text = try daemon.extctl(["status", Self.id]).out
-        #expect(text.contains("Locks: held at suspension 1 time(s)"), "\(text)")
+        #expect(text.contains("Locks: held a lock that blocks others when stopped, 1 time(s)"), "\(text)")
         print("locks at suspension, \(mode): the app's write succeeded \(String(format: "%.1f", latency * 1000)) ms after the dismiss")
     }
 

@@ -51,10 +51,23 @@ struct GroupControlTests {
         _ = g.suspend(at: Self.at(0))
         _ = g.observe(.leaderStopReported, at: Self.at(0.001))
         let vforkParent = [Member(pid: 100, state: .stopped), Member(pid: 101, state: .blockedInKernel)]
-        #expect(g.observe(.members(vforkParent), at: Self.at(0.001)) == [.checkAgain(afterSeconds: GroupControl.firstRetrySeconds * 2)],
-                "not signalled again (it runs no user code), not confirmed yet")
+        #expect(g.observe(.members(vforkParent), at: Self.at(0.001)) == [.signal(SignalNumber.stop, .pids([101])), .checkAgain(afterSeconds: GroupControl.firstRetrySeconds * 2)],
+                "signalled at its first blocked read, not confirmed yet")
         #expect(g.observe(.checkDue, at: Self.at(0.05)) == [.readMembers])
-        #expect(g.observe(.members(vforkParent), at: Self.at(0.05)) == [.cancelCheck, .stopConfirmed])
+        #expect(g.observe(.members(vforkParent), at: Self.at(0.05)) == [.cancelCheck, .stopConfirmed], "blocked in two reads in a row: stopped")
+    }
+
+    @Test func aMemberFirstSeenBlockedInTheKernelIsSignalledToo() {
+        // 102 was forked after the SIGSTOP to every member went out, and is blocked in the
+        // kernel when it is first read: it has no stop pending unless it is signalled now.
+        var g = GroupControl(leader: Self.leader, containment: .cgroup, mechanism: .stop)
+        #expect(g.suspend(at: Self.at(0)).first == .signal(SignalNumber.stop, .all))
+        _ = g.observe(.leaderStopReported, at: Self.at(0.001))
+        let read = [Member(pid: 100, state: .stopped), Member(pid: 102, state: .blockedInKernel)]
+        #expect(g.observe(.members(read), at: Self.at(0.001)).contains(.signal(SignalNumber.stop, .pids([102]))))
+        // Still blocked at the next read: already signalled, not signalled again.
+        _ = g.observe(.checkDue, at: Self.at(0.05))
+        #expect(g.observe(.members(read), at: Self.at(0.05)) == [.cancelCheck, .stopConfirmed])
     }
 
     @Test func retriesBackOffAndASlowStopIsReportedOnce() {
@@ -110,7 +123,7 @@ struct GroupControlTests {
 
     @Test func freezeIsConfirmedByFrozenAndSendsNoSignal() {
         var g = GroupControl(leader: Self.leader, containment: .cgroup, mechanism: .freeze)
-        #expect(g.suspend(at: Self.at(0)) == [.setFrozen(true), .checkAgain(afterSeconds: GroupControl.slowStopSeconds)])
+        #expect(g.suspend(at: Self.at(0)) == [.setFrozen(true), .checkAgain(afterSeconds: GroupControl.slowStopSeconds), .readFrozen])
         #expect(g.observe(.frozen(false), at: Self.at(0.001)) == [])
         #expect(g.observe(.frozen(true), at: Self.at(0.001)) == [.cancelCheck, .stopConfirmed])
         #expect(g.stop == .frozen)
@@ -122,8 +135,8 @@ struct GroupControlTests {
         var g = GroupControl(leader: Self.leader, containment: .cgroup, mechanism: .freeze)
         _ = g.suspend(at: Self.at(0))
         let due = g.observe(.checkDue, at: Self.at(5))
-        #expect(due == [.slowStop(seconds: 5), .readFrozen, .checkAgain(afterSeconds: GroupControl.slowStopSeconds)])
-        #expect(g.observe(.checkDue, at: Self.at(10)) == [.readFrozen, .checkAgain(afterSeconds: GroupControl.slowStopSeconds)])
+        #expect(due == [.slowStop(seconds: 5), .checkAgain(afterSeconds: GroupControl.slowStopSeconds), .readFrozen])
+        #expect(g.observe(.checkDue, at: Self.at(10)) == [.checkAgain(afterSeconds: GroupControl.slowStopSeconds), .readFrozen])
     }
 
     @Test func freezeWithoutACgroupFallsBackToSignals() {

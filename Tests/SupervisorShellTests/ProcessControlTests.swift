@@ -141,8 +141,12 @@ struct ProcessControlTests {
 
     @Test func oneFreezeAndThaw() throws {
         let (k, control, p, recorder) = try controlled(.freeze)
+        k.descriptors[61] = "populated 1\nfrozen 0\n"
         control.suspend(p)
-        #expect(k.calls == [.write(Self.cgroup + "/cgroup.freeze", "1"), .addTimer(at: k.clock.adding(seconds: GroupControl.slowStopSeconds))])
+        #expect(k.calls == [
+            .write(Self.cgroup + "/cgroup.freeze", "1"), .addTimer(at: k.clock.adding(seconds: GroupControl.slowStopSeconds)), .readFD(61),
+        ], "frozen is read once right after the write; not frozen yet: the notification confirms it")
+        #expect(recorder.confirmed == 0)
         k.clearCalls()
         k.descriptors[61] = "populated 1\nfrozen 1\n"
         control.cgroupEventsChanged(p)
@@ -151,6 +155,17 @@ struct ProcessControlTests {
         k.clearCalls()
         control.resume(p)
         #expect(k.calls == [.write(Self.cgroup + "/cgroup.freeze", "0")], "no signal: the processes cannot observe it")
+    }
+
+    @Test func aFreezeCompleteAtOnceIsConfirmedByTheReadAfterTheWrite() throws {
+        let (k, control, p, recorder) = try controlled(.freeze)
+        k.descriptors[61] = "populated 1\nfrozen 1\n"
+        control.suspend(p)
+        #expect(k.calls == [
+            .write(Self.cgroup + "/cgroup.freeze", "1"), .addTimer(at: k.clock.adding(seconds: GroupControl.slowStopSeconds)), .readFD(61),
+            .cancelTimer(at: k.clock.adding(seconds: GroupControl.slowStopSeconds)),
+        ], "confirmed with no timer left armed")
+        #expect(recorder.confirmed == 1)
     }
 
     @Test func aLeaderExitWithMembersLeftKillsThemAndWaitsForTheEmptyCgroup() throws {

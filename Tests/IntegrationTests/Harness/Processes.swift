@@ -78,3 +78,24 @@ extension ExtensionSession {
         return HostChannel(fd: channel)
     }
 }
+
+/// Whether `pid` is stopped (`T`), or blocked in the kernel (`D`) with SIGSTOP pending, so that
+/// it stops on its way back to user space: what the daemon confirms as stopped for a member
+/// that is in an uninterruptible sleep (a vfork parent, a process in a disk wait).
+func isStoppedOrStopPending(_ pid: Int32) -> Bool {
+    switch processState(pid) {
+    case "T": return true
+    case "D": return pendingSignals(pid) & (UInt64(1) << (UInt64(SIGSTOP) - 1)) != 0
+    default: return false
+    }
+}
+
+/// The signals pending for `pid`, the thread's own (`SigPnd`) and the process's (`ShdPnd`).
+func pendingSignals(_ pid: Int32) -> UInt64 {
+    guard let text = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8) else { return 0 }
+    var mask: UInt64 = 0
+    for line in text.split(separator: "\n") where line.hasPrefix("SigPnd:") || line.hasPrefix("ShdPnd:") {
+        mask |= UInt64(line.split(separator: "\t").last.map(String.init) ?? "", radix: 16) ?? 0
+    }
+    return mask
+}

@@ -367,6 +367,14 @@ struct Simulation {
     mutating func check(_ event: Event, _ effects: [Effect], _ before: [String: ExtensionRecord]) {
         func fail(_ what: String) { violations.append("at \(now) after \(event): \(what)") }
 
+        // A confirmed suspension costs no wakeup: no stop check stays armed.
+        for (id, entry) in worlds where entry.world.checkAt != nil {
+            switch entry.world.control.stop {
+            case .stopped, .frozen: fail("\(id) is held (\(entry.world.control.stop)) with a stop check still armed")
+            default: break
+            }
+        }
+
         // Events for a generation that is not the live process change nothing.
         if let (id, g) = event.generationTarget, let r = before[id], !(r.generation == g && r.isRunning) {
             if !effects.isEmpty { fail("stale event produced \(effects)") }
