@@ -89,6 +89,14 @@ protocol Kernel: AnyObject {
     func addTimer(at: Instant, priority: Int64, _ handler: @escaping () -> Void) -> Result<any Cancellable, Errno>
     /// Calls `handler` on the loop whenever `fd` is ready for `events` (epoll bits).
     func watch(fd: Int32, events: UInt32, _ handler: @escaping (UInt32) -> Void) -> Result<any Cancellable, Errno>
+    /// inotify(7): a non-blocking, close-on-exec descriptor that reports each open (`IN_OPEN`)
+    /// of the files at `paths` (symbolic links followed, so `/proc/PID/fd/N` names the open
+    /// file itself), and the watch descriptor of each path (nil for one that cannot be
+    /// watched). Fails only when no path can be watched.
+    func watchOpens(_ paths: [String]) -> Result<(fd: Int32, watches: [Int32?]), Errno>
+    /// Reads every queued inotify event from `fd` (non-blocking): the watch descriptors they
+    /// are for. Afterwards `fd` is no longer readable until the next event.
+    func readOpenEvents(fd: Int32) -> [Int32]
 }
 
 /// The real kernel, and the daemon's sd-event loop for timers and watches.
@@ -227,6 +235,39 @@ final class LinuxKernel: Kernel {
             return .success(try loop.addTimer(at: at, priority: priority, handler: handler))
         } catch {
             return .failure(Errno(error.errno))
+        }
+    }
+
+    func watchOpens(_ paths: [String]) -> Result<(fd: Int32, watches: [Int32?]), Errno> {
+        let fd = inotify_init1(Int32(IN_NONBLOCK) | Int32(IN_CLOEXEC))
+        guard fd >= 0 else { return .failure(Errno(errno)) }
+        var lastError: Int32 = 0
+        let watches: [Int32?] = paths.map { path in
+            let wd = inotify_add_watch(fd, path, UInt32(IN_OPEN))
+            if wd < 0 { lastError = errno; return nil }
+            return wd
+        }
+        guard watches.contains(where: { $0 != nil }) else {
+            Glibc.close(fd)
+            return .failure(Errno(lastError))
+        }
+        return .success((fd, watches))
+    }
+
+    func readOpenEvents(fd: Int32) -> [Int32] {
+        var found: [Int32] = []
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        while true {
+            let n = buffer.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
+            if n < 0 && errno == EINTR { continue }
+            guard n > 0 else { return found }
+            // struct inotify_event: wd, mask, cookie, len (4 bytes each), then `len` bytes of name.
+            var offset = 0
+            while offset + 16 <= n {
+                let field = { (at: Int) in buffer.withUnsafeBytes { $0.loadUnaligned(fromByteOffset: offset + at, as: UInt32.self) } }
+                found.append(Int32(bitPattern: field(0)))
+                offset += 16 + Int(field(12))
+            }
         }
     }
 

@@ -18,12 +18,19 @@ struct LockSurvey {
     let ownPID: Int32
     var proc = "/proc"
 
-    func locks(heldBy members: [Int32], procLocks: [FileLocks.Entry]) -> [HeldLock] {
+    /// A lock found, and the `/proc/PID/fd/N` link of the descriptor it is held through (which
+    /// names the locked file even when it was renamed or deleted).
+    struct Found {
+        var lock: HeldLock
+        var link: String
+    }
+
+    func locks(heldBy members: [Int32], procLocks: [FileLocks.Entry]) -> [Found] {
         let memberSet = Set(members)
         let candidates = procLocks.contains { !$0.waiting && (memberSet.contains($0.pid) || $0.pid == -1 || $0.kind == "FLOCK") }
         guard candidates else { return [] }
 
-        var found: [(lock: HeldLock, identity: FileIdentity?)] = []
+        var found: [(lock: HeldLock, link: String, identity: FileIdentity?)] = []
         var seen = Set<String>()
         for pid in members.sorted() {
             for fd in kernel.listDirectory("\(proc)/\(pid)/fdinfo")?.sorted(by: numerically) ?? [] {
@@ -35,7 +42,7 @@ struct LockSurvey {
                 let identity = try? kernel.fileIdentity(link).get()
                 for e in entries {
                     guard let kind = Self.kind(e.kind) else { continue }
-                    found.append((HeldLock(kind: kind, exclusive: e.exclusive, path: path, pid: pid, openElsewhere: false), identity))
+                    found.append((HeldLock(kind: kind, exclusive: e.exclusive, path: path, pid: pid, openElsewhere: false), link, identity))
                 }
             }
         }
@@ -47,7 +54,7 @@ struct LockSurvey {
                 if let id = found[i].identity, opened.contains(id) { found[i].lock.openElsewhere = true }
             }
         }
-        return found.map(\.lock)
+        return found.map { Found(lock: $0.lock, link: $0.link) }
     }
 
     /// Which of `files` some process other than `skipping` has open.

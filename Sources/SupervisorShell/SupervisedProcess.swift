@@ -31,7 +31,12 @@ final class SupervisedProcess {
     var channelGrace: (any Cancellable)?
     /// Members of the stopped group that hold file locks: watched while suspended.
     var lockHolders: Set<Int32> = []
-    /// The periodic /proc/locks check, armed only while a suspended group holds a lock.
+    /// The locks the suspended group holds, by the inotify watch descriptor of their file.
+    var lockedFiles: [Int32: [HeldLock]] = [:]
+    /// The inotify watch for opens of the files the suspended group holds locks on.
+    var openWatch: OpenWatch?
+    /// The periodic /proc/locks check for blocked waiters, armed only while a suspended group
+    /// holds a lock on a file another process has opened.
     var lockWatch: (any Cancellable)?
     /// Admits runtime-channel messages at a sustained rate; a flood cuts the channel off.
     var admission = MessageRate()
@@ -63,7 +68,10 @@ final class SupervisedProcess {
     func stopLockWatch() {
         lockWatch?.cancel()
         lockWatch = nil
+        openWatch?.cancel()
+        openWatch = nil
         lockHolders = []
+        lockedFiles = [:]
     }
 
     /// Releases every watch, timer and descriptor (the cgroup directory is removed by the caller).

@@ -157,7 +157,7 @@ struct FaultTests {
         waiter.arguments = ["--exclusive", lockFile, "/bin/true"]
         try waiter.run()
         let noticed = try daemon.events.wait("lock-held-while-suspended", of: Self.id, timeout: 10)
-        #expect(noticed.detail?.contains("wait for") == true)
+        #expect(noticed.detail?.contains("another process opened the file while it was suspended") == true, "\(noticed)")
         #expect(noticed.monotonic - suspended.monotonic < 3, "noticed within a bounded time")
         let exit = try daemon.events.wait("exit", of: Self.id)
         #expect(exit.detail?.hasPrefix("lock-held-while-suspended") == true, "\(exit)")

@@ -147,4 +147,57 @@ struct LocksAtSuspendTests {
         #expect(!daemon.events.all.contains { $0.kind == "exit" && $0.id == Self.id })
         #expect(try host.begin(Self.id).pid == session.pid)
     }
+
+    /// The second line, with no timer while nobody else touches the file: a file locked
+    /// exclusively by the suspended extension and opened by another process afterwards now
+    /// blocks others, and the policy applies at once (the open is an inotify event).
+    @Test func aPrivateLockFileOpenedAfterTheStopEndsTheHolder() throws {
+        let daemon = try TestDaemon(manifests: ["s.json": sqliteLocksExtension(Self.id, policy: [:])])
+        try daemon.start()
+        let host = try daemon.host()
+        let session = try host.begin(Self.id)
+        let channel = try session.hostChannel()
+        let path = "\(daemon.directory)/instance.lock"
+        channel.send("lock posix \(path)")
+        #expect(channel.readLine(timeout: 20) == "locked")
+        let mark = daemon.events.count
+        try host.dismiss(session)
+        try daemon.events.wait("suspend", of: Self.id, after: mark)
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        #expect(fd >= 0)
+        defer { close(fd) }
+        let noticed = try daemon.events.wait("lock-held-while-suspended", of: Self.id, after: mark, timeout: 10)
+        #expect(noticed.detail?.contains("exclusive posix lock on \(path)") == true, "\(noticed)")
+        let exit = try daemon.events.wait("exit", of: Self.id, after: mark)
+        #expect(exit.detail?.hasPrefix("lock-held-while-suspended") == true, "\(exit)")
+        var probe = flock(l_type: Int16(F_WRLCK), l_whence: Int16(SEEK_SET), l_start: 0, l_len: 0, l_pid: 0)
+        #expect(fcntl(fd, F_GETLK, &probe) == 0 && probe.l_type == Int16(F_UNLCK), "the lock went with the holder")
+    }
+
+    /// A shared lock is no alarm at the stop, nor when another process opens the file; a
+    /// process that then blocks for an exclusive lock is noticed by the check for waiters that
+    /// the open started, and the holder is ended.
+    @Test func aWaiterBlockedBehindASharedLockOfTheSuspendedExtensionIsNoticed() throws {
+        let daemon = try TestDaemon(manifests: ["s.json": sqliteLocksExtension(Self.id, policy: [:])])
+        try daemon.start()
+        let host = try daemon.host()
+        let session = try host.begin(Self.id)
+        let channel = try session.hostChannel()
+        let path = "\(daemon.directory)/readers.lock"
+        channel.send("lock-shared flock \(path)")
+        #expect(channel.readLine(timeout: 20) == "locked")
+        let mark = daemon.events.count
+        try host.dismiss(session)
+        try daemon.events.wait("suspend", of: Self.id, after: mark)
+        let waiter = Process()
+        waiter.executableURL = URL(fileURLWithPath: "/usr/bin/flock")
+        waiter.arguments = ["--exclusive", path, "/bin/true"]
+        try waiter.run()
+        let noticed = try daemon.events.wait("lock-held-while-suspended", of: Self.id, after: mark, timeout: 10)
+        #expect(noticed.detail?.contains("wait for") == true, "\(noticed)")
+        try daemon.events.wait("exit", of: Self.id, after: mark)
+        waiter.waitUntilExit()
+        #expect(waiter.terminationStatus == 0, "the waiter got the lock once the holder was gone")
+        #expect(!daemon.events.all.contains { $0.kind == "lock-held-at-suspend" }, "a shared lock is no alarm at the stop")
+    }
 }

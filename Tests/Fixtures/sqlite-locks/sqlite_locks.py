@@ -12,6 +12,7 @@ with real SQLite (the sqlite3 module) and real flock/fcntl/OFD locks.
                                     "committed"
       sqlite-open DB                an idle WAL connection (after one read) -> "open"
       lock KIND FILE                exclusive flock|posix|ofd lock on FILE, kept -> "locked"
+      lock-shared KIND FILE         the same with a shared (read) lock -> "locked"
       batches DB COUNT ROWS         under one assertion, COUNT batches of ROWS rows, each in one
                                     transaction, the current one abandoned (rolled back) when
                                     expired -> "writing" once the assertion is held, "batches N"
@@ -49,14 +50,14 @@ def connect(db, mode, timeout=8.0):
     return c
 
 
-def lock(kind, fd, blocking):
+def lock(kind, fd, blocking, shared=False):
     if kind == "flock":
-        fcntl.flock(fd, fcntl.LOCK_EX | (0 if blocking else fcntl.LOCK_NB))
+        fcntl.flock(fd, (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | (0 if blocking else fcntl.LOCK_NB))
         return
     command = {"posix": fcntl.F_SETLKW if blocking else fcntl.F_SETLK,
                "ofd": fcntl.F_OFD_SETLKW if blocking else fcntl.F_OFD_SETLK}[kind]
     # struct flock: l_type, l_whence, l_start, l_len, l_pid (l_pid must be 0 for OFD locks).
-    fcntl.fcntl(fd, command, struct.pack("hhqqi", fcntl.F_WRLCK, 0, 0, 0, 0))
+    fcntl.fcntl(fd, command, struct.pack("hhqqi", fcntl.F_RDLCK if shared else fcntl.F_WRLCK, 0, 0, 0, 0))
 
 
 # ---------------------------------------------------------------- the extension
@@ -125,9 +126,9 @@ def serve(runtime, fd):
             c.execute("SELECT count(*) FROM ext").fetchall()
             kept.append(c)
             say("open")
-        elif command == "lock":
+        elif command in ("lock", "lock-shared"):
             f = os.open(words[2], os.O_RDWR | os.O_CREAT, 0o600)
-            lock(words[1], f, blocking=True)
+            lock(words[1], f, blocking=True, shared=command == "lock-shared")
             kept.append(f)
             say("locked")
         elif command == "batches":

@@ -26,6 +26,8 @@ final class RecordingKernel: Kernel {
         case addTimer(at: Instant)
         case cancelTimer(at: Instant)
         case watch(fd: Int32, events: UInt32)
+        case watchOpens([String])
+        case readOpenEvents(fd: Int32)
 
         var description: String {
             switch self {
@@ -49,6 +51,8 @@ final class RecordingKernel: Kernel {
             case let .addTimer(at): "timer(\(at))"
             case let .cancelTimer(at): "cancel timer(\(at))"
             case let .watch(fd, events): "watch(\(fd), \(events))"
+            case let .watchOpens(paths): "inotify IN_OPEN \(paths)"
+            case let .readOpenEvents(fd): "read inotify(\(fd))"
             }
         }
     }
@@ -191,6 +195,21 @@ final class RecordingKernel: Kernel {
     func watch(fd: Int32, events: UInt32, _ handler: @escaping (UInt32) -> Void) -> Result<any Cancellable, Errno> {
         calls.append(.watch(fd: fd, events: events))
         return .success(FakeTimer(at: clock, handler: {}, kernel: self))
+    }
+
+    /// Watch descriptors `readOpenEvents` returns (then forgets).
+    var openEvents: [Int32] = []
+
+    func watchOpens(_ paths: [String]) -> Result<(fd: Int32, watches: [Int32?]), Errno> {
+        calls.append(.watchOpens(paths))
+        nextFD += 1
+        return .success((nextFD, paths.indices.map { Int32($0 + 1) }))
+    }
+
+    func readOpenEvents(fd: Int32) -> [Int32] {
+        calls.append(.readOpenEvents(fd: fd))
+        defer { openEvents = [] }
+        return openEvents
     }
 
     /// Fires the earliest timer not cancelled, moving the clock to it.
