@@ -11,6 +11,24 @@ struct LocksAtSuspendTests {
     /// The bound asserted on the app's write after a dismiss (measured figures are printed).
     static let appWriteBound = 1.0
 
+    /// A daemon whose extension took a lock (`command`, given the daemon's directory), was
+    /// dismissed and is suspended; `mark` is the event count before the dismiss.
+    static func suspended(holding command: (String) -> String) throws
+        -> (daemon: TestDaemon, host: ExtensionHostConnection, session: ExtensionSession, mark: Int)
+    {
+        let daemon = try TestDaemon(manifests: ["s.json": sqliteLocksExtension(id, policy: [:])])
+        try daemon.start()
+        let host = try daemon.host()
+        let session = try host.begin(id)
+        let channel = try session.hostChannel()
+        channel.send(command(daemon.directory))
+        #expect(channel.readLine(timeout: 20) == "locked")
+        let mark = daemon.events.count
+        try host.dismiss(session)
+        try daemon.events.wait("suspend", of: id, after: mark)
+        return (daemon, host, session, mark)
+    }
+
     func statusJSON(_ daemon: TestDaemon) throws -> [String: Any] {
         let result = try daemon.extctl(["status", "--json", Self.id])
         let document = try JSONSerialization.jsonObject(with: Data(result.out.utf8)) as? [String: Any]
@@ -105,16 +123,7 @@ struct LocksAtSuspendTests {
 
     /// An exclusive lock on a file nobody else has open (a single-instance lock) is no alarm.
     @Test func aPrivateSingleInstanceLockIsSuspendedNormally() throws {
-        let daemon = try TestDaemon(manifests: ["s.json": sqliteLocksExtension(Self.id, policy: [:])])
-        try daemon.start()
-        let host = try daemon.host()
-        let session = try host.begin(Self.id)
-        let channel = try session.hostChannel()
-        channel.send("lock flock \(daemon.directory)/instance.lock")
-        #expect(channel.readLine(timeout: 20) == "locked")
-        let mark = daemon.events.count
-        try host.dismiss(session)
-        try daemon.events.wait("suspend", of: Self.id, after: mark)
+        let (daemon, host, session, _) = try Self.suspended { "lock flock \($0)/instance.lock" }
         let again = try host.begin(Self.id)
         #expect(again.pid == session.pid)
         #expect(!daemon.events.all.contains { $0.kind == "lock-held-at-suspend" })
@@ -152,17 +161,8 @@ struct LocksAtSuspendTests {
     /// exclusively by the suspended extension and opened by another process afterwards now
     /// blocks others, and the policy applies at once (the open is an inotify event).
     @Test func aPrivateLockFileOpenedAfterTheStopEndsTheHolder() throws {
-        let daemon = try TestDaemon(manifests: ["s.json": sqliteLocksExtension(Self.id, policy: [:])])
-        try daemon.start()
-        let host = try daemon.host()
-        let session = try host.begin(Self.id)
-        let channel = try session.hostChannel()
+        let (daemon, _, _, mark) = try Self.suspended { "lock posix \($0)/instance.lock" }
         let path = "\(daemon.directory)/instance.lock"
-        channel.send("lock posix \(path)")
-        #expect(channel.readLine(timeout: 20) == "locked")
-        let mark = daemon.events.count
-        try host.dismiss(session)
-        try daemon.events.wait("suspend", of: Self.id, after: mark)
         let fd = open(path, O_RDONLY | O_CLOEXEC)
         #expect(fd >= 0)
         defer { close(fd) }
@@ -178,17 +178,8 @@ struct LocksAtSuspendTests {
     /// process that then blocks for an exclusive lock is noticed by the check for waiters that
     /// the open started, and the holder is ended.
     @Test func aWaiterBlockedBehindASharedLockOfTheSuspendedExtensionIsNoticed() throws {
-        let daemon = try TestDaemon(manifests: ["s.json": sqliteLocksExtension(Self.id, policy: [:])])
-        try daemon.start()
-        let host = try daemon.host()
-        let session = try host.begin(Self.id)
-        let channel = try session.hostChannel()
+        let (daemon, _, _, mark) = try Self.suspended { "lock-shared flock \($0)/readers.lock" }
         let path = "\(daemon.directory)/readers.lock"
-        channel.send("lock-shared flock \(path)")
-        #expect(channel.readLine(timeout: 20) == "locked")
-        let mark = daemon.events.count
-        try host.dismiss(session)
-        try daemon.events.wait("suspend", of: Self.id, after: mark)
         let waiter = Process()
         waiter.executableURL = URL(fileURLWithPath: "/usr/bin/flock")
         waiter.arguments = ["--exclusive", path, "/bin/true"]
