@@ -303,6 +303,11 @@ struct Simulation {
                 }
             case .setFrozen(let on):
                 worlds[id]!.world.freezeRequested = on
+                if on && chance(0.3) {
+                    // Every member froze within the write: a read right after it sees `frozen 1`.
+                    worlds[id]!.world.frozen = true
+                    worlds[id]!.world.frozenNotificationPending = true
+                }
                 if !on {
                     worlds[id]!.world.frozen = false
                     worlds[id]!.world.frozenNotificationPending = false
