@@ -71,8 +71,9 @@ public enum GroupObservation: Equatable, Sendable {
     case members([Member])
     /// `frozen` from `cgroup.events`.
     case frozen(Bool)
-    /// The leader exited. `populated`: whether the cgroup still had members (nil for a
-    /// process group, whose members are not tracked by the kernel).
+    /// The leader exited. `populated`: whether other processes of the extension still lived
+    /// (the cgroup's `populated`; for a process group, a scan of its live members), or nil
+    /// when it could not be read.
     case leaderExited(ExitStatus, populated: Bool?)
     /// `populated 0` in `cgroup.events`: the cgroup has no process left.
     case emptied
@@ -225,7 +226,7 @@ public struct GroupControl: Equatable, Sendable {
                 // reused: what is left of the group is killed (and continued, so that stopped
                 // members die at once) before the exit is reported.
                 exitReported = true
-                return [.cancelCheck, .signal(SignalNumber.kill, .all), .signal(SignalNumber.cont, .all), .exited(status, outlivedLeader: false)]
+                return [.cancelCheck, .signal(SignalNumber.kill, .all), .signal(SignalNumber.cont, .all), .exited(status, outlivedLeader: populated == true)]
             case .cgroup:
                 if populated == false { empty = true }
                 if empty { return [.cancelCheck] + reportExit() }

@@ -97,10 +97,18 @@ final class ProcessControl {
             p.exitSource?.cancel()
             p.exitSource = nil
             awaitingStopReport[ObjectIdentifier(p)] = nil
-            observe(.leaderExited(status, populated: p.cgroup.flatMap { readEvents($0)?.populated }), for: p)
+            observe(.leaderExited(status, populated: othersLive(p)), for: p)
         case .failure(let e):
             logger.error("waitid on the pidfd of \(p.pid) (\(p.extensionID)): \(e)")
         }
+    }
+
+    /// Whether processes of `p` other than its exited leader still live: the cgroup's
+    /// `populated`, or, for a process group, a scan of its live members (the leader is a
+    /// zombie until reaped, so the group id cannot have been reused).
+    private func othersLive(_ p: SupervisedProcess) -> Bool? {
+        if let cgroup = p.cgroup { return readEvents(cgroup)?.populated }
+        return table.groupMembers(p.processGroup).contains { $0.pid != p.pid }
     }
 
     /// `cgroup.events` changed (POLLPRI): the cgroup emptied, or froze.

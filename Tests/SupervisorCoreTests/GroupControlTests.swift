@@ -210,4 +210,11 @@ struct GroupControlTests {
         ])
         #expect(g.suspend(at: Self.at(2)) == [], "nothing to suspend after the exit")
     }
+
+    @Test func aProcessGroupWithMembersLeftWhenTheLeaderExitedRecordsThatTheyOutlivedIt() {
+        var g = GroupControl(leader: Self.leader, containment: .processGroup, mechanism: .stop)
+        #expect(g.observe(.leaderExited(.exited(0), populated: true), at: Self.at(1)) == [
+            .cancelCheck, .signal(SignalNumber.kill, .all), .signal(SignalNumber.cont, .all), .exited(.exited(0), outlivedLeader: true),
+        ])
+    }
 }

@@ -267,7 +267,7 @@ struct Simulation {
         if worlds[id]?.generation == g, worlds[id]!.world.leaderExitPending, let status = worlds[id]!.world.leaderExit {
             worlds[id]!.world.leaderExitPending = false
             let w = worlds[id]!.world
-            observe(.leaderExited(status, populated: w.inCgroup ? !w.isEmpty : nil), id, g)
+            observe(.leaderExited(status, populated: !w.isEmpty), id, g)
         }
         if worlds[id]?.generation == g, worlds[id]!.world.inCgroup, worlds[id]!.world.isEmpty, !worlds[id]!.world.emptiedReported {
             worlds[id]!.world.emptiedReported = true
