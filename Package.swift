@@ -21,8 +21,9 @@ let package = Package(
         .executable(name: "extctl", targets: ["extctl"]),
         .library(name: "ExtensionRuntime", targets: ["ExtensionRuntime"]),
         .library(name: "ExtensionHost", targets: ["ExtensionHost"]),
-        // The C ABI of the runtime (include/extension_runtime.h, pkg-config extension-runtime).
-        .library(name: "ExtensionRuntimeC", type: .dynamic, targets: ["ExtensionRuntime"]),
+        // The C ABI of the runtime (include/extension_runtime.h, pkg-config extension-runtime) is
+        // not a SwiftPM product: libExtensionRuntimeC is a C library (runtime-c/) built by
+        // scripts/build-runtime-c.sh, with no Swift runtime in it.
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),

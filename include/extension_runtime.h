@@ -1,8 +1,12 @@
 /*
  * extension_runtime.h: the C interface of extensiond's ExtensionRuntime.
  *
- * Link with libExtensionRuntimeC (pkg-config --cflags --libs extension-runtime).
- * The semantics are those of the Swift API; see docs/assertions.md.
+ * Link with libExtensionRuntimeC (pkg-config --cflags --libs extension-runtime), a small C
+ * library (runtime-c/) that speaks the runtime channel's wire protocol itself: it needs only
+ * libc and pthreads. The semantics are those of the Swift API; see docs/assertions.md.
+ *
+ * Threads: the runtime starts one reader thread (on the first call that needs the channel);
+ * every callback below runs on a thread of its own that ends when the callback returns.
  */
 #ifndef EXTENSION_RUNTIME_H
 #define EXTENSION_RUNTIME_H
@@ -93,6 +97,14 @@ int ext_request_complete(uint64_t request_id, const void *payload, size_t length
  * cancelRequest(withError:); cut at 4096 bytes). Returns 0, -EINVAL for a NULL reason, or
  * -ENOTCONN without extensiond. */
 int ext_request_cancel(uint64_t request_id, const char *reason);
+
+/* The directory of the shared container `group` (an app group's shared files), as extensiond
+ * passes it: the value of the environment variable EXTENSION_SHARED_CONTAINER_<NAME>, where
+ * NAME is `group` upper-cased with every byte other than an ASCII letter or digit replaced by
+ * '_' ("group.com.example" -> EXTENSION_SHARED_CONTAINER_GROUP_COM_EXAMPLE). Returns NULL when
+ * `group` is NULL or the variable is unset. The string belongs to the process environment: it
+ * stays valid for the life of the process unless the program itself changes that variable. */
+const char *ext_shared_container_path(const char *group);
 
 #ifdef __cplusplus
 }

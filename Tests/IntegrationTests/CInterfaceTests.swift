@@ -10,14 +10,10 @@ struct CInterfaceTests {
 
     /// Compiles examples/c-extension/main.c into `directory` and returns the binary's path.
     func buildCExtension(in directory: String) throws -> String {
-        let library = BuildProducts.path("libExtensionRuntimeC.so")
-        try #require(FileManager.default.fileExists(atPath: library), "libExtensionRuntimeC.so is built by `swift build`")
         let binary = directory + "/c-extension"
         let cc = try runProgram("/usr/bin/env", [
             "cc", "-Wall", "-Werror", Self.packageRoot + "/examples/c-extension/main.c",
-            "-I", Self.packageRoot + "/include", "-L", BuildProducts.directory, "-lExtensionRuntimeC",
-            "-Wl,-rpath," + BuildProducts.directory, "-Wl,-rpath," + (try swiftLibraryDirectory()), "-lpthread", "-o", binary,
-        ])
+        ] + (try RuntimeC.flags()) + ["-lpthread", "-o", binary])
         try #require(cc.status == 0, "cc failed: \(cc.err)")
         return binary
     }
@@ -65,7 +61,7 @@ struct CInterfaceTests {
                 "arguments": [Self.packageRoot + "/examples/python-extension/extension.py"],
                 "environment": [
                     "PY_EXTENSION_STATE": state,
-                    "EXTENSION_RUNTIME_LIB": BuildProducts.path("libExtensionRuntimeC.so"),
+                    "EXTENSION_RUNTIME_LIB": try RuntimeC.library(),
                 ],
             ],
         ])
@@ -84,13 +80,5 @@ struct CInterfaceTests {
         #expect(try String(contentsOfFile: state, encoding: .utf8) == "hello from Python\n")
         try host.dismiss(session)
         try daemon.events.wait("suspend", of: "org.example.python")
-    }
-
-    /// The directory holding libswiftCore.so for the toolchain that built the tests.
-    func swiftLibraryDirectory() throws -> String {
-        let swiftc = try runProgram("/usr/bin/env", ["sh", "-c", "dirname $(dirname $(readlink -f $(command -v swiftc)))"])
-        let dir = swiftc.out.trimmingCharacters(in: .whitespacesAndNewlines) + "/lib/swift/linux"
-        try #require(FileManager.default.fileExists(atPath: dir + "/libswiftCore.so"), "no Swift runtime at \(dir)")
-        return dir
     }
 }

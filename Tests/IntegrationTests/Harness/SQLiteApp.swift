@@ -40,11 +40,11 @@ final class SQLiteApp {
 }
 
 /// A manifest for `sqlite_locks.py extension` (readiness runtime, through the C ABI).
-func sqliteLocksExtension(_ id: String, policy: [String: Any]) -> [String: Any] {
+func sqliteLocksExtension(_ id: String, policy: [String: Any]) throws -> [String: Any] {
     [
         "id": id, "point": "widget", "executable": "/usr/bin/python3",
         "arguments": [SQLiteApp.script, "extension"],
-        "environment": ["EXTENSION_RUNTIME_LIB": BuildProducts.path("libExtensionRuntimeC.so")],
+        "environment": ["EXTENSION_RUNTIME_LIB": try RuntimeC.library()],
         "policy": policy,
     ]
 }

@@ -1,0 +1,69 @@
+/*
+ * wire.h: the runtime channel's messages (docs/protocol.md), encoded and decoded by the C
+ * runtime. Private to libExtensionRuntimeC; the Swift codec (Sources/ExtensionProtocol) is the
+ * reference, and the cross test (Tests/IntegrationTests/CWireCrossTests.swift) checks that both
+ * accept the same datagrams and produce the same bytes.
+ */
+#ifndef EXTENSION_RUNTIME_WIRE_H
+#define EXTENSION_RUNTIME_WIRE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define EXT_WIRE_VERSION 1
+#define EXT_WIRE_HEADER 8
+#define EXT_WIRE_MAX_MESSAGE 65536
+#define EXT_WIRE_MAX_IDENTIFIER 255
+#define EXT_WIRE_MAX_REASON 1024
+#define EXT_WIRE_MAX_TEXT 4096
+#define EXT_WIRE_MAX_PAYLOAD 60000
+
+/* The message kinds of the runtime channel: runtime -> daemon, then daemon -> runtime. */
+enum ext_wire_kind {
+    EXT_WIRE_READY = 64,
+    EXT_WIRE_ACQUIRE = 65,
+    EXT_WIRE_RELEASE = 66,
+    EXT_WIRE_EXPIRE_RECEIVED = 67,
+    EXT_WIRE_COMPLETE = 68,
+    EXT_WIRE_CANCEL = 69,
+    EXT_WIRE_OBSERVE = 70,
+    EXT_WIRE_REFRESH_DONE = 71,
+    EXT_WIRE_DELIVER = 96,
+    EXT_WIRE_ENDED = 97,
+    EXT_WIRE_GRANTED = 98,
+    EXT_WIRE_DENIED = 99,
+    EXT_WIRE_EXPIRE = 100,
+    EXT_WIRE_NOTIFY = 101,
+    EXT_WIRE_REFRESH = 102,
+};
+
+/* One decoded (or to-be-encoded) message. Fields a kind does not carry are 0.
+ *   tag:    acquire, granted, denied
+ *   id:     the assertion, request or refresh id (release, expireReceived, complete, cancel,
+ *           refreshDone, deliver, ended, granted, expire, refresh)
+ *   answer: refreshDone (0 new data, 1 no data, 2 failed, 3 unsupported)
+ *   data, length: the string (acquire, cancel, observe, denied, notify) or the payload
+ *           (complete); when decoding it points into the datagram. */
+struct ext_wire_message {
+    uint8_t kind;
+    uint32_t tag;
+    uint64_t id;
+    uint8_t answer;
+    const uint8_t *data;
+    size_t length;
+};
+
+/* Decodes one datagram of `size` bytes. Returns 0, or -1 when it is refused (short, too large,
+ * another version, a kind outside the runtime channel, reserved bits set, a length mismatch, a
+ * truncated or over-long field, invalid UTF-8, an invalid value, trailing bytes). */
+int ext_wire_decode(const uint8_t *datagram, size_t size, struct ext_wire_message *out);
+
+/* Encodes `message` into `buffer` (`capacity` bytes). Returns the datagram's length, or -1
+ * for an unknown kind, a field over its limit, a string that is not UTF-8, or too small a
+ * buffer. */
+long ext_wire_encode(const struct ext_wire_message *message, uint8_t *buffer, size_t capacity);
+
+/* Whether `length` bytes at `bytes` are well-formed UTF-8 (as Swift's String(validating:)). */
+int ext_wire_valid_utf8(const uint8_t *bytes, size_t length);
+
+#endif
