@@ -1,0 +1,201 @@
+import ExtensionHost
+import ExtensionProtocol
+import Foundation
+import Testing
+
+/// libExtensionRuntimeC itself: what a running C extension maps and costs, what the library
+/// exports, its calls without extensiond, and its wire codec against the Swift reference.
+@Suite(.serialized)
+struct CRuntimeTests {
+    static let packageRoot = RuntimeC.packageRoot
+
+    /// Compiles the C files `sources` (package-relative) with `arguments` into `directory`.
+    func compile(_ sources: [String], _ arguments: [String], into directory: String, named name: String) throws -> String {
+        let binary = directory + "/" + name
+        let cc = try runProgram("/usr/bin/env", ["cc", "-Wall", "-Werror"] + sources.map { Self.packageRoot + "/" + $0 } + arguments + ["-lpthread", "-o", binary])
+        try #require(cc.status == 0, "cc failed: \(cc.err)")
+        return binary
+    }
+
+    /// `/proc/PID/status` field `name` (its first number).
+    func statusField(_ pid: Int32, _ name: String) throws -> Int {
+        let status = try String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8)
+        let line = try #require(status.split(separator: "\n").first { $0.hasPrefix(name + ":") })
+        return try #require(Int(line.split(whereSeparator: \.isWhitespace)[1]))
+    }
+
+    /// The lean runtime: no Foundation, ICU or Swift runtime mapped; a resident set of at most
+    /// 4 MB and at most two threads (the extension's main thread and the runtime's reader),
+    /// once prewarmed and suspended, and again after serving a request.
+    @Test func aRunningCExtensionMapsNoSwiftRuntimeAndStaysSmall() throws {
+        let directory = try TestDaemon.makeTemporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let binary = try compile(["examples/c-extension/main.c"], try RuntimeC.flags(), into: directory, named: "c-extension")
+        let daemon = try TestDaemon(manifests: ["c.json": ["id": "org.example.c", "executable": binary]])
+        try daemon.start()
+        let host = try daemon.host()
+        try host.prewarm(["org.example.c"])
+        let launch = try daemon.events.wait("launch", of: "org.example.c")
+        try daemon.events.wait("suspend", of: "org.example.c")
+        let pid = try #require(launch.pid.map(Int32.init))
+
+        func check(_ moment: String) throws {
+            let maps = try String(contentsOfFile: "/proc/\(pid)/maps", encoding: .utf8)
+            #expect(maps.contains("libExtensionRuntimeC.so"), "\(moment): the runtime is mapped")
+            for library in ["libFoundation", "libicu", "libswiftCore", "libdispatch"] {
+                #expect(!maps.contains(library), "\(moment): \(library) is mapped")
+            }
+            let rss = try statusField(pid, "VmRSS")
+            #expect(rss <= 4096, "\(moment): resident set \(rss) kB")
+            print("c extension, \(moment): VmRSS \(rss) kB, threads \(try statusField(pid, "Threads"))")
+        }
+        try check("prewarmed")
+        #expect(try statusField(pid, "Threads") <= 2, "main thread and the runtime's reader")
+
+        let session = try host.begin("org.example.c")
+        #expect(session.pid == pid)
+        let channel = try session.hostChannel()
+        channel.send("ping")
+        #expect(channel.readLine() == "pong \(pid)")
+        try check("serving a request")
+    }
+
+    /// The library exports exactly the functions the header declares, under one version node.
+    @Test func theLibraryExportsExactlyTheHeadersFunctions() throws {
+        let header = try String(contentsOfFile: Self.packageRoot + "/include/extension_runtime.h", encoding: .utf8)
+        let declared = Set(header.split(separator: "\n").compactMap { line -> String? in
+            guard !line.hasPrefix(" "), !line.hasPrefix("typedef"), let open = line.firstIndex(of: "(") else { return nil }
+            let before = line[..<open].split(whereSeparator: { $0 == " " || $0 == "*" })
+            guard let name = before.last, name.hasPrefix("ext_") else { return nil }
+            return String(name)
+        })
+        #expect(declared.contains("ext_shared_container_path") && declared.count == 10, "\(declared.sorted())")
+        let nm = try runProgram("/usr/bin/env", ["nm", "-D", "--defined-only", try RuntimeC.library()])
+        try #require(nm.status == 0, "\(nm.err)")
+        let exported = Set(nm.out.split(separator: "\n").compactMap { line -> String? in
+            let words = line.split(separator: " ")
+            guard words.count == 3, words[1] == "T" else { return nil }
+            return String(words[2].split(separator: "@").first!)
+        })
+        #expect(exported == declared)
+        let soname = try runProgram("/usr/bin/env", ["readelf", "-d", try RuntimeC.library()])
+        #expect(soname.out.contains("[libExtensionRuntimeC.so.0]"))
+        #expect(!soname.out.contains("swift") && !soname.out.contains("Foundation"), "\(soname.out)")
+    }
+
+    /// Every call without extensiond, as the header documents it (a denied activity gets
+    /// `block(true)` once, then its cleanup).
+    @Test func withoutExtensiondEveryCallAnswersAsDocumented() throws {
+        let directory = try TestDaemon.makeTemporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let probe = try compile(["Tests/Fixtures/c-runtime-probe/main.c"], try RuntimeC.flags(), into: directory, named: "probe")
+        let r = try runProgram(probe, ["unsupervised"])
+        #expect(r.status == 0)
+        #expect(r.out == """
+            supervised 0
+            start 1
+            activity-null-reason 1
+            activity-empty-reason 1
+            activity-null-block 1
+            activity 0
+            denied calls 1 expired 1 cleanups 1
+            observe-bad-name 1
+            observe 1
+            on-refresh-null 1
+            on-refresh 1
+            refresh-complete-bad 1
+            refresh-complete 1
+            complete-null 1
+            complete-too-large 1
+            complete 1
+            cancel-null 1
+            cancel 1
+
+            """)
+    }
+
+    /// ext_shared_container_path reads EXTENSION_SHARED_CONTAINER_<NAME>: the group upper-cased,
+    /// every byte other than a letter or digit as `_`; NULL when unset.
+    @Test func theSharedContainerPathComesFromTheEnvironment() throws {
+        let directory = try TestDaemon.makeTemporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let probe = try compile(["Tests/Fixtures/c-runtime-probe/main.c"], try RuntimeC.flags(), into: directory, named: "probe")
+        let set = try runProgram("/usr/bin/env", ["EXTENSION_SHARED_CONTAINER_GROUP_COM_EXAMPLE_NOTES_2=/srv/shared", probe, "container", "group.com.example-notes/2"])
+        #expect(set.out == "/srv/shared\n")
+        let unset = try runProgram("/usr/bin/env", ["-u", "EXTENSION_SHARED_CONTAINER_GROUP_COM_EXAMPLE", probe, "container", "group.com.example"])
+        #expect(unset.out == "(none)\n")
+    }
+
+    /// The C codec against the Swift reference: every runtime-channel message the Swift encoder
+    /// makes (boundary lengths, multibyte UTF-8), the fuzzing corpus, and seeded mutations of
+    /// them. The C decoder accepts exactly the runtime-channel datagrams the Swift decoder
+    /// accepts, and the C encoder gives back the same bytes.
+    @Test func theCCodecAgreesWithTheSwiftReference() throws {
+        let directory = try TestDaemon.makeTemporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let filter = try compile(["Tests/Fixtures/c-wire/main.c", "runtime-c/wire.c"], ["-I", Self.packageRoot + "/runtime-c"], into: directory, named: "c-wire")
+
+        let text = "é€𝄞 ok"
+        func sized(_ n: Int) -> String { String(repeating: "a", count: n) }
+        var messages: [Message] = [
+            .ready, .acquire(tag: 1, reason: "save"), .acquire(tag: .max, reason: sized(WireLimits.maxReason)),
+            .acquire(tag: 7, reason: text), .release(assertionID: 0), .release(assertionID: .max),
+            .expireReceived(assertionID: 42), .complete(requestID: 3, payload: []),
+            .complete(requestID: 3, payload: Array(repeating: 0xFF, count: WireLimits.maxPayload)),
+            .cancel(requestID: 9, reason: ""), .cancel(requestID: 9, reason: sized(WireLimits.maxText)), .cancel(requestID: 1, reason: text),
+            .observe(name: "com.example.hint"), .observe(name: sized(WireLimits.maxIdentifier)),
+            .deliver(requestID: 5), .ended(requestID: 6), .granted(tag: 2, assertionID: 1 << 40),
+            .denied(tag: 3, reason: "expiring"), .denied(tag: 3, reason: text), .expire(assertionID: 8),
+            .notify(name: "a"), .refresh(refreshID: 11),
+        ]
+        for answer in [RefreshAnswer.newData, .noData, .failed, .unsupported] { messages.append(.refreshDone(refreshID: 4, answer: answer)) }
+        var datagrams = try messages.map { try WireEncoder.encoded($0) }
+        for folder in ["Fuzz/corpus", "Fuzz/crashes"] {
+            let path = Self.packageRoot + "/" + folder
+            for name in (try? FileManager.default.contentsOfDirectory(atPath: path)) ?? [] {
+                if let data = FileManager.default.contents(atPath: path + "/" + name) { datagrams.append(Array(data)) }
+            }
+        }
+        // Seeded mutations: a byte changed, the datagram cut or extended, a length field broken.
+        var seed: UInt64 = 0x9E37_79B9_7F4A_7C15
+        func next() -> UInt64 {
+            seed &+= 0x9E37_79B9_7F4A_7C15
+            var z = seed
+            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+            return z ^ (z >> 31)
+        }
+        let originals = try messages.map { try WireEncoder.encoded($0) }.filter { $0.count < 2000 }
+        for _ in 0..<4000 {
+            var d = originals[Int(next() % UInt64(originals.count))]
+            switch next() % 5 {
+            case 0: d[Int(next() % UInt64(d.count))] = UInt8(truncatingIfNeeded: next())
+            case 1: d.removeLast(Int(next() % UInt64(d.count)))
+            case 2: d.append(UInt8(truncatingIfNeeded: next())); d[4] &+= 1
+            case 3: if d.count > 10 { d[8 + Int(next() % 2)] = UInt8(truncatingIfNeeded: next()) }
+            default: if d.count > 14 { d[d.count - 1 - Int(next() % 4)] = [0xC0, 0xED, 0xFF, 0x80][Int(next() % 4)] }
+            }
+            datagrams.append(d)
+        }
+
+        let input = datagrams.map { $0.map { String(format: "%02x", $0) }.joined() }.joined(separator: "\n") + "\n"
+        try input.write(toFile: directory + "/in.txt", atomically: true, encoding: .utf8)
+        let r = try runProgram("/bin/sh", ["-c", "\"$0\" < \"$1\"", filter, directory + "/in.txt"])
+        try #require(r.status == 0, "\(r.err)")
+        let answers = r.out.split(separator: "\n", omittingEmptySubsequences: false).dropLast()
+        try #require(answers.count == datagrams.count)
+        var accepted = 0, refused = 0
+        for (datagram, answer) in zip(datagrams, answers) {
+            let hex = datagram.map { String(format: "%02x", $0) }.joined()
+            let runtimeKind = datagram.count > 1 && ((64...71).contains(datagram[1]) || (96...102).contains(datagram[1]))
+            if runtimeKind, (try? WireDecoder.decode(datagram)) != nil {
+                #expect(answer == hex, "C codec on \(hex)")
+                accepted += 1
+            } else {
+                #expect(answer == "refused", "C accepts \(hex), which the Swift decoder refuses or is not a runtime message")
+                refused += 1
+            }
+        }
+        #expect(accepted >= messages.count && refused > 1000, "accepted \(accepted), refused \(refused)")
+    }
+}
