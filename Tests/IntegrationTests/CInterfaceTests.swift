@@ -51,6 +51,8 @@ struct CInterfaceTests {
         #expect(result.err == "c-extension: not launched by extensiond\n")
     }
 
+    /// The Python example, with the package from the source tree (PythonPackageTests installs
+    /// it with pip).
     @Test func anExtensionInPythonTakesAssertionsThroughCtypes() throws {
         let directory = try TestDaemon.makeTemporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: directory) }
@@ -62,6 +64,7 @@ struct CInterfaceTests {
                 "environment": [
                     "PY_EXTENSION_STATE": state,
                     "EXTENSION_RUNTIME_LIB": try RuntimeC.library(),
+                    "PYTHONPATH": Self.packageRoot + "/bindings/python/src",
                 ],
             ],
         ])

@@ -1,90 +1,82 @@
 #!/usr/bin/env python3
-"""python-extension: an extension written in Python against the C ABI of ExtensionRuntime
-(include/extension_runtime.h), through ctypes.
+"""python-extension: an extension written in Python on the `extension_runtime` package
+(bindings/python; `pip install ./bindings/python`).
 
 Each request channel takes line commands:
   ping         -> "pong <pid>"
   save <text>  -> saves <text> to $PY_EXTENSION_STATE under a task assertion, atomically
                   (temporary file, fsync, rename; abandoned when expired); "saved" or "not saved"
+  hold         -> takes an assertion with `expiring_activity`: "holding", then keeps it until it
+                  is about to expire, answers "expired" and lets it go; "denied" at once when
+                  none was granted
 
-The library is found through $EXTENSION_RUNTIME_LIB (default: libExtensionRuntimeC.so on the
-loader's path).
+The package finds libExtensionRuntimeC through $EXTENSION_RUNTIME_LIB or pkg-config.
 """
-import ctypes
 import os
 import sys
 import threading
 
-runtime = ctypes.CDLL(os.environ.get("EXTENSION_RUNTIME_LIB", "libExtensionRuntimeC.so"))
-REQUEST = ctypes.CFUNCTYPE(None, ctypes.c_uint64, ctypes.c_int, ctypes.c_void_p)
-BLOCK = ctypes.CFUNCTYPE(None, ctypes.c_bool, ctypes.c_void_p)
-CLEANUP = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
-runtime.ext_runtime_start.argtypes = [REQUEST, ctypes.c_void_p]
-runtime.ext_perform_expiring_activity_with_cleanup.argtypes = [ctypes.c_char_p, BLOCK, CLEANUP, ctypes.c_void_p]
+import extension_runtime as rt
 
-# ctypes callbacks must stay referenced until the runtime is done with them.
-_live = {}
-_live_lock = threading.Lock()
+STATE = os.environ.get("PY_EXTENSION_STATE", "/tmp/python-extension.state")
 
 
 def save(text: str) -> bool:
     """Runs the write under an assertion; returns whether it completed."""
-    state = os.environ.get("PY_EXTENSION_STATE", "/tmp/python-extension.state")
     expired = threading.Event()
     done = threading.Event()
     result = []
 
-    def block(is_expired, _context):
+    def block(is_expired: bool) -> None:
         if is_expired:
             expired.set()  # ask the writer to stop; return at once
             if not result:
                 result.append(False)
                 done.set()
             return
-        temporary = state + ".tmp"
+        temporary = STATE + ".tmp"
         with open(temporary, "w") as f:
             f.write(text + "\n")
             f.flush()
             os.fsync(f.fileno())
         ok = not expired.is_set()
         if ok:
-            os.rename(temporary, state)
+            os.rename(temporary, STATE)
         if not result:
             result.append(ok)
         done.set()
 
-    key = object()
-
-    def cleanup(_context):
-        # Every call of the block has returned: the callbacks may be freed.
-        with _live_lock:
-            _live.pop(key, None)
-
-    c_block, c_cleanup = BLOCK(block), CLEANUP(cleanup)
-    with _live_lock:
-        _live[key] = (c_block, c_cleanup)
-    if runtime.ext_perform_expiring_activity_with_cleanup(b"python save", c_block, c_cleanup, None) != 0:
-        return False
+    rt.perform_expiring_activity("python save", block)
     done.wait()
     return result[0]
 
 
-def serve(fd: int) -> None:
-    with os.fdopen(fd, "rb+", buffering=0) as channel:
-        for line in iter(channel.readline, b""):
+def hold(answer) -> None:
+    """Holds an assertion until it is about to expire (the body of a `with`)."""
+    with rt.expiring_activity("python hold") as activity:
+        if not activity.granted:
+            answer(b"denied\n")
+            return
+        answer(b"holding\n")
+        activity.wait_expired()
+        answer(b"expired\n")
+
+
+@rt.request_handler
+def serve(request: rt.Request) -> None:
+    with request.channel as channel, channel.makefile("rb", buffering=0) as lines:
+        for line in lines:
             command = line.decode().strip()
             if command == "ping":
-                channel.write(f"pong {os.getpid()}\n".encode())
+                channel.sendall(f"pong {os.getpid()}\n".encode())
             elif command.startswith("save "):
-                channel.write(b"saved\n" if save(command[5:]) else b"not saved\n")
+                channel.sendall(b"saved\n" if save(command[5:]) else b"not saved\n")
+            elif command == "hold":
+                threading.Thread(target=hold, args=(channel.sendall,), daemon=True).start()
 
 
-@REQUEST
-def on_request(_request_id, fd, _context):
-    threading.Thread(target=serve, args=(fd,), daemon=True).start()
-
-
-if runtime.ext_runtime_start(on_request, None) != 0:
+try:
+    rt.run()
+except rt.NotSupervisedError:
     print("python-extension: not launched by extensiond", file=sys.stderr)
     sys.exit(1)
-threading.Event().wait()

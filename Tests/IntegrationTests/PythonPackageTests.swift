@@ -1,0 +1,147 @@
+import ExtensionHost
+import Foundation
+import Testing
+
+/// bindings/python: `pip install ./bindings/python` in a fresh virtual environment (offline:
+/// `--no-index`, the in-tree build backend needs nothing), then the example extension
+/// (examples/python-extension) on the installed package, under a real daemon.
+@Suite(.serialized)
+struct PythonPackageTests {
+    static let packageRoot = RuntimeC.packageRoot
+    static let id = "org.example.python"
+
+    /// One virtual environment with the package installed, shared by the suite's tests.
+    static let environment: Result<String, HarnessError> = {
+        do {
+            let directory = try TestDaemon.makeTemporaryDirectory()
+            let venv = try runProgram("/usr/bin/python3", ["-m", "venv", directory + "/venv"])
+            guard venv.status == 0 else { return .failure(HarnessError("python3 -m venv failed: \(venv.err)")) }
+            let pip = try runProgram(directory + "/venv/bin/pip", ["install", "--no-index", "--disable-pip-version-check", packageRoot + "/bindings/python"])
+            guard pip.status == 0 else { return .failure(HarnessError("pip install failed: \(pip.out)\(pip.err)")) }
+            return .success(directory + "/venv/bin/python")
+        } catch {
+            return .failure(HarnessError("cannot create the virtual environment: \(error)"))
+        }
+    }()
+
+    func python() throws -> String { try Self.environment.get() }
+
+    @Test func pipInstallsThePackageIntoAFreshVirtualEnvironment() throws {
+        let python = try python()
+        let r = try runProgram(python, ["-c", """
+            import extension_runtime, os
+            print(os.path.exists(os.path.join(os.path.dirname(extension_runtime.__file__), "py.typed")))
+            print(extension_runtime.__file__.startswith(os.environ.get("VIRTUAL_ENV", "") or os.path.dirname(os.path.dirname(__import__("sys").executable))))
+            """])
+        #expect(r.status == 0, "\(r.err)")
+        #expect(r.out == "True\nTrue\n")
+    }
+
+    /// Every public name has a docstring, and every public function and method is annotated.
+    @Test func everyPublicNameIsDocumentedAndTyped() throws {
+        let r = try runProgram(try python(), ["-c", """
+            import inspect, extension_runtime as rt
+            missing = []
+            for name in rt.__all__:
+                obj = getattr(rt, name)
+                if not isinstance(obj, (int, str)) and not (obj.__doc__ or "").strip():
+                    missing.append(name)
+                members = [(name + "." + n, m) for n, m in vars(obj).items() if not n.startswith("_")] if inspect.isclass(obj) and obj.__module__ == rt.__name__ else []
+                for qualified, m in members + [(name, obj)]:
+                    f = m.fget if isinstance(m, property) else m
+                    if inspect.isfunction(f):
+                        if not (f.__doc__ or "").strip():
+                            missing.append(qualified)
+                        if "return" not in f.__annotations__:
+                            missing.append(qualified + " (annotations)")
+            print(" ".join(missing) or "ok")
+            """])
+        #expect(r.status == 0, "\(r.err)")
+        #expect(r.out == "ok\n")
+    }
+
+    @Test func withoutExtensiondTheExampleSaysSo() throws {
+        let r = try runProgram("/usr/bin/env", [
+            "EXTENSION_RUNTIME_LIB=" + (try RuntimeC.library()), try python(), Self.packageRoot + "/examples/python-extension/extension.py",
+        ])
+        #expect(r.status == 1)
+        #expect(r.err == "python-extension: not launched by extensiond\n")
+    }
+
+    /// Without extensiond an activity is denied: `fn(True)` once, at once; the context manager's
+    /// body runs with `granted` False and `expired` True.
+    @Test func withoutExtensiondActivitiesAreDenied() throws {
+        let r = try runProgram("/usr/bin/env", ["EXTENSION_RUNTIME_LIB=" + (try RuntimeC.library()), try python(), "-c", """
+            import threading, extension_runtime as rt
+            calls, done = [], threading.Event()
+            rt.perform_expiring_activity("x", lambda expired: (calls.append(expired), done.set()))
+            done.wait(10)
+            with rt.expiring_activity("y") as activity:
+                print(calls, activity.granted, activity.expired)
+            try:
+                rt.perform_expiring_activity("", lambda expired: None)
+            except ValueError as e:
+                print(e)
+            """])
+        #expect(r.status == 0, "\(r.err)")
+        #expect(r.out == "[True] False True\nperform_expiring_activity: the reason must not be empty\n")
+    }
+
+    func daemon(_ directory: String, policy: [String: Any] = [:]) throws -> TestDaemon {
+        let daemon = try TestDaemon(manifests: [
+            "py.json": [
+                "id": Self.id, "executable": try python(),
+                "arguments": [Self.packageRoot + "/examples/python-extension/extension.py"],
+                "environment": ["PY_EXTENSION_STATE": directory + "/state.txt", "EXTENSION_RUNTIME_LIB": try RuntimeC.library()],
+                "policy": policy,
+            ],
+        ])
+        try daemon.start()
+        return daemon
+    }
+
+    /// The assertion test of the C extension (CInterfaceTests), on the installed package.
+    @Test func theInstalledPackageTakesAssertions() throws {
+        let directory = try TestDaemon.makeTemporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let daemon = try daemon(directory)
+        let host = try daemon.host()
+        let session = try host.begin(Self.id)
+        let channel = try session.hostChannel()
+        channel.send("ping")
+        #expect(channel.readLine() == "pong \(session.pid)")
+        channel.send("save hello from the package")
+        #expect(channel.readLine() == "saved")
+        let acquire = try daemon.events.wait("acquire", of: Self.id)
+        #expect(acquire.detail == "python save")
+        let release = try daemon.events.wait("release", of: Self.id)
+        #expect(release.assertion == acquire.assertion)
+        #expect(try String(contentsOfFile: directory + "/state.txt", encoding: .utf8) == "hello from the package\n")
+        try host.dismiss(session)
+        try daemon.events.wait("suspend", of: Self.id)
+    }
+
+    /// `expiring_activity`: the body learns of the expiry, and the assertion goes when it leaves,
+    /// before the stop.
+    @Test func theContextManagerTellsTheBodyWhenItExpires() throws {
+        let directory = try TestDaemon.makeTemporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let daemon = try daemon(directory, policy: ["backgroundSeconds": 3.0, "expiryGraceSeconds": 2.0])
+        let host = try daemon.host()
+        let session = try host.begin(Self.id)
+        let channel = try session.hostChannel()
+        channel.send("hold")
+        #expect(channel.readLine() == "holding")
+        let acquire = try daemon.events.wait("acquire", of: Self.id)
+        #expect(acquire.detail == "python hold")
+        try host.dismiss(session)
+        try daemon.events.wait("expire", of: Self.id)
+        #expect(channel.readLine() == "expired")
+        let release = try daemon.events.wait("release", of: Self.id)
+        #expect(release.assertion == acquire.assertion)
+        let stop = try daemon.events.wait("stop-sent", of: Self.id)
+        #expect(stop.monotonic >= release.monotonic)
+        #expect(!daemon.events.all.contains { $0.kind == "assertion-overrun" || $0.kind == "expiry-unacknowledged" })
+        try daemon.events.wait("suspend", of: Self.id)
+    }
+}

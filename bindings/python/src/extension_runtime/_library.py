@@ -1,0 +1,89 @@
+"""Finding and loading libExtensionRuntimeC, with the signatures of its functions."""
+import ctypes
+import os
+import shutil
+import subprocess
+import threading
+from typing import Optional
+
+REQUEST = ctypes.CFUNCTYPE(None, ctypes.c_uint64, ctypes.c_int, ctypes.c_void_p)
+BLOCK = ctypes.CFUNCTYPE(None, ctypes.c_bool, ctypes.c_void_p)
+CLEANUP = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+HINT = ctypes.CFUNCTYPE(None, ctypes.c_char_p, ctypes.c_void_p)
+REFRESH = ctypes.CFUNCTYPE(None, ctypes.c_uint64, ctypes.c_void_p)
+
+_lock = threading.Lock()
+_library: Optional[ctypes.CDLL] = None
+
+
+class LibraryNotFoundError(ImportError):
+    """libExtensionRuntimeC was not found: neither $EXTENSION_RUNTIME_LIB nor pkg-config
+    (`extension-runtime`) nor the dynamic loader's path names it."""
+
+
+def _from_pkg_config() -> Optional[str]:
+    if shutil.which("pkg-config") is None:
+        return None
+    try:
+        out = subprocess.run(["pkg-config", "--variable=libdir", "extension-runtime"],
+                             capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    libdir = out.stdout.strip()
+    if out.returncode != 0 or not libdir:
+        return None
+    for name in ("libExtensionRuntimeC.so.0", "libExtensionRuntimeC.so"):
+        path = os.path.join(libdir, name)
+        if os.path.exists(path):
+            return path
+    return None
+
+
+def locate() -> str:
+    """The library to load: $EXTENSION_RUNTIME_LIB when set, else the one the installed
+    pkg-config file `extension-runtime` names, else `libExtensionRuntimeC.so.0` for the dynamic
+    loader's own search. Raises LibraryNotFoundError for an $EXTENSION_RUNTIME_LIB that does
+    not exist."""
+    explicit = os.environ.get("EXTENSION_RUNTIME_LIB")
+    if explicit:
+        if not os.path.exists(explicit):
+            raise LibraryNotFoundError(f"EXTENSION_RUNTIME_LIB names {explicit}, which does not exist")
+        return explicit
+    return _from_pkg_config() or "libExtensionRuntimeC.so.0"
+
+
+def _declare(lib: ctypes.CDLL) -> None:
+    c = ctypes
+    signatures = {
+        "ext_runtime_start": ([REQUEST, c.c_void_p], c.c_int),
+        "ext_runtime_is_supervised": ([], c.c_int),
+        "ext_perform_expiring_activity_with_cleanup": ([c.c_char_p, BLOCK, CLEANUP, c.c_void_p], c.c_int),
+        "ext_observe": ([c.c_char_p, HINT, c.c_void_p], c.c_int),
+        "ext_runtime_on_refresh": ([REFRESH, c.c_void_p], c.c_int),
+        "ext_refresh_complete": ([c.c_uint64, c.c_int], c.c_int),
+        "ext_request_complete": ([c.c_uint64, c.c_void_p, c.c_size_t], c.c_int),
+        "ext_request_cancel": ([c.c_uint64, c.c_char_p], c.c_int),
+        "ext_shared_container_path": ([c.c_char_p], c.c_char_p),
+    }
+    for name, (arguments, result) in signatures.items():
+        function = getattr(lib, name)
+        function.argtypes = arguments
+        function.restype = result
+
+
+def library() -> ctypes.CDLL:
+    """The loaded library (loaded on first use). Raises LibraryNotFoundError when it cannot be
+    loaded, naming where it was looked for."""
+    global _library
+    with _lock:
+        if _library is None:
+            path = locate()
+            try:
+                lib = ctypes.CDLL(path)
+            except OSError as error:
+                raise LibraryNotFoundError(
+                    f"cannot load libExtensionRuntimeC ({path}): {error}; set EXTENSION_RUNTIME_LIB to "
+                    "its path, or install extensiond so that `pkg-config extension-runtime` finds it") from error
+            _declare(lib)
+            _library = lib
+        return _library
