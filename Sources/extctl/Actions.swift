@@ -10,7 +10,7 @@ struct Kill: ParsableCommand {
 
     @OptionGroup var connection: ConnectionOptions
     @Option(name: .long, help: ArgumentHelp("Signal name or number (default TERM).", valueName: "signal")) var signal = "TERM"
-    @Argument(help: "Extension id.") var id: String
+    @Argument(help: "Extension id.", completion: ExtensionIDCompletion.kind) var id: String
 
     func validate() throws {
         if Kill.signalNumber(signal) == nil { throw ValidationError("unknown signal '\(signal)'") }
@@ -48,7 +48,7 @@ struct Prewarm: ParsableCommand {
     static let configuration = CommandConfiguration(abstract: "Launch extensions ahead of use and suspend them at once.")
 
     @OptionGroup var connection: ConnectionOptions
-    @Argument(help: "Extension ids.") var ids: [String]
+    @Argument(help: "Extension ids.", completion: ExtensionIDCompletion.kind) var ids: [String]
 
     func run() throws {
         let client = try connection.connect()
@@ -66,7 +66,7 @@ struct Refresh: ParsableCommand {
             """)
 
     @OptionGroup var connection: ConnectionOptions
-    @Argument(help: "Extension id.") var id: String
+    @Argument(help: "Extension id.", completion: ExtensionIDCompletion.kind) var id: String
 
     func run() throws {
         let client = try connection.connect()
@@ -113,7 +113,7 @@ struct Open: ParsableCommand {
 
     @OptionGroup var connection: ConnectionOptions
     @Option(name: .long, help: ArgumentHelp("Seconds to wait for the extension to become ready.", valueName: "seconds")) var timeout: Double = 60
-    @Argument(help: "Extension id.") var id: String
+    @Argument(help: "Extension id.", completion: ExtensionIDCompletion.kind) var id: String
 
     func run() throws {
         let host: ExtensionHostConnection

@@ -69,7 +69,7 @@ struct Status: ParsableCommand {
 
     @OptionGroup var connection: ConnectionOptions
     @Flag(name: .long, help: "Print one JSON document (see docs/json.md).") var json = false
-    @Argument(help: "Extension ids.") var ids: [String] = []
+    @Argument(help: "Extension ids.", completion: ExtensionIDCompletion.kind) var ids: [String] = []
 
     func run() throws {
         let client = try connection.connect()
