@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Installs what building and testing extensiond needs beyond the Swift toolchain:
-# libsystemd-dev (sd-event, sd-daemon, sd-journal) and pkg-config. Idempotent.
+# libsystemd-dev (sd-event, sd-daemon, sd-journal), pkg-config, a C compiler for the C runtime
+# (scripts/build-runtime-c.sh), man-db and groff for the manual page tests, and python3 with
+# venv and pip for the Python package tests. Idempotent.
 set -euo pipefail
 
 missing=()
@@ -10,6 +12,17 @@ command -v pkg-config >/dev/null 2>&1 || missing+=(pkg-config)
 # systemd integration tests, which enter a private mount namespace with unshare and nsenter.
 [ -x /lib/systemd/systemd ] && [ -x /lib/systemd/systemd-journald ] || missing+=(systemd)
 command -v nsenter >/dev/null 2>&1 && command -v unshare >/dev/null 2>&1 || missing+=(util-linux)
+# The C runtime (libExtensionRuntimeC) and the C examples and tests: cc, with binutils' nm and
+# readelf for the export checks.
+command -v cc >/dev/null 2>&1 || missing+=(gcc libc6-dev)
+command -v nm >/dev/null 2>&1 && command -v readelf >/dev/null 2>&1 || missing+=(binutils)
+# Manual pages: `man --warnings -l` (man-db) renders them with groff.
+command -v man >/dev/null 2>&1 || missing+=(man-db)
+command -v groff >/dev/null 2>&1 || missing+=(groff-base)
+# Python extensions: /usr/bin/python3 with venv (a fresh virtual environment per test run) and
+# pip inside it (ensurepip's wheels).
+[ -x /usr/bin/python3 ] || missing+=(python3)
+/usr/bin/python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || missing+=(python3-venv)
 
 if [ ${#missing[@]} -gt 0 ]; then
     echo "==> installing ${missing[*]}"

@@ -1,20 +1,29 @@
 #!/usr/bin/env bash
 # Installs extensiond: the daemon and extctl, the C runtime library with its header and
-# pkg-config file, the systemd units (system and user) and the operations guide.
+# pkg-config file, the systemd units (system and user), the manual pages, the shell
+# completions and the operations guide.
 #
 #   scripts/install.sh [--prefix DIR] [--destdir DIR] [--from DIR]
 #
 #   --prefix DIR   installation prefix (default: $PREFIX, else /usr/local)
 #   --destdir DIR  staging root prepended to every path, as `make install DESTDIR=` does
 #                  (default: $DESTDIR, else none); installed files still refer to PREFIX
-#   --from DIR     take the built products from DIR instead of running
+#   --from DIR     take extensiond and extctl from DIR instead of running
 #                  `swift build -c release` (e.g. the output of `swift build --show-bin-path`)
+#
+# The C runtime is built by scripts/build-runtime-c.sh (the system C compiler) unless DIR
+# already holds libExtensionRuntimeC.so.0.
 #
 # Layout, under DESTDIR/PREFIX:
 #   bin/extensiond, bin/extctl
-#   lib/libExtensionRuntimeC.so, include/extension_runtime.h, lib/pkgconfig/extension-runtime.pc
+#   lib/libExtensionRuntimeC.so.0 (and the link-time name lib/libExtensionRuntimeC.so -> it),
+#   include/extension_runtime.h, lib/pkgconfig/extension-runtime.pc
 #   lib/systemd/system/extensiond.{service,socket}   (found by systemd for /usr and /usr/local)
 #   lib/systemd/user/extensiond.{service,socket}
+#   share/man/man8/extensiond.8, share/man/man1/extctl.1,
+#   share/man/man5/extensiond.conf.5, share/man/man5/extensiond-manifest.5
+#   share/bash-completion/completions/extctl, share/zsh/site-functions/_extctl,
+#   share/fish/vendor_completions.d/extctl.fish
 #   share/doc/extensiond/operations.md
 # Unit files get PREFIX in place of /usr/local (ExecStart=, Documentation=). Nothing is
 # enabled or started; the script prints the commands for that.
@@ -32,7 +41,7 @@ while [ $# -gt 0 ]; do
         --destdir=*) destdir=${1#*=}; shift ;;
         --from) from=${2:?--from needs a directory}; shift 2 ;;
         --from=*) from=${1#*=}; shift ;;
-        -h | --help) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h | --help) sed -n '2,31p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "install.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
     esac
 done
@@ -41,25 +50,19 @@ prefix=${prefix%/}
 
 if [ -z "$from" ]; then
     echo "==> building (release)"
-    for product in extensiond extctl ExtensionRuntimeC; do
+    for product in extensiond extctl; do
         swift build -c release --product "$product" >/dev/null
     done
     from=$(swift build -c release --show-bin-path)
 fi
-for f in extensiond extctl libExtensionRuntimeC.so; do
+for f in extensiond extctl; do
     [ -f "$from/$f" ] || { echo "install.sh: $from/$f is missing (build it, or pass --from)" >&2; exit 1; }
 done
-
-# The Swift runtime the library was linked against, for the rpath in the pkg-config file:
-# $SWIFT_RUNTIME if set, else the toolchain of the swiftc on PATH, else the library's RUNPATH.
-swift_runtime=${SWIFT_RUNTIME:-}
-if [ -z "$swift_runtime" ] && command -v swiftc >/dev/null 2>&1; then
-    swift_runtime="$(dirname "$(dirname "$(readlink -f "$(command -v swiftc)")")")/lib/swift/linux"
+runtime_c="$from/libExtensionRuntimeC.so.0"
+if [ ! -f "$runtime_c" ]; then
+    echo "==> building the C runtime"
+    runtime_c=$(bash scripts/build-runtime-c.sh)
 fi
-if { [ -z "$swift_runtime" ] || [ ! -e "$swift_runtime/libswiftCore.so" ]; } && command -v readelf >/dev/null 2>&1; then
-    swift_runtime=$(readelf -d "$from/libExtensionRuntimeC.so" | sed -n 's/.*R\(UN\)\{0,1\}PATH.*\[\(.*\)\]/\2/p' | tr ':' '\n' | grep -v ORIGIN | head -n1)
-fi
-[ -n "$swift_runtime" ] || { echo "install.sh: cannot find the Swift runtime; set SWIFT_RUNTIME" >&2; exit 1; }
 
 root="$destdir$prefix"
 installed() { echo "installed $1"; }
@@ -77,14 +80,24 @@ put_text() { # mode target, text on stdin
 
 put 0755 "$from/extensiond" bin/extensiond
 put 0755 "$from/extctl" bin/extctl
-put 0755 "$from/libExtensionRuntimeC.so" lib/libExtensionRuntimeC.so
+put 0755 "$runtime_c" lib/libExtensionRuntimeC.so.0
+ln -sfn libExtensionRuntimeC.so.0 "$root/lib/libExtensionRuntimeC.so"
+installed "$root/lib/libExtensionRuntimeC.so"
 put 0644 include/extension_runtime.h include/extension_runtime.h
-sed -e "s|@PREFIX@|$prefix|g" -e "s|@LIBDIR@|$prefix/lib|g" -e "s|@SWIFT_RUNTIME@|$swift_runtime|g" \
+sed -e "s|@PREFIX@|$prefix|g" -e "s|@LIBDIR@|$prefix/lib|g" \
     pkgconfig/extension-runtime.pc.in | put_text 0644 lib/pkgconfig/extension-runtime.pc
 for unit in extensiond.service extensiond.socket; do
     sed "s|/usr/local/|$prefix/|g" "units/$unit" | put_text 0644 "lib/systemd/system/$unit"
     sed "s|/usr/local/|$prefix/|g" "units/user/$unit" | put_text 0644 "lib/systemd/user/$unit"
 done
+put 0644 man/extensiond.8 share/man/man8/extensiond.8
+put 0644 man/extctl.1 share/man/man1/extctl.1
+put 0644 man/extensiond.conf.5 share/man/man5/extensiond.conf.5
+put 0644 man/extensiond-manifest.5 share/man/man5/extensiond-manifest.5
+# Completions, as extctl generates them, where each shell looks for them under the prefix.
+"$from/extctl" --generate-completion-script bash | put_text 0644 share/bash-completion/completions/extctl
+"$from/extctl" --generate-completion-script zsh | put_text 0644 share/zsh/site-functions/_extctl
+"$from/extctl" --generate-completion-script fish | put_text 0644 share/fish/vendor_completions.d/extctl.fish
 put 0644 docs/operations.md share/doc/extensiond/operations.md
 
 cat <<EOF
@@ -93,5 +106,7 @@ Next steps (not done by this script):
   system service:  systemctl daemon-reload && systemctl enable --now extensiond.socket
   user session:    systemctl --user daemon-reload && systemctl --user enable --now extensiond.socket
   C extensions:    PKG_CONFIG_PATH=$prefix/lib/pkgconfig pkg-config --cflags --libs extension-runtime
+  Python:          pip install ./bindings/python   (finds the library through that pkg-config file)
+  manual:          man extensiond, man extctl, man 5 extensiond.conf, man 5 extensiond-manifest
 See $prefix/share/doc/extensiond/operations.md.
 EOF

@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
-# Runs the whole test suite: installs dependencies, builds every target, fuzzes the wire decoder
-# briefly, then runs the unit tests (pure core, wire codec) and the integration tests (real
-# processes, signals, sockets, a real systemd). The test runner's summary is the last line.
+# Runs the whole test suite: installs dependencies, builds every target and the C runtime,
+# fuzzes the wire decoder briefly, then runs the unit tests (pure core, wire codec) and the
+# integration tests (real processes, signals, sockets, a real systemd, the C runtime, the Python
+# package, the manual pages). The test runner's summary is the last line.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 bash scripts/dependencies.sh
 echo "==> building"
 swift build --build-tests
+bash scripts/build-runtime-c.sh >/dev/null
 echo "==> fuzzing the wire decoder (short run; see docs/reliability.md for the long one)"
 FUZZ_SECONDS=${FUZZ_SECONDS:-20} bash scripts/fuzz.sh
 echo "==> testing"

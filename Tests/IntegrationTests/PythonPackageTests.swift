@@ -87,6 +87,24 @@ struct PythonPackageTests {
         #expect(r.out == "[True] False True\nperform_expiring_activity: the reason must not be empty\n")
     }
 
+    /// Without $EXTENSION_RUNTIME_LIB the package loads the library of the installed pkg-config
+    /// file (scripts/install.sh).
+    @Test(.enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/pkg-config"), "pkg-config is not installed"))
+    func thePackageFindsTheLibraryThroughPkgConfig() throws {
+        let prefix = try TestDaemon.makeTemporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: prefix) }
+        let install = try runProgram("/bin/bash", [Self.packageRoot + "/scripts/install.sh", "--from", BuildProducts.directory, "--prefix", prefix])
+        try #require(install.status == 0, "\(install.err)")
+        let r = try runProgram("/usr/bin/env", ["-u", "EXTENSION_RUNTIME_LIB", "PKG_CONFIG_PATH=\(prefix)/lib/pkgconfig", try python(), "-c", """
+            import extension_runtime as rt
+            from extension_runtime import _library
+            print(_library.locate())
+            print(rt.is_supervised())
+            """])
+        #expect(r.status == 0, "\(r.err)")
+        #expect(r.out == "\(prefix)/lib/libExtensionRuntimeC.so.0\nFalse\n")
+    }
+
     func daemon(_ directory: String, policy: [String: Any] = [:]) throws -> TestDaemon {
         let daemon = try TestDaemon(manifests: [
             "py.json": [

@@ -407,11 +407,15 @@ struct SystemdProtocolTests {
         let out = try install(["--destdir", destdir, "--prefix", prefix])
         let root = destdir + prefix
         let files: [(path: String, mode: Int)] = [
-            ("bin/extensiond", 0o755), ("bin/extctl", 0o755), ("lib/libExtensionRuntimeC.so", 0o755),
+            ("bin/extensiond", 0o755), ("bin/extctl", 0o755), ("lib/libExtensionRuntimeC.so.0", 0o755),
             ("include/extension_runtime.h", 0o644), ("lib/pkgconfig/extension-runtime.pc", 0o644),
             ("lib/systemd/system/extensiond.service", 0o644), ("lib/systemd/system/extensiond.socket", 0o644),
             ("lib/systemd/user/extensiond.service", 0o644), ("lib/systemd/user/extensiond.socket", 0o644),
             ("share/doc/extensiond/operations.md", 0o644),
+            ("share/man/man8/extensiond.8", 0o644), ("share/man/man1/extctl.1", 0o644),
+            ("share/man/man5/extensiond.conf.5", 0o644), ("share/man/man5/extensiond-manifest.5", 0o644),
+            ("share/bash-completion/completions/extctl", 0o644), ("share/zsh/site-functions/_extctl", 0o644),
+            ("share/fish/vendor_completions.d/extctl.fish", 0o644),
         ]
         for f in files {
             let attributes = try FileManager.default.attributesOfItem(atPath: root + "/" + f.path)
@@ -424,6 +428,7 @@ struct SystemdProtocolTests {
             #expect(unit.contains("Documentation=file://\(prefix)/share/doc/extensiond/operations.md"))
             #expect(!unit.contains("/usr/local"), "\(scope) unit still names /usr/local")
         }
+        #expect(try FileManager.default.destinationOfSymbolicLink(atPath: root + "/lib/libExtensionRuntimeC.so") == "libExtensionRuntimeC.so.0")
         let pc = try String(contentsOfFile: root + "/lib/pkgconfig/extension-runtime.pc", encoding: .utf8)
         #expect(pc.contains("prefix=\(prefix)\n"))
         #expect(pc.contains("libdir=\(prefix)/lib\n"))
