@@ -16,6 +16,7 @@ missing=()
 pkg-config --exists libsystemd 2>/dev/null || missing+=(libsystemd-dev)
 command -v pkg-config >/dev/null 2>&1 || missing+=(pkg-config)
 [ -x /usr/bin/dbus-daemon ] || missing+=(dbus)
+command -v cc >/dev/null 2>&1 || missing+=(gcc libc6-dev)
 if [ ${#missing[@]} -gt 0 ]; then
     echo "==> installing ${missing[*]}"
     if [ "$(id -u)" -eq 0 ]; then sudo=""; else sudo="sudo"; fi
@@ -31,6 +32,12 @@ rm -f Benchmarks/.build/*/release/description.json
 swift build -c release --package-path Benchmarks --product extensiond
 swift build -c release --package-path Benchmarks
 bin="$(swift build -c release --package-path Benchmarks --show-bin-path)"
+
+echo "==> building (cc): libExtensionRuntimeC, bench-c-extension on it, bench-c-raw (no runtime)"
+bash scripts/build-runtime-c.sh --out "$bin/runtime-c" >/dev/null
+cc -O2 -Wall -Werror Benchmarks/c/c-extension.c -I include -L "$bin/runtime-c" -lExtensionRuntimeC \
+    -Wl,-rpath,"$bin/runtime-c" -lpthread -o "$bin/bench-c-extension"
+cc -O2 -Wall -Werror Benchmarks/c/raw-extension.c -o "$bin/bench-c-raw"
 
 # 1,000 extensions need about 4 descriptors each in the daemon and the bench (the daemon and
 # the extensions inherit this limit).

@@ -121,12 +121,13 @@ struct IDs {
     let prewarmCap = 16
     /// Extensions suspended with the cgroup freezer (`suspend: "freeze"`).
     let freeze = "bench.freeze"
-    let cold: [String], dynamicCold: [String], prewarmed: [String], legs: [String], throughput: [String], mass: [String], prewarmCapIDs: [String]
+    let cold: [String], dynamicCold: [String], cCold: [String], prewarmed: [String], legs: [String], throughput: [String], mass: [String], prewarmCapIDs: [String]
     let massFreeze: [String]
 
     init(_ o: Options) {
         cold = (0..<(o.launches + 2)).map { "bench.cold.\($0)" }
         dynamicCold = (0..<(o.launches + 2)).map { "bench.dyn.\($0)" }
+        cCold = (0..<(o.launches + 2)).map { "bench.c.\($0)" }
         prewarmed = (0..<(o.prewarms + 1)).map { "bench.warm.\($0)" }
         legs = (0..<(2 * o.legs)).map { "bench.legs.\($0)" }
         throughput = (0..<o.throughputExtensions).map { "bench.tp.\($0)" }
@@ -152,15 +153,18 @@ final class Suite {
     let ids: IDs
     let dir: String
     let haveDynamic: Bool
+    /// bench-c-extension and bench-c-raw were built (scripts/bench.sh).
+    let haveC: Bool
     var details: [Detail] = []
     var notes: [String] = []
     var other: [String] = []
 
     // Baselines.
     var socketRTT = Samples(), rawLaunch = Samples(), rawLaunchDynamic = Samples(), rawStop = Samples(), rawContinue = Samples()
+    var rawCLaunch = Samples(), rawCRuntimeLaunch = Samples(), rawCFootprint: CRuntimeBench.Footprint?, cFootprint: CRuntimeBench.Footprint?
     var rawRequest = Samples(), rawAcquire = Samples(), dbusPeer = Samples(), dbusDriver = Samples(), rawMass = Samples()
     // Figures.
-    var hostRTT = Samples(), rawRTT = Samples(), coldLaunch = Samples(), coldDynamic = Samples(), afterPrewarm = Samples()
+    var hostRTT = Samples(), rawRTT = Samples(), coldLaunch = Samples(), coldDynamic = Samples(), coldC = Samples(), afterPrewarm = Samples()
     var resume = Samples(), acquire = Samples(), release = Samples(), suspend = Samples(), mass = Samples()
     var throughputRates: [(chains: Int, rate: Double, cpuPerPair: Double, extensionCPUPerPair: Double)] = []
     var idleRSS = 0, footprintRSS = 0, idleSwitches: Int?
@@ -178,6 +182,7 @@ final class Suite {
         self.o = o
         ids = IDs(o)
         haveDynamic = FileManager.default.isExecutableFile(atPath: o.dynamicExtension)
+        haveC = CRuntimeBench.available
         if let probe = RawCgroups(label: "probe") {
             probe.remove([])
             freezeAvailable = true
@@ -234,6 +239,19 @@ final class Suite {
             details.append(Detail(name: "baseline: raw spawn + ready + deliver + ping (dynamic)", samples: rawLaunchDynamic, note: "documents the static-linking choice"))
         }
 
+        if haveC {
+            log("baseline: raw spawn + handshake of a C program with no runtime; the C extension on libExtensionRuntimeC")
+            rawCLaunch = try Baselines.rawLaunch(executable: CRuntimeBench.rawPath, iterations: o.launches)
+            rawCRuntimeLaunch = try Baselines.rawLaunch(executable: CRuntimeBench.extensionPath, iterations: o.launches)
+            details.append(Detail(name: "baseline: raw spawn + ready + deliver + ping (C, no runtime)", samples: rawCLaunch, note: "plain socket loop"))
+            details.append(Detail(name: "raw: spawn + ready + deliver + ping (C, libExtensionRuntimeC)", samples: rawCRuntimeLaunch, note: "the runtime library's own share"))
+            let count = o.quick ? 3 : 10
+            rawCFootprint = try CRuntimeBench.footprint(executable: CRuntimeBench.rawPath, count: count)
+            cFootprint = try CRuntimeBench.footprint(executable: CRuntimeBench.extensionPath, count: count)
+        } else {
+            notes.append("bench-c-extension or bench-c-raw is missing (scripts/bench.sh builds them with cc): no C runtime figures")
+        }
+
         log("baseline: SIGSTOP + waitid, SIGCONT + round trip, new request")
         (rawStop, rawContinue, rawRequest) = try Baselines.stopAndContinue(executable: o.extensionPath, iterations: o.stopContinues)
         details.append(Detail(name: "baseline: SIGSTOP group + waitid(WSTOPPED)", samples: rawStop))
@@ -283,6 +301,7 @@ final class Suite {
         var manifests: [(id: String, executable: String, point: String)] = []
         for id in ids.all { manifests.append((id, o.extensionPath, "bench")) }
         if haveDynamic { for id in ids.dynamicCold { manifests.append((id, o.dynamicExtension, "bench")) } }
+        if haveC { for id in ids.cCold { manifests.append((id, CRuntimeBench.extensionPath, "bench")) } }
         manifests.append((ids.reclaim, o.extensionPath, "bench-reclaim"))
         if freezeAvailable && on("freeze") {
             for id in [ids.freeze] + ids.massFreeze { manifests.append((id, o.extensionPath, "bench-freeze")) }
@@ -356,6 +375,10 @@ final class Suite {
         if haveDynamic {
             coldDynamic = try coldLaunches(ids.dynamicCold)
             details.append(Detail(name: "cold launch: begin → begun → ping (dynamic)", samples: coldDynamic))
+        }
+        if haveC {
+            coldC = try coldLaunches(ids.cCold)
+            details.append(Detail(name: "cold launch: begin → begun → ping (C, libExtensionRuntimeC)", samples: coldC))
         }
     }
 
@@ -826,7 +849,22 @@ final class Suite {
             rows.append(Row(figure: "resume (freeze)", kind: .latency(resumeFreeze, baseline: rawThaw, factor: 3), target: "p50 ≤ 3× baseline"))
             rows.append(Row(figure: "suspend (freeze)", kind: .latency(suspendFreeze, baseline: rawFreeze, factor: 3), target: "p50 ≤ 3× baseline"))
         }
-        rows.append(Row(figure: "cold launch", kind: .latency(coldLaunch, baseline: rawLaunch, factor: 1.1), target: "≤ 1.1× baseline"))
+        rows.append(Row(figure: "cold launch (Swift, static stdlib)", kind: .latency(coldLaunch, baseline: rawLaunch, factor: 1.1), target: "≤ 1.1× baseline"))
+        if haveC, let c = cFootprint, let raw = rawCFootprint {
+            rows.append(Row(figure: "cold launch (C, libExtensionRuntimeC)", kind: .latency(coldC, baseline: rawCLaunch, factor: 1.2), target: "≤ 1.2× baseline"))
+            rows.append(Row(figure: "  its runtime's share (raw spawn)", kind: .latency(rawCRuntimeLaunch, baseline: rawCLaunch, factor: nil), target: "report"))
+            rows.append(Row(figure: "cold launch (Swift, static) / C", kind: .latency(coldLaunch, baseline: coldC, factor: nil), target: "report"))
+            rows.append(Row(figure: "C extension resident set, serving",
+                            kind: .value(String(format: "%.2f MB", c.servingRSS / 1024), baseline: String(format: "%.2f MB", raw.servingRSS / 1024),
+                                         ratio: String(format: "%.2f×", c.servingRSS / max(1, raw.servingRSS)), met: c.servingRSS <= 4096 && !c.swiftMapped),
+                            target: "≤ 4 MB, no Swift/ICU"))
+            rows.append(Row(figure: "C extension resident set, idle",
+                            kind: .value(String(format: "%.2f MB", c.idleRSS / 1024), baseline: String(format: "%.2f MB", raw.idleRSS / 1024),
+                                         ratio: String(format: "%.2f×", c.idleRSS / max(1, raw.idleRSS)), met: c.idleRSS <= 4096), target: "≤ 4 MB"))
+            rows.append(Row(figure: "C extension threads, idle (incl. main)",
+                            kind: .value(String(format: "%.0f", c.threads), baseline: String(format: "%.0f", raw.threads), ratio: "—", met: c.threads - 1 <= 2),
+                            target: "≤ 2 runtime threads"))
+        }
         rows.append(Row(figure: "control-plane RTT", kind: .latency(hostRTT, baseline: dbusPeer, factor: nil), target: "report the ratio"))
         for r in throughputRates {
             rows.append(Row(figure: "throughput (\(ids.throughput.count) ext. × \(r.chains) chain\(r.chains == 1 ? "" : "s"))",
@@ -853,7 +891,9 @@ final class Suite {
 
             Baselines: acquire/release: raw SEQPACKET socketpair round trip between two processes. resume: SIGCONT to a
             stopped raw extension + one ping round trip. suspend: SIGSTOP to its group + waitid(WSTOPPED). cold launch: raw
-            spawn of the same binary + ready + deliver + ping over its inherited socketpair. control-plane: D-Bus Peer.Ping
+            spawn of the same binary + ready + deliver + ping over its inherited socketpair; for C, of a C program doing the
+            handshake with a plain socket loop and no runtime (bench-c-raw), whose resident set and threads are the
+            baselines of the C extension's (bench-c-extension, raw spawns, idle after ready and serving after one ping). control-plane: D-Bus Peer.Ping
             through dbus-daemon to a service peer (sd-bus). mass dismiss: \(ids.mass.count) raw SIGSTOPs + waits. (freeze): each
             raw extension in a cgroup of its own: cgroup.freeze written → 'frozen 1' seen with poll(POLLPRI); thaw + ping;
             \(ids.massFreeze.count) freezes written → every 'frozen 1'. footprint: the

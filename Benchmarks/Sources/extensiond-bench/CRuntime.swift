@@ -1,0 +1,39 @@
+import CBenchShims
+import Foundation
+
+/// The C runtime's figures (libExtensionRuntimeC): a C extension on it (bench-c-extension)
+/// against a C program doing the same handshake with a plain socket loop and no runtime
+/// (bench-c-raw), both built by scripts/bench.sh with cc next to this executable.
+enum CRuntimeBench {
+    static let extensionPath = executableDirectory + "/bench-c-extension"
+    static let rawPath = executableDirectory + "/bench-c-raw"
+    static var available: Bool {
+        FileManager.default.isExecutableFile(atPath: extensionPath) && FileManager.default.isExecutableFile(atPath: rawPath)
+    }
+
+    /// What one process costs: resident set (kB) and thread count, idle after `ready`, and the
+    /// resident set again while it serves a request (after one ping), averaged over `count`
+    /// raw launches; and whether libFoundation, ICU or the Swift runtime was mapped.
+    struct Footprint {
+        var idleRSS = 0.0, servingRSS = 0.0, threads = 0.0
+        var swiftMapped = false
+    }
+
+    static func footprint(executable: String, count: Int) throws -> Footprint {
+        var f = Footprint()
+        for i in 0..<count {
+            let e = try RawExtension(executable: executable, id: "footprint.\(i)")
+            defer { e.kill() }
+            try e.waitReady()
+            guard let idle = readText("/proc/\(e.pid)/status") else { throw BenchError("no /proc/\(e.pid)/status") }
+            f.idleRSS += Double(statusField(idle, "VmRSS") ?? 0) / Double(count)
+            f.threads += Double(statusField(idle, "Threads") ?? 0) / Double(count)
+            try e.deliver()
+            try ping(e.request)
+            f.servingRSS += Double(residentBytes(e.pid) ?? 0) / 1024 / Double(count)
+            let maps = readText("/proc/\(e.pid)/maps") ?? ""
+            if maps.contains("libFoundation") || maps.contains("libicu") || maps.contains("libswiftCore") { f.swiftMapped = true }
+        }
+        return f
+    }
+}
