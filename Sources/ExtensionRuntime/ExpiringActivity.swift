@@ -117,6 +117,18 @@ extension ProcessInfo {
         precondition(!reason.isEmpty, "performExpiringActivity(withReason:using:): the reason must not be empty")
         ExpiringActivity.perform(reason: reason, block: block, onFinished: nil)
     }
+
+    /// `performExpiringActivity(withReason:using:)`, and calls `onFinished` exactly once, after
+    /// every call of `block` has returned and the assertion (if one was granted) was released:
+    /// the moment to start the next activity or free what the block used (as the C
+    /// `ext_perform_expiring_activity_with_cleanup`).
+    /// - Precondition: `reason` is not empty.
+    public func performExpiringActivity(
+        withReason reason: String, using block: @escaping @Sendable (Bool) -> Void, onFinished: @escaping @Sendable () -> Void
+    ) {
+        precondition(!reason.isEmpty, "performExpiringActivity(withReason:using:onFinished:): the reason must not be empty")
+        ExpiringActivity.perform(reason: reason, block: block, onFinished: onFinished)
+    }
 }
 
 /// How a `withExpiringActivity` body ended.

@@ -10,7 +10,7 @@
 //                              (the clock extensiond stamps its events with)
 //   't' n:u32 chains:u32    -> n acquire+release pairs as `chains` concurrent chains: each chain
 //                              asks for its next assertion as soon as the previous one is released
-//                              (ext_perform_expiring_activity_with_cleanup's cleanup); answers
+//                              (performExpiringActivity's onFinished); answers
 //                              (start ns u64, end ns u64, completed u32, denied u32)
 //
 // Launched by the bench without a supervisor (raw baselines), the bench plays the daemon's part
@@ -107,42 +107,20 @@ func sequentialActivities(_ n: Int, hold: UInt32, gap: UInt32) -> [UInt8] {
     return out
 }
 
-/// An activity through the C entry point `ext_perform_expiring_activity_with_cleanup` (same
-/// implementation as the Swift API: ExpiringActivity.perform), whose cleanup runs right after the
-/// release was sent: the throughput chains start their next activity from it.
-final class ActivityContext {
-    let times: ActivityTimes
-    let hold: UInt32
-    let released: @Sendable () -> Void
-
-    init(times: ActivityTimes, hold: UInt32, released: @escaping @Sendable () -> Void) {
-        self.times = times
-        self.hold = hold
-        self.released = released
-    }
-}
-
+/// An activity whose `onFinished` runs right after the release was sent: the throughput chains
+/// start their next activity from it.
 func performActivity(times: ActivityTimes, hold: UInt32, released: @escaping @Sendable () -> Void) {
-    let context = Unmanaged.passRetained(ActivityContext(times: times, hold: hold, released: released)).toOpaque()
-    _ = ext_perform_expiring_activity_with_cleanup(
-        "bench",
-        { expired, raw in
-            let c = Unmanaged<ActivityContext>.fromOpaque(raw!).takeUnretainedValue()
-            if expired {
-                c.times.denied = true
-                c.times.running = monotonicNanoseconds()
-                c.times.returning = c.times.running
-                return
-            }
-            c.times.running = monotonicNanoseconds()
-            if c.hold > 0 { usleep(c.hold) }  // the work done under the assertion
-            c.times.returning = monotonicNanoseconds()
-        },
-        { raw in
-            let c = Unmanaged<ActivityContext>.fromOpaque(raw!).takeRetainedValue()
-            c.released()
-        },
-        context)
+    ProcessInfo.processInfo.performExpiringActivity(withReason: "bench", using: { expired in
+        if expired {
+            times.denied = true
+            times.running = monotonicNanoseconds()
+            times.returning = times.running
+            return
+        }
+        times.running = monotonicNanoseconds()
+        if hold > 0 { usleep(hold) }  // the work done under the assertion
+        times.returning = monotonicNanoseconds()
+    }, onFinished: released)
 }
 
 /// Throughput: `n` pairs as `chains` chains, each asking for its next assertion from the

@@ -11,6 +11,33 @@ enum CRuntimeBench {
         FileManager.default.isExecutableFile(atPath: extensionPath) && FileManager.default.isExecutableFile(atPath: rawPath)
     }
 
+    /// One raw spawn + `ready` + `deliver` + ping of `executable`, in seconds.
+    static func rawLaunchOnce(_ executable: String, id: String) throws -> Double {
+        let t0 = now()
+        let e = try RawExtension(executable: executable, id: id)
+        try e.waitReady()
+        try e.deliver()
+        try ping(e.request)
+        let t = now() - t0
+        e.kill()
+        return t
+    }
+
+    /// Raw launches of the C program with no runtime and of the C extension, alternated so
+    /// that both see the same machine (the VM is shared): (baseline, extension).
+    static func rawLaunches(iterations: Int) throws -> (Samples, Samples) {
+        var baseline = Samples(), runtime = Samples()
+        for i in 0..<(iterations + 2) {
+            let b = try rawLaunchOnce(rawPath, id: "raw.c.\(i)")
+            let r = try rawLaunchOnce(extensionPath, id: "raw.cext.\(i)")
+            if i >= 2 {  // two warm-up launches (page cache)
+                baseline.add(b)
+                runtime.add(r)
+            }
+        }
+        return (baseline, runtime)
+    }
+
     /// What one process costs: resident set (kB) and thread count, idle after `ready`, and the
     /// resident set again while it serves a request (after one ping), averaged over `count`
     /// raw launches; and whether libFoundation, ICU or the Swift runtime was mapped.
