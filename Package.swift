@@ -78,12 +78,16 @@ let package = Package(
             swiftSettings: strict),
 
         // Examples used by the demo (scripts/demo.sh) and by the integration tests.
-        // Extensions link the Swift runtime and Foundation statically, the fastest launch
-        // (docs/performance.md, "cold launch"): nothing for the loader to relocate at each start.
-        // The README's extension template does the same.
+        // Extensions link the Swift runtime and Foundation statically in release builds, the
+        // fastest launch (docs/performance.md, "cold launch"): nothing for the loader to relocate
+        // at each start. (A debug build keeps every object, and the static Foundation then needs
+        // all of CoreFoundation and ICU: debug builds link dynamically.) The README's extension
+        // template does the same.
         .executableTarget(
             name: "stocks-widget", dependencies: ["ExtensionRuntime"], path: "examples/stocks-widget", swiftSettings: strict,
-            linkerSettings: [.unsafeFlags(["-static-stdlib", "-l_FoundationCShims", "-l_FoundationCollections"], .when(platforms: [.linux]))]),
+            linkerSettings: [
+                .unsafeFlags(["-static-stdlib", "-l_FoundationCShims", "-l_FoundationCollections"], .when(platforms: [.linux], configuration: .release))
+            ]),
         .executableTarget(name: "widget-panel", dependencies: ["ExtensionHost"], path: "examples/widget-panel", swiftSettings: strict),
         // A scriptable extension for the integration tests (behaviour chosen by its arguments).
         .executableTarget(
