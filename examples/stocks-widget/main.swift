@@ -14,13 +14,24 @@ import ExtensionRuntime
 import Foundation
 import Synchronization
 
-let stateFile = (ProcessInfo.processInfo.environment["STOCKS_STATE_DIR"] ?? NSTemporaryDirectory()) + "/stocks-widget.state"
-let views = Mutex(Int((try? String(contentsOfFile: stateFile, encoding: .utf8))?.trimmingCharacters(in: .whitespacesAndNewlines) ?? "") ?? 0)
+// Only FoundationEssentials-level API is used (no String(format:), no NSTemporaryDirectory):
+// the program links the Swift runtime and Foundation statically (Package.swift), and a
+// formatter would pull in CoreFoundation and ICU as well.
+let environment = ProcessInfo.processInfo.environment
+let stateFile = (environment["STOCKS_STATE_DIR"] ?? environment["TMPDIR"] ?? "/tmp") + "/stocks-widget.state"
+let views = Mutex(Int((try? String(contentsOfFile: stateFile, encoding: .utf8))?.filter { !$0.isWhitespace } ?? "") ?? 0)
+
+/// `value` with two decimals ("231.40").
+func twoDecimals(_ value: Double) -> String {
+    let cents = Int((value * 100).rounded())
+    let fraction = cents % 100
+    return "\(cents / 100).\(fraction < 10 ? "0" : "")\(fraction)"
+}
 
 func quotes() -> String {
     let symbols = ["AAPL": 231.4, "GOOG": 172.9, "MSFT": 418.2]
     return symbols.keys.sorted().map { s in
-        String(format: "%@ %.2f", s, symbols[s]! * Double.random(in: 0.98...1.02))
+        "\(s) \(twoDecimals(symbols[s]! * Double.random(in: 0.98...1.02)))"
     }.joined(separator: "\n") + "\n"
 }
 
