@@ -5,8 +5,9 @@
  * library (runtime-c/) that speaks the runtime channel's wire protocol itself: it needs only
  * libc and pthreads. The semantics are those of the Swift API; see docs/assertions.md.
  *
- * Threads: the runtime starts one reader thread (on the first call that needs the channel);
- * every callback below runs on a thread of its own that ends when the callback returns.
+ * Threads: the runtime reads its channel on one thread of its own (started on the first call
+ * that needs the channel); every callback below runs on a runtime thread of its own, which
+ * ends when the callback returns. An idle extension has one runtime thread.
  */
 #ifndef EXTENSION_RUNTIME_H
 #define EXTENSION_RUNTIME_H

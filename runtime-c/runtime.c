@@ -4,11 +4,12 @@
  * It speaks the runtime channel's wire protocol itself (wire.c) over the SOCK_SEQPACKET socket
  * inherited from extensiond (fd named by $EXTENSIOND_CHANNEL_FD), with libc and pthreads only.
  *
- * Threads: one reader thread, started on the first call that needs the channel, blocks in
- * recvmsg and handles every message in order: bookkeeping and acknowledgements (expireReceived
- * is sent the moment *expire* is read) on the reader itself, user callbacks on a detached
- * thread each, which exits when the callback returns. An idle extension thus has one runtime
- * thread, and a callback that blocks never delays the reading of *expire*.
+ * Threads: one thread at a time holds the read role (started on the first call that needs the
+ * channel): it blocks in recvmsg and handles every message in order, bookkeeping and
+ * acknowledgements (expireReceived is sent the moment *expire* is read) included. When a
+ * message calls for a user callback, the reader starts a new reader and runs the callback
+ * itself, then ends. An idle extension thus has one runtime thread, and a callback that blocks
+ * never delays the reading of *expire*.
  *
  * One mutex guards all state; no callback runs under it.
  */
@@ -279,29 +280,30 @@ static void close_down(void) {
     }
 }
 
-static void handle(const struct ext_wire_message *m, int fd) {
+/* Handles one message on the reading thread: bookkeeping and acknowledgements here, in order;
+ * a callback to run is returned as work (NULL when there is none). */
+static struct work *handle(const struct ext_wire_message *m, int fd) {
     if (fd >= 0 && m->kind != EXT_WIRE_DELIVER) {
         close(fd);
         fd = -1;
     }
     switch (m->kind) {
     case EXT_WIRE_DELIVER: {
-        if (fd < 0) return;
+        if (fd < 0) return NULL;
         pthread_mutex_lock(&lock);
         ext_request_handler handler = on_request;
         void *context = request_context;
         pthread_mutex_unlock(&lock);
         if (!handler) {
             close(fd);
-            return;
+            return NULL;
         }
         struct work *w = new_work(WORK_REQUEST, NULL);
         w->request = handler;
         w->context = context;
         w->id = m->id;
         w->fd = fd;
-        dispatch(w);
-        return;
+        return w;
     }
     case EXT_WIRE_REFRESH: {
         pthread_mutex_lock(&lock);
@@ -311,14 +313,13 @@ static void handle(const struct ext_wire_message *m, int fd) {
         if (!handler) {
             struct ext_wire_message done = {.kind = EXT_WIRE_REFRESH_DONE, .id = m->id, .answer = 3};
             send_message(&done);
-            return;
+            return NULL;
         }
         struct work *w = new_work(WORK_REFRESH, NULL);
         w->refresh = handler;
         w->context = context;
         w->id = m->id;
-        dispatch(w);
-        return;
+        return w;
     }
     case EXT_WIRE_NOTIFY: {
         struct work *w = new_work(WORK_NOTIFY, NULL);
@@ -332,12 +333,10 @@ static void handle(const struct ext_wire_message *m, int fd) {
             if (strcmp(o->name, w->name) == 0) w->notify[w->handlers++] = *o;
         pthread_mutex_unlock(&lock);
         /* Observers are kept in the order they were added (appended at the tail). */
-        if (w->handlers) dispatch(w);
-        else {
-            free(w->notify);
-            free(w);
-        }
-        return;
+        if (w->handlers) return w;
+        free(w->notify);
+        free(w);
+        return NULL;
     }
     case EXT_WIRE_GRANTED: {
         pthread_mutex_lock(&lock);
@@ -350,15 +349,13 @@ static void handle(const struct ext_wire_message *m, int fd) {
             live = a;
         }
         pthread_mutex_unlock(&lock);
-        if (a) dispatch(new_work(WORK_GRANTED, a));
-        return;
+        return a ? new_work(WORK_GRANTED, a) : NULL;
     }
     case EXT_WIRE_DENIED: {
         pthread_mutex_lock(&lock);
         struct activity *a = unlink_activity(&pending, 1, m->tag);
         pthread_mutex_unlock(&lock);
-        if (a) dispatch(new_work(WORK_DENIED, a));
-        return;
+        return a ? new_work(WORK_DENIED, a) : NULL;
     }
     case EXT_WIRE_EXPIRE: {
         /* Acknowledge first: the supervisor checks the message was read before it stops us. */
@@ -367,10 +364,9 @@ static void handle(const struct ext_wire_message *m, int fd) {
         struct activity *a = unlink_activity(&live, 0, m->id);
         int due = a && expire_due(a);
         pthread_mutex_unlock(&lock);
-        if (due) dispatch(new_work(WORK_EXPIRED, a));
-        return;
+        return due ? new_work(WORK_EXPIRED, a) : NULL;
     }
-    default: return;
+    default: return NULL;
     }
 }
 
@@ -404,45 +400,65 @@ static ssize_t receive(uint8_t *buffer, size_t capacity, int *fd) {
     return n;
 }
 
+/* The datagram being read. Only the thread holding the read role uses it, and what a work
+ * item needs is copied out of it before the role is handed on. */
+static uint8_t datagram[EXT_WIRE_MAX_MESSAGE];
+
+static void *reader(void *unused);
+
+/* Starts a detached thread holding the read role; 0, or an error number. */
+static int start_reader(void) {
+    pthread_attr_t attributes;
+    pthread_t thread;
+    int rc = pthread_attr_init(&attributes);
+    if (rc) return rc;
+    pthread_attr_setdetachstate(&attributes, PTHREAD_CREATE_DETACHED);
+    rc = pthread_create(&thread, &attributes, reader, NULL);
+    pthread_attr_destroy(&attributes);
+    return rc;
+}
+
+/* The read role: read and handle messages until one asks for a callback; then hand the role to
+ * a new thread and run the callback here, on the thread that read the message (it starts
+ * without waiting for another thread to be scheduled, and *expire* keeps being read while it
+ * runs), then end. Without a new thread, the callback goes to a thread of its own and this
+ * one keeps reading. When the channel closes, close_down. */
 static void *reader(void *unused) {
     (void)unused;
-    uint8_t *buffer = malloc(EXT_WIRE_MAX_MESSAGE);
-    while (buffer) {
+    for (;;) {
         int fd;
-        ssize_t n = receive(buffer, EXT_WIRE_MAX_MESSAGE, &fd);
+        ssize_t n = receive(datagram, sizeof datagram, &fd);
         if (n == -2) continue; /* over the size limit: refused, as the decoder would */
         if (n <= 0) break;
         struct ext_wire_message m;
-        if (ext_wire_decode(buffer, (size_t)n, &m) != 0) {
+        if (ext_wire_decode(datagram, (size_t)n, &m) != 0) {
             if (fd >= 0) close(fd);
             continue;
         }
-        handle(&m, fd);
+        struct work *w = handle(&m, fd);
+        if (!w) continue;
+        if (start_reader() == 0) {
+            perform(w);
+            return NULL;
+        }
+        dispatch(w);
     }
-    free(buffer);
     close_down();
     return NULL;
 }
 
-/* Starts the reader thread once. Aborts if it cannot be created: without it no request or
- * expiry could ever be delivered. */
+/* Starts the reader once. Aborts if it cannot be created: without it no request or expiry
+ * could ever be delivered. */
 static void ensure_reader(void) {
     pthread_mutex_lock(&lock);
     int start = !reader_started;
     reader_started = 1;
     pthread_mutex_unlock(&lock);
-    if (!start) return;
-    pthread_attr_t attributes;
-    pthread_t thread;
-    if (pthread_attr_init(&attributes) != 0) abort();
-    pthread_attr_setdetachstate(&attributes, PTHREAD_CREATE_DETACHED);
-    pthread_attr_setstacksize(&attributes, 256 * 1024);
-    if (pthread_create(&thread, &attributes, reader, NULL) != 0) {
+    if (start && start_reader() != 0) {
         static const char text[] = "extensiond runtime: cannot create the channel's reader thread\n";
         (void)!write(2, text, sizeof text - 1);
         abort();
     }
-    pthread_attr_destroy(&attributes);
 }
 
 /* --- the C interface ---------------------------------------------------------------------- */
@@ -455,8 +471,10 @@ API int ext_runtime_start(ext_request_handler handler, void *context) {
     on_request = handler;
     request_context = context;
     pthread_mutex_unlock(&lock);
-    ensure_reader();
+    /* `ready` first: the reader's creation overlaps with extensiond's answer, which waits in
+     * the socket until it is read. */
     send_id(EXT_WIRE_READY, 0);
+    ensure_reader();
     return 0;
 }
 
