@@ -38,9 +38,10 @@ enum CRuntimeBench {
         return (baseline, runtime)
     }
 
-    /// What one process costs: resident set (kB) and thread count, idle after `ready`, and the
-    /// resident set again while it serves a request (after one ping), averaged over `count`
-    /// raw launches; and whether libFoundation, ICU or the Swift runtime was mapped.
+    /// What one process costs: its resident set (kB) while it serves a request (after one ping),
+    /// then its resident set and thread count once idle again (the request channel closed and
+    /// the thread count settled), averaged over `count` raw launches; and whether
+    /// libFoundation, ICU or the Swift runtime was mapped.
     struct Footprint {
         var idleRSS = 0.0, servingRSS = 0.0, threads = 0.0
         var swiftMapped = false
@@ -52,14 +53,23 @@ enum CRuntimeBench {
             let e = try RawExtension(executable: executable, id: "footprint.\(i)")
             defer { e.kill() }
             try e.waitReady()
-            guard let idle = readText("/proc/\(e.pid)/status") else { throw BenchError("no /proc/\(e.pid)/status") }
-            f.idleRSS += Double(statusField(idle, "VmRSS") ?? 0) / Double(count)
-            f.threads += Double(statusField(idle, "Threads") ?? 0) / Double(count)
             try e.deliver()
             try ping(e.request)
             f.servingRSS += Double(residentBytes(e.pid) ?? 0) / 1024 / Double(count)
             let maps = readText("/proc/\(e.pid)/maps") ?? ""
             if maps.contains("libFoundation") || maps.contains("libicu") || maps.contains("libswiftCore") { f.swiftMapped = true }
+            // End the request; the thread that served it exits. The count is read until it has
+            // not changed for 50 ms (at most 1 s): no event tells when a thread is gone.
+            close(e.request)
+            e.request = -1
+            var threads = contextSwitches(e.pid).threads, stableSince = now(), started = now()
+            while now() - stableSince < 0.05 && now() - started < 1 {
+                usleep(2_000)
+                let t = contextSwitches(e.pid).threads
+                if t != threads { threads = t; stableSince = now() }
+            }
+            f.threads += Double(threads) / Double(count)
+            f.idleRSS += Double(residentBytes(e.pid) ?? 0) / 1024 / Double(count)
         }
         return f
     }

@@ -909,7 +909,7 @@ final class Suite {
             stopped raw extension + one ping round trip. suspend: SIGSTOP to its group + waitid(WSTOPPED). cold launch: raw
             spawn of the same binary + ready + deliver + ping over its inherited socketpair; for C, of a C program doing the
             handshake with a plain socket loop and no runtime (bench-c-raw), whose resident set and threads are the
-            baselines of the C extension's (bench-c-extension, raw spawns, idle after ready and serving after one ping). control-plane: D-Bus Peer.Ping
+            baselines of the C extension's (bench-c-extension, raw spawns, serving after one ping, idle once the request ended). control-plane: D-Bus Peer.Ping
             through dbus-daemon to a service peer (sd-bus). mass dismiss: \(ids.mass.count) raw SIGSTOPs + waits. (freeze): each
             raw extension in a cgroup of its own: cgroup.freeze written → 'frozen 1' seen with poll(POLLPRI); thaw + ping;
             \(ids.massFreeze.count) freezes written → every 'frozen 1'. footprint: the
