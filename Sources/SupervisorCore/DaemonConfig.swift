@@ -19,6 +19,11 @@ public struct DaemonConfig: Equatable, Sendable {
     /// Members of this group may run administrative operations (kill, reload) besides root
     /// and the daemon's uid.
     public var adminGroup: UInt32?
+    /// Whether a manifest may say `"user": "root"` (`allowRootExtensions`, off by default).
+    public var allowRootExtensions = false
+    /// The uids (and equal gids) given to extensions without `user` under a root daemon
+    /// (`extensionUIDs`: `{"first": N, "count": M}`).
+    public var extensionUIDs = IdentityRange.defaultRange
 
     public init() {}
 
@@ -44,6 +49,8 @@ public struct DaemonConfig: Equatable, Sendable {
             }
             if let l = raw.limits { config.limits = l.applied(to: config.limits) }
             config.adminGroup = raw.adminGroup
+            config.allowRootExtensions = raw.allowRootExtensions ?? false
+            if let range = raw.extensionUIDs { config.extensionUIDs = range }
             return .success(config)
         } catch let error as ManifestFieldError {
             return .failure(ManifestError(file: file, field: error.field, problem: error.problem))
@@ -60,10 +67,27 @@ struct RawConfig: Decodable {
     var points: [String: PolicyOverrides]?
     var limits: RawLimits?
     var adminGroup: UInt32?
+    var allowRootExtensions: Bool?
+    var extensionUIDs: IdentityRange?
 
     init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: AnyKey.self)
-        try c.rejectUnknown(["points", "limits", "adminGroup"], prefix: "")
+        try c.rejectUnknown(["points", "limits", "adminGroup", "allowRootExtensions", "extensionUIDs"], prefix: "")
+        allowRootExtensions = try c.optional(Bool.self, "allowRootExtensions")
+        if c.contains(AnyKey(stringValue: "extensionUIDs")) {
+            let r = try c.nestedContainer(keyedBy: AnyKey.self, forKey: AnyKey(stringValue: "extensionUIDs"))
+            try r.rejectUnknown(["first", "count"], prefix: "extensionUIDs.")
+            guard let first = try r.optional(Double.self, "first") else { throw ManifestFieldError(field: "extensionUIDs.first", problem: "is required") }
+            guard let count = try r.optional(Double.self, "count") else { throw ManifestFieldError(field: "extensionUIDs.count", problem: "is required") }
+            let f = try KeyedDecodingContainer<AnyKey>.id(first, field: "extensionUIDs.first")
+            let n = try KeyedDecodingContainer<AnyKey>.id(count, field: "extensionUIDs.count")
+            if f < 1000 { throw ManifestFieldError(field: "extensionUIDs.first", problem: "must be at least 1000, above the system users, got \(f)") }
+            if n < 1 { throw ManifestFieldError(field: "extensionUIDs.count", problem: "must be at least 1") }
+            if UInt64(f) + UInt64(n) > UInt64(UInt32.max) {
+                throw ManifestFieldError(field: "extensionUIDs.count", problem: "the range \(f)+\(n) goes past the largest uid \(UInt32.max - 1)")
+            }
+            extensionUIDs = IdentityRange(first: f, count: n)
+        }
         points = try c.optional([String: PolicyOverrides].self, "points")
         limits = try c.optional(RawLimits.self, "limits")
         adminGroup = try c.optional(Double.self, "adminGroup").map { try KeyedDecodingContainer<AnyKey>.id($0, field: "adminGroup") }

@@ -45,12 +45,18 @@ public struct Manifest: Equatable, Sendable {
     public var activation: ActivationRule?
     /// The manifest file it was read from.
     public var source: String
+    /// The credentials it asks for (`user`, `group`, `supplementaryGroups`).
+    public var credentialRequest: CredentialRequest
+    /// The credentials it runs with, resolved by `CredentialRules` when it is loaded; nil: the
+    /// daemon's own (only where nothing resolved them, such as in core tests).
+    public var credentials: Credentials?
 
     public init(
         id: String, point: String = "default", executable: String, arguments: [String] = [],
         environment: [String: String] = [:], readiness: Readiness = .runtime, policy: Policy,
         hosts: HostRestriction = HostRestriction(), hostAccess: Bool = false, displayName: String? = nil,
-        activation: ActivationRule? = nil, source: String = "<memory>"
+        activation: ActivationRule? = nil, source: String = "<memory>", credentialRequest: CredentialRequest = CredentialRequest(),
+        credentials: Credentials? = nil
     ) {
         self.id = id
         self.point = point
@@ -64,6 +70,8 @@ public struct Manifest: Equatable, Sendable {
         self.displayName = displayName
         self.activation = activation
         self.source = source
+        self.credentialRequest = credentialRequest
+        self.credentials = credentials
     }
 }
 

@@ -66,7 +66,9 @@ public enum ManifestParser {
                 return fail("environment.\(k)", "value is longer than \(maxStringLength) bytes or contains NUL")
             }
         }
-        var policy = (raw.policy ?? PolicyOverrides()).applied(to: base)
+        var overrides = raw.policy ?? PolicyOverrides()
+        overrides.limits = raw.limits
+        var policy = overrides.applied(to: base)
         if let refresh = raw.refresh {
             if raw.readiness == .exec {
                 return fail("refresh", "needs readiness 'runtime': an 'exec' extension has no runtime channel to be refreshed through")
@@ -89,7 +91,8 @@ public enum ManifestParser {
             id: raw.id, point: pointName, executable: executable, arguments: arguments,
             environment: environment, readiness: raw.readiness ?? .runtime, policy: policy,
             hosts: hosts, hostAccess: raw.hostAccess ?? false, displayName: raw.displayName, activation: raw.activation,
-            source: file))
+            source: file,
+            credentialRequest: CredentialRequest(user: raw.user, group: raw.group, supplementaryGroups: raw.supplementaryGroups ?? [])))
     }
 
     /// Why `id` is not a valid extension id, or nil (`Identifier.problem`).
@@ -233,9 +236,14 @@ struct RawManifest: Decodable {
     var displayName: String?
     var activation: ActivationRule?
     var refresh: RefreshSchedule?
+    var user: AccountReference?
+    var group: AccountReference?
+    var supplementaryGroups: [AccountReference]?
+    var limits: ResourceLimits?
 
     static let keys: Set<String> = [
         "id", "point", "executable", "arguments", "environment", "readiness", "policy", "hosts", "hostAccess", "displayName", "activation", "refresh",
+        "user", "group", "supplementaryGroups", "limits",
     ]
 
     init(from decoder: any Decoder) throws {
@@ -253,6 +261,73 @@ struct RawManifest: Decodable {
         displayName = try c.optional(String.self, "displayName")
         activation = try c.optional(ActivationRule.self, "activation")
         refresh = try c.optional(RefreshSchedule.self, "refresh")
+        user = try c.account("user")
+        group = try c.account("group")
+        if c.contains(AnyKey(stringValue: "supplementaryGroups")) {
+            var list = try c.nestedUnkeyedContainer(forKey: AnyKey(stringValue: "supplementaryGroups"))
+            var found: [AccountReference] = []
+            while !list.isAtEnd {
+                let field = "supplementaryGroups[\(found.count)]"
+                if found.count >= ManifestParser.maxListCount {
+                    throw ManifestFieldError(field: "supplementaryGroups", problem: "has more than \(ManifestParser.maxListCount) groups")
+                }
+                if let n = try? list.decode(Double.self) {
+                    found.append(.number(try KeyedDecodingContainer<AnyKey>.id(n, field: field)))
+                } else if let name = try? list.decode(String.self) {
+                    found.append(try AccountReference.named(name, field: field))
+                } else {
+                    throw ManifestFieldError(field: field, problem: "expected a group name or number")
+                }
+            }
+            supplementaryGroups = found
+        }
+        limits = try c.optional(ResourceLimits.self, "limits")
+    }
+}
+
+extension AccountReference {
+    /// A user or group name as the account database allows it (no ':', '/', control
+    /// characters or spaces, not empty, not all digits, at most 64 bytes).
+    static func named(_ name: String, field: String) throws -> AccountReference {
+        let bytes = Array(name.utf8)
+        let valid = !bytes.isEmpty && bytes.count <= 64 && !bytes.allSatisfy { $0 >= 0x30 && $0 <= 0x39 }
+            && bytes.allSatisfy { $0 > 0x20 && $0 != 0x7F && $0 != UInt8(ascii: ":") && $0 != UInt8(ascii: "/") }
+        guard valid else { throw ManifestFieldError(field: field, problem: "'\(name)' is not a valid user or group name") }
+        return .name(name)
+    }
+}
+
+extension KeyedDecodingContainer where Key == AnyKey {
+    /// A user or group: a name or a number.
+    func account(_ name: String) throws -> AccountReference? {
+        let key = AnyKey(stringValue: name)
+        guard contains(key), try !decodeNil(forKey: key) else { return nil }
+        if let n = try? decode(Double.self, forKey: key) { return .number(try Self.id(n, field: name)) }
+        if let s = try? decode(String.self, forKey: key) { return try AccountReference.named(s, field: name) }
+        throw ManifestFieldError(field: name, problem: "expected a name or a number")
+    }
+}
+
+extension ResourceLimits: Decodable {
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: AnyKey.self)
+        // "limits." in a manifest, "points.<name>.limits." in the daemon configuration.
+        let prefix = decoder.codingPath.map(\.stringValue).joined(separator: ".") + "."
+        try c.rejectUnknown(Set(Self.keys), prefix: prefix)
+        self.init()
+        for key in Self.keys {
+            guard let v = try c.decodeIfPresent(Double.self, forKey: AnyKey(stringValue: key)) else { continue }
+            let range = Self.ranges[key]!
+            guard v.rounded() == v, v >= Double(range.lowerBound), v <= Double(range.upperBound) else {
+                throw ManifestFieldError(field: prefix + key, problem: "must be an integer from \(range.lowerBound) to \(range.upperBound), got \(v)")
+            }
+            switch key {
+            case "memoryMaxBytes": memoryMaxBytes = UInt64(v)
+            case "tasksMax": tasksMax = UInt64(v)
+            case "openFilesMax": openFilesMax = UInt64(v)
+            default: cpuWeight = UInt64(v)
+            }
+        }
     }
 }
 
@@ -316,7 +391,9 @@ extension PolicyOverrides: Decodable {
         let c = try decoder.container(keyedBy: AnyKey.self)
         // "policy." in a manifest, "points.<name>." in the daemon configuration.
         let prefix = decoder.codingPath.isEmpty ? "policy." : decoder.codingPath.map(\.stringValue).joined(separator: ".") + "."
-        try c.rejectUnknown(Self.keys, prefix: prefix)
+        // A manifest gives its limits at the top level (`limits`), a configured point inside it.
+        let inManifest = decoder.codingPath.map(\.stringValue) == ["policy"] || decoder.codingPath.isEmpty
+        try c.rejectUnknown(inManifest ? Self.keys : Self.keys.union(["limits"]), prefix: prefix)
         self.init()
         backgroundSeconds = try c.seconds("backgroundSeconds", prefix: prefix)
         expiryGraceSeconds = try c.seconds("expiryGraceSeconds", prefix: prefix)
@@ -327,6 +404,7 @@ extension PolicyOverrides: Decodable {
         lockedWhileSuspended = try c.enumeration(LockContentionPolicy.self, "lockedWhileSuspended", prefix: prefix)
         refreshSeconds = try c.seconds("refreshSeconds", prefix: prefix)
         refresh = try c.optional(RefreshSchedule.self, "refresh")
+        if !inManifest { limits = try c.optional(ResourceLimits.self, "limits") }
     }
 }
 

@@ -39,6 +39,8 @@ public struct Policy: Equatable, Sendable, Codable {
     public var refreshSeconds: Double = 10
     /// Background refresh, if on (the manifest's `refresh`, or the point's default).
     public var refresh: RefreshSchedule?
+    /// Resource limits (the manifest's `limits` over the point's).
+    public var limits = ResourceLimits()
 
     public init(
         backgroundSeconds: Double, expiryGraceSeconds: Double, assertionMaxSeconds: Double,
@@ -50,6 +52,13 @@ public struct Policy: Equatable, Sendable, Codable {
         self.launchTimeoutSeconds = launchTimeoutSeconds
         self.suspendedLifetimeSeconds = suspendedLifetimeSeconds
         self.suspend = suspend
+    }
+
+    /// This policy with `limits`.
+    public func limited(_ limits: ResourceLimits) -> Policy {
+        var p = self
+        p.limits = limits
+        return p
     }
 
     /// The longest duration any policy field accepts (one day).
@@ -94,6 +103,8 @@ public struct PolicyOverrides: Equatable, Sendable {
     public var lockedWhileSuspended: LockContentionPolicy?
     public var refreshSeconds: Double?
     public var refresh: RefreshSchedule?
+    /// Limit overrides, key by key (`limits` in a manifest or in a configured point).
+    public var limits: ResourceLimits?
 
     public init() {}
 
@@ -109,6 +120,7 @@ public struct PolicyOverrides: Equatable, Sendable {
         if let v = lockedWhileSuspended { p.lockedWhileSuspended = v }
         if let v = refreshSeconds { p.refreshSeconds = v }
         if let v = refresh { p.refresh = v }
+        if let v = limits { p.limits = v.applied(to: p.limits) }
         return p
     }
 }
@@ -127,15 +139,19 @@ public struct ExtensionPoints: Equatable, Sendable {
     public static let builtIn = ExtensionPoints(policies: [
         "widget": Policy(
             backgroundSeconds: 5, expiryGraceSeconds: 2, assertionMaxSeconds: 30,
-            launchTimeoutSeconds: 10, suspendedLifetimeSeconds: 600),
+            launchTimeoutSeconds: 10, suspendedLifetimeSeconds: 600
+        ).limited(ResourceLimits(memoryMaxBytes: 2 << 30, tasksMax: 64, openFilesMax: 256, cpuWeight: 50)),
         "share": Policy(
             backgroundSeconds: 30, expiryGraceSeconds: 5, assertionMaxSeconds: 180,
-            launchTimeoutSeconds: 15, suspendedLifetimeSeconds: 120),
+            launchTimeoutSeconds: 15, suspendedLifetimeSeconds: 120
+        ).limited(ResourceLimits(memoryMaxBytes: 4 << 30, tasksMax: 256, openFilesMax: 1024, cpuWeight: 100)),
         "action": Policy(
             backgroundSeconds: 10, expiryGraceSeconds: 3, assertionMaxSeconds: 60,
-            launchTimeoutSeconds: 10, suspendedLifetimeSeconds: 300),
+            launchTimeoutSeconds: 10, suspendedLifetimeSeconds: 300
+        ).limited(ResourceLimits(memoryMaxBytes: 3 << 30, tasksMax: 128, openFilesMax: 512, cpuWeight: 100)),
         "default": Policy(
             backgroundSeconds: 10, expiryGraceSeconds: 3, assertionMaxSeconds: 60,
-            launchTimeoutSeconds: 10, suspendedLifetimeSeconds: 600),
+            launchTimeoutSeconds: 10, suspendedLifetimeSeconds: 600
+        ).limited(ResourceLimits(memoryMaxBytes: 4 << 30, tasksMax: 512, openFilesMax: 1024, cpuWeight: 100)),
     ])
 }

@@ -1,0 +1,193 @@
+/// A user or group as a manifest names it: a name from the account database, or a number.
+public enum AccountReference: Equatable, Sendable, CustomStringConvertible {
+    case name(String)
+    case number(UInt32)
+
+    public var description: String {
+        switch self {
+        case .name(let n): return "'\(n)'"
+        case .number(let n): return "\(n)"
+        }
+    }
+}
+
+/// The credentials a manifest asks for (`user`, `group`, `supplementaryGroups`), as written.
+public struct CredentialRequest: Equatable, Sendable {
+    public var user: AccountReference?
+    public var group: AccountReference?
+    public var supplementaryGroups: [AccountReference]
+
+    public init(user: AccountReference? = nil, group: AccountReference? = nil, supplementaryGroups: [AccountReference] = []) {
+        self.user = user
+        self.group = group
+        self.supplementaryGroups = supplementaryGroups
+    }
+}
+
+/// The credentials an extension's processes run with, applied in the child before exec
+/// together with `PR_SET_NO_NEW_PRIVS` and an empty capability set.
+public struct Credentials: Equatable, Sendable {
+    public var uid: UInt32
+    public var gid: UInt32
+    /// Supplementary groups (setgroups), in order, without duplicates.
+    public var groups: [UInt32]
+    /// Whether `uid` is this extension's alone (allocated from `extensionUIDs`).
+    public var ownUID: Bool
+
+    public init(uid: UInt32, gid: UInt32, groups: [UInt32] = [], ownUID: Bool = false) {
+        self.uid = uid
+        self.gid = gid
+        self.groups = groups
+        self.ownUID = ownUID
+    }
+}
+
+/// The account database, as lookups (the shell answers from getpwnam/getgrnam; tests from
+/// tables).
+public struct AccountDirectory: Sendable {
+    /// A user by name: its uid and primary gid.
+    public var userNamed: @Sendable (String) -> (uid: UInt32, gid: UInt32)?
+    /// The primary gid of a uid that has an entry.
+    public var primaryGroup: @Sendable (UInt32) -> UInt32?
+    /// A group by name: its gid.
+    public var groupNamed: @Sendable (String) -> UInt32?
+
+    public init(
+        userNamed: @escaping @Sendable (String) -> (uid: UInt32, gid: UInt32)?,
+        primaryGroup: @escaping @Sendable (UInt32) -> UInt32?,
+        groupNamed: @escaping @Sendable (String) -> UInt32?
+    ) {
+        self.userNamed = userNamed
+        self.primaryGroup = primaryGroup
+        self.groupNamed = groupNamed
+    }
+
+    /// A directory answering from tables: users name → (uid, gid), groups name → gid.
+    public static func table(users: [String: (uid: UInt32, gid: UInt32)], groups: [String: UInt32]) -> AccountDirectory {
+        let u = users.map { ($0.key, $0.value.uid, $0.value.gid) }
+        return AccountDirectory(
+            userNamed: { name in u.first { $0.0 == name }.map { ($0.1, $0.2) } },
+            primaryGroup: { uid in u.first { $0.1 == uid }?.2 },
+            groupNamed: { groups[$0] })
+    }
+}
+
+/// The rules that turn a manifest's credential request into the credentials it runs with
+/// (docs/security.md):
+/// - A daemon that is not root runs every extension as itself; a manifest asking for another
+///   user, group or supplementary group is refused.
+/// - A root daemon runs an extension without `user` under a uid of its own (allocated from
+///   `extensionUIDs`, primary gid the same number, no supplementary groups).
+/// - A root daemon never runs an extension as uid 0, or with gid 0 or supplementary group 0,
+///   unless its manifest says `"user": "root"` and the configuration has
+///   `"allowRootExtensions": true`.
+/// - `group` defaults to the user's primary group; a numeric user without an account entry
+///   then needs `group`.
+public struct CredentialRules: Sendable {
+    public var daemonUID: UInt32
+    public var daemonGID: UInt32
+    /// The daemon's supplementary groups (a non-root daemon may pass these on).
+    public var daemonGroups: [UInt32]
+    public var allowRootExtensions: Bool
+    public var accounts: AccountDirectory
+
+    public init(daemonUID: UInt32, daemonGID: UInt32, daemonGroups: [UInt32] = [], allowRootExtensions: Bool = false, accounts: AccountDirectory) {
+        self.daemonUID = daemonUID
+        self.daemonGID = daemonGID
+        self.daemonGroups = daemonGroups
+        self.allowRootExtensions = allowRootExtensions
+        self.accounts = accounts
+    }
+
+    /// Whether an extension with this request needs a uid of its own (root daemon, no `user`).
+    public func needsOwnUID(_ request: CredentialRequest) -> Bool { daemonUID == 0 && request.user == nil }
+
+    /// The credentials for `request`, in the manifest `file`. `ownUID` is the uid allocated to
+    /// the extension (required when `needsOwnUID`). `extraGroups` are added as supplementary
+    /// groups (shared containers). Refusals name the file and the key.
+    public func resolve(
+        _ request: CredentialRequest, file: String, ownUID: UInt32? = nil, extraGroups: [UInt32] = []
+    ) -> Result<Credentials, ManifestError> {
+        func fail(_ field: String, _ problem: String) -> Result<Credentials, ManifestError> {
+            .failure(ManifestError(file: file, field: field, problem: problem))
+        }
+        // Users and groups by number or name.
+        var uid: UInt32
+        var primary: UInt32?
+        switch request.user {
+        case nil:
+            uid = daemonUID
+            if daemonUID == 0 {
+                guard let ownUID else { return fail("user", "no uid could be allocated for this extension") }
+                uid = ownUID
+                primary = ownUID
+            } else {
+                primary = daemonGID
+            }
+        case .number(let n):
+            uid = n
+            primary = accounts.primaryGroup(n)
+        case .name(let name):
+            guard let found = accounts.userNamed(name) else { return fail("user", "no user named '\(name)' in the account database") }
+            uid = found.uid
+            primary = found.gid
+        }
+        var gid: UInt32
+        switch request.group {
+        case nil:
+            guard let primary else {
+                return fail("group", "user \(request.user!) has no account entry, so it has no primary group: name one with \"group\"")
+            }
+            gid = primary
+        case .number(let n): gid = n
+        case .name(let name):
+            guard let found = accounts.groupNamed(name) else { return fail("group", "no group named '\(name)' in the account database") }
+            gid = found
+        }
+        var groups: [UInt32] = []
+        for (i, reference) in request.supplementaryGroups.enumerated() {
+            let g: UInt32
+            switch reference {
+            case .number(let n): g = n
+            case .name(let name):
+                guard let found = accounts.groupNamed(name) else {
+                    return fail("supplementaryGroups[\(i)]", "no group named '\(name)' in the account database")
+                }
+                g = found
+            }
+            if !groups.contains(g) { groups.append(g) }
+        }
+
+        if daemonUID != 0 {
+            // The user session: extensions run as the daemon's user, with its groups only.
+            if uid != daemonUID {
+                return fail("user", "asks for user \(request.user!) (uid \(uid)), but this daemon runs as uid \(daemonUID) and is not root: it runs extensions as itself only")
+            }
+            if gid != daemonGID && !daemonGroups.contains(gid) {
+                return fail("group", "asks for group \(request.group!) (gid \(gid)), which this daemon (uid \(daemonUID), not root) does not have")
+            }
+            for (i, g) in groups.enumerated() where g != daemonGID && !daemonGroups.contains(g) {
+                return fail("supplementaryGroups[\(i)]", "asks for group \(request.supplementaryGroups[i]) (gid \(g)), which this daemon (uid \(daemonUID), not root) does not have")
+            }
+            for g in extraGroups where !groups.contains(g) { groups.append(g) }
+            return .success(Credentials(uid: uid, gid: gid, groups: groups, ownUID: false))
+        }
+
+        // A root daemon: root only when the manifest says so and the configuration allows it.
+        let rootAllowed = request.user == .name("root") && allowRootExtensions
+        if uid == 0 && !rootAllowed {
+            if request.user != .name("root") {
+                return fail("user", "uid 0 is root: write \"user\": \"root\" (and allow it in the configuration) to run an extension as root")
+            }
+            return fail("user", "runs as root, which the configuration does not allow (set \"allowRootExtensions\": true in the daemon's configuration file)")
+        }
+        if gid == 0 && !rootAllowed {
+            return fail("group", "gid 0 (root's group) is refused for an extension not running as an allowed root (\"user\": \"root\" with allowRootExtensions)")
+        }
+        for (i, g) in groups.enumerated() where g == 0 && !rootAllowed {
+            return fail("supplementaryGroups[\(i)]", "gid 0 (root's group) is refused for an extension not running as an allowed root (\"user\": \"root\" with allowRootExtensions)")
+        }
+        for g in extraGroups where !groups.contains(g) { groups.append(g) }
+        return .success(Credentials(uid: uid, gid: gid, groups: groups, ownUID: request.user == nil))
+    }
+}
