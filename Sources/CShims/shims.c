@@ -3,6 +3,8 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
+#include <linux/capability.h>
 #include <linux/sockios.h>
 #include <pthread.h>
 #include <signal.h>
@@ -12,6 +14,7 @@
 #include <strings.h>
 #include <sys/ioctl.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -111,6 +114,7 @@ static int shim_lift(int fd) { return fd < 0 ? -1 : fcntl(fd, F_DUPFD_CLOEXEC, 1
 // The child between clone3 and exec: only async-signal-safe calls (the parent is
 // multi-threaded). On failure, the errno is written to `report` and the child exits.
 static void shim_child(const shim_spawn_options *o, int report) {
+    int step = SHIM_STEP_DESCRIPTORS;
     report = shim_lift(report);  // above 3, where nothing below can land on it
     if (report < 0) _exit(127);
     int channel = shim_lift(o->channel_fd), out = shim_lift(o->stdout_fd);
@@ -134,11 +138,42 @@ static void shim_child(const shim_spawn_options *o, int report) {
     int first = channel >= 0 ? 4 : 3;
     syscall(SYS_close_range, first, report - 1, 0);
     syscall(SYS_close_range, report + 1, ~0U, 0);
+    step = SHIM_STEP_RLIMIT;
+    for (int i = 0; i < o->nrlimits; i++) {
+        struct rlimit rl = { .rlim_cur = (rlim_t)o->rlimits[i].value, .rlim_max = (rlim_t)o->rlimits[i].value };
+        if (setrlimit(o->rlimits[i].resource, &rl) != 0) goto fail;
+    }
+    step = SHIM_STEP_BOUNDING;
+    for (int cap = 0; cap < 64; cap++) {
+        if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0) {
+            if (errno == EINVAL) break;  // past the last capability this kernel knows
+            if (errno == EPERM && !o->set_credentials) break;  // no CAP_SETPCAP: nothing to drop from
+            goto fail;
+        }
+    }
+    if (o->set_credentials) {
+        step = SHIM_STEP_GROUPS;
+        if (setgroups((size_t)o->ngroups, o->groups) != 0) goto fail;
+        step = SHIM_STEP_GID;
+        if (setresgid(o->gid, o->gid, o->gid) != 0) goto fail;
+        step = SHIM_STEP_UID;
+        if (setresuid(o->uid, o->uid, o->uid) != 0) goto fail;
+    }
+    step = SHIM_STEP_NO_NEW_PRIVS;
+    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) goto fail;
+    step = SHIM_STEP_CAPABILITIES;
+    if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) != 0 && errno != EINVAL) goto fail;
+    struct __user_cap_header_struct header = { .version = _LINUX_CAPABILITY_VERSION_3, .pid = 0 };
+    struct __user_cap_data_struct data[2];
+    memset(data, 0, sizeof(data));
+    if (syscall(SYS_capset, &header, data) != 0) goto fail;
+    step = SHIM_STEP_CHDIR;
     if (o->cwd != NULL && chdir(o->cwd) != 0) goto fail;
+    step = SHIM_STEP_EXEC;
     execve(o->path, o->argv, o->envp);
 fail:;
-    int e = errno;
-    ssize_t ignored = write(report, &e, sizeof(e));
+    int e[2] = { errno, step };
+    ssize_t ignored = write(report, e, sizeof(e));
     (void)ignored;
     _exit(127);
 }
@@ -200,17 +235,26 @@ static pid_t shim_posix_spawn(const shim_spawn_options *o, int *pidfd) {
 }
 
 pid_t shim_spawn(const shim_spawn_options *o, int *pidfd) {
-    if (o->cgroup_fd < 0 && !shim_clone3_available()) return shim_posix_spawn(o, pidfd);
+    if (o->failed_step != NULL) *o->failed_step = -1;
+    // Without clone3 (and so without a cgroup): posix_spawn, or fork where credentials or
+    // limits must be applied in the child.
+    int forked = o->cgroup_fd < 0 && !shim_clone3_available();
+    if (forked && !o->set_credentials && o->nrlimits == 0) return shim_posix_spawn(o, pidfd);
     int pipefd[2];
     if (pipe2(pipefd, O_CLOEXEC) != 0) return -errno;
     int fd = -1;
-    struct shim_clone_args args;
-    memset(&args, 0, sizeof(args));
-    args.flags = CLONE_PIDFD | (o->cgroup_fd >= 0 ? CLONE_INTO_CGROUP : 0);
-    args.pidfd = (uint64_t)(uintptr_t)&fd;
-    args.exit_signal = SIGCHLD;
-    args.cgroup = o->cgroup_fd >= 0 ? (uint64_t)o->cgroup_fd : 0;
-    long pid = syscall(SYS_clone3, &args, sizeof(args));
+    long pid;
+    if (forked) {
+        pid = fork();
+    } else {
+        struct shim_clone_args args;
+        memset(&args, 0, sizeof(args));
+        args.flags = CLONE_PIDFD | (o->cgroup_fd >= 0 ? CLONE_INTO_CGROUP : 0);
+        args.pidfd = (uint64_t)(uintptr_t)&fd;
+        args.exit_signal = SIGCHLD;
+        args.cgroup = o->cgroup_fd >= 0 ? (uint64_t)o->cgroup_fd : 0;
+        pid = syscall(SYS_clone3, &args, sizeof(args));
+    }
     if (pid == 0) {
         close(pipefd[0]);
         shim_child(o, pipefd[1]);
@@ -221,18 +265,30 @@ pid_t shim_spawn(const shim_spawn_options *o, int *pidfd) {
         close(pipefd[0]);
         return -saved;
     }
-    // EOF: exec succeeded (the write end was close-on-exec). An int: exec's errno.
-    int child_errno = 0;
+    if (forked) {
+        // Our unreaped child: the pid cannot have been reused.
+        fd = shim_pidfd_open((pid_t)pid);
+        if (fd < 0) {
+            kill((pid_t)pid, SIGKILL);
+            siginfo_t si;
+            waitid(P_PID, (id_t)pid, &si, WEXITED);
+            close(pipefd[0]);
+            return fd;
+        }
+    }
+    // EOF: exec succeeded (the write end was close-on-exec). Two ints: the errno and the step.
+    int report[2] = { 0, 0 };
     ssize_t n;
     do {
-        n = read(pipefd[0], &child_errno, sizeof(child_errno));
+        n = read(pipefd[0], report, sizeof(report));
     } while (n < 0 && errno == EINTR);
     close(pipefd[0]);
-    if (n == (ssize_t)sizeof(child_errno)) {
+    if (n == (ssize_t)sizeof(report)) {
         siginfo_t si;
         waitid(P_PID, (id_t)pid, &si, WEXITED);
         close(fd);
-        return -(child_errno != 0 ? child_errno : EIO);
+        if (o->failed_step != NULL) *o->failed_step = report[1];
+        return -(report[0] != 0 ? report[0] : EIO);
     }
     *pidfd = fd;
     return (pid_t)pid;

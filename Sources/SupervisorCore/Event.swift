@@ -44,8 +44,9 @@ public enum Event: Equatable, Sendable {
     case continueConfirmed(extensionID: String, generation: UInt64)
     /// Every process of the extension is gone and its leader reaped. `status` is the leader's.
     /// `outlivedLeader`: some of its processes were still alive when the leader exited, and
-    /// were killed.
-    case exited(extensionID: String, generation: UInt64, status: ExitStatus, outlivedLeader: Bool = false)
+    /// were killed. `memoryLimit`: the kernel's OOM killer ended a process of it within its
+    /// `memoryMaxBytes` (`oom_kill` of its cgroup's `memory.events` went up).
+    case exited(extensionID: String, generation: UInt64, status: ExitStatus, outlivedLeader: Bool = false, memoryLimit: Bool = false)
     /// The runtime asks for an assertion.
     case acquire(extensionID: String, generation: UInt64, tag: UInt32, reason: String)
     /// The runtime releases an assertion.

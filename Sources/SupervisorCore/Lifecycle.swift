@@ -40,6 +40,9 @@ public enum ExitReason: String, Sendable, Codable, Equatable {
     /// and its policy is `lockedWhileSuspended: "terminate"`, or it still held one after the
     /// grace of `"resume"`.
     case lockHeldAtSuspend = "lock-held-at-suspend"
+    /// The kernel's OOM killer ended a process of it at its `limits.memoryMaxBytes` (seen in its
+    /// cgroup's `memory.events`; counted as a crash by the crash-loop throttle).
+    case memoryLimit = "memory-limit"
 }
 
 /// How a process ended, as the kernel reported it.

@@ -62,8 +62,8 @@ public struct Supervisor: Sendable {
             update(id, generation) { s, r in s.stopConfirmed(&r, locks: locks) }
         case let .continueConfirmed(id, generation):
             update(id, generation) { s, r in s.continueConfirmed(&r) }
-        case let .exited(id, generation, status, outlivedLeader):
-            update(id, generation) { s, r in s.exited(&r, status: status, outlivedLeader: outlivedLeader) }
+        case let .exited(id, generation, status, outlivedLeader, memoryLimit):
+            update(id, generation) { s, r in s.exited(&r, status: status, outlivedLeader: outlivedLeader, memoryLimit: memoryLimit) }
         case let .acquire(id, generation, tag, reason):
             update(id, generation) { s, r in s.acquire(&r, tag: tag, reason: reason) }
         case let .observe(id, generation, name):
@@ -455,10 +455,12 @@ public struct Supervisor: Sendable {
         out.append(.signal(extensionID: r.manifest.id, generation: r.generation, signal: signal, thenContinue: mayBeStopped))
     }
 
-    private mutating func exited(_ r: inout ExtensionRecord, status: ExitStatus, outlivedLeader: Bool) {
+    private mutating func exited(_ r: inout ExtensionRecord, status: ExitStatus, outlivedLeader: Bool, memoryLimit: Bool = false) {
         let reason: ExitReason
         if case .terminating(let why, _) = r.phase {
             reason = why
+        } else if memoryLimit {
+            reason = .memoryLimit
         } else if r.adminSignaled {
             reason = .killedByAdmin
         } else if status != .exited(0) {
@@ -488,11 +490,11 @@ public struct Supervisor: Sendable {
         r.hints = NotificationHints()
         let detail = "\(reason.rawValue), \(describe)" + (dropped > 0 ? ", \(dropped) assertion(s) dropped" : "")
             + (outlivedLeader ? ", processes that outlived the leader were killed" : "")
-        record(&r, reason == .crashed ? .crash : reason == .reclaimed ? .reclaim : .exit, detail: detail)
+        record(&r, reason == .crashed || reason == .memoryLimit ? .crash : reason == .reclaimed ? .reclaim : .exit, detail: detail)
         r.pid = nil
         r.startedAt = nil
         switch reason {
-        case .crashed, .launchFailed: countCrash(&r, stable: ranFor >= limits.stableRunSeconds)
+        case .crashed, .launchFailed, .memoryLimit: countCrash(&r, stable: ranFor >= limits.stableRunSeconds)
         case .exited, .reclaimed, .leaderExited: r.consecutiveCrashes = 0; r.throttledUntil = nil
         default: break
         }

@@ -181,7 +181,7 @@ extension Daemon {
             : StatusDocument.status(
                 selected, now: now, clock,
                 containment: .init(mode: cgroups == nil ? "process-group" : "cgroup", reason: containmentProblem),
-                processes: processEntries)
+                processes: processEntries, limits: limitEnforcement)
         sendJSON(document, tag: tag, to: c.id)
     }
 

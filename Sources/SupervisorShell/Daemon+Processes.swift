@@ -18,9 +18,21 @@ extension Daemon: ProcessControlDelegate {
                 return
             }
         }
+        let limits = limitEnforcement(manifest)
+        var limitProblem: SystemError?
+        if let cgroup {
+            for l in limits where l.by == .cgroup {
+                guard let file = Spawner.cgroupFile(l.key) else { continue }
+                if let e = kernel.write(cgroup.path + "/" + file, "\(l.value)") {
+                    limitProblem = SystemError("set limits.\(l.key) in \(cgroup.path)/\(file)", errno: e.code)
+                    break
+                }
+            }
+        }
         let spawned: SpawnedProcess
-        do {
-            spawned = try Spawner.spawn(manifest, kernel: kernel, cgroupFD: cgroup?.directoryFD)
+        do throws(SystemError) {
+            if let limitProblem { throw limitProblem }
+            spawned = try Spawner.spawn(manifest, kernel: kernel, cgroupFD: cgroup?.directoryFD, limits: limits)
         } catch {
             if let cgroup {
                 kernel.close(cgroup.directoryFD)
@@ -96,11 +108,29 @@ extension Daemon: ProcessControlDelegate {
 
     func exited(_ p: SupervisedProcess, status: ExitStatus, outlivedLeader: Bool) {
         guard processes[p.extensionID] === p else { return }
+        let memoryLimit = p.cgroup.map { oomKilled(cgroup: $0.path) } ?? false
         registry.remove(pid: p.pid)
         p.tearDown(kernel)
         processes[p.extensionID] = nil
         processesByPID[p.pid] = nil
-        post(.exited(extensionID: p.extensionID, generation: p.generation, status: status, outlivedLeader: outlivedLeader))
+        post(.exited(extensionID: p.extensionID, generation: p.generation, status: status, outlivedLeader: outlivedLeader, memoryLimit: memoryLimit))
+    }
+
+    /// Whether the OOM killer ended a process of the cgroup at its `memory.max`: `oom_kill` of
+    /// its `memory.events` (absent without the memory controller). The cgroup is created
+    /// afresh for every launch, so any count is this launch's.
+    func oomKilled(cgroup path: String) -> Bool {
+        guard cgroups?.controllers.contains("memory") == true, case .success(let bytes) = kernel.read(path + "/memory.events") else { return false }
+        return Daemon.oomKills(bytes) > 0
+    }
+
+    /// The `oom_kill` count of a `memory.events` file.
+    static func oomKills(_ bytes: [UInt8]) -> Int {
+        for line in String(decoding: bytes, as: UTF8.self).split(separator: "\n") {
+            let parts = line.split(separator: " ")
+            if parts.count == 2, parts[0] == "oom_kill" { return Int(parts[1]) ?? 0 }
+        }
+        return 0
     }
 
     func isLeader(_ pid: Int32) -> Bool { processesByPID[pid] != nil }

@@ -18,6 +18,8 @@ public final class Daemon {
     var core: Supervisor
     let options: DaemonOptions
     var config: DaemonConfig
+    /// The extensions' own uids (`<state>/ids.json`); only a root daemon allocates them.
+    var identities: IdentityStore?
     let logger: Logger
     let listener: PacketSocket
     var listenerSource: EventSource?
@@ -86,7 +88,14 @@ public final class Daemon {
             }
         }
         config.limits.daemonUID = getuid()
-        let (manifests, errors) = Daemon.loader(options, config, freezerProblem: containmentProblem).load()
+        if getuid() == 0 {
+            do {
+                identities = try IdentityStore(directory: options.stateDirectory)
+            } catch {
+                throw DaemonError(error.description)
+            }
+        }
+        let (manifests, errors) = Daemon.loader(options, config, freezerProblem: containmentProblem, identities: identities).load()
         for e in errors { logger.error("manifest refused: \(e)") }
         core = Supervisor(manifests: manifests, limits: config.limits, now: loop.now())
         if let fd = options.inheritedListener {
@@ -106,15 +115,31 @@ public final class Daemon {
         } else {
             logger.warning("containment: process groups only, because \(containmentProblem ?? "?"); a process of an extension that leaves its process group (setsid) escapes suspension and termination")
         }
+        warnUnenforcedLimits(manifests)
         logger.info("loaded \(manifests.count) extension(s) from \(options.extensionDirectories.joined(separator: ":")); \(errors.count) manifest error(s)")
     }
 
     deinit { receiveBuffer.deallocate() }
 
-    static func loader(_ options: DaemonOptions, _ config: DaemonConfig, freezerProblem: String?) -> ManifestLoader {
+    static func loader(_ options: DaemonOptions, _ config: DaemonConfig, freezerProblem: String?, identities: IdentityStore?) -> ManifestLoader {
         ManifestLoader(
             directories: options.extensionDirectories, explicit: options.explicitDirectories, points: config.points, trustedUID: getuid(),
-            freezerProblem: freezerProblem)
+            freezerProblem: freezerProblem, credentialRules: SystemAccounts.rules(config), identities: identities,
+            extensionUIDs: config.extensionUIDs)
+    }
+
+    /// How each limit of `manifest` is enforced here (`enforcedBy` of `status --json`).
+    func limitEnforcement(_ manifest: Manifest) -> [LimitEnforcement] {
+        manifest.policy.limits.enforcement(controllers: Set(cgroups?.controllers ?? []), ownUID: manifest.credentials?.ownUID ?? false)
+    }
+
+    /// A limit that nothing here can enforce is a warning at load, never dropped silently.
+    func warnUnenforcedLimits(_ manifests: [Manifest]) {
+        for m in manifests {
+            for e in limitEnforcement(m) {
+                if let why = e.unenforcedReason { logger.warning("\(m.source): \(m.id): \(why)", metadata: ["EXTENSION_ID": "\(m.id)"]) }
+            }
+        }
     }
 
     static func readFile(_ path: String) throws -> [UInt8] {
@@ -300,8 +325,9 @@ public final class Daemon {
     func reload() -> (loaded: Int, errors: [ManifestError]) {
         logger.info("reloading manifests")
         serviceManager.reloading()
-        var (manifests, errors) = Daemon.loader(options, config, freezerProblem: containmentProblem).load()
+        var (manifests, errors) = Daemon.loader(options, config, freezerProblem: containmentProblem, identities: identities).load()
         for e in errors { logger.error("manifest refused: \(e)") }
+        warnUnenforcedLimits(manifests)
         let broken = Set(errors.map(\.file))
         let defined = Set(manifests.map(\.id))
         for r in core.records.values.sorted(by: { $0.manifest.id < $1.manifest.id })

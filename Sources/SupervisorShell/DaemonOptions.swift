@@ -17,6 +17,9 @@ public struct DaemonOptions: Sendable {
     public var inheritedListener: Int32?
     /// How extension processes are held together.
     public var containment: ContainmentChoice = .auto
+    /// Where the daemon keeps what must outlive it (`ids.json`: the uids of extensions).
+    /// Created when first needed.
+    public var stateDirectory: String = DaemonOptions.defaultStateDirectory()
 
     /// The `--containment` choices.
     public enum ContainmentChoice: String, Sendable, CaseIterable {
@@ -40,6 +43,15 @@ public struct DaemonOptions: Sendable {
         guard let v = getenv(name) else { return nil }
         let s = String(cString: v)
         return s.isEmpty ? nil : s
+    }
+
+    /// `$STATE_DIRECTORY` under systemd (`StateDirectory=extensiond`, its first entry); else
+    /// `/var/lib/extensiond` for root, and `$XDG_STATE_HOME/extensiond` (default
+    /// `~/.local/state/extensiond`) for others.
+    public static func defaultStateDirectory() -> String {
+        if let dirs = env("STATE_DIRECTORY"), let first = dirs.split(separator: ":").first { return String(first) }
+        if getuid() == 0 && env("XDG_STATE_HOME") == nil { return "/var/lib/extensiond" }
+        return (env("XDG_STATE_HOME") ?? (env("HOME") ?? "/") + "/.local/state") + "/extensiond"
     }
 
     /// `$XDG_RUNTIME_DIR/extensiond/control.sock`, or `/run/extensiond/control.sock` without it.

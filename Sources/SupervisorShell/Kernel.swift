@@ -7,8 +7,13 @@ import Glibc
 /// An errno value returned by a failed kernel call.
 struct Errno: Error, Equatable, CustomStringConvertible {
     var code: Int32
-    init(_ code: Int32) { self.code = code }
-    var description: String { String(cString: strerror(code)) }
+    /// What failed, when a call has several steps (a spawn's child: "setresuid", "execve"…).
+    var step: String?
+    init(_ code: Int32, step: String? = nil) {
+        self.code = code
+        self.step = step
+    }
+    var description: String { (step.map { "\($0): " } ?? "") + String(cString: strerror(code)) }
     static let noEntry = Errno(ENOENT)
     static let noProcess = Errno(ESRCH)
 }
@@ -36,6 +41,17 @@ struct SpawnRequest: Equatable {
     var channelFD: Int32?
     /// An O_DIRECTORY descriptor of the cgroup the child starts in, or nil.
     var cgroupFD: Int32?
+    /// The credentials the child switches to before exec; nil keeps the daemon's.
+    var credentials: Credentials?
+    /// Resource limits set in the child before exec (soft and hard).
+    var resourceLimits: [ResourceLimit] = []
+}
+
+/// One rlimit for a spawned child.
+struct ResourceLimit: Equatable {
+    /// RLIMIT_AS, RLIMIT_NOFILE, RLIMIT_NPROC.
+    var resource: Int32
+    var value: UInt64
 }
 
 /// Every kernel interaction of the supervisor's process handling goes through this one
@@ -214,20 +230,39 @@ final class LinuxKernel: Kernel {
 
     func spawn(_ request: SpawnRequest) -> Result<(pid: Int32, pidfd: Int32), Errno> {
         var pidfd: Int32 = -1
+        var step: Int32 = -1
+        let groups: [gid_t] = request.credentials?.groups ?? []
+        let limits = request.resourceLimits.map { shim_rlimit(resource: $0.resource, value: $0.value) }
         let pid: pid_t = withCStrings([request.path] + request.arguments) { argv in
             withCStrings(request.environment) { envp in
                 request.path.withCString { path in
                     withOptionalCString(request.directory) { cwd in
-                        var options = shim_spawn_options(
-                            path: path, argv: argv, envp: envp, cwd: cwd,
-                            channel_fd: request.channelFD ?? -1, stdout_fd: -1, cgroup_fd: request.cgroupFD ?? -1)
-                        return shim_spawn(&options, &pidfd)
+                        groups.withUnsafeBufferPointer { groupList in
+                            limits.withUnsafeBufferPointer { limitList in
+                                withUnsafeMutablePointer(to: &step) { failedStep in
+                                    var options = shim_spawn_options(
+                                        path: path, argv: argv, envp: envp, cwd: cwd,
+                                        channel_fd: request.channelFD ?? -1, stdout_fd: -1, cgroup_fd: request.cgroupFD ?? -1,
+                                        set_credentials: request.credentials == nil ? 0 : 1,
+                                        uid: request.credentials?.uid ?? 0, gid: request.credentials?.gid ?? 0,
+                                        groups: groupList.baseAddress, ngroups: Int32(groupList.count),
+                                        rlimits: limitList.baseAddress, nrlimits: Int32(limitList.count), failed_step: failedStep)
+                                    return shim_spawn(&options, &pidfd)
+                                }
+                            }
+                        }
                     }
                 }
             }
         }
-        return pid < 0 ? .failure(Errno(-pid)) : .success((pid, pidfd))
+        return pid < 0 ? .failure(Errno(-pid, step: LinuxKernel.spawnSteps[Int(step)])) : .success((pid, pidfd))
     }
+
+    /// The names of the child's steps (`SHIM_STEP_*`), for error messages.
+    static let spawnSteps: [Int: String] = [
+        0: "setting up descriptors and signals", 1: "setrlimit", 2: "dropping the capability bounding set",
+        3: "setgroups", 4: "setresgid", 5: "setresuid", 6: "PR_SET_NO_NEW_PRIVS", 7: "capset", 8: "chdir", 9: "execve",
+    ]
 
     func addTimer(at: Instant, priority: Int64, _ handler: @escaping () -> Void) -> Result<any Cancellable, Errno> {
         guard let loop else { return .failure(Errno(ENOTSUP)) }

@@ -15,6 +15,11 @@ struct ManifestLoader {
     var trustedUID: UInt32
     /// Why the cgroup freezer cannot be used (no cgroup per extension), or nil when it can.
     var freezerProblem: String?
+    /// The credential rules; nil leaves `Manifest.credentials` unresolved (the daemon's own).
+    var credentialRules: CredentialRules?
+    /// Where extensions' own uids are kept, and the range they come from.
+    var identities: IdentityStore?
+    var extensionUIDs = IdentityRange.defaultRange
 
     func load() -> (manifests: [Manifest], errors: [ManifestError]) {
         var manifests: [Manifest] = []
@@ -71,7 +76,21 @@ struct ManifestLoader {
         }
         data.removeLast(data.count - filled)
         let parsed = ManifestParser.parse(data, file: path, directory: directory, points: points)
-        guard case .success(let manifest) = parsed else { return parsed }
+        guard case .success(var manifest) = parsed else { return parsed }
+        if let rules = credentialRules {
+            var own: UInt32?
+            if rules.needsOwnUID(manifest.credentialRequest) {
+                guard let identities else { return fail("user", "no state directory to keep extension uids in") }
+                switch identities.uid(for: manifest.id, in: extensionUIDs) {
+                case .success(let uid): own = uid
+                case .failure(let e): return fail("user", "no uid could be allocated for this extension: \(e)")
+                }
+            }
+            switch rules.resolve(manifest.credentialRequest, file: path, ownUID: own) {
+            case .success(let c): manifest.credentials = c
+            case .failure(let e): return .failure(e)
+            }
+        }
         if manifest.policy.suspend == .freeze, let problem = freezerProblem {
             return fail("policy.suspend", "'freeze' (from the manifest or its extension point '\(manifest.point)') needs a cgroup per extension, and this daemon has none: \(problem)")
         }

@@ -40,7 +40,9 @@ enum Spawner {
     }
 
     /// Spawns the manifest's executable through `kernel`, in the cgroup `cgroupFD` when given.
-    static func spawn(_ manifest: Manifest, kernel: any Kernel, cgroupFD: Int32?) throws(SystemError) -> SpawnedProcess {
+    /// Spawns the manifest's executable through `kernel`, in the cgroup `cgroupFD` when given,
+    /// with its credentials and the limits that `limits` says rlimits enforce.
+    static func spawn(_ manifest: Manifest, kernel: any Kernel, cgroupFD: Int32?, limits: [LimitEnforcement] = []) throws(SystemError) -> SpawnedProcess {
         let withChannel = manifest.readiness == .runtime
         var daemonEnd: PacketSocket?
         var childEnd: PacketSocket?
@@ -55,13 +57,37 @@ enum Spawner {
         let request = SpawnRequest(
             path: manifest.executable, arguments: manifest.arguments,
             environment: environment(for: manifest, channel: withChannel),
-            directory: directory.isEmpty ? nil : directory, channelFD: childEnd?.fd, cgroupFD: cgroupFD)
+            directory: directory.isEmpty ? nil : directory, channelFD: childEnd?.fd, cgroupFD: cgroupFD,
+            credentials: manifest.credentials, resourceLimits: rlimits(limits))
         switch kernel.spawn(request) {
         case .success(let (pid, pidfd)):
             return SpawnedProcess(pid: pid, pidfd: pidfd, channel: daemonEnd)
         case .failure(let e):
             daemonEnd?.close()
-            throw SystemError("spawn \(manifest.executable)", errno: e.code)
+            throw SystemError("spawn \(manifest.executable)" + (e.step.map { " (\($0))" } ?? ""), errno: e.code)
+        }
+    }
+
+    /// The rlimits of the limits enforced by `rlimit`: memoryMaxBytes as RLIMIT_AS, tasksMax as
+    /// RLIMIT_NPROC, openFilesMax as RLIMIT_NOFILE.
+    static func rlimits(_ limits: [LimitEnforcement]) -> [ResourceLimit] {
+        limits.filter { $0.by == .rlimit }.compactMap { l -> ResourceLimit? in
+            switch l.key {
+            case "memoryMaxBytes": return ResourceLimit(resource: Int32(RLIMIT_AS.rawValue), value: l.value)
+            case "tasksMax": return ResourceLimit(resource: Int32(__RLIMIT_NPROC.rawValue), value: l.value)
+            case "openFilesMax": return ResourceLimit(resource: Int32(RLIMIT_NOFILE.rawValue), value: l.value)
+            default: return nil
+            }
+        }
+    }
+
+    /// The cgroup file of a limit enforced by `cgroup`.
+    static func cgroupFile(_ key: String) -> String? {
+        switch key {
+        case "memoryMaxBytes": return "memory.max"
+        case "tasksMax": return "pids.max"
+        case "cpuWeight": return "cpu.weight"
+        default: return nil
         }
     }
 }

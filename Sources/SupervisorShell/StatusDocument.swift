@@ -136,7 +136,8 @@ enum StatusDocument {
     /// (nil on the process-group fallback).
     static func status(
         _ records: [ExtensionRecord], now: Instant, _ clock: Clock, containment: Containment,
-        processes: (ExtensionRecord) -> ProcessesOfExtension
+        processes: (ExtensionRecord) -> ProcessesOfExtension,
+        limits: (Manifest) -> [LimitEnforcement] = { _ in [] }
     ) -> JSONValue {
         .object([
             "containment": .object(["mode": .string(containment.mode), "reason": .stringOrNull(containment.reason)]),
@@ -163,6 +164,17 @@ enum StatusDocument {
                     "refreshSeconds": .number(policy.refreshSeconds),
                 ]),
             ]
+            var limitObject: [String: JSONValue] = [:]
+            for l in limits(r.manifest) {
+                limitObject[l.key] = .object(["value": .integer(Int(l.value)), "enforcedBy": .string(l.by.rawValue)])
+            }
+            o["limits"] = .object(limitObject)
+            o["credentials"] = r.manifest.credentials.map { c in
+                .object([
+                    "uid": .integer(Int(c.uid)), "gid": .integer(Int(c.gid)), "groups": .array(c.groups.map { .integer(Int($0)) }),
+                    "ownUID": .bool(c.ownUID),
+                ])
+            } ?? .null
             if let refresh = r.refresh {
                 o["refresh"] = .object([
                     "lastResult": .stringOrNull(refresh.lastOutcome?.rawValue),

@@ -130,6 +130,19 @@ enum Format {
         }
         if let m = e["memoryBytes"] as? Int { field("Memory", bytes(m)) }
         if let c = e["cpuSeconds"] as? Double { field("CPU", String(format: "%.2fs", c)) }
+        if let c = e["credentials"] as? [String: Any] {
+            let groups = (c["groups"] as? [Int] ?? []).map(String.init).joined(separator: ",")
+            field("User", "uid \(c["uid"] as? Int ?? -1) gid \(c["gid"] as? Int ?? -1)" + (groups.isEmpty ? "" : " groups \(groups)")
+                + ((c["ownUID"] as? Bool ?? false) ? " (its own uid)" : ""))
+        }
+        if let limits = e["limits"] as? [String: Any], !limits.isEmpty {
+            let order = ["memoryMaxBytes", "tasksMax", "openFilesMax", "cpuWeight"]
+            field("Limits", order.compactMap { key -> String? in
+                guard let l = limits[key] as? [String: Any], let v = l["value"] as? Int else { return nil }
+                let value = key == "memoryMaxBytes" ? bytes(v) : "\(v)"
+                return "\(key) \(value) (\(l["enforcedBy"] as? String ?? "?"))"
+            }.joined(separator: ", "))
+        }
         if let held = e["locksHeldAtSuspend"] as? Int, held > 0 {
             field("Locks", "held a lock that blocks others when stopped, \(held) time(s)")
         }

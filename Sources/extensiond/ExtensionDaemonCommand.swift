@@ -51,6 +51,13 @@ struct ExtensionDaemonCommand: ParsableCommand {
             valueName: "mode"))
     var containment: DaemonOptions.ContainmentChoice = .auto
 
+    @Option(
+        name: .customLong("state-directory"),
+        help: ArgumentHelp(
+            "Where lasting state is kept (ids.json: the uid of each extension). Default: $STATE_DIRECTORY under systemd, /var/lib/extensiond for root, else $XDG_STATE_HOME/extensiond (~/.local/state/extensiond).",
+            valueName: "dir"))
+    var stateDirectory: String?
+
     func run() throws {
         // Signals the loop owns must be blocked before any other thread exists.
         let owned: [Int32] = [SIGTERM, SIGINT, SIGHUP, SIGCHLD, 0]
@@ -91,6 +98,7 @@ struct ExtensionDaemonCommand: ParsableCommand {
             socketPath: socketPath, extensionDirectories: extensionDirectories, configFile: config,
             inheritedListener: inherited?.fd)
         options.containment = containment
+        if let stateDirectory { options.stateDirectory = stateDirectory }
         let daemon: Daemon
         do {
             daemon = try Daemon(options: options, logger: logger)

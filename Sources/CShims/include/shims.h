@@ -26,6 +26,26 @@ ssize_t shim_send_with_fds(int fd, const void *buf, size_t len, const int *fds, 
 /// Returns bytes received (0 on orderly shutdown) or -errno.
 ssize_t shim_recv_with_fds(int fd, void *buf, size_t len, int *fds, int maxfds, int *nfds, int *truncated);
 
+/// One resource limit for shim_spawn: soft and hard both set to `value`.
+typedef struct {
+    int resource;              // RLIMIT_*
+    uint64_t value;
+} shim_rlimit;
+
+/// The steps of the child between clone3 and exec, as reported in `*failed_step`.
+enum {
+    SHIM_STEP_DESCRIPTORS = 0, // session, signals, standard descriptors, the channel
+    SHIM_STEP_RLIMIT = 1,      // setrlimit
+    SHIM_STEP_BOUNDING = 2,    // dropping the capability bounding set (PR_CAPBSET_DROP)
+    SHIM_STEP_GROUPS = 3,      // setgroups
+    SHIM_STEP_GID = 4,         // setresgid
+    SHIM_STEP_UID = 5,         // setresuid
+    SHIM_STEP_NO_NEW_PRIVS = 6,// prctl(PR_SET_NO_NEW_PRIVS)
+    SHIM_STEP_CAPABILITIES = 7,// ambient set cleared, capset to the empty set
+    SHIM_STEP_CHDIR = 8,       // the working directory
+    SHIM_STEP_EXEC = 9,        // execve
+};
+
 /// Spawn options for shim_spawn.
 typedef struct {
     const char *path;          // executable
@@ -35,15 +55,28 @@ typedef struct {
     int channel_fd;            // descriptor to place at fd 3, or -1
     int stdout_fd;             // descriptor for stdout/stderr, or -1 to inherit
     int cgroup_fd;             // O_DIRECTORY descriptor of the cgroup to start in, or -1
+    int set_credentials;       // 1: switch to uid, gid and groups below (needs root)
+    uid_t uid;
+    gid_t gid;
+    const gid_t *groups;       // supplementary groups (setgroups), `ngroups` of them
+    int ngroups;
+    const shim_rlimit *rlimits;// set in the child before exec, `nrlimits` of them
+    int nrlimits;
+    int *failed_step;          // receives the SHIM_STEP_* that failed, or NULL
 } shim_spawn_options;
 
 /// Spawns a process with clone3(2): in the cgroup `cgroup_fd` from its first instruction
 /// (CLONE_INTO_CGROUP, no window in which it runs elsewhere), in a new session (its own
 /// process group, pgid == pid), with an empty signal mask and default signal dispositions,
-/// stdin on /dev/null, `channel_fd` at fd 3 and every other descriptor closed. Waits until
+/// stdin on /dev/null, `channel_fd` at fd 3 and every other descriptor closed; then, in this
+/// order, its resource limits, an empty capability bounding set, its supplementary groups,
+/// gid and uid (with `set_credentials`), PR_SET_NO_NEW_PRIVS, an empty ambient and capability
+/// set, its working directory. Each failure is reported, never ignored (dropping the bounding
+/// set may fail only with EPERM in a daemon that is not root and has no capabilities). Waits until
 /// the child has exec'd. Returns the pid and its pidfd in `*pidfd` (CLONE_PIDFD), or -errno
-/// (also when exec failed, with exec's errno; the failed child is reaped).
-/// Without a cgroup, where clone3 is unavailable, falls back to posix_spawn and pidfd_open.
+/// (also when a step of the child failed, with its errno and step; the failed child is reaped).
+/// Without a cgroup, where clone3 is unavailable, falls back to fork (posix_spawn when there
+/// are neither credentials nor limits to apply) and pidfd_open.
 pid_t shim_spawn(const shim_spawn_options *options, int *pidfd);
 
 /// Whether clone3(2) can be called (a seccomp filter, such as the one systemd's

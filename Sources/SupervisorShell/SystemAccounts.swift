@@ -1,0 +1,41 @@
+import SupervisorCore
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The account database through NSS (getpwnam_r, getpwuid_r, getgrnam_r), and the daemon's
+/// own credentials.
+enum SystemAccounts {
+    static let directory = AccountDirectory(
+        userNamed: { name in
+            withPasswd { pw, buffer, result in getpwnam_r(name, &pw, buffer, 16384, &result) }.map { ($0.pw_uid, $0.pw_gid) }
+        },
+        primaryGroup: { uid in
+            withPasswd { pw, buffer, result in getpwuid_r(uid, &pw, buffer, 16384, &result) }.map { $0.pw_gid }
+        },
+        groupNamed: { name in
+            var gr = group()
+            var result: UnsafeMutablePointer<group>?
+            var buffer = [CChar](repeating: 0, count: 65536)
+            let rc = getgrnam_r(name, &gr, &buffer, buffer.count, &result)
+            return rc == 0 && result != nil ? gr.gr_gid : nil
+        })
+
+    private static func withPasswd(_ body: (inout passwd, UnsafeMutablePointer<CChar>, inout UnsafeMutablePointer<passwd>?) -> Int32) -> passwd? {
+        var pw = passwd()
+        var result: UnsafeMutablePointer<passwd>?
+        var buffer = [CChar](repeating: 0, count: 16384)
+        let rc = buffer.withUnsafeMutableBufferPointer { body(&pw, $0.baseAddress!, &result) }
+        return rc == 0 && result != nil ? pw : nil
+    }
+
+    /// The rules for a daemon with this process's credentials and `config`.
+    static func rules(_ config: DaemonConfig) -> CredentialRules {
+        let count = getgroups(0, nil)
+        var groups = [gid_t](repeating: 0, count: Int(max(count, 0)))
+        let n = getgroups(count, &groups)
+        return CredentialRules(
+            daemonUID: getuid(), daemonGID: getgid(), daemonGroups: Array(groups.prefix(Int(max(n, 0)))),
+            allowRootExtensions: config.allowRootExtensions, accounts: directory)
+    }
+}
