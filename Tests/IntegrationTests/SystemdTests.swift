@@ -324,7 +324,7 @@ struct SystemdProtocolTests {
     func activated(_ directory: String, socket: String, seqpacket: Bool, environment: [String] = []) throws -> RawProcess {
         try FileManager.default.createDirectory(atPath: directory + "/extensions", withIntermediateDirectories: true)
         let arguments = (seqpacket ? ["--seqpacket"] : []) + ["-l", socket] + environment.flatMap { ["-E", $0] }
-            + [BuildProducts.path("extensiond"), "--extensions", directory + "/extensions"]
+            + [BuildProducts.path("extensiond"), "--extensions", directory + "/extensions", "--state-directory", directory + "/state"]
         let p = try RawProcess(Self.activate, arguments, log: directory + "/daemon.log")
         // Listening, not merely bound (the file appears at bind(), before listen()):
         // systemd-socket-activate logs "Listening on PATH as FD." once listen() returned.

@@ -20,6 +20,11 @@
 //   fork-loop            -> keeps spawning short-lived children (/bin/true) from a thread;
 //                           answers "forking"
 //   flood                -> writes messages to its runtime channel as fast as it can, by hand
+//   signal <pid>         -> kill(pid, 0): "signalled" or "refused: <error>"
+//   allocate <MiB>       -> allocates and touches that much memory: "allocated <MiB>"; when
+//                           malloc fails, answers "malloc failed after <n>" and aborts
+//   spawn-until-refused  -> starts /bin/sleep children until one is refused: "started <n>: <error>"
+//   write-file <path>, read-file <path> -> "written"/"read" or "refused: <error>"
 //   probe-control <sock> -> connects to the control socket itself and asks for `list`:
 //                           answers "allowed" or "refused: <the daemon's reason>"
 // Arguments: --never-ready, --crash-at-start, --ignore-term,
@@ -284,6 +289,53 @@ ExtensionMain.run { request in
                 }
             }
             reply(channel, "forking")
+        case "signal":
+            // kill(pid, 0): whether this process may signal `pid`.
+            let target = pid_t(word(1, "0")) ?? 0
+            reply(channel, kill(target, 0) == 0 ? "signalled" : "refused: \(String(cString: strerror(errno)))")
+        case "allocate":
+            // Allocates and touches <MiB> mebibytes, one at a time; answers "allocated <MiB>".
+            let count = Int(word(1, "1")) ?? 1
+            var blocks: [UnsafeMutableRawPointer] = []
+            for _ in 0..<count {
+                guard let block = malloc(1 << 20) else {
+                    reply(channel, "malloc failed after \(blocks.count)")
+                    abort()  // as an extension without a handler would end, but named here
+                }
+                memset(block, 1, 1 << 20)
+                blocks.append(block)
+            }
+            reply(channel, "allocated \(blocks.count)")
+        case "spawn-until-refused":
+            // Starts /bin/sleep children until the kernel refuses one (or 1000 of them):
+            // answers "started <n>: <error>".
+            var started = 0
+            var problem = "none"
+            while started < 1000 {
+                var pid: pid_t = 0
+                let argv: [UnsafeMutablePointer<CChar>?] = [strdup("/bin/sleep"), strdup("1000"), nil]
+                let rc = posix_spawn(&pid, "/bin/sleep", nil, nil, argv, environ)
+                argv.forEach { free($0) }
+                if rc != 0 {
+                    problem = String(cString: strerror(rc))
+                    break
+                }
+                started += 1
+            }
+            reply(channel, "started \(started): \(problem)")
+        case "write-file":
+            let fd = open(word(1, "/dev/null"), O_WRONLY | O_CREAT | O_TRUNC, 0o660)
+            if fd < 0 { reply(channel, "refused: \(String(cString: strerror(errno)))") } else {
+                _ = write(fd, "hello", 5)
+                close(fd)
+                reply(channel, "written")
+            }
+        case "read-file":
+            let fd = open(word(1, "/dev/null"), O_RDONLY)
+            if fd < 0 { reply(channel, "refused: \(String(cString: strerror(errno)))") } else {
+                close(fd)
+                reply(channel, "read")
+            }
         case "probe-control":
             do {
                 let control = MessageChannel(socket: try PacketSocket.connect(path: word(1, "")))

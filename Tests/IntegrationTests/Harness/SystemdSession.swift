@@ -49,6 +49,10 @@ final class SystemdSession: @unchecked Sendable {
         work = try TestDaemon.makeTemporaryDirectory()
         try FileManager.default.createDirectory(atPath: work + "/config/systemd/user", withIntermediateDirectories: true)
         try FileManager.default.createDirectory(atPath: work + "/extensions", withIntermediateDirectories: true)
+        // The test extension runs as root (see TestDaemon.extensionsAsRoot): its manifests say
+        // so, and the daemon's default configuration file ($XDG_CONFIG_HOME) allows it.
+        try FileManager.default.createDirectory(atPath: work + "/config/extensiond", withIntermediateDirectories: true)
+        try Data(#"{"allowRootExtensions": true}"#.utf8).write(to: URL(fileURLWithPath: work + "/config/extensiond/config.json"))
         script = try RawProcess(
             "/usr/bin/unshare", ["-m", "--propagation", "private", "/bin/bash", SystemdSession.scriptPath, work, BuildProducts.directory],
             pipes: true)
@@ -140,7 +144,7 @@ final class SystemdSession: @unchecked Sendable {
 
     /// Writes a manifest for the test extension (as the daemon will see it).
     func writeTestManifest(_ file: String, id: String) throws {
-        let manifest: [String: Any] = ["id": id, "point": "widget", "executable": SystemdSession.root + "/bin/test-extension"]
+        let manifest: [String: Any] = ["id": id, "point": "widget", "executable": SystemdSession.root + "/bin/test-extension", "user": "root"]
         try JSONSerialization.data(withJSONObject: manifest).write(to: URL(fileURLWithPath: work + "/extensions/" + file))
     }
 

@@ -41,14 +41,25 @@ final class TestDaemon: @unchecked Sendable {
     let events = EventLog()
     private var monitor: ControlClient?
 
+    /// Whether manifests without `user` run as root (the default, under a root test run): the
+    /// lifecycle tests share files, locks and the control socket of their private 0700
+    /// directory with the extensions they start, which per-extension uids could not reach.
+    /// The credential tests (CredentialTests.swift) turn it off to check the daemon's default.
+    let extensionsAsRoot: Bool
+
     /// Creates the directory and writes `manifests` (file name → JSON object) and `config`.
-    init(manifests: [String: [String: Any]], config: [String: Any]? = nil) throws {
+    /// With `extensionsAsRoot` (and a root test run), manifests without `user` get
+    /// `"user": "root"` and the configuration `"allowRootExtensions": true`.
+    init(manifests: [String: [String: Any]], config: [String: Any]? = nil, extensionsAsRoot: Bool = true) throws {
+        self.extensionsAsRoot = extensionsAsRoot && getuid() == 0
         directory = try TestDaemon.makeTemporaryDirectory()
         socketPath = directory + "/control.sock"
         extensionsDirectory = directory + "/extensions"
         stderrFile = directory + "/daemon.log"
         try FileManager.default.createDirectory(atPath: extensionsDirectory, withIntermediateDirectories: true)
         for (name, object) in manifests { try writeManifest(name, object) }
+        var config = config
+        if self.extensionsAsRoot { config = (config ?? [:]).merging(["allowRootExtensions": true]) { given, _ in given } }
         if let config {
             try JSONSerialization.data(withJSONObject: config).write(to: URL(fileURLWithPath: directory + "/config.json"))
         }
@@ -61,6 +72,8 @@ final class TestDaemon: @unchecked Sendable {
     }
 
     func writeManifest(_ name: String, _ object: [String: Any]) throws {
+        var object = object
+        if extensionsAsRoot && object["user"] == nil && object["id"] is String { object["user"] = "root" }
         try JSONSerialization.data(withJSONObject: object).write(to: URL(fileURLWithPath: extensionsDirectory + "/" + name))
     }
 
@@ -80,7 +93,7 @@ final class TestDaemon: @unchecked Sendable {
         let notify = try notifySocket ?? NotifySocket(path: directory + "/notify.sock")
         defer { if notifySocket == nil { notify.close() } }
         let p = Process()
-        var args = ["--socket", socketPath, "--extensions", extensionsDirectory]
+        var args = ["--socket", socketPath, "--extensions", extensionsDirectory, "--state-directory", directory + "/state"]
         if FileManager.default.fileExists(atPath: directory + "/config.json") { args += ["--config", directory + "/config.json"] }
         let command = wrapper + [BuildProducts.path("extensiond")] + args
         p.executableURL = URL(fileURLWithPath: command[0])

@@ -115,6 +115,8 @@ wait_for 10 test -S /run/systemd/journal/socket || fail "journald did not start"
 wait_for 10 test -S /run/systemd/journal/stdout || fail "journald has no stdout socket"
 
 export XDG_RUNTIME_DIR=$runtime XDG_CONFIG_HOME=$root/config
+# StateDirectory= of the user unit (ids.json) lands in the work directory, not in ~/.local/state.
+export XDG_STATE_HOME=$root/state
 # Only the test's units and the stock ones (targets, slices): not the host's enabled user
 # units (/etc/systemd/user: gpg-agent, dbus…).
 export SYSTEMD_UNIT_PATH=$XDG_CONFIG_HOME/systemd/user:/usr/lib/systemd/user

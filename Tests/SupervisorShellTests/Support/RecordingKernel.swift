@@ -140,7 +140,7 @@ final class RecordingKernel: Kernel {
 
     func write(_ path: String, _ text: String) -> Errno? {
         calls.append(.write(path, text))
-        return failingWrites[path].map(Errno.init)
+        return failingWrites[path].map { Errno($0) }
     }
 
     func makeDirectory(_ path: String) -> Errno? {

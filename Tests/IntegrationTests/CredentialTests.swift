@@ -1,0 +1,176 @@
+import ExtensionHost
+import Foundation
+import Testing
+
+/// Credentials and limits with the daemon running as root, as it does under the system unit:
+/// extensions without `user` run under uids of their own. The test extension lives in the
+/// build directory, which every uid can search; the daemon's private directory (0700) holds
+/// the control socket, which extensions therefore cannot reach.
+@Suite("Credentials and limits", .serialized, .enabled(if: getuid() == 0, "needs a root daemon"))
+struct CredentialTests {
+    static func manifest(_ id: String, _ extra: [String: Any] = [:]) -> [String: Any] {
+        TestDaemon.testExtension(id, extra: extra)
+    }
+
+    /// Opens `id` and returns its channel and its pid (from `ping`).
+    static func open(_ daemon: TestDaemon, _ host: ExtensionHostConnection, _ id: String) throws -> (HostChannel, Int32) {
+        let channel = try host.begin(id).hostChannel()
+        channel.send("ping")
+        let pong = try #require(channel.readLine())
+        return (channel, try #require(Int32(pong.split(separator: " ").last ?? "")))
+    }
+
+    /// A field of /proc/PID/status, e.g. "Uid" → its first value.
+    static func statusField(_ pid: Int32, _ name: String) throws -> String {
+        let text = try String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8)
+        let line = try #require(text.split(separator: "\n").first { $0.hasPrefix(name + ":") })
+        return String(line.dropFirst(name.count + 1).split(whereSeparator: { $0 == "\t" || $0 == " " }).first ?? "")
+    }
+
+    static func statusEntry(_ daemon: TestDaemon, _ id: String) throws -> [String: Any] {
+        let result = try daemon.extctl(["status", "--json", id])
+        let document = try #require(try JSONSerialization.jsonObject(with: Data(result.out.utf8)) as? [String: Any])
+        return try #require((document["extensions"] as? [[String: Any]])?.first)
+    }
+
+    @Test func anExtensionWithoutUserRunsAsItsOwnUIDStableAcrossRelaunchesAndRestarts() throws {
+        let id = "org.example.own"
+        let daemon = try TestDaemon(manifests: ["own.json": Self.manifest(id)], extensionsAsRoot: false)
+        try daemon.start()
+        var host = try daemon.host()
+        var (_, pid) = try Self.open(daemon, host, id)
+        let uid = try #require(UInt32(try Self.statusField(pid, "Uid")))
+        #expect(uid >= 1_879_113_728 && uid < 1_879_113_728 + 65_536)
+        #expect(try Self.statusField(pid, "Gid") == "\(uid)")
+        #expect(try Self.statusField(pid, "CapEff") == "0000000000000000")
+        #expect(try Self.statusField(pid, "CapBnd") == "0000000000000000")
+        #expect(try Self.statusField(pid, "NoNewPrivs") == "1")
+        let ids = try String(contentsOfFile: daemon.directory + "/state/ids.json", encoding: .utf8)
+        #expect(ids.contains("\"\(id)\" : \(uid)"), "\(ids)")
+
+        _ = try daemon.extctl(["kill", id])
+        _ = try daemon.events.wait("exit", of: id)
+        (_, pid) = try Self.open(daemon, host, id)
+        #expect(try Self.statusField(pid, "Uid") == "\(uid)", "the same uid after a relaunch")
+
+        host.close()
+        #expect(daemon.stop() == 0)
+        try daemon.start()
+        host = try daemon.host()
+        (_, pid) = try Self.open(daemon, host, id)
+        #expect(try Self.statusField(pid, "Uid") == "\(uid)", "the same uid after a daemon restart")
+        host.close()
+        #expect(daemon.stop() == 0)
+    }
+
+    @Test func nobodyRunsAs65534() throws {
+        let daemon = try TestDaemon(manifests: ["n.json": Self.manifest("org.example.nobody", ["user": "nobody"])], extensionsAsRoot: false)
+        try daemon.start()
+        let host = try daemon.host()
+        let (_, pid) = try Self.open(daemon, host, "org.example.nobody")
+        #expect(try Self.statusField(pid, "Uid") == "65534")
+        host.close()
+        #expect(daemon.stop() == 0)
+    }
+
+    @Test func twoExtensionsHaveDifferentUIDsAndCannotSignalEachOtherOrWriteCgroupFiles() throws {
+        let daemon = try TestDaemon(
+            manifests: ["a.json": Self.manifest("org.example.a"), "b.json": Self.manifest("org.example.b")], extensionsAsRoot: false)
+        try daemon.start()
+        let host = try daemon.host()
+        let (a, pidA) = try Self.open(daemon, host, "org.example.a")
+        let (b, pidB) = try Self.open(daemon, host, "org.example.b")
+        #expect(try Self.statusField(pidA, "Uid") != Self.statusField(pidB, "Uid"))
+        b.send("signal \(pidA)")
+        #expect(b.readLine() == "refused: Operation not permitted")
+        a.send("signal \(pidB)")
+        #expect(a.readLine() == "refused: Operation not permitted")
+        if let cgroup = try Self.statusEntry(daemon, "org.example.a")["cgroup"] as? String {
+            a.send("write-file \(cgroup)/cgroup.kill")
+            #expect(a.readLine() == "refused: Permission denied", "its own cgroup's files")
+            b.send("write-file \(cgroup)/cgroup.freeze")
+            #expect(b.readLine() == "refused: Permission denied", "another extension's cgroup files")
+        }
+        a.send("probe-control \(daemon.socketPath)")
+        #expect(a.readLine()?.hasPrefix("refused: ") == true, "the control socket, without hostAccess")
+        host.close()
+        #expect(daemon.stop() == 0)
+    }
+
+    @Test func rootIsRefusedUnlessTheConfigurationAllowsIt() throws {
+        let root = Self.manifest("org.example.root", ["user": "root"])
+        let refused = try TestDaemon(manifests: ["root.json": root], extensionsAsRoot: false)
+        try refused.start()
+        let list = try refused.extctl(["list"])
+        #expect(!list.out.contains("org.example.root"))
+        #expect(refused.log().contains(
+            "root.json: field 'user': runs as root, which the configuration does not allow (set \"allowRootExtensions\": true in the daemon's configuration file)"))
+        #expect(refused.stop() == 0)
+
+        let allowed = try TestDaemon(manifests: ["root.json": root], config: ["allowRootExtensions": true], extensionsAsRoot: false)
+        try allowed.start()
+        let host = try allowed.host()
+        let (_, pid) = try Self.open(allowed, host, "org.example.root")
+        #expect(try Self.statusField(pid, "Uid") == "0")
+        #expect(try Self.statusField(pid, "CapEff") == "0000000000000000", "root without capabilities")
+        host.close()
+        #expect(allowed.stop() == 0)
+    }
+
+    @Test func openFilesMaxShowsInProcLimits() throws {
+        let daemon = try TestDaemon(
+            manifests: ["f.json": Self.manifest("org.example.files", ["limits": ["openFilesMax": 64]])], extensionsAsRoot: false)
+        try daemon.start()
+        let host = try daemon.host()
+        let (_, pid) = try Self.open(daemon, host, "org.example.files")
+        let limits = try String(contentsOfFile: "/proc/\(pid)/limits", encoding: .utf8)
+        let line = try #require(limits.split(separator: "\n").first { $0.hasPrefix("Max open files") })
+        #expect(line.split(separator: " ", omittingEmptySubsequences: true).dropFirst(3).prefix(2) == ["64", "64"], "\(line)")
+        let entry = try Self.statusEntry(daemon, "org.example.files")
+        let reported = try #require((entry["limits"] as? [String: Any])?["openFilesMax"] as? [String: Any])
+        #expect(reported["value"] as? Int == 64)
+        #expect(reported["enforcedBy"] as? String == "rlimit")
+        host.close()
+        #expect(daemon.stop() == 0)
+    }
+
+    @Test func memoryMaxBytesStopsAnAllocatingProcessAndTheExitIsRecorded() throws {
+        let id = "org.example.hog"
+        let daemon = try TestDaemon(
+            manifests: ["m.json": Self.manifest(id, ["limits": ["memoryMaxBytes": 1 << 30]])], extensionsAsRoot: false)
+        try daemon.start()
+        let host = try daemon.host()
+        let (channel, _) = try Self.open(daemon, host, id)
+        let entry = try Self.statusEntry(daemon, id)
+        let enforcedBy = ((entry["limits"] as? [String: Any])?["memoryMaxBytes"] as? [String: Any])?["enforcedBy"] as? String
+        channel.send("allocate 2048")
+        let answer = channel.readLine(timeout: 30) ?? ""
+        let exit = try daemon.events.wait("exit", of: id, timeout: 30)
+        if enforcedBy == "rlimit" {
+            // RLIMIT_AS: malloc fails, and the extension ends as one without a handler does.
+            #expect(answer.hasPrefix("malloc failed after "), "\(answer)")
+            #expect(exit.detail?.hasPrefix("crashed, signal 6") == true, "\(exit)")
+        } else {
+            #expect(exit.detail?.hasPrefix("memory-limit") == true, "\(exit)")
+        }
+        let last = try #require(try Self.statusEntry(daemon, id)["lastExit"] as? [String: Any])
+        #expect(last["reason"] as? String == (enforcedBy == "rlimit" ? "crashed" : "memory-limit"))
+        host.close()
+        #expect(daemon.stop() == 0)
+    }
+
+    @Test func tasksMaxBoundsAForkLoop() throws {
+        let id = "org.example.forker"
+        let daemon = try TestDaemon(manifests: ["t.json": Self.manifest(id, ["limits": ["tasksMax": 48]])], extensionsAsRoot: false)
+        try daemon.start()
+        let host = try daemon.host()
+        let (channel, _) = try Self.open(daemon, host, id)
+        channel.send("spawn-until-refused")
+        let answer = try #require(channel.readLine(timeout: 30))
+        let started = try #require(Int(answer.dropFirst("started ".count).prefix { $0.isNumber }))
+        #expect(started < 48, "\(answer)")
+        #expect(answer.hasSuffix(": Resource temporarily unavailable"), "\(answer)")
+        host.close()
+        #expect(daemon.stop() == 0)
+    }
+}
