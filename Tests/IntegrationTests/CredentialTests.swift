@@ -145,7 +145,7 @@ struct CredentialTests {
         let enforcedBy = ((entry["limits"] as? [String: Any])?["memoryMaxBytes"] as? [String: Any])?["enforcedBy"] as? String
         channel.send("allocate 2048")
         let answer = channel.readLine(timeout: 30) ?? ""
-        let exit = try daemon.events.wait("exit", of: id, timeout: 30)
+        let exit = try daemon.events.wait("crash", of: id, timeout: 30)
         if enforcedBy == "rlimit" {
             // RLIMIT_AS: malloc fails, and the extension ends as one without a handler does.
             #expect(answer.hasPrefix("malloc failed after "), "\(answer)")
