@@ -104,5 +104,44 @@ public final class ExtensionHostConnection: Sendable {
         return answer
     }
 
+    /// The directory of the shared container `name` (such as `group.com.example.stocks`), for
+    /// an app that shares it with its extensions. Allowed to root, the daemon's uid, the
+    /// administrator group and members of the container's group (docs/security.md); throws
+    /// the daemon's refusal otherwise, or `unknownExtension` when no loaded manifest names it.
+    public func sharedContainerPath(_ name: String) throws(HostError) -> String {
+        let reply = try client.call { .query(tag: $0, kind: .container, extensionIDs: [name]) }
+        guard case .json(let bytes) = reply else { throw HostError("unexpected reply to a container query") }
+        guard let path = Self.stringMember("path", of: bytes) else {
+            throw HostError("malformed container reply: \(String(decoding: bytes, as: UTF8.self))")
+        }
+        return path
+    }
+
+    /// The string value of member `name` in a flat JSON object written by the daemon (escapes
+    /// `\"`, `\\` and `\/` undone; a path holds no other escaped character).
+    static func stringMember(_ name: String, of bytes: [UInt8]) -> String? {
+        let key = Array("\"\(name)\":".utf8)
+        guard bytes.count > key.count else { return nil }
+        var i = 0
+        while i + key.count <= bytes.count, Array(bytes[i..<i + key.count]) != key { i += 1 }
+        i += key.count
+        while i < bytes.count, bytes[i] == UInt8(ascii: " ") { i += 1 }
+        guard i < bytes.count, bytes[i] == UInt8(ascii: "\"") else { return nil }
+        i += 1
+        var out: [UInt8] = []
+        while i < bytes.count {
+            let b = bytes[i]
+            if b == UInt8(ascii: "\"") { return String(decoding: out, as: UTF8.self) }
+            if b == UInt8(ascii: "\\"), i + 1 < bytes.count {
+                i += 1
+                out.append(bytes[i])
+            } else {
+                out.append(b)
+            }
+            i += 1
+        }
+        return nil
+    }
+
     public func close() { client.close() }
 }

@@ -107,6 +107,10 @@ public enum Message: Equatable, Sendable {
 public enum QueryKind: UInt8, Sendable {
     case list = 1
     case status = 2
+    /// The shared container named by the single entry of `extensionIDs` (a container name):
+    /// answered with JSON `{"name", "path", "gid"}` to root, the daemon's uid, the
+    /// administrator group, and members of the container's group.
+    case container = 3
 }
 
 /// Why an operation failed, for programs; the accompanying text is for people.

@@ -1,3 +1,4 @@
+import ExtensionProtocol
 #if canImport(FoundationEssentials)
 import FoundationEssentials  // JSONDecoder: the daemon does not load libFoundation and ICU
 #else
@@ -24,6 +25,10 @@ public struct DaemonConfig: Equatable, Sendable {
     /// The uids (and equal gids) given to extensions without `user` under a root daemon
     /// (`extensionUIDs`: `{"first": N, "count": M}`).
     public var extensionUIDs = IdentityRange.defaultRange
+    /// Shared containers given an existing group (`sharedContainers`: name → `{"group": G}`),
+    /// so that an administrator admits an app by adding its user to that group. Others get a
+    /// gid allocated from `extensionUIDs`.
+    public var containerGroups: [String: AccountReference] = [:]
 
     public init() {}
 
@@ -51,6 +56,7 @@ public struct DaemonConfig: Equatable, Sendable {
             config.adminGroup = raw.adminGroup
             config.allowRootExtensions = raw.allowRootExtensions ?? false
             if let range = raw.extensionUIDs { config.extensionUIDs = range }
+            config.containerGroups = raw.containerGroups
             return .success(config)
         } catch let error as ManifestFieldError {
             return .failure(ManifestError(file: file, field: error.field, problem: error.problem))
@@ -69,10 +75,25 @@ struct RawConfig: Decodable {
     var adminGroup: UInt32?
     var allowRootExtensions: Bool?
     var extensionUIDs: IdentityRange?
+    var containerGroups: [String: AccountReference] = [:]
 
     init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: AnyKey.self)
-        try c.rejectUnknown(["points", "limits", "adminGroup", "allowRootExtensions", "extensionUIDs"], prefix: "")
+        try c.rejectUnknown(["points", "limits", "adminGroup", "allowRootExtensions", "extensionUIDs", "sharedContainers"], prefix: "")
+        if c.contains(AnyKey(stringValue: "sharedContainers")) {
+            let containers = try c.nestedContainer(keyedBy: AnyKey.self, forKey: AnyKey(stringValue: "sharedContainers"))
+            for key in containers.allKeys {
+                let prefix = "sharedContainers.\(key.stringValue)"
+                if let problem = SharedContainer.problem(key.stringValue) { throw ManifestFieldError(field: prefix, problem: problem) }
+                let entry = try containers.nestedContainer(keyedBy: AnyKey.self, forKey: key)
+                try entry.rejectUnknown(["group"], prefix: prefix + ".")
+                guard let group = try entry.account("group", prefix: prefix + ".") else { throw ManifestFieldError(field: prefix + ".group", problem: "is required") }
+                if group == .number(0) || group == .name("root") {
+                    throw ManifestFieldError(field: prefix + ".group", problem: "root's group would admit every root process and is refused")
+                }
+                containerGroups[key.stringValue] = group
+            }
+        }
         allowRootExtensions = try c.optional(Bool.self, "allowRootExtensions")
         if c.contains(AnyKey(stringValue: "extensionUIDs")) {
             let r = try c.nestedContainer(keyedBy: AnyKey.self, forKey: AnyKey(stringValue: "extensionUIDs"))

@@ -16,29 +16,46 @@ public struct IdentityRange: Equatable, Sendable {
     public func contains(_ id: UInt32) -> Bool { id >= first && UInt64(id) < UInt64(first) + UInt64(count) }
 }
 
-/// Which uid each extension id has (persisted by the shell as `<state>/ids.json`). An id keeps
-/// its uid for as long as the file exists; no two ids share one.
+/// Which uid each extension id has, and which gid each shared container has (persisted by
+/// the shell as `<state>/ids.json`). An id keeps its number for as long as the file exists; no
+/// two ids or containers share one (an extension's primary gid is its uid's number, so
+/// containers' gids are taken from the same pool).
 public struct IdentityMap: Equatable, Sendable {
     /// Extension id → uid.
     public var extensions: [String: UInt32]
+    /// Shared container name → gid (those the configuration does not give a group).
+    public var containers: [String: UInt32]
 
-    public init(extensions: [String: UInt32] = [:]) { self.extensions = extensions }
+    public init(extensions: [String: UInt32] = [:], containers: [String: UInt32] = [:]) {
+        self.extensions = extensions
+        self.containers = containers
+    }
+
+    /// The gid of container `name`: the recorded one, or else the lowest free number of `range`.
+    public mutating func gid(forContainer name: String, in range: IdentityRange) -> (gid: UInt32, changed: Bool)? {
+        if let gid = containers[name] { return (gid, false) }
+        guard let free = lowestFree(in: range) else { return nil }
+        containers[name] = free
+        return (free, true)
+    }
+
+    private func lowestFree(in range: IdentityRange) -> UInt32? {
+        let used = Set(extensions.values).union(containers.values)
+        var candidate = UInt64(range.first)
+        let end = UInt64(range.first) + UInt64(range.count)
+        while candidate < end {
+            if !used.contains(UInt32(candidate)) { return UInt32(candidate) }
+            candidate += 1
+        }
+        return nil
+    }
 
     /// The uid of `id`: the recorded one, or else the lowest free uid of `range` (recorded).
     /// Returns nil when the range is exhausted; `changed` says whether the map must be saved.
     public mutating func uid(for id: String, in range: IdentityRange) -> (uid: UInt32, changed: Bool)? {
         if let uid = extensions[id] { return (uid, false) }
-        let used = Set(extensions.values)
-        var candidate = UInt64(range.first)
-        let end = UInt64(range.first) + UInt64(range.count)
-        while candidate < end {
-            let c = UInt32(candidate)
-            if !used.contains(c) {
-                extensions[id] = c
-                return (c, true)
-            }
-            candidate += 1
-        }
-        return nil
+        guard let free = lowestFree(in: range) else { return nil }
+        extensions[id] = free
+        return (free, true)
     }
 }

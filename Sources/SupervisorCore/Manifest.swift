@@ -50,6 +50,10 @@ public struct Manifest: Equatable, Sendable {
     /// The credentials it runs with, resolved by `CredentialRules` when it is loaded; nil: the
     /// daemon's own (only where nothing resolved them, such as in core tests).
     public var credentials: Credentials?
+    /// The shared containers it names (`sharedContainers`), reverse-DNS names.
+    public var sharedContainers: [String] = []
+    /// The directory of each named container, filled in when it is loaded (name → path).
+    public var containerPaths: [String: String] = [:]
 
     public init(
         id: String, point: String = "default", executable: String, arguments: [String] = [],

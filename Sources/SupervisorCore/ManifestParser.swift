@@ -62,6 +62,9 @@ public enum ManifestParser {
         for (k, v) in environment {
             if !isEnvironmentName(k) { return fail("environment.\(k)", "is not a valid variable name") }
             if k.hasPrefix("EXTENSIOND_") { return fail("environment.\(k)", "EXTENSIOND_* variables are set by the supervisor") }
+            if k.hasPrefix(SharedContainer.environmentPrefix) {
+                return fail("environment.\(k)", "\(SharedContainer.environmentPrefix)* variables are set by the supervisor (sharedContainers)")
+            }
             if v.utf8.count > maxStringLength || v.utf8.contains(0) {
                 return fail("environment.\(k)", "value is longer than \(maxStringLength) bytes or contains NUL")
             }
@@ -80,6 +83,12 @@ public enum ManifestParser {
         if let (field, problem) = policy.violation() {
             return fail(field.hasPrefix("refresh.") && raw.refresh != nil ? field : "policy.\(field)", problem)
         }
+        let containers = raw.sharedContainers ?? []
+        if containers.count > 64 { return fail("sharedContainers", "has \(containers.count) names, over the limit of 64") }
+        for (i, name) in containers.enumerated() {
+            if let problem = SharedContainer.problem(name) { return fail("sharedContainers[\(i)]", problem) }
+            if containers[..<i].contains(name) { return fail("sharedContainers[\(i)]", "'\(name)' is listed twice") }
+        }
         let hosts = raw.hosts ?? HostRestriction()
         if let name = raw.displayName {
             if name.isEmpty { return fail("displayName", "must not be empty") }
@@ -87,12 +96,14 @@ public enum ManifestParser {
             if name.utf8.contains(where: { $0 < 0x20 }) { return fail("displayName", "must not contain control characters") }
         }
 
-        return .success(Manifest(
+        var manifest = Manifest(
             id: raw.id, point: pointName, executable: executable, arguments: arguments,
             environment: environment, readiness: raw.readiness ?? .runtime, policy: policy,
             hosts: hosts, hostAccess: raw.hostAccess ?? false, displayName: raw.displayName, activation: raw.activation,
             source: file,
-            credentialRequest: CredentialRequest(user: raw.user, group: raw.group, supplementaryGroups: raw.supplementaryGroups ?? [])))
+            credentialRequest: CredentialRequest(user: raw.user, group: raw.group, supplementaryGroups: raw.supplementaryGroups ?? []))
+        manifest.sharedContainers = containers
+        return .success(manifest)
     }
 
     /// Why `id` is not a valid extension id, or nil (`Identifier.problem`).
@@ -240,10 +251,11 @@ struct RawManifest: Decodable {
     var group: AccountReference?
     var supplementaryGroups: [AccountReference]?
     var limits: ResourceLimits?
+    var sharedContainers: [String]?
 
     static let keys: Set<String> = [
         "id", "point", "executable", "arguments", "environment", "readiness", "policy", "hosts", "hostAccess", "displayName", "activation", "refresh",
-        "user", "group", "supplementaryGroups", "limits",
+        "user", "group", "supplementaryGroups", "limits", "sharedContainers",
     ]
 
     init(from decoder: any Decoder) throws {
@@ -282,6 +294,7 @@ struct RawManifest: Decodable {
             supplementaryGroups = found
         }
         limits = try c.optional(ResourceLimits.self, "limits")
+        sharedContainers = try c.optional([String].self, "sharedContainers")
     }
 }
 
@@ -299,12 +312,12 @@ extension AccountReference {
 
 extension KeyedDecodingContainer where Key == AnyKey {
     /// A user or group: a name or a number.
-    func account(_ name: String) throws -> AccountReference? {
+    func account(_ name: String, prefix: String = "") throws -> AccountReference? {
         let key = AnyKey(stringValue: name)
         guard contains(key), try !decodeNil(forKey: key) else { return nil }
-        if let n = try? decode(Double.self, forKey: key) { return .number(try Self.id(n, field: name)) }
-        if let s = try? decode(String.self, forKey: key) { return try AccountReference.named(s, field: name) }
-        throw ManifestFieldError(field: name, problem: "expected a name or a number")
+        if let n = try? decode(Double.self, forKey: key) { return .number(try Self.id(n, field: prefix + name)) }
+        if let s = try? decode(String.self, forKey: key) { return try AccountReference.named(s, field: prefix + name) }
+        throw ManifestFieldError(field: prefix + name, problem: "expected a name or a number")
     }
 }
 

@@ -140,18 +140,18 @@ public struct ExtensionPoints: Equatable, Sendable {
         "widget": Policy(
             backgroundSeconds: 5, expiryGraceSeconds: 2, assertionMaxSeconds: 30,
             launchTimeoutSeconds: 10, suspendedLifetimeSeconds: 600
-        ).limited(ResourceLimits(memoryMaxBytes: 2 << 30, tasksMax: 64, openFilesMax: 256, cpuWeight: 50)),
+        ).limited(ResourceLimits(memoryMaxBytes: 2 << 30, tasksMax: 64, openFilesMax: 1024, cpuWeight: 50)),
         "share": Policy(
             backgroundSeconds: 30, expiryGraceSeconds: 5, assertionMaxSeconds: 180,
             launchTimeoutSeconds: 15, suspendedLifetimeSeconds: 120
-        ).limited(ResourceLimits(memoryMaxBytes: 4 << 30, tasksMax: 256, openFilesMax: 1024, cpuWeight: 100)),
+        ).limited(ResourceLimits(memoryMaxBytes: 4 << 30, tasksMax: 256, openFilesMax: 4096, cpuWeight: 100)),
         "action": Policy(
             backgroundSeconds: 10, expiryGraceSeconds: 3, assertionMaxSeconds: 60,
             launchTimeoutSeconds: 10, suspendedLifetimeSeconds: 300
-        ).limited(ResourceLimits(memoryMaxBytes: 3 << 30, tasksMax: 128, openFilesMax: 512, cpuWeight: 100)),
+        ).limited(ResourceLimits(memoryMaxBytes: 3 << 30, tasksMax: 128, openFilesMax: 2048, cpuWeight: 100)),
         "default": Policy(
             backgroundSeconds: 10, expiryGraceSeconds: 3, assertionMaxSeconds: 60,
             launchTimeoutSeconds: 10, suspendedLifetimeSeconds: 600
-        ).limited(ResourceLimits(memoryMaxBytes: 4 << 30, tasksMax: 512, openFilesMax: 1024, cpuWeight: 100)),
+        ).limited(ResourceLimits(memoryMaxBytes: 4 << 30, tasksMax: 512, openFilesMax: 4096, cpuWeight: 100)),
     ])
 }

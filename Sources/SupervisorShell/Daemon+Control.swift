@@ -157,12 +157,30 @@ extension Daemon {
         }
     }
 
+    /// The path of a shared container, to root, the daemon's uid, the administrator group, and
+    /// members of the container's group (an app admitted to it).
+    func answerContainer(_ c: ControlConnection, tag: UInt32, names: [String]) {
+        guard names.count == 1, let name = names.first else {
+            return send(.failure(tag: tag, code: .badRequest, text: "a container query names exactly one container"), to: c.id)
+        }
+        guard let container = containers.known[name] else {
+            return send(.failure(tag: tag, code: .unknownExtension, text: "no loaded manifest names the shared container '\(name)'"), to: c.id)
+        }
+        let member = container.gid.map { c.peer.isMember(of: $0) } ?? false
+        guard isAdministrator(c.peer) || member else {
+            logger.notice("refused the path of shared container \(name) to pid \(c.peer.pid) uid \(c.peer.uid): not in its group")
+            return send(.failure(tag: tag, code: .notPermitted, text: "the shared container '\(name)' is shown only to root, the daemon's uid \(daemonUID), the administrator group and members of its group\(container.gid.map { " \($0)" } ?? "")"), to: c.id)
+        }
+        sendJSON(.object(["name": .string(name), "path": .string(container.path), "gid": container.gid.map { .integer(Int($0)) } ?? .null]), tag: tag, to: c.id)
+    }
+
     func refuseAdmin(_ c: ControlConnection, _ tag: UInt32, _ operation: String) {
         logger.notice("refused \(operation) from pid \(c.peer.pid) uid \(c.peer.uid): not an administrator")
         send(.failure(tag: tag, code: .notPermitted, text: "\(operation) needs root, the daemon's uid \(daemonUID)\(config.adminGroup.map { " or group \($0)" } ?? "")"), to: c.id)
     }
 
     func answerQuery(_ c: ControlConnection, tag: UInt32, kind: QueryKind, ids: [String]) {
+        if kind == .container { return answerContainer(c, tag: tag, names: ids) }
         var selected: [ExtensionRecord] = []
         if ids.isEmpty {
             selected = core.records.values.sorted { $0.manifest.id < $1.manifest.id }

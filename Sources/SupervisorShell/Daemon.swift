@@ -20,6 +20,8 @@ public final class Daemon {
     var config: DaemonConfig
     /// The extensions' own uids (`<state>/ids.json`); only a root daemon allocates them.
     var identities: IdentityStore?
+    /// The shared containers' directories.
+    var containers: SharedContainers
     let logger: Logger
     let listener: PacketSocket
     var listenerSource: EventSource?
@@ -88,6 +90,7 @@ public final class Daemon {
             }
         }
         config.limits.daemonUID = getuid()
+        containers = SharedContainers(stateDirectory: options.stateDirectory)
         if getuid() == 0 {
             do {
                 identities = try IdentityStore(directory: options.stateDirectory)
@@ -95,7 +98,7 @@ public final class Daemon {
                 throw DaemonError(error.description)
             }
         }
-        let (manifests, errors) = Daemon.loader(options, config, freezerProblem: containmentProblem, identities: identities).load()
+        let (manifests, errors) = Daemon.loader(options, config, freezerProblem: containmentProblem, identities: identities, containers: containers).load()
         for e in errors { logger.error("manifest refused: \(e)") }
         core = Supervisor(manifests: manifests, limits: config.limits, now: loop.now())
         if let fd = options.inheritedListener {
@@ -121,11 +124,13 @@ public final class Daemon {
 
     deinit { receiveBuffer.deallocate() }
 
-    static func loader(_ options: DaemonOptions, _ config: DaemonConfig, freezerProblem: String?, identities: IdentityStore?) -> ManifestLoader {
+    static func loader(
+        _ options: DaemonOptions, _ config: DaemonConfig, freezerProblem: String?, identities: IdentityStore?, containers: SharedContainers
+    ) -> ManifestLoader {
         ManifestLoader(
             directories: options.extensionDirectories, explicit: options.explicitDirectories, points: config.points, trustedUID: getuid(),
             freezerProblem: freezerProblem, credentialRules: SystemAccounts.rules(config), identities: identities,
-            extensionUIDs: config.extensionUIDs)
+            extensionUIDs: config.extensionUIDs, containers: containers, containerGroups: config.containerGroups)
     }
 
     /// How each limit of `manifest` is enforced here (`enforcedBy` of `status --json`).
@@ -325,7 +330,7 @@ public final class Daemon {
     func reload() -> (loaded: Int, errors: [ManifestError]) {
         logger.info("reloading manifests")
         serviceManager.reloading()
-        var (manifests, errors) = Daemon.loader(options, config, freezerProblem: containmentProblem, identities: identities).load()
+        var (manifests, errors) = Daemon.loader(options, config, freezerProblem: containmentProblem, identities: identities, containers: containers).load()
         for e in errors { logger.error("manifest refused: \(e)") }
         warnUnenforcedLimits(manifests)
         let broken = Set(errors.map(\.file))

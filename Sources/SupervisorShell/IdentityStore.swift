@@ -12,7 +12,8 @@ import Foundation
 /// across launches and daemon restarts:
 ///
 /// ```json
-/// {"version": 1, "extensions": {"com.example.stocks.widget": 1879113728}}
+/// {"version": 1, "extensions": {"com.example.stocks.widget": 1879113728},
+///  "containers": {"group.com.example.stocks": 1879113729}}
 /// ```
 ///
 /// Written atomically (a temporary file, fsync, rename, fsync of the directory) whenever an
@@ -25,6 +26,7 @@ final class IdentityStore {
     private struct File: Codable {
         var version: Int
         var extensions: [String: UInt32]
+        var containers: [String: UInt32]?
     }
 
     /// Reads `ids.json` if it exists. A file that cannot be read or parsed is an error: its
@@ -48,7 +50,7 @@ final class IdentityStore {
         }
         do {
             let file = try JSONDecoder().decode(File.self, from: Data(data))
-            map = IdentityMap(extensions: file.extensions)
+            map = IdentityMap(extensions: file.extensions, containers: file.containers ?? [:])
         } catch {
             throw IdentityStoreError("\(directory)/ids.json is not a valid uid map (fix or remove it): \(error)")
         }
@@ -66,6 +68,18 @@ final class IdentityStore {
         return .success(uid)
     }
 
+    /// The gid of shared container `name`, allocated from `range` and saved if it had none.
+    func gid(forContainer name: String, in range: IdentityRange) -> Result<UInt32, IdentityStoreError> {
+        guard let (gid, changed) = map.gid(forContainer: name, in: range) else {
+            return .failure(IdentityStoreError("every number of extensionUIDs (\(range.first), \(range.count)) is taken"))
+        }
+        if changed, let e = save() {
+            map.containers[name] = nil
+            return .failure(e)
+        }
+        return .success(gid)
+    }
+
     /// Writes the map: temporary file, fsync, rename over `ids.json`, fsync of the directory.
     private func save() -> IdentityStoreError? {
         if let e = makeDirectories(directory) { return e }
@@ -73,7 +87,7 @@ final class IdentityStore {
         do {
             let encoder = JSONEncoder()
             encoder.outputFormatting = [.sortedKeys, .prettyPrinted]
-            json = try encoder.encode(File(version: 1, extensions: map.extensions))
+            json = try encoder.encode(File(version: 1, extensions: map.extensions, containers: map.containers))
         } catch {
             return IdentityStoreError("cannot encode the uid map: \(error)")
         }
@@ -113,7 +127,9 @@ final class IdentityStore {
         var prefix = ""
         for part in path.split(separator: "/") {
             prefix += "/" + part
-            if mkdir(prefix, 0o755) != 0 && errno != EEXIST {
+            if mkdir(prefix, 0o755) == 0 {
+                chmod(prefix, 0o755)  // not narrowed by the umask: extensions reach their containers through it
+            } else if errno != EEXIST {
                 return IdentityStoreError("cannot create the state directory \(prefix): \(String(cString: strerror(errno)))")
             }
         }

@@ -20,6 +20,9 @@ struct ManifestLoader {
     /// Where extensions' own uids are kept, and the range they come from.
     var identities: IdentityStore?
     var extensionUIDs = IdentityRange.defaultRange
+    /// The shared containers' directories, and the groups the configuration gives some.
+    var containers: SharedContainers?
+    var containerGroups: [String: AccountReference] = [:]
 
     func load() -> (manifests: [Manifest], errors: [ManifestError]) {
         var manifests: [Manifest] = []
@@ -86,7 +89,34 @@ struct ManifestLoader {
                 case .failure(let e): return fail("user", "no uid could be allocated for this extension: \(e)")
                 }
             }
-            switch rules.resolve(manifest.credentialRequest, file: path, ownUID: own) {
+            var groups: [UInt32] = []
+            for (i, name) in manifest.sharedContainers.enumerated() {
+                guard let containers else { return fail("sharedContainers[\(i)]", "no state directory to keep shared containers in") }
+                var gid: UInt32?
+                if rules.daemonUID == 0 {
+                    switch containerGroups[name] {
+                    case .number(let n)?: gid = n
+                    case .name(let group)?:
+                        guard let found = rules.accounts.groupNamed(group) else {
+                            return fail("sharedContainers[\(i)]", "the configuration gives '\(name)' the group '\(group)', which does not exist")
+                        }
+                        gid = found
+                    case nil:
+                        guard let identities else { return fail("sharedContainers[\(i)]", "no state directory to keep container groups in") }
+                        switch identities.gid(forContainer: name, in: extensionUIDs) {
+                        case .success(let g): gid = g
+                        case .failure(let e): return fail("sharedContainers[\(i)]", "no group could be allocated for '\(name)': \(e)")
+                        }
+                    }
+                }
+                switch containers.prepare(name, gid: gid) {
+                case .success(let c):
+                    manifest.containerPaths[name] = c.path
+                    if let gid = c.gid { groups.append(gid) }
+                case .failure(let e): return fail("sharedContainers[\(i)]", "\(e)")
+                }
+            }
+            switch rules.resolve(manifest.credentialRequest, file: path, ownUID: own, extraGroups: groups) {
             case .success(let c): manifest.credentials = c
             case .failure(let e): return .failure(e)
             }

@@ -1,4 +1,5 @@
 import CShims
+import ExtensionProtocol
 import ExtensionTransport
 import SupervisorCore
 #if canImport(Glibc)
@@ -34,6 +35,7 @@ enum Spawner {
             if let value = getenv(name) { env[name] = String(cString: value) }
         }
         for (k, v) in manifest.environment { env[k] = v }
+        for (name, path) in manifest.containerPaths { env[SharedContainer.environmentName(for: name)] = path }
         env[RuntimeEnvironment.extensionID] = manifest.id
         if channel { env[RuntimeEnvironment.channelFD] = "3" }
         return env.keys.sorted().map { "\($0)=\(env[$0]!)" }

@@ -174,3 +174,64 @@ struct CredentialTests {
         #expect(daemon.stop() == 0)
     }
 }
+
+@Suite("Shared containers", .serialized, .enabled(if: getuid() == 0, "needs a root daemon"))
+struct SharedContainerTests {
+    static let name = "group.org.example.shared"
+
+    @Test func twoExtensionsSharingAContainerBothWriteThereAndAThirdCannotRead() throws {
+        let shared: [String: Any] = ["sharedContainers": [Self.name]]
+        let daemon = try TestDaemon(
+            manifests: [
+                "a.json": CredentialTests.manifest("org.example.a", shared), "b.json": CredentialTests.manifest("org.example.b", shared),
+                "c.json": CredentialTests.manifest("org.example.c"),
+            ], extensionsAsRoot: false)
+        // The state directory lies in the daemon's private directory (0700): let other uids
+        // pass through it (search only; the control socket inside stays root's, mode 0660).
+        chmod(daemon.directory, 0o711)
+        try daemon.start()
+        let path = daemon.directory + "/state/containers/" + Self.name
+        let listed = try daemon.extctl(["container", Self.name])
+        #expect(listed.status == 0, "\(listed.err)")
+        #expect(listed.out == path + "\n")
+
+        var info = stat()
+        #expect(stat(path, &info) == 0)
+        #expect(info.st_mode & 0o7777 == 0o2770)
+        #expect(info.st_uid == 0)
+        let ids = try String(contentsOfFile: daemon.directory + "/state/ids.json", encoding: .utf8)
+        #expect(ids.contains("\"\(Self.name)\" : \(info.st_gid)"), "\(ids)")
+
+        let host = try daemon.host()
+        #expect(try host.sharedContainerPath(Self.name) == path)
+        let (a, pidA) = try CredentialTests.open(daemon, host, "org.example.a")
+        let (b, _) = try CredentialTests.open(daemon, host, "org.example.b")
+        let (c, pidC) = try CredentialTests.open(daemon, host, "org.example.c")
+        let groupsA = try String(contentsOfFile: "/proc/\(pidA)/status", encoding: .utf8).split(separator: "\n").first { $0.hasPrefix("Groups:") } ?? ""
+        #expect(groupsA.split(whereSeparator: { $0 == "\t" || $0 == " " }).contains("\(info.st_gid)"), "\(groupsA)")
+        a.send("container \(Self.name)")
+        #expect(a.readLine() == "container \(path)")
+        c.send("container \(Self.name)")
+        #expect(c.readLine() == "no container")
+
+        a.send("write-file \(path)/from-a")
+        #expect(a.readLine() == "written")
+        b.send("write-file \(path)/from-b")
+        #expect(b.readLine() == "written")
+        b.send("read-file \(path)/from-a")
+        #expect(b.readLine() == "read")
+        a.send("read-file \(path)/from-b")
+        #expect(a.readLine() == "read")
+        c.send("read-file \(path)/from-a")
+        #expect(c.readLine() == "refused: Permission denied")
+        c.send("write-file \(path)/from-c")
+        #expect(c.readLine() == "refused: Permission denied")
+        #expect(try CredentialTests.statusField(pidC, "Uid") != "0")
+
+        let unknown = try daemon.extctl(["container", "group.org.example.none"])
+        #expect(unknown.status != 0)
+        #expect(unknown.err.contains("no loaded manifest names the shared container 'group.org.example.none'"), "\(unknown.err)")
+        host.close()
+        #expect(daemon.stop() == 0)
+    }
+}

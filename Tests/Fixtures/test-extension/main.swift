@@ -25,6 +25,7 @@
 //                           malloc fails, answers "malloc failed after <n>" and aborts
 //   spawn-until-refused  -> starts /bin/sleep children until one is refused: "started <n>: <error>"
 //   write-file <path>, read-file <path> -> "written"/"read" or "refused: <error>"
+//   container <name>     -> ExtensionContext.sharedContainerURL: "container <path>" or "no container"
 //   probe-control <sock> -> connects to the control socket itself and asks for `list`:
 //                           answers "allowed" or "refused: <the daemon's reason>"
 // Arguments: --never-ready, --crash-at-start, --ignore-term,
@@ -323,6 +324,8 @@ ExtensionMain.run { request in
                 started += 1
             }
             reply(channel, "started \(started): \(problem)")
+        case "container":
+            reply(channel, ExtensionContext.sharedContainerURL(forGroup: word(1, "")).map { "container \($0.path)" } ?? "no container")
         case "write-file":
             let fd = open(word(1, "/dev/null"), O_WRONLY | O_CREAT | O_TRUNC, 0o660)
             if fd < 0 { reply(channel, "refused: \(String(cString: strerror(errno)))") } else {

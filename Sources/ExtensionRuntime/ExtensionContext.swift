@@ -1,0 +1,19 @@
+import ExtensionProtocol
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// What the supervisor tells an extension about its environment.
+public enum ExtensionContext {
+    /// The directory of the shared container `group` (a name from the manifest's
+    /// `sharedContainers`, such as `group.com.example.stocks`), which the extension can read
+    /// and write together with the other extensions and apps admitted to it. Nil when the
+    /// manifest does not name that container (or the process was not started by extensiond).
+    /// Read from `EXTENSION_SHARED_CONTAINER_<NAME>` (`SharedContainer.environmentName`).
+    public static func sharedContainerURL(forGroup group: String) -> URL? {
+        guard let value = getenv(SharedContainer.environmentName(for: group)) else { return nil }
+        let path = String(cString: value)
+        return path.isEmpty ? nil : URL(fileURLWithPath: path, isDirectory: true)
+    }
+}
