@@ -1,3 +1,4 @@
+import ExtensionTransport
 import Logging
 import SupervisorCore
 #if canImport(Glibc)
@@ -152,6 +153,28 @@ final class CgroupTree {
             kernel.close(directory)
             return .failure(e)
         }
+    }
+
+    /// Writes the limits enforced by `cgroup` into the cgroup at `path` (`memory.max`,
+    /// `pids.max`, `cpu.weight`) before its first process starts; the first failure is returned.
+    static func applyLimits(_ limits: [LimitEnforcement], to path: String, kernel: any Kernel) -> SystemError? {
+        for l in limits where l.by == .cgroup {
+            guard let file = Spawner.cgroupFile(l.key) else { continue }
+            if let e = kernel.write(path + "/" + file, "\(l.value)") {
+                return SystemError("set limits.\(l.key) in \(path)/\(file)", errno: e.code)
+            }
+        }
+        return nil
+    }
+
+    /// The `oom_kill` count of the cgroup's `memory.events` (0 when it cannot be read).
+    static func oomKills(_ path: String, kernel: any Kernel) -> Int {
+        guard case .success(let bytes) = kernel.read(path + "/memory.events") else { return 0 }
+        for line in String(decoding: bytes, as: UTF8.self).split(separator: "\n") {
+            let parts = line.split(separator: " ")
+            if parts.count == 2, parts[0] == "oom_kill" { return Int(parts[1]) ?? 0 }
+        }
+        return 0
     }
 
     /// The pids in a cgroup (`cgroup.procs`), or nil when it cannot be read.

@@ -19,16 +19,7 @@ extension Daemon: ProcessControlDelegate {
             }
         }
         let limits = limitEnforcement(manifest)
-        var limitProblem: SystemError?
-        if let cgroup {
-            for l in limits where l.by == .cgroup {
-                guard let file = Spawner.cgroupFile(l.key) else { continue }
-                if let e = kernel.write(cgroup.path + "/" + file, "\(l.value)") {
-                    limitProblem = SystemError("set limits.\(l.key) in \(cgroup.path)/\(file)", errno: e.code)
-                    break
-                }
-            }
-        }
+        let limitProblem = cgroup.flatMap { CgroupTree.applyLimits(limits, to: $0.path, kernel: kernel) }
         let spawned: SpawnedProcess
         do throws(SystemError) {
             if let limitProblem { throw limitProblem }
@@ -120,17 +111,8 @@ extension Daemon: ProcessControlDelegate {
     /// its `memory.events` (absent without the memory controller). The cgroup is created
     /// afresh for every launch, so any count is this launch's.
     func oomKilled(cgroup path: String) -> Bool {
-        guard cgroups?.controllers.contains("memory") == true, case .success(let bytes) = kernel.read(path + "/memory.events") else { return false }
-        return Daemon.oomKills(bytes) > 0
-    }
-
-    /// The `oom_kill` count of a `memory.events` file.
-    static func oomKills(_ bytes: [UInt8]) -> Int {
-        for line in String(decoding: bytes, as: UTF8.self).split(separator: "\n") {
-            let parts = line.split(separator: " ")
-            if parts.count == 2, parts[0] == "oom_kill" { return Int(parts[1]) ?? 0 }
-        }
-        return 0
+        guard cgroups?.controllers.contains("memory") == true else { return false }
+        return CgroupTree.oomKills(path, kernel: kernel) > 0
     }
 
     func isLeader(_ pid: Int32) -> Bool { processesByPID[pid] != nil }

@@ -48,6 +48,23 @@ struct ExitAndBackoffTests {
         #expect(h.record.throttledUntil == nil, "no delay after the first crash")
     }
 
+    @Test func anOOMKillAtTheMemoryLimitIsRecordedAsMemoryLimitAndCountsAsACrash() {
+        var h = Harness()
+        let rid = h.activate(host: 3, at: 0)
+        let x = h.step(.exited(extensionID: h.id, generation: h.gen, status: .signaled(9), memoryLimit: true), at: 2)
+        #expect(h.record.lastExit?.reason == .memoryLimit)
+        #expect(h.record.lastExit?.reason.rawValue == "memory-limit")
+        #expect(x.events.map(\.kind) == [.crash])
+        #expect(x.events.first?.detail?.hasPrefix("memory-limit, signal 9") == true)
+        #expect(x.interruptions.map(\.requestID) == [rid], "its hosts are told")
+        if case .interrupted(_, let reason)? = x.replies.first?.message {
+            #expect(reason == "'\(h.id)' ended: memory-limit (signal 9)")
+        } else {
+            Issue.record("expected an interrupted reply, got \(x)")
+        }
+        #expect(h.record.consecutiveCrashes == 1, "the crash-loop throttle applies")
+    }
+
     @Test func theNextBeginAfterACrashRelaunchesANewGeneration() {
         var h = Harness()
         h.activate(at: 0)
