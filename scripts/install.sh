@@ -100,6 +100,19 @@ put 0644 man/extensiond-manifest.5 share/man/man5/extensiond-manifest.5
 "$from/extctl" --generate-completion-script fish | put_text 0644 share/fish/vendor_completions.d/extctl.fish
 put 0644 docs/operations.md share/doc/extensiond/operations.md
 
+# The defaults need no system user or group: extensions get uids (and containers gids) from
+# the configuration's extensionUIDs range, which has no passwd or group entries. Warn when
+# this machine's account database already uses numbers of the default range, whose files
+# extensions could otherwise own (skipped for a staged install).
+if [ -z "$destdir" ] && command -v getent >/dev/null 2>&1; then
+    taken=$( { getent passwd; getent group; } | awk -F: '$3 >= 1879113728 && $3 < 1879179264 { print $1 " (" $3 ")" }')
+    if [ -n "$taken" ]; then
+        echo "install.sh: warning: these accounts use numbers of extensiond's default extensionUIDs range" >&2
+        echo "  (1879113728-1879179263); set another range in /etc/extensiond/config.json:" >&2
+        echo "$taken" | sed 's/^/  /' >&2
+    fi
+fi
+
 cat <<EOF
 
 Next steps (not done by this script):
