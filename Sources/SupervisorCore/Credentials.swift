@@ -24,8 +24,9 @@ public struct CredentialRequest: Equatable, Sendable {
     }
 }
 
-/// The credentials an extension's processes run with, applied in the child before exec
-/// together with `PR_SET_NO_NEW_PRIVS` and an empty capability set.
+/// The credentials an extension's processes run with: switched to in the child before exec
+/// under a root daemon; under another daemon, the daemon's own, inherited. Either way the
+/// child sets `PR_SET_NO_NEW_PRIVS` and an empty capability set.
 public struct Credentials: Equatable, Sendable {
     public var uid: UInt32
     public var gid: UInt32
@@ -74,8 +75,9 @@ public struct AccountDirectory: Sendable {
 
 /// The rules that turn a manifest's credential request into the credentials it runs with
 /// (docs/security.md):
-/// - A daemon that is not root runs every extension as itself; a manifest asking for another
-///   user, group or supplementary group is refused.
+/// - A daemon that is not root runs every extension as itself, with its own gid and groups
+///   (nothing is switched); a manifest asking for another user, another primary group or a
+///   supplementary group the daemon lacks is refused.
 /// - A root daemon runs an extension without `user` under a uid of its own (allocated from
 ///   `extensionUIDs`, primary gid the same number, no supplementary groups).
 /// - A root daemon never runs an extension as uid 0, or with gid 0 or supplementary group 0,
@@ -159,18 +161,18 @@ public struct CredentialRules: Sendable {
         }
 
         if daemonUID != 0 {
-            // The user session: extensions run as the daemon's user, with its groups only.
+            // The user session: extensions keep the daemon's uid, gid and groups (nothing is
+            // switched in the child); the manifest may only name what they have.
             if uid != daemonUID {
                 return fail("user", "asks for user \(request.user!) (uid \(uid)), but this daemon runs as uid \(daemonUID) and is not root: it runs extensions as itself only")
             }
-            if gid != daemonGID && !daemonGroups.contains(gid) {
-                return fail("group", "asks for group \(request.group!) (gid \(gid)), which this daemon (uid \(daemonUID), not root) does not have")
+            if gid != daemonGID {
+                return fail("group", "asks for group \(request.group!) (gid \(gid)), but this daemon (uid \(daemonUID), not root) runs extensions with its own group \(daemonGID) only")
             }
             for (i, g) in groups.enumerated() where g != daemonGID && !daemonGroups.contains(g) {
                 return fail("supplementaryGroups[\(i)]", "asks for group \(request.supplementaryGroups[i]) (gid \(g)), which this daemon (uid \(daemonUID), not root) does not have")
             }
-            for g in extraGroups where !groups.contains(g) { groups.append(g) }
-            return .success(Credentials(uid: uid, gid: gid, groups: groups, ownUID: false))
+            return .success(Credentials(uid: daemonUID, gid: daemonGID, groups: daemonGroups, ownUID: false))
         }
 
         // A root daemon: root only when the manifest says so and the configuration allows it.

@@ -60,7 +60,8 @@ enum Spawner {
             path: manifest.executable, arguments: manifest.arguments,
             environment: environment(for: manifest, channel: withChannel),
             directory: directory.isEmpty ? nil : directory, channelFD: childEnd?.fd, cgroupFD: cgroupFD,
-            credentials: manifest.credentials, resourceLimits: rlimits(limits))
+            // Only a root daemon switches credentials; any other runs extensions as itself.
+            credentials: getuid() == 0 ? manifest.credentials : nil, resourceLimits: rlimits(limits))
         switch kernel.spawn(request) {
         case .success(let (pid, pidfd)):
             return SpawnedProcess(pid: pid, pidfd: pidfd, channel: daemonEnd)

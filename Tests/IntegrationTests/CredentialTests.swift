@@ -235,3 +235,33 @@ struct SharedContainerTests {
         #expect(daemon.stop() == 0)
     }
 }
+
+@Suite("Credentials under a daemon that is not root", .serialized, .enabled(if: getuid() == 0, "needs root to start the daemon as another user"))
+struct SessionCredentialTests {
+    @Test func aManifestAskingForAnotherUserIsRefusedNamingTheFileAndKey() throws {
+        let daemon = try TestDaemon(
+            manifests: [
+                "other.json": CredentialTests.manifest("org.example.other", ["user": "root"]),
+                "own.json": CredentialTests.manifest("org.example.own"),
+            ], extensionsAsRoot: false)
+        // The daemon runs as nobody (setpriv), in its directory given to nobody; its readiness
+        // socket must be writable by it.
+        chown(daemon.directory, 65534, 65534)
+        let notify = try NotifySocket(path: daemon.directory + "/notify.sock")
+        defer { notify.close() }
+        chmod(notify.path, 0o777)
+        try daemon.start(notifySocket: notify, wrapper: ["/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+        let file = daemon.extensionsDirectory + "/other.json"
+        #expect(daemon.log().contains(
+            "\(file): field 'user': asks for user 'root' (uid 0), but this daemon runs as uid 65534 and is not root: it runs extensions as itself only"),
+            "\(daemon.log())")
+        let list = try daemon.extctl(["list"])
+        #expect(!list.out.contains("org.example.other"))
+        let host = try daemon.host()
+        let (_, pid) = try CredentialTests.open(daemon, host, "org.example.own")
+        #expect(try CredentialTests.statusField(pid, "Uid") == "65534", "extensions run as the daemon's user")
+        #expect(try CredentialTests.statusField(pid, "NoNewPrivs") == "1")
+        host.close()
+        #expect(daemon.stop() == 0)
+    }
+}
