@@ -108,6 +108,22 @@ public final class Daemon {
             try Daemon.prepareSocketDirectory(options.socketPath)
             listener = try PacketSocket.listen(path: options.socketPath)
             chmod(options.socketPath, 0o660)
+            if let group = options.socketGroup {
+                let gid: UInt32
+                if let n = UInt32(group) {
+                    gid = n
+                } else if let found = SystemAccounts.directory.groupNamed(group) {
+                    gid = found
+                } else {
+                    unlink(options.socketPath)
+                    throw DaemonError("--socket-group \(group): no such group")
+                }
+                if chown(options.socketPath, uid_t.max, gid) != 0 {
+                    let e = errno
+                    unlink(options.socketPath)
+                    throw DaemonError("cannot give \(options.socketPath) to group \(group) (--socket-group): \(String(cString: strerror(e)))")
+                }
+            }
         }
         // The socket is ours now: whatever a killed predecessor on it left running is ended.
         registry = ProcessRegistry(path: ProcessRegistry.path(forSocket: options.socketPath), logger: logger)

@@ -20,6 +20,10 @@ public struct DaemonOptions: Sendable {
     /// Where the daemon keeps what must outlive it (`ids.json`: the uids of extensions).
     /// Created when first needed.
     public var stateDirectory: String = DaemonOptions.defaultStateDirectory()
+    /// The group (name or number) the control socket is given, mode 0660, so that its
+    /// members may connect; nil keeps the daemon's group. Not applied to a socket passed by
+    /// the service manager (`SocketGroup=` sets that one).
+    public var socketGroup: String?
 
     /// The `--containment` choices.
     public enum ContainmentChoice: String, Sendable, CaseIterable {

@@ -58,6 +58,13 @@ struct ExtensionDaemonCommand: ParsableCommand {
             valueName: "dir"))
     var stateDirectory: String?
 
+    @Option(
+        name: .customLong("socket-group"),
+        help: ArgumentHelp(
+            "Give the control socket to this group (name or number), mode 0660, so that its members may connect. Ignored for a socket passed by the service manager (use SocketGroup=).",
+            valueName: "group"))
+    var socketGroup: String?
+
     func run() throws {
         // Signals the loop owns must be blocked before any other thread exists.
         let owned: [Int32] = [SIGTERM, SIGINT, SIGHUP, SIGCHLD, 0]
@@ -99,6 +106,7 @@ struct ExtensionDaemonCommand: ParsableCommand {
             inheritedListener: inherited?.fd)
         options.containment = containment
         if let stateDirectory { options.stateDirectory = stateDirectory }
+        options.socketGroup = socketGroup
         let daemon: Daemon
         do {
             daemon = try Daemon(options: options, logger: logger)

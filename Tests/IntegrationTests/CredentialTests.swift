@@ -63,6 +63,16 @@ struct CredentialTests {
         #expect(daemon.stop() == 0)
     }
 
+    @Test func theSocketGroupOptionGivesTheSocketToAGroup() throws {
+        let daemon = try TestDaemon(manifests: [:], extensionsAsRoot: false)
+        try daemon.start(arguments: ["--socket-group", "nogroup"])
+        var info = stat()
+        #expect(stat(daemon.socketPath, &info) == 0)
+        #expect(info.st_gid == 65534)
+        #expect(info.st_mode & 0o777 == 0o660)
+        #expect(daemon.stop() == 0)
+    }
+
     @Test func nobodyRunsAs65534() throws {
         let daemon = try TestDaemon(manifests: ["n.json": Self.manifest("org.example.nobody", ["user": "nobody"])], extensionsAsRoot: false)
         try daemon.start()

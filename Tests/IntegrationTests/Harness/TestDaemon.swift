@@ -89,13 +89,14 @@ final class TestDaemon: @unchecked Sendable {
     /// `environment` is added to the daemon's. A given `notifySocket` receives the daemon's
     /// sd_notify messages and stays open for the caller; otherwise a temporary one is used.
     /// `wrapper` is a command line the daemon's is appended to (e.g. `unshare …`).
-    func start(environment extra: [String: String] = [:], notifySocket: NotifySocket? = nil, wrapper: [String] = []) throws {
+    /// `arguments` are added to the daemon's command line.
+    func start(environment extra: [String: String] = [:], notifySocket: NotifySocket? = nil, wrapper: [String] = [], arguments: [String] = []) throws {
         let notify = try notifySocket ?? NotifySocket(path: directory + "/notify.sock")
         defer { if notifySocket == nil { notify.close() } }
         let p = Process()
         var args = ["--socket", socketPath, "--extensions", extensionsDirectory, "--state-directory", directory + "/state"]
         if FileManager.default.fileExists(atPath: directory + "/config.json") { args += ["--config", directory + "/config.json"] }
-        let command = wrapper + [BuildProducts.path("extensiond")] + args
+        let command = wrapper + [BuildProducts.path("extensiond")] + args + arguments
         p.executableURL = URL(fileURLWithPath: command[0])
         p.arguments = Array(command.dropFirst())
         var env = ProcessInfo.processInfo.environment
