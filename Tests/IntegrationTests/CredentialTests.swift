@@ -95,6 +95,9 @@ struct CredentialTests {
         #expect(b.readLine() == "refused: Operation not permitted")
         a.send("signal \(pidB)")
         #expect(a.readLine() == "refused: Operation not permitted")
+        // Opening /proc/PID/mem takes the access check of ptrace attach (PTRACE_MODE_ATTACH).
+        b.send("read-file /proc/\(pidA)/mem")
+        #expect(b.readLine() == "refused: Permission denied", "no ptrace access to another extension")
         if let cgroup = try Self.statusEntry(daemon, "org.example.a")["cgroup"] as? String {
             a.send("write-file \(cgroup)/cgroup.kill")
             #expect(a.readLine() == "refused: Permission denied", "its own cgroup's files")
