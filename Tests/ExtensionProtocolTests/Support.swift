@@ -79,6 +79,7 @@ let sampleMessages: [Message] = [
     .end(tag: .max, requestID: .max),
     .query(tag: 3, kind: .list, extensionIDs: []),
     .query(tag: 4, kind: .status, extensionIDs: ["a", "b.c", "ünïcødé.id"]),
+    .query(tag: 5, kind: .container, extensionIDs: ["group.com.example.stocks"]),
     .kill(tag: 5, extensionID: "com.example.x", signal: 15),
     .kill(tag: 6, extensionID: "y", signal: -1),
     .kill(tag: 6, extensionID: "y", signal: .min),
