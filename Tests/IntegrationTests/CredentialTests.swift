@@ -143,6 +143,14 @@ struct CredentialTests {
         let reported = try #require((entry["limits"] as? [String: Any])?["openFilesMax"] as? [String: Any])
         #expect(reported["value"] as? Int == 64)
         #expect(reported["enforcedBy"] as? String == "rlimit")
+        // The widget's cpuWeight: a standalone daemon's extensions have no controllers (its
+        // own cgroup keeps a process), so it is reported as not enforced, in status and as a
+        // warning at load.
+        let cpu = try #require((entry["limits"] as? [String: Any])?["cpuWeight"] as? [String: Any])
+        #expect(cpu["enforcedBy"] as? String == "none")
+        #expect(daemon.log().contains("org.example.files: limits.cpuWeight (50) cannot be enforced: no cpu controller in the extension's cgroup"))
+        let text = try daemon.extctl(["status", "org.example.files"]).out
+        #expect(text.contains("openFilesMax 64 (rlimit)"), "\(text)")
         host.close()
         #expect(daemon.stop() == 0)
     }
