@@ -41,7 +41,6 @@ enum Spawner {
         return env.keys.sorted().map { "\($0)=\(env[$0]!)" }
     }
 
-    /// Spawns the manifest's executable through `kernel`, in the cgroup `cgroupFD` when given.
     /// Spawns the manifest's executable through `kernel`, in the cgroup `cgroupFD` when given,
     /// with its credentials and the limits that `limits` says rlimits enforce.
     static func spawn(_ manifest: Manifest, kernel: any Kernel, cgroupFD: Int32?, limits: [LimitEnforcement] = []) throws(SystemError) -> SpawnedProcess {
