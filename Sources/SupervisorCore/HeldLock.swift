@@ -21,8 +21,8 @@ public struct HeldLock: Equatable, Sendable {
     public var pid: Int32
     /// A process outside the extension had the file open when the extension stopped.
     public var openElsewhere: Bool
-    /// The shared container (an app group directory shared with the extension's app) the file
-    /// lies in, if any. Always nil until shared containers exist; the rule already counts it.
+    /// The shared container (`sharedContainers`: a directory the extension shares with its
+    /// app) the file lies in, if any.
     public var sharedContainer: String?
 
     public init(kind: Kind, exclusive: Bool, path: String, pid: Int32, openElsewhere: Bool, sharedContainer: String? = nil) {

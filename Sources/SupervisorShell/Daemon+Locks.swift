@@ -33,7 +33,8 @@ extension Daemon {
     /// Every lock the stopped group `members` of `p` holds, for the core's decision; the
     /// group's locked files are then watched while it stays suspended (the second line).
     func locksAtStop(_ p: SupervisedProcess, members: [Int32]) -> [HeldLock] {
-        let found = LockSurvey(kernel: kernel, ownPID: getpid()).locks(heldBy: members, procLocks: FileLocks.entries(currentLocks()))
+        let survey = LockSurvey(kernel: kernel, ownPID: getpid(), containersRoot: containers.resolvedRoot)
+        let found = survey.locks(heldBy: members, procLocks: FileLocks.entries(currentLocks()))
         watchLocks(p, found)
         return found.map(\.lock)
     }

@@ -10,12 +10,16 @@ import SupervisorCore
 /// - Only for an exclusive lock are other processes' descriptors (`/proc/*/fd`) compared with
 ///   the locked file (by device and inode); processes the daemon may not inspect are skipped,
 ///   so the result can miss an opener but never invents one.
+/// - A lock on a file below a shared container's directory names that container.
 /// - When /proc/locks shows no lock the members could hold (none by a member's pid, no OFD
 ///   lock, no flock), nothing else is read.
 struct LockSurvey {
     let kernel: any Kernel
     /// The daemon's own pid (never counted as another opener).
     let ownPID: Int32
+    /// The directory holding the shared containers (`<state>/containers`), as the kernel
+    /// names it in `/proc/PID/fd` links (symbolic links resolved).
+    var containersRoot: String?
     var proc = "/proc"
 
     /// A lock found, and the `/proc/PID/fd/N` link of the descriptor it is held through (which
@@ -42,7 +46,8 @@ struct LockSurvey {
                 let identity = try? kernel.fileIdentity(link).get()
                 for e in entries {
                     guard let kind = Self.kind(e.kind) else { continue }
-                    found.append((HeldLock(kind: kind, exclusive: e.exclusive, path: path, pid: pid, openElsewhere: false), link, identity))
+                    let lock = HeldLock(kind: kind, exclusive: e.exclusive, path: path, pid: pid, openElsewhere: false, sharedContainer: container(of: path))
+                    found.append((lock, link, identity))
                 }
             }
         }
@@ -70,6 +75,13 @@ struct LockSurvey {
             }
         }
         return opened
+    }
+
+    /// The shared container `path` lies in, if any: the first component below `containersRoot`.
+    func container(of path: String) -> String? {
+        guard let root = containersRoot, path.hasPrefix(root + "/") else { return nil }
+        let name = path.dropFirst(root.count + 1).prefix { $0 != "/" }
+        return name.isEmpty ? nil : String(name)
     }
 
     static func kind(_ name: String) -> HeldLock.Kind? {

@@ -24,9 +24,18 @@ final class SharedContainers {
     let stateDirectory: String
     private(set) var known: [String: Container] = [:]
 
-    init(stateDirectory: String) { self.stateDirectory = stateDirectory }
+    init(stateDirectory: String) {
+        self.stateDirectory = stateDirectory
+        resolvedRoot = stateDirectory + "/containers"
+    }
 
-    func path(of name: String) -> String { stateDirectory + "/containers/" + name }
+    /// The directory holding every container.
+    var root: String { stateDirectory + "/containers" }
+    /// `root` with the state directory's symbolic links resolved, as `/proc/PID/fd` links
+    /// name files (the lock survey compares them).
+    private(set) var resolvedRoot: String
+
+    func path(of name: String) -> String { root + "/" + name }
 
     /// Prepares container `name` with group `gid` (nil: the daemon is not root).
     func prepare(_ name: String, gid: UInt32?) -> Result<Container, SharedContainerError> {
@@ -41,6 +50,10 @@ final class SharedContainers {
         }
         if chmod(path, gid == nil ? 0o700 : 0o2770) != 0 {
             return .failure(SharedContainerError("cannot set the mode of \(path): \(String(cString: strerror(errno)))"))
+        }
+        if let resolved = realpath(stateDirectory, nil) {
+            resolvedRoot = String(cString: resolved) + "/containers"
+            free(resolved)
         }
         let container = Container(path: path, gid: gid)
         known[name] = container

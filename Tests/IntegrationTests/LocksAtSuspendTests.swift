@@ -191,4 +191,35 @@ struct LocksAtSuspendTests {
         #expect(waiter.terminationStatus == 0, "the waiter got the lock once the holder was gone")
         #expect(!daemon.events.all.contains { $0.kind == "lock-held-at-suspend" }, "a shared lock is no alarm at the stop")
     }
+
+    /// Under its own uid (the daemon's default), with its database in a shared container the
+    /// app has not opened yet: a write lock in a shared container blocks others by the rule,
+    /// so the writer is ended at the stop, and the app's first write goes through.
+    @Test func aWriterUnderItsOwnUIDInASharedContainerIsEndedBeforeTheAppOpensTheDatabase() throws {
+        let name = "group.com.example.sqlite"
+        var manifest = try sqliteLocksExtension(Self.id, policy: [:])
+        manifest["sharedContainers"] = [name]
+        let daemon = try TestDaemon(manifests: ["s.json": manifest], extensionsAsRoot: false)
+        // Let the extension's uid pass through the daemon's private directory (search only).
+        chmod(daemon.directory, 0o711)
+        try daemon.start()
+        let db = daemon.directory + "/state/containers/" + name + "/app.db"
+        let host = try daemon.host()
+        let session = try host.begin(Self.id)
+        #expect(try CredentialTests.statusField(session.pid, "Uid") != "0", "runs under its own uid")
+        let channel = try session.hostChannel()
+        channel.send("sqlite-write \(db) wal")
+        #expect(channel.readLine(timeout: 20) == "holding")
+        let mark = daemon.events.count
+        try host.dismiss(session)
+        let reported = try daemon.events.wait("lock-held-at-suspend", of: Self.id, after: mark)
+        #expect(reported.lock == ["path": db + "-shm", "kind": "posix", "decision": "terminate"], "\(reported)")
+        #expect(reported.detail?.contains("in the shared container \(name)") == true, "\(reported)")
+        #expect(reported.detail?.contains("open in another process") == false, "nobody else had it open")
+        let exit = try daemon.events.wait("exit", of: Self.id, after: mark)
+        #expect(exit.detail?.hasPrefix("lock-held-at-suspend") == true, "\(exit)")
+        let app = try SQLiteApp(database: db, mode: "wal")
+        #expect(app.ask("write after the dismiss")?.hasPrefix("ok ") == true)
+        #expect(app.ask("check 1") == "integrity ok batches 0 torn 0 extension-rows 0", "the cut transaction was rolled back")
+    }
 }
