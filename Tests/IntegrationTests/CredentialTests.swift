@@ -8,8 +8,11 @@ import Testing
 /// the control socket, which extensions therefore cannot reach.
 @Suite("Credentials and limits", .serialized, .enabled(if: getuid() == 0, "needs a root daemon"))
 struct CredentialTests {
-    static func manifest(_ id: String, _ extra: [String: Any] = [:]) -> [String: Any] {
-        TestDaemon.testExtension(id, extra: extra)
+    /// The test extension, from a copy its own uid can reach (`ReachableCopies`).
+    static func manifest(_ id: String, _ extra: [String: Any] = [:]) throws -> [String: Any] {
+        var m = TestDaemon.testExtension(id, extra: extra)
+        m["executable"] = try ReachableCopies.copy(BuildProducts.path("test-extension"))
+        return m
     }
 
     /// Opens `id` and returns its channel and its pid (from `ping`).
@@ -35,7 +38,7 @@ struct CredentialTests {
 
     @Test func anExtensionWithoutUserRunsAsItsOwnUIDStableAcrossRelaunchesAndRestarts() throws {
         let id = "org.example.own"
-        let daemon = try TestDaemon(manifests: ["own.json": Self.manifest(id)], extensionsAsRoot: false)
+        let daemon = try TestDaemon(manifests: ["own.json": try Self.manifest(id)], extensionsAsRoot: false)
         try daemon.start()
         var host = try daemon.host()
         var (_, pid) = try Self.open(daemon, host, id)
@@ -74,7 +77,7 @@ struct CredentialTests {
     }
 
     @Test func nobodyRunsAs65534() throws {
-        let daemon = try TestDaemon(manifests: ["n.json": Self.manifest("org.example.nobody", ["user": "nobody"])], extensionsAsRoot: false)
+        let daemon = try TestDaemon(manifests: ["n.json": try Self.manifest("org.example.nobody", ["user": "nobody"])], extensionsAsRoot: false)
         try daemon.start()
         let host = try daemon.host()
         let (_, pid) = try Self.open(daemon, host, "org.example.nobody")
@@ -85,7 +88,7 @@ struct CredentialTests {
 
     @Test func twoExtensionsHaveDifferentUIDsAndCannotSignalEachOtherOrWriteCgroupFiles() throws {
         let daemon = try TestDaemon(
-            manifests: ["a.json": Self.manifest("org.example.a"), "b.json": Self.manifest("org.example.b")], extensionsAsRoot: false)
+            manifests: ["a.json": try Self.manifest("org.example.a"), "b.json": try Self.manifest("org.example.b")], extensionsAsRoot: false)
         try daemon.start()
         let host = try daemon.host()
         let (a, pidA) = try Self.open(daemon, host, "org.example.a")
@@ -111,7 +114,7 @@ struct CredentialTests {
     }
 
     @Test func rootIsRefusedUnlessTheConfigurationAllowsIt() throws {
-        let root = Self.manifest("org.example.root", ["user": "root"])
+        let root = try Self.manifest("org.example.root", ["user": "root"])
         let refused = try TestDaemon(manifests: ["root.json": root], extensionsAsRoot: false)
         try refused.start()
         let list = try refused.extctl(["list"])
@@ -132,7 +135,7 @@ struct CredentialTests {
 
     @Test func openFilesMaxShowsInProcLimits() throws {
         let daemon = try TestDaemon(
-            manifests: ["f.json": Self.manifest("org.example.files", ["limits": ["openFilesMax": 64]])], extensionsAsRoot: false)
+            manifests: ["f.json": try Self.manifest("org.example.files", ["limits": ["openFilesMax": 64]])], extensionsAsRoot: false)
         try daemon.start()
         let host = try daemon.host()
         let (_, pid) = try Self.open(daemon, host, "org.example.files")
@@ -158,7 +161,7 @@ struct CredentialTests {
     @Test func memoryMaxBytesStopsAnAllocatingProcessAndTheExitIsRecorded() throws {
         let id = "org.example.hog"
         let daemon = try TestDaemon(
-            manifests: ["m.json": Self.manifest(id, ["limits": ["memoryMaxBytes": 1 << 30]])], extensionsAsRoot: false)
+            manifests: ["m.json": try Self.manifest(id, ["limits": ["memoryMaxBytes": 1 << 30]])], extensionsAsRoot: false)
         try daemon.start()
         let host = try daemon.host()
         let (channel, _) = try Self.open(daemon, host, id)
@@ -182,7 +185,7 @@ struct CredentialTests {
 
     @Test func tasksMaxBoundsAForkLoop() throws {
         let id = "org.example.forker"
-        let daemon = try TestDaemon(manifests: ["t.json": Self.manifest(id, ["limits": ["tasksMax": 48]])], extensionsAsRoot: false)
+        let daemon = try TestDaemon(manifests: ["t.json": try Self.manifest(id, ["limits": ["tasksMax": 48]])], extensionsAsRoot: false)
         try daemon.start()
         let host = try daemon.host()
         let (channel, _) = try Self.open(daemon, host, id)
@@ -204,8 +207,8 @@ struct SharedContainerTests {
         let shared: [String: Any] = ["sharedContainers": [Self.name]]
         let daemon = try TestDaemon(
             manifests: [
-                "a.json": CredentialTests.manifest("org.example.a", shared), "b.json": CredentialTests.manifest("org.example.b", shared),
-                "c.json": CredentialTests.manifest("org.example.c"),
+                "a.json": try CredentialTests.manifest("org.example.a", shared), "b.json": try CredentialTests.manifest("org.example.b", shared),
+                "c.json": try CredentialTests.manifest("org.example.c"),
             ], extensionsAsRoot: false)
         // The state directory lies in the daemon's private directory (0700): let other uids
         // pass through it (search only; the control socket inside stays root's, mode 0660).
@@ -262,12 +265,13 @@ struct SessionCredentialTests {
     @Test func aManifestAskingForAnotherUserIsRefusedNamingTheFileAndKey() throws {
         let daemon = try TestDaemon(
             manifests: [
-                "other.json": CredentialTests.manifest("org.example.other", ["user": "root"]),
-                "own.json": CredentialTests.manifest("org.example.own"),
+                "other.json": try CredentialTests.manifest("org.example.other", ["user": "root"]),
+                "own.json": try CredentialTests.manifest("org.example.own"),
             ], extensionsAsRoot: false)
         // The daemon runs as nobody (setpriv), in its directory given to nobody; its readiness
         // socket must be writable by it.
         chown(daemon.directory, 65534, 65534)
+        daemon.daemonExecutable = try ReachableCopies.copy(BuildProducts.path("extensiond"))
         let notify = try NotifySocket(path: daemon.directory + "/notify.sock")
         defer { notify.close() }
         chmod(notify.path, 0o777)

@@ -199,6 +199,9 @@ struct LocksAtSuspendTests {
         let name = "group.com.example.sqlite"
         var manifest = try sqliteLocksExtension(Self.id, policy: [:])
         manifest["sharedContainers"] = [name]
+        // The script and the runtime library from copies the extension's own uid can reach.
+        manifest["arguments"] = [try ReachableCopies.copy(SQLiteApp.script, executable: false), "extension"]
+        manifest["environment"] = ["EXTENSION_RUNTIME_LIB": try ReachableCopies.copy(try RuntimeC.library())]
         let daemon = try TestDaemon(manifests: ["s.json": manifest], extensionsAsRoot: false)
         // Let the extension's uid pass through the daemon's private directory (search only).
         chmod(daemon.directory, 0o711)

@@ -46,6 +46,8 @@ final class TestDaemon: @unchecked Sendable {
     /// directory with the extensions they start, which per-extension uids could not reach.
     /// The credential tests (CredentialTests.swift) turn it off to check the daemon's default.
     let extensionsAsRoot: Bool
+    /// The daemon's executable: the build product, or a copy another uid can run.
+    var daemonExecutable = BuildProducts.path("extensiond")
 
     /// Creates the directory and writes `manifests` (file name → JSON object) and `config`.
     /// With `extensionsAsRoot` (and a root test run), manifests without `user` get
@@ -96,7 +98,7 @@ final class TestDaemon: @unchecked Sendable {
         let p = Process()
         var args = ["--socket", socketPath, "--extensions", extensionsDirectory, "--state-directory", directory + "/state"]
         if FileManager.default.fileExists(atPath: directory + "/config.json") { args += ["--config", directory + "/config.json"] }
-        let command = wrapper + [BuildProducts.path("extensiond")] + args + arguments
+        let command = wrapper + [daemonExecutable] + args + arguments
         p.executableURL = URL(fileURLWithPath: command[0])
         p.arguments = Array(command.dropFirst())
         var env = ProcessInfo.processInfo.environment
