@@ -14,11 +14,11 @@ extension Daemon {
     /// stopped process cannot take one.
     static let lockCheckSeconds = 1.0
 
-    /// /proc/locks, read at most once per loop iteration (a burst of stops confirmed together
-    /// shares one read).
-    func currentLocks() -> String {
+    /// The entries of /proc/locks, read and parsed at most once per loop iteration (a burst of
+    /// stops confirmed together shares one read and one parse).
+    func currentLocks() -> [FileLocks.Entry] {
         let iteration = loop.now()
-        if let snapshot = locksSnapshot, snapshot.at == iteration { return snapshot.text }
+        if let snapshot = locksSnapshot, snapshot.at == iteration { return snapshot.entries }
         let text: String
         switch kernel.read("/proc/locks") {
         case .success(let bytes): text = String(decoding: bytes, as: UTF8.self)
@@ -26,15 +26,16 @@ extension Daemon {
             logger.warning("cannot read /proc/locks (\(error)): locks held at suspension go unnoticed")
             text = ""
         }
-        locksSnapshot = (iteration, text)
-        return text
+        let entries = FileLocks.entries(text)
+        locksSnapshot = (iteration, entries)
+        return entries
     }
 
     /// Every lock the stopped group `members` of `p` holds, for the core's decision; the
     /// group's locked files are then watched while it stays suspended (the second line).
     func locksAtStop(_ p: SupervisedProcess, members: [Int32]) -> [HeldLock] {
         let survey = LockSurvey(kernel: kernel, ownPID: getpid(), containersRoot: containers.resolvedRoot)
-        let found = survey.locks(heldBy: members, procLocks: FileLocks.entries(currentLocks()))
+        let found = survey.locks(heldBy: members, procLocks: currentLocks())
         watchLocks(p, found)
         return found.map(\.lock)
     }

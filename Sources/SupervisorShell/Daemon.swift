@@ -38,8 +38,9 @@ public final class Daemon {
     let containmentProblem: String?
     /// Stops, resumes, signals and exits of extension processes.
     let control: ProcessControl
-    /// /proc/locks as read during the current loop iteration (a burst of stops reads it once).
-    var locksSnapshot: (at: Instant, text: String)?
+    /// /proc/locks as read and parsed during the current loop iteration (a burst of stops reads
+    /// and parses it once).
+    var locksSnapshot: (at: Instant, entries: [FileLocks.Entry])?
     var nextHostID: HostID = 1
     var encoder = WireEncoder()
     let receiveBuffer = UnsafeMutableRawBufferPointer.allocate(byteCount: WireLimits.maxMessageSize, alignment: 8)
