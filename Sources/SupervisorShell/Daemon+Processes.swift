@@ -92,8 +92,8 @@ extension Daemon: ProcessControlDelegate {
 
     // MARK: - ProcessControlDelegate
 
-    func stopConfirmed(_ p: SupervisedProcess) {
-        let locks = locksAtStop(p, members: control.memberPIDs(of: p))
+    func stopConfirmed(_ p: SupervisedProcess, members: [Int32]) {
+        let locks = locksAtStop(p, members: members)
         post(.stopConfirmed(extensionID: p.extensionID, generation: p.generation, locks: locks))
     }
 

@@ -6,8 +6,9 @@ import Glibc
 
 /// What `ProcessControl` reports to its owner.
 protocol ProcessControlDelegate: AnyObject {
-    /// Every member of `p` is stopped or frozen, as the kernel confirmed.
-    func stopConfirmed(_ p: SupervisedProcess)
+    /// Every member of `p` is stopped or frozen, as the kernel confirmed; `members` are their
+    /// pids (the read that confirmed the stop: stopped processes cannot fork).
+    func stopConfirmed(_ p: SupervisedProcess, members: [Int32])
     /// Every process of `p` is gone and its leader reaped; `outlivedLeader`: members were
     /// still alive when the leader exited, and were killed.
     func exited(_ p: SupervisedProcess, status: ExitStatus, outlivedLeader: Bool)
@@ -48,6 +49,7 @@ final class ProcessControl {
 
     func suspend(_ p: SupervisedProcess) {
         let actions = p.control.suspend(at: kernel.now())
+        p.membersRead = nil
         if case .stopping = p.control.stop { awaitingStopReport[ObjectIdentifier(p)] = p }
         perform(actions, for: p)
     }
@@ -137,7 +139,9 @@ final class ProcessControl {
         for action in actions {
             switch action {
             case .readMembers:
-                observe(.members(members(of: p)), for: p)
+                let read = members(of: p)
+                p.membersRead = read.map(\.pid)
+                observe(.members(read), for: p)
             case .readFrozen:
                 if let cgroup = p.cgroup, let events = readEvents(cgroup) { observe(.frozen(events.frozen == true), for: p) }
             case let .signal(signal, target):
@@ -170,7 +174,10 @@ final class ProcessControl {
                 p.check = nil
             case .stopConfirmed:
                 awaitingStopReport[ObjectIdentifier(p)] = nil
-                delegate?.stopConfirmed(p)
+                // A stop is confirmed by the read just made; a freeze by `frozen 1`, with no read.
+                let members = p.membersRead ?? memberPIDs(of: p)
+                p.membersRead = nil
+                delegate?.stopConfirmed(p, members: members)
             case .slowStop(let seconds):
                 logger.warning("\(p.extensionID) (pid \(p.pid)) has not stopped after \(Int(seconds))s; still waiting")
             case let .exited(status, outlivedLeader):

@@ -13,7 +13,11 @@ struct ProcessControlTests {
     final class Recorder: ProcessControlDelegate {
         var confirmed = 0
         var exits: [(SupervisorCore.ExitStatus, Bool)] = []
-        func stopConfirmed(_ p: SupervisedProcess) { confirmed += 1 }
+        var confirmedMembers: [[Int32]] = []
+        func stopConfirmed(_ p: SupervisedProcess, members: [Int32]) {
+            confirmed += 1
+            confirmedMembers.append(members)
+        }
         func exited(_ p: SupervisedProcess, status: SupervisorCore.ExitStatus, outlivedLeader: Bool) { exits.append((status, outlivedLeader)) }
         func isLeader(_ pid: Int32) -> Bool { pid == 100 }
     }
@@ -110,6 +114,7 @@ struct ProcessControlTests {
             .cancelTimer(at: .seconds(100).adding(seconds: GroupControl.firstRetrySeconds)),
         ], "the leader's state comes from the kernel's report: no /proc read")
         #expect(recorder.confirmed == 1)
+        #expect(recorder.confirmedMembers == [[100]], "the members of the confirming read, with no further read")
     }
 
     @Test func oneResumeInACgroup() throws {
@@ -150,7 +155,8 @@ struct ProcessControlTests {
         k.clearCalls()
         k.descriptors[61] = "populated 1\nfrozen 1\n"
         control.cgroupEventsChanged(p)
-        #expect(k.calls == [.readFD(61), .cancelTimer(at: k.clock.adding(seconds: GroupControl.slowStopSeconds))])
+        #expect(k.calls == [.readFD(61), .cancelTimer(at: k.clock.adding(seconds: GroupControl.slowStopSeconds)), .read(Self.cgroup + "/cgroup.procs")],
+                "a freeze is confirmed with no member read; the members are read once for the confirmation")
         #expect(recorder.confirmed == 1)
         k.clearCalls()
         control.resume(p)
@@ -163,7 +169,7 @@ struct ProcessControlTests {
         control.suspend(p)
         #expect(k.calls == [
             .write(Self.cgroup + "/cgroup.freeze", "1"), .addTimer(at: k.clock.adding(seconds: GroupControl.slowStopSeconds)), .readFD(61),
-            .cancelTimer(at: k.clock.adding(seconds: GroupControl.slowStopSeconds)),
+            .cancelTimer(at: k.clock.adding(seconds: GroupControl.slowStopSeconds)), .read(Self.cgroup + "/cgroup.procs"),
         ], "confirmed with no timer left armed")
         #expect(recorder.confirmed == 1)
     }
