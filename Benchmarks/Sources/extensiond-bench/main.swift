@@ -354,15 +354,15 @@ final class Suite {
     func coldLaunches(_ list: [String]) throws -> Samples {
         var s = Samples()
         for (i, id) in list.enumerated() {
-            let t = try coldLaunch(id)
+            let t = try beginUntilWorking(id)
             if i >= 2 { s.add(t) }  // two warm-up launches
         }
         return s
     }
 
-    /// One begin on the not-running `id` until the host holds a working channel, in seconds;
-    /// then it is killed.
-    func coldLaunch(_ id: String) throws -> Double {
+    /// One begin on `id` (not running: a cold launch; prewarmed: a resume) until the host holds
+    /// a working channel, in seconds; then it is killed.
+    func beginUntilWorking(_ id: String) throws -> Double {
         let t0 = now()
         let session = try host.begin(id)
         guard let fd = session.channel else { throw BenchError("no channel from begin") }
@@ -387,7 +387,7 @@ final class Suite {
             // the figure and its baseline see the same machine.
             for (i, id) in ids.cCold.enumerated() {
                 let raw = try CRuntimeBench.rawLaunchOnce(CRuntimeBench.rawPath, id: "raw.c.cold.\(i)")
-                let supervised = try coldLaunch(id)
+                let supervised = try beginUntilWorking(id)
                 if i >= 2 {
                     rawCLaunchBeside.add(raw)
                     coldC.add(supervised)
@@ -404,14 +404,7 @@ final class Suite {
         for (i, id) in ids.prewarmed.enumerated() {
             try host.prewarm([id])
             try daemon.waitStates([id], "suspended", via: host)
-            let t0 = now()
-            let session = try host.begin(id)
-            guard let fd = session.channel else { throw BenchError("no channel from begin") }
-            try ping(fd)
-            let t = now() - t0
-            close(fd)
-            try host.kill(id)
-            try daemon.waitStates([id], "not-running", via: host)
+            let t = try beginUntilWorking(id)
             if i >= 1 { afterPrewarm.add(t) }
         }
         details.append(Detail(name: "begin after prewarm: begin → begun → ping", samples: afterPrewarm, note: "a resume, not a launch"))
