@@ -147,10 +147,18 @@ final class CgroupTree {
         case .success(let fd): directory = fd
         case .failure(let e): return .failure(e)
         }
+        let events: Int32
         switch kernel.open(path + "/cgroup.events", directory: false) {
-        case .success(let events): return .success(ExtensionCgroup(path: path, directoryFD: directory, eventsFD: events))
+        case .success(let fd): events = fd
         case .failure(let e):
             kernel.close(directory)
+            return .failure(e)
+        }
+        switch kernel.open(path + "/cgroup.procs", directory: false) {
+        case .success(let procs): return .success(ExtensionCgroup(path: path, directoryFD: directory, eventsFD: events, procsFD: procs))
+        case .failure(let e):
+            kernel.close(directory)
+            kernel.close(events)
             return .failure(e)
         }
     }
@@ -180,7 +188,41 @@ final class CgroupTree {
     /// The pids in a cgroup (`cgroup.procs`), or nil when it cannot be read.
     func processes(_ path: String) -> [Int32]? {
         guard case .success(let bytes) = kernel.read(path + "/cgroup.procs") else { return nil }
-        return bytes.split(separator: UInt8(ascii: "\n")).compactMap { Int32(String(decoding: $0, as: UTF8.self)) }
+        return CgroupTree.parsePIDs(bytes)
+    }
+
+    /// The pids in an extension's cgroup, read through its open `cgroup.procs` (a read from
+    /// offset 0 lists the members anew, with no path lookup), or nil when it cannot be read.
+    func processes(of cgroup: ExtensionCgroup) -> [Int32]? {
+        guard case .success(let bytes) = kernel.read(fd: cgroup.procsFD) else { return nil }
+        return CgroupTree.parsePIDs(bytes)
+    }
+
+    /// The pids of a `cgroup.procs` text: one decimal number per line (a line that is not one
+    /// is skipped).
+    static func parsePIDs(_ bytes: [UInt8]) -> [Int32] {
+        var pids: [Int32] = []
+        var value: Int64 = 0
+        var digits = 0
+        var valid = true
+        func endLine() {
+            if valid && digits > 0 && value <= Int64(Int32.max) { pids.append(Int32(value)) }
+            value = 0
+            digits = 0
+            valid = true
+        }
+        for b in bytes {
+            if b == UInt8(ascii: "\n") {
+                endLine()
+            } else if b >= UInt8(ascii: "0") && b <= UInt8(ascii: "9") && digits < 10 {
+                value = value * 10 + Int64(b - UInt8(ascii: "0"))
+                digits += 1
+            } else {
+                valid = false
+            }
+        }
+        endLine()
+        return pids
     }
 
     /// Kills every process in a cgroup, waits (on `cgroup.events`, up to `timeout` seconds)
@@ -235,12 +277,13 @@ final class CgroupTree {
     }
 }
 
-/// One extension's cgroup: its directory, the descriptor it is spawned into, and its watched
-/// `cgroup.events`.
+/// One extension's cgroup: its directory, the descriptor it is spawned into, its watched
+/// `cgroup.events`, and its `cgroup.procs`, kept open for the member reads of every stop.
 struct ExtensionCgroup {
     var path: String
     var directoryFD: Int32
     var eventsFD: Int32
+    var procsFD: Int32
 }
 
 /// The `populated` and `frozen` fields of a `cgroup.events` file.

@@ -18,11 +18,18 @@ public struct ConsoleLogHandler: LogHandler {
     }
 
     public func log(event: LogEvent) {
-        var line = "\(event.level.rawValue.uppercased()) \(event.message)"
-        let merged = metadata.merging(event.metadata ?? [:]) { _, new in new }
+        var line = event.level.rawValue.uppercased()
+        line.reserveCapacity(192)
+        line += " \(event.message)"
+        let merged = metadata.isEmpty ? event.metadata ?? [:] : metadata.merging(event.metadata ?? [:]) { _, new in new }
         // MESSAGE_ID is for the journal's indexing, not for people reading a terminal.
-        for key in merged.keys.sorted() where key != "MESSAGE_ID" { line += " \(key)=\(merged[key]!)" }
+        for (key, value) in merged.sorted(by: { $0.key < $1.key }) where key != "MESSAGE_ID" {
+            line += " "
+            line += key
+            line += "="
+            line += value.description
+        }
         line += "\n"
-        _ = line.withCString { write(2, $0, strlen($0)) }
+        _ = line.withUTF8 { write(2, $0.baseAddress, $0.count) }
     }
 }

@@ -210,7 +210,7 @@ extension Daemon {
     func processEntries(_ r: ExtensionRecord) -> StatusDocument.ProcessesOfExtension {
         guard let p = processes[r.manifest.id] else { return .init() }
         let table = control.table
-        let pids = p.cgroup.map { cgroups?.processes($0.path) ?? [] } ?? table.groupMembers(p.processGroup).map(\.pid)
+        let pids = p.cgroup.map { cgroups?.processes(of: $0) ?? [] } ?? table.groupMembers(p.processGroup).map(\.pid)
         let entries = pids.sorted().compactMap { pid -> StatusDocument.ProcessEntry? in
             guard let s = table.stat(pid), !s.isGone else { return nil }
             return StatusDocument.ProcessEntry(

@@ -28,6 +28,7 @@ extension Daemon: ProcessControlDelegate {
             if let cgroup {
                 kernel.close(cgroup.directoryFD)
                 kernel.close(cgroup.eventsFD)
+                kernel.close(cgroup.procsFD)
                 _ = kernel.removeDirectory(cgroup.path)
             }
             post(.spawnFailed(extensionID: id, generation: generation, error: error.description))

@@ -31,7 +31,7 @@ public struct JournalLogHandler: LogHandler {
     }
 
     public func log(event: LogEvent) {
-        let merged = metadata.merging(event.metadata ?? [:]) { _, new in new }
+        let merged = metadata.isEmpty ? event.metadata ?? [:] : metadata.merging(event.metadata ?? [:]) { _, new in new }
         let fields = JournalLogHandler.fields(
             message: "\(event.message)", level: event.level, metadata: merged, identifier: identifier,
             file: event.file, line: event.line, function: event.function)

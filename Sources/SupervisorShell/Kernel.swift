@@ -169,20 +169,19 @@ final class LinuxKernel: Kernel {
     func read(fd: Int32) -> Result<[UInt8], Errno> { readAll(fd, offset: 0) }
 
     private func readAll(_ fd: Int32, offset: Int?) -> Result<[UInt8], Errno> {
-        var data: [UInt8] = []
-        var chunk = [UInt8](repeating: 0, count: 4096)
-        var position = offset ?? 0
-        while true {
-            let n = chunk.withUnsafeMutableBytes { buffer in
-                offset == nil ? Glibc.read(fd, buffer.baseAddress, buffer.count) : pread(fd, buffer.baseAddress, buffer.count, off_t(position))
+        withUnsafeTemporaryAllocation(byteCount: 4096, alignment: 8) { chunk in
+            var data: [UInt8] = []
+            var position = offset ?? 0
+            while true {
+                let n = offset == nil ? Glibc.read(fd, chunk.baseAddress, chunk.count) : pread(fd, chunk.baseAddress, chunk.count, off_t(position))
+                if n < 0 {
+                    if errno == EINTR { continue }
+                    return .failure(Errno(errno))
+                }
+                if n == 0 { return .success(data) }
+                data.append(contentsOf: UnsafeRawBufferPointer(rebasing: chunk[0..<n]))
+                position += n
             }
-            if n < 0 {
-                if errno == EINTR { continue }
-                return .failure(Errno(errno))
-            }
-            if n == 0 { return .success(data) }
-            data.append(contentsOf: chunk[0..<n])
-            position += n
         }
     }
 

@@ -197,7 +197,7 @@ final class ProcessControl {
                 }
                 return
             }
-            pids = cgroups?.processes(cgroup.path) ?? []
+            pids = cgroups?.processes(of: cgroup) ?? []
         }
         for pid in pids {
             // ESRCH: the member exited meanwhile; its cgroup or its leader's pidfd reports it.
@@ -209,7 +209,7 @@ final class ProcessControl {
 
     /// The pids of `p`'s processes (no state read): its cgroup's, or its process group's.
     func memberPIDs(of p: SupervisedProcess) -> [Int32] {
-        if let cgroup = p.cgroup { return cgroups?.processes(cgroup.path) ?? [] }
+        if let cgroup = p.cgroup { return cgroups?.processes(of: cgroup) ?? [] }
         return table.groupMembers(p.processGroup).map(\.pid)
     }
 
@@ -226,7 +226,7 @@ final class ProcessControl {
             }
         }
         if let cgroup = p.cgroup {
-            return (cgroups?.processes(cgroup.path) ?? []).map { Member(pid: $0, state: state($0)) }
+            return (cgroups?.processes(of: cgroup) ?? []).map { Member(pid: $0, state: state($0)) }
         }
         // The process-group fallback. As a child subreaper, every descendant of an extension is
         // either in its leader's process tree or, orphaned, a child of the daemon: with no adopted

@@ -88,6 +88,7 @@ final class SupervisedProcess {
         eventsSource = nil
         if let cgroup {
             kernel.close(cgroup.eventsFD)
+            kernel.close(cgroup.procsFD)
         }
         if pidfdOpen {
             kernel.close(pidfd)

@@ -45,8 +45,8 @@ struct ProcessControlTests {
         control.delegate = recorder
         let p = SupervisedProcess(
             extensionID: "org.example.x", generation: 1, pid: 100, pidfd: 7,
-            cgroup: ExtensionCgroup(path: Self.cgroup, directoryFD: 60, eventsFD: 61), mechanism: mechanism, channel: nil, queueLimit: 1024)
-        k.files[Self.cgroup + "/cgroup.procs"] = "100\n"
+            cgroup: ExtensionCgroup(path: Self.cgroup, directoryFD: 60, eventsFD: 61, procsFD: 62), mechanism: mechanism, channel: nil, queueLimit: 1024)
+        k.descriptors[62] = "100\n"
         k.directories["/proc/100/task"] = ["100"]
         k.files["/proc/100/task/100/stat"] = Self.sleeping
         k.clearCalls()
@@ -100,17 +100,32 @@ struct ProcessControlTests {
         #expect(why.description == "no cgroup v2 file system is mounted")
     }
 
+    @Test func cgroupProcsIsParsedLineByLine() {
+        #expect(CgroupTree.parsePIDs(Array("100\n2147483647\n7\n".utf8)) == [100, 2147483647, 7])
+        #expect(CgroupTree.parsePIDs(Array("".utf8)) == [])
+        #expect(CgroupTree.parsePIDs(Array("12\n2147483648\n1x\n\n99999999999\n5".utf8)) == [12, 5], "out of range or not a number: skipped")
+    }
+
+    @Test func theCgroupIsCreatedWithItsEventsAndProcsOpen() throws {
+        let k = systemdKernel()
+        let tree = try CgroupTree.setUp(kernel: k, underSystemd: true, socketPath: "/run/extensiond/control.sock", logger: logger).get()
+        k.clearCalls()
+        let c = try tree.create("org.example.x", logger: logger).get()
+        #expect(k.calls == [.makeDirectory(Self.cgroup), .open(Self.cgroup), .open(Self.cgroup + "/cgroup.events"), .open(Self.cgroup + "/cgroup.procs")])
+        #expect(Set([c.directoryFD, c.eventsFD, c.procsFD]).count == 3)
+    }
+
     @Test func oneSuspendInACgroup() throws {
         let (k, control, p, recorder) = try controlled(.stop)
         control.suspend(p)
         #expect(k.calls == [
-            .read(Self.cgroup + "/cgroup.procs"), .kill(100, SignalNumber.stop), .addTimer(at: k.clock.adding(seconds: GroupControl.firstRetrySeconds)),
+            .readFD(62), .kill(100, SignalNumber.stop), .addTimer(at: k.clock.adding(seconds: GroupControl.firstRetrySeconds)),
         ], "no /proc read: every pid of the cgroup gets SIGSTOP")
         k.clearCalls()
         k.stopped = [7]
         control.childrenChanged()
         #expect(k.calls == [
-            .stopReported(pidfd: 7), .read(Self.cgroup + "/cgroup.procs"),
+            .stopReported(pidfd: 7), .readFD(62),
             .cancelTimer(at: .seconds(100).adding(seconds: GroupControl.firstRetrySeconds)),
         ], "the leader's state comes from the kernel's report: no /proc read")
         #expect(recorder.confirmed == 1)
@@ -124,7 +139,7 @@ struct ProcessControlTests {
         control.childrenChanged()
         k.clearCalls()
         control.resume(p)
-        #expect(k.calls == [.read(Self.cgroup + "/cgroup.procs"), .kill(100, SignalNumber.cont)])
+        #expect(k.calls == [.readFD(62), .kill(100, SignalNumber.cont)])
     }
 
     @Test func oneKillInACgroupAndTheExitThatFollows() throws {
@@ -155,7 +170,7 @@ struct ProcessControlTests {
         k.clearCalls()
         k.descriptors[61] = "populated 1\nfrozen 1\n"
         control.cgroupEventsChanged(p)
-        #expect(k.calls == [.readFD(61), .cancelTimer(at: k.clock.adding(seconds: GroupControl.slowStopSeconds)), .read(Self.cgroup + "/cgroup.procs")],
+        #expect(k.calls == [.readFD(61), .cancelTimer(at: k.clock.adding(seconds: GroupControl.slowStopSeconds)), .readFD(62)],
                 "a freeze is confirmed with no member read; the members are read once for the confirmation")
         #expect(recorder.confirmed == 1)
         k.clearCalls()
@@ -169,7 +184,7 @@ struct ProcessControlTests {
         control.suspend(p)
         #expect(k.calls == [
             .write(Self.cgroup + "/cgroup.freeze", "1"), .addTimer(at: k.clock.adding(seconds: GroupControl.slowStopSeconds)), .readFD(61),
-            .cancelTimer(at: k.clock.adding(seconds: GroupControl.slowStopSeconds)), .read(Self.cgroup + "/cgroup.procs"),
+            .cancelTimer(at: k.clock.adding(seconds: GroupControl.slowStopSeconds)), .readFD(62),
         ], "confirmed with no timer left armed")
         #expect(recorder.confirmed == 1)
     }

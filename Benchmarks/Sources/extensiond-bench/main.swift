@@ -523,7 +523,7 @@ final class Suite {
         let acquires = try daemon.events.wait(for: "acquire", of: mine, count: o.activities, after: mark, timeout: 60)
         let wanted = Set(acquires.compactMap(\.assertion))
         guard wanted.count == o.activities else { throw BenchError("acquire events without assertion ids") }
-        let seen = try daemon.events.wait("\(o.activities) releases", after: mark, timeout: 60) { events in
+        let seen = try daemon.events.wait("\(o.activities) releases", kind: "release", after: mark, timeout: 60) { events in
             events.filter { $0.kind == "release" && $0.id == self.ids.assertions && wanted.contains($0.assertion ?? -1) }.count == wanted.count
         }
         var releasesByID: [Int: DaemonEvent] = [:]
