@@ -75,9 +75,17 @@ extension Daemon {
     func connectionEvent(_ c: ControlConnection, events: UInt32) {
         guard c.channel.flush(events) else { return drop(c, reason: "write failed") }
         guard events & (Poll.input | Poll.hangup | Poll.error) != 0 else { return }
-        let end = c.channel.read(into: receiveBuffer, budget: Daemon.readBudget) { message in
-            handle(message, from: c)
-            return connections[c.id] === c
+        var end: Peer.ReadEnd?
+        var read = 0
+        inBatch {
+            end = c.channel.read(into: receiveBuffer, budget: Daemon.readBudget) { message in
+                // A lone request is answered at once; from the second message of a burst on,
+                // the answers are written together when the burst has been handled.
+                read += 1
+                if read == 2 { hold(c) }
+                handle(message, from: c)
+                return connections[c.id] === c
+            }
         }
         switch end {
         case nil: return
@@ -90,6 +98,8 @@ extension Daemon {
     /// Answers a malformed message with a failure, then closes the connection.
     func protocolViolation(_ c: ControlConnection, _ problem: String) {
         logger.notice("closing control connection of pid \(c.peer.pid) uid \(c.peer.uid): \(problem)")
+        // The answers held for the messages before the bad one go first.
+        if c.channel.isHeld { _ = c.channel.release() }
         if let bytes = try? WireEncoder.encoded(.failure(tag: 0, code: .badRequest, text: "protocol error: \(problem)")) {
             _ = try? c.channel.socket.send(bytes)
         }
@@ -261,6 +271,8 @@ extension Daemon {
             if let descriptor { close(descriptor) }
             return
         }
+        // Events for monitors are written when the batch that produced them ends.
+        if c.isMonitor && batchDepth > 0 { hold(c) }
         switch c.channel.send(message, encoder: &encoder, descriptor: descriptor) {
         case .accepted, .closed: break
         case .unencodable(let problem): logger.error("\(problem)")
@@ -268,5 +280,28 @@ extension Daemon {
             logger.notice("cutting off control connection of pid \(c.peer.pid): it does not read its replies")
             drop(c, reason: "outbound queue overflow")
         }
+    }
+
+    // MARK: - Batches
+
+    /// Runs `body` as one batch: messages to the connections held during it (monitors, and a
+    /// host sending a burst) are written when the outermost batch ends.
+    func inBatch(_ body: () -> Void) {
+        batchDepth += 1
+        body()
+        batchDepth -= 1
+        guard batchDepth == 0, !heldConnections.isEmpty else { return }
+        let held = heldConnections
+        heldConnections.removeAll(keepingCapacity: true)
+        for c in held where connections[c.id] === c {
+            if !c.channel.release() { drop(c, reason: "write failed") }
+        }
+    }
+
+    /// Holds the messages to `c` until the current batch ends.
+    func hold(_ c: ControlConnection) {
+        guard batchDepth > 0, !c.channel.isHeld else { return }
+        c.channel.hold()
+        heldConnections.append(c)
     }
 }

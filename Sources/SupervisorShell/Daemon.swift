@@ -26,6 +26,9 @@ public final class Daemon {
     let listener: PacketSocket
     var listenerSource: EventSource?
     var connections: [HostID: ControlConnection] = [:]
+    /// Nesting of `inBatch`, and the connections whose messages it holds.
+    var batchDepth = 0
+    var heldConnections: [ControlConnection] = []
     var processes: [String: SupervisedProcess] = [:]
     /// The same processes by pid, for the kernel's stop reports (which name a pid).
     var processesByPID: [Int32: SupervisedProcess] = [:]
@@ -210,7 +213,7 @@ public final class Daemon {
         // After the ordinary events: a burst of dismisses is handled first, then the stops it
         // caused are collected together.
         signalSources.append(try loop.addSignal(SIGCHLD, priority: ProcessControl.childSignalPriority) { [unowned self] pid, code in
-            childrenChanged(sender: pid, code: code)
+            inBatch { childrenChanged(sender: pid, code: code) }
         })
         if loop.enableWatchdog(), let usec = ServiceManager.watchdogInterval() {
             logger.info("watchdog: the event loop sends WATCHDOG=1 every \(usec / 2000) ms (WATCHDOG_USEC=\(usec))")

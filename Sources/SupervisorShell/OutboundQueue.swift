@@ -21,11 +21,12 @@ struct OutboundQueue {
     /// The result of offering a message.
     enum Outcome { case sent, queued, overflow }
 
-    /// Sends at once if nothing is queued and the socket takes it, otherwise queues it.
+    /// Sends at once if nothing is queued and the socket takes it, otherwise queues it; with
+    /// `holding` it is queued in any case (within the limits), for a later `flush`.
     /// The descriptor (if any) is closed once sent, or when the queue is discarded.
     /// `key` names the message for `cancel(key:)` (the request id of a `deliver`).
-    mutating func send(_ bytes: [UInt8], descriptor: Int32?, key: UInt64? = nil, on socket: PacketSocket) -> Outcome {
-        if isEmpty {
+    mutating func send(_ bytes: [UInt8], descriptor: Int32?, key: UInt64? = nil, on socket: PacketSocket, holding: Bool = false) -> Outcome {
+        if isEmpty && !holding {
             switch try? socket.send(bytes, descriptor: descriptor) {
             case .sent?:
                 if let descriptor { close(descriptor) }

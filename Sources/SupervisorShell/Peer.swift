@@ -37,6 +37,8 @@ final class Peer {
     private var source: EventSource?
     private var outbound: OutboundQueue
     private(set) var isClosed = false
+    /// While held, messages are queued instead of written; `release` writes them, in order.
+    private(set) var isHeld = false
 
     init(socket: PacketSocket, queueLimit: Int, refusesDescriptors: Bool) {
         self.socket = socket
@@ -98,13 +100,27 @@ final class Peer {
             if let descriptor { Glibc.close(descriptor) }
             return .unencodable("cannot encode \(message.kind): \(error)")
         }
-        switch outbound.send(encoder.bytes, descriptor: descriptor, key: key, on: socket) {
+        switch outbound.send(encoder.bytes, descriptor: descriptor, key: key, on: socket, holding: isHeld) {
         case .sent: return .accepted
         case .queued:
-            source?.setIOEvents(Poll.input | Poll.output)
+            if !isHeld { source?.setIOEvents(Poll.input | Poll.output) }
             return .accepted
         case .overflow: return .overflow
         }
+    }
+
+    /// Holds what is sent from now on until `release`: a burst of messages is written
+    /// together, so the reader is woken once for it rather than once per message.
+    func hold() { isHeld = true }
+
+    /// Writes what was held, in order; false when writing failed (the caller ends the peer).
+    /// What the socket does not take now stays queued until it is writable.
+    func release() -> Bool {
+        isHeld = false
+        guard !isClosed else { return true }
+        if !outbound.flush(on: socket) { return false }
+        if !outbound.isEmpty { source?.setIOEvents(Poll.input | Poll.output) }
+        return true
     }
 
     /// Withdraws the queued message sent with `key`; false if it was already written.
