@@ -309,18 +309,18 @@ public final class Daemon {
         let level = Daemon.logLevel(of: e.kind)
         if level >= logger.logLevel {  // the metadata costs more than the check: build it only when logged
             var metadata: Logger.Metadata = [
-                "EXTENSION_ID": "\(e.extensionID)", "LIFECYCLE_STATE": "\(e.state.rawValue)", "EVENT": "\(e.kind.rawValue)",
+                "EXTENSION_ID": .string(e.extensionID), "LIFECYCLE_STATE": .string(e.state.rawValue), "EVENT": .string(e.kind.rawValue),
             ]
-            if let pid = e.pid { metadata["EXTENSION_PID"] = "\(pid)" }
-            if let a = e.assertionID { metadata["ASSERTION_ID"] = "\(a)" }
-            if let r = e.requestID { metadata["REQUEST_ID"] = "\(r)" }
+            if let pid = e.pid { metadata["EXTENSION_PID"] = .string(String(pid)) }
+            if let a = e.assertionID { metadata["ASSERTION_ID"] = .string(String(a)) }
+            if let r = e.requestID { metadata["REQUEST_ID"] = .string(String(r)) }
             if let d = e.detail {
-                metadata[e.assertionID != nil ? "ASSERTION_REASON" : "DETAIL"] = "\(d)"
+                metadata[e.assertionID != nil ? "ASSERTION_REASON" : "DETAIL"] = .string(d)
             }
             if let lock = e.lock {
-                metadata["LOCK_PATH"] = "\(lock.path)"
-                metadata["LOCK_KIND"] = "\(lock.kind.rawValue)"
-                metadata["LOCK_DECISION"] = "\(lock.decision.rawValue)"
+                metadata["LOCK_PATH"] = .string(lock.path)
+                metadata["LOCK_KIND"] = .string(lock.kind.rawValue)
+                metadata["LOCK_DECISION"] = .string(lock.decision.rawValue)
             }
             logger.log(level: level, "\(e.extensionID): \(e.kind.rawValue)", metadata: metadata)
         }
