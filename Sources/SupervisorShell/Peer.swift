@@ -100,7 +100,13 @@ final class Peer {
             if let descriptor { Glibc.close(descriptor) }
             return .unencodable("cannot encode \(message.kind): \(error)")
         }
-        switch outbound.send(encoder.bytes, descriptor: descriptor, key: key, on: socket, holding: isHeld) {
+        // A message carrying a descriptor is never held (each queued one is an open file, and
+        // the queue takes only `OutboundQueue.descriptorLimit`): what was held goes first.
+        if isHeld && descriptor != nil && !outbound.flush(on: socket) {
+            Glibc.close(descriptor!)
+            return .overflow
+        }
+        switch outbound.send(encoder.bytes, descriptor: descriptor, key: key, on: socket, holding: isHeld && descriptor == nil) {
         case .sent: return .accepted
         case .queued:
             if !isHeld { source?.setIOEvents(Poll.input | Poll.output) }

@@ -37,4 +37,21 @@ struct PeerTests {
         #expect(peer.send(.ok(tag: 4), encoder: &encoder) == .accepted)
         #expect(try received(theirs) == [.ok(tag: 4)], "released: written at once again")
     }
+
+    @Test func aMessageWithADescriptorIsNeverHeldAndGoesAfterWhatWasHeld() throws {
+        let (mine, theirs) = try PacketSocket.pair(nonBlocking: true)
+        defer { theirs.close() }
+        let peer = Peer(socket: mine, queueLimit: 1 << 20, refusesDescriptors: false)
+        defer { peer.close() }
+        var encoder = WireEncoder()
+        peer.hold()
+        #expect(peer.send(.ok(tag: 1), encoder: &encoder) == .accepted)
+        let descriptor = open("/dev/null", O_RDONLY | O_CLOEXEC)
+        #expect(descriptor >= 0)
+        #expect(peer.send(.begun(tag: 2, requestID: 7, pid: 1, hasChannel: true), encoder: &encoder, descriptor: descriptor) == .accepted)
+        #expect(peer.send(.ok(tag: 3), encoder: &encoder) == .accepted)
+        #expect(try received(theirs) == [.ok(tag: 1), .begun(tag: 2, requestID: 7, pid: 1, hasChannel: true)], "written at once, after the held one")
+        #expect(peer.release())
+        #expect(try received(theirs) == [.ok(tag: 3)])
+    }
 }
