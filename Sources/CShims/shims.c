@@ -13,6 +13,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -178,6 +179,72 @@ fail:;
     _exit(127);
 }
 
+// The child of a shared-memory clone3 runs this on its own stack.
+struct shim_child_start {
+    const shim_spawn_options *options;
+    int report;
+};
+
+static void shim_child_entry(void *start) {
+    struct shim_child_start *s = start;
+    shim_child(s->options, s->report);
+}
+
+#if defined(__x86_64__) || defined(__aarch64__)
+#define SHIM_SHARED_VM_CLONE 1
+// clone3 with CLONE_VM | CLONE_VFORK among `args->flags`, the way posix_spawn clones: the
+// child shares this process's memory (no copy of the daemon's page tables, no copy-on-write
+// faults before exec) and runs `fn(arg)` on `args->stack`; it never returns into this frame
+// (exec or exit). The parent resumes once the child has exec'd or exited. Returns the pid
+// (or -errno from the raw system call). glibc has no clone3 wrapper that takes a function,
+// hence the few instructions of assembly.
+static long shim_clone3_shared_vm(struct shim_clone_args *args, void (*fn)(void *), void *arg) {
+#if defined(__x86_64__)
+    register long rax __asm__("rax") = SYS_clone3;
+    register struct shim_clone_args *rdi __asm__("rdi") = args;
+    register long rsi __asm__("rsi") = (long)sizeof(*args);
+    register void (*r12)(void *) __asm__("r12") = fn;
+    register void *r13 __asm__("r13") = arg;
+    __asm__ volatile(
+        "syscall\n\t"
+        "test %%rax, %%rax\n\t"
+        "jnz 1f\n\t"
+        // The child, on its new (16-byte aligned) stack: no frame to return to.
+        "xor %%ebp, %%ebp\n\t"
+        "mov %%r13, %%rdi\n\t"
+        "call *%%r12\n\t"
+        "mov $231, %%eax\n\t"  // exit_group(127), should fn return
+        "mov $127, %%edi\n\t"
+        "syscall\n\t"
+        "1:\n\t"
+        : "+r"(rax)
+        : "r"(rdi), "r"(rsi), "r"(r12), "r"(r13)
+        : "rcx", "r11", "memory");
+    return rax;
+#else
+    register long x0 __asm__("x0") = (long)args;
+    register long x1 __asm__("x1") = (long)sizeof(*args);
+    register long x8 __asm__("x8") = SYS_clone3;
+    register void (*x19)(void *) __asm__("x19") = fn;
+    register void *x20 __asm__("x20") = arg;
+    __asm__ volatile(
+        "svc #0\n\t"
+        "cbnz x0, 1f\n\t"
+        "mov x29, xzr\n\t"
+        "mov x0, x20\n\t"
+        "blr x19\n\t"
+        "mov x0, #127\n\t"
+        "mov x8, #94\n\t"  // exit_group
+        "svc #0\n\t"
+        "1:\n\t"
+        : "+r"(x0)
+        : "r"(x1), "r"(x8), "r"(x19), "r"(x20)
+        : "x30", "memory");
+    return x0;
+#endif
+}
+#endif
+
 int shim_clone3_available(void) {
     // A NULL argument of size 0 is rejected with EINVAL by a kernel that has clone3; a seccomp
     // filter that forbids it (systemd's RestrictNamespaces=) answers ENOSYS.
@@ -253,7 +320,36 @@ pid_t shim_spawn(const shim_spawn_options *o, int *pidfd) {
         args.pidfd = (uint64_t)(uintptr_t)&fd;
         args.exit_signal = SIGCHLD;
         args.cgroup = o->cgroup_fd >= 0 ? (uint64_t)o->cgroup_fd : 0;
+#ifdef SHIM_SHARED_VM_CLONE
+        // Shared memory, as posix_spawn: every signal is blocked across the clone so that no
+        // handler of the daemon runs in the child, which resets them all before unblocking.
+        enum { stack_size = 128 * 1024 };
+        void *stack = mmap(NULL, stack_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+        if (stack == MAP_FAILED) {
+            int e = errno;
+            close(pipefd[0]);
+            close(pipefd[1]);
+            return -e;
+        }
+        args.flags |= CLONE_VM | CLONE_VFORK;
+        args.stack = (uint64_t)(uintptr_t)stack;
+        args.stack_size = stack_size;
+        struct shim_child_start start = { .options = o, .report = pipefd[1] };
+        sigset_t all, previous;
+        sigfillset(&all);
+        pthread_sigmask(SIG_SETMASK, &all, &previous);
+        long rc = shim_clone3_shared_vm(&args, shim_child_entry, &start);
+        pthread_sigmask(SIG_SETMASK, &previous, NULL);
+        munmap(stack, stack_size);
+        if (rc < 0) {
+            errno = (int)-rc;
+            pid = -1;
+        } else {
+            pid = rc;
+        }
+#else
         pid = syscall(SYS_clone3, &args, sizeof(args));
+#endif
     }
     if (pid == 0) {
         close(pipefd[0]);
