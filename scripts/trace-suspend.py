@@ -2,8 +2,9 @@
 """Where the time of one suspension goes, from kernel tracepoints (root, tracefs).
 
 Runs `scripts/bench.sh --only suspend` (one extension dismissed 300 times), records scheduler,
-signal and system-call tracepoints for a second of that phase through tracefs (into the kernel's
-ring buffer: no recorder process perturbs the run), and prints, for each SIGSTOP the daemon sent,
+signal and system-call tracepoints from the daemon's start to the bench's end through tracefs
+(into the kernel's ring buffer: no recorder process perturbs the run), and prints, for each
+SIGSTOP the daemon sent,
 the legs from the kernel's own timestamps:
 
   recv→kill       the daemon reads the host's `end` → it sends SIGSTOP (core, cgroup.procs)
@@ -14,7 +15,7 @@ the legs from the kernel's own timestamps:
   waking→running  each wake-up of the daemon: sched_waking → it runs (the cost of waking an
                   idle vCPU on this machine)
 
-Usage: sudo scripts/trace-suspend.py [--seconds S] [--keep FILE]
+Usage: sudo scripts/trace-suspend.py [--keep FILE]
 """
 import argparse
 import os
@@ -40,36 +41,40 @@ def write(name, text):
         f.write(text)
 
 
-def record(seconds, root):
+def record(root):
     if not os.path.isdir(TRACEFS) or not os.path.exists(os.path.join(TRACEFS, "set_event")):
         sys.exit(f"{TRACEFS} is not mounted (mount -t tracefs nodev {TRACEFS}), or this is not root")
     write("tracing_on", "0")
     write("trace", "")
     write("buffer_size_kb", "65536")
     write("set_event", "")
-    with open(os.path.join(TRACEFS, "set_event"), "a") as f:
+    # Appended one write each (tracefs files do not seek, so not through Python's "a" mode).
+    fd = os.open(os.path.join(TRACEFS, "set_event"), os.O_WRONLY | os.O_APPEND)
+    try:
         for e in EVENTS:
-            f.write(e + "\n")
-            f.flush()
-    log = open(os.path.join(root, "trace-suspend.log"), "w")
+            os.write(fd, (e + "\n").encode())
+    finally:
+        os.close(fd)
+    log = open(os.path.join(root, ".build", "trace-suspend.log"), "w")
     bench = subprocess.Popen(["bash", "scripts/bench.sh", "--only", "suspend"], cwd=root, stdout=log, stderr=subprocess.STDOUT)
     try:
-        deadline = time.time() + 900
-        while time.time() < deadline:
-            if "[bench] suspend" in open(log.name).read():
-                break
+        # Recording starts once the daemon runs and stops when the bench ends: the ring buffer
+        # overwrites its oldest entries, so it keeps the suspend phase and the shutdown after it.
+        while "[bench] extensiond pid" not in open(log.name).read():
             if bench.poll() is not None:
-                sys.exit(f"the bench ended before its suspend phase; see {log.name}")
-            time.sleep(0.2)
-        time.sleep(0.3)
+                sys.exit(f"the bench ended before the daemon started; see {log.name}")
+            time.sleep(0.05)
         write("tracing_on", "1")
-        time.sleep(seconds)
+        bench.wait()
         write("tracing_on", "0")
         with open(os.path.join(TRACEFS, "trace")) as f:
             text = f.read()
     finally:
+        write("tracing_on", "0")
         write("set_event", "")
-        bench.wait()
+        if bench.poll() is None:
+            bench.terminate()
+            bench.wait()
     return text
 
 
@@ -116,13 +121,12 @@ def legs(text):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seconds", type=float, default=1.0)
     parser.add_argument("--keep", help="also write the raw trace to this file")
     args = parser.parse_args()
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     if shutil.which("swift") is None:
         sys.exit("swift is not on PATH")
-    text = record(args.seconds, root)
+    text = record(root)
     if args.keep:
         with open(args.keep, "w") as f:
             f.write(text)
