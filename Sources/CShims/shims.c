@@ -61,6 +61,26 @@ ssize_t shim_send_with_fds(int fd, const void *buf, size_t len, const int *fds, 
     return n < 0 ? -errno : n;
 }
 
+int shim_send_batch(int fd, const void *base, const size_t *lengths, int count) {
+    if (count < 1 || count > SHIM_MAX_BATCH) return -EINVAL;
+    struct iovec iov[SHIM_MAX_BATCH];
+    struct mmsghdr msgs[SHIM_MAX_BATCH];
+    memset(msgs, 0, sizeof(struct mmsghdr) * (size_t)count);
+    const char *p = base;
+    for (int i = 0; i < count; i++) {
+        iov[i].iov_base = (void *)p;
+        iov[i].iov_len = lengths[i];
+        p += lengths[i];
+        msgs[i].msg_hdr.msg_iov = &iov[i];
+        msgs[i].msg_hdr.msg_iovlen = 1;
+    }
+    int n;
+    do {
+        n = sendmmsg(fd, msgs, (unsigned)count, MSG_NOSIGNAL);
+    } while (n < 0 && errno == EINTR);
+    return n < 0 ? -errno : n;
+}
+
 ssize_t shim_recv_with_fds(int fd, void *buf, size_t len, int *fds, int maxfds, int *nfds, int *truncated) {
     struct iovec iov = {.iov_base = buf, .iov_len = len};
     union {

@@ -136,6 +136,22 @@ public struct PacketSocket: Sendable, Hashable {
         throw SystemError("send", errno: e)
     }
 
+    /// Sends the datagrams laid end to end in `bytes`, of `lengths` (at most
+    /// `PacketSocket.maxBatch`), with one system call (sendmmsg(2)): each arrives as its own
+    /// datagram, as from `send`. Returns how many were sent: fewer than given when the peer's
+    /// buffer filled (0: none, try again when writable).
+    public func send(batch bytes: UnsafeRawBufferPointer, lengths: [Int]) throws(SystemError) -> Int {
+        precondition(!lengths.isEmpty && lengths.count <= PacketSocket.maxBatch)
+        let rc = lengths.withUnsafeBufferPointer { shim_send_batch(fd, bytes.baseAddress, $0.baseAddress, Int32(lengths.count)) }
+        if rc >= 0 { return Int(rc) }
+        let e = -rc
+        if e == EAGAIN || e == EWOULDBLOCK { return 0 }
+        throw SystemError("sendmmsg", errno: e)
+    }
+
+    /// The most datagrams `send(batch:lengths:)` takes.
+    public static let maxBatch = Int(SHIM_MAX_BATCH)
+
     /// The outcome of a receive.
     public enum ReceiveResult: Equatable, Sendable {
         /// A datagram of `count` bytes (in the caller's buffer), with a descriptor if one came.

@@ -36,6 +36,10 @@ public enum SignalTarget: Equatable, Sendable {
     case all
     /// These members only.
     case pids([Int32])
+    /// The members still in the leader's process group: `kill(-pgid)`, with no membership read,
+    /// atomic with respect to forks in the group. A member that left it (`setsid`) is not
+    /// reached.
+    case leaderGroup
 }
 
 /// What `GroupControl` asks the shell to do. The shell performs them in order and reports
@@ -115,6 +119,11 @@ public struct GroupControl: Equatable, Sendable {
     }
 
     public private(set) var stop: StopState = .running
+    /// The latest confirmed stop found the leader as the only member. While that stop holds,
+    /// resuming needs no membership read (stopped processes cannot fork, and the leader's pid
+    /// stays its own until it is reaped); the next suspension signals the leader's process
+    /// group first and reads the members once, at the confirmation.
+    public private(set) var aloneAtLastStop = false
     /// The leader's exit status, once it exited.
     public private(set) var leaderStatus: ExitStatus?
     /// Members were alive when the leader exited, and were killed.
@@ -162,8 +171,11 @@ public struct GroupControl: Equatable, Sendable {
         // (no state is read: all of them get SIGSTOP); a member forked between that read and
         // the signals is found by the re-read that follows the leader's stop report, which
         // closes the fork race. In a process group, kill(-pgid) reaches every member atomically
-        // with respect to forks in the group.
-        return [.signal(SignalNumber.stop, .all), .checkAgain(afterSeconds: nextRetry())]
+        // with respect to forks in the group. A leader that was alone at its last stop is
+        // likely alone again: its process group is signalled with no read, and the read after
+        // its stop report finds any member outside the group, which is signalled then.
+        let target: SignalTarget = containment == .cgroup && aloneAtLastStop ? .leaderGroup : .all
+        return [.signal(SignalNumber.stop, target), .checkAgain(afterSeconds: nextRetry())]
     }
 
     /// Resumes every member. The shell reports `continueConfirmed` to the core once the
@@ -174,11 +186,12 @@ public struct GroupControl: Equatable, Sendable {
         case .freezing, .frozen: wasFrozen = true
         default: wasFrozen = false
         }
+        let alone = stop == .stopped && aloneAtLastStop
         stop = .running
         // A freeze may still be in place when its state was dropped (the leader exited
         // meanwhile): with the freeze mechanism in a cgroup, resuming always thaws.
         if wasFrozen || (mechanism == .freeze && containment == .cgroup) { return [.cancelCheck, .setFrozen(false)] }
-        return [.cancelCheck, .signal(SignalNumber.cont, .all)]
+        return [.cancelCheck, .signal(SignalNumber.cont, alone ? .pids([leader]) : .all)]
     }
 
     /// Sends `signal` to every member; a suspension in flight is abandoned. With
@@ -292,6 +305,7 @@ public struct GroupControl: Equatable, Sendable {
         let settled = ids == last || (ids == [leader] && reported)
         if notStopped.isEmpty && settled {
             stop = .stopped
+            aloneAtLastStop = ids == [leader]
             return [.cancelCheck, .stopConfirmed]
         }
         stop = .stopping(since: since, lastMembers: ids, leaderReported: reported, lastBlocked: blocked, retry: retry, warned: warned)

@@ -110,6 +110,7 @@ extension Daemon {
     func drop(_ c: ControlConnection, reason: String?) {
         guard connections[c.id] === c else { return }
         connections[c.id] = nil
+        if c.isMonitor { monitors.removeAll { $0 === c } }
         c.close()
         post(.hostGone(host: c.id))
     }
@@ -145,7 +146,10 @@ extension Daemon {
             let (loaded, errors) = reload()
             sendJSON(.object(["loaded": .integer(loaded), "errors": .array(errors.map { .string($0.description) })]), tag: tag, to: c.id)
         case let .monitor(tag):
-            c.isMonitor = true
+            if !c.isMonitor {
+                c.isMonitor = true
+                monitors.append(c)
+            }
             send(.ok(tag: tag), to: c.id)
         case let .prewarm(tag, ids):
             post(.prewarm(host: c.id, peer: c.peer, tag: tag, extensionIDs: ids))

@@ -20,7 +20,7 @@ extension Daemon {
         let iteration = loop.now()
         if let snapshot = locksSnapshot, snapshot.at == iteration { return snapshot.entries }
         let text: String
-        switch kernel.read("/proc/locks") {
+        switch procLocks.map({ kernel.read(fd: $0) }) ?? kernel.read("/proc/locks") {
         case .success(let bytes): text = String(decoding: bytes, as: UTF8.self)
         case .failure(let error):
             logger.warning("cannot read /proc/locks (\(error)): locks held at suspension go unnoticed")
@@ -34,7 +34,7 @@ extension Daemon {
     /// Every lock the stopped group `members` of `p` holds, for the core's decision; the
     /// group's locked files are then watched while it stays suspended (the second line).
     func locksAtStop(_ p: SupervisedProcess, members: [Int32]) -> [HeldLock] {
-        let survey = LockSurvey(kernel: kernel, ownPID: getpid(), containersRoot: containers.resolvedRoot)
+        let survey = LockSurvey(kernel: kernel, ownPID: ownPID, containersRoot: containers.resolvedRoot)
         let found = survey.locks(heldBy: members, procLocks: currentLocks())
         watchLocks(p, found)
         return found.map(\.lock)

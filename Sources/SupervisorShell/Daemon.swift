@@ -26,6 +26,8 @@ public final class Daemon {
     let listener: PacketSocket
     var listenerSource: EventSource?
     var connections: [HostID: ControlConnection] = [:]
+    /// The connections of `connections` that asked for lifecycle events (`monitor`).
+    var monitors: [ControlConnection] = []
     /// Nesting of `inBatch`, and the connections whose messages it holds.
     var batchDepth = 0
     var heldConnections: [ControlConnection] = []
@@ -44,6 +46,11 @@ public final class Daemon {
     /// /proc/locks as read and parsed during the current loop iteration (a burst of stops reads
     /// and parses it once).
     var locksSnapshot: (at: Instant, entries: [FileLocks.Entry])?
+    /// /proc/locks, kept open and read from offset 0 at each stop confirmation (no path lookup
+    /// per read); nil when it could not be opened, and it is then read by path.
+    let procLocks: Int32?
+    /// The daemon's own pid.
+    let ownPID = getpid()
     var nextHostID: HostID = 1
     var encoder = WireEncoder()
     let receiveBuffer = UnsafeMutableRawBufferPointer.allocate(byteCount: WireLimits.maxMessageSize, alignment: 8)
@@ -85,6 +92,7 @@ public final class Daemon {
             containmentProblem = why.description
         }
         control = ProcessControl(kernel: kernel, cgroups: cgroups, isSubreaper: isSubreaper, logger: logger)
+        procLocks = try? kernel.open("/proc/locks", directory: false).get()
         serviceManager.suffix = ServiceManager.suffix(containmentProblem)
         config = DaemonConfig()
         if let file = options.configFile {
@@ -142,7 +150,10 @@ public final class Daemon {
         logger.info("loaded \(manifests.count) extension(s) from \(options.extensionDirectories.joined(separator: ":")); \(errors.count) manifest error(s)")
     }
 
-    deinit { receiveBuffer.deallocate() }
+    deinit {
+        receiveBuffer.deallocate()
+        if let procLocks { kernel.close(procLocks) }
+    }
 
     static func loader(
         _ options: DaemonOptions, _ config: DaemonConfig, freezerProblem: String?, identities: IdentityStore?, containers: SharedContainers
@@ -228,6 +239,7 @@ public final class Daemon {
         let status = loop.run()
         for c in connections.values { c.close() }
         connections.removeAll()
+        monitors.removeAll()
         listenerSource?.cancel()
         if options.inheritedListener == nil {
             listener.close()
@@ -269,17 +281,26 @@ public final class Daemon {
     func perform(_ effect: Effect) {
         switch effect {
         case let .spawn(id, generation, manifest): spawn(id, generation, manifest)
-        case let .stop(id, generation): if let p = process(id, generation) { control.suspend(p) }
+        case let .stop(id, generation):
+            if let p = process(id, generation) {
+                control.suspend(p)
+                // What is sent to a process being stopped (a dismissed request's `ended`) waits
+                // in its queue until it runs again: written now, it would only wake a thread
+                // that is about to stop.
+                p.channel?.hold()
+            }
         case let .resume(id, generation):
             if let p = process(id, generation) {
                 p.stopLockWatch()
                 control.resume(p)
+                releaseChannel(p)
                 post(.continueConfirmed(extensionID: id, generation: generation))
             }
         case let .signal(id, generation, signal, thenContinue):
             if let p = process(id, generation) {
                 p.stopLockWatch()
                 control.signal(p, signal, thenContinue: thenContinue)
+                releaseChannel(p)
             }
         case let .openRequest(id, generation, requestID, host, tag, pid, channel):
             openRequest(id, generation, requestID, host, tag, pid, channel)
@@ -324,7 +345,6 @@ public final class Daemon {
             }
             logger.log(level: level, "\(e.extensionID): \(e.kind.rawValue)", metadata: metadata)
         }
-        let monitors = connections.values.filter(\.isMonitor)
         guard !monitors.isEmpty else { return }
         let json = EventJSON.encode(e, time: StatusDocument.Clock(monotonicNow: loop.now()).iso(e.at))
         for c in monitors { send(.event(json: json), to: c.id) }
@@ -332,12 +352,13 @@ public final class Daemon {
 
     /// The priority of each kind of lifecycle entry (docs/operations.md). Assertion acquire and
     /// release are debug: an extension may take thousands a second, and each would be a
-    /// journal write on its hot path.
+    /// journal write on its hot path. So is `stop-sent`: the `suspend` that confirms it follows
+    /// within microseconds, and a stop that does not complete is a warning of its own.
     static func logLevel(of kind: LifecycleEvent.Kind) -> Logger.Level {
         switch kind {
         case .crash, .launchFailed, .launchTimeout, .overrun, .expiryUnacknowledged, .lockHeldAtSuspend: .warning
         case .refuse, .throttle, .deny, .kill: .notice
-        case .acquire, .release: .debug
+        case .acquire, .release, .stopSent: .debug
         default: .info
         }
     }

@@ -10,6 +10,9 @@ struct OutboundQueue {
     private var head = 0
     private(set) var queuedBytes = 0
     private(set) var queuedDescriptors = 0
+    /// Reused by `sendRun`: the messages of one batch laid end to end, and their lengths.
+    private var scratch: [UInt8] = []
+    private var lengths: [Int] = []
     let byteLimit: Int
     /// Most descriptors held for a peer that does not read: each is an open file in the daemon.
     static let descriptorLimit = 64
@@ -48,9 +51,18 @@ struct OutboundQueue {
         return .queued
     }
 
-    /// Sends what the socket takes now. Returns false if the peer failed.
+    /// Sends what the socket takes now: a run of messages without descriptors goes out in one
+    /// system call. Returns false if the peer failed.
     mutating func flush(on socket: PacketSocket) -> Bool {
         while head < items.count {
+            switch sendRun(on: socket) {
+            case .sent: continue
+            case .wouldBlock:
+                compact()
+                return true
+            case .failed: return false
+            case .single: break
+            }
             let item = items[head]
             switch try? socket.send(item.bytes, descriptor: item.descriptor) {
             case .sent?:
@@ -71,6 +83,36 @@ struct OutboundQueue {
         head = 0
         return true
     }
+
+    private enum RunOutcome { case sent, wouldBlock, failed, single }
+
+    /// Sends the run of queued messages without descriptors that starts at `head` (two or more,
+    /// up to `PacketSocket.maxBatch`) with one sendmmsg, laid end to end in `scratch`.
+    /// `.single`: the run is shorter, send the head alone.
+    private mutating func sendRun(on socket: PacketSocket) -> RunOutcome {
+        var end = head
+        while end < items.count && end - head < PacketSocket.maxBatch && items[end].descriptor == nil { end += 1 }
+        let count = end - head
+        guard count >= 2 else { return .single }
+        scratch.removeAll(keepingCapacity: scratch.capacity <= OutboundQueue.scratchKept)
+        lengths.removeAll(keepingCapacity: true)
+        for item in items[head..<end] {
+            scratch.append(contentsOf: item.bytes)
+            lengths.append(item.bytes.count)
+        }
+        let sent: Int
+        do {
+            sent = try scratch.withUnsafeBytes { raw throws(SystemError) in try socket.send(batch: raw, lengths: lengths) }
+        } catch {
+            return .failed
+        }
+        for item in items[head..<(head + sent)] { queuedBytes -= item.bytes.count }
+        head += sent
+        return sent == count ? .sent : .wouldBlock
+    }
+
+    /// The largest `scratch` kept between batches (a burst of large messages frees it).
+    static let scratchKept = 1 << 16
 
     private mutating func compact() {
         if head > 64 && head * 2 > items.count {

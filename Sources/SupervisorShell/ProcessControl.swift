@@ -34,6 +34,8 @@ final class ProcessControl {
     static let childSignalPriority: Int64 = 10
     /// The priority of stop re-checks: after the SIGCHLD source.
     static let checkPriority: Int64 = 20
+    /// The daemon's own pid (its children include adopted orphans).
+    private let ownPID = getpid()
     /// Processes whose leader's stop the kernel has not reported yet.
     private var awaitingStopReport: [ObjectIdentifier: SupervisedProcess] = [:]
 
@@ -190,6 +192,13 @@ final class ProcessControl {
         let pids: [Int32]
         switch target {
         case .pids(let list): pids = list
+        case .leaderGroup:
+            // ESRCH: no process is left in the group (the leader moved to another); the read
+            // after the stop report, or the check after it, finds the members wherever they are.
+            if let e = kernel.kill(-p.processGroup, signal), e != .noProcess {
+                logger.warning("signal \(signal) to group \(p.processGroup) of \(p.extensionID): \(e)")
+            }
+            return
         case .all:
             guard let cgroup = p.cgroup else {
                 if let e = kernel.kill(-p.processGroup, signal), e != .noProcess {
@@ -241,7 +250,7 @@ final class ProcessControl {
     /// Children of the daemon that are not extension leaders: descendants of extensions whose
     /// parent died (the daemon is their subreaper). Exited ones are reaped here.
     func adoptedOrphans() -> [Int32] {
-        table.children(of: getpid()).filter { pid in
+        table.children(of: ownPID).filter { pid in
             if delegate?.isLeader(pid) ?? false { return false }
             return !kernel.reapIfExited(pid)
         }

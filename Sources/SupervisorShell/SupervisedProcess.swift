@@ -42,8 +42,6 @@ final class SupervisedProcess {
     var lockWatch: (any Cancellable)?
     /// Admits runtime-channel messages at a sustained rate; a flood cuts the channel off.
     var admission = MessageRate()
-    /// The kernel has not yet reported the leader's stop since the last suspension began.
-    var awaitingStopReport = false
 
     init(
         extensionID: String, generation: UInt64, pid: Int32, pidfd: Int32, cgroup: ExtensionCgroup?, mechanism: SuspendMode,

@@ -96,6 +96,60 @@ struct ContainmentTests {
         try eventually("the cgroup is removed") { !FileManager.default.fileExists(atPath: cgroup) }
     }
 
+    /// A leader alone at its first stop is stopped through its process group the next time,
+    /// with no membership read before the signal: a helper it started since, in a session of
+    /// its own, is found by the read after the leader's stop and stopped before `suspend`.
+    @Test func aHelperStartedAfterALoneStopIsStoppedToo() throws {
+        // Alone until it is first resumed; then SIGCONT starts a helper in a new session.
+        let script = """
+            import signal, subprocess
+            def resumed(*_):
+                subprocess.Popen(["/bin/sleep", "100031"], start_new_session=True)
+            signal.signal(signal.SIGCONT, resumed)
+            while True:
+                signal.pause()
+            """
+        let daemon = try TestDaemon(manifests: ["e.json": [
+            "id": Self.id, "point": "widget", "executable": "/usr/bin/python3", "readiness": "exec", "arguments": ["-c", script],
+        ]])
+        try daemon.start()
+        let host = try daemon.host()
+        let first = try host.begin(Self.id)
+        try eventually("the leader runs its loop") { (try? Self.status(daemon).pids) == [first.pid] }
+        var mark = daemon.events.count
+        try host.dismiss(first)
+        try daemon.events.wait("suspend", of: Self.id, after: mark)
+        #expect(try Self.status(daemon).pids == [first.pid], "alone at its first stop")
+
+        let second = try host.begin(Self.id)
+        #expect(second.pid == first.pid)
+        func helper() -> [Int32] {
+            let entries = (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []
+            return entries.compactMap(Int32.init).filter { pid in
+                guard let data = FileManager.default.contents(atPath: "/proc/\(pid)/cmdline") else { return false }
+                return String(decoding: data.map { $0 == 0 ? 32 : $0 }, as: UTF8.self).trimmingCharacters(in: .whitespaces) == "/bin/sleep 100031"
+            }
+        }
+        try eventually("the helper runs, in a session of its own") { helper().count == 1 }
+        let helperPID = helper()[0]
+        #expect(Set(try Self.status(daemon).pids) == [first.pid, helperPID])
+
+        mark = daemon.events.count
+        try host.dismiss(second)
+        try daemon.events.wait("suspend", of: Self.id, after: mark)
+        #expect(isStoppedOrStopPending(first.pid))
+        #expect(isStoppedOrStopPending(helperPID), "the helper outside the leader's process group is stopped before suspend (state \(processState(helperPID).map(String.init) ?? "gone"))")
+
+        mark = daemon.events.count
+        let third = try host.begin(Self.id)
+        try daemon.events.wait("resume", of: Self.id, after: mark)
+        #expect(processState(helperPID) != "T", "resumed with the leader")
+        try host.dismiss(third)
+        let killed = try daemon.extctl(["kill", Self.id])
+        #expect(killed.status == 0, "\(killed.err)")
+        try eventually("the helper is gone with its extension") { processState(helperPID) == nil }
+    }
+
     @Test(arguments: ["stop", "freeze"])
     func reclaimEndsEveryProcess(suspend: String) throws {
         let daemon = try TestDaemon(manifests: ["e.json": Self.manifest(suspend: suspend, policy: ["suspendedLifetimeSeconds": 0.3])])

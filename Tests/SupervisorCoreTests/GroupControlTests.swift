@@ -153,6 +153,54 @@ struct GroupControlTests {
         #expect(!g.mayBeHeld)
     }
 
+    @Test func aLeaderStoppedAloneIsResumedWithoutAMembershipRead() {
+        var g = GroupControl(leader: Self.leader, containment: .cgroup, mechanism: .stop)
+        _ = g.suspend(at: Self.at(0))
+        _ = g.observe(.leaderStopReported, at: Self.at(0.001))
+        #expect(g.observe(.members(Self.stopped(100)), at: Self.at(0.001)) == [.cancelCheck, .stopConfirmed])
+        #expect(g.aloneAtLastStop)
+        #expect(g.resume() == [.cancelCheck, .signal(SignalNumber.cont, .pids([Self.leader]))],
+                "confirmed alone, and stopped processes cannot fork: SIGCONT to the leader, no read")
+    }
+
+    @Test func aLeaderAloneAtItsLastStopIsStoppedThroughItsProcessGroupWithOneRead() {
+        var g = GroupControl(leader: Self.leader, containment: .cgroup, mechanism: .stop)
+        _ = g.suspend(at: Self.at(0))
+        _ = g.observe(.leaderStopReported, at: Self.at(0.001))
+        _ = g.observe(.members(Self.stopped(100)), at: Self.at(0.001))
+        _ = g.resume()
+        #expect(g.suspend(at: Self.at(1)) == [.signal(SignalNumber.stop, .leaderGroup), .checkAgain(afterSeconds: GroupControl.firstRetrySeconds)],
+                "alone last time: kill(-pgid), no membership read before the signal")
+        #expect(g.observe(.leaderStopReported, at: Self.at(1.001)) == [.readMembers])
+        // Since then it started a helper that called setsid(): the read finds it running.
+        #expect(g.observe(.members(Self.stopped(100) + Self.running(101)), at: Self.at(1.001))
+                == [.signal(SignalNumber.stop, .pids([101])), .checkAgain(afterSeconds: GroupControl.firstRetrySeconds * 2)])
+        #expect(g.observe(.checkDue, at: Self.at(1.05)) == [.readMembers])
+        #expect(g.observe(.members(Self.stopped(100, 101)), at: Self.at(1.05)) == [.cancelCheck, .stopConfirmed])
+        #expect(!g.aloneAtLastStop)
+        #expect(g.resume() == [.cancelCheck, .signal(SignalNumber.cont, .all)])
+        #expect(g.suspend(at: Self.at(2)).first == .signal(SignalNumber.stop, .all), "not alone last time: every pid of cgroup.procs at once")
+    }
+
+    @Test func withoutACgroupTheProcessGroupIsAlwaysEveryMember() {
+        var g = GroupControl(leader: Self.leader, containment: .processGroup, mechanism: .stop)
+        _ = g.suspend(at: Self.at(0))
+        _ = g.observe(.leaderStopReported, at: Self.at(0.001))
+        _ = g.observe(.members(Self.stopped(100)), at: Self.at(0.001))
+        _ = g.resume()
+        #expect(g.suspend(at: Self.at(1)).first == .signal(SignalNumber.stop, .all))
+    }
+
+    @Test func aGroupStoppedWithOtherMembersIsResumedByAFreshRead() {
+        var g = GroupControl(leader: Self.leader, containment: .cgroup, mechanism: .stop)
+        _ = g.suspend(at: Self.at(0))
+        _ = g.observe(.leaderStopReported, at: Self.at(0.001))
+        _ = g.observe(.members(Self.stopped(100, 101)), at: Self.at(0.001))
+        #expect(g.observe(.members(Self.stopped(100, 101)), at: Self.at(0.001)) == [.cancelCheck, .stopConfirmed])
+        #expect(!g.aloneAtLastStop)
+        #expect(g.resume() == [.cancelCheck, .signal(SignalNumber.cont, .all)])
+    }
+
     @Test func sigkillInACgroupIsCgroupKill() {
         var g = GroupControl(leader: Self.leader, containment: .cgroup, mechanism: .freeze)
         _ = g.suspend(at: Self.at(0))

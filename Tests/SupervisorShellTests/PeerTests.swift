@@ -38,6 +38,43 @@ struct PeerTests {
         #expect(try received(theirs) == [.ok(tag: 4)], "released: written at once again")
     }
 
+    @Test func aHeldBurstLargerThanOneBatchArrivesWholeAndInOrder() throws {
+        let (mine, theirs) = try PacketSocket.pair(nonBlocking: true)
+        defer { theirs.close() }
+        let peer = Peer(socket: mine, queueLimit: 1 << 20, refusesDescriptors: false)
+        defer { peer.close() }
+        var encoder = WireEncoder()
+        peer.hold()
+        let count = PacketSocket.maxBatch * 2 + 5
+        for tag in 1...count { #expect(peer.send(.ok(tag: UInt32(tag)), encoder: &encoder) == .accepted) }
+        #expect(peer.release())
+        #expect(try received(theirs) == (1...count).map { .ok(tag: UInt32($0)) }, "each message its own datagram, none lost or merged")
+    }
+
+    @Test func aBurstTheSocketCannotTakeWholeWaitsForWritability() throws {
+        let (mine, theirs) = try PacketSocket.pair(nonBlocking: true)
+        defer { theirs.close() }
+        let peer = Peer(socket: mine, queueLimit: 1 << 22, refusesDescriptors: false)
+        defer { peer.close() }
+        var encoder = WireEncoder()
+        peer.hold()
+        // Far more than a socket buffer holds: the batch is cut short, the rest stays queued.
+        let payload = [UInt8](repeating: 7, count: 4000)
+        let count = 400
+        for r in 1...count { #expect(peer.send(.completed(requestID: UInt64(r), payload: payload), encoder: &encoder) == .accepted) }
+        #expect(peer.release())
+        var got: [Message] = try received(theirs)
+        #expect(got.count < count, "the socket buffer filled")
+        while got.count < count {
+            #expect(peer.flush(Poll.output))
+            let more = try received(theirs)
+            #expect(!more.isEmpty, "each writable turn moves the queue on")
+            if more.isEmpty { break }
+            got += more
+        }
+        #expect(got == (1...count).map { .completed(requestID: UInt64($0), payload: payload) })
+    }
+
     @Test func aMessageWithADescriptorIsNeverHeldAndGoesAfterWhatWasHeld() throws {
         let (mine, theirs) = try PacketSocket.pair(nonBlocking: true)
         defer { theirs.close() }

@@ -139,7 +139,26 @@ struct ProcessControlTests {
         control.childrenChanged()
         k.clearCalls()
         control.resume(p)
-        #expect(k.calls == [.readFD(62), .kill(100, SignalNumber.cont)])
+        #expect(k.calls == [.kill(100, SignalNumber.cont)], "stopped alone: SIGCONT to the leader with no membership read")
+    }
+
+    @Test func theNextSuspendOfALeaderStoppedAloneSignalsItsGroupAndReadsOnce() throws {
+        let (k, control, p, recorder) = try controlled(.stop)
+        control.suspend(p)
+        k.stopped = [7]
+        control.childrenChanged()
+        control.resume(p)
+        k.clearCalls()
+        control.suspend(p)
+        #expect(k.calls == [.kill(-100, SignalNumber.stop), .addTimer(at: k.clock.adding(seconds: GroupControl.firstRetrySeconds))],
+                "alone at its last stop: kill(-pgid), no cgroup.procs read before the signal")
+        k.clearCalls()
+        k.stopped = [7]
+        control.childrenChanged()
+        #expect(k.calls == [
+            .stopReported(pidfd: 7), .readFD(62), .cancelTimer(at: k.clock.adding(seconds: GroupControl.firstRetrySeconds)),
+        ], "the one read: after the leader's report, which finds any member outside the group")
+        #expect(recorder.confirmed == 2)
     }
 
     @Test func oneKillInACgroupAndTheExitThatFollows() throws {

@@ -26,6 +26,14 @@ ssize_t shim_send_with_fds(int fd, const void *buf, size_t len, const int *fds, 
 /// Returns bytes received (0 on orderly shutdown) or -errno.
 ssize_t shim_recv_with_fds(int fd, void *buf, size_t len, int *fds, int maxfds, int *nfds, int *truncated);
 
+/// The most datagrams `shim_send_batch` sends in one call.
+#define SHIM_MAX_BATCH 64
+
+/// Sends `count` datagrams (at most SHIM_MAX_BATCH, no descriptors) in one sendmmsg(2): the
+/// i-th is `lengths[i]` bytes of `base`, following the previous one. Returns how many were
+/// sent (fewer when the socket's buffer filled), or -errno when none was.
+int shim_send_batch(int fd, const void *base, const size_t *lengths, int count);
+
 /// One resource limit for shim_spawn: soft and hard both set to `value`.
 typedef struct {
     int resource;              // RLIMIT_*

@@ -51,10 +51,18 @@ struct GroupWorld {
         for _ in 0..<extraMembers { addMember(.running) }
     }
 
-    mutating func addMember(_ state: State) {
+    /// Members that left the leader's process group (`setsid`), and their descendants: a
+    /// signal to the group (`SignalTarget.leaderGroup`) does not reach them.
+    var outsideGroup: Set<Int32> = []
+
+    mutating func addMember(_ state: State, forkedBy parent: Int32? = nil) {
         nextPid += 1
         members[nextPid] = state
+        if let parent, outsideGroup.contains(parent) { outsideGroup.insert(nextPid) }
     }
+
+    /// The members a signal to the leader's process group reaches.
+    var inLeaderGroup: [Int32] { members.keys.filter { !outsideGroup.contains($0) } }
 
     /// What a read of the membership shows (`ProcessControl.members`): a member with a stop
     /// pending still runs; the leader counts as stopped once its stop was reported.
@@ -123,7 +131,7 @@ struct GroupWorld {
             case .stopPending where chance(0.2) && members.count < 8:
                 // It still runs user code until the stop lands, and forks: the child runs,
                 // with no stop pending (the fork race).
-                addMember(.running)
+                addMember(.running, forkedBy: pid)
             case .stopPending where chance(0.7):
                 members[pid] = .stopped
                 if pid == leader { stopReportPending = true }
@@ -132,8 +140,9 @@ struct GroupWorld {
                 members[pid] = stops ? .stopped : .running
                 if stops && pid == leader { stopReportPending = true }
             case .running where !frozen:
-                if chance(0.15) && members.count < 8 { addMember(.running) }  // a fork
+                if chance(0.15) && members.count < 8 { addMember(.running, forkedBy: pid) }  // a fork
                 else if chance(0.1) { members[pid] = .blocked }
+                else if inCgroup && pid != leader && chance(0.05) { outsideGroup.insert(pid) }  // setsid()
             default: break
             }
         }

@@ -300,6 +300,7 @@ struct Simulation {
                 switch target {
                 case .all: worlds[id]!.world.deliver(signal, to: nil)
                 case .pids(let pids): worlds[id]!.world.deliver(signal, to: pids)
+                case .leaderGroup: worlds[id]!.world.deliver(signal, to: worlds[id]!.world.inLeaderGroup)
                 }
             case .setFrozen(let on):
                 worlds[id]!.world.freezeRequested = on
