@@ -135,7 +135,8 @@ final class CgroupTree {
 
     /// Creates the cgroup of an extension about to be spawned, ending whatever an earlier
     /// generation left in a cgroup of the same name.
-    func create(_ extensionID: String, logger: Logger) -> Result<ExtensionCgroup, Errno> {
+    /// With `freezer`, `cgroup.freeze` is kept open too (`ExtensionCgroup.freezeFD`).
+    func create(_ extensionID: String, freezer: Bool = false, logger: Logger) -> Result<ExtensionCgroup, Errno> {
         let path = path(of: extensionID)
         if let e = kernel.makeDirectory(path) {
             guard e.code == EEXIST else { return .failure(e) }
@@ -154,11 +155,22 @@ final class CgroupTree {
             kernel.close(directory)
             return .failure(e)
         }
+        var cgroup: ExtensionCgroup
         switch kernel.open(path + "/cgroup.procs", directory: false) {
-        case .success(let procs): return .success(ExtensionCgroup(path: path, directoryFD: directory, eventsFD: events, procsFD: procs))
+        case .success(let procs): cgroup = ExtensionCgroup(path: path, directoryFD: directory, eventsFD: events, procsFD: procs)
         case .failure(let e):
             kernel.close(directory)
             kernel.close(events)
+            return .failure(e)
+        }
+        guard freezer else { return .success(cgroup) }
+        switch kernel.openForWriting(path + "/cgroup.freeze") {
+        case .success(let fd):
+            cgroup.freezeFD = fd
+            return .success(cgroup)
+        case .failure(let e):
+            kernel.close(directory)
+            cgroup.closeFiles(kernel)
             return .failure(e)
         }
     }
@@ -284,6 +296,16 @@ struct ExtensionCgroup {
     var directoryFD: Int32
     var eventsFD: Int32
     var procsFD: Int32
+    /// `cgroup.freeze`, kept open for an extension suspended by the freezer (nil otherwise).
+    var freezeFD: Int32? = nil
+
+    /// Closes the descriptors kept open for the cgroup's life (`directoryFD` is closed once the
+    /// process is spawned into it).
+    func closeFiles(_ kernel: any Kernel) {
+        kernel.close(eventsFD)
+        kernel.close(procsFD)
+        if let freezeFD { kernel.close(freezeFD) }
+    }
 }
 
 /// The `populated` and `frozen` fields of a `cgroup.events` file.

@@ -11,7 +11,7 @@ extension Daemon: ProcessControlDelegate {
     func spawn(_ id: String, _ generation: UInt64, _ manifest: Manifest) {
         var cgroup: ExtensionCgroup?
         if let tree = cgroups {
-            switch tree.create(id, logger: logger) {
+            switch tree.create(id, freezer: manifest.policy.suspend == .freeze, logger: logger) {
             case .success(let c): cgroup = c
             case .failure(let e):
                 post(.spawnFailed(extensionID: id, generation: generation, error: "cannot create the cgroup \(tree.path(of: id)): \(e)"))
@@ -27,8 +27,7 @@ extension Daemon: ProcessControlDelegate {
         } catch {
             if let cgroup {
                 kernel.close(cgroup.directoryFD)
-                kernel.close(cgroup.eventsFD)
-                kernel.close(cgroup.procsFD)
+                cgroup.closeFiles(kernel)
                 _ = kernel.removeDirectory(cgroup.path)
             }
             post(.spawnFailed(extensionID: id, generation: generation, error: error.description))

@@ -85,6 +85,8 @@ protocol Kernel: AnyObject {
     func read(fd: Int32) -> Result<[UInt8], Errno>
     /// Writes `text` to a file that exists (cgroup control files).
     func write(_ path: String, _ text: String) -> Errno?
+    /// Writes `text` at offset 0 of a control file kept open (`cgroup.freeze`).
+    func write(fd: Int32, _ text: String) -> Errno?
     func makeDirectory(_ path: String) -> Errno?
     func removeDirectory(_ path: String) -> Errno?
     /// The entry names of a directory (without "." and ".."), or nil if it cannot be read.
@@ -95,6 +97,8 @@ protocol Kernel: AnyObject {
     func fileIdentity(_ path: String) -> Result<FileIdentity, Errno>
     /// Opens a file or directory read-only, close-on-exec (`directory`: O_DIRECTORY|O_PATH).
     func open(_ path: String, directory: Bool) -> Result<Int32, Errno>
+    /// Opens a file that exists write-only, close-on-exec (a cgroup control file kept open).
+    func openForWriting(_ path: String) -> Result<Int32, Errno>
     func close(_ fd: Int32)
     /// Whether clone3 can be called (needed to start a process inside its cgroup).
     var canSpawnIntoCgroup: Bool { get }
@@ -204,6 +208,13 @@ final class LinuxKernel: Kernel {
         return n == bytes.count ? nil : Errno(EIO)
     }
 
+    func write(fd: Int32, _ text: String) -> Errno? {
+        var bytes = Array(text.utf8)
+        let n = bytes.withUnsafeMutableBytes { pwrite(fd, $0.baseAddress, $0.count, 0) }
+        if n < 0 { return Errno(errno) }
+        return n == bytes.count ? nil : Errno(EIO)
+    }
+
     func makeDirectory(_ path: String) -> Errno? {
         mkdir(path, 0o755) == 0 ? nil : Errno(errno)
     }
@@ -229,6 +240,11 @@ final class LinuxKernel: Kernel {
 
     func open(_ path: String, directory: Bool) -> Result<Int32, Errno> {
         let fd = Glibc.open(path, directory ? O_RDONLY | O_DIRECTORY | O_CLOEXEC : O_RDONLY | O_CLOEXEC)
+        return fd >= 0 ? .success(fd) : .failure(Errno(errno))
+    }
+
+    func openForWriting(_ path: String) -> Result<Int32, Errno> {
+        let fd = Glibc.open(path, O_WRONLY | O_CLOEXEC)
         return fd >= 0 ? .success(fd) : .failure(Errno(errno))
     }
 

@@ -150,7 +150,14 @@ final class ProcessControl {
                 send(signal, to: target, of: p)
             case .setFrozen(let frozen):
                 guard let cgroup = p.cgroup else { break }
-                if let e = kernel.write(cgroup.path + "/cgroup.freeze", frozen ? "1" : "0") {
+                let value = frozen ? "1" : "0"
+                let failed: Errno?
+                if let fd = cgroup.freezeFD {
+                    failed = kernel.write(fd: fd, value)
+                } else {
+                    failed = kernel.write(cgroup.path + "/cgroup.freeze", value)
+                }
+                if let e = failed {
                     logger.error("cannot \(frozen ? "freeze" : "thaw") \(cgroup.path): \(e)")
                 }
             case .killAll:

@@ -84,10 +84,7 @@ final class SupervisedProcess {
         exitSource = nil
         eventsSource?.cancel()
         eventsSource = nil
-        if let cgroup {
-            kernel.close(cgroup.eventsFD)
-            kernel.close(cgroup.procsFD)
-        }
+        cgroup?.closeFiles(kernel)
         if pidfdOpen {
             kernel.close(pidfd)
             pidfdOpen = false

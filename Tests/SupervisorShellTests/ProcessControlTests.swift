@@ -45,7 +45,8 @@ struct ProcessControlTests {
         control.delegate = recorder
         let p = SupervisedProcess(
             extensionID: "org.example.x", generation: 1, pid: 100, pidfd: 7,
-            cgroup: ExtensionCgroup(path: Self.cgroup, directoryFD: 60, eventsFD: 61, procsFD: 62), mechanism: mechanism, channel: nil, queueLimit: 1024)
+            cgroup: ExtensionCgroup(path: Self.cgroup, directoryFD: 60, eventsFD: 61, procsFD: 62, freezeFD: mechanism == .freeze ? 63 : nil),
+            mechanism: mechanism, channel: nil, queueLimit: 1024)
         k.descriptors[62] = "100\n"
         k.directories["/proc/100/task"] = ["100"]
         k.files["/proc/100/task/100/stat"] = Self.sleeping
@@ -113,6 +114,14 @@ struct ProcessControlTests {
         let c = try tree.create("org.example.x", logger: logger).get()
         #expect(k.calls == [.makeDirectory(Self.cgroup), .open(Self.cgroup), .open(Self.cgroup + "/cgroup.events"), .open(Self.cgroup + "/cgroup.procs")])
         #expect(Set([c.directoryFD, c.eventsFD, c.procsFD]).count == 3)
+        #expect(c.freezeFD == nil, "cgroup.freeze is kept open only for the freezer")
+        k.clearCalls()
+        let frozen = try tree.create("org.example.y", freezer: true, logger: logger).get()
+        let path = tree.path(of: "org.example.y")
+        #expect(k.calls == [
+            .makeDirectory(path), .open(path), .open(path + "/cgroup.events"), .open(path + "/cgroup.procs"), .openForWriting(path + "/cgroup.freeze"),
+        ])
+        #expect(frozen.freezeFD != nil)
     }
 
     @Test func oneSuspendInACgroup() throws {
@@ -183,7 +192,7 @@ struct ProcessControlTests {
         k.descriptors[61] = "populated 1\nfrozen 0\n"
         control.suspend(p)
         #expect(k.calls == [
-            .write(Self.cgroup + "/cgroup.freeze", "1"), .addTimer(at: k.clock.adding(seconds: GroupControl.slowStopSeconds)), .readFD(61),
+            .writeFD(63, "1"), .addTimer(at: k.clock.adding(seconds: GroupControl.slowStopSeconds)), .readFD(61),
         ], "frozen is read once right after the write; not frozen yet: the notification confirms it")
         #expect(recorder.confirmed == 0)
         k.clearCalls()
@@ -194,7 +203,7 @@ struct ProcessControlTests {
         #expect(recorder.confirmed == 1)
         k.clearCalls()
         control.resume(p)
-        #expect(k.calls == [.write(Self.cgroup + "/cgroup.freeze", "0")], "no signal: the processes cannot observe it")
+        #expect(k.calls == [.writeFD(63, "0")], "no signal: the processes cannot observe it")
     }
 
     @Test func aFreezeCompleteAtOnceIsConfirmedByTheReadAfterTheWrite() throws {
@@ -202,7 +211,7 @@ struct ProcessControlTests {
         k.descriptors[61] = "populated 1\nfrozen 1\n"
         control.suspend(p)
         #expect(k.calls == [
-            .write(Self.cgroup + "/cgroup.freeze", "1"), .addTimer(at: k.clock.adding(seconds: GroupControl.slowStopSeconds)), .readFD(61),
+            .writeFD(63, "1"), .addTimer(at: k.clock.adding(seconds: GroupControl.slowStopSeconds)), .readFD(61),
             .cancelTimer(at: k.clock.adding(seconds: GroupControl.slowStopSeconds)), .readFD(62),
         ], "confirmed with no timer left armed")
         #expect(recorder.confirmed == 1)

@@ -15,6 +15,8 @@ final class RecordingKernel: Kernel {
         case read(String)
         case readFD(Int32)
         case write(String, String)
+        case writeFD(Int32, String)
+        case openForWriting(String)
         case makeDirectory(String)
         case removeDirectory(String)
         case listDirectory(String)
@@ -40,6 +42,8 @@ final class RecordingKernel: Kernel {
             case let .read(path): "read(\(path))"
             case let .readFD(fd): "pread(\(fd))"
             case let .write(path, text): "write(\(path), \(text))"
+            case let .writeFD(fd, text): "pwrite(\(fd), \(text))"
+            case let .openForWriting(path): "open(\(path), O_WRONLY)"
             case let .makeDirectory(path): "mkdir(\(path))"
             case let .removeDirectory(path): "rmdir(\(path))"
             case let .listDirectory(path): "readdir(\(path))"
@@ -143,6 +147,11 @@ final class RecordingKernel: Kernel {
         return failingWrites[path].map { Errno($0) }
     }
 
+    func write(fd: Int32, _ text: String) -> Errno? {
+        calls.append(.writeFD(fd, text))
+        return nil
+    }
+
     func makeDirectory(_ path: String) -> Errno? {
         calls.append(.makeDirectory(path))
         return nil
@@ -172,6 +181,12 @@ final class RecordingKernel: Kernel {
 
     func open(_ path: String, directory: Bool) -> Result<Int32, Errno> {
         calls.append(.open(path))
+        nextFD += 1
+        return .success(nextFD)
+    }
+
+    func openForWriting(_ path: String) -> Result<Int32, Errno> {
+        calls.append(.openForWriting(path))
         nextFD += 1
         return .success(nextFD)
     }
