@@ -157,14 +157,17 @@ enum Baselines {
         return samples
     }
 
-    /// `count` raw extensions, all stopped at once: every SIGSTOP sent, then every waitid.
-    static func massStop(executable: String, count: Int, repetitions: Int) throws -> Samples {
+    /// `count` raw extensions, all stopped at once: every SIGSTOP sent, then every waitid. Also
+    /// the CPU time of the sending thread per extension (kill + waitid), for comparison with
+    /// the daemon's CPU per dismissal.
+    static func massStop(executable: String, count: Int, repetitions: Int) throws -> (wall: Samples, cpuPerStop: Samples) {
         var extensions: [RawExtension] = []
         defer { for e in extensions { e.kill() } }
         for i in 0..<count { extensions.append(try RawExtension(executable: executable, id: "raw.mass.\(i)")) }
         for e in extensions { try e.waitReady() }
-        var samples = Samples()
+        var samples = Samples(), cpu = Samples()
         for _ in 0..<repetitions {
+            let c0 = threadCPUSeconds()
             let t0 = now()
             for e in extensions { _ = Glibc.kill(-e.pid, SIGSTOP) }
             for e in extensions {
@@ -172,10 +175,11 @@ enum Baselines {
                 guard code == CLD_STOPPED else { throw BenchError("waitid(WSTOPPED) returned \(code)") }
             }
             samples.add(now() - t0)
+            cpu.add((threadCPUSeconds() - c0) / Double(count))
             for e in extensions { _ = Glibc.kill(-e.pid, SIGCONT) }
             for e in extensions { _ = bench_waitid(e.pid, WCONTINUED) }
         }
-        return samples
+        return (samples, cpu)
     }
 }
 

@@ -112,6 +112,13 @@ func cpuSeconds(_ pid: Int32) -> Double {
     return total
 }
 
+/// CPU time the calling thread has run, in seconds (CLOCK_THREAD_CPUTIME_ID).
+func threadCPUSeconds() -> Double {
+    var ts = timespec()
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts)
+    return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
+}
+
 /// The /proc state letter of a process, nil when gone.
 func processState(_ pid: Int32) -> Character? {
     guard let text = readText("/proc/\(pid)/stat"), let close = text.lastIndex(of: ")") else { return nil }

@@ -290,8 +290,10 @@ final class Suite {
         }
 
         log("baseline: \(o.massCount) raw SIGSTOPs + waits")
-        rawMass = try Baselines.massStop(executable: o.extensionPath, count: o.massCount, repetitions: o.massRepetitions)
+        let massStop = try Baselines.massStop(executable: o.extensionPath, count: o.massCount, repetitions: o.massRepetitions)
+        rawMass = massStop.wall
         details.append(Detail(name: "baseline: \(o.massCount) raw SIGSTOPs + \(o.massCount) waitid", samples: rawMass))
+        details.append(Detail(name: "  CPU of the stopping thread per extension (kill + waitid)", samples: massStop.cpuPerStop, note: "CLOCK_THREAD_CPUTIME_ID"))
     }
 
     // MARK: The daemon
@@ -706,6 +708,7 @@ final class Suite {
         log("\(label): launching \(list.count) extensions")
         var samples = Samples()
         var inDaemon = Samples(), seenByHost = Samples(), endsHandled = Samples(), stopsSent = Samples(), firstConfirmed = Samples()
+        var daemonCPU = Samples()
         let t0 = now()
         var sessions = try beginAllSessions(list, on: control, tags: tag, timeout: 900)
         other.append(String(format: "%@: %d begins at once on not-running extensions: all answered in %@", label, list.count, duration(now() - t0)))
@@ -723,9 +726,11 @@ final class Suite {
             let mark = daemon.events.count
             log("\(label) \(rep + 1)/\(o.massRepetitions)")
             try profiled("\(label.replacingOccurrences(of: " ", with: "-"))-\(rep + 1)") {
+                let c0 = cpuSeconds(daemon.pid)
                 let t0 = now()
                 for bytes in ends { try control.send(bytes) }
                 let stops = try daemon.events.wait(for: "suspend", of: all, after: mark, timeout: 900)
+                daemonCPU.add((cpuSeconds(daemon.pid) - c0) / Double(list.count))
                 let last = stops.map(\.monotonic).max()!
                 samples.add(last - t0)
                 seenByHost.add(stops.map(\.received).max()! - t0)
@@ -753,6 +758,7 @@ final class Suite {
         details.append(Detail(name: "    leg: first 'end' → last 'end' handled", samples: endsHandled))
         details.append(Detail(name: "    leg: first 'end' → last 'stop-sent'", samples: stopsSent))
         details.append(Detail(name: "    leg: first 'end' → first 'suspend'", samples: firstConfirmed))
+        details.append(Detail(name: "  daemon CPU per dismissal", samples: daemonCPU, note: "schedstat, first end sent → last 'suspend' seen"))
         return samples
     }
 
