@@ -59,12 +59,6 @@ extension Daemon {
         }
     }
 
-    /// Writes what was held for `p` while it was stopped, now that it runs again.
-    func releaseChannel(_ p: SupervisedProcess) {
-        guard let channel = p.channel, channel.isHeld else { return }
-        if !channel.release() { cutOff(p, reason: "channel write failed") }
-    }
-
     /// Ends the channel of a misbehaving extension, recording why.
     func cutOff(_ p: SupervisedProcess, reason: String) {
         logger.warning("cutting off runtime channel of \(p.extensionID) (pid \(p.pid)): \(reason)")

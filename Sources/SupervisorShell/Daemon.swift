@@ -281,26 +281,17 @@ public final class Daemon {
     func perform(_ effect: Effect) {
         switch effect {
         case let .spawn(id, generation, manifest): spawn(id, generation, manifest)
-        case let .stop(id, generation):
-            if let p = process(id, generation) {
-                control.suspend(p)
-                // What is sent to a process being stopped (a dismissed request's `ended`) waits
-                // in its queue until it runs again: written now, it would only wake a thread
-                // that is about to stop.
-                p.channel?.hold()
-            }
+        case let .stop(id, generation): if let p = process(id, generation) { control.suspend(p) }
         case let .resume(id, generation):
             if let p = process(id, generation) {
                 p.stopLockWatch()
                 control.resume(p)
-                releaseChannel(p)
                 post(.continueConfirmed(extensionID: id, generation: generation))
             }
         case let .signal(id, generation, signal, thenContinue):
             if let p = process(id, generation) {
                 p.stopLockWatch()
                 control.signal(p, signal, thenContinue: thenContinue)
-                releaseChannel(p)
             }
         case let .openRequest(id, generation, requestID, host, tag, pid, channel):
             openRequest(id, generation, requestID, host, tag, pid, channel)

@@ -45,7 +45,10 @@ struct OutboundQueue {
             if let descriptor { close(descriptor) }
             return .overflow
         }
-        items.append((bytes, descriptor, key))
+        // A copy of exactly its size: `bytes` is usually the caller's reused encoding buffer,
+        // whose capacity (grown by its largest message) the queue would otherwise keep alive
+        // for as long as the message waits, e.g. a stopped extension's `ended`.
+        items.append((Array(bytes[...]), descriptor, key))
         queuedBytes += bytes.count
         if descriptor != nil { queuedDescriptors += 1 }
         return .queued
