@@ -141,7 +141,7 @@ public struct PacketSocket: Sendable, Hashable {
     /// datagram, as from `send`. Returns how many were sent: fewer than given when the peer's
     /// buffer filled (0: none, try again when writable).
     public func send(batch bytes: UnsafeRawBufferPointer, lengths: [Int]) throws(SystemError) -> Int {
-        precondition(!lengths.isEmpty && lengths.count <= PacketSocket.maxBatch)
+        precondition(!lengths.isEmpty && lengths.count <= PacketSocket.maxBatch && lengths.reduce(0, +) <= bytes.count)
         let rc = lengths.withUnsafeBufferPointer { shim_send_batch(fd, bytes.baseAddress, $0.baseAddress, Int32(lengths.count)) }
         if rc >= 0 { return Int(rc) }
         let e = -rc

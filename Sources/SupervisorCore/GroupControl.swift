@@ -119,10 +119,11 @@ public struct GroupControl: Equatable, Sendable {
     }
 
     public private(set) var stop: StopState = .running
-    /// The latest confirmed stop found the leader as the only member. While that stop holds,
-    /// resuming needs no membership read (stopped processes cannot fork, and the leader's pid
-    /// stays its own until it is reaped); the next suspension signals the leader's process
-    /// group first and reads the members once, at the confirmation.
+    /// The latest confirmed stop found the leader as the only member, stopped as the kernel
+    /// reported. While that stop holds, resuming needs no membership read (a stopped process
+    /// cannot fork, and the leader's pid stays its own until it is reaped); the next
+    /// suspension signals the leader's process group first and reads the members once, at the
+    /// confirmation.
     public private(set) var aloneAtLastStop = false
     /// The leader's exit status, once it exited.
     public private(set) var leaderStatus: ExitStatus?
@@ -305,7 +306,10 @@ public struct GroupControl: Equatable, Sendable {
         let settled = ids == last || (ids == [leader] && reported)
         if notStopped.isEmpty && settled {
             stop = .stopped
-            aloneAtLastStop = ids == [leader]
+            // Alone only with the leader's stop reported: a leader that merely sat blocked in
+            // the kernel may be inside fork(), whose child inherits a group SIGSTOP and stops
+            // after this confirmation, unseen by it.
+            aloneAtLastStop = ids == [leader] && reported
             return [.cancelCheck, .stopConfirmed]
         }
         stop = .stopping(since: since, lastMembers: ids, leaderReported: reported, lastBlocked: blocked, retry: retry, warned: warned)

@@ -20,7 +20,7 @@ extension Daemon {
         let iteration = loop.now()
         if let snapshot = locksSnapshot, snapshot.at == iteration { return snapshot.entries }
         let text: String
-        switch procLocks.map({ kernel.read(fd: $0) }) ?? kernel.read("/proc/locks") {
+        switch procLocks.map({ kernel.readToEnd(fd: $0) }) ?? kernel.read("/proc/locks") {
         case .success(let bytes): text = String(decoding: bytes, as: UTF8.self)
         case .failure(let error):
             logger.warning("cannot read /proc/locks (\(error)): locks held at suspension go unnoticed")

@@ -92,7 +92,6 @@ public final class Daemon {
             containmentProblem = why.description
         }
         control = ProcessControl(kernel: kernel, cgroups: cgroups, isSubreaper: isSubreaper, logger: logger)
-        procLocks = try? kernel.open("/proc/locks", directory: false).get()
         serviceManager.suffix = ServiceManager.suffix(containmentProblem)
         config = DaemonConfig()
         if let file = options.configFile {
@@ -139,6 +138,13 @@ public final class Daemon {
         }
         // The socket is ours now: whatever a killed predecessor on it left running is ended.
         registry = ProcessRegistry(path: ProcessRegistry.path(forSocket: options.socketPath), logger: logger)
+        // Opened last: nothing after this point throws, so the descriptor cannot leak.
+        switch kernel.open("/proc/locks", directory: false) {
+        case .success(let fd): procLocks = fd
+        case .failure(let e):
+            procLocks = nil
+            logger.notice("cannot keep /proc/locks open (\(e)): it is opened at each stop confirmation instead")
+        }
         ProcessRegistry.reapLeftovers(at: registry.path, table: control.table, logger: logger)
         if let tree = cgroups {
             tree.endLeftovers(logger: logger)

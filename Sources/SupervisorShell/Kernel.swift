@@ -80,9 +80,13 @@ protocol Kernel: AnyObject {
     func reapIfExited(_ pid: Int32) -> Bool
     /// The whole contents of a file (`/proc`, cgroup files, configuration).
     func read(_ path: String) -> Result<[UInt8], Errno>
-    /// Reads an open kernfs or proc file from offset 0 (a watched `cgroup.events`: the read
-    /// also re-arms its notification; `cgroup.procs` lists the members anew).
+    /// Reads an open cgroup file of short records from offset 0 (a watched `cgroup.events`:
+    /// the read also re-arms its notification; `cgroup.procs` lists the members anew). A read
+    /// of less than half a page is taken as the whole file (`LinuxKernel.completeSeqRead`).
     func read(fd: Int32) -> Result<[UInt8], Errno>
+    /// Reads an open file from offset 0 to its end, whatever its records (`/proc/locks`, where
+    /// one record is a lock and every waiter on it).
+    func readToEnd(fd: Int32) -> Result<[UInt8], Errno>
     /// Writes `text` to a file that exists (cgroup control files).
     func write(_ path: String, _ text: String) -> Errno?
     /// Writes `text` at offset 0 of a control file kept open (`cgroup.freeze`).
@@ -170,17 +174,20 @@ final class LinuxKernel: Kernel {
         return readAll(fd, offset: nil)
     }
 
-    func read(fd: Int32) -> Result<[UInt8], Errno> { readAll(fd, offset: 0) }
+    func read(fd: Int32) -> Result<[UInt8], Errno> { readAll(fd, offset: 0, shortRecords: true) }
 
-    /// A read from offset 0 of a kernfs or proc file (`cgroup.procs`, `cgroup.events`,
-    /// `/proc/locks`: seq files) that returns fewer bytes than this holds everything: a seq
-    /// file fills each read with whole records up to one page, and stops short of that only at
-    /// its end or when the next record does not fit in what is left of the page, and the
-    /// records of these files are far shorter than the rest of a page below this mark. So the
-    /// common read of a small file is one `pread`, with no second call to see the end.
+    func readToEnd(fd: Int32) -> Result<[UInt8], Errno> { readAll(fd, offset: 0) }
+
+    /// A read from offset 0 of `cgroup.procs` or `cgroup.events` (kernfs seq files) that
+    /// returns fewer bytes than this holds everything: a seq file fills each read with whole
+    /// records up to one page, and stops short of that only at its end or when the next record
+    /// does not fit in what is left of the page, and the records of these files (a pid, a
+    /// `key value` line) are far shorter than the rest of a page below this mark. So the
+    /// common read of such a file is one `pread`, with no second call to see the end. Not for
+    /// files with long records (`/proc/locks`: a lock and all its waiters are one record).
     static let completeSeqRead = 2048
 
-    private func readAll(_ fd: Int32, offset: Int?) -> Result<[UInt8], Errno> {
+    private func readAll(_ fd: Int32, offset: Int?, shortRecords: Bool = false) -> Result<[UInt8], Errno> {
         withUnsafeTemporaryAllocation(byteCount: 4096, alignment: 8) { chunk in
             var data: [UInt8] = []
             var position = offset ?? 0
@@ -192,7 +199,7 @@ final class LinuxKernel: Kernel {
                 }
                 if n == 0 { return .success(data) }
                 data.append(contentsOf: UnsafeRawBufferPointer(rebasing: chunk[0..<n]))
-                if offset != nil && position == 0 && n < LinuxKernel.completeSeqRead { return .success(data) }
+                if shortRecords && position == 0 && n < LinuxKernel.completeSeqRead { return .success(data) }
                 position += n
             }
         }

@@ -10,9 +10,6 @@ struct OutboundQueue {
     private var head = 0
     private(set) var queuedBytes = 0
     private(set) var queuedDescriptors = 0
-    /// Reused by `sendRun`: the messages of one batch laid end to end, and their lengths.
-    private var scratch: [UInt8] = []
-    private var lengths: [Int] = []
     let byteLimit: Int
     /// Most descriptors held for a peer that does not read: each is an open file in the daemon.
     static let descriptorLimit = 64
@@ -48,7 +45,7 @@ struct OutboundQueue {
         // A copy of exactly its size: `bytes` is usually the caller's reused encoding buffer,
         // whose capacity (grown by its largest message) the queue would otherwise keep alive
         // for as long as the message waits, e.g. a stopped extension's `ended`.
-        items.append((Array(bytes[...]), descriptor, key))
+        items.append((bytes.withUnsafeBufferPointer { Array($0) }, descriptor, key))
         queuedBytes += bytes.count
         if descriptor != nil { queuedDescriptors += 1 }
         return .queued
@@ -90,15 +87,17 @@ struct OutboundQueue {
     private enum RunOutcome { case sent, wouldBlock, failed, single }
 
     /// Sends the run of queued messages without descriptors that starts at `head` (two or more,
-    /// up to `PacketSocket.maxBatch`) with one sendmmsg, laid end to end in `scratch`.
-    /// `.single`: the run is shorter, send the head alone.
+    /// up to `PacketSocket.maxBatch`) with one sendmmsg, laid end to end in one buffer for the
+    /// call. `.single`: the run is shorter, send the head alone.
     private mutating func sendRun(on socket: PacketSocket) -> RunOutcome {
         var end = head
         while end < items.count && end - head < PacketSocket.maxBatch && items[end].descriptor == nil { end += 1 }
         let count = end - head
         guard count >= 2 else { return .single }
-        scratch.removeAll(keepingCapacity: scratch.capacity <= OutboundQueue.scratchKept)
-        lengths.removeAll(keepingCapacity: true)
+        var scratch: [UInt8] = []
+        scratch.reserveCapacity(items[head..<end].reduce(0) { $0 + $1.bytes.count })
+        var lengths: [Int] = []
+        lengths.reserveCapacity(count)
         for item in items[head..<end] {
             scratch.append(contentsOf: item.bytes)
             lengths.append(item.bytes.count)
@@ -113,9 +112,6 @@ struct OutboundQueue {
         head += sent
         return sent == count ? .sent : .wouldBlock
     }
-
-    /// The largest `scratch` kept between batches (a burst of large messages frees it).
-    static let scratchKept = 1 << 16
 
     private mutating func compact() {
         if head > 64 && head * 2 > items.count {

@@ -200,8 +200,8 @@ final class ProcessControl {
         switch target {
         case .pids(let list): pids = list
         case .leaderGroup:
-            // ESRCH: no process is left in the group (the leader moved to another); the read
-            // after the stop report, or the check after it, finds the members wherever they are.
+            // ESRCH: the group is gone (the leader exited and was reaped meanwhile); its exit is
+            // reported through its pidfd. The leader leads its session, so it cannot leave it.
             if let e = kernel.kill(-p.processGroup, signal), e != .noProcess {
                 logger.warning("signal \(signal) to group \(p.processGroup) of \(p.extensionID): \(e)")
             }

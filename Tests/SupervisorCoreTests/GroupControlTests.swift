@@ -191,6 +191,19 @@ struct GroupControlTests {
         #expect(g.suspend(at: Self.at(1)).first == .signal(SignalNumber.stop, .all))
     }
 
+    @Test func aLeaderConfirmedBlockedInTheKernelIsNotTakenToBeAlone() {
+        var g = GroupControl(leader: Self.leader, containment: .cgroup, mechanism: .stop)
+        _ = g.suspend(at: Self.at(0))
+        // No stop report: the leader sat in D (inside fork(), say) in two reads in a row.
+        let blocked = [Member(pid: Self.leader, state: .blockedInKernel)]
+        _ = g.observe(.checkDue, at: Self.at(0.02))
+        _ = g.observe(.members(blocked), at: Self.at(0.02))
+        _ = g.observe(.checkDue, at: Self.at(0.06))
+        #expect(g.observe(.members(blocked), at: Self.at(0.06)) == [.cancelCheck, .stopConfirmed])
+        #expect(!g.aloneAtLastStop, "a child forked meanwhile may stop after this read: not alone")
+        #expect(g.resume() == [.cancelCheck, .signal(SignalNumber.cont, .all)])
+    }
+
     @Test func aGroupStoppedWithOtherMembersIsResumedByAFreshRead() {
         var g = GroupControl(leader: Self.leader, containment: .cgroup, mechanism: .stop)
         _ = g.suspend(at: Self.at(0))

@@ -142,6 +142,8 @@ final class RecordingKernel: Kernel {
         return .success(Array(text.utf8))
     }
 
+    func readToEnd(fd: Int32) -> Result<[UInt8], Errno> { read(fd: fd) }
+
     func write(_ path: String, _ text: String) -> Errno? {
         calls.append(.write(path, text))
         return failingWrites[path].map { Errno($0) }

@@ -1,0 +1,44 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+@testable import SupervisorShell
+import Testing
+
+/// Reads of open files through the real kernel interface: a read of short-record files stops
+/// at a short first read, and nothing is cut from files longer than one read.
+struct KernelReadTests {
+    let kernel = LinuxKernel(loop: nil)
+
+    func temporaryFile(_ bytes: [UInt8]) throws -> (path: String, fd: Int32) {
+        var template = Array("/tmp/extensiond-read-XXXXXX".utf8CString)
+        let fd = template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) }
+        try #require(fd >= 0)
+        let path = String(cString: template)
+        #expect(bytes.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) } == bytes.count)
+        return (path, fd)
+    }
+
+    @Test func aFileLongerThanOneReadIsReadWhole() throws {
+        let content = (0..<10_000).map { UInt8(truncatingIfNeeded: $0 % 251) }
+        let (path, fd) = try temporaryFile(content)
+        defer { close(fd); unlink(path) }
+        #expect(try kernel.read(fd: fd).get() == content)
+        #expect(try kernel.readToEnd(fd: fd).get() == content)
+        #expect(try kernel.read(fd: fd).get() == content, "every read starts at offset 0")
+    }
+
+    @Test func aSmallFileIsReadWhole() throws {
+        let content = Array("populated 1\nfrozen 0\n".utf8)
+        let (path, fd) = try temporaryFile(content)
+        defer { close(fd); unlink(path) }
+        #expect(try kernel.read(fd: fd).get() == content)
+    }
+
+    @Test func aProcFileReadToItsEndMatchesAReadByPath() throws {
+        let fd = open("/proc/self/mountinfo", O_RDONLY | O_CLOEXEC)
+        try #require(fd >= 0)
+        defer { close(fd) }
+        let byPath = try kernel.read("/proc/self/mountinfo").get()
+        #expect(try kernel.readToEnd(fd: fd).get() == byPath)
+    }
+}
