@@ -9,6 +9,14 @@ struct GroupControlTests {
     static func running(_ pids: Int32...) -> [Member] { pids.map { Member(pid: $0, state: .running) } }
     static func stopped(_ pids: Int32...) -> [Member] { pids.map { Member(pid: $0, state: .stopped) } }
 
+    /// A stop confirmed with the leader alone, its stop reported, then a resume.
+    static func stopAloneAndResume(_ g: inout GroupControl) {
+        _ = g.suspend(at: at(0))
+        _ = g.observe(.leaderStopReported, at: at(0.001))
+        _ = g.observe(.members(stopped(leader)), at: at(0.001))
+        _ = g.resume()
+    }
+
     // MARK: SIGSTOP in a cgroup
 
     @Test func aLoneLeaderIsConfirmedAfterItsReportAndAStableRead() {
@@ -165,10 +173,7 @@ struct GroupControlTests {
 
     @Test func aLeaderAloneAtItsLastStopIsStoppedThroughItsProcessGroupWithOneRead() {
         var g = GroupControl(leader: Self.leader, containment: .cgroup, mechanism: .stop)
-        _ = g.suspend(at: Self.at(0))
-        _ = g.observe(.leaderStopReported, at: Self.at(0.001))
-        _ = g.observe(.members(Self.stopped(100)), at: Self.at(0.001))
-        _ = g.resume()
+        Self.stopAloneAndResume(&g)
         #expect(g.suspend(at: Self.at(1)) == [.signal(SignalNumber.stop, .leaderGroup), .checkAgain(afterSeconds: GroupControl.firstRetrySeconds)],
                 "alone last time: kill(-pgid), no membership read before the signal")
         #expect(g.observe(.leaderStopReported, at: Self.at(1.001)) == [.readMembers])
@@ -184,10 +189,7 @@ struct GroupControlTests {
 
     @Test func withoutACgroupTheProcessGroupIsAlwaysEveryMember() {
         var g = GroupControl(leader: Self.leader, containment: .processGroup, mechanism: .stop)
-        _ = g.suspend(at: Self.at(0))
-        _ = g.observe(.leaderStopReported, at: Self.at(0.001))
-        _ = g.observe(.members(Self.stopped(100)), at: Self.at(0.001))
-        _ = g.resume()
+        Self.stopAloneAndResume(&g)
         #expect(g.suspend(at: Self.at(1)).first == .signal(SignalNumber.stop, .all))
     }
 

@@ -19,11 +19,15 @@ struct PeerTests {
         return messages
     }
 
-    @Test func heldMessagesAreWrittenInOrderOnRelease() throws {
+    /// A peer on one end of a non-blocking socketpair, and the other end to read from.
+    func connectedPeer(queueLimit: Int) throws -> (Peer, PacketSocket) {
         let (mine, theirs) = try PacketSocket.pair(nonBlocking: true)
-        defer { theirs.close() }
-        let peer = Peer(socket: mine, queueLimit: 1 << 20, refusesDescriptors: false)
-        defer { peer.close() }
+        return (Peer(socket: mine, queueLimit: queueLimit, refusesDescriptors: false), theirs)
+    }
+
+    @Test func heldMessagesAreWrittenInOrderOnRelease() throws {
+        let (peer, theirs) = try connectedPeer(queueLimit: 1 << 20)
+        defer { peer.close(); theirs.close() }
         var encoder = WireEncoder()
         #expect(peer.send(.ok(tag: 1), encoder: &encoder) == .accepted)
         #expect(try received(theirs) == [.ok(tag: 1)], "not held: written at once")
@@ -39,10 +43,8 @@ struct PeerTests {
     }
 
     @Test func aHeldBurstLargerThanOneBatchArrivesWholeAndInOrder() throws {
-        let (mine, theirs) = try PacketSocket.pair(nonBlocking: true)
-        defer { theirs.close() }
-        let peer = Peer(socket: mine, queueLimit: 1 << 20, refusesDescriptors: false)
-        defer { peer.close() }
+        let (peer, theirs) = try connectedPeer(queueLimit: 1 << 20)
+        defer { peer.close(); theirs.close() }
         var encoder = WireEncoder()
         peer.hold()
         let count = PacketSocket.maxBatch * 2 + 5
@@ -52,10 +54,8 @@ struct PeerTests {
     }
 
     @Test func aBurstTheSocketCannotTakeWholeWaitsForWritability() throws {
-        let (mine, theirs) = try PacketSocket.pair(nonBlocking: true)
-        defer { theirs.close() }
-        let peer = Peer(socket: mine, queueLimit: 1 << 22, refusesDescriptors: false)
-        defer { peer.close() }
+        let (peer, theirs) = try connectedPeer(queueLimit: 1 << 22)
+        defer { peer.close(); theirs.close() }
         var encoder = WireEncoder()
         peer.hold()
         // Far more than a socket buffer holds: the batch is cut short, the rest stays queued.
@@ -76,10 +76,8 @@ struct PeerTests {
     }
 
     @Test func aMessageWithADescriptorIsNeverHeldAndGoesAfterWhatWasHeld() throws {
-        let (mine, theirs) = try PacketSocket.pair(nonBlocking: true)
-        defer { theirs.close() }
-        let peer = Peer(socket: mine, queueLimit: 1 << 20, refusesDescriptors: false)
-        defer { peer.close() }
+        let (peer, theirs) = try connectedPeer(queueLimit: 1 << 20)
+        defer { peer.close(); theirs.close() }
         var encoder = WireEncoder()
         peer.hold()
         #expect(peer.send(.ok(tag: 1), encoder: &encoder) == .accepted)
