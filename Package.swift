@@ -32,8 +32,9 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-collections", from: "1.1.0"),
     ],
     targets: [
-        // C shims for what Glibc does not expose to Swift (ucred, CMSG_*, posix_spawn flags, pidfd).
-        .target(name: "CShims", path: "Sources/CShims"),
+        // C shims for what Glibc does not expose to Swift (ucred, CMSG_*, posix_spawn flags, pidfd),
+        // and the extensions' sandbox (namespaces, mounts, and a seccomp filter built with libseccomp).
+        .target(name: "CShims", path: "Sources/CShims", linkerSettings: [.linkedLibrary("seccomp")]),
         .systemLibrary(
             name: "CSystemd", path: "Sources/CSystemd", pkgConfig: "libsystemd",
             providers: [.apt(["libsystemd-dev"])]),

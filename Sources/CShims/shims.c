@@ -1,5 +1,6 @@
 #define _GNU_SOURCE
 #include "shims.h"
+#include "sandbox.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -164,6 +165,13 @@ static void shim_child(const shim_spawn_options *o, int report) {
         struct rlimit rl = { .rlim_cur = (rlim_t)o->rlimits[i].value, .rlim_max = (rlim_t)o->rlimits[i].value };
         if (setrlimit(o->rlimits[i].resource, &rl) != 0) goto fail;
     }
+    if (o->sandbox != NULL && o->sandbox->parts != 0) {
+        int rc = shim_sandbox_enter(o->sandbox, &step);
+        if (rc != 0) {
+            errno = -rc;
+            goto fail;
+        }
+    }
     step = SHIM_STEP_BOUNDING;
     for (int cap = 0; cap < 64; cap++) {
         if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0) {
@@ -190,6 +198,14 @@ static void shim_child(const shim_spawn_options *o, int report) {
     if (syscall(SYS_capset, &header, data) != 0) goto fail;
     step = SHIM_STEP_CHDIR;
     if (o->cwd != NULL && chdir(o->cwd) != 0) goto fail;
+    if (o->sandbox != NULL && (o->sandbox->parts & SHIM_SANDBOX_SYSCALLS)) {
+        step = SHIM_STEP_SANDBOX_SYSCALLS;
+        int rc = shim_sandbox_install_filter(o->sandbox->filter);
+        if (rc != 0) {
+            errno = -rc;
+            goto fail;
+        }
+    }
     step = SHIM_STEP_EXEC;
     execve(o->path, o->argv, o->envp);
 fail:;
@@ -326,7 +342,7 @@ pid_t shim_spawn(const shim_spawn_options *o, int *pidfd) {
     // Without clone3 (and so without a cgroup): posix_spawn, or fork where credentials or
     // limits must be applied in the child.
     int forked = o->cgroup_fd < 0 && !shim_clone3_available();
-    if (forked && !o->set_credentials && o->nrlimits == 0) return shim_posix_spawn(o, pidfd);
+    if (forked && !o->set_credentials && o->nrlimits == 0 && o->sandbox == NULL) return shim_posix_spawn(o, pidfd);
     int pipefd[2];
     if (pipe2(pipefd, O_CLOEXEC) != 0) return -errno;
     int fd = -1;

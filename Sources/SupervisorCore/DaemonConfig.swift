@@ -22,6 +22,9 @@ public struct DaemonConfig: Equatable, Sendable {
     public var adminGroup: UInt32?
     /// Whether a manifest may say `"user": "root"` (`allowRootExtensions`, off by default).
     public var allowRootExtensions = false
+    /// Whether a manifest may say `"sandbox": "none"` (`allowUnsandboxedExtensions`, off by
+    /// default): for trusted extensions only, never third parties.
+    public var allowUnsandboxedExtensions = false
     /// The uids (and equal gids) given to extensions without `user` under a root daemon
     /// (`extensionUIDs`: `{"first": N, "count": M}`).
     public var extensionUIDs = IdentityRange.defaultRange
@@ -55,6 +58,7 @@ public struct DaemonConfig: Equatable, Sendable {
             if let l = raw.limits { config.limits = l.applied(to: config.limits) }
             config.adminGroup = raw.adminGroup
             config.allowRootExtensions = raw.allowRootExtensions ?? false
+            config.allowUnsandboxedExtensions = raw.allowUnsandboxedExtensions ?? false
             if let range = raw.extensionUIDs { config.extensionUIDs = range }
             config.containerGroups = raw.containerGroups
             return .success(config)
@@ -74,12 +78,13 @@ struct RawConfig: Decodable {
     var limits: RawLimits?
     var adminGroup: UInt32?
     var allowRootExtensions: Bool?
+    var allowUnsandboxedExtensions: Bool?
     var extensionUIDs: IdentityRange?
     var containerGroups: [String: AccountReference] = [:]
 
     init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: AnyKey.self)
-        try c.rejectUnknown(["points", "limits", "adminGroup", "allowRootExtensions", "extensionUIDs", "sharedContainers"], prefix: "")
+        try c.rejectUnknown(["points", "limits", "adminGroup", "allowRootExtensions", "allowUnsandboxedExtensions", "extensionUIDs", "sharedContainers"], prefix: "")
         if c.contains(AnyKey(stringValue: "sharedContainers")) {
             let containers = try c.nestedContainer(keyedBy: AnyKey.self, forKey: AnyKey(stringValue: "sharedContainers"))
             for key in containers.allKeys {
@@ -95,6 +100,7 @@ struct RawConfig: Decodable {
             }
         }
         allowRootExtensions = try c.optional(Bool.self, "allowRootExtensions")
+        allowUnsandboxedExtensions = try c.optional(Bool.self, "allowUnsandboxedExtensions")
         if c.contains(AnyKey(stringValue: "extensionUIDs")) {
             let r = try c.nestedContainer(keyedBy: AnyKey.self, forKey: AnyKey(stringValue: "extensionUIDs"))
             try r.rejectUnknown(["first", "count"], prefix: "extensionUIDs.")

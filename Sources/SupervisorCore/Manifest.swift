@@ -54,6 +54,9 @@ public struct Manifest: Equatable, Sendable {
     public var sharedContainers: [String] = []
     /// The directory of each named container, filled in when it is loaded (name → path).
     public var containerPaths: [String: String] = [:]
+    /// Whether it runs in the sandbox (docs/security.md); false only for `"sandbox": "none"`,
+    /// which the daemon's configuration must allow (`allowUnsandboxedExtensions`).
+    public var sandboxed = true
 
     public init(
         id: String, point: String = "default", executable: String, arguments: [String] = [],

@@ -89,6 +89,12 @@ public enum ManifestParser {
             if let problem = SharedContainer.problem(name) { return fail("sharedContainers[\(i)]", problem) }
             if containers[..<i].contains(name) { return fail("sharedContainers[\(i)]", "'\(name)' is listed twice") }
         }
+        if let network = raw.network {
+            if network && !policy.network {
+                return fail("network", "its extension point '\(pointName)' gives no network, and a manifest may only restrict what its point allows")
+            }
+            policy.network = network
+        }
         let hosts = raw.hosts ?? HostRestriction()
         if let name = raw.displayName {
             if name.isEmpty { return fail("displayName", "must not be empty") }
@@ -103,6 +109,7 @@ public enum ManifestParser {
             source: file,
             credentialRequest: CredentialRequest(user: raw.user, group: raw.group, supplementaryGroups: raw.supplementaryGroups ?? []))
         manifest.sharedContainers = containers
+        manifest.sandboxed = raw.sandbox != SandboxSetting.none
         return .success(manifest)
     }
 
@@ -252,10 +259,12 @@ struct RawManifest: Decodable {
     var supplementaryGroups: [AccountReference]?
     var limits: ResourceLimits?
     var sharedContainers: [String]?
+    var sandbox: SandboxSetting?
+    var network: Bool?
 
     static let keys: Set<String> = [
         "id", "point", "executable", "arguments", "environment", "readiness", "policy", "hosts", "hostAccess", "displayName", "activation", "refresh",
-        "user", "group", "supplementaryGroups", "limits", "sharedContainers",
+        "user", "group", "supplementaryGroups", "limits", "sharedContainers", "sandbox", "network",
     ]
 
     init(from decoder: any Decoder) throws {
@@ -295,7 +304,15 @@ struct RawManifest: Decodable {
         }
         limits = try c.optional(ResourceLimits.self, "limits")
         sharedContainers = try c.optional([String].self, "sharedContainers")
+        sandbox = try c.enumeration(SandboxSetting.self, "sandbox", prefix: "")
+        network = try c.optional(Bool.self, "network")
     }
+}
+
+/// A manifest's `sandbox`: `default` (the sandbox of docs/security.md) or `none`.
+enum SandboxSetting: String, Decodable {
+    case `default`
+    case none
 }
 
 extension AccountReference {
@@ -399,6 +416,8 @@ extension PolicyOverrides: Decodable {
         "backgroundSeconds", "expiryGraceSeconds", "assertionMaxSeconds", "launchTimeoutSeconds",
         "suspendedLifetimeSeconds", "suspend", "lockedWhileSuspended", "refreshSeconds", "refresh",
     ]
+    /// Keys only a configured point has.
+    static let pointKeys: Set<String> = ["limits", "network", "sandboxRequires"]
 
     public init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: AnyKey.self)
@@ -406,7 +425,7 @@ extension PolicyOverrides: Decodable {
         let prefix = decoder.codingPath.isEmpty ? "policy." : decoder.codingPath.map(\.stringValue).joined(separator: ".") + "."
         // A manifest gives its limits at the top level (`limits`), a configured point inside it.
         let inManifest = decoder.codingPath.map(\.stringValue) == ["policy"] || decoder.codingPath.isEmpty
-        try c.rejectUnknown(inManifest ? Self.keys : Self.keys.union(["limits"]), prefix: prefix)
+        try c.rejectUnknown(inManifest ? Self.keys : Self.keys.union(Self.pointKeys), prefix: prefix)
         self.init()
         backgroundSeconds = try c.seconds("backgroundSeconds", prefix: prefix)
         expiryGraceSeconds = try c.seconds("expiryGraceSeconds", prefix: prefix)
@@ -417,7 +436,22 @@ extension PolicyOverrides: Decodable {
         lockedWhileSuspended = try c.enumeration(LockContentionPolicy.self, "lockedWhileSuspended", prefix: prefix)
         refreshSeconds = try c.seconds("refreshSeconds", prefix: prefix)
         refresh = try c.optional(RefreshSchedule.self, "refresh")
-        if !inManifest { limits = try c.optional(ResourceLimits.self, "limits") }
+        if !inManifest {
+            limits = try c.optional(ResourceLimits.self, "limits")
+            network = try c.optional(Bool.self, "network")
+            if c.contains(AnyKey(stringValue: "sandboxRequires")) {
+                let names = try c.decode([String].self, forKey: AnyKey(stringValue: "sandboxRequires"))
+                var parts: [SandboxPart] = []
+                for (i, name) in names.enumerated() {
+                    guard let part = SandboxPart(rawValue: name) else {
+                        let known = SandboxPart.allCases.map(\.rawValue).joined(separator: ", ")
+                        throw ManifestFieldError(field: prefix + "sandboxRequires[\(i)]", problem: "unknown sandbox part '\(name)' (known: \(known))")
+                    }
+                    if !parts.contains(part) { parts.append(part) }
+                }
+                sandboxRequires = parts
+            }
+        }
     }
 }
 

@@ -41,6 +41,13 @@ public struct Policy: Equatable, Sendable, Codable {
     public var refresh: RefreshSchedule?
     /// Resource limits (the manifest's `limits` over the point's).
     public var limits = ResourceLimits()
+    /// Whether its extensions have the host's network; without it, each gets a network
+    /// namespace of its own with loopback only. A point's `network`, which a manifest may turn
+    /// off, never on.
+    public var network = true
+    /// The sandbox parts (docs/security.md) without which its extensions are not launched; nil:
+    /// the daemon's default, every part under a root daemon and none under another.
+    public var sandboxRequires: [SandboxPart]?
 
     public init(
         backgroundSeconds: Double, expiryGraceSeconds: Double, assertionMaxSeconds: Double,
@@ -105,6 +112,10 @@ public struct PolicyOverrides: Equatable, Sendable {
     public var refresh: RefreshSchedule?
     /// Limit overrides, key by key (`limits` in a manifest or in a configured point).
     public var limits: ResourceLimits?
+    /// A configured point's `network`.
+    public var network: Bool?
+    /// A configured point's `sandboxRequires`.
+    public var sandboxRequires: [SandboxPart]?
 
     public init() {}
 
@@ -121,6 +132,8 @@ public struct PolicyOverrides: Equatable, Sendable {
         if let v = refreshSeconds { p.refreshSeconds = v }
         if let v = refresh { p.refresh = v }
         if let v = limits { p.limits = v.applied(to: p.limits) }
+        if let v = network { p.network = v }
+        if let v = sandboxRequires { p.sandboxRequires = v }
         return p
     }
 }

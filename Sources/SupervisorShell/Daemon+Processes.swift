@@ -9,6 +9,20 @@ import Glibc
 /// Extension processes: spawning into their cgroup, and the reports of `ProcessControl`.
 extension Daemon: ProcessControlDelegate {
     func spawn(_ id: String, _ generation: UInt64, _ manifest: Manifest) {
+        let sandbox: SandboxDecision
+        switch sandboxing.decide(manifest) {
+        case .success(let d): sandbox = d
+        case .failure(let refusal):
+            post(.spawnFailed(extensionID: id, generation: generation, error: refusal.description))
+            return
+        }
+        let container: String
+        switch extensionContainers.prepare(id, uid: manifest.credentials?.uid, gid: manifest.credentials?.gid) {
+        case .success(let path): container = path
+        case .failure(let e):
+            post(.spawnFailed(extensionID: id, generation: generation, error: "cannot prepare its container: \(e)"))
+            return
+        }
         var cgroup: ExtensionCgroup?
         if let tree = cgroups {
             switch tree.create(id, freezer: manifest.policy.suspend == .freeze, logger: logger) {
@@ -23,7 +37,9 @@ extension Daemon: ProcessControlDelegate {
         let spawned: SpawnedProcess
         do throws(SystemError) {
             if let limitProblem { throw limitProblem }
-            spawned = try Spawner.spawn(manifest, kernel: kernel, cgroupFD: cgroup?.directoryFD, limits: limits)
+            spawned = try Spawner.spawn(
+                manifest, kernel: kernel, cgroupFD: cgroup?.directoryFD, limits: limits, container: container,
+                sandbox: sandboxing.plan(manifest, sandbox, container: container))
         } catch {
             if let cgroup {
                 kernel.close(cgroup.directoryFD)

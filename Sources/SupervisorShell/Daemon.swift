@@ -22,6 +22,10 @@ public final class Daemon {
     var identities: IdentityStore?
     /// The shared containers' directories.
     var containers: SharedContainers
+    /// Each extension's own container.
+    let extensionContainers: ExtensionContainers
+    /// What the extensions' sandbox can be here, and each launch's plan.
+    let sandboxing: Sandboxing
     let logger: Logger
     let listener: PacketSocket
     var listenerSource: EventSource?
@@ -102,6 +106,8 @@ public final class Daemon {
         }
         config.limits.daemonUID = getuid()
         containers = SharedContainers(stateDirectory: options.stateDirectory)
+        extensionContainers = ExtensionContainers(stateDirectory: options.stateDirectory, chowns: getuid() == 0)
+        sandboxing = Sandboxing(stateDirectory: options.stateDirectory, daemonIsRoot: getuid() == 0, logger: logger)
         if getuid() == 0 {
             do {
                 identities = try IdentityStore(directory: options.stateDirectory)
@@ -167,7 +173,8 @@ public final class Daemon {
         ManifestLoader(
             directories: options.extensionDirectories, explicit: options.explicitDirectories, points: config.points, trustedUID: getuid(),
             freezerProblem: freezerProblem, credentialRules: SystemAccounts.rules(config), identities: identities,
-            extensionUIDs: config.extensionUIDs, containers: containers, containerGroups: config.containerGroups)
+            extensionUIDs: config.extensionUIDs, containers: containers, containerGroups: config.containerGroups,
+            allowUnsandboxed: config.allowUnsandboxedExtensions)
     }
 
     /// How each limit of `manifest` is enforced here (`enforcedBy` of `status --json`).

@@ -45,6 +45,8 @@ struct SpawnRequest: Equatable {
     var credentials: Credentials?
     /// Resource limits set in the child before exec (soft and hard).
     var resourceLimits: [ResourceLimit] = []
+    /// The sandbox the child builds before it switches credentials, or nil.
+    var sandbox: SandboxPlan?
 }
 
 /// One rlimit for a spawned child.
@@ -264,7 +266,10 @@ final class LinuxKernel: Kernel {
         var step: Int32 = -1
         let groups: [gid_t] = request.credentials?.groups ?? []
         let limits = request.resourceLimits.map { shim_rlimit(resource: $0.resource, value: $0.value) }
-        let pid: pid_t = withCStrings([request.path] + request.arguments) { argv in
+        let mountPaths = request.sandbox?.mounts.map(\.path) ?? []
+        let pid: pid_t = withCStrings(mountPaths) { paths in
+            withSandbox(request.sandbox, paths: paths) { sandbox in
+            withCStrings([request.path] + request.arguments) { argv in
             withCStrings(request.environment) { envp in
                 request.path.withCString { path in
                     withOptionalCString(request.directory) { cwd in
@@ -277,13 +282,16 @@ final class LinuxKernel: Kernel {
                                         set_credentials: request.credentials == nil ? 0 : 1,
                                         uid: request.credentials?.uid ?? 0, gid: request.credentials?.gid ?? 0,
                                         groups: groupList.baseAddress, ngroups: Int32(groupList.count),
-                                        rlimits: limitList.baseAddress, nrlimits: Int32(limitList.count), failed_step: failedStep)
+                                        rlimits: limitList.baseAddress, nrlimits: Int32(limitList.count), sandbox: sandbox,
+                                        failed_step: failedStep)
                                     return shim_spawn(&options, &pidfd)
                                 }
                             }
                         }
                     }
                 }
+            }
+            }
             }
         }
         return pid < 0 ? .failure(Errno(-pid, step: LinuxKernel.spawnSteps[Int(step)])) : .success((pid, pidfd))
@@ -293,7 +301,21 @@ final class LinuxKernel: Kernel {
     static let spawnSteps: [Int: String] = [
         0: "setting up descriptors and signals", 1: "setrlimit", 2: "dropping the capability bounding set",
         3: "setgroups", 4: "setresgid", 5: "setresuid", 6: "PR_SET_NO_NEW_PRIVS", 7: "capset", 8: "chdir", 9: "execve",
+        10: "sandbox: the user namespace", 11: "sandbox: the file system view (filesystem)", 12: "sandbox: the private /proc (proc)",
+        13: "sandbox: the network namespace (network)", 14: "sandbox: the system-call filter (syscalls)",
     ]
+
+    /// Calls `body` with the C form of `plan` (nil without one); `paths` are the C strings of
+    /// its mounts' paths, alive for the call.
+    private func withSandbox<R>(_ plan: SandboxPlan?, paths: UnsafePointer<UnsafeMutablePointer<CChar>?>, _ body: (UnsafePointer<shim_sandbox>?) -> R) -> R {
+        guard let plan else { return body(nil) }
+        let mounts = plan.mounts.enumerated().map { i, m in shim_sandbox_mount(path: UnsafePointer(paths[i]), kind: m.kind.rawValue) }
+        return mounts.withUnsafeBufferPointer { list in
+            var c = shim_sandbox(
+                parts: plan.parts, mounts: list.baseAddress, nmounts: Int32(list.count), filter: plan.filter, uid: plan.uid, gid: plan.gid)
+            return withUnsafePointer(to: &c) { body($0) }
+        }
+    }
 
     func addTimer(at: Instant, priority: Int64, _ handler: @escaping () -> Void) -> Result<any Cancellable, Errno> {
         guard let loop else { return .failure(Errno(ENOTSUP)) }

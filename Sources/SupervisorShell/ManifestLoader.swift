@@ -23,6 +23,8 @@ struct ManifestLoader {
     /// The shared containers' directories, and the groups the configuration gives some.
     var containers: SharedContainers?
     var containerGroups: [String: AccountReference] = [:]
+    /// Whether `"sandbox": "none"` is allowed (`allowUnsandboxedExtensions`).
+    var allowUnsandboxed = false
 
     func load() -> (manifests: [Manifest], errors: [ManifestError]) {
         var manifests: [Manifest] = []
@@ -80,6 +82,9 @@ struct ManifestLoader {
         data.removeLast(data.count - filled)
         let parsed = ManifestParser.parse(data, file: path, directory: directory, points: points)
         guard case .success(var manifest) = parsed else { return parsed }
+        if !manifest.sandboxed && !allowUnsandboxed {
+            return fail("sandbox", "'none' is refused: only trusted extensions may run unsandboxed, and the daemon's configuration does not allow it (set \"allowUnsandboxedExtensions\": true)")
+        }
         if let rules = credentialRules {
             var own: UInt32?
             if rules.needsOwnUID(manifest.credentialRequest) {

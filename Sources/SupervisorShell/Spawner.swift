@@ -12,6 +12,8 @@ public enum RuntimeEnvironment {
     public static let channelFD = "EXTENSIOND_CHANNEL_FD"
     /// The extension's id.
     public static let extensionID = "EXTENSIOND_EXTENSION_ID"
+    /// The path of its own container (also its `HOME`).
+    public static let container = "EXTENSIOND_CONTAINER"
 }
 
 /// A freshly spawned extension process.
@@ -26,13 +28,27 @@ struct SpawnedProcess {
 /// new session and process group, clean environment plus the manifest's, stdin on /dev/null,
 /// the runtime channel at fd 3, nothing else inherited.
 enum Spawner {
-    /// Variables passed through from the daemon's environment when set.
-    static let passedThrough = ["PATH", "HOME", "LANG", "LC_ALL", "TZ", "XDG_RUNTIME_DIR"]
+    /// Variables passed through from the daemon's environment when set. `XDG_RUNTIME_DIR` only
+    /// to an extension whose file system is not sandboxed (the sandbox hides `/run/user`).
+    static let passedThrough = ["PATH", "LANG", "LC_ALL", "TZ", "XDG_RUNTIME_DIR"]
 
-    static func environment(for manifest: Manifest, channel: Bool) -> [String] {
+    /// The clean environment of an extension: a few of the daemon's variables; with a
+    /// container, `HOME` and the XDG base directories in it; then the manifest's own; then the
+    /// supervisor's `EXTENSIOND_*` and shared-container variables.
+    static func environment(for manifest: Manifest, channel: Bool, container: String? = nil, sandboxedFiles: Bool = false) -> [String] {
         var env: [String: String] = ["PATH": "/usr/local/bin:/usr/bin:/bin"]
-        for name in passedThrough {
+        for name in passedThrough where !(sandboxedFiles && name == "XDG_RUNTIME_DIR") {
             if let value = getenv(name) { env[name] = String(cString: value) }
+        }
+        if let container {
+            env["HOME"] = container
+            env["XDG_CONFIG_HOME"] = container + "/.config"
+            env["XDG_CACHE_HOME"] = container + "/.cache"
+            env["XDG_DATA_HOME"] = container + "/.local/share"
+            env["XDG_STATE_HOME"] = container + "/.local/state"
+            env[RuntimeEnvironment.container] = container
+        } else if let home = getenv("HOME") {
+            env["HOME"] = String(cString: home)
         }
         for (k, v) in manifest.environment { env[k] = v }
         for (name, path) in manifest.containerPaths { env[SharedContainer.environmentName(for: name)] = path }
@@ -42,8 +58,12 @@ enum Spawner {
     }
 
     /// Spawns the manifest's executable through `kernel`, in the cgroup `cgroupFD` when given,
-    /// with its credentials and the limits that `limits` says rlimits enforce.
-    static func spawn(_ manifest: Manifest, kernel: any Kernel, cgroupFD: Int32?, limits: [LimitEnforcement] = []) throws(SystemError) -> SpawnedProcess {
+    /// with its credentials, the limits that `limits` says rlimits enforce, its container as
+    /// `HOME`, and the sandbox of `sandbox`.
+    static func spawn(
+        _ manifest: Manifest, kernel: any Kernel, cgroupFD: Int32?, limits: [LimitEnforcement] = [],
+        container: String? = nil, sandbox: SandboxPlan? = nil
+    ) throws(SystemError) -> SpawnedProcess {
         let withChannel = manifest.readiness == .runtime
         var daemonEnd: PacketSocket?
         var childEnd: PacketSocket?
@@ -57,10 +77,12 @@ enum Spawner {
         let directory = String(manifest.executable[..<(manifest.executable.lastIndex(of: "/") ?? manifest.executable.startIndex)])
         let request = SpawnRequest(
             path: manifest.executable, arguments: manifest.arguments,
-            environment: environment(for: manifest, channel: withChannel),
+            environment: environment(
+                for: manifest, channel: withChannel, container: container,
+                sandboxedFiles: (sandbox?.parts ?? 0) & Int32(SHIM_SANDBOX_FILESYSTEM) != 0),
             directory: directory.isEmpty ? nil : directory, channelFD: childEnd?.fd, cgroupFD: cgroupFD,
             // Only a root daemon switches credentials; any other runs extensions as itself.
-            credentials: getuid() == 0 ? manifest.credentials : nil, resourceLimits: rlimits(limits))
+            credentials: getuid() == 0 ? manifest.credentials : nil, resourceLimits: rlimits(limits), sandbox: sandbox)
         switch kernel.spawn(request) {
         case .success(let (pid, pidfd)):
             return SpawnedProcess(pid: pid, pidfd: pidfd, channel: daemonEnd)

@@ -54,6 +54,8 @@ enum {
     SHIM_STEP_EXEC = 9,        // execve
 };
 
+struct shim_sandbox_plan;
+
 /// Spawn options for shim_spawn.
 typedef struct {
     const char *path;          // executable
@@ -70,6 +72,7 @@ typedef struct {
     int ngroups;
     const shim_rlimit *rlimits;// set in the child before exec, `nrlimits` of them
     int nrlimits;
+    const struct shim_sandbox_plan *sandbox; // the sandbox to build (sandbox.h), or NULL
     int *failed_step;          // receives the SHIM_STEP_* that failed, or NULL
 } shim_spawn_options;
 
@@ -79,7 +82,9 @@ typedef struct {
 /// stdin on /dev/null, `channel_fd` at fd 3 and every other descriptor closed; then, in this
 /// order, its resource limits, an empty capability bounding set, its supplementary groups,
 /// gid and uid (with `set_credentials`), PR_SET_NO_NEW_PRIVS, an empty ambient and capability
-/// set, its working directory. Each failure is reported, never ignored (dropping the bounding
+/// set, its working directory, and last, with a sandbox, its system-call filter. A sandbox's
+/// namespaces and file system view (sandbox.h) are built after the resource limits, while the
+/// child still has the daemon's privilege. Each failure is reported, never ignored (dropping the bounding
 /// set may fail only with EPERM in a daemon that is not root and has no capabilities). Waits until
 /// the child has exec'd. Returns the pid and its pidfd in `*pidfd` (CLONE_PIDFD), or -errno
 /// (also when a step of the child failed, with its errno and step; the failed child is reaped).

@@ -1,0 +1,88 @@
+// The sandbox an extension is spawned into: its own mount namespace (a read-only system,
+// private /tmp, /var/tmp and /dev/shm, a /dev of pseudo-devices, masked directories, its own
+// /proc), optionally its own network namespace, and a system-call filter. Built by the
+// extension's child between clone and exec (shim_spawn), from a plan the daemon computes.
+// Every function returns 0 or a positive value on success and -errno on failure.
+#ifndef SHIM_SANDBOX_H
+#define SHIM_SANDBOX_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/// The parts of a sandbox, as bits of `shim_sandbox.parts` and of `shim_sandbox_probe`'s result.
+enum {
+    SHIM_SANDBOX_FILESYSTEM = 1, // a mount namespace with the view described by the plan
+    SHIM_SANDBOX_PROC = 2,       // /proc mounted anew, showing only the extension's uid's processes
+    SHIM_SANDBOX_NETWORK = 4,    // a network namespace of its own, loopback only
+    SHIM_SANDBOX_SYSCALLS = 8,   // the system-call filter
+    SHIM_SANDBOX_USERNS = 16,    // namespaces created inside a new user namespace (a daemon without privilege)
+};
+
+/// What one mount of the file system view does to its directory.
+enum {
+    SHIM_MOUNT_SCRATCH = 0,  // a private, empty, writable tmpfs (mode 1777): /tmp, /var/tmp
+    SHIM_MOUNT_MASK = 1,     // an empty tmpfs, read-only, searchable only to reach what is kept below
+    SHIM_MOUNT_KEEP_RO = 2,  // the directory as it is, read-only, even under a mask or scratch above
+    SHIM_MOUNT_KEEP_RW = 3,  // the same, read-write (its container, a shared container)
+};
+
+/// One mount of the view: `path` is absolute and names an existing directory.
+typedef struct {
+    const char *path;
+    int kind;                // SHIM_MOUNT_*
+} shim_sandbox_mount;
+
+/// The plan of one extension's sandbox. The mounts are applied in order, each parent before
+/// what lies below it (the daemon's SandboxView orders them and drops the needless ones).
+typedef struct shim_sandbox_plan {
+    int parts;                         // SHIM_SANDBOX_* bits to build
+    const shim_sandbox_mount *mounts;
+    int nmounts;
+    const void *filter;                // the struct sock_fprog of shim_seccomp_filter, with SYSCALLS
+    uid_t uid;                         // with USERNS: the ids mapped to themselves in the new
+    gid_t gid;                         //   user namespace (the daemon's)
+} shim_sandbox;
+
+/// The steps of the sandbox in the child, as reported in shim_spawn's `*failed_step`
+/// (continuing the SHIM_STEP_* numbers of shims.h).
+enum {
+    SHIM_STEP_SANDBOX_USERNS = 10,     // the user namespace and its id maps
+    SHIM_STEP_SANDBOX_FILESYSTEM = 11, // the mount namespace and the file system view
+    SHIM_STEP_SANDBOX_PROC = 12,       // /proc
+    SHIM_STEP_SANDBOX_NETWORK = 13,    // the network namespace and its loopback
+    SHIM_STEP_SANDBOX_SYSCALLS = 14,   // installing the system-call filter
+};
+
+/// Builds the namespaces and the file system view of `plan` in the calling process, which
+/// must be single-threaded (a spawned child). Only system calls, no allocation. On failure
+/// returns -errno and sets `*step` to the SHIM_STEP_SANDBOX_* that failed.
+int shim_sandbox_enter(const shim_sandbox *plan, int *step);
+
+/// Installs the system-call filter `filter` (a struct sock_fprog *) in the calling thread;
+/// needs PR_SET_NO_NEW_PRIVS or CAP_SYS_ADMIN. Returns 0 or -errno.
+int shim_sandbox_install_filter(const void *filter);
+
+/// Builds, with libseccomp, the filter every sandboxed extension gets (docs/security.md lists
+/// and explains it) and returns it as a struct sock_fprog * in `*filter`, allocated once for
+/// the daemon's life. Returns 0 or -errno.
+int shim_seccomp_filter(const void **filter);
+
+/// The number of BPF instructions of a filter from shim_seccomp_filter.
+int shim_seccomp_filter_length(const void *filter);
+
+/// Which parts this process can build for a child, found by building each in a throwaway
+/// child: a bit set of SHIM_SANDBOX_*. With SHIM_SANDBOX_USERNS set, the namespaces come
+/// from a new user namespace (no privilege). `errors[i]` receives the errno of the failure
+/// of part bit i (0 FILESYSTEM, 1 PROC, 2 NETWORK, 3 SYSCALLS), 0 when it worked.
+int shim_sandbox_probe(const void *filter, int errors[4]);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

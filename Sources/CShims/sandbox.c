@@ -1,0 +1,417 @@
+#define _GNU_SOURCE
+#include "sandbox.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <net/if.h>
+#include <sched.h>
+#include <seccomp.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+// Everything below up to shim_seccomp_filter runs in the spawned child, which shares the
+// daemon's memory until it execs: system calls only, no allocation, no stdio.
+
+// The pseudo-devices of the private /dev.
+static const char *const shim_devices[] = { "null", "zero", "full", "random", "urandom", "tty" };
+enum { shim_device_count = sizeof(shim_devices) / sizeof(shim_devices[0]) };
+// Most mounts in a plan (its masks, private directories and kept directories).
+enum { shim_max_keeps = 96 };
+
+// Appends `s` to `buf` at `*len` (bounded by `cap`); returns 0 or -ENAMETOOLONG.
+static int shim_append(char *buf, size_t cap, size_t *len, const char *s) {
+    size_t n = strlen(s);
+    if (*len + n + 1 > cap) return -ENAMETOOLONG;
+    memcpy(buf + *len, s, n + 1);
+    *len += n;
+    return 0;
+}
+
+// "/proc/self/fd/N", the path through which a descriptor opened with O_PATH is bound.
+static void shim_fd_path(char out[32], int fd) {
+    char digits[12];
+    int n = 0;
+    do {
+        digits[n++] = (char)('0' + fd % 10);
+        fd /= 10;
+    } while (fd > 0);
+    size_t len = 0;
+    shim_append(out, 32, &len, "/proc/self/fd/");
+    while (n > 0) out[len++] = digits[--n];
+    out[len] = '\0';
+}
+
+// mkdir -p `path` with `mode`: existing components are left as they are.
+static int shim_make_path(const char *path, mode_t mode) {
+    char buf[4096];
+    size_t len = strlen(path);
+    if (len >= sizeof(buf)) return -ENAMETOOLONG;
+    memcpy(buf, path, len + 1);
+    for (size_t i = 1; i <= len; i++) {
+        if (buf[i] != '/' && buf[i] != '\0') continue;
+        char saved = buf[i];
+        buf[i] = '\0';
+        if (mkdir(buf, mode) != 0 && errno != EEXIST) return -errno;
+        buf[i] = saved;
+    }
+    return 0;
+}
+
+// Writes `text` to the file `path` (the id maps of a user namespace).
+static int shim_write_file(const char *path, const char *text) {
+    int fd = open(path, O_WRONLY | O_CLOEXEC);
+    if (fd < 0) return -errno;
+    size_t n = strlen(text);
+    ssize_t w = write(fd, text, n);
+    int e = errno;
+    close(fd);
+    if (w < 0) return -e;
+    return (size_t)w == n ? 0 : -EIO;
+}
+
+// "ID ID 1\n": an id mapped to itself.
+static void shim_id_map(char out[48], unsigned id) {
+    char digits[12];
+    int n = 0;
+    do {
+        digits[n++] = (char)('0' + id % 10);
+        id /= 10;
+    } while (id > 0);
+    size_t len = 0;
+    for (int round = 0; round < 2; round++) {
+        for (int i = n - 1; i >= 0; i--) out[len++] = digits[i];
+        out[len++] = ' ';
+    }
+    out[len++] = '1';
+    out[len++] = '\n';
+    out[len] = '\0';
+}
+
+// A new user namespace in which the daemon's own uid and gid map to themselves: it gives the
+// namespaces created after it the privilege a daemon that is not root lacks.
+static int shim_enter_user_namespace(uid_t uid, gid_t gid) {
+    if (unshare(CLONE_NEWUSER) != 0) return -errno;
+    char map[48];
+    int rc = shim_write_file("/proc/self/setgroups", "deny");
+    if (rc != 0) return rc;
+    shim_id_map(map, uid);
+    if ((rc = shim_write_file("/proc/self/uid_map", map)) != 0) return rc;
+    shim_id_map(map, gid);
+    return shim_write_file("/proc/self/gid_map", map);
+}
+
+// Whether `path` is `prefix` or lies below it.
+static int shim_under(const char *path, const char *prefix) {
+    size_t n = strlen(prefix);
+    if (strncmp(path, prefix, n) != 0) return 0;
+    return path[n] == '\0' || path[n] == '/' || (n == 1 && prefix[0] == '/');
+}
+
+// The private /dev: a tmpfs with the pseudo-devices bound in from `device_fds` (opened with
+// O_PATH before it covered them), a private /dev/shm, and the usual links into /proc.
+static int shim_private_dev(const int device_fds[shim_device_count]) {
+    if (mount("tmpfs", "/dev", "tmpfs", MS_NOSUID | MS_NOEXEC, "mode=0755,size=64k") != 0) return -errno;
+    for (int i = 0; i < shim_device_count; i++) {
+        if (device_fds[i] < 0) continue;  // absent in the daemon's own /dev
+        char target[32];
+        size_t len = 0;
+        shim_append(target, sizeof(target), &len, "/dev/");
+        shim_append(target, sizeof(target), &len, shim_devices[i]);
+        int fd = open(target, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0666);
+        if (fd < 0) return -errno;
+        close(fd);
+        char source[32];
+        shim_fd_path(source, device_fds[i]);
+        if (mount(source, target, NULL, MS_BIND, NULL) != 0) return -errno;
+    }
+    if (mkdir("/dev/shm", 01777) != 0) return -errno;
+    if (mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777") != 0) return -errno;
+    static const char *const links[][2] = {
+        { "/proc/self/fd", "/dev/fd" }, { "/proc/self/fd/0", "/dev/stdin" },
+        { "/proc/self/fd/1", "/dev/stdout" }, { "/proc/self/fd/2", "/dev/stderr" },
+    };
+    for (size_t i = 0; i < sizeof(links) / sizeof(links[0]); i++) {
+        if (symlink(links[i][0], links[i][1]) != 0) return -errno;
+    }
+    if (mount(NULL, "/dev", NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NOEXEC, NULL) != 0) return -errno;
+    return 0;
+}
+
+// The file system view: see sandbox.h and docs/security.md.
+static int shim_file_system_view(const shim_sandbox *p) {
+    // Nothing mounted here propagates back to the daemon's namespace; the daemon's later
+    // mounts still arrive.
+    if (mount(NULL, "/", NULL, MS_REC | MS_SLAVE, NULL) != 0) return -errno;
+    // What the masks and private directories will cover, opened first.
+    int keep_fds[shim_max_keeps];
+    if (p->nmounts > shim_max_keeps) return -E2BIG;
+    for (int i = 0; i < p->nmounts; i++) {
+        keep_fds[i] = -1;
+        if (p->mounts[i].kind < SHIM_MOUNT_KEEP_RO) continue;
+        keep_fds[i] = open(p->mounts[i].path, O_PATH | O_DIRECTORY | O_CLOEXEC);
+        if (keep_fds[i] < 0) return -errno;
+    }
+    int device_fds[shim_device_count];
+    for (int i = 0; i < shim_device_count; i++) {
+        char path[32];
+        size_t len = 0;
+        shim_append(path, sizeof(path), &len, "/dev/");
+        shim_append(path, sizeof(path), &len, shim_devices[i]);
+        device_fds[i] = open(path, O_PATH | O_CLOEXEC);
+    }
+    // The whole system read-only, every mount below / included.
+    struct mount_attr ro = { .attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID };
+    if (mount_setattr(AT_FDCWD, "/", AT_RECURSIVE, &ro, sizeof(ro)) != 0) return -errno;
+    int rc = shim_private_dev(device_fds);
+    if (rc != 0) return rc;
+    for (int i = 0; i < shim_device_count; i++) {
+        if (device_fds[i] >= 0) close(device_fds[i]);
+    }
+    for (int i = 0; i < p->nmounts; i++) {
+        const char *path = p->mounts[i].path;
+        switch (p->mounts[i].kind) {
+        case SHIM_MOUNT_SCRATCH:
+            if (mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777") != 0) return -errno;
+            break;
+        case SHIM_MOUNT_MASK:
+            if (mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, "mode=0711,size=4k") != 0) return -errno;
+            break;
+        default: {
+            // Its mount point, created inside the mask or private directory over it if need be.
+            if ((rc = shim_make_path(path, 0755)) != 0) return rc;
+            char source[32];
+            shim_fd_path(source, keep_fds[i]);
+            if (mount(source, path, NULL, MS_BIND | MS_REC, NULL) != 0) return -errno;
+            unsigned long flags = MS_REMOUNT | MS_BIND | MS_NOSUID | MS_NODEV;
+            if (p->mounts[i].kind == SHIM_MOUNT_KEEP_RO) flags |= MS_RDONLY;
+            if (mount(NULL, path, NULL, flags, NULL) != 0) return -errno;
+            close(keep_fds[i]);
+        }
+        }
+    }
+    // The masks become read-only; one with nothing kept below it is not even searchable.
+    for (int i = 0; i < p->nmounts; i++) {
+        if (p->mounts[i].kind != SHIM_MOUNT_MASK) continue;
+        int holds = 0;
+        for (int k = i + 1; k < p->nmounts; k++) holds |= shim_under(p->mounts[k].path, p->mounts[i].path);
+        if (!holds && chmod(p->mounts[i].path, 0) != 0) return -errno;
+        if (mount(NULL, p->mounts[i].path, NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) != 0) return -errno;
+    }
+    return 0;
+}
+
+// A /proc of its own: other users' processes are invisible (each extension has a uid of its
+// own), read-only.
+static int shim_private_proc(void) {
+    if (mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC | MS_RDONLY, "hidepid=invisible") != 0) return -errno;
+    return 0;
+}
+
+// The loopback interface of a new network namespace, up.
+static int shim_loopback_up(void) {
+    int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (s < 0) return -errno;
+    struct ifreq ifr;
+    memset(&ifr, 0, sizeof(ifr));
+    memcpy(ifr.ifr_name, "lo", 3);
+    int rc = 0;
+    if (ioctl(s, SIOCGIFFLAGS, &ifr) != 0) {
+        rc = -errno;
+    } else {
+        ifr.ifr_flags |= IFF_UP | IFF_RUNNING;
+        if (ioctl(s, SIOCSIFFLAGS, &ifr) != 0) rc = -errno;
+    }
+    close(s);
+    return rc;
+}
+
+int shim_sandbox_enter(const shim_sandbox *p, int *step) {
+    int rc;
+    if (p->parts & SHIM_SANDBOX_USERNS) {
+        *step = SHIM_STEP_SANDBOX_USERNS;
+        if ((rc = shim_enter_user_namespace(p->uid, p->gid)) != 0) return rc;
+    }
+    if (p->parts & SHIM_SANDBOX_NETWORK) {
+        *step = SHIM_STEP_SANDBOX_NETWORK;
+        if (unshare(CLONE_NEWNET) != 0) return -errno;
+        if ((rc = shim_loopback_up()) != 0) return rc;
+    }
+    if (p->parts & (SHIM_SANDBOX_FILESYSTEM | SHIM_SANDBOX_PROC)) {
+        *step = SHIM_STEP_SANDBOX_FILESYSTEM;
+        if (unshare(CLONE_NEWNS) != 0) return -errno;
+    }
+    if (p->parts & SHIM_SANDBOX_FILESYSTEM) {
+        if ((rc = shim_file_system_view(p)) != 0) return rc;
+    } else if (p->parts & SHIM_SANDBOX_PROC) {
+        if (mount(NULL, "/", NULL, MS_REC | MS_SLAVE, NULL) != 0) return -errno;
+    }
+    if (p->parts & SHIM_SANDBOX_PROC) {
+        *step = SHIM_STEP_SANDBOX_PROC;
+        if ((rc = shim_private_proc()) != 0) return rc;
+    }
+    return 0;
+}
+
+int shim_sandbox_install_filter(const void *filter) {
+    if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, filter) != 0) return -errno;
+    return 0;
+}
+
+// The rest runs in the daemon.
+
+#ifndef CLONE_NEWTIME
+#define CLONE_NEWTIME 0x00000080
+#endif
+
+int shim_seccomp_filter(const void **out) {
+    scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
+    if (ctx == NULL) return -ENOMEM;
+    const uint32_t eperm = SCMP_ACT_ERRNO(EPERM);
+    int rc = seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, eperm);
+    // Refused outright (docs/security.md, "System calls").
+    static const char *const refused[] = {
+        // Mounting, and the new mount API.
+        "mount", "umount", "umount2", "pivot_root", "chroot", "fsopen", "fsconfig", "fsmount", "fspick",
+        "move_mount", "open_tree", "mount_setattr",
+        // Namespaces.
+        "unshare", "setns",
+        // Other processes' memory.
+        "ptrace", "process_vm_readv", "process_vm_writev", "kcmp",
+        // The kernel's other interpreters and key store.
+        "bpf", "perf_event_open", "keyctl", "add_key", "request_key", "userfaultfd",
+        // The machine itself.
+        "kexec_load", "kexec_file_load", "reboot", "init_module", "finit_module", "delete_module",
+        "swapon", "swapoff", "acct", "quotactl", "open_by_handle_at", "lookup_dcookie", "nfsservctl",
+        // io_uring bypasses this filter for the operations it performs.
+        "io_uring_setup", "io_uring_enter", "io_uring_register",
+    };
+    for (size_t i = 0; rc == 0 && i < sizeof(refused) / sizeof(refused[0]); i++) {
+        int nr = seccomp_syscall_resolve_name(refused[i]);
+        if (nr == __NR_SCMP_ERROR) continue;  // not on this architecture
+        rc = seccomp_rule_add(ctx, eperm, nr, 0);
+    }
+    // clone with any flag that makes a namespace. clone3 passes its flags in memory a filter
+    // cannot read: it answers ENOSYS, on which libc falls back to clone.
+    static const uint64_t namespaces[] = {
+        CLONE_NEWNS, CLONE_NEWUTS, CLONE_NEWIPC, CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET, CLONE_NEWCGROUP,
+    };
+    int clone_arg = 0;
+#if defined(__s390x__) || defined(__s390__)
+    clone_arg = 1;  // s390 swaps clone's first two arguments
+#endif
+    for (size_t i = 0; rc == 0 && i < sizeof(namespaces) / sizeof(namespaces[0]); i++) {
+        struct scmp_arg_cmp cmp = { .arg = (unsigned)clone_arg, .op = SCMP_CMP_MASKED_EQ, .datum_a = namespaces[i], .datum_b = namespaces[i] };
+        rc = seccomp_rule_add_array(ctx, eperm, SCMP_SYS(clone), 1, &cmp);
+    }
+    if (rc == 0) {
+        int nr = seccomp_syscall_resolve_name("clone3");
+        if (nr != __NR_SCMP_ERROR) rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS), nr, 0);
+    }
+    // The BPF program, read back through a memory file.
+    int fd = rc == 0 ? memfd_create("extensiond-seccomp", MFD_CLOEXEC) : -1;
+    if (rc == 0 && fd < 0) rc = -errno;
+    if (rc == 0) rc = seccomp_export_bpf(ctx, fd);
+    seccomp_release(ctx);
+    if (rc != 0) {
+        if (fd >= 0) close(fd);
+        return rc < 0 ? rc : -EINVAL;
+    }
+    off_t size = lseek(fd, 0, SEEK_END);
+    if (size <= 0 || size % (off_t)sizeof(struct sock_filter) != 0 || size / (off_t)sizeof(struct sock_filter) > BPF_MAXINSNS) {
+        close(fd);
+        return -EINVAL;
+    }
+    struct sock_fprog *prog = malloc(sizeof(*prog));
+    struct sock_filter *code = malloc((size_t)size);
+    if (prog == NULL || code == NULL) {
+        free(prog);
+        free(code);
+        close(fd);
+        return -ENOMEM;
+    }
+    ssize_t n = pread(fd, code, (size_t)size, 0);
+    int e = errno;
+    close(fd);
+    if (n != size) {
+        free(prog);
+        free(code);
+        return n < 0 ? -e : -EIO;
+    }
+    prog->len = (unsigned short)(size / (off_t)sizeof(struct sock_filter));
+    prog->filter = code;
+    *out = prog;
+    return 0;
+}
+
+int shim_seccomp_filter_length(const void *filter) {
+    return filter == NULL ? 0 : ((const struct sock_fprog *)filter)->len;
+}
+
+// The probe child: builds `part` (with a user namespace first when `userns`) and exits 0, or
+// with the errno of the failure.
+static int shim_probe_part(int part, int userns, const void *filter) {
+    pid_t pid = fork();
+    if (pid < 0) return errno;
+    if (pid == 0) {
+        if (userns && shim_enter_user_namespace(getuid(), getgid()) != 0) _exit(errno ? errno : EPERM);
+        int rc = 0;
+        if (part == SHIM_SANDBOX_SYSCALLS) {
+            if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) _exit(errno);
+            rc = shim_sandbox_install_filter(filter);
+            // The filter is in force: unshare must be refused.
+            if (rc == 0 && unshare(0) == 0) _exit(EPROTO);
+        } else if (part == SHIM_SANDBOX_NETWORK) {
+            if (unshare(CLONE_NEWNET) != 0) _exit(errno);
+            rc = shim_loopback_up();
+        } else {
+            if (unshare(CLONE_NEWNS) != 0) _exit(errno);
+            if (mount(NULL, "/", NULL, MS_REC | MS_SLAVE, NULL) != 0) _exit(errno);
+            if (part == SHIM_SANDBOX_PROC) {
+                rc = shim_private_proc();
+            } else {
+                struct mount_attr ro = { .attr_set = MOUNT_ATTR_RDONLY };
+                if (mount_setattr(AT_FDCWD, "/", AT_RECURSIVE, &ro, sizeof(ro)) != 0) _exit(errno);
+                if (mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777") != 0) _exit(errno);
+                if (mount(NULL, "/tmp", NULL, MS_REMOUNT | MS_BIND | MS_RDONLY, NULL) != 0) _exit(errno);
+            }
+        }
+        _exit(rc < 0 ? -rc : 0);
+    }
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0) {
+        if (errno != EINTR) return errno;
+    }
+    if (!WIFEXITED(status)) return EINTR;
+    return WEXITSTATUS(status);
+}
+
+int shim_sandbox_probe(const void *filter, int errors[4]) {
+    static const int parts[4] = { SHIM_SANDBOX_FILESYSTEM, SHIM_SANDBOX_PROC, SHIM_SANDBOX_NETWORK, SHIM_SANDBOX_SYSCALLS };
+    // Namespaces with the daemon's own privilege, or else inside a user namespace.
+    int userns = 0;
+    int direct = shim_probe_part(SHIM_SANDBOX_FILESYSTEM, 0, filter);
+    if (direct != 0 && shim_probe_part(SHIM_SANDBOX_FILESYSTEM, 1, filter) == 0) userns = 1;
+    int result = userns ? SHIM_SANDBOX_USERNS : 0;
+    for (int i = 0; i < 4; i++) {
+        if (parts[i] == SHIM_SANDBOX_SYSCALLS && filter == NULL) {
+            errors[i] = ENOSYS;
+            continue;
+        }
+        errors[i] = shim_probe_part(parts[i], parts[i] == SHIM_SANDBOX_SYSCALLS ? 0 : userns, filter);
+        if (errors[i] == 0) result |= parts[i];
+    }
+    return result;
+}

@@ -1,0 +1,99 @@
+/// A part of an extension's sandbox (docs/security.md, "The sandbox").
+public enum SandboxPart: String, CaseIterable, Sendable, Codable, Comparable {
+    /// A mount namespace of its own: the system read-only; `/home`, `/root`, `/run/user` and
+    /// the state directory hidden (but its containers); private `/tmp`, `/var/tmp` and
+    /// `/dev/shm`; a `/dev` of pseudo-devices.
+    case filesystem
+    /// A `/proc` of its own that shows only the processes of its uid.
+    case proc
+    /// A network namespace of its own, loopback only (`"network": false`).
+    case network
+    /// The system-call filter (seccomp).
+    case syscalls
+
+    public static func < (a: SandboxPart, b: SandboxPart) -> Bool {
+        allCases.firstIndex(of: a)! < allCases.firstIndex(of: b)!
+    }
+}
+
+/// What the kernel lets this daemon build, found once when it starts.
+public struct SandboxSupport: Equatable, Sendable {
+    /// Why each part that cannot be built cannot (absent: it can).
+    public var missing: [SandboxPart: String]
+    /// Whether the namespaces come from a user namespace of the extension's own (a daemon
+    /// without privilege) rather than from the daemon's privilege.
+    public var userNamespace: Bool
+
+    public init(missing: [SandboxPart: String] = [:], userNamespace: Bool = false) {
+        self.missing = missing
+        self.userNamespace = userNamespace
+    }
+
+    /// Every part, built with the daemon's privilege.
+    public static let complete = SandboxSupport()
+}
+
+/// The sandbox one extension gets, decided from its manifest, its point and what the daemon
+/// can build. Pure.
+public struct SandboxDecision: Equatable, Sendable {
+    /// The parts built for it, in `SandboxPart` order.
+    public var enforced: [SandboxPart]
+    /// The parts it would get but does not, each with why, in `SandboxPart` order.
+    public var notEnforced: [(part: SandboxPart, reason: String)]
+    /// Whether it has the host's network (false: loopback only, when `network` is enforced).
+    public var network: Bool
+    /// False when the manifest opts out (`"sandbox": "none"`).
+    public var enabled: Bool
+
+    public static func == (a: SandboxDecision, b: SandboxDecision) -> Bool {
+        a.enforced == b.enforced && a.network == b.network && a.enabled == b.enabled
+            && a.notEnforced.map(\.part) == b.notEnforced.map(\.part) && a.notEnforced.map(\.reason) == b.notEnforced.map(\.reason)
+    }
+
+    /// Decides the sandbox of `manifest` under `support`. `requiredByDefault` is the set of parts
+    /// a point that names none requires (every part under a root daemon, none otherwise).
+    /// Fails naming the first part its point requires that cannot be built.
+    public static func decide(
+        _ manifest: Manifest, support: SandboxSupport, requiredByDefault: Set<SandboxPart>
+    ) -> Result<SandboxDecision, SandboxRefusal> {
+        let network = manifest.policy.network
+        guard manifest.sandboxed else {
+            return .success(SandboxDecision(
+                enforced: [], notEnforced: [(.filesystem, "the manifest says \"sandbox\": \"none\"")], network: network, enabled: false))
+        }
+        let required = manifest.policy.sandboxRequires.map(Set.init) ?? requiredByDefault
+        var enforced: [SandboxPart] = []
+        var notEnforced: [(part: SandboxPart, reason: String)] = []
+        for part in SandboxPart.allCases {
+            if part == .network && network { continue }  // nothing to build: it has the host's network
+            if let why = support.missing[part] {
+                if required.contains(part) { return .failure(SandboxRefusal(part: part, reason: why)) }
+                notEnforced.append((part, why))
+            } else {
+                enforced.append(part)
+            }
+        }
+        return .success(SandboxDecision(enforced: enforced, notEnforced: notEnforced, network: network, enabled: true))
+    }
+
+    /// One line for `extctl status`: what is enforced, and what is not and why.
+    public var summary: String {
+        guard enabled else { return "none (the manifest says \"sandbox\": \"none\"; allowed by allowUnsandboxedExtensions)" }
+        var text = enforced.isEmpty ? "nothing enforced" : enforced.map { $0 == .network ? "network (loopback only)" : $0.rawValue }.joined(separator: ", ")
+        text += network ? "; network allowed" : ""
+        if !notEnforced.isEmpty {
+            text += "; not enforced: " + notEnforced.map { "\($0.part.rawValue) (\($0.reason))" }.joined(separator: ", ")
+        }
+        return text
+    }
+}
+
+/// A part a point requires that this daemon cannot build: the launch fails with it.
+public struct SandboxRefusal: Error, Equatable, Sendable, CustomStringConvertible {
+    public var part: SandboxPart
+    public var reason: String
+
+    public var description: String {
+        "the sandbox part '\(part.rawValue)', which its extension point requires, cannot be enforced: \(reason)"
+    }
+}

@@ -1,0 +1,118 @@
+import CShims
+import ExtensionTransport
+import Logging
+import SupervisorCore
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The sandbox of this daemon's extensions (docs/security.md): what the kernel lets it build,
+/// probed once at start by building each part in a throwaway child; the system-call filter,
+/// built once; and the plan of each launch. Owned by the daemon's loop thread.
+final class Sandboxing {
+    /// What can be built here, and why not where it cannot.
+    let support: SandboxSupport
+    /// The parts a point that names none requires: all of them under a root daemon.
+    let requiredByDefault: Set<SandboxPart>
+    /// The filter (`struct sock_fprog`), allocated once for the daemon's life; nil when it
+    /// could not be built.
+    private let filter: UnsafeRawPointer?
+    /// Hidden from every extension: the existing ones of /home, /root, /run/user, and the
+    /// state directory.
+    private let masks: [String]
+    /// Private to each extension: the existing ones of /tmp and /var/tmp.
+    private let scratch: [String]
+
+    init(stateDirectory: String, daemonIsRoot: Bool, logger: Logger) {
+        var built: UnsafeRawPointer?
+        let rc = shim_seccomp_filter(&built)
+        let filter = rc == 0 ? built : nil
+        self.filter = filter
+        var errors: (Int32, Int32, Int32, Int32) = (0, 0, 0, 0)
+        let bits = withUnsafeMutableBytes(of: &errors) { raw in
+            shim_sandbox_probe(filter, raw.baseAddress!.assumingMemoryBound(to: Int32.self))
+        }
+        let userNamespace = bits & Int32(SHIM_SANDBOX_USERNS) != 0
+        let codes = [errors.0, errors.1, errors.2, errors.3]
+        var missing: [SandboxPart: String] = [:]
+        for (i, part) in SandboxPart.allCases.enumerated() where codes[i] != 0 {
+            missing[part] = Sandboxing.reason(part, errno: part == .syscalls && filter == nil ? -rc : codes[i], userNamespace: userNamespace, daemonIsRoot: daemonIsRoot)
+        }
+        support = SandboxSupport(missing: missing, userNamespace: userNamespace)
+        requiredByDefault = daemonIsRoot ? Set(SandboxPart.allCases) : []
+        func existing(_ paths: [String]) -> [String] {
+            paths.filter { var st = stat(); return stat($0, &st) == 0 && (st.st_mode & S_IFMT) == S_IFDIR }
+        }
+        masks = existing(["/home", "/root", "/run/user"]) + [stateDirectory]
+        scratch = existing(["/tmp", "/var/tmp"])
+        let enforced = SandboxPart.allCases.filter { missing[$0] == nil }.map(\.rawValue).joined(separator: ", ")
+        let notEnforced = missing.isEmpty ? "" : "; not: " + missing.keys.sorted().map { "\($0.rawValue) (\(missing[$0]!))" }.joined(separator: ", ")
+        logger.info("sandbox: \(enforced.isEmpty ? "nothing" : enforced) can be enforced\(userNamespace ? " (in a user namespace of each extension)" : "")\(notEnforced)")
+    }
+
+    /// The sandbox `manifest` gets, or the part its point requires that cannot be built.
+    func decide(_ manifest: Manifest) -> Result<SandboxDecision, SandboxRefusal> {
+        SandboxDecision.decide(manifest, support: support, requiredByDefault: requiredByDefault)
+    }
+
+    /// The plan of one launch: the parts of `decision`, and the file system view that keeps the
+    /// executable's directory (and that of each script named by an absolute argument)
+    /// read-only, and its container and shared containers writable.
+    func plan(_ manifest: Manifest, _ decision: SandboxDecision, container: String?) -> SandboxPlan? {
+        guard decision.enabled, !decision.enforced.isEmpty else { return nil }
+        var parts: Int32 = support.userNamespace ? Int32(SHIM_SANDBOX_USERNS) : 0
+        for part in decision.enforced {
+            switch part {
+            case .filesystem: parts |= Int32(SHIM_SANDBOX_FILESYSTEM)
+            case .proc: parts |= Int32(SHIM_SANDBOX_PROC)
+            case .network: parts |= Int32(SHIM_SANDBOX_NETWORK)
+            case .syscalls: parts |= Int32(SHIM_SANDBOX_SYSCALLS)
+            }
+        }
+        var mounts: [SandboxView.Mount] = []
+        if decision.enforced.contains(.filesystem) {
+            var readOnly = [Sandboxing.directory(of: manifest.executable)]
+            for argument in manifest.arguments where argument.hasPrefix("/") {
+                var st = stat()
+                if stat(argument, &st) == 0 && (st.st_mode & S_IFMT) == S_IFREG { readOnly.append(Sandboxing.directory(of: argument)) }
+            }
+            let writable = (container.map { [$0] } ?? []) + manifest.sharedContainers.compactMap { manifest.containerPaths[$0] }
+            mounts = SandboxView(scratch: scratch, masks: masks, readOnly: readOnly, writable: writable).mounts
+        }
+        return SandboxPlan(parts: parts, mounts: mounts, filter: filter, uid: getuid(), gid: getgid())
+    }
+
+    static func directory(of path: String) -> String {
+        guard let slash = path.lastIndex(of: "/") else { return "/" }
+        return slash == path.startIndex ? "/" : String(path[..<slash])
+    }
+
+    /// Why `part` cannot be built, for `extctl status` and the launch error.
+    static func reason(_ part: SandboxPart, errno code: Int32, userNamespace: Bool, daemonIsRoot: Bool) -> String {
+        let error = String(cString: strerror(code))
+        switch part {
+        case .filesystem, .network:
+            let what = part == .filesystem ? "a mount namespace" : "a network namespace"
+            return "\(what) cannot be created here (\(error)): the daemon has no CAP_SYS_ADMIN and unprivileged user namespaces are unavailable"
+        case .proc:
+            if userNamespace || !daemonIsRoot {
+                return "mounting a /proc of its own needs a daemon with CAP_SYS_ADMIN (\(error))"
+            }
+            return "a /proc of its own cannot be mounted (\(error))"
+        case .syscalls:
+            return "the seccomp filter cannot be installed (\(error))"
+        }
+    }
+}
+
+/// What the child of one launch builds (sandbox.h), passed through `Kernel.spawn`.
+struct SandboxPlan: Equatable {
+    /// The SHIM_SANDBOX_* bits.
+    var parts: Int32
+    var mounts: [SandboxView.Mount]
+    /// The system-call filter, with SHIM_SANDBOX_SYSCALLS.
+    var filter: UnsafeRawPointer?
+    /// The daemon's ids, mapped to themselves in a user namespace (with SHIM_SANDBOX_USERNS).
+    var uid: UInt32
+    var gid: UInt32
+}
