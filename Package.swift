@@ -91,8 +91,10 @@ let package = Package(
         .executableTarget(name: "widget-panel", dependencies: ["ExtensionHost"], path: "examples/widget-panel", swiftSettings: strict),
         // A scriptable extension for the integration tests (behaviour chosen by its arguments).
         .executableTarget(
-            name: "test-extension", dependencies: ["ExtensionRuntime", "ExtensionTransport", "ExtensionProtocol"],
+            name: "test-extension", dependencies: ["ExtensionRuntime", "ExtensionTransport", "ExtensionProtocol", "CProbes"],
             path: "Tests/Fixtures/test-extension", swiftSettings: strict),
+        // System calls the sandbox tests try from inside the test extension.
+        .target(name: "CProbes", path: "Tests/Fixtures/CProbes"),
 
         // libFuzzer target for the wire decoder (scripts/fuzz.sh builds it with the fuzzer runtime).
         .executableTarget(name: "wire-fuzz", dependencies: ["ExtensionProtocol"], path: "Fuzz/wire-fuzz", swiftSettings: strict),

@@ -107,6 +107,13 @@ int ext_request_cancel(uint64_t request_id, const char *reason);
  * stays valid for the life of the process unless the program itself changes that variable. */
 const char *ext_shared_container_path(const char *group);
 
+/* The extension's own container: a directory only it can read and write, kept across its
+ * relaunches and extensiond's restarts until an administrator resets it (`extctl reset`). It is
+ * also its HOME, with XDG_CONFIG_HOME, XDG_CACHE_HOME, XDG_DATA_HOME and XDG_STATE_HOME inside.
+ * The value of EXTENSIOND_CONTAINER; NULL when that variable is unset (not started by
+ * extensiond). The string belongs to the process environment, as above. */
+const char *ext_container_path(void);
+
 #ifdef __cplusplus
 }
 #endif

@@ -607,6 +607,11 @@ API int ext_request_cancel(uint64_t request_id, const char *reason) {
     return failed ? -ENOTCONN : 0;
 }
 
+API const char *ext_container_path(void) {
+    const char *value = getenv("EXTENSIOND_CONTAINER");
+    return value && *value ? value : NULL;
+}
+
 API const char *ext_shared_container_path(const char *group) {
     static const char prefix[] = "EXTENSION_SHARED_CONTAINER_";
     if (!group) return NULL;

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs what building and testing extensiond needs beyond the Swift toolchain:
-# libsystemd-dev (sd-event, sd-daemon, sd-journal), pkg-config, a C compiler for the C runtime
+# libsystemd-dev (sd-event, sd-daemon, sd-journal), libseccomp-dev (the extensions' system-call filter), pkg-config, a C compiler for the C runtime
 # (scripts/build-runtime-c.sh), man-db and groff for the manual page tests, and python3 with
 # venv and pip for the Python package tests. Idempotent.
 set -euo pipefail
@@ -16,6 +16,8 @@ command -v nsenter >/dev/null 2>&1 && command -v unshare >/dev/null 2>&1 || miss
 # readelf for the export checks.
 command -v cc >/dev/null 2>&1 || missing+=(gcc libc6-dev)
 command -v nm >/dev/null 2>&1 && command -v readelf >/dev/null 2>&1 || missing+=(binutils)
+# The extensions' system-call filter is built with libseccomp.
+pkg-config --exists libseccomp 2>/dev/null || missing+=(libseccomp-dev)
 # Manual pages: `man --warnings -l` (man-db) renders them with groff.
 command -v man >/dev/null 2>&1 || missing+=(man-db)
 command -v groff >/dev/null 2>&1 || missing+=(groff-base)

@@ -35,6 +35,9 @@ public enum Message: Equatable, Sendable {
     /// Be told (`newData`) whenever a background refresh of these extensions brings new data.
     /// Answered by `ok` or `failure`.
     case subscribe(tag: UInt32, extensionIDs: [String])
+    /// End the extension if it runs and empty its own container (`extctl reset`, administrators
+    /// only). Answered by `ok` once the container is empty, or `failure`.
+    case reset(tag: UInt32, extensionID: String)
 
     // MARK: Daemon → host or extctl
 
@@ -144,6 +147,7 @@ extension Message {
         case .post: .post
         case .forceRefresh: .forceRefresh
         case .subscribe: .subscribe
+        case .reset: .reset
         case .refreshed: .refreshed
         case .newData: .newData
         case .refreshDone: .refreshDone
@@ -176,7 +180,7 @@ extension Message {
 
 /// Wire type numbers. Stable: new messages get new numbers, old numbers are never reused.
 public enum MessageKind: UInt8, Sendable {
-    case begin = 1, end = 2, query = 3, kill = 4, reload = 5, monitor = 6, prewarm = 7, discover = 8, post = 9, forceRefresh = 10, subscribe = 11
+    case begin = 1, end = 2, query = 3, kill = 4, reload = 5, monitor = 6, prewarm = 7, discover = 8, post = 9, forceRefresh = 10, subscribe = 11, reset = 12
     case begun = 32, ok = 33, failure = 34, json = 35, interrupted = 36, event = 37, discovered = 38, completed = 39, cancelled = 40, refreshed = 41, newData = 42
     case ready = 64, acquire = 65, release = 66, expireReceived = 67, complete = 68, cancel = 69, observe = 70, refreshDone = 71
     case deliver = 96, ended = 97, granted = 98, denied = 99, expire = 100, notify = 101, refresh = 102

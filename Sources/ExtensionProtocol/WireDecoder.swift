@@ -48,6 +48,9 @@ public enum WireDecoder {
             let tag = try r.u32("tag")
             let id = try r.string("extensionID", limit: WireLimits.maxIdentifier)
             return .kill(tag: tag, extensionID: id, signal: Int32(bitPattern: try r.u32("signal")))
+        case .reset:
+            let tag = try r.u32("tag")
+            return .reset(tag: tag, extensionID: try r.string("extensionID", limit: WireLimits.maxIdentifier))
         case .reload:
             return .reload(tag: try r.u32("tag"))
         case .monitor:

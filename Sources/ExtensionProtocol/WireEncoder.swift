@@ -29,6 +29,8 @@ public struct WireEncoder: Sendable {
         case .kill(let tag, let id, let signal):
             put32(tag); try putString(id, field: "extensionID", limit: WireLimits.maxIdentifier)
             put32(UInt32(bitPattern: signal))
+        case .reset(let tag, let id):
+            put32(tag); try putString(id, field: "extensionID", limit: WireLimits.maxIdentifier)
         case .reload(let tag), .monitor(let tag), .ok(let tag):
             put32(tag)
         case .prewarm(let tag, let ids):

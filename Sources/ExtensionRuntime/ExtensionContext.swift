@@ -6,6 +6,16 @@ import Glibc
 
 /// What the supervisor tells an extension about its environment.
 public enum ExtensionContext {
+    /// The extension's own container: a directory only it can read and write, kept across its
+    /// relaunches and extensiond's restarts until an administrator resets it (`extctl reset`).
+    /// It is also its `HOME`, with the XDG base directories inside. Nil when the process was
+    /// not started by extensiond. Read from `EXTENSIOND_CONTAINER`.
+    public static var containerURL: URL? {
+        guard let value = getenv("EXTENSIOND_CONTAINER") else { return nil }
+        let path = String(cString: value)
+        return path.isEmpty ? nil : URL(fileURLWithPath: path, isDirectory: true)
+    }
+
     /// The directory of the shared container `group` (a name from the manifest's
     /// `sharedContainers`, such as `group.com.example.stocks`), which the extension can read
     /// and write together with the other extensions and apps admitted to it. Nil when the

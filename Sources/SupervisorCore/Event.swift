@@ -76,6 +76,9 @@ public enum Event: Equatable, Sendable {
     case tick
     /// An administrator sends a signal to an extension.
     case kill(host: HostID, tag: UInt32, extensionID: String, signal: Int32)
+    /// An administrator resets an extension (`extctl reset`): it is ended, then its container
+    /// emptied (`emptyContainer`), whether or not a manifest declares it.
+    case reset(host: HostID, tag: UInt32, extensionID: String)
     /// The manifests were re-read. `host`/`tag` identify who asked, if anyone.
     case reload(manifests: [Manifest], errors: [ManifestError], host: HostID?, tag: UInt32)
     /// A host hints that it will soon open these extensions.
@@ -107,6 +110,9 @@ public enum Effect: Equatable, Sendable {
     case armTimer(Instant?)
     /// Record (log, stream to monitors) a lifecycle event.
     case record(LifecycleEvent)
+    /// Empty the container of `extensionID`, whose processes are all gone, and answer the
+    /// host's `reset` with `ok` or `failure`. Comes before any launch of it the same event causes.
+    case emptyContainer(extensionID: String, host: HostID, tag: UInt32)
     /// Shutdown is complete: every process is gone; the daemon may exit.
     case exit
 }

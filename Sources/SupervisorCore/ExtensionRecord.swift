@@ -40,6 +40,9 @@ public struct ExtensionRecord: Equatable, Sendable {
     public internal(set) var retired = false
     /// An administrator signalled the process; its exit counts as `killed-by-admin`.
     public internal(set) var adminSignaled = false
+    /// The `reset` requests waiting for the process to end (host, tag), answered once its
+    /// container is emptied.
+    public internal(set) var resetWaiters: [ResetWaiter] = []
     /// Assertions held past their hard deadline, over the daemon's lifetime.
     public internal(set) var overruns = 0
     /// Stops made while an *expire* had not been read, over the daemon's lifetime.
@@ -99,4 +102,10 @@ public struct ExtensionRecord: Equatable, Sendable {
         }
         return next
     }
+}
+
+/// A host waiting for an extension's container to be emptied (`extctl reset`).
+public struct ResetWaiter: Equatable, Sendable {
+    public var host: HostID
+    public var tag: UInt32
 }

@@ -96,6 +96,7 @@ public struct Supervisor: Sendable {
                 }
             }
         case let .kill(host, tag, id, signal): kill(host: host, tag: tag, id: id, signal: signal)
+        case let .reset(host, tag, id): reset(host: host, tag: tag, id: id)
         case let .reload(manifests, errors, _, _): reload(manifests, errors)
         case let .prewarm(host, peer, tag, ids): prewarm(host: host, peer: peer, tag: tag, ids: ids)
         case .shutdown: shutdown()
@@ -476,6 +477,8 @@ public struct Supervisor: Sendable {
         case .exited(let code): describe = "exit status \(code)"
         case .signaled(let sig): describe = "signal \(sig)"
         }
+        for w in r.resetWaiters { out.append(.emptyContainer(extensionID: r.manifest.id, host: w.host, tag: w.tag)) }
+        r.resetWaiters.removeAll()
         for q in r.requests {
             out.append(.reply(host: q.host, message: .interrupted(requestID: q.id, reason: "'\(r.manifest.id)' ended: \(reason.rawValue) (\(describe))")))
         }
@@ -679,6 +682,24 @@ public struct Supervisor: Sendable {
             }
         }
         out.append(.reply(host: host, message: .ok(tag: tag)))
+    }
+
+    /// Ends the extension (SIGKILL, continued if stopped) and empties its container once its
+    /// processes are gone; at once when none runs, or when no manifest declares it any more.
+    private mutating func reset(host: HostID, tag: UInt32, id: String) {
+        guard let r = records[id], r.isRunning, r.pid != nil else {
+            return out.append(.emptyContainer(extensionID: id, host: host, tag: tag))
+        }
+        update(id, nil) { s, r in
+            r.adminSignaled = true
+            r.resetWaiters.append(ResetWaiter(host: host, tag: tag))
+            s.record(&r, .kill, detail: "reset by an administrator: ended, then its container emptied")
+            let stopped = r.phase.mayBeStopped
+            if case .terminating = r.phase {} else {
+                s.setPhase(&r, .terminating(reason: .killedByAdmin, killAt: s.now.adding(seconds: s.limits.terminateGraceSeconds)))
+            }
+            s.out.append(.signal(extensionID: id, generation: r.generation, signal: SignalNumber.kill, thenContinue: stopped))
+        }
     }
 
     private mutating func reload(_ manifests: [Manifest], _ errors: [ManifestError]) {

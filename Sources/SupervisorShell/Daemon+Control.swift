@@ -141,6 +141,13 @@ extension Daemon {
         case let .kill(tag, id, signal):
             guard isAdministrator(c.peer) else { return refuseAdmin(c, tag, "kill") }
             post(.kill(host: c.id, tag: tag, extensionID: id, signal: signal))
+        case let .reset(tag, id):
+            guard isAdministrator(c.peer) else { return refuseAdmin(c, tag, "reset") }
+            if let problem = Identifier.problem(id) {
+                return send(.failure(tag: tag, code: .badRequest, text: "'\(id)' is not an extension id: \(problem)"), to: c.id)
+            }
+            logger.notice("reset of \(id) asked by pid \(c.peer.pid) uid \(c.peer.uid)", metadata: ["EXTENSION_ID": "\(id)"])
+            post(.reset(host: c.id, tag: tag, extensionID: id))
         case let .reload(tag):
             guard isAdministrator(c.peer) else { return refuseAdmin(c, tag, "reload") }
             let (loaded, errors) = reload()
@@ -213,7 +220,8 @@ extension Daemon {
             : StatusDocument.status(
                 selected, now: now, clock,
                 containment: .init(mode: cgroups == nil ? "process-group" : "cgroup", reason: containmentProblem),
-                processes: processEntries, limits: limitEnforcement)
+                processes: processEntries, limits: limitEnforcement,
+                container: { [extensionContainers] in extensionContainers.path(of: $0.id) }, sandbox: sandboxing.decide)
         sendJSON(document, tag: tag, to: c.id)
     }
 

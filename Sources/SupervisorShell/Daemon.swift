@@ -317,6 +317,15 @@ public final class Daemon {
             send(message, to: p)
         case let .armTimer(at): loop.setDeadline(at) { [unowned self] in post(.tick) }
         case let .record(event): record(event)
+        case let .emptyContainer(id, host, tag):
+            switch extensionContainers.reset(id) {
+            case .success:
+                logger.notice("\(id): its container \(extensionContainers.path(of: id)) was emptied (reset)", metadata: ["EXTENSION_ID": "\(id)"])
+                send(.ok(tag: tag), to: host)
+            case .failure(let e):
+                logger.error("\(id): its container could not be emptied: \(e)", metadata: ["EXTENSION_ID": "\(id)"])
+                send(.failure(tag: tag, code: .internalError, text: "the container of '\(id)' could not be emptied: \(e)"), to: host)
+            }
         case .exit:
             logger.info("every extension process is gone; exiting")
             loop.exit(0)

@@ -137,7 +137,9 @@ enum StatusDocument {
     static func status(
         _ records: [ExtensionRecord], now: Instant, _ clock: Clock, containment: Containment,
         processes: (ExtensionRecord) -> ProcessesOfExtension,
-        limits: (Manifest) -> [LimitEnforcement] = { _ in [] }
+        limits: (Manifest) -> [LimitEnforcement] = { _ in [] },
+        container: (Manifest) -> String? = { _ in nil },
+        sandbox: (Manifest) -> Result<SandboxDecision, SandboxRefusal>? = { _ in nil }
     ) -> JSONValue {
         .object([
             "containment": .object(["mode": .string(containment.mode), "reason": .stringOrNull(containment.reason)]),
@@ -169,6 +171,8 @@ enum StatusDocument {
                 limitObject[l.key] = .object(["value": .integer(Int(l.value)), "enforcedBy": .string(l.by.rawValue)])
             }
             o["limits"] = .object(limitObject)
+            o["container"] = .stringOrNull(container(r.manifest))
+            o["sandbox"] = sandbox(r.manifest).map(sandboxObject) ?? .null
             o["credentials"] = r.manifest.credentials.map { c in
                 .object([
                     "uid": .integer(Int(c.uid)), "gid": .integer(Int(c.gid)), "groups": .array(c.groups.map { .integer(Int($0)) }),
@@ -217,6 +221,26 @@ enum StatusDocument {
             return .object(o)
         }),
         ])
+    }
+
+    /// The `sandbox` object of `status` (docs/json.md): what is enforced, what is not and why,
+    /// and, when a part its point requires cannot be built, why it is not launched.
+    static func sandboxObject(_ result: Result<SandboxDecision, SandboxRefusal>) -> JSONValue {
+        switch result {
+        case .success(let d):
+            return .object([
+                "enabled": .bool(d.enabled), "network": .bool(d.network),
+                "enforced": .array(d.enforced.map { .string($0.rawValue) }),
+                "notEnforced": .array(d.notEnforced.map { .object(["part": .string($0.part.rawValue), "reason": .string($0.reason)]) }),
+                "summary": .string(d.summary), "launchRefused": .null,
+            ])
+        case .failure(let refusal):
+            return .object([
+                "enabled": .bool(true), "network": .null, "enforced": .array([]),
+                "notEnforced": .array([.object(["part": .string(refusal.part.rawValue), "reason": .string(refusal.reason)])]),
+                "summary": .string("cannot launch: \(refusal)"), "launchRefused": .string(refusal.description),
+            ])
+        }
     }
 
     static func encode(_ document: JSONValue) -> [UInt8] {

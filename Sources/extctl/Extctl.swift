@@ -8,7 +8,7 @@ struct Extctl: ParsableCommand {
         commandName: "extctl",
         abstract: "Inspect and control extensiond.",
         discussion: "Exit status: 0 on success, 1 when the operation failed or extensiond is unreachable, 2 on bad arguments.",
-        subcommands: [List.self, Status.self, Open.self, Kill.self, Monitor.self, Reload.self, Prewarm.self, Post.self, Refresh.self, Container.self])
+        subcommands: [List.self, Status.self, Open.self, Kill.self, Monitor.self, Reload.self, Prewarm.self, Post.self, Refresh.self, Container.self, Reset.self])
 }
 
 /// Options every subcommand takes.

@@ -143,6 +143,8 @@ enum Format {
                 return "\(key) \(value) (\(l["enforcedBy"] as? String ?? "?"))"
             }.joined(separator: ", "))
         }
+        if let container = e["container"] as? String { field("Container", container) }
+        if let sandbox = e["sandbox"] as? [String: Any], let summary = sandbox["summary"] as? String { field("Sandbox", summary) }
         if let held = e["locksHeldAtSuspend"] as? Int, held > 0 {
             field("Locks", "held a lock that blocks others when stopped, \(held) time(s)")
         }

@@ -98,9 +98,9 @@ struct CredentialTests {
         #expect(b.readLine() == "refused: Operation not permitted")
         a.send("signal \(pidB)")
         #expect(a.readLine() == "refused: Operation not permitted")
-        // Opening /proc/PID/mem takes the access check of ptrace attach (PTRACE_MODE_ATTACH).
+        // Its /proc (hidepid=invisible) has no entry for another uid's process at all.
         b.send("read-file /proc/\(pidA)/mem")
-        #expect(b.readLine() == "refused: Permission denied", "no ptrace access to another extension")
+        #expect(b.readLine() == "refused: No such file or directory", "another extension's processes are invisible")
         if let cgroup = try Self.statusEntry(daemon, "org.example.a")["cgroup"] as? String {
             a.send("write-file \(cgroup)/cgroup.kill")
             #expect(a.readLine() == "refused: Permission denied", "its own cgroup's files")
@@ -209,7 +209,8 @@ struct SharedContainerTests {
             manifests: [
                 "a.json": try CredentialTests.manifest("org.example.a", shared), "b.json": try CredentialTests.manifest("org.example.b", shared),
                 "c.json": try CredentialTests.manifest("org.example.c"),
-            ], extensionsAsRoot: false)
+                "d.json": try CredentialTests.manifest("org.example.d", ["sandbox": "none"]),
+            ], config: ["allowUnsandboxedExtensions": true], extensionsAsRoot: false)
         // The state directory lies in the daemon's private directory (0700): let other uids
         // pass through it (search only; the control socket inside stays root's, mode 0660).
         chmod(daemon.directory, 0o711)
@@ -246,11 +247,18 @@ struct SharedContainerTests {
         #expect(b.readLine() == "read")
         a.send("read-file \(path)/from-b")
         #expect(a.readLine() == "read")
+        // In its sandbox, the state directory holds nothing but its own container.
         c.send("read-file \(path)/from-a")
-        #expect(c.readLine() == "refused: Permission denied")
+        #expect(c.readLine() == "refused: No such file or directory")
         c.send("write-file \(path)/from-c")
-        #expect(c.readLine() == "refused: Permission denied")
+        #expect(c.readLine() == "refused: No such file or directory")
         #expect(try CredentialTests.statusField(pidC, "Uid") != "0")
+        // Without the sandbox, the container's group and mode keep it out all the same.
+        let (d, _) = try CredentialTests.open(daemon, host, "org.example.d")
+        d.send("read-file \(path)/from-a")
+        #expect(d.readLine() == "refused: Permission denied")
+        d.send("write-file \(path)/from-d")
+        #expect(d.readLine() == "refused: Permission denied")
 
         let unknown = try daemon.extctl(["container", "group.org.example.none"])
         #expect(unknown.status != 0)

@@ -26,6 +26,7 @@
 //   spawn-until-refused  -> starts /bin/sleep children until one is refused: "started <n>: <error>"
 //   write-file <path>, read-file <path> -> "written"/"read" or "refused: <error>"
 //   container <name>     -> ExtensionContext.sharedContainerURL: "container <path>" or "no container"
+//   getenv, home, list-dir, pids, syscall -> see SandboxProbes.swift
 //   probe-control <sock> -> connects to the control socket itself and asks for `list`:
 //                           answers "allowed" or "refused: <the daemon's reason>"
 // Arguments: --never-ready, --crash-at-start, --ignore-term,
@@ -358,7 +359,7 @@ ExtensionMain.run { request in
                 let bytes = try! WireEncoder.encoded(.release(assertionID: 999_999))
                 while (try? raw.send(bytes)) != nil {}
             }
-        default: reply(channel, "unknown command")
+        default: reply(channel, sandboxProbe(words) ?? "unknown command")
         }
     }
     channel.close()

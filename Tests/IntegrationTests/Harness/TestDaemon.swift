@@ -41,17 +41,19 @@ final class TestDaemon: @unchecked Sendable {
     let events = EventLog()
     private var monitor: ControlClient?
 
-    /// Whether manifests without `user` run as root (the default, under a root test run): the
-    /// lifecycle tests share files, locks and the control socket of their private 0700
-    /// directory with the extensions they start, which per-extension uids could not reach.
-    /// The credential tests (CredentialTests.swift) turn it off to check the daemon's default.
+    /// Whether manifests without `user` run as root and unsandboxed (the default, under a root
+    /// test run): the lifecycle tests share files, locks and the control socket of their
+    /// private 0700 directory with the extensions they start, which per-extension uids and a
+    /// private /tmp could not reach. The credential and sandbox tests (CredentialTests.swift,
+    /// SandboxTests.swift) turn it off to check the daemon's default.
     let extensionsAsRoot: Bool
     /// The daemon's executable: the build product, or a copy another uid can run.
     var daemonExecutable = BuildProducts.path("extensiond")
 
     /// Creates the directory and writes `manifests` (file name → JSON object) and `config`.
     /// With `extensionsAsRoot` (and a root test run), manifests without `user` get
-    /// `"user": "root"` and the configuration `"allowRootExtensions": true`.
+    /// `"user": "root"` and `"sandbox": "none"`, and the configuration `"allowRootExtensions":
+    /// true` and `"allowUnsandboxedExtensions": true`.
     init(manifests: [String: [String: Any]], config: [String: Any]? = nil, extensionsAsRoot: Bool = true) throws {
         self.extensionsAsRoot = extensionsAsRoot && getuid() == 0
         directory = try TestDaemon.makeTemporaryDirectory()
@@ -61,7 +63,9 @@ final class TestDaemon: @unchecked Sendable {
         try FileManager.default.createDirectory(atPath: extensionsDirectory, withIntermediateDirectories: true)
         for (name, object) in manifests { try writeManifest(name, object) }
         var config = config
-        if self.extensionsAsRoot { config = (config ?? [:]).merging(["allowRootExtensions": true]) { given, _ in given } }
+        if self.extensionsAsRoot {
+            config = (config ?? [:]).merging(["allowRootExtensions": true, "allowUnsandboxedExtensions": true]) { given, _ in given }
+        }
         if let config {
             try JSONSerialization.data(withJSONObject: config).write(to: URL(fileURLWithPath: directory + "/config.json"))
         }
@@ -75,7 +79,10 @@ final class TestDaemon: @unchecked Sendable {
 
     func writeManifest(_ name: String, _ object: [String: Any]) throws {
         var object = object
-        if extensionsAsRoot && object["user"] == nil && object["id"] is String { object["user"] = "root" }
+        if extensionsAsRoot && object["user"] == nil && object["id"] is String {
+            object["user"] = "root"
+            if object["sandbox"] == nil { object["sandbox"] = "none" }
+        }
         try JSONSerialization.data(withJSONObject: object).write(to: URL(fileURLWithPath: extensionsDirectory + "/" + name))
     }
 

@@ -34,7 +34,7 @@ __all__ = [
     "REQUEST_MAX_PAYLOAD", "ExtensionRuntimeError", "ExpiringActivity", "LibraryNotFoundError",
     "NotSupervisedError", "RefreshResult", "Request", "expiring_activity", "is_supervised", "observe",
     "on_refresh", "perform_expiring_activity", "refresh_complete", "request_handler", "run",
-    "shared_container_path", "start",
+    "shared_container_path", "container_path", "start",
 ]
 
 REQUEST_MAX_PAYLOAD: int = 60000
@@ -282,6 +282,14 @@ def on_refresh(handler: _R) -> _R:
 def refresh_complete(refresh_id: int, result: RefreshResult) -> None:
     """Answers refresh `refresh_id`. Raises NotSupervisedError without extensiond."""
     _check(_library.library().ext_refresh_complete(refresh_id, int(RefreshResult(result))), "refresh_complete")
+
+
+def container_path() -> Optional[str]:
+    """The extension's own container, as extensiond passes it in $EXTENSIOND_CONTAINER: a
+    directory only it can read and write, kept across relaunches until `extctl reset`, and also
+    its HOME. None when that variable is unset (not started by extensiond)."""
+    value = _library.library().ext_container_path()
+    return value.decode() if value is not None else None
 
 
 def shared_container_path(group: str) -> Optional[str]:

@@ -64,6 +64,7 @@ def _declare(lib: ctypes.CDLL) -> None:
         "ext_request_complete": ([c.c_uint64, c.c_void_p, c.c_size_t], c.c_int),
         "ext_request_cancel": ([c.c_uint64, c.c_char_p], c.c_int),
         "ext_shared_container_path": ([c.c_char_p], c.c_char_p),
+        "ext_container_path": ([], c.c_char_p),
     }
     for name, (arguments, result) in signatures.items():
         function = getattr(lib, name)

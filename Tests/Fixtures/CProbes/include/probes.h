@@ -1,0 +1,21 @@
+// System calls the sandbox tests try from inside an extension (test-extension's `syscall`
+// command). Each returns 0 when the kernel allowed the call, or the errno it failed with.
+#ifndef PROBES_H
+#define PROBES_H
+
+#include <sys/types.h>
+
+/// mount(2) of a tmpfs on /mnt.
+int probe_mount(void);
+/// unshare(CLONE_NEWUSER).
+int probe_unshare_user(void);
+/// bpf(BPF_PROG_LOAD) with an empty attribute.
+int probe_bpf(void);
+/// ptrace(PTRACE_ATTACH, pid) (detached again when it worked).
+int probe_ptrace(pid_t pid);
+/// io_uring_setup(2) with 1 entry (the ring closed again when it worked).
+int probe_io_uring(void);
+/// A TCP connect to 127.0.0.1:port.
+int probe_tcp_connect(int port);
+
+#endif

@@ -1,0 +1,45 @@
+import CProbes
+import ExtensionRuntime
+import Foundation
+
+/// The test extension's commands that look at its sandbox (SandboxTests):
+///   getenv <NAME>        -> "env <value>" or "env unset"
+///   home                 -> ExtensionContext.containerURL: "home <path>" or "no home"
+///   list-dir <path>      -> "entries <name> <name> ..." (sorted) or "refused: <error>"
+///   pids                 -> the numeric entries of its /proc: "pids <pid> <pid> ..."
+///   syscall <name> [pid] -> mount, unshare-user, bpf, ptrace <pid>, io_uring, tcp <port>:
+///                           "allowed" or "refused: <error>"
+func sandboxProbe(_ words: [String]) -> String? {
+    func word(_ i: Int) -> String { words.count > i ? words[i] : "" }
+    func outcome(_ code: Int32) -> String { code == 0 ? "allowed" : "refused: \(String(cString: strerror(code)))" }
+    switch words.first {
+    case "getenv":
+        return getenv(word(1)).map { "env \(String(cString: $0))" } ?? "env unset"
+    case "home":
+        return ExtensionContext.containerURL.map { "home \($0.path)" } ?? "no home"
+    case "list-dir":
+        guard let dir = opendir(word(1)) else { return "refused: \(String(cString: strerror(errno)))" }
+        defer { closedir(dir) }
+        var names: [String] = []
+        while let entry = readdir(dir) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix(while: { $0 != 0 }), as: UTF8.self) }
+            if name != "." && name != ".." { names.append(name) }
+        }
+        return (["entries"] + names.sorted()).joined(separator: " ")
+    case "pids":
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []
+        return (["pids"] + names.compactMap { Int32($0) }.sorted().map(String.init)).joined(separator: " ")
+    case "syscall":
+        switch word(1) {
+        case "mount": return outcome(probe_mount())
+        case "unshare-user": return outcome(probe_unshare_user())
+        case "bpf": return outcome(probe_bpf())
+        case "ptrace": return outcome(probe_ptrace(pid_t(word(2)) ?? 1))
+        case "io_uring": return outcome(probe_io_uring())
+        case "tcp": return outcome(probe_tcp_connect(Int32(word(2)) ?? 0))
+        default: return "unknown system call"
+        }
+    default:
+        return nil
+    }
+}

@@ -1,0 +1,263 @@
+import ExtensionHost
+import Foundation
+import Testing
+
+/// The sandbox of docs/security.md, under a root daemon, for extensions of the default kind:
+/// own uid, own container, own mount namespace, /proc, network namespace and system-call
+/// filter. The test extension runs from a copy in /tmp (`ReachableCopies`), which its sandbox
+/// replaces by a private /tmp: it still starts because its own directory stays visible.
+@Suite("Sandbox", .serialized, .enabled(if: getuid() == 0, "needs a root daemon"))
+struct SandboxTests {
+    static func manifest(_ id: String, _ extra: [String: Any] = [:]) throws -> [String: Any] {
+        try CredentialTests.manifest(id, extra)
+    }
+
+    static func ask(_ channel: HostChannel, _ command: String) -> String {
+        channel.send(command)
+        return channel.readLine() ?? "(no answer)"
+    }
+
+    @Test func homeIsAPrivateContainerKeptAcrossRelaunches() throws {
+        let id = "org.example.home"
+        let daemon = try TestDaemon(manifests: ["h.json": try Self.manifest(id)], extensionsAsRoot: false)
+        try daemon.start()
+        let host = try daemon.host()
+        let (a, pid) = try CredentialTests.open(daemon, host, id)
+        let container = daemon.directory + "/state/extensions/" + id
+        #expect(Self.ask(a, "home") == "home \(container)")
+        #expect(Self.ask(a, "getenv HOME") == "env \(container)")
+        #expect(Self.ask(a, "getenv XDG_CONFIG_HOME") == "env \(container)/.config")
+        #expect(Self.ask(a, "getenv XDG_CACHE_HOME") == "env \(container)/.cache")
+        #expect(Self.ask(a, "getenv XDG_DATA_HOME") == "env \(container)/.local/share")
+        #expect(Self.ask(a, "getenv XDG_STATE_HOME") == "env \(container)/.local/state")
+        #expect(Self.ask(a, "write-file \(container)/settings") == "written")
+        var info = stat()
+        #expect(stat(container, &info) == 0)
+        #expect(info.st_mode & 0o7777 == 0o700)
+        #expect("\(info.st_uid)" == (try CredentialTests.statusField(pid, "Uid")), "owned by the extension's uid")
+
+        let entry = try CredentialTests.statusEntry(daemon, id)
+        #expect(entry["container"] as? String == container)
+        let status = try daemon.extctl(["status", id])
+        #expect(status.out.contains("   Container: \(container)\n"), "\(status.out)")
+        #expect(status.out.contains("     Sandbox: filesystem, proc, syscalls; network allowed\n"), "\(status.out)")
+        let sandbox = try #require(entry["sandbox"] as? [String: Any])
+        #expect(sandbox["enforced"] as? [String] == ["filesystem", "proc", "syscalls"])
+        #expect(sandbox["network"] as? Bool == true)
+        #expect((sandbox["notEnforced"] as? [Any])?.isEmpty == true)
+
+        let mark = daemon.events.count
+        #expect(try daemon.extctl(["kill", "--signal", "KILL", id]).status == 0)
+        try daemon.events.wait("exit", of: id, after: mark)
+        let (again, newPID) = try CredentialTests.open(daemon, host, id)
+        #expect(newPID != pid)
+        #expect(Self.ask(again, "read-file \(container)/settings") == "read", "kept across a relaunch")
+        host.close()
+        #expect(daemon.stop() == 0)
+    }
+
+    /// A real program that keeps a cache in ~/.cache: Python, under its own uid.
+    @Test func aPythonProgramWritesItsCache() throws {
+        let id = "org.example.pycache"
+        let script = "import os, pathlib; p = pathlib.Path(os.path.expanduser('~/.cache/probe')); p.mkdir(parents=True); (p / 'cached').write_text('ok')"
+        let daemon = try TestDaemon(
+            manifests: ["p.json": ["id": id, "executable": "/usr/bin/python3", "arguments": ["-c", script], "readiness": "exec"]],
+            extensionsAsRoot: false)
+        try daemon.start()
+        let host = try daemon.host()
+        _ = try host.begin(id)
+        let exit = try daemon.events.wait("exit", of: id)
+        #expect(exit.detail?.contains("exit status 0") == true, "\(exit.detail ?? "")")
+        let cached = daemon.directory + "/state/extensions/\(id)/.cache/probe/cached"
+        #expect(try String(contentsOfFile: cached, encoding: .utf8) == "ok")
+        host.close()
+        #expect(daemon.stop() == 0)
+    }
+
+    @Test func tmpAndShmArePrivateAndGoneWhenTheExtensionEnds() throws {
+        let daemon = try TestDaemon(
+            manifests: ["a.json": try Self.manifest("org.example.a"), "b.json": try Self.manifest("org.example.b")], extensionsAsRoot: false)
+        try daemon.start()
+        let host = try daemon.host()
+        let (a, _) = try CredentialTests.open(daemon, host, "org.example.a")
+        let (b, _) = try CredentialTests.open(daemon, host, "org.example.b")
+        let name = "sandbox-probe-\(getpid())"
+        for dir in ["/tmp", "/dev/shm", "/var/tmp"] {
+            #expect(Self.ask(a, "write-file \(dir)/\(name)") == "written")
+            #expect(Self.ask(a, "read-file \(dir)/\(name)") == "read")
+            #expect(Self.ask(b, "read-file \(dir)/\(name)") == "refused: No such file or directory", "\(dir) is private to each extension")
+            #expect(!FileManager.default.fileExists(atPath: "\(dir)/\(name)"), "and to the host")
+        }
+        let mark = daemon.events.count
+        #expect(try daemon.extctl(["kill", "--signal", "KILL", "org.example.a"]).status == 0)
+        try daemon.events.wait("exit", of: "org.example.a", after: mark)
+        let (again, _) = try CredentialTests.open(daemon, host, "org.example.a")
+        for dir in ["/tmp", "/dev/shm", "/var/tmp"] {
+            #expect(Self.ask(again, "read-file \(dir)/\(name)") == "refused: No such file or directory", "\(dir) went with its last process")
+        }
+        #expect(Self.ask(again, "list-dir /dev") == "entries fd full null random shm stderr stdin stdout tty urandom zero")
+        host.close()
+        #expect(daemon.stop() == 0)
+    }
+
+    @Test func homeRootOtherContainersAndTheSystemAreOutOfReach() throws {
+        let daemon = try TestDaemon(
+            manifests: ["a.json": try Self.manifest("org.example.a"), "b.json": try Self.manifest("org.example.b")], extensionsAsRoot: false)
+        try daemon.start()
+        let host = try daemon.host()
+        let (a, _) = try CredentialTests.open(daemon, host, "org.example.a")
+        let (b, _) = try CredentialTests.open(daemon, host, "org.example.b")
+        #expect(Self.ask(b, "write-file \(daemon.directory)/state/extensions/org.example.b/mine") == "written")
+        for dir in ["/home", "/root"] where FileManager.default.fileExists(atPath: dir) {
+            #expect(Self.ask(a, "list-dir \(dir)") == "refused: Permission denied", "\(dir)")
+        }
+        #expect(Self.ask(a, "read-file \(daemon.directory)/state/extensions/org.example.b/mine") == "refused: No such file or directory")
+        #expect(Self.ask(a, "list-dir \(daemon.directory)/state/extensions") == "entries org.example.a", "only its own container")
+        #expect(Self.ask(a, "read-file \(daemon.directory)/state/ids.json") == "refused: No such file or directory")
+        for path in ["/etc/sandbox-probe", "/usr/sandbox-probe", "/var/sandbox-probe"] {
+            #expect(Self.ask(a, "write-file \(path)") == "refused: Read-only file system", "\(path)")
+        }
+        host.close()
+        #expect(daemon.stop() == 0)
+    }
+
+    @Test func procListsOnlyItsOwnProcesses() throws {
+        let daemon = try TestDaemon(
+            manifests: ["a.json": try Self.manifest("org.example.a"), "b.json": try Self.manifest("org.example.b")], extensionsAsRoot: false)
+        try daemon.start()
+        let host = try daemon.host()
+        let (a, pidA) = try CredentialTests.open(daemon, host, "org.example.a")
+        let (_, pidB) = try CredentialTests.open(daemon, host, "org.example.b")
+        let spawned = Self.ask(a, "spawn 2").split(separator: " ").dropFirst().compactMap { Int32($0) }
+        #expect(spawned.count == 2)
+        let listed = Set(Self.ask(a, "pids").split(separator: " ").dropFirst().compactMap { Int32($0) })
+        #expect(listed.contains(pidA))
+        #expect(Set(spawned).isSubset(of: listed), "its own children: \(spawned) in \(listed)")
+        #expect(!listed.contains(pidB), "not another extension's")
+        #expect(!listed.contains(getpid()), "not the host's")
+        #expect(!listed.contains(1), "not init")
+        let uid = try CredentialTests.statusField(pidA, "Uid")
+        for pid in listed where kill(pid, 0) == 0 {
+            #expect((try? CredentialTests.statusField(pid, "Uid")) == uid, "pid \(pid) listed is its uid's")
+        }
+        host.close()
+        #expect(daemon.stop() == 0)
+    }
+
+    @Test func withoutTheNetworkOnlyItsOwnLoopbackAnswers() throws {
+        let listener = try LoopbackListener()
+        defer { listener.close() }
+        let daemon = try TestDaemon(
+            manifests: [
+                "net.json": try Self.manifest("org.example.net"),
+                "nonet.json": try Self.manifest("org.example.nonet", ["network": false]),
+            ], extensionsAsRoot: false)
+        try daemon.start()
+        let host = try daemon.host()
+        let (net, _) = try CredentialTests.open(daemon, host, "org.example.net")
+        let (nonet, _) = try CredentialTests.open(daemon, host, "org.example.nonet")
+        #expect(Self.ask(net, "syscall tcp \(listener.port)") == "allowed", "the host's loopback, with the network")
+        #expect(Self.ask(nonet, "syscall tcp \(listener.port)") == "refused: Connection refused", "its own loopback only")
+        let status = try daemon.extctl(["status", "org.example.nonet"])
+        #expect(status.out.contains("     Sandbox: filesystem, proc, network (loopback only), syscalls\n"), "\(status.out)")
+        host.close()
+        #expect(daemon.stop() == 0)
+    }
+
+    @Test func theFilterRefusesWhatAnExtensionHasNoBusinessDoing() throws {
+        let daemon = try TestDaemon(manifests: ["a.json": try Self.manifest("org.example.a")], extensionsAsRoot: false)
+        try daemon.start()
+        let host = try daemon.host()
+        let (a, _) = try CredentialTests.open(daemon, host, "org.example.a")
+        let child = try #require(Self.ask(a, "spawn 1").split(separator: " ").dropFirst().first.flatMap { Int32($0) })
+        for call in ["mount", "unshare-user", "bpf", "ptrace \(child)", "io_uring"] {
+            #expect(Self.ask(a, "syscall \(call)") == "refused: Operation not permitted", "\(call)")
+        }
+        // Its runtime channel and its assertions work as ever inside.
+        #expect(Self.ask(a, "assert 0.1 sandboxed") == "granted")
+        #expect(a.readLine() == "released")
+        host.close()
+        #expect(daemon.stop() == 0)
+    }
+
+    @Test func aManifestCannotWidenItsPointOrLeaveTheSandboxUnlessAllowed() throws {
+        let daemon = try TestDaemon(
+            manifests: [
+                "none.json": try Self.manifest("org.example.none", ["sandbox": "none"]),
+                "wide.json": try Self.manifest("org.example.wide", ["point": "offline", "network": true]),
+                "narrow.json": try Self.manifest("org.example.narrow", ["point": "offline"]),
+            ], config: ["points": ["offline": ["network": false]]], extensionsAsRoot: false)
+        try daemon.start()
+        let log = daemon.log()
+        #expect(log.contains("none.json: field 'sandbox': 'none' is refused: only trusted extensions may run unsandboxed, and the daemon's configuration does not allow it (set \"allowUnsandboxedExtensions\": true)"), "\(log)")
+        #expect(log.contains("wide.json: field 'network': its extension point 'offline' gives no network, and a manifest may only restrict what its point allows"), "\(log)")
+        let entry = try CredentialTests.statusEntry(daemon, "org.example.narrow")
+        #expect((entry["sandbox"] as? [String: Any])?["network"] as? Bool == false)
+        #expect(daemon.stop() == 0)
+
+        let allowed = try TestDaemon(
+            manifests: ["none.json": try Self.manifest("org.example.none", ["sandbox": "none"])],
+            config: ["allowUnsandboxedExtensions": true], extensionsAsRoot: false)
+        try allowed.start()
+        let status = try allowed.extctl(["status", "org.example.none"])
+        #expect(status.out.contains("     Sandbox: none (the manifest says \"sandbox\": \"none\"; allowed by allowUnsandboxedExtensions)\n"), "\(status.out)")
+        #expect(allowed.stop() == 0)
+    }
+
+    @Test func resetEndsTheExtensionAndEmptiesItsContainer() throws {
+        let id = "org.example.reset"
+        let daemon = try TestDaemon(manifests: ["r.json": try Self.manifest(id)], extensionsAsRoot: false)
+        try daemon.start()
+        let host = try daemon.host()
+        let (a, pid) = try CredentialTests.open(daemon, host, id)
+        let container = daemon.directory + "/state/extensions/" + id
+        #expect(Self.ask(a, "write-file \(container)/settings") == "written")
+        let mark = daemon.events.count
+        let reset = try daemon.extctl(["reset", id])
+        #expect(reset.status == 0, "\(reset.err)")
+        // Answered only once it has ended and its container is empty.
+        let exit = try daemon.events.wait("exit", of: id, after: mark)
+        #expect(exit.pid == Int(pid))
+        #expect(try FileManager.default.contentsOfDirectory(atPath: container).isEmpty)
+        let (again, _) = try CredentialTests.open(daemon, host, id)
+        #expect(Self.ask(again, "read-file \(container)/settings") == "refused: No such file or directory")
+        host.close()
+        let unknown = try daemon.extctl(["reset", "not an id"])
+        #expect(unknown.status != 0)
+        #expect(daemon.stop() == 0)
+    }
+}
+
+/// The sandbox under a daemon that is not root: its namespaces come from a user namespace of
+/// each extension; a /proc of its own cannot be mounted there, which its status says, and a
+/// point that requires it refuses to launch.
+@Suite("Sandbox without privilege", .serialized, .enabled(if: getuid() == 0, "needs root to start the daemon as another user"))
+struct UnprivilegedSandboxTests {
+    @Test func whatCannotBeEnforcedIsShownOrRefusesTheLaunch() throws {
+        let daemon = try TestDaemon(
+            manifests: [
+                "a.json": try SandboxTests.manifest("org.example.a"),
+                "strict.json": try SandboxTests.manifest("org.example.strict", ["point": "strict"]),
+            ], config: ["points": ["strict": ["sandboxRequires": ["filesystem", "proc"]]]], extensionsAsRoot: false)
+        chown(daemon.directory, 65534, 65534)
+        daemon.daemonExecutable = try ReachableCopies.copy(BuildProducts.path("extensiond"))
+        let notify = try NotifySocket(path: daemon.directory + "/notify.sock")
+        defer { notify.close() }
+        chmod(notify.path, 0o777)
+        try daemon.start(notifySocket: notify, wrapper: ["/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+        let host = try daemon.host()
+        let (a, _) = try CredentialTests.open(daemon, host, "org.example.a")
+        let container = daemon.directory + "/state/extensions/org.example.a"
+        #expect(SandboxTests.ask(a, "write-file \(container)/settings") == "written")
+        #expect(SandboxTests.ask(a, "write-file /etc/sandbox-probe") == "refused: Read-only file system")
+        #expect(SandboxTests.ask(a, "syscall mount") == "refused: Operation not permitted")
+        let status = try daemon.extctl(["status", "org.example.a"])
+        #expect(status.out.contains("     Sandbox: filesystem, syscalls; network allowed; not enforced: proc (mounting a /proc of its own needs a daemon with CAP_SYS_ADMIN"), "\(status.out)")
+
+        #expect(throws: (any Error).self) { try host.begin("org.example.strict") }
+        let failed = try daemon.events.wait("launch-failed", of: "org.example.strict")
+        #expect(failed.detail?.contains("the sandbox part 'proc', which its extension point requires, cannot be enforced") == true, "\(failed.detail ?? "")")
+        host.close()
+        #expect(daemon.stop() == 0)
+    }
+}
