@@ -93,6 +93,11 @@ public struct SandboxRefusal: Error, Equatable, Sendable, CustomStringConvertibl
     public var part: SandboxPart
     public var reason: String
 
+    public init(part: SandboxPart, reason: String) {
+        self.part = part
+        self.reason = reason
+    }
+
     public var description: String {
         "the sandbox part '\(part.rawValue)', which its extension point requires, cannot be enforced: \(reason)"
     }

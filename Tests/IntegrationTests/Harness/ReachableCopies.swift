@@ -20,8 +20,15 @@ enum ReachableCopies {
         let target = directory + "/" + URL(fileURLWithPath: source).lastPathComponent
         if FileManager.default.fileExists(atPath: target) { return target }
         let partial = target + ".\(getpid()).\(UUID().uuidString)"
-        // The file itself, not a symbolic link to it (a library's link-time name, say).
-        try FileManager.default.copyItem(atPath: URL(fileURLWithPath: source).resolvingSymlinksInPath().path, toPath: partial)
+        // The file itself, not a symbolic link to it (a library's link-time name, say). Written
+        // through a close-on-exec descriptor: a daemon another test starts meanwhile must not
+        // inherit it, or every exec of the copy fails with ETXTBSY while that daemon lives.
+        let contents = try Data(contentsOf: URL(fileURLWithPath: source).resolvingSymlinksInPath())
+        let fd = open(partial, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { throw HarnessError("cannot create \(partial): \(String(cString: strerror(errno)))") }
+        let written = contents.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+        close(fd)
+        guard written == contents.count else { throw HarnessError("cannot write \(partial)") }
         guard chmod(partial, executable ? 0o755 : 0o644) == 0, rename(partial, target) == 0 else {
             throw HarnessError("cannot place a copy of \(source) in \(directory): \(String(cString: strerror(errno)))")
         }
