@@ -70,7 +70,7 @@ struct Status: ParsableCommand {
     @OptionGroup var connection: ConnectionOptions
     @Flag(name: .long, help: "Print one JSON document (see docs/json.md).") var json = false
     @Option(
-        name: [.customShort("n"), .customLong("lines")],
+        name: [.customShort("n"), .customLong("lines")], parsing: .unconditional,
         help: ArgumentHelp("How many recent events to show per extension (default 10; the daemon keeps the last 20).", valueName: "N"))
     var lines = 10
     @Argument(help: "Extension ids.", completion: ExtensionIDCompletion.kind) var ids: [String] = []
