@@ -75,14 +75,17 @@ import Testing
         let p = Process()
         p.executableURL = URL(fileURLWithPath: Self.extctl)
         p.arguments = ["monitor", "--socket", daemon.socketPath]
-        let err = Pipe()
+        let err = Pipe(), out = Pipe()
         p.standardError = err
-        p.standardOutput = FileHandle.nullDevice
+        p.standardOutput = out
         try p.run()
-        // The monitor is connected once the daemon would stream it a launch: stop the daemon then.
-        let run = try TerminalRun([Self.extctl, "monitor", "--socket", daemon.socketPath], marker: "state=")
-        try Self.cycle(daemon) { run.seen(timeout: 0) }
-        _ = try run.result()
+        // Subscribed once it prints an event: the daemon is stopped then.
+        let printed = DispatchSemaphore(value: 0)
+        let reader = out.fileHandleForReading
+        Thread.detachNewThread {
+            if !reader.availableData.isEmpty { printed.signal() }
+        }
+        try Self.cycle(daemon) { printed.wait(timeout: .now()) == .success }
         daemon.stop()
         p.waitUntilExit()
         #expect(p.terminationStatus == 1)
