@@ -108,7 +108,8 @@ let package = Package(
             swiftSettings: strict),
         .testTarget(
             name: "IntegrationTests",
-            dependencies: ["ExtensionHost", "ExtensionTransport", "ExtensionProtocol"],
+            // SupervisorCore: the manifest parser, checked against the schema (ManifestSchemaTests).
+            dependencies: ["ExtensionHost", "ExtensionTransport", "ExtensionProtocol", "SupervisorCore"],
             exclude: ["systemd"],
             swiftSettings: strict),
     ]

@@ -2,7 +2,8 @@
 # Installs what building and testing extensiond needs beyond the Swift toolchain:
 # libsystemd-dev (sd-event, sd-daemon, sd-journal), libseccomp-dev (the extensions' system-call filter), pkg-config, a C compiler for the C runtime
 # (scripts/build-runtime-c.sh), man-db and groff for the manual page tests, and python3 with
-# venv and pip for the Python package tests. Idempotent.
+# venv and pip for the Python package tests, and python3-jsonschema for the manifest schema
+# test. Idempotent.
 set -euo pipefail
 
 missing=()
@@ -25,6 +26,8 @@ command -v groff >/dev/null 2>&1 || missing+=(groff-base)
 # pip inside it (ensurepip's wheels).
 [ -x /usr/bin/python3 ] || missing+=(python3)
 /usr/bin/python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || missing+=(python3-venv)
+# The manifest schema check (IntegrationTests/ManifestSchemaTests): a draft 2020-12 validator.
+/usr/bin/python3 -c 'import jsonschema; jsonschema.Draft202012Validator' >/dev/null 2>&1 || missing+=(python3-jsonschema)
 
 if [ ${#missing[@]} -gt 0 ]; then
     echo "==> installing ${missing[*]}"

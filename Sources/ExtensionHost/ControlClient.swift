@@ -13,9 +13,18 @@ public struct HostError: Error, Equatable, Sendable, CustomStringConvertible {
     /// What went wrong, for people.
     public var message: String
 
-    public init(code: FailureCode? = nil, _ message: String) {
+    /// Whether the daemon did not answer in time (no reply within the call's timeout).
+    public var timedOut: Bool
+
+    public init(code: FailureCode? = nil, _ message: String, timedOut: Bool = false) {
         self.code = code
         self.message = message
+        self.timedOut = timedOut
+    }
+
+    /// `seconds` as people write it: `60`, `0.3`.
+    static func seconds(_ seconds: Double) -> String {
+        seconds == seconds.rounded() && abs(seconds) < 1e15 ? String(Int(seconds)) : String(seconds)
     }
 
     public var description: String { message }
@@ -162,7 +171,7 @@ public final class ControlClient: Sendable {
             throw HostError("cannot send to extensiond: \(error)")
         }
         guard let result = wait(for: waiter, tag: tag, deadline: .now() + timeout) else {
-            throw HostError("extensiond did not answer within \(Int(timeout))s")
+            throw HostError("extensiond did not answer within \(HostError.seconds(timeout))s", timedOut: true)
         }
         return try result.get()
     }

@@ -72,9 +72,12 @@ public enum ManifestParser {
         var overrides = raw.policy ?? PolicyOverrides()
         overrides.limits = raw.limits
         var policy = overrides.applied(to: base)
-        if let refresh = raw.refresh {
+        // `refresh` (the manifest's spelling) or `policy.refresh` (the configuration file's,
+        // accepted too); the top-level key wins when both are given.
+        if let refresh = raw.refresh ?? raw.policy?.refresh {
             if raw.readiness == .exec {
-                return fail("refresh", "needs readiness 'runtime': an 'exec' extension has no runtime channel to be refreshed through")
+                let field = raw.refresh != nil ? "refresh" : "policy.refresh"
+                return fail(field, "needs readiness 'runtime': an 'exec' extension has no runtime channel to be refreshed through")
             }
             policy.refresh = refresh
         } else if raw.readiness == .exec {

@@ -644,9 +644,11 @@ public struct Supervisor: Sendable {
         case .background(let expireAt?, let stopAt?):
             if r.assertions.isEmpty && !inReprieve(r) { return stopNow(&r) }
             if now >= expireAt {
+                // The expire events are recorded before the move to `expiring`, so they show the
+                // state they end (`background`), as `end` shows `active` (docs/json.md, Events).
+                for a in r.assertions.unexpired { sendExpire(&r, a) }
                 // A late tick must not shorten the grace the extension gets after its expire.
                 setPhase(&r, .expiring(stopAt: max(stopAt, now.adding(seconds: r.policy.expiryGraceSeconds))))
-                for a in r.assertions.unexpired { sendExpire(&r, a) }
                 processDeadlines(&r)
             }
         case .expiring(let stopAt):

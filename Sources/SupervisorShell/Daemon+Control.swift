@@ -150,8 +150,12 @@ extension Daemon {
             post(.reset(host: c.id, tag: tag, extensionID: id))
         case let .reload(tag):
             guard isAdministrator(c.peer) else { return refuseAdmin(c, tag, "reload") }
-            let (loaded, errors) = reload()
-            sendJSON(.object(["loaded": .integer(loaded), "errors": .array(errors.map { .string($0.description) })]), tag: tag, to: c.id)
+            let report = reload()
+            sendJSON(.object([
+                "loaded": .integer(report.loaded),
+                "errors": .array(report.errors.map { .string($0.description) }),
+                "kept": .array(report.kept.map { .object(["id": .string($0.id), "file": .string($0.file)]) }),
+            ]), tag: tag, to: c.id)
         case let .monitor(tag):
             if !c.isMonitor {
                 c.isMonitor = true
@@ -170,6 +174,10 @@ extension Daemon {
         case let .subscribe(tag, ids):
             post(.subscribe(host: c.id, peer: c.peer, tag: tag, extensionIDs: ids))
         case let .discover(tag, point, content):
+            if !point.isEmpty, config.points.policies[point] == nil {
+                let known = config.points.policies.keys.sorted().joined(separator: ", ")
+                return send(.failure(tag: tag, code: .badRequest, text: "unknown extension point '\(point)' (known: \(known))"), to: c.id)
+            }
             let found = core.discover(point: point, content: content, peer: c.peer)
                 .map { DiscoveredExtension(id: $0.id, point: $0.point, displayName: $0.displayName) }
             sendDiscovered(found, tag: tag, to: c.id)

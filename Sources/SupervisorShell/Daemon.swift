@@ -378,10 +378,19 @@ public final class Daemon {
 
     // MARK: - Reload
 
+    /// What a reload did: the manifests read afresh, the files refused, and the extensions
+    /// that kept their previous definition because their own file was refused.
+    struct ReloadReport {
+        var loaded: Int
+        var errors: [ManifestError]
+        /// Each extension whose file no longer loads, and that file: its previous definition stays in force.
+        var kept: [(id: String, file: String)]
+    }
+
     /// Re-reads the manifests (SIGHUP or `extctl reload`). Running extensions are not disturbed.
     /// A manifest file that no longer parses keeps its previous definition, so a typo in an
-    /// edited file does not end the running extension it describes.
-    func reload() -> (loaded: Int, errors: [ManifestError]) {
+    /// edited file does not end the running extension it describes; the report lists each one.
+    func reload() -> ReloadReport {
         logger.info("reloading manifests")
         serviceManager.reloading()
         var (manifests, errors) = Daemon.loader(options, config, freezerProblem: containmentProblem, identities: identities, containers: containers).load()
@@ -389,15 +398,18 @@ public final class Daemon {
         warnUnenforcedLimits(manifests)
         let broken = Set(errors.map(\.file))
         let defined = Set(manifests.map(\.id))
+        let loaded = manifests.count
+        var kept: [(id: String, file: String)] = []
         for r in core.records.values.sorted(by: { $0.manifest.id < $1.manifest.id })
         where broken.contains(r.manifest.source) && !defined.contains(r.manifest.id) {
             logger.warning("keeping the previous definition of \(r.manifest.id) until \(r.manifest.source) is fixed")
             manifests.append(r.manifest)
+            kept.append((r.manifest.id, r.manifest.source))
         }
         post(.reload(manifests: manifests, errors: errors, host: nil, tag: 0))
-        logger.info("reloaded: \(manifests.count) extension(s), \(errors.count) manifest error(s)")
+        logger.info("reloaded: \(loaded) extension(s), \(errors.count) manifest error(s), \(kept.count) previous definition(s) kept")
         serviceManager.ready(status: statusLine())
-        return (manifests.count, errors)
+        return ReloadReport(loaded: loaded, errors: errors, kept: kept)
     }
 }
 

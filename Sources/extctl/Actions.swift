@@ -30,16 +30,31 @@ struct Kill: ParsableCommand {
 }
 
 struct Reload: ParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Re-read manifests without disturbing running extensions.")
+    static let configuration = CommandConfiguration(
+        abstract: "Re-read manifests without disturbing running extensions.",
+        discussion: """
+            Prints a summary, then each refused manifest and each extension that keeps its previous definition (its \
+            file no longer loads) on stderr. Exits 1 when any manifest was refused.
+            """)
 
     @OptionGroup var connection: ConnectionOptions
+    @Flag(name: .long, help: "Print the reload report as JSON: {\"loaded\", \"errors\", \"kept\"} (see docs/json.md).") var json = false
 
     func run() throws {
         let client = try connection.connect()
-        let object = try jsonObject(try perform { () throws(HostError) in try client.call { .reload(tag: $0) } })
+        let reply = try perform { () throws(HostError) in try client.call { .reload(tag: $0) } }
+        let object = try jsonObject(reply)
         let errors = object["errors"] as? [String] ?? []
-        print("\(object["loaded"] as? Int ?? 0) extension(s) loaded, \(errors.count) manifest error(s)")
-        for e in errors { writeError(e) }
+        let kept = object["kept"] as? [[String: Any]] ?? []
+        if json {
+            try printJSON(reply)
+        } else {
+            print("\(object["loaded"] as? Int ?? 0) extension(s) loaded, \(errors.count) manifest error(s)")
+            for e in errors { writeError(e) }
+            for k in kept {
+                writeError("'\(k["id"] as? String ?? "?")' keeps its previous definition until \(k["file"] as? String ?? "?") is fixed")
+            }
+        }
         if !errors.isEmpty { throw ExitCode(1) }
     }
 }
@@ -112,13 +127,33 @@ struct Open: ParsableCommand {
             """)
 
     @OptionGroup var connection: ConnectionOptions
-    @Option(name: .long, help: ArgumentHelp("Seconds to wait for the extension to become ready.", valueName: "seconds")) var timeout: Double = 60
+    @Option(
+        name: .long, parsing: .unconditional,
+        help: ArgumentHelp("Seconds to wait for the request to begin (default 60; fractions allowed).", valueName: "seconds"))
+    var timeout: Double = 60
     @Argument(help: "Extension id.", completion: ExtensionIDCompletion.kind) var id: String
 
+    func validate() throws {
+        if !(timeout.isFinite && timeout > 0) {
+            throw ValidationError("--timeout must be a positive number of seconds, got \(Open.seconds(timeout))")
+        }
+    }
+
+    static func seconds(_ value: Double) -> String {
+        value == value.rounded() && abs(value) < 1e15 ? String(Int(value)) : String(value)
+    }
+
     func run() throws {
+        let done = DispatchSemaphore(value: 0)
+        let begun = Begun()
+        // SIGINT or SIGTERM ends the hold: dismissed below. Before the request is begun, exiting
+        // closes the connection, which withdraws it. Set up before any thread is started.
+        Signals.handle([SIGINT, SIGTERM]) { signal in
+            if !begun.value { _exit(Signals.exitStatus(signal)) }
+            done.signal()
+        }
         let host: ExtensionHostConnection
         do { host = try ExtensionHostConnection(socketPath: connection.socket) } catch { throw Failure(error.message) }
-        let done = DispatchSemaphore(value: 0)
         let interruption = Interruption()
         host.onInterruption { _, reason in
             interruption.set(reason)
@@ -134,16 +169,17 @@ struct Open: ParsableCommand {
             done.signal()
         }
         let session: ExtensionSession
-        do { session = try host.begin(id, timeout: timeout) } catch { throw Failure(error.message) }
-        FileHandle.standardOutput.write(Data("\(session.pid)\n".utf8))
-        let stop = Signals.onTermination { done.signal() }
+        do { session = try host.begin(id, timeout: timeout) } catch {
+            throw Failure(error.timedOut ? notReadyMessage(host) : error.message)
+        }
+        begun.set()
+        Output.write("\(session.pid)\n")
         Pump.start(session: session, done: done)
         done.wait()
-        _ = stop
         // The extension ended the request itself: it is over, no dismiss.
         switch outcome.result {
         case .completed(let payload)?:
-            FileHandle.standardOutput.write(Data(payload))
+            Output.write(payload)
             return
         case .cancelled(let reason)?:
             writeError("request cancelled by the extension: \(reason)")
@@ -156,5 +192,16 @@ struct Open: ParsableCommand {
         }
         do { try host.dismiss(session) } catch { throw Failure(error.message) }
         if let fd = session.channel { close(fd) }
+    }
+
+    /// Why `begin` got no answer within `--timeout`: extensiond, or the extension it is still
+    /// launching or resuming (asked with a short query on the same connection).
+    func notReadyMessage(_ host: ExtensionHostConnection) -> String {
+        let within = "within \(Open.seconds(timeout))s (--timeout)"
+        guard let reply = try? host.client.call(timeout: 1, { .query(tag: $0, kind: .list, extensionIDs: []) }),
+              let document = try? jsonObject(reply)
+        else { return "extensiond did not answer \(within)" }
+        let state = (document["extensions"] as? [[String: Any]])?.first { $0["id"] as? String == id }?["state"] as? String
+        return "'\(id)' did not become ready \(within); extensiond answers, and the extension is \(state ?? "not listed")"
     }
 }

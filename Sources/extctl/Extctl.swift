@@ -7,8 +7,15 @@ struct Extctl: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "extctl",
         abstract: "Inspect and control extensiond.",
-        discussion: "Exit status: 0 on success, 1 when the operation failed or extensiond is unreachable, 2 on bad arguments.",
-        subcommands: [List.self, Status.self, Open.self, Kill.self, Monitor.self, Reload.self, Prewarm.self, Post.self, Refresh.self, Container.self, Reset.self])
+        discussion: """
+            Exit status: 0 on success, 1 when the operation failed or extensiond is unreachable, 2 on bad arguments; \
+            is-active exits 3 for an extension that is not active and 4 for an unknown id; monitor ended by SIGINT, \
+            SIGPIPE or SIGTERM exits 130, 141 or 143.
+            """,
+        subcommands: [
+            List.self, Status.self, IsActive.self, Open.self, Kill.self, Monitor.self, Reload.self, Prewarm.self, Post.self,
+            Refresh.self, Container.self, Reset.self,
+        ])
 }
 
 /// Options every subcommand takes.
@@ -49,7 +56,10 @@ func printJSON(_ reply: Reply) throws {
     FileHandle.standardOutput.write(Data(bytes + [UInt8(ascii: "\n")]))
 }
 
+/// Writes `extctl: LINE` on standard error, after whatever standard output holds buffered, so
+/// that the two keep their order when they go to the same file.
 func writeError(_ line: String) {
+    fflush(nil)
     FileHandle.standardError.write(Data("extctl: \(line)\n".utf8))
 }
 

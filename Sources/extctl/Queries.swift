@@ -69,7 +69,15 @@ struct Status: ParsableCommand {
 
     @OptionGroup var connection: ConnectionOptions
     @Flag(name: .long, help: "Print one JSON document (see docs/json.md).") var json = false
+    @Option(
+        name: [.customShort("n"), .customLong("lines")], parsing: .unconditional,
+        help: ArgumentHelp("How many recent events to show per extension (default 10; the daemon keeps the last 20).", valueName: "N"))
+    var lines = 10
     @Argument(help: "Extension ids.", completion: ExtensionIDCompletion.kind) var ids: [String] = []
+
+    func validate() throws {
+        if lines < 0 { throw ValidationError("--lines must be 0 or more, got \(lines)") }
+    }
 
     func run() throws {
         let client = try connection.connect()
@@ -81,25 +89,38 @@ struct Status: ParsableCommand {
             print("             A process that leaves its process group (setsid) escapes suspension and termination.\n")
         }
         let extensions = document["extensions"] as? [[String: Any]] ?? []
-        print(extensions.map(Format.statusBlock).joined(separator: "\n"), terminator: "")
+        print(extensions.map { Format.statusBlock($0, eventLines: lines) }.joined(separator: "\n"), terminator: "")
     }
 }
 
 struct Monitor: ParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Stream lifecycle events as they happen (until interrupted).")
+    static let configuration = CommandConfiguration(
+        abstract: "Stream lifecycle events as they happen (until interrupted).",
+        discussion: """
+            Ends at once on SIGINT (Ctrl-C), SIGTERM or SIGPIPE (its reader went away), with exit status 130, 143 or \
+            141. When extensiond closes the connection, prints 'extctl: extensiond closed the connection' on stderr and \
+            exits 1.
+            """)
 
     @OptionGroup var connection: ConnectionOptions
     @Flag(name: .long, help: "Print one JSON object per event.") var json = false
 
     func run() throws {
+        // Before the connection starts its reader thread, so that the thread blocks them too.
+        Signals.handle([SIGINT, SIGTERM, SIGPIPE]) { signal in _exit(Signals.exitStatus(signal)) }
         let client = try connection.connect()
         let asJSON = json
         client.setEventHandler { bytes in
+            let line: [UInt8]
             if asJSON {
-                FileHandle.standardOutput.write(Data(bytes + [UInt8(ascii: "\n")]))
+                line = bytes + [UInt8(ascii: "\n")]
             } else if let e = try? JSONSerialization.jsonObject(with: Data(bytes)) as? [String: Any] {
-                FileHandle.standardOutput.write(Data((Format.eventLine(e) + "\n").utf8))
+                line = Array((Format.eventLine(e) + "\n").utf8)
+            } else {
+                return
             }
+            // A closed pipe (`extctl monitor | head -1`): SIGPIPE's status, whichever thread sees it first.
+            if !Output.write(line) { _exit(errno == EPIPE ? Signals.exitStatus(SIGPIPE) : 1) }
         }
         let done = DispatchSemaphore(value: 0)
         let lost = Interruption()
@@ -108,9 +129,7 @@ struct Monitor: ParsableCommand {
             done.signal()
         }
         _ = try perform { () throws(HostError) in try client.call { .monitor(tag: $0) } }
-        let stop = Signals.onTermination { done.signal() }
         done.wait()
-        _ = stop
-        if let reason = lost.reason { throw Failure(reason) }
+        throw Failure(lost.reason ?? "extensiond closed the connection")
     }
 }

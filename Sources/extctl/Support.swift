@@ -10,24 +10,18 @@ final class Interruption: Sendable {
     var reason: String? { value.withLock { $0 } }
 }
 
+/// Whether `open`'s request has been begun, set once by the main thread.
+final class Begun: Sendable {
+    private let flag = Mutex(false)
+    func set() { flag.withLock { $0 = true } }
+    var value: Bool { flag.withLock { $0 } }
+}
+
 /// The result of a request the extension completed or cancelled (the first one only).
 final class Outcome: Sendable {
     private let value = Mutex<RequestResult?>(nil)
     func set(_ result: RequestResult) { value.withLock { $0 = $0 ?? result } }
     var result: RequestResult? { value.withLock { $0 } }
-}
-
-/// SIGINT/SIGTERM as Dispatch sources.
-enum Signals {
-    static func onTermination(_ handler: @escaping @Sendable () -> Void) -> [any DispatchSourceSignal] {
-        [SIGINT, SIGTERM].map { sig in
-            signal(sig, SIG_IGN)
-            let source = DispatchSource.makeSignalSource(signal: sig, queue: .global())
-            source.setEventHandler(handler: handler)
-            source.resume()
-            return source
-        }
-    }
 }
 
 /// Copies stdin to the request channel and the channel to stdout, for `extctl open`.
@@ -46,7 +40,7 @@ enum Pump {
                     let n = read(channel, &buffer, buffer.count)
                     if n < 0 && errno == EINTR { continue }
                     if n <= 0 { break }
-                    FileHandle.standardOutput.write(Data(buffer[0..<n]))
+                    Output.write(Array(buffer[0..<n]))
                 }
                 drained.signal()
             }
@@ -96,7 +90,8 @@ enum Format {
         return unit == 0 ? "\(n)B" : String(format: "%.1f%@", value, units[unit])
     }
 
-    static func statusBlock(_ e: [String: Any]) -> String {
+    /// One extension's `status` block, with its last `eventLines` events.
+    static func statusBlock(_ e: [String: Any], eventLines: Int = 10) -> String {
         let state = e["state"] as? String ?? "?"
         let dot = state == "active" ? "●" : state == "not-running" ? "○" : "◐"
         var lines = ["\(dot) \(e["id"] as? String ?? "?") (\(e["point"] as? String ?? "?"))"]
@@ -154,9 +149,9 @@ enum Format {
             field("Crash loop", "\(crashes) consecutive crash(es)\(until)")
         }
         let events = e["recentEvents"] as? [[String: Any]] ?? []
-        if !events.isEmpty {
+        if !events.isEmpty && eventLines > 0 {
             lines.append("")
-            for ev in events.suffix(10) { lines.append("  " + eventLine(ev)) }
+            for ev in events.suffix(eventLines) { lines.append("  " + eventLine(ev)) }
         }
         return lines.joined(separator: "\n") + "\n"
     }

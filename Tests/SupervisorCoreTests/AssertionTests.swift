@@ -131,6 +131,7 @@ struct AssertionTests {
         #expect(Set(expire.expires) == [a, b])
         #expect(expire.expires.count == 2)
         #expect(expire.stops.isEmpty)
+        #expect(expire.events(.expire).map(\.state) == [.background, .background], "an expire shows the state it ends (docs/json.md)")
         #expect(h.state == .expiring)
         #expect(h.phase == .expiring(stopAt: .seconds(30)))
         #expect(expire.timers == [.seconds(30)])
