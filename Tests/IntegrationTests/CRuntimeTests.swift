@@ -69,7 +69,7 @@ struct CRuntimeTests {
             guard let name = before.last, name.hasPrefix("ext_") else { return nil }
             return String(name)
         })
-        #expect(declared.contains("ext_shared_container_path") && declared.count == 10, "\(declared.sorted())")
+        #expect(declared.contains("ext_shared_container_path") && declared.contains("ext_container_path") && declared.count == 11, "\(declared.sorted())")
         let nm = try runProgram("/usr/bin/env", ["nm", "-D", "--defined-only", try RuntimeC.library()])
         try #require(nm.status == 0, "\(nm.err)")
         let exported = Set(nm.out.split(separator: "\n").compactMap { line -> String? in

@@ -90,7 +90,9 @@ struct SandboxManifestTests {
 
     @Test func aManifestMayNotWidenItsPointsNetwork() throws {
         var points = ExtensionPoints.builtIn
-        points.policies["offline"]!.network = false
+        var offline = points.policies["default"]!
+        offline.network = false
+        points.policies["offline"] = offline
         let wide = parseManifest(minimal(", \"point\": \"offline\", \"network\": true"), points: points)
         #expect(wide == .failure(ManifestError(
             file: manifestFile, field: "network",
