@@ -45,11 +45,13 @@ struct SpawnRequest: Equatable {
     var credentials: Credentials?
     /// Resource limits set in the child before exec (soft and hard).
     var resourceLimits: [ResourceLimit] = []
+    /// `cgroup.procs` of the cgroup v1 memory cgroup the child joins first, open for writing, or nil.
+    var memoryCgroupProcsFD: Int32? = nil
 }
 
 /// One rlimit for a spawned child.
 struct ResourceLimit: Equatable {
-    /// RLIMIT_AS, RLIMIT_NOFILE, RLIMIT_NPROC.
+    /// RLIMIT_DATA, RLIMIT_NOFILE, RLIMIT_NPROC.
     var resource: Int32
     var value: UInt64
 }
@@ -277,7 +279,8 @@ final class LinuxKernel: Kernel {
                                         set_credentials: request.credentials == nil ? 0 : 1,
                                         uid: request.credentials?.uid ?? 0, gid: request.credentials?.gid ?? 0,
                                         groups: groupList.baseAddress, ngroups: Int32(groupList.count),
-                                        rlimits: limitList.baseAddress, nrlimits: Int32(limitList.count), failed_step: failedStep)
+                                        rlimits: limitList.baseAddress, nrlimits: Int32(limitList.count), failed_step: failedStep,
+                                        memory_cgroup_procs_fd: request.memoryCgroupProcsFD ?? -1)
                                     return shim_spawn(&options, &pidfd)
                                 }
                             }
@@ -293,6 +296,7 @@ final class LinuxKernel: Kernel {
     static let spawnSteps: [Int: String] = [
         0: "setting up descriptors and signals", 1: "setrlimit", 2: "dropping the capability bounding set",
         3: "setgroups", 4: "setresgid", 5: "setresuid", 6: "PR_SET_NO_NEW_PRIVS", 7: "capset", 8: "chdir", 9: "execve",
+        10: "joining the cgroup v1 memory cgroup",
     ]
 
     func addTimer(at: Instant, priority: Int64, _ handler: @escaping () -> Void) -> Result<any Cancellable, Errno> {

@@ -43,7 +43,9 @@ enum Spawner {
 
     /// Spawns the manifest's executable through `kernel`, in the cgroup `cgroupFD` when given,
     /// with its credentials and the limits that `limits` says rlimits enforce.
-    static func spawn(_ manifest: Manifest, kernel: any Kernel, cgroupFD: Int32?, limits: [LimitEnforcement] = []) throws(SystemError) -> SpawnedProcess {
+    static func spawn(
+        _ manifest: Manifest, kernel: any Kernel, cgroupFD: Int32?, limits: [LimitEnforcement] = [], memoryCgroupProcsFD: Int32? = nil
+    ) throws(SystemError) -> SpawnedProcess {
         let withChannel = manifest.readiness == .runtime
         var daemonEnd: PacketSocket?
         var childEnd: PacketSocket?
@@ -60,7 +62,8 @@ enum Spawner {
             environment: environment(for: manifest, channel: withChannel),
             directory: directory.isEmpty ? nil : directory, channelFD: childEnd?.fd, cgroupFD: cgroupFD,
             // Only a root daemon switches credentials; any other runs extensions as itself.
-            credentials: getuid() == 0 ? manifest.credentials : nil, resourceLimits: rlimits(limits))
+            credentials: getuid() == 0 ? manifest.credentials : nil, resourceLimits: rlimits(limits),
+            memoryCgroupProcsFD: memoryCgroupProcsFD)
         switch kernel.spawn(request) {
         case .success(let (pid, pidfd)):
             return SpawnedProcess(pid: pid, pidfd: pidfd, channel: daemonEnd)
@@ -70,12 +73,13 @@ enum Spawner {
         }
     }
 
-    /// The rlimits of the limits enforced by `rlimit`: memoryMaxBytes as RLIMIT_AS, tasksMax as
-    /// RLIMIT_NPROC, openFilesMax as RLIMIT_NOFILE.
+    /// The rlimits of the limits enforced by `rlimit`: memoryMaxBytes as RLIMIT_DATA (writable
+    /// private memory, not address space: see docs/policies.md), tasksMax as RLIMIT_NPROC,
+    /// openFilesMax as RLIMIT_NOFILE.
     static func rlimits(_ limits: [LimitEnforcement]) -> [ResourceLimit] {
         limits.filter { $0.by == .rlimit }.compactMap { l -> ResourceLimit? in
             switch l.key {
-            case "memoryMaxBytes": return ResourceLimit(resource: Int32(RLIMIT_AS.rawValue), value: l.value)
+            case "memoryMaxBytes": return ResourceLimit(resource: Int32(RLIMIT_DATA.rawValue), value: l.value)
             case "tasksMax": return ResourceLimit(resource: Int32(__RLIMIT_NPROC.rawValue), value: l.value)
             case "openFilesMax": return ResourceLimit(resource: Int32(RLIMIT_NOFILE.rawValue), value: l.value)
             default: return nil
