@@ -153,6 +153,7 @@ struct ManagedRuntimeTests {
         let mark = daemon.events.count
         channel.send("allocate 1024")
         let answer = channel.readLine(timeout: 60)
+        print("\(runtime.id) allocating 1024 MiB under \(limit >> 20) MiB (\(memory["enforcedWith"] ?? "?")): \(answer ?? "no answer")")
         if let answer, answer.hasPrefix("OutOfMemoryError after ") || answer.hasPrefix("out of memory after ") {
             let reached = try #require(Int(answer.split(separator: " ")[answer.hasPrefix("OutOfMemoryError") ? 2 : 3]))
             #expect(reached < limit >> 20, "\(answer)")
@@ -164,6 +165,7 @@ struct ManagedRuntimeTests {
             #expect(crash.detail?.hasPrefix("memory-limit") == true, "\(crash)")
             let last = try #require(try Self.statusEntry(daemon, runtime.id)["lastExit"] as? [String: Any])
             #expect(last["reason"] as? String == "memory-limit")
+            print("\(runtime.id): \(crash.detail ?? "")")
         }
         host.close()
         #expect(daemon.stop() == 0)

@@ -8,7 +8,7 @@
  * its stdin and stdout, and without the runtime channel; waits for its first line, "ready";
  * then announces readiness through libExtensionRuntimeC. Every line a host writes on a
  * request's channel goes to PROGRAM's stdin, and the line PROGRAM answers goes back to the
- * host; requests are served one at a time. When PROGRAM ends, the bridge ends the same way
+ * host; one line at a time, whatever request it came from. When PROGRAM ends, the bridge ends the same way
  * (its exit status, or the same signal).
  */
 #define _GNU_SOURCE
@@ -47,13 +47,13 @@ static void on_request(uint64_t request_id, int channel, void *context) {
         return;
     }
     char line[4096], answer[4096];
-    pthread_mutex_lock(&serving);
     while (fgets(line, sizeof line, in) != NULL) {
-        if (fputs(line, to_program) == EOF || fflush(to_program) == EOF) break;
-        if (fgets(answer, sizeof answer, from_program) == NULL) break; /* the program ended */
-        if (write_all(channel, answer, strlen(answer)) != 0) break;
+        pthread_mutex_lock(&serving);
+        bool answered = fputs(line, to_program) != EOF && fflush(to_program) != EOF
+            && fgets(answer, sizeof answer, from_program) != NULL; /* NULL: the program ended */
+        pthread_mutex_unlock(&serving);
+        if (!answered || write_all(channel, answer, strlen(answer)) != 0) break;
     }
-    pthread_mutex_unlock(&serving);
     fclose(in);
 }
 
