@@ -79,6 +79,15 @@ struct ManagedRuntimeTests {
         }
     }
 
+    /// The cgroup v1 memory cgroup directory of `pid` (its `memory` line of /proc/PID/cgroup
+    /// under the v1 memory mount), or nil.
+    static func memoryCgroupV1(_ pid: Int32) -> String? {
+        guard let text = try? String(contentsOfFile: "/proc/\(pid)/cgroup", encoding: .utf8),
+              let line = text.split(separator: "\n").first(where: { $0.split(separator: ":")[1].split(separator: ",").contains("memory") })
+        else { return nil }
+        return "/sys/fs/cgroup/memory" + line.split(separator: ":", maxSplits: 2)[2]
+    }
+
     /// A field of /proc/PID/status (its first value).
     static func statusField(_ pid: Int32, _ name: String) throws -> String {
         let text = try String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8)
@@ -110,6 +119,15 @@ struct ManagedRuntimeTests {
         let members = cgroupProcesses(cgroup)
         #expect(Set(members) == [first.pid, Int32(runtimePID)], "the bridge and the runtime, in the extension's cgroup")
 
+        var memoryCgroup: String?
+        if memory["enforcedWith"] as? String == "memory.limit_in_bytes" {
+            memoryCgroup = try #require(Self.memoryCgroupV1(first.pid))
+            #expect(memoryCgroup?.hasSuffix("/" + runtime.id) == true, "\(memoryCgroup ?? "")")
+            #expect(Self.memoryCgroupV1(Int32(runtimePID)) == memoryCgroup, "the runtime started by the bridge is in it too")
+            let limit = try String(contentsOfFile: memoryCgroup! + "/memory.limit_in_bytes", encoding: .utf8)
+            #expect(limit == "2147483648\n")
+        }
+
         let mark = daemon.events.count
         try host.dismiss(first)
         try daemon.events.wait("suspend", of: runtime.id, after: mark)
@@ -132,6 +150,7 @@ struct ManagedRuntimeTests {
         #expect(exit.detail?.hasPrefix("killed-by-admin") == true, "\(exit)")
         #expect(cgroupProcesses(cgroup).isEmpty, "nothing left in \(cgroup)")
         for pid in members { #expect(processState(pid) == nil, "pid \(pid) is gone") }
+        if let memoryCgroup { #expect(!FileManager.default.fileExists(atPath: memoryCgroup), "\(memoryCgroup) is removed") }
         host.close()
         #expect(daemon.stop() == 0)
     }
