@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Installs what building and testing extensiond needs beyond the Swift toolchain:
-# libsystemd-dev (sd-event, sd-daemon, sd-journal), libseccomp-dev (the extensions' system-call filter), pkg-config, a C compiler for the C runtime
-# (scripts/build-runtime-c.sh), man-db and groff for the manual page tests, and python3 with
-# venv and pip for the Python package tests, and python3-jsonschema for the manifest schema
-# test. Idempotent.
+# libsystemd-dev (sd-event, sd-daemon, sd-journal), libseccomp-dev (the extensions' system-call
+# filter), pkg-config, a C compiler for the C runtime (scripts/build-runtime-c.sh), man-db and
+# groff for the manual page tests, python3 with venv and pip for the Python package tests,
+# python3-jsonschema for the manifest schema test, and Node.js and Java 17 for the managed
+# runtime tests. Idempotent.
 set -euo pipefail
 
 missing=()
@@ -28,6 +29,12 @@ command -v groff >/dev/null 2>&1 || missing+=(groff-base)
 /usr/bin/python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || missing+=(python3-venv)
 # The manifest schema check (IntegrationTests/ManifestSchemaTests): a draft 2020-12 validator.
 /usr/bin/python3 -c 'import jsonschema; jsonschema.Draft202012Validator' >/dev/null 2>&1 || missing+=(python3-jsonschema)
+
+# Managed runtimes as extensions (Tests/IntegrationTests/ManagedRuntimeTests.swift): Node.js,
+# and Java 17 (the JRE alone: its jdk.compiler module compiles the Java fixture, so no JDK).
+command -v node >/dev/null 2>&1 || missing+=(nodejs)
+command -v java >/dev/null 2>&1 && java -m jdk.compiler/com.sun.tools.javac.Main -version >/dev/null 2>&1 \
+    || missing+=(openjdk-17-jre-headless)
 
 if [ ${#missing[@]} -gt 0 ]; then
     echo "==> installing ${missing[*]}"

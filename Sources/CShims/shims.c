@@ -139,6 +139,15 @@ static void shim_child(const shim_spawn_options *o, int report) {
     int step = SHIM_STEP_DESCRIPTORS;
     report = shim_lift(report);  // above 3, where nothing below can land on it
     if (report < 0) _exit(127);
+    step = SHIM_STEP_MEMORY_CGROUP;
+    if (o->memory_cgroup_procs_fd >= 0) {
+        int rc = shim_join_cgroup_v1(o->memory_cgroup_procs_fd);
+        if (rc != 0) {
+            errno = -rc;
+            goto fail;
+        }
+    }
+    step = SHIM_STEP_DESCRIPTORS;
     int channel = shim_lift(o->channel_fd), out = shim_lift(o->stdout_fd);
     if ((o->channel_fd >= 0 && channel < 0) || (o->stdout_fd >= 0 && out < 0)) goto fail;
     if (setsid() < 0) goto fail;
@@ -342,7 +351,7 @@ pid_t shim_spawn(const shim_spawn_options *o, int *pidfd) {
     // Without clone3 (and so without a cgroup): posix_spawn, or fork where credentials or
     // limits must be applied in the child.
     int forked = o->cgroup_fd < 0 && !shim_clone3_available();
-    if (forked && !o->set_credentials && o->nrlimits == 0 && o->sandbox == NULL) return shim_posix_spawn(o, pidfd);
+    if (forked && !o->set_credentials && o->nrlimits == 0 && o->sandbox == NULL && o->memory_cgroup_procs_fd < 0) return shim_posix_spawn(o, pidfd);
     int pipefd[2];
     if (pipe2(pipefd, O_CLOEXEC) != 0) return -errno;
     int fd = -1;
@@ -491,4 +500,14 @@ int shim_waitid_pidfd(int pidfd, int options, int *code, int *status) {
     *code = si.si_code;
     *status = si.si_status;
     return 1;
+}
+
+int shim_join_cgroup_v1(int procs_fd) {
+    // In cgroup v1, pid 0 written to cgroup.procs is the writing process (its whole thread group).
+    ssize_t n;
+    do {
+        n = pwrite(procs_fd, "0", 1, 0);
+    } while (n < 0 && errno == EINTR);
+    if (n < 0) return -errno;
+    return n == 1 ? 0 : -EIO;
 }

@@ -2,8 +2,9 @@
 /// extension points), resolved like `policy`: built-in point, then the configuration's point,
 /// then the manifest. A nil field sets no limit. See docs/policies.md for the defaults.
 public struct ResourceLimits: Equatable, Sendable, Encodable {
-    /// Memory of the whole extension: `memory.max` of its cgroup, or else `RLIMIT_AS` (address
-    /// space, per process).
+    /// Memory of the whole extension: `memory.max` of its cgroup, or else `memory.limit_in_bytes`
+    /// of its cgroup v1 memory cgroup, or else `RLIMIT_DATA` (writable private memory, per
+    /// process).
     public var memoryMaxBytes: UInt64?
     /// Processes and threads of the whole extension: `pids.max`, or else `RLIMIT_NPROC` of its
     /// own uid (only when that uid is the extension's alone).
@@ -51,17 +52,32 @@ public struct ResourceLimits: Equatable, Sendable, Encodable {
     }
 
     /// How each limit that is set is enforced, given the controllers of the extension's cgroup
-    /// (empty without one) and whether the extension runs under a uid of its own.
-    public func enforcement(controllers: Set<String>, ownUID: Bool) -> [LimitEnforcement] {
+    /// (empty without one), whether a cgroup v1 memory cgroup of its own can be made for it
+    /// (`memoryCgroupV1`: used only without the v2 memory controller), and whether the
+    /// extension runs under a uid of its own.
+    public func enforcement(controllers: Set<String>, memoryCgroupV1: Bool = false, ownUID: Bool) -> [LimitEnforcement] {
         var out: [LimitEnforcement] = []
         if let v = memoryMaxBytes {
-            out.append(LimitEnforcement(key: "memoryMaxBytes", value: v, by: controllers.contains("memory") ? .cgroup : .rlimit))
+            if controllers.contains("memory") {
+                out.append(LimitEnforcement(key: "memoryMaxBytes", value: v, by: .cgroup, control: "memory.max"))
+            } else if memoryCgroupV1 {
+                out.append(LimitEnforcement(key: "memoryMaxBytes", value: v, by: .cgroup, control: LimitEnforcement.memoryV1Control))
+            } else {
+                out.append(LimitEnforcement(key: "memoryMaxBytes", value: v, by: .rlimit, control: "RLIMIT_DATA"))
+            }
         }
         if let v = tasksMax {
-            out.append(LimitEnforcement(key: "tasksMax", value: v, by: controllers.contains("pids") ? .cgroup : ownUID ? .rlimit : .none))
+            if controllers.contains("pids") {
+                out.append(LimitEnforcement(key: "tasksMax", value: v, by: .cgroup, control: "pids.max"))
+            } else {
+                out.append(LimitEnforcement(key: "tasksMax", value: v, by: ownUID ? .rlimit : .none, control: ownUID ? "RLIMIT_NPROC" : nil))
+            }
         }
-        if let v = openFilesMax { out.append(LimitEnforcement(key: "openFilesMax", value: v, by: .rlimit)) }
-        if let v = cpuWeight { out.append(LimitEnforcement(key: "cpuWeight", value: v, by: controllers.contains("cpu") ? .cgroup : .none)) }
+        if let v = openFilesMax { out.append(LimitEnforcement(key: "openFilesMax", value: v, by: .rlimit, control: "RLIMIT_NOFILE")) }
+        if let v = cpuWeight {
+            let cpu = controllers.contains("cpu")
+            out.append(LimitEnforcement(key: "cpuWeight", value: v, by: cpu ? .cgroup : .none, control: cpu ? "cpu.weight" : nil))
+        }
         return out
     }
 }
@@ -76,12 +92,23 @@ public struct LimitEnforcement: Equatable, Sendable {
     public var key: String
     public var value: UInt64
     public var by: Mechanism
+    /// The exact control that applies it (`enforcedWith` in `status --json`): a cgroup file
+    /// (`memory.max`, `memory.limit_in_bytes` of a cgroup v1 memory cgroup, `pids.max`,
+    /// `cpu.weight`) or an rlimit (`RLIMIT_DATA`, `RLIMIT_NPROC`, `RLIMIT_NOFILE`); nil for `none`.
+    public var control: String?
 
-    public init(key: String, value: UInt64, by: Mechanism) {
+    /// The control of `memoryMaxBytes` in a cgroup v1 memory cgroup.
+    public static let memoryV1Control = "memory.limit_in_bytes"
+
+    public init(key: String, value: UInt64, by: Mechanism, control: String? = nil) {
         self.key = key
         self.value = value
         self.by = by
+        self.control = control
     }
+
+    /// Whether it is applied by the extension's cgroup v1 memory cgroup rather than its v2 cgroup.
+    public var byMemoryCgroupV1: Bool { by == .cgroup && control == LimitEnforcement.memoryV1Control }
 
     /// Why it cannot be enforced, for the warning at load; nil when it is.
     public var unenforcedReason: String? {

@@ -175,10 +175,11 @@ final class CgroupTree {
         }
     }
 
-    /// Writes the limits enforced by `cgroup` into the cgroup at `path` (`memory.max`,
+    /// Writes the limits enforced by the v2 `cgroup` into the cgroup at `path` (`memory.max`,
     /// `pids.max`, `cpu.weight`) before its first process starts; the first failure is returned.
+    /// (A memory limit of a cgroup v1 memory cgroup is `MemoryCgroupV1Tree`'s.)
     static func applyLimits(_ limits: [LimitEnforcement], to path: String, kernel: any Kernel) -> SystemError? {
-        for l in limits where l.by == .cgroup {
+        for l in limits where l.by == .cgroup && !l.byMemoryCgroupV1 {
             guard let file = Spawner.cgroupFile(l.key) else { continue }
             if let e = kernel.write(path + "/" + file, "\(l.value)") {
                 return SystemError("set limits.\(l.key) in \(path)/\(file)", errno: e.code)

@@ -33,26 +33,35 @@ extension Daemon: ProcessControlDelegate {
             }
         }
         let limits = limitEnforcement(manifest)
-        let limitProblem = cgroup.flatMap { CgroupTree.applyLimits(limits, to: $0.path, kernel: kernel) }
+        var memoryCgroup: MemoryCgroupV1?
         let spawned: SpawnedProcess
         do throws(SystemError) {
-            if let limitProblem { throw limitProblem }
+            if let cgroup, let problem = CgroupTree.applyLimits(limits, to: cgroup.path, kernel: kernel) { throw problem }
+            if let tree = memoryCgroupsV1, let memory = limits.first(where: \.byMemoryCgroupV1) {
+                memoryCgroup = try tree.create(id, limit: memory.value).get()
+            }
             spawned = try Spawner.spawn(
-                manifest, kernel: kernel, cgroupFD: cgroup?.directoryFD, limits: limits, container: container,
-                sandbox: sandboxing.plan(manifest, sandbox, container: container))
+                manifest, kernel: kernel, cgroupFD: cgroup?.directoryFD, limits: limits, memoryCgroupProcsFD: memoryCgroup?.procsFD,
+                container: container, sandbox: sandboxing.plan(manifest, sandbox, container: container))
         } catch {
             if let cgroup {
                 kernel.close(cgroup.directoryFD)
                 cgroup.closeFiles(kernel)
                 _ = kernel.removeDirectory(cgroup.path)
             }
+            if let memoryCgroup, let tree = memoryCgroupsV1 {
+                kernel.close(memoryCgroup.procsFD)
+                tree.remove(memoryCgroup, logger: logger)
+            }
             post(.spawnFailed(extensionID: id, generation: generation, error: error.description))
             return
         }
         if let cgroup { kernel.close(cgroup.directoryFD) }
+        if let memoryCgroup { kernel.close(memoryCgroup.procsFD) }
         let p = SupervisedProcess(
             extensionID: id, generation: generation, pid: spawned.pid, pidfd: spawned.pidfd, cgroup: cgroup,
             mechanism: manifest.policy.suspend, channel: spawned.channel, queueLimit: Daemon.connectionQueueLimit)
+        p.memoryCgroupV1 = memoryCgroup
         if let old = processes[id] {
             control.forget(old)
             old.tearDown(kernel)
@@ -115,7 +124,11 @@ extension Daemon: ProcessControlDelegate {
 
     func exited(_ p: SupervisedProcess, status: ExitStatus, outlivedLeader: Bool) {
         guard processes[p.extensionID] === p else { return }
-        let memoryLimit = p.cgroup.map { oomKilled(cgroup: $0.path) } ?? false
+        var memoryLimit = p.cgroup.map { oomKilled(cgroup: $0.path) } ?? false
+        if let memory = p.memoryCgroupV1, let tree = memoryCgroupsV1 {
+            memoryLimit = memoryLimit || tree.limitReached(memory)
+            tree.remove(memory, logger: logger)
+        }
         registry.remove(pid: p.pid)
         p.tearDown(kernel)
         processes[p.extensionID] = nil
@@ -125,7 +138,8 @@ extension Daemon: ProcessControlDelegate {
 
     /// Whether the OOM killer ended a process of the cgroup at its `memory.max`: `oom_kill` of
     /// its `memory.events` (absent without the memory controller). The cgroup is created
-    /// afresh for every launch, so any count is this launch's.
+    /// afresh for every launch, so any count is this launch's. (With a cgroup v1 memory cgroup
+    /// instead, `MemoryCgroupV1Tree.limitReached`.)
     func oomKilled(cgroup path: String) -> Bool {
         guard cgroups?.controllers.contains("memory") == true else { return false }
         return CgroupTree.oomKills(path, kernel: kernel) > 0

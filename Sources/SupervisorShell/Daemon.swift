@@ -45,6 +45,9 @@ public final class Daemon {
     let cgroups: CgroupTree?
     /// Why there is no cgroup per extension (nil when there is one).
     let containmentProblem: String?
+    /// One cgroup v1 memory cgroup per extension, where the v2 cgroups have no memory
+    /// controller and the v1 memory hierarchy can be used; nil otherwise (RLIMIT_DATA then).
+    let memoryCgroupsV1: MemoryCgroupV1Tree?
     /// Stops, resumes, signals and exits of extension processes.
     let control: ProcessControl
     /// /proc/locks as read and parsed during the current loop iteration (a burst of stops reads
@@ -94,6 +97,18 @@ public final class Daemon {
             if options.containment == .cgroup { throw DaemonError("no cgroup per extension (--containment cgroup): \(why)") }
             cgroups = nil
             containmentProblem = why.description
+        }
+        if cgroups?.controllers.contains("memory") == true {
+            memoryCgroupsV1 = nil
+        } else {
+            switch MemoryCgroupV1Tree.setUp(kernel: kernel, underSystemd: ServiceManager.underServiceManager, socketPath: options.socketPath) {
+            case .success(let tree):
+                memoryCgroupsV1 = tree
+                logger.info("memory limits: one cgroup v1 memory cgroup per extension under \(tree.basePath) (memory.limit_in_bytes)")
+            case .failure(let why):
+                memoryCgroupsV1 = nil
+                logger.info("memory limits: RLIMIT_DATA of each process, because \(why)")
+            }
         }
         control = ProcessControl(kernel: kernel, cgroups: cgroups, isSubreaper: isSubreaper, logger: logger)
         serviceManager.suffix = ServiceManager.suffix(containmentProblem)
@@ -158,6 +173,7 @@ public final class Daemon {
         } else {
             logger.warning("containment: process groups only, because \(containmentProblem ?? "?"); a process of an extension that leaves its process group (setsid) escapes suspension and termination")
         }
+        memoryCgroupsV1?.removeLeftovers(logger: logger)
         warnUnenforcedLimits(manifests)
         logger.info("loaded \(manifests.count) extension(s) from \(options.extensionDirectories.joined(separator: ":")); \(errors.count) manifest error(s)")
     }
@@ -179,7 +195,8 @@ public final class Daemon {
 
     /// How each limit of `manifest` is enforced here (`enforcedBy` of `status --json`).
     func limitEnforcement(_ manifest: Manifest) -> [LimitEnforcement] {
-        manifest.policy.limits.enforcement(controllers: Set(cgroups?.controllers ?? []), ownUID: manifest.credentials?.ownUID ?? false)
+        manifest.policy.limits.enforcement(
+            controllers: Set(cgroups?.controllers ?? []), memoryCgroupV1: memoryCgroupsV1 != nil, ownUID: manifest.credentials?.ownUID ?? false)
     }
 
     /// A limit that nothing here can enforce is a warning at load, never dropped silently.
@@ -261,6 +278,7 @@ public final class Daemon {
         if processes.isEmpty {
             registry.removeFile()
             cgroups?.removeSubtree()
+            memoryCgroupsV1?.removeSubtree()
         } else {
             registry.flush()
         }

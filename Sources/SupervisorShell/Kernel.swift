@@ -47,11 +47,13 @@ struct SpawnRequest: Equatable {
     var resourceLimits: [ResourceLimit] = []
     /// The sandbox the child builds before it switches credentials, or nil.
     var sandbox: SandboxPlan?
+    /// `cgroup.procs` of the cgroup v1 memory cgroup the child joins first, open for writing, or nil.
+    var memoryCgroupProcsFD: Int32? = nil
 }
 
 /// One rlimit for a spawned child.
 struct ResourceLimit: Equatable {
-    /// RLIMIT_AS, RLIMIT_NOFILE, RLIMIT_NPROC.
+    /// RLIMIT_DATA, RLIMIT_NOFILE, RLIMIT_NPROC.
     var resource: Int32
     var value: UInt64
 }
@@ -283,7 +285,7 @@ final class LinuxKernel: Kernel {
                                         uid: request.credentials?.uid ?? 0, gid: request.credentials?.gid ?? 0,
                                         groups: groupList.baseAddress, ngroups: Int32(groupList.count),
                                         rlimits: limitList.baseAddress, nrlimits: Int32(limitList.count), sandbox: sandbox,
-                                        failed_step: failedStep)
+                                        failed_step: failedStep, memory_cgroup_procs_fd: request.memoryCgroupProcsFD ?? -1)
                                     return shim_spawn(&options, &pidfd)
                                 }
                             }
@@ -301,8 +303,9 @@ final class LinuxKernel: Kernel {
     static let spawnSteps: [Int: String] = [
         0: "setting up descriptors and signals", 1: "setrlimit", 2: "dropping the capability bounding set",
         3: "setgroups", 4: "setresgid", 5: "setresuid", 6: "PR_SET_NO_NEW_PRIVS", 7: "capset", 8: "chdir", 9: "execve",
-        10: "sandbox: the user namespace", 11: "sandbox: the file system view (filesystem)", 12: "sandbox: the private /proc (proc)",
-        13: "sandbox: the network namespace (network)", 14: "sandbox: the system-call filter (syscalls)",
+        10: "joining the cgroup v1 memory cgroup",
+        11: "sandbox: the user namespace", 12: "sandbox: the file system view (filesystem)", 13: "sandbox: the private /proc (proc)",
+        14: "sandbox: the network namespace (network)", 15: "sandbox: the system-call filter (syscalls)",
     ]
 
     /// Calls `body` with the C form of `plan` (nil without one); `paths` are the C strings of

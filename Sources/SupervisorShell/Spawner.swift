@@ -58,10 +58,11 @@ enum Spawner {
     }
 
     /// Spawns the manifest's executable through `kernel`, in the cgroup `cgroupFD` when given,
-    /// with its credentials, the limits that `limits` says rlimits enforce, its container as
-    /// `HOME`, and the sandbox of `sandbox`.
+    /// with its credentials, the limits that `limits` says rlimits enforce (and the cgroup v1
+    /// memory cgroup whose `cgroup.procs` is `memoryCgroupProcsFD`), its container as `HOME`,
+    /// and the sandbox of `sandbox`.
     static func spawn(
-        _ manifest: Manifest, kernel: any Kernel, cgroupFD: Int32?, limits: [LimitEnforcement] = [],
+        _ manifest: Manifest, kernel: any Kernel, cgroupFD: Int32?, limits: [LimitEnforcement] = [], memoryCgroupProcsFD: Int32? = nil,
         container: String? = nil, sandbox: SandboxPlan? = nil
     ) throws(SystemError) -> SpawnedProcess {
         let withChannel = manifest.readiness == .runtime
@@ -82,7 +83,8 @@ enum Spawner {
                 sandboxedFiles: (sandbox?.parts ?? 0) & Int32(SHIM_SANDBOX_FILESYSTEM) != 0),
             directory: directory.isEmpty ? nil : directory, channelFD: childEnd?.fd, cgroupFD: cgroupFD,
             // Only a root daemon switches credentials; any other runs extensions as itself.
-            credentials: getuid() == 0 ? manifest.credentials : nil, resourceLimits: rlimits(limits), sandbox: sandbox)
+            credentials: getuid() == 0 ? manifest.credentials : nil, resourceLimits: rlimits(limits),
+            sandbox: sandbox, memoryCgroupProcsFD: memoryCgroupProcsFD)
         switch kernel.spawn(request) {
         case .success(let (pid, pidfd)):
             return SpawnedProcess(pid: pid, pidfd: pidfd, channel: daemonEnd)
@@ -92,12 +94,13 @@ enum Spawner {
         }
     }
 
-    /// The rlimits of the limits enforced by `rlimit`: memoryMaxBytes as RLIMIT_AS, tasksMax as
-    /// RLIMIT_NPROC, openFilesMax as RLIMIT_NOFILE.
+    /// The rlimits of the limits enforced by `rlimit`: memoryMaxBytes as RLIMIT_DATA (writable
+    /// private memory, not address space: see docs/policies.md), tasksMax as RLIMIT_NPROC,
+    /// openFilesMax as RLIMIT_NOFILE.
     static func rlimits(_ limits: [LimitEnforcement]) -> [ResourceLimit] {
         limits.filter { $0.by == .rlimit }.compactMap { l -> ResourceLimit? in
             switch l.key {
-            case "memoryMaxBytes": return ResourceLimit(resource: Int32(RLIMIT_AS.rawValue), value: l.value)
+            case "memoryMaxBytes": return ResourceLimit(resource: Int32(RLIMIT_DATA.rawValue), value: l.value)
             case "tasksMax": return ResourceLimit(resource: Int32(__RLIMIT_NPROC.rawValue), value: l.value)
             case "openFilesMax": return ResourceLimit(resource: Int32(RLIMIT_NOFILE.rawValue), value: l.value)
             default: return nil

@@ -168,7 +168,9 @@ enum StatusDocument {
             ]
             var limitObject: [String: JSONValue] = [:]
             for l in limits(r.manifest) {
-                limitObject[l.key] = .object(["value": .integer(Int(l.value)), "enforcedBy": .string(l.by.rawValue)])
+                var entry: [String: JSONValue] = ["value": .integer(Int(l.value)), "enforcedBy": .string(l.by.rawValue)]
+                if let control = l.control { entry["enforcedWith"] = .string(control) }
+                limitObject[l.key] = .object(entry)
             }
             o["limits"] = .object(limitObject)
             o["container"] = .stringOrNull(container(r.manifest))

@@ -16,6 +16,8 @@ final class SupervisedProcess {
     var processGroup: Int32 { pid }
     /// The extension's cgroup, nil on the process-group fallback.
     let cgroup: ExtensionCgroup?
+    /// The extension's cgroup v1 memory cgroup (hosts whose memory controller is on v1), or nil.
+    var memoryCgroupV1: MemoryCgroupV1?
     var control: GroupControl
     /// The runtime channel (nil without one, or once closed). Extensions may not send descriptors.
     private(set) var channel: Peer?

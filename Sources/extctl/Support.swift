@@ -137,6 +137,11 @@ enum Format {
                 let value = key == "memoryMaxBytes" ? bytes(v) : "\(v)"
                 return "\(key) \(value) (\(l["enforcedBy"] as? String ?? "?"))"
             }.joined(separator: ", "))
+            let controls = order.compactMap { key -> String? in
+                guard let control = (limits[key] as? [String: Any])?["enforcedWith"] as? String else { return nil }
+                return "\(key) \(control)" + (control == "memory.limit_in_bytes" ? " (cgroup v1)" : "")
+            }
+            if !controls.isEmpty { field("Enforcement", controls.joined(separator: ", ")) }
         }
         if let container = e["container"] as? String { field("Container", container) }
         if let sandbox = e["sandbox"] as? [String: Any], let summary = sandbox["summary"] as? String { field("Sandbox", summary) }

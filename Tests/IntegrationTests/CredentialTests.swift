@@ -173,7 +173,7 @@ struct CredentialTests {
         let answer = channel.readLine(timeout: 30) ?? ""
         let exit = try daemon.events.wait("crash", of: id, timeout: 30)
         if enforcedBy == "rlimit" {
-            // RLIMIT_AS: malloc fails, and the extension ends as one without a handler does.
+            // RLIMIT_DATA: malloc fails, and the extension ends as one without a handler does.
             #expect(answer.hasPrefix("malloc failed after "), "\(answer)")
             #expect(exit.detail?.hasPrefix("crashed, signal 6") == true, "\(exit)")
         } else {

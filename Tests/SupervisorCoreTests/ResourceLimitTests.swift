@@ -54,16 +54,29 @@ struct ResourceLimitTests {
 
     @Test func withEveryControllerTheCgroupEnforcesAllButOpenFiles() {
         #expect(all.enforcement(controllers: ["memory", "pids", "cpu"], ownUID: false) == [
-            LimitEnforcement(key: "memoryMaxBytes", value: 1 << 30, by: .cgroup),
-            LimitEnforcement(key: "tasksMax", value: 64, by: .cgroup),
-            LimitEnforcement(key: "openFilesMax", value: 256, by: .rlimit),
-            LimitEnforcement(key: "cpuWeight", value: 50, by: .cgroup),
+            LimitEnforcement(key: "memoryMaxBytes", value: 1 << 30, by: .cgroup, control: "memory.max"),
+            LimitEnforcement(key: "tasksMax", value: 64, by: .cgroup, control: "pids.max"),
+            LimitEnforcement(key: "openFilesMax", value: 256, by: .rlimit, control: "RLIMIT_NOFILE"),
+            LimitEnforcement(key: "cpuWeight", value: 50, by: .cgroup, control: "cpu.weight"),
         ])
+        #expect(all.enforcement(controllers: ["memory", "pids", "cpu"], memoryCgroupV1: true, ownUID: false)[0].control == "memory.max",
+                "the v2 memory controller comes first")
+    }
+
+    @Test func withoutTheV2MemoryControllerMemoryIsAV1MemoryCgroupOrElseRLIMIT_DATA() {
+        let v1 = all.enforcement(controllers: [], memoryCgroupV1: true, ownUID: true)
+        #expect(v1[0] == LimitEnforcement(key: "memoryMaxBytes", value: 1 << 30, by: .cgroup, control: "memory.limit_in_bytes"))
+        #expect(v1[0].byMemoryCgroupV1)
+        let rlimit = all.enforcement(controllers: ["pids"], memoryCgroupV1: false, ownUID: true)
+        #expect(rlimit[0] == LimitEnforcement(key: "memoryMaxBytes", value: 1 << 30, by: .rlimit, control: "RLIMIT_DATA"))
+        #expect(!rlimit[0].byMemoryCgroupV1)
+        #expect(rlimit.map(\.control) == ["RLIMIT_DATA", "pids.max", "RLIMIT_NOFILE", nil])
     }
 
     @Test func withoutControllersRlimitsApplyAndTasksNeedAnOwnUID() {
         let own = all.enforcement(controllers: [], ownUID: true)
         #expect(own.map(\.by) == [.rlimit, .rlimit, .rlimit, .none])
+        #expect(own.map(\.control) == ["RLIMIT_DATA", "RLIMIT_NPROC", "RLIMIT_NOFILE", nil])
         let shared = all.enforcement(controllers: [], ownUID: false)
         #expect(shared.map(\.by) == [.rlimit, .none, .rlimit, .none])
         #expect(shared[1].unenforcedReason?.hasPrefix("limits.tasksMax (64) cannot be enforced") == true)
@@ -72,6 +85,6 @@ struct ResourceLimitTests {
     }
 
     @Test func anUnsetLimitIsNotReported() {
-        #expect(ResourceLimits(openFilesMax: 64).enforcement(controllers: [], ownUID: false) == [LimitEnforcement(key: "openFilesMax", value: 64, by: .rlimit)])
+        #expect(ResourceLimits(openFilesMax: 64).enforcement(controllers: [], ownUID: false) == [LimitEnforcement(key: "openFilesMax", value: 64, by: .rlimit, control: "RLIMIT_NOFILE")])
     }
 }

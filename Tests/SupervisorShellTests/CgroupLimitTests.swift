@@ -45,7 +45,7 @@ struct CgroupLimitTests {
         #expect(CgroupTree.applyLimits(plan, to: Self.cgroup, kernel: k) == nil)
         #expect(k.calls.isEmpty)
         #expect(Spawner.rlimits(plan) == [
-            ResourceLimit(resource: Int32(RLIMIT_AS.rawValue), value: 256 << 20),
+            ResourceLimit(resource: Int32(RLIMIT_DATA.rawValue), value: 256 << 20),
             ResourceLimit(resource: Int32(__RLIMIT_NPROC.rawValue), value: 32),
             ResourceLimit(resource: Int32(RLIMIT_NOFILE.rawValue), value: 64),
         ])
@@ -67,5 +67,125 @@ struct CgroupLimitTests {
         #expect(CgroupTree.oomKills(Self.cgroup, kernel: k) == 0)
         k.files[Self.cgroup + "/memory.events"] = nil
         #expect(CgroupTree.oomKills(Self.cgroup, kernel: k) == 0, "no memory controller: no file")
+    }
+
+    // MARK: - cgroup v1 memory cgroups (a host whose memory controller is bound to v1)
+
+    static let hybridMountinfo = """
+        31 23 0:28 / /sys/fs/cgroup rw,relatime - tmpfs tmpfs rw,mode=755
+        32 31 0:29 / /sys/fs/cgroup/cpu rw,relatime - cgroup cgroup rw,cpu
+        35 31 0:32 / /sys/fs/cgroup/memory rw,relatime - cgroup cgroup rw,memory
+        41 31 0:38 / /sys/fs/cgroup/unified rw,relatime - cgroup2 cgroup2 rw
+
+        """
+
+    func hybridKernel(memoryLine: String = "4:memory:/system.slice/extensiond.service") -> RecordingKernel {
+        let k = RecordingKernel()
+        k.files["/proc/self/mountinfo"] = Self.hybridMountinfo
+        k.files["/proc/self/cgroup"] = "5:devices:/system.slice/extensiond.service\n\(memoryLine)\n1:cpu:/\n0::/system.slice/extensiond.service\n"
+        return k
+    }
+
+    @Test func theV1MemoryHierarchyIsFoundFromMountinfoAndProcSelfCgroup() {
+        #expect(MemoryCgroupV1Tree.memoryMount(Self.hybridMountinfo) == "/sys/fs/cgroup/memory")
+        #expect(MemoryCgroupV1Tree.memoryMount("36 31 0:33 / /sys/fs/cgroup/cpu,cpuacct rw - cgroup cgroup rw,cpu,cpuacct\n") == nil)
+        #expect(MemoryCgroupV1Tree.memoryMount("30 25 0:26 / /sys/fs/cgroup rw shared:9 - cgroup2 cgroup2 rw,memory_recursiveprot\n") == nil,
+                "a cgroup2 mount option is not the v1 controller")
+        #expect(MemoryCgroupV1Tree.memoryPath("4:memory:/a/b\n0::/\n") == "/a/b")
+        #expect(MemoryCgroupV1Tree.memoryPath("7:cpuset,memory:/x\n") == "/x")
+        #expect(MemoryCgroupV1Tree.memoryPath("0::/user.slice\n") == nil)
+    }
+
+    @Test func underSystemdTheMemoryCgroupsAreBelowTheServicesOwn() throws {
+        let k = hybridKernel()
+        let tree = try MemoryCgroupV1Tree.setUp(kernel: k, underSystemd: true, socketPath: "/run/x.sock").get()
+        #expect(tree.basePath == "/sys/fs/cgroup/memory/system.slice/extensiond.service/extensions")
+        #expect(k.calls.contains(.makeDirectory(tree.basePath)))
+        let standalone = try MemoryCgroupV1Tree.setUp(kernel: hybridKernel(memoryLine: "4:memory:/"), underSystemd: false, socketPath: "/run/x.sock").get()
+        #expect(standalone.basePath == "/sys/fs/cgroup/memory/extensiond-" + CgroupTree.tag("/run/x.sock"))
+    }
+
+    @Test func withoutAV1MemoryHierarchyThereIsNoTreeAndTheReasonIsGiven() {
+        let k = RecordingKernel()
+        k.files["/proc/self/mountinfo"] = "30 25 0:26 / /sys/fs/cgroup rw shared:9 - cgroup2 cgroup2 rw\n"
+        k.files["/proc/self/cgroup"] = "0::/\n"
+        guard case .failure(let why) = MemoryCgroupV1Tree.setUp(kernel: k, underSystemd: false, socketPath: "/run/x.sock") else {
+            Issue.record("a tree without a v1 memory hierarchy")
+            return
+        }
+        #expect(why.description == "no cgroup v1 hierarchy has the memory controller")
+    }
+
+    /// The hybrid host: no v2 memory controller, so memoryMaxBytes is the v1 memory cgroup's
+    /// `memory.limit_in_bytes`, nothing for it is written to the v2 cgroup, and it is no rlimit.
+    @Test func onAHybridHostMemoryIsTheV1CgroupsLimitAndTheChildJoinsIt() throws {
+        let k = hybridKernel()
+        let tree = try MemoryCgroupV1Tree.setUp(kernel: k, underSystemd: true, socketPath: "/run/x.sock").get()
+        let plan = limits.enforcement(controllers: [], memoryCgroupV1: true, ownUID: true)
+        k.calls.removeAll()
+        #expect(CgroupTree.applyLimits(plan, to: Self.cgroup, kernel: k) == nil)
+        #expect(k.calls.isEmpty, "no v2 controller file is written")
+        #expect(Spawner.rlimits(plan) == [
+            ResourceLimit(resource: Int32(__RLIMIT_NPROC.rawValue), value: 32),
+            ResourceLimit(resource: Int32(RLIMIT_NOFILE.rawValue), value: 64),
+        ])
+        let path = tree.path(of: "org.example.x")
+        k.files[path + "/memory.oom_control"] = "oom_kill_disable 0\nunder_oom 0\noom_kill 0\n"
+        let memory = try tree.create("org.example.x", limit: try #require(plan.first { $0.byMemoryCgroupV1 }).value).get()
+        #expect(k.calls == [
+            .makeDirectory(path),
+            .write(path + "/memory.limit_in_bytes", "268435456"),
+            .read(path + "/memory.oom_control"),
+            .openForWriting(path + "/cgroup.procs"),
+        ])
+        #expect(memory.oomKillsAtStart == 0)
+
+        let manifest = Manifest(id: "org.example.x", executable: "/bin/true", readiness: .exec, policy: try #require(ExtensionPoints.builtIn.policies["widget"]))
+        _ = try Spawner.spawn(manifest, kernel: k, cgroupFD: 7, limits: plan, memoryCgroupProcsFD: memory.procsFD)
+        let request = try #require(k.spawnRequests.last)
+        #expect(request.cgroupFD == 7 && request.memoryCgroupProcsFD == memory.procsFD, "the v2 cgroup to start in, the v1 one to join")
+        #expect(request.resourceLimits == Spawner.rlimits(plan))
+
+        #expect(!tree.limitReached(memory))
+        k.files[path + "/memory.oom_control"] = "oom_kill_disable 0\nunder_oom 0\noom_kill 1\n"
+        #expect(tree.limitReached(memory), "a rise of oom_kill is the limit ending a process")
+    }
+
+    @Test func aTakenOverV1CgroupCountsOnlyNewOOMKills() throws {
+        let k = hybridKernel()
+        let tree = try MemoryCgroupV1Tree.setUp(kernel: k, underSystemd: true, socketPath: "/run/x.sock").get()
+        let path = tree.path(of: "org.example.x")
+        k.files[path + "/memory.oom_control"] = "oom_kill_disable 0\nunder_oom 0\noom_kill 3\n"
+        let memory = try tree.create("org.example.x", limit: 1 << 30).get()
+        #expect(memory.oomKillsAtStart == 3)
+        #expect(!tree.limitReached(memory))
+        k.files[path + "/memory.oom_control"] = "oom_kill_disable 0\nunder_oom 0\noom_kill 4\n"
+        #expect(tree.limitReached(memory))
+    }
+
+    @Test func aFailedV1LimitWriteIsReportedAndTheCgroupRemoved() throws {
+        let k = hybridKernel()
+        let tree = try MemoryCgroupV1Tree.setUp(kernel: k, underSystemd: true, socketPath: "/run/x.sock").get()
+        let path = tree.path(of: "org.example.x")
+        k.failingWrites[path + "/memory.limit_in_bytes"] = EBUSY
+        guard case .failure(let e) = tree.create("org.example.x", limit: 1 << 20) else {
+            Issue.record("the create succeeded")
+            return
+        }
+        #expect(e.description == "set limits.memoryMaxBytes in \(path)/memory.limit_in_bytes: Device or resource busy")
+        #expect(k.calls.last == .removeDirectory(path))
+    }
+
+    /// A host with the v2 memory controller: memory.max, and no v1 memory cgroup at all.
+    @Test func withTheV2MemoryControllerMemoryMaxIsUsedAndNoV1Cgroup() throws {
+        let k = systemdKernel(controllers: "cpu memory pids\n")
+        let tree = try CgroupTree.setUp(kernel: k, underSystemd: true, socketPath: "/run/x.sock", logger: Logger(label: "test")).get()
+        let plan = limits.enforcement(controllers: Set(tree.controllers), memoryCgroupV1: true, ownUID: true)
+        #expect(plan[0] == LimitEnforcement(key: "memoryMaxBytes", value: 256 << 20, by: .cgroup, control: "memory.max"))
+        #expect(!plan.contains { $0.byMemoryCgroupV1 })
+        k.calls.removeAll()
+        #expect(CgroupTree.applyLimits(plan, to: Self.cgroup, kernel: k) == nil)
+        #expect(k.calls.first == .write(Self.cgroup + "/memory.max", "268435456"))
+        #expect(!Spawner.rlimits(plan).contains { $0.resource == Int32(RLIMIT_DATA.rawValue) || $0.resource == Int32(RLIMIT_AS.rawValue) })
     }
 }

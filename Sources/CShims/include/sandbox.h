@@ -51,11 +51,11 @@ typedef struct shim_sandbox_plan {
 /// The steps of the sandbox in the child, as reported in shim_spawn's `*failed_step`
 /// (continuing the SHIM_STEP_* numbers of shims.h).
 enum {
-    SHIM_STEP_SANDBOX_USERNS = 10,     // the user namespace and its id maps
-    SHIM_STEP_SANDBOX_FILESYSTEM = 11, // the mount namespace and the file system view
-    SHIM_STEP_SANDBOX_PROC = 12,       // /proc
-    SHIM_STEP_SANDBOX_NETWORK = 13,    // the network namespace and its loopback
-    SHIM_STEP_SANDBOX_SYSCALLS = 14,   // installing the system-call filter
+    SHIM_STEP_SANDBOX_USERNS = 11,     // the user namespace and its id maps
+    SHIM_STEP_SANDBOX_FILESYSTEM = 12, // the mount namespace and the file system view
+    SHIM_STEP_SANDBOX_PROC = 13,       // /proc
+    SHIM_STEP_SANDBOX_NETWORK = 14,    // the network namespace and its loopback
+    SHIM_STEP_SANDBOX_SYSCALLS = 15,   // installing the system-call filter
 };
 
 /// Builds the namespaces and the file system view of `plan` in the calling process, which

@@ -52,6 +52,7 @@ enum {
     SHIM_STEP_CAPABILITIES = 7,// ambient set cleared, capset to the empty set
     SHIM_STEP_CHDIR = 8,       // the working directory
     SHIM_STEP_EXEC = 9,        // execve
+    SHIM_STEP_MEMORY_CGROUP = 10, // joining the cgroup v1 memory cgroup (shim_join_cgroup_v1)
 };
 
 struct shim_sandbox_plan;
@@ -74,6 +75,8 @@ typedef struct {
     int nrlimits;
     const struct shim_sandbox_plan *sandbox; // the sandbox to build (sandbox.h), or NULL
     int *failed_step;          // receives the SHIM_STEP_* that failed, or NULL
+    int memory_cgroup_procs_fd;// `cgroup.procs` of a cgroup v1 memory cgroup (open for writing)
+                               // the child joins before anything else, or -1
 } shim_spawn_options;
 
 /// Spawns a process with clone3(2): in the cgroup `cgroup_fd` from its first instruction
@@ -90,6 +93,9 @@ typedef struct {
 /// (also when a step of the child failed, with its errno and step; the failed child is reaped).
 /// Without a cgroup, where clone3 is unavailable, falls back to fork (posix_spawn when there
 /// are neither credentials nor limits to apply) and pidfd_open.
+/// With `memory_cgroup_procs_fd`, the very first step of the child, before it runs anything of
+/// the extension, is to join that cgroup v1 memory cgroup (`shim_join_cgroup_v1`): the image it
+/// executes, and every process it creates, is charged there.
 pid_t shim_spawn(const shim_spawn_options *options, int *pidfd);
 
 /// Whether clone3(2) can be called (a seccomp filter, such as the one systemd's
@@ -128,6 +134,10 @@ int shim_waitid_pidfd(int pidfd, int options, int *code, int *status);
 
 /// Sets O_NONBLOCK on a descriptor.
 int shim_set_nonblocking(int fd);
+
+/// Moves the calling process into the cgroup v1 cgroup whose `cgroup.procs` is open for writing
+/// at `procs_fd` (writes "0", which names the writer). Async-signal-safe. Returns 0 or -errno.
+int shim_join_cgroup_v1(int procs_fd);
 
 #ifdef __cplusplus
 }

@@ -197,8 +197,12 @@ final class RecordingKernel: Kernel {
 
     var canSpawnIntoCgroup = true
 
+    /// Every spawn request, in order (`calls` has only its path and cgroup).
+    var spawnRequests: [SpawnRequest] = []
+
     func spawn(_ request: SpawnRequest) -> Result<(pid: Int32, pidfd: Int32), Errno> {
         calls.append(.spawn(request.path, cgroupFD: request.cgroupFD))
+        spawnRequests.append(request)
         return .success((4242, 7))
     }
 

@@ -1,0 +1,159 @@
+import ExtensionTransport
+import Logging
+import SupervisorCore
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// One cgroup v1 memory cgroup per extension, for hosts whose memory controller is bound to a
+/// cgroup v1 hierarchy (the hybrid layout, where the v2 tree has no controllers; or v1 alone):
+/// `memoryMaxBytes` is enforced there as `memory.limit_in_bytes`, as systemd enforces its
+/// units' memory limits on such hosts. Used only where the extensions' v2 cgroups have no
+/// memory controller.
+///
+/// Layout, below the daemon's own memory cgroup (the `memory` line of `/proc/self/cgroup`,
+/// under the mount of the v1 hierarchy that has the `memory` option in `/proc/self/mountinfo`):
+/// `extensions/<id>` under systemd, `extensiond-<tag>/<id>` standalone (the tag of
+/// `CgroupTree.tag`, so a daemon on the same socket finds what a killed predecessor left).
+///
+/// The extension's first process joins its memory cgroup itself, as the first step after the
+/// clone and before it runs anything of the extension (`shim_join_cgroup_v1`): everything it
+/// executes and every process it starts is charged there. Owned by the daemon's loop thread.
+final class MemoryCgroupV1Tree {
+    let kernel: any Kernel
+    /// Where the v1 memory hierarchy is mounted (`/sys/fs/cgroup/memory`).
+    let mountPoint: String
+    /// The directory holding one memory cgroup per extension.
+    let basePath: String
+    /// Whether `basePath` is removed at shutdown (standalone only).
+    let standalone: Bool
+
+    private init(kernel: any Kernel, mountPoint: String, basePath: String, standalone: Bool) {
+        self.kernel = kernel
+        self.mountPoint = mountPoint
+        self.basePath = basePath
+        self.standalone = standalone
+    }
+
+    /// Finds the v1 memory hierarchy and creates the directory of the extensions' memory
+    /// cgroups, or says why that cannot be done.
+    static func setUp(kernel: any Kernel, underSystemd: Bool, socketPath: String) -> Result<MemoryCgroupV1Tree, CgroupTree.Unavailable> {
+        guard case .success(let mountinfo) = kernel.read("/proc/self/mountinfo"),
+              let mount = memoryMount(String(decoding: mountinfo, as: UTF8.self))
+        else { return .failure(CgroupTree.Unavailable(description: "no cgroup v1 hierarchy has the memory controller")) }
+        guard case .success(let selfCgroup) = kernel.read("/proc/self/cgroup"),
+              let own = memoryPath(String(decoding: selfCgroup, as: UTF8.self))
+        else { return .failure(CgroupTree.Unavailable(description: "the daemon's memory cgroup is not in /proc/self/cgroup")) }
+        let ownPath = own == "/" ? mount : mount + own
+        let standalone = !(underSystemd && own != "/")
+        let base = standalone ? ownPath + "/extensiond-" + CgroupTree.tag(socketPath) : ownPath + "/extensions"
+        if let e = kernel.makeDirectory(base), e.code != EEXIST {
+            return .failure(CgroupTree.Unavailable(description: "cannot create \(base) (\(e))"))
+        }
+        return .success(MemoryCgroupV1Tree(kernel: kernel, mountPoint: mount, basePath: base, standalone: standalone))
+    }
+
+    /// The mount point of the cgroup v1 hierarchy with the memory controller, in mountinfo text.
+    static func memoryMount(_ mountinfo: String) -> String? {
+        for line in mountinfo.split(separator: "\n") {
+            // ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTIONS [OPTIONAL...] - FSTYPE SOURCE SUPEROPTIONS
+            let fields = line.split(separator: " ")
+            guard let dash = fields.firstIndex(of: "-"), dash + 3 < fields.count, fields.count > 4 else { continue }
+            if fields[dash + 1] == "cgroup", fields[dash + 3].split(separator: ",").contains("memory") { return String(fields[4]) }
+        }
+        return nil
+    }
+
+    /// The path of the memory cgroup (the `N:memory:` line, or one whose controller list
+    /// includes memory) in /proc/PID/cgroup text.
+    static func memoryPath(_ text: String) -> String? {
+        for line in text.split(separator: "\n") {
+            let parts = line.split(separator: ":", maxSplits: 2, omittingEmptySubsequences: false)
+            if parts.count == 3, parts[1].split(separator: ",").contains("memory") { return String(parts[2]) }
+        }
+        return nil
+    }
+
+    /// The memory cgroup directory of an extension.
+    func path(of extensionID: String) -> String { basePath + "/" + extensionID }
+
+    /// Creates the memory cgroup of an extension about to be spawned (or takes over the one an
+    /// earlier generation left), sets `memory.limit_in_bytes` to `limit`, notes its `oom_kill`
+    /// count and opens its `cgroup.procs` for the child to join.
+    func create(_ extensionID: String, limit: UInt64) -> Result<MemoryCgroupV1, SystemError> {
+        let path = path(of: extensionID)
+        if let e = kernel.makeDirectory(path), e.code != EEXIST {
+            return .failure(SystemError("create the memory cgroup \(path)", errno: e.code))
+        }
+        if let e = kernel.write(path + "/" + LimitEnforcement.memoryV1Control, "\(limit)") {
+            _ = kernel.removeDirectory(path)
+            return .failure(SystemError("set limits.memoryMaxBytes in \(path)/\(LimitEnforcement.memoryV1Control)", errno: e.code))
+        }
+        let before = MemoryCgroupV1Tree.oomKills(path, kernel: kernel)
+        switch kernel.openForWriting(path + "/cgroup.procs") {
+        case .success(let fd): return .success(MemoryCgroupV1(path: path, procsFD: fd, oomKillsAtStart: before))
+        case .failure(let e):
+            _ = kernel.removeDirectory(path)
+            return .failure(SystemError("open \(path)/cgroup.procs", errno: e.code))
+        }
+    }
+
+    /// The `oom_kill` count of a v1 memory cgroup's `memory.oom_control` (0 when it cannot be read).
+    static func oomKills(_ path: String, kernel: any Kernel) -> Int {
+        guard case .success(let bytes) = kernel.read(path + "/memory.oom_control") else { return 0 }
+        for line in String(decoding: bytes, as: UTF8.self).split(separator: "\n") {
+            let parts = line.split(separator: " ")
+            if parts.count == 2, parts[0] == "oom_kill" { return Int(parts[1]) ?? 0 }
+        }
+        return 0
+    }
+
+    /// Whether the kernel's OOM killer ended a process of the cgroup since it was set up.
+    func limitReached(_ cgroup: MemoryCgroupV1) -> Bool {
+        MemoryCgroupV1Tree.oomKills(cgroup.path, kernel: kernel) > cgroup.oomKillsAtStart
+    }
+
+    /// Removes an extension's memory cgroup once its processes are gone (a v1 cgroup with a
+    /// process left in it cannot be removed: it is taken over by the next launch instead).
+    func remove(_ cgroup: MemoryCgroupV1, logger: Logger) {
+        if let e = kernel.removeDirectory(cgroup.path), e.code != ENOENT {
+            logger.warning("cannot remove the memory cgroup \(cgroup.path): \(e)")
+        }
+    }
+
+    /// Removes the memory cgroups a daemon that did not shut down left (their processes were
+    /// ended with their v2 cgroups or process groups; any still in one is killed, and its
+    /// directory is taken over by the extension's next launch). Returns the paths removed.
+    @discardableResult
+    func removeLeftovers(logger: Logger) -> [String] {
+        var removed: [String] = []
+        for name in (kernel.listDirectory(basePath) ?? []).sorted() {
+            let path = basePath + "/" + name
+            guard case .success(let procs) = kernel.read(path + "/cgroup.procs") else { continue }
+            if kernel.removeDirectory(path) == nil {
+                removed.append(path)
+                continue
+            }
+            for pid in CgroupTree.parsePIDs(procs) {
+                logger.notice("killing pid \(pid), left in the memory cgroup \(path)", metadata: ["EXTENSION_ID": "\(name)"])
+                _ = kernel.kill(pid, SIGKILL)
+            }
+        }
+        return removed
+    }
+
+    /// Removes the directory of the extensions' memory cgroups at shutdown (standalone).
+    func removeSubtree() {
+        guard standalone else { return }
+        _ = kernel.removeDirectory(basePath)
+    }
+}
+
+/// One extension's cgroup v1 memory cgroup.
+struct MemoryCgroupV1: Equatable {
+    var path: String
+    /// Its `cgroup.procs`, open for writing until the spawn (the child joins through it).
+    var procsFD: Int32
+    /// `oom_kill` of its `memory.oom_control` when it was set up (non-zero in a taken-over one).
+    var oomKillsAtStart: Int
+}
