@@ -83,6 +83,14 @@ public final class Daemon {
         self.logger = logger
         loop = try EventLoop()
         kernel = LinuxKernel(loop: loop)
+        // The configuration first: a bad one stops the daemon before it creates anything.
+        config = DaemonConfig()
+        if let file = options.configFile {
+            switch DaemonConfig.parse(try Daemon.readFile(file), file: file) {
+            case .success(let c): config = c
+            case .failure(let e): throw DaemonError(e.description)
+            }
+        }
         // Orphaned descendants of extensions become the daemon's children rather than init's:
         // they stay visible (and reapable) here, which lets stop verification skip /proc scans.
         let isSubreaper = shim_set_child_subreaper() == 0
@@ -112,13 +120,6 @@ public final class Daemon {
         }
         control = ProcessControl(kernel: kernel, cgroups: cgroups, isSubreaper: isSubreaper, logger: logger)
         serviceManager.suffix = ServiceManager.suffix(containmentProblem)
-        config = DaemonConfig()
-        if let file = options.configFile {
-            switch DaemonConfig.parse(try Daemon.readFile(file), file: file) {
-            case .success(let c): config = c
-            case .failure(let e): throw DaemonError(e.description)
-            }
-        }
         config.limits.daemonUID = getuid()
         containers = SharedContainers(stateDirectory: options.stateDirectory)
         extensionContainers = ExtensionContainers(stateDirectory: options.stateDirectory, chowns: getuid() == 0)

@@ -121,11 +121,14 @@ struct IDs {
     let prewarmCap = 16
     /// Extensions suspended with the cgroup freezer (`suspend: "freeze"`).
     let freeze = "bench.freeze"
+    let sandboxedCold: [String], unsandboxedCold: [String]
     let cold: [String], dynamicCold: [String], cCold: [String], prewarmed: [String], legs: [String], throughput: [String], mass: [String], prewarmCapIDs: [String]
     let massFreeze: [String]
 
     init(_ o: Options) {
         cold = (0..<(o.launches + 2)).map { "bench.cold.\($0)" }
+        sandboxedCold = (0..<(o.launches + 2)).map { "bench.sandboxed.\($0)" }
+        unsandboxedCold = (0..<(o.launches + 2)).map { "bench.unsandboxed.\($0)" }
         dynamicCold = (0..<(o.launches + 2)).map { "bench.dyn.\($0)" }
         cCold = (0..<(o.launches + 2)).map { "bench.c.\($0)" }
         prewarmed = (0..<(o.prewarms + 1)).map { "bench.warm.\($0)" }
@@ -136,7 +139,7 @@ struct IDs {
         prewarmCapIDs = (0..<(prewarmCap + 4)).map { "bench.cap.\($0)" }
     }
 
-    var all: [String] { [resume, assertions, prewarmCheck] + cold + prewarmed + legs + throughput + mass + prewarmCapIDs }
+    var all: [String] { [resume, assertions, prewarmCheck] + cold + unsandboxedCold + prewarmed + legs + throughput + mass + prewarmCapIDs }
 }
 
 /// A session begun on the pipelined connection.
@@ -164,6 +167,7 @@ final class Suite {
     var rawCLaunch = Samples(), rawCRuntimeLaunch = Samples(), rawCLaunchBeside = Samples(), rawCFootprint: CRuntimeBench.Footprint?, cFootprint: CRuntimeBench.Footprint?
     var rawRequest = Samples(), rawAcquire = Samples(), dbusPeer = Samples(), dbusDriver = Samples(), rawMass = Samples()
     // Figures.
+    var coldSandboxed = Samples(), coldUnsandboxed = Samples()
     var hostRTT = Samples(), rawRTT = Samples(), coldLaunch = Samples(), coldDynamic = Samples(), coldC = Samples(), afterPrewarm = Samples()
     var resume = Samples(), acquire = Samples(), release = Samples(), suspend = Samples(), mass = Samples()
     var throughputRates: [(chains: Int, rate: Double, cpuPerPair: Double, extensionCPUPerPair: Double)] = []
@@ -303,6 +307,7 @@ final class Suite {
         for id in ids.all { manifests.append((id, o.extensionPath, "bench")) }
         if haveDynamic { for id in ids.dynamicCold { manifests.append((id, o.dynamicExtension, "bench")) } }
         if haveC { for id in ids.cCold { manifests.append((id, CRuntimeBench.extensionPath, "bench")) } }
+        for id in ids.sandboxedCold { manifests.append((id, o.extensionPath, "bench-sandboxed")) }
         manifests.append((ids.reclaim, o.extensionPath, "bench-reclaim"))
         if freezeAvailable && on("freeze") {
             for id in [ids.freeze] + ids.massFreeze { manifests.append((id, o.extensionPath, "bench-freeze")) }
@@ -317,6 +322,7 @@ final class Suite {
                     "refresh": ["minimumIntervalSeconds": 86_400, "dailyBudget": 48],
                 ],
                 "bench-reclaim": ["launchTimeoutSeconds": 600, "suspendedLifetimeSeconds": 1],
+                "bench-sandboxed": ["launchTimeoutSeconds": 600, "suspendedLifetimeSeconds": 86_400],
                 "bench-freeze": ["launchTimeoutSeconds": 600, "suspendedLifetimeSeconds": 86_400, "suspend": "freeze"],
             ],
             "limits": ["maxRequestsPerHost": 100_000, "maxPrewarmed": ids.prewarmCap],
@@ -380,6 +386,17 @@ final class Suite {
         log("cold launch")
         coldLaunch = try coldLaunches(ids.cold)
         details.append(Detail(name: "cold launch: begin → begun → ping (static)", samples: coldLaunch))
+        // Each sandboxed launch right after the same extension's launch with "sandbox": "none".
+        for (i, (open, sandboxed)) in zip(ids.unsandboxedCold, ids.sandboxedCold).enumerated() {
+            let t0 = try beginUntilWorking(open)
+            let t1 = try beginUntilWorking(sandboxed)
+            if i >= 2 {
+                coldUnsandboxed.add(t0)
+                coldSandboxed.add(t1)
+            }
+        }
+        details.append(Detail(name: "cold launch: begin → begun → ping, sandboxed (default)", samples: coldSandboxed))
+        details.append(Detail(name: "  beside it: the same with \"sandbox\": \"none\"", samples: coldUnsandboxed, note: "alternated with the launches above"))
         if haveDynamic {
             coldDynamic = try coldLaunches(ids.dynamicCold)
             details.append(Detail(name: "cold launch: begin → begun → ping (dynamic)", samples: coldDynamic))
@@ -867,6 +884,9 @@ final class Suite {
             rows.append(Row(figure: "suspend (freeze)", kind: .latency(suspendFreeze, baseline: rawFreeze, factor: 3), target: "p50 ≤ 3× baseline"))
         }
         rows.append(Row(figure: "cold launch (Swift, static stdlib)", kind: .latency(coldLaunch, baseline: rawLaunch, factor: 1.1), target: "≤ 1.1× baseline"))
+        if coldSandboxed.count > 0 {
+            rows.append(Row(figure: "cold launch, sandboxed / \"sandbox\": \"none\"", kind: .latency(coldSandboxed, baseline: coldUnsandboxed, factor: 1.2), target: "≤ 1.2× baseline"))
+        }
         if haveC, let c = cFootprint, let raw = rawCFootprint {
             rows.append(Row(figure: "cold launch (C, libExtensionRuntimeC)", kind: .latency(coldC, baseline: rawCLaunchBeside, factor: 1.2), target: "≤ 1.2× baseline"))
             rows.append(Row(figure: "cold launch, raw spawn (C, libExtensionRuntimeC)", kind: .latency(rawCRuntimeLaunch, baseline: rawCLaunch, factor: 1.2), target: "≤ 1.2× baseline"))
