@@ -30,7 +30,8 @@ $run_lintian && tools+=(lintian)
 missing=()
 for tool in "${tools[@]}"; do dpkg-query -W -f '${Status}' "$tool" 2>/dev/null | grep -q "ok installed" || missing+=("$tool"); done
 # apt-get -s build-dep lists what is missing as "Inst" lines; nothing to do when there is none.
-if [ ${#missing[@]} -gt 0 ] || apt-get -s build-dep ./ 2>/dev/null | grep -q '^Inst '; then
+# (It fails when apt has no package lists yet: then install too, after apt-get update.)
+if [ ${#missing[@]} -gt 0 ] || ! simulated=$(apt-get -s build-dep ./ 2>&1) || grep -q '^Inst ' <<<"$simulated"; then
     echo "==> installing the build dependencies"
     $sudo apt-get update -qq
     [ ${#missing[@]} -eq 0 ] || DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
