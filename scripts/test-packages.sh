@@ -40,7 +40,7 @@ for p in "${packages[@]}"; do
     fi
 done
 for d in /etc/extensiond /var/lib/extensiond /run/extensiond; do
-    [ ! -e "$d" ] || fail "$d exists before the install (another installation of extensiond?)"
+    [ ! -e "$d" ] || fail "$d exists before the install (another installation of extensiond, or the state of a root daemon run by hand, e.g. scripts/demo.sh): move it away first"
 done
 
 work=$(mktemp -d)
