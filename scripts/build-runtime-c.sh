@@ -10,6 +10,8 @@
 #
 # Produces DIR/libExtensionRuntimeC.so.0 (SONAME libExtensionRuntimeC.so.0) and the link-time
 # name DIR/libExtensionRuntimeC.so, a symbolic link to it. Prints the library's path.
+# $CFLAGS and $LDFLAGS, when set, are added after the script's own flags (a distribution's
+# hardening flags, for instance: debian/rules passes dpkg-buildflags').
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 
@@ -20,7 +22,7 @@ while [ $# -gt 0 ]; do
         --out) out=${2:?--out needs a directory}; shift 2 ;;
         --out=*) out=${1#*=}; shift ;;
         --debug) optimize=(-O0 -g); shift ;;
-        -h | --help) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h | --help) sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "build-runtime-c.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
     esac
 done
@@ -33,6 +35,7 @@ tmp="$out/.libExtensionRuntimeC.so.0.$$"
     -I "$root/include" -I "$root/runtime-c" \
     -Wl,-soname,libExtensionRuntimeC.so.0 -Wl,--version-script="$root/runtime-c/exports.map" \
     -Wl,-z,relro -Wl,-z,now -Wl,--as-needed \
+    ${CFLAGS:-} ${LDFLAGS:-} \
     "$root/runtime-c/wire.c" "$root/runtime-c/runtime.c" -lpthread -o "$tmp"
 mv -f "$tmp" "$out/libExtensionRuntimeC.so.0"
 ln -sfn libExtensionRuntimeC.so.0 "$out/libExtensionRuntimeC.so"

@@ -93,7 +93,11 @@ def convert(markdown, title, section, name_line, synopsis):
     paragraph = []
 
     def flush():
-        if paragraph:
+        if paragraph and out[-1] == '.SH "NAME"':
+            # whatis, apropos and mandb (lexgrog) read NAME as "name \- summary", no macro before it.
+            out.extend(line_safe(inline(p)).replace(" — ", " \\- ", 1) for p in paragraph)
+            paragraph.clear()
+        elif paragraph:
             out.append(".PP")
             out.extend(line_safe(inline(p)) for p in paragraph)
             paragraph.clear()

@@ -19,7 +19,8 @@ struct ExtensionDaemonCommand: ParsableCommand {
             Under systemd it takes the socket passed by extensiond.socket, reports readiness \
             and status, pings the watchdog and logs structured journal entries. \
             See docs/extensiond.md and docs/operations.md.
-            """)
+            """,
+        version: extensiondVersion)
 
     @Option(name: .long, help: ArgumentHelp("Control socket path.", valueName: "path"))
     var socket: String?

@@ -2,8 +2,8 @@ import ExtensionHost
 import Foundation
 import Testing
 
-/// bindings/python: `pip install ./bindings/python` in a fresh virtual environment (offline:
-/// `--no-index`, the in-tree build backend needs nothing), then the example extension
+/// bindings/python: `pip install ./bindings/python` in a fresh virtual environment (pip fetches
+/// the build backend, flit_core, from PyPI into its isolated build environment), then the example extension
 /// (examples/python-extension) on the installed package, under a real daemon.
 @Suite(.serialized)
 struct PythonPackageTests {
@@ -16,7 +16,7 @@ struct PythonPackageTests {
             let directory = try TestDaemon.makeTemporaryDirectory()
             let venv = try runProgram("/usr/bin/python3", ["-m", "venv", directory + "/venv"])
             guard venv.status == 0 else { return .failure(HarnessError("python3 -m venv failed: \(venv.err)")) }
-            let pip = try runProgram(directory + "/venv/bin/pip", ["install", "--no-index", "--disable-pip-version-check", packageRoot + "/bindings/python"])
+            let pip = try runProgram(directory + "/venv/bin/pip", ["install", "--disable-pip-version-check", packageRoot + "/bindings/python"])
             guard pip.status == 0 else { return .failure(HarnessError("pip install failed: \(pip.out)\(pip.err)")) }
             return .success(directory + "/venv/bin/python")
         } catch {
