@@ -40,17 +40,23 @@ static int shim_append(char *buf, size_t cap, size_t *len, const char *s) {
     return 0;
 }
 
-// "/proc/self/fd/N", the path through which a descriptor opened with O_PATH is bound.
-static void shim_fd_path(char out[32], int fd) {
-    char digits[12];
-    int n = 0;
+// Writes `value` in decimal at `out` (at least 21 bytes); returns the number of digits.
+static size_t shim_format_uint(char *out, unsigned long value) {
+    char digits[21];
+    size_t n = 0;
     do {
-        digits[n++] = (char)('0' + fd % 10);
-        fd /= 10;
-    } while (fd > 0);
+        digits[n++] = (char)('0' + value % 10);
+        value /= 10;
+    } while (value > 0);
+    for (size_t i = 0; i < n; i++) out[i] = digits[n - 1 - i];
+    return n;
+}
+
+// "/proc/self/fd/N", the path through which a descriptor opened with O_PATH is bound.
+static void shim_fd_path(char out[40], int fd) {
     size_t len = 0;
-    shim_append(out, 32, &len, "/proc/self/fd/");
-    while (n > 0) out[len++] = digits[--n];
+    shim_append(out, 40, &len, "/proc/self/fd/");
+    len += shim_format_uint(out + len, (unsigned long)fd);
     out[len] = '\0';
 }
 
@@ -84,20 +90,10 @@ static int shim_write_file(const char *path, const char *text) {
 
 // "ID ID 1\n": an id mapped to itself.
 static void shim_id_map(char out[48], unsigned id) {
-    char digits[12];
-    int n = 0;
-    do {
-        digits[n++] = (char)('0' + id % 10);
-        id /= 10;
-    } while (id > 0);
-    size_t len = 0;
-    for (int round = 0; round < 2; round++) {
-        for (int i = n - 1; i >= 0; i--) out[len++] = digits[i];
-        out[len++] = ' ';
-    }
-    out[len++] = '1';
-    out[len++] = '\n';
-    out[len] = '\0';
+    size_t len = shim_format_uint(out, id);
+    out[len++] = ' ';
+    len += shim_format_uint(out + len, id);
+    memcpy(out + len, " 1\n", 4);
 }
 
 // A new user namespace in which the daemon's own uid and gid map to themselves: it gives the
@@ -133,7 +129,7 @@ static int shim_private_dev(const int device_fds[shim_device_count]) {
         int fd = open(target, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0666);
         if (fd < 0) return -errno;
         close(fd);
-        char source[32];
+        char source[40];
         shim_fd_path(source, device_fds[i]);
         if (mount(source, target, NULL, MS_BIND, NULL) != 0) return -errno;
     }
@@ -192,7 +188,7 @@ static int shim_file_system_view(const shim_sandbox *p) {
         default: {
             // Its mount point, created inside the mask or private directory over it if need be.
             if ((rc = shim_make_path(path, 0755)) != 0) return rc;
-            char source[32];
+            char source[40];
             shim_fd_path(source, keep_fds[i]);
             if (mount(source, path, NULL, MS_BIND | MS_REC, NULL) != 0) return -errno;
             unsigned long flags = MS_REMOUNT | MS_BIND | MS_NOSUID | MS_NODEV;

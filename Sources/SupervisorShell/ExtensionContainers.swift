@@ -63,19 +63,7 @@ final class ExtensionContainers {
 
     /// Removes everything inside the directory open at `fd`, depth first, by descriptor.
     private static func removeContents(of fd: Int32, path: String) -> Result<Void, SystemError> {
-        let listing = dup(fd)
-        guard listing >= 0, let dir = fdopendir(listing) else {
-            if listing >= 0 { close(listing) }
-            return .failure(SystemError("opendir \(path)", errno: errno))
-        }
-        defer { closedir(dir) }
-        var names: [String] = []
-        while let entry = readdir(dir) {
-            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
-                String(decoding: raw.prefix(while: { $0 != 0 }), as: UTF8.self)
-            }
-            if name != "." && name != ".." { names.append(name) }
-        }
+        guard let names = directoryEntries(fd: fd) else { return .failure(SystemError("opendir \(path)", errno: errno)) }
         for name in names {
             if unlinkat(fd, name, 0) == 0 || errno == ENOENT { continue }
             guard errno == EISDIR else { return .failure(SystemError("unlink \(path)/\(name)", errno: errno)) }

@@ -278,14 +278,7 @@ struct SessionCredentialTests {
                 "other.json": try CredentialTests.manifest("org.example.other", ["user": "root"]),
                 "own.json": try CredentialTests.manifest("org.example.own"),
             ], extensionsAsRoot: false)
-        // The daemon runs as nobody (setpriv), in its directory given to nobody; its readiness
-        // socket must be writable by it.
-        chown(daemon.directory, 65534, 65534)
-        daemon.daemonExecutable = try ReachableCopies.copy(BuildProducts.path("extensiond"))
-        let notify = try NotifySocket(path: daemon.directory + "/notify.sock")
-        defer { notify.close() }
-        chmod(notify.path, 0o777)
-        try daemon.start(notifySocket: notify, wrapper: ["/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+        try daemon.startAsNobody()
         let file = daemon.extensionsDirectory + "/other.json"
         #expect(daemon.log().contains(
             "\(file): field 'user': asks for user 'root' (uid 0), but this daemon runs as uid 65534 and is not root: it runs extensions as itself only"),

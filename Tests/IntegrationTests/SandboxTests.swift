@@ -239,12 +239,7 @@ struct UnprivilegedSandboxTests {
                 "a.json": try SandboxTests.manifest("org.example.a"),
                 "strict.json": try SandboxTests.manifest("org.example.strict", ["point": "strict"]),
             ], config: ["points": ["strict": ["sandboxRequires": ["filesystem", "proc"]]]], extensionsAsRoot: false)
-        chown(daemon.directory, 65534, 65534)
-        daemon.daemonExecutable = try ReachableCopies.copy(BuildProducts.path("extensiond"))
-        let notify = try NotifySocket(path: daemon.directory + "/notify.sock")
-        defer { notify.close() }
-        chmod(notify.path, 0o777)
-        try daemon.start(notifySocket: notify, wrapper: ["/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+        try daemon.startAsNobody()
         let host = try daemon.host()
         let (a, _) = try CredentialTests.open(daemon, host, "org.example.a")
         let container = daemon.directory + "/state/extensions/org.example.a"
