@@ -7,13 +7,14 @@
 #                                 fails on errors, asserts nothing about timing
 #
 # Other arguments go to extensiond-bench (--help lists them, e.g. --only, --profile DIR).
-# Installs what it needs when missing (idempotent): libsystemd-dev and pkg-config (build),
+# Installs what it needs when missing (idempotent): libsystemd-dev, libseccomp-dev and pkg-config (build),
 # dbus (dbus-daemon, for the D-Bus baseline of the control-plane figure).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 missing=()
 pkg-config --exists libsystemd 2>/dev/null || missing+=(libsystemd-dev)
+pkg-config --exists libseccomp 2>/dev/null || missing+=(libseccomp-dev)
 command -v pkg-config >/dev/null 2>&1 || missing+=(pkg-config)
 [ -x /usr/bin/dbus-daemon ] || missing+=(dbus)
 command -v cc >/dev/null 2>&1 || missing+=(gcc libc6-dev)
