@@ -126,10 +126,11 @@ resolved=$(ldd "$work/c-extension" | awk '$1 == "libExtensionRuntimeC.so.0" { pr
     || fail "the C extension loads libExtensionRuntimeC.so.0 from '$resolved'"
 ok "cc main.c \$(pkg-config --cflags --libs extension-runtime) builds it ($flags), linked to $resolved"
 
-mkdir -m 1777 "$work/shared" # the extension's own uid writes its state here
+# The extension, sandboxed under its own uid, writes its state in its own container (HOME).
+container=/var/lib/extensiond/extensions/org.example.c
 $sudo install -d /etc/extensiond/extensions
 cat >"$work/manifest.json" <<EOF
-{"id": "org.example.c", "executable": "$work/c-extension", "environment": {"C_EXTENSION_STATE": "$work/shared/state.txt"}}
+{"id": "org.example.c", "executable": "$work/c-extension", "environment": {"C_EXTENSION_STATE": "$container/state.txt"}}
 EOF
 $sudo install -m 0644 "$work/manifest.json" /etc/extensiond/extensions/org.example.c.json
 # The installed daemon with its default directories, as root (XDG_RUNTIME_DIR unset: the
@@ -162,7 +163,7 @@ IFS= read -r -t 30 -u "${host[0]}" answer || fail "no answer to ping"
 echo "save hello from the packages" >&"${host[1]}"
 IFS= read -r -t 30 -u "${host[0]}" answer || fail "no answer to save"
 [ "$answer" = saved ] || fail "the C extension answered '$answer' to save"
-[ "$(cat "$work/shared/state.txt")" = "hello from the packages" ] || fail "the C extension's save did not reach its file"
+[ "$(cat "$container/state.txt")" = "hello from the packages" ] || fail "the C extension's save did not reach its file"
 input=${host[1]}
 exec {input}>&- # end of input: extctl dismisses the request and exits 0
 wait "$host_PID" || fail "extctl open exited non-zero: $(cat "$work/open.err")"
