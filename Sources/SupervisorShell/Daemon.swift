@@ -131,7 +131,7 @@ public final class Daemon {
                 throw DaemonError(error.description)
             }
         }
-        let (manifests, errors) = Daemon.loader(options, config, freezerProblem: containmentProblem, identities: identities, containers: containers).load()
+        let (manifests, errors) = Daemon.loadManifests(options, config, freezerProblem: containmentProblem, identities: identities, containers: containers)
         for e in errors { logger.error("manifest refused: \(e)") }
         core = Supervisor(manifests: manifests, limits: config.limits, now: loop.now())
         if let fd = options.inheritedListener {
@@ -184,14 +184,20 @@ public final class Daemon {
         if let procLocks { kernel.close(procLocks) }
     }
 
-    static func loader(
+    /// Loads the manifests: reads the files (`ManifestFiles`), validates them (`ManifestValidation`,
+    /// pure), then provisions the accepted ones (`Provisioner`: uids, shared containers, credentials).
+    static func loadManifests(
         _ options: DaemonOptions, _ config: DaemonConfig, freezerProblem: String?, identities: IdentityStore?, containers: SharedContainers
-    ) -> ManifestLoader {
-        ManifestLoader(
-            directories: options.extensionDirectories, explicit: options.explicitDirectories, points: config.points, trustedUID: getuid(),
-            freezerProblem: freezerProblem, credentialRules: SystemAccounts.rules(config), identities: identities,
-            extensionUIDs: config.extensionUIDs, containers: containers, containerGroups: config.containerGroups,
-            allowUnsandboxed: config.allowUnsandboxedExtensions)
+    ) -> (manifests: [Manifest], errors: [ManifestError]) {
+        let rules = SystemAccounts.rules(config)
+        let validation = ManifestValidation(
+            points: config.points, explicitDirectories: options.explicitDirectories, trustedUID: getuid(), credentialRules: rules,
+            extensionUIDs: config.extensionUIDs, containerGroups: config.containerGroups,
+            allowUnsandboxed: config.allowUnsandboxedExtensions, freezerProblem: freezerProblem)
+        let pending = validation.checkFiles(ManifestFiles.read(options.extensionDirectories))
+        let outcome = validation.finish(pending, executables: ManifestFiles.examine(pending.executables))
+        let provisioner = Provisioner(rules: rules, identities: identities, containers: containers, extensionUIDs: config.extensionUIDs)
+        return provisioner.provision(outcome)
     }
 
     /// How each limit of `manifest` is enforced here (`enforcedBy` of `status --json`).
@@ -412,7 +418,7 @@ public final class Daemon {
     func reload() -> ReloadReport {
         logger.info("reloading manifests")
         serviceManager.reloading()
-        var (manifests, errors) = Daemon.loader(options, config, freezerProblem: containmentProblem, identities: identities, containers: containers).load()
+        var (manifests, errors) = Daemon.loadManifests(options, config, freezerProblem: containmentProblem, identities: identities, containers: containers)
         for e in errors { logger.error("manifest refused: \(e)") }
         warnUnenforcedLimits(manifests)
         let broken = Set(errors.map(\.file))

@@ -13,7 +13,8 @@ import Glibc
 ///   that user, so the directory separates nothing from other extensions.
 ///
 /// Each directory is created (or its owner and mode corrected) when a manifest naming it is
-/// loaded. Owned by the daemon's loop thread.
+/// provisioned (`Provisioner`); one that already has its owner, group and mode is left
+/// untouched. Owned by the daemon's loop thread.
 final class SharedContainers {
     struct Container: Equatable {
         var path: String
@@ -37,19 +38,23 @@ final class SharedContainers {
 
     func path(of name: String) -> String { root + "/" + name }
 
-    /// Prepares container `name` with group `gid` (nil: the daemon is not root).
+    /// Prepares container `name` with group `gid` (nil: the daemon is not root). A directory
+    /// that already has its owner, group and mode is not changed.
     func prepare(_ name: String, gid: UInt32?) -> Result<Container, SharedContainerError> {
         let path = path(of: name)
-        if let e = makeDirectory(stateDirectory, mode: 0o755, parents: true) { return .failure(e) }
-        if let e = makeDirectory(stateDirectory + "/containers", mode: 0o755, parents: false) { return .failure(e) }
-        if let e = makeDirectory(path, mode: gid == nil ? 0o700 : 0o2770, parents: false) { return .failure(e) }
-        // An existing directory gets its owner and mode back; chown clears the setgid bit, so
-        // the mode is set after it.
-        if let gid, chown(path, 0, gid) != 0 {
-            return .failure(SharedContainerError("cannot give \(path) to group \(gid): \(String(cString: strerror(errno)))"))
-        }
-        if chmod(path, gid == nil ? 0o700 : 0o2770) != 0 {
-            return .failure(SharedContainerError("cannot set the mode of \(path): \(String(cString: strerror(errno)))"))
+        let mode: mode_t = gid == nil ? 0o700 : 0o2770
+        if !isPrepared(path, gid: gid, mode: mode) {
+            if let e = makeDirectory(stateDirectory, mode: 0o755, parents: true) { return .failure(e) }
+            if let e = makeDirectory(stateDirectory + "/containers", mode: 0o755, parents: false) { return .failure(e) }
+            if let e = makeDirectory(path, mode: mode, parents: false) { return .failure(e) }
+            // An existing directory gets its owner and mode back; chown clears the setgid bit, so
+            // the mode is set after it.
+            if let gid, chown(path, 0, gid) != 0 {
+                return .failure(SharedContainerError("cannot give \(path) to group \(gid): \(String(cString: strerror(errno)))"))
+            }
+            if chmod(path, mode) != 0 {
+                return .failure(SharedContainerError("cannot set the mode of \(path): \(String(cString: strerror(errno)))"))
+            }
         }
         if let resolved = realpath(stateDirectory, nil) {
             resolvedRoot = String(cString: resolved) + "/containers"
@@ -58,6 +63,16 @@ final class SharedContainers {
         let container = Container(path: path, gid: gid)
         known[name] = container
         return .success(container)
+    }
+
+    /// Whether `path` is a directory (symbolic links followed, as `chown` and `chmod` follow
+    /// them) with the owner, group and `mode` that `prepare` gives it: root and `gid`, or
+    /// with no `gid` the daemon's own user (the only one whose `chmod` of it succeeds).
+    private func isPrepared(_ path: String, gid: UInt32?, mode: mode_t) -> Bool {
+        var st = stat()
+        guard stat(path, &st) == 0, (st.st_mode & S_IFMT) == S_IFDIR, st.st_mode & 0o7777 == mode else { return false }
+        if let gid { return st.st_uid == 0 && st.st_gid == gid }
+        return st.st_uid == geteuid()
     }
 
     /// `mkdir` (with `parents`, every missing ancestor too), each created directory given
