@@ -1,12 +1,12 @@
+import ExtensionTransport
 import SupervisorCore
-#if canImport(Glibc)
-import Glibc
-#endif
+import SupervisorKernel
 
 /// Reads manifest files from the extension directories: `*.json` only, in name order, each
 /// checked for type, size, ownership and permissions before it is parsed. A bad manifest is
 /// reported and skipped; the others still load. The first manifest to claim an id wins.
 struct ManifestLoader {
+    let kernel: any Kernel
     var directories: [String]
     /// Directories named explicitly (an absent one is reported, not skipped silently).
     var explicit: Bool
@@ -32,7 +32,10 @@ struct ManifestLoader {
         var claimed: [String: String] = [:]
         for directory in directories {
             guard let names = listJSON(directory) else {
-                if explicit { errors.append(ManifestError(file: directory, problem: "extension directory cannot be read: \(String(cString: strerror(errno)))")) }
+                if explicit {
+                    let why = kernel.status(directory, followLinks: true).failure.map { "\($0)" } ?? "it is not a readable directory"
+                    errors.append(ManifestError(file: directory, problem: "extension directory cannot be read: \(why)"))
+                }
                 continue
             }
             for name in names {
@@ -54,32 +57,24 @@ struct ManifestLoader {
     }
 
     private func listJSON(_ directory: String) -> [String]? {
-        directoryEntries(directory)?.filter { $0.hasSuffix(".json") && !$0.hasPrefix(".") }.sorted()
+        kernel.listDirectory(directory)?.filter { $0.hasSuffix(".json") && !$0.hasPrefix(".") }.sorted()
     }
 
     private func loadOne(_ path: String, directory: String) -> Result<Manifest, ManifestError> {
         func fail(_ field: String?, _ problem: String) -> Result<Manifest, ManifestError> {
             .failure(ManifestError(file: path, field: field, problem: problem))
         }
-        let fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK)
-        guard fd >= 0 else { return fail(nil, "cannot be opened: \(String(cString: strerror(errno)))") }
-        defer { close(fd) }
-        var st = stat()
-        guard fstat(fd, &st) == 0 else { return fail(nil, "cannot be examined: \(String(cString: strerror(errno)))") }
-        guard (st.st_mode & S_IFMT) == S_IFREG else { return fail(nil, "is not a regular file") }
+        let st: FileStatus, contents: [UInt8]?
+        switch kernel.inspectFile(path, limit: Int64(ManifestParser.maxFileSize)) {
+        case .success(let found): (st, contents) = found
+        case .failure(let e) where e.operation == "open": return fail(nil, "cannot be opened: \(e.reason)")
+        case .failure(let e): return fail(nil, "cannot be examined: \(e.reason)")
+        }
+        guard st.kind == .regular else { return fail(nil, "is not a regular file") }
         if let problem = ownershipProblem(st) { return fail(nil, problem) }
-        guard st.st_size <= ManifestParser.maxFileSize else {
-            return fail(nil, "file is \(st.st_size) bytes, over the \(ManifestParser.maxFileSize)-byte limit")
+        guard st.size <= ManifestParser.maxFileSize, let data = contents else {
+            return fail(nil, "file is \(st.size) bytes, over the \(ManifestParser.maxFileSize)-byte limit")
         }
-        var data = [UInt8](repeating: 0, count: Int(st.st_size))
-        var filled = 0
-        while filled < data.count {
-            let n = data.withUnsafeMutableBytes { read(fd, $0.baseAddress! + filled, $0.count - filled) }
-            if n < 0 && errno == EINTR { continue }
-            guard n > 0 else { break }
-            filled += n
-        }
-        data.removeLast(data.count - filled)
         let parsed = ManifestParser.parse(data, file: path, directory: directory, points: points)
         guard case .success(var manifest) = parsed else { return parsed }
         if !manifest.sandboxed && !allowUnsandboxed {
@@ -129,11 +124,12 @@ struct ManifestLoader {
         if manifest.policy.suspend == .freeze, let problem = freezerProblem {
             return fail("policy.suspend", "'freeze' (from the manifest or its extension point '\(manifest.point)') needs a cgroup per extension, and this daemon has none: \(problem)")
         }
-        var exe = stat()
-        guard stat(manifest.executable, &exe) == 0 else {
-            return fail("executable", "'\(manifest.executable)' does not exist: \(String(cString: strerror(errno)))")
+        let exe: FileStatus
+        switch kernel.status(manifest.executable, followLinks: true) {
+        case .success(let found): exe = found
+        case .failure(let e): return fail("executable", "'\(manifest.executable)' does not exist: \(e)")
         }
-        guard (exe.st_mode & S_IFMT) == S_IFREG, access(manifest.executable, X_OK) == 0 else {
+        guard exe.kind == .regular, kernel.isExecutable(manifest.executable) else {
             return fail("executable", "'\(manifest.executable)' is not an executable file")
         }
         if let problem = ownershipProblem(exe) { return fail("executable", "'\(manifest.executable)' \(problem)") }
@@ -142,9 +138,9 @@ struct ManifestLoader {
 
     /// Refuses files others could have written: world-writable, or owned by someone other
     /// than root or the daemon's uid.
-    private func ownershipProblem(_ st: stat) -> String? {
-        if st.st_mode & S_IWOTH != 0 { return "is world-writable; refusing it (chmod o-w)" }
-        if st.st_uid != 0 && st.st_uid != trustedUID { return "is owned by uid \(st.st_uid), not by root or the daemon's uid \(trustedUID)" }
+    private func ownershipProblem(_ st: FileStatus) -> String? {
+        if st.isWorldWritable { return "is world-writable; refusing it (chmod o-w)" }
+        if st.owner != 0 && st.owner != trustedUID { return "is owned by uid \(st.owner), not by root or the daemon's uid \(trustedUID)" }
         return nil
     }
 }

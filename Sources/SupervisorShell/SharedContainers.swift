@@ -1,7 +1,5 @@
 import SupervisorCore
-#if canImport(Glibc)
-import Glibc
-#endif
+import SupervisorKernel
 
 /// The shared containers' directories, `<state directory>/containers/NAME`:
 ///
@@ -22,10 +20,12 @@ final class SharedContainers {
     }
 
     let stateDirectory: String
+    let kernel: any Kernel
     private(set) var known: [String: Container] = [:]
 
-    init(stateDirectory: String) {
+    init(stateDirectory: String, kernel: any Kernel) {
         self.stateDirectory = stateDirectory
+        self.kernel = kernel
         resolvedRoot = stateDirectory + "/containers"
     }
 
@@ -40,48 +40,25 @@ final class SharedContainers {
     /// Prepares container `name` with group `gid` (nil: the daemon is not root).
     func prepare(_ name: String, gid: UInt32?) -> Result<Container, SharedContainerError> {
         let path = path(of: name)
-        if let e = makeDirectory(stateDirectory, mode: 0o755, parents: true) { return .failure(e) }
-        if let e = makeDirectory(stateDirectory + "/containers", mode: 0o755, parents: false) { return .failure(e) }
-        if let e = makeDirectory(path, mode: gid == nil ? 0o700 : 0o2770, parents: false) { return .failure(e) }
+        if let e = kernel.makeDirectories(stateDirectory + "/containers", mode: 0o755) { return .failure(SharedContainerError("cannot create \(e)")) }
+        if let e = kernel.makeDirectory(path, mode: gid == nil ? 0o700 : 0o2770), !e.isAlreadyExisting {
+            return .failure(SharedContainerError("cannot create \(path): \(e)"))
+        }
+        guard case .success(let st) = kernel.status(path, followLinks: true), st.kind == .directory else {
+            return .failure(SharedContainerError("\(path) is not a directory"))
+        }
         // An existing directory gets its owner and mode back; chown clears the setgid bit, so
         // the mode is set after it.
-        if let gid, chown(path, 0, gid) != 0 {
-            return .failure(SharedContainerError("cannot give \(path) to group \(gid): \(String(cString: strerror(errno)))"))
+        if let gid, let e = kernel.changeOwner(path, user: 0, group: gid) {
+            return .failure(SharedContainerError("cannot give \(path) to group \(gid): \(e)"))
         }
-        if chmod(path, gid == nil ? 0o700 : 0o2770) != 0 {
-            return .failure(SharedContainerError("cannot set the mode of \(path): \(String(cString: strerror(errno)))"))
+        if let e = kernel.changeMode(path, gid == nil ? 0o700 : 0o2770) {
+            return .failure(SharedContainerError("cannot set the mode of \(path): \(e)"))
         }
-        if let resolved = realpath(stateDirectory, nil) {
-            resolvedRoot = String(cString: resolved) + "/containers"
-            free(resolved)
-        }
+        if let resolved = kernel.resolvePath(stateDirectory) { resolvedRoot = resolved + "/containers" }
         let container = Container(path: path, gid: gid)
         known[name] = container
         return .success(container)
-    }
-
-    /// `mkdir` (with `parents`, every missing ancestor too), each created directory given
-    /// `mode` explicitly (the umask, 0077 under the system unit, would narrow it).
-    private func makeDirectory(_ path: String, mode: mode_t, parents: Bool) -> SharedContainerError? {
-        var targets = [path]
-        if parents {
-            targets = []
-            var prefix = ""
-            for part in path.split(separator: "/") {
-                prefix += "/" + part
-                targets.append(prefix)
-            }
-        }
-        for p in targets {
-            if mkdir(p, mode) == 0 {
-                if chmod(p, mode) != 0 { return SharedContainerError("cannot set the mode of \(p): \(String(cString: strerror(errno)))") }
-            } else if errno != EEXIST {
-                return SharedContainerError("cannot create \(p): \(String(cString: strerror(errno)))")
-            }
-        }
-        var st = stat()
-        guard stat(path, &st) == 0, (st.st_mode & S_IFMT) == S_IFDIR else { return SharedContainerError("\(path) is not a directory") }
-        return nil
     }
 }
 
