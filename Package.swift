@@ -45,10 +45,21 @@ let package = Package(
             dependencies: ["ExtensionProtocol", .product(name: "HeapModule", package: "swift-collections")],
             swiftSettings: strict),
         .target(name: "ExtensionTransport", dependencies: ["CShims", "ExtensionProtocol"], swiftSettings: strict),
+        // The daemon's one kernel boundary: LinuxKernel, the sd-event loop, sd_notify and the
+        // journal. The only code of the daemon that calls libc, libsystemd or the C shims.
+        .target(
+            name: "SupervisorKernel",
+            dependencies: [
+                "SupervisorCore", "ExtensionTransport", "CShims", "CSystemd",
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strict),
+        // The daemon's imperative shell: it reaches the kernel only through `Kernel`
+        // (scripts/check-kernel-boundary.sh fails the tests if a file here imports Glibc).
         .target(
             name: "SupervisorShell",
             dependencies: [
-                "SupervisorCore", "ExtensionTransport", "ExtensionProtocol", "CShims", "CSystemd",
+                "SupervisorCore", "SupervisorKernel", "ExtensionTransport", "ExtensionProtocol",
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: strict),
@@ -58,7 +69,7 @@ let package = Package(
         .executableTarget(
             name: "extensiond",
             dependencies: [
-                "SupervisorShell", "SupervisorCore",
+                "SupervisorShell", "SupervisorKernel", "SupervisorCore",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],
@@ -104,7 +115,7 @@ let package = Package(
         // The shell's pure pieces: the JSON writer, ISO 8601 times, event JSON, the process registry file.
         .testTarget(
             name: "SupervisorShellTests",
-            dependencies: ["SupervisorShell", "SupervisorCore", .product(name: "Logging", package: "swift-log")],
+            dependencies: ["SupervisorShell", "SupervisorKernel", "SupervisorCore", .product(name: "Logging", package: "swift-log")],
             swiftSettings: strict),
         .testTarget(
             name: "IntegrationTests",

@@ -7,6 +7,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 bash scripts/dependencies.sh
+echo "==> checking the kernel boundary"
+bash scripts/check-kernel-boundary.sh
 echo "==> building"
 swift build --build-tests
 bash scripts/build-runtime-c.sh >/dev/null

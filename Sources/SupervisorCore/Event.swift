@@ -122,7 +122,9 @@ public enum SignalNumber {
     public static let hangup: Int32 = 1
     public static let interrupt: Int32 = 2
     public static let kill: Int32 = 9
+    public static let user2: Int32 = 12
     public static let terminate: Int32 = 15
+    public static let child: Int32 = 17
     public static let cont: Int32 = 18
     public static let stop: Int32 = 19
     public static let terminalStop: Int32 = 20

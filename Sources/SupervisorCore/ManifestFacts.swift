@@ -4,7 +4,9 @@
 /// accepted.
 
 /// The parts of a file's status that loading checks (from `fstat` or `stat`).
-public struct FileStatus: Equatable, Sendable {
+public struct FileFacts: Equatable, Sendable {
+    /// Whether it is a regular file.
+    public var isRegular: Bool
     /// The owner's uid.
     public var owner: UInt32
     /// The permission bits (`st_mode & 07777`).
@@ -12,7 +14,8 @@ public struct FileStatus: Equatable, Sendable {
     /// The size in bytes.
     public var size: Int64
 
-    public init(owner: UInt32, mode: UInt32, size: Int64 = 0) {
+    public init(isRegular: Bool = true, owner: UInt32, mode: UInt32, size: Int64 = 0) {
+        self.isRegular = isRegular
         self.owner = owner
         self.mode = mode
         self.size = size
@@ -51,7 +54,8 @@ public struct ManifestDirectory: Equatable, Sendable {
 }
 
 /// One manifest file as it was read: opened without following a symbolic link, examined
-/// through the open descriptor, then read when it is a regular file.
+/// through the open descriptor, and read when it is a regular file of at most
+/// `ManifestParser.maxFileSize` bytes.
 public struct ManifestFile: Equatable, Sendable {
     /// Its path: `Manifest.source`, and the file every refusal names.
     public var path: String
@@ -63,15 +67,11 @@ public struct ManifestFile: Equatable, Sendable {
     public enum Reading: Equatable, Sendable {
         /// `open` failed (a symbolic link fails here too); `reason` is the system's word for why.
         case notOpened(reason: String)
-        /// `fstat` failed.
+        /// `fstat` or `read` failed.
         case notExamined(reason: String)
-        /// It is not a regular file, so it was not read.
-        case notRegular
-        /// A regular file with this status, and its bytes: to its end, or to one byte past
-        /// `ManifestParser.maxFileSize`, whichever came first.
-        case read(FileStatus, bytes: [UInt8])
-        /// A regular file with this status whose `read` failed.
-        case notRead(FileStatus, reason: String)
+        /// What `fstat` said, and the file's bytes: nil when it is not a regular file or is
+        /// larger than `ManifestParser.maxFileSize` (it was not read).
+        case examined(FileFacts, contents: [UInt8]?)
     }
 
     public init(path: String, directory: String, reading: Reading) {
@@ -86,8 +86,6 @@ public struct ManifestFile: Equatable, Sendable {
 public enum ExecutableFacts: Equatable, Sendable {
     /// `stat` failed; `reason` is the system's word for why.
     case missing(reason: String)
-    /// It is not a regular file.
-    case notRegular
-    /// A regular file with this status; `executable` is whether `access(X_OK)` allowed it.
-    case regular(FileStatus, executable: Bool)
+    /// What `stat` said; `executable` is whether it is a regular file `access(X_OK)` allowed.
+    case found(FileFacts, executable: Bool)
 }

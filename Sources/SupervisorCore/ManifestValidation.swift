@@ -10,7 +10,7 @@
 ///
 /// Each manifest is checked in this order, and refused at its first problem (its file and
 /// field named): the file (opened, examined, a regular file, ownership and permissions,
-/// size, read), its contents (`ManifestParser`), `"sandbox": "none"`, the groups the
+/// size), its contents (`ManifestParser`), `"sandbox": "none"`, the groups the
 /// configuration gives its shared containers, its credentials (`CredentialRules`), `freeze`
 /// without a cgroup per extension, its executable (exists, a regular executable file,
 /// ownership and permissions), and its id (not claimed by an earlier accepted manifest).
@@ -171,21 +171,18 @@ public struct ManifestValidation: Sendable {
         func fail(_ field: String?, _ problem: String) -> Result<Accepted, ManifestError> {
             .failure(ManifestError(file: file.path, field: field, problem: problem))
         }
-        let status: FileStatus
-        let bytes: [UInt8]
-        let readProblem: String?
+        let status: FileFacts
+        let contents: [UInt8]?
         switch file.reading {
         case .notOpened(let reason): return fail(nil, "cannot be opened: \(reason)")
         case .notExamined(let reason): return fail(nil, "cannot be examined: \(reason)")
-        case .notRegular: return fail(nil, "is not a regular file")
-        case .read(let s, let b): (status, bytes, readProblem) = (s, b, nil)
-        case .notRead(let s, let reason): (status, bytes, readProblem) = (s, [], reason)
+        case .examined(let s, let c): (status, contents) = (s, c)
         }
+        guard status.isRegular else { return fail(nil, "is not a regular file") }
         if let problem = ownershipProblem(status) { return fail(nil, problem) }
-        guard status.size <= ManifestParser.maxFileSize else {
+        guard status.size <= ManifestParser.maxFileSize, let bytes = contents else {
             return fail(nil, "file is \(status.size) bytes, over the \(ManifestParser.maxFileSize)-byte limit")
         }
-        if let readProblem { return fail(nil, "cannot be read: \(readProblem)") }
 
         let manifest: Manifest
         switch ManifestParser.parse(bytes, file: file.path, directory: file.directory, points: points) {
@@ -231,15 +228,15 @@ public struct ManifestValidation: Sendable {
     private func executableProblem(_ path: String, _ facts: ExecutableFacts) -> String? {
         switch facts {
         case .missing(let reason): return "'\(path)' does not exist: \(reason)"
-        case .notRegular, .regular(_, executable: false): return "'\(path)' is not an executable file"
-        case .regular(let status, executable: true):
+        case .found(let status, let executable):
+            guard status.isRegular, executable else { return "'\(path)' is not an executable file" }
             return ownershipProblem(status).map { "'\(path)' \($0)" }
         }
     }
 
     /// Refuses files others could have written: world-writable, or owned by someone other
     /// than root or the daemon's uid.
-    private func ownershipProblem(_ status: FileStatus) -> String? {
+    private func ownershipProblem(_ status: FileFacts) -> String? {
         if status.mode & 0o002 != 0 { return "is world-writable; refusing it (chmod o-w)" }
         if status.owner != 0 && status.owner != trustedUID {
             return "is owned by uid \(status.owner), not by root or the daemon's uid \(trustedUID)"

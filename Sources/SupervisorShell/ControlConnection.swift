@@ -1,6 +1,7 @@
 import ExtensionProtocol
 import ExtensionTransport
 import SupervisorCore
+import SupervisorKernel
 
 /// One accepted control-socket connection (a host or `extctl`). Owned by the daemon's loop.
 final class ControlConnection {

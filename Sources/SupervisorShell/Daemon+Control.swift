@@ -1,9 +1,7 @@
 import ExtensionProtocol
 import ExtensionTransport
 import SupervisorCore
-#if canImport(Glibc)
-import Glibc
-#endif
+import SupervisorKernel
 
 /// The control socket: hosts and `extctl` connect here.
 extension Daemon {
@@ -18,7 +16,9 @@ extension Daemon {
                 return
             }
             guard let socket else { return }
-            guard let cred = try? socket.peerCredentials() else {
+            let cred: (pid: Int32, uid: UInt32, gid: UInt32)
+            do { cred = try socket.peerCredentials() } catch {
+                logger.warning("refused a control connection whose credentials cannot be read (SO_PEERCRED): \(error)")
                 socket.close()
                 continue
             }
@@ -34,9 +34,7 @@ extension Daemon {
                 continue
             }
             let c = ControlConnection(id: id, socket: socket, peer: peer, queueLimit: Daemon.connectionQueueLimit)
-            do {
-                try c.channel.watch(on: loop) { [unowned self, unowned c] events in connectionEvent(c, events: events) }
-            } catch {
+            if let error = c.channel.watch(through: kernel, { [unowned self, unowned c] events in connectionEvent(c, events: events) }) {
                 logger.error("cannot watch the control connection of pid \(peer.pid): \(error)")
                 c.close()
                 continue
@@ -73,7 +71,7 @@ extension Daemon {
     }
 
     func connectionEvent(_ c: ControlConnection, events: UInt32) {
-        guard c.channel.flush(events) else { return drop(c, reason: "write failed") }
+        if let e = c.channel.flush(events) { return drop(c, reason: "write failed: \(e)") }
         guard events & (Poll.input | Poll.hangup | Poll.error) != 0 else { return }
         var end: Peer.ReadEnd?
         var read = 0
@@ -99,7 +97,9 @@ extension Daemon {
     func protocolViolation(_ c: ControlConnection, _ problem: String) {
         logger.notice("closing control connection of pid \(c.peer.pid) uid \(c.peer.uid): \(problem)")
         // The answers held for the messages before the bad one go first.
-        if c.channel.isHeld { _ = c.channel.release() }
+        if c.channel.isHeld, let e = c.channel.release() {
+            logger.notice("control connection of pid \(c.peer.pid): the answers held before the bad message were not written: \(e)")
+        }
         if let bytes = try? WireEncoder.encoded(.failure(tag: 0, code: .badRequest, text: "protocol error: \(problem)")) {
             _ = try? c.channel.socket.send(bytes)
         }
@@ -109,6 +109,7 @@ extension Daemon {
     /// Closes a connection; its requests end exactly as if the host had dismissed them.
     func drop(_ c: ControlConnection, reason: String?) {
         guard connections[c.id] === c else { return }
+        if let reason { logger.info("control connection of pid \(c.peer.pid) uid \(c.peer.uid) closed: \(reason)") }
         connections[c.id] = nil
         if c.isMonitor { monitors.removeAll { $0 === c } }
         c.close()
@@ -116,7 +117,7 @@ extension Daemon {
     }
 
     func isAdministrator(_ peer: PeerIdentity) -> Bool {
-        if peer.uid == 0 || peer.uid == daemonUID { return true }
+        if peer.uid == 0 || peer.uid == kernel.userID { return true }
         guard let group = config.adminGroup else { return false }
         return peer.isMember(of: group)
     }
@@ -165,7 +166,7 @@ extension Daemon {
         case let .prewarm(tag, ids):
             post(.prewarm(host: c.id, peer: c.peer, tag: tag, extensionIDs: ids))
         case let .post(tag, name):
-            guard c.posts.admit(at: loop.now()) else {
+            guard c.posts.admit(at: kernel.iterationTime()) else {
                 return send(.failure(tag: tag, code: .limitReached, text: "over \(Int(MessageRate.postsPerSecond)) posts per second on this connection"), to: c.id)
             }
             post(.post(host: c.id, peer: c.peer, tag: tag, name: name))
@@ -198,14 +199,14 @@ extension Daemon {
         let member = container.gid.map { c.peer.isMember(of: $0) } ?? false
         guard isAdministrator(c.peer) || member else {
             logger.notice("refused the path of shared container \(name) to pid \(c.peer.pid) uid \(c.peer.uid): not in its group")
-            return send(.failure(tag: tag, code: .notPermitted, text: "the shared container '\(name)' is shown only to root, the daemon's uid \(daemonUID), the administrator group and members of its group\(container.gid.map { " \($0)" } ?? "")"), to: c.id)
+            return send(.failure(tag: tag, code: .notPermitted, text: "the shared container '\(name)' is shown only to root, the daemon's uid \(kernel.userID), the administrator group and members of its group\(container.gid.map { " \($0)" } ?? "")"), to: c.id)
         }
         sendJSON(.object(["name": .string(name), "path": .string(container.path), "gid": container.gid.map { .integer(Int($0)) } ?? .null]), tag: tag, to: c.id)
     }
 
     func refuseAdmin(_ c: ControlConnection, _ tag: UInt32, _ operation: String) {
         logger.notice("refused \(operation) from pid \(c.peer.pid) uid \(c.peer.uid): not an administrator")
-        send(.failure(tag: tag, code: .notPermitted, text: "\(operation) needs root, the daemon's uid \(daemonUID)\(config.adminGroup.map { " or group \($0)" } ?? "")"), to: c.id)
+        send(.failure(tag: tag, code: .notPermitted, text: "\(operation) needs root, the daemon's uid \(kernel.userID)\(config.adminGroup.map { " or group \($0)" } ?? "")"), to: c.id)
     }
 
     func answerQuery(_ c: ControlConnection, tag: UInt32, kind: QueryKind, ids: [String]) {
@@ -221,8 +222,8 @@ extension Daemon {
                 selected.append(r)
             }
         }
-        let now = loop.now()
-        let clock = StatusDocument.Clock(monotonicNow: now)
+        let now = kernel.iterationTime()
+        let clock = StatusDocument.Clock(monotonicNow: kernel.now(), wallClock: kernel.wallClock())
         let document = kind == .list
             ? StatusDocument.list(selected, clock)
             : StatusDocument.status(
@@ -244,8 +245,8 @@ extension Daemon {
         let entries = pids.sorted().compactMap { pid -> StatusDocument.ProcessEntry? in
             guard let s = table.stat(pid), !s.isGone else { return nil }
             return StatusDocument.ProcessEntry(
-                pid: pid, state: s.state, command: table.command(pid) ?? "?", rssBytes: s.rssPages * ProcessTable.pageSize,
-                cpuTicks: s.cpuTicks)
+                pid: pid, state: s.state, command: table.command(pid) ?? "?", rssBytes: s.rssPages * table.pageSize,
+                cpuSeconds: Double(s.cpuTicks) / table.ticksPerSecond)
         }
         var found = StatusDocument.ProcessesOfExtension(entries: entries, cgroup: p.cgroup?.path)
         if let path = p.cgroup?.path {
@@ -288,7 +289,7 @@ extension Daemon {
 
     func send(_ message: Message, to host: HostID, descriptor: Int32? = nil) {
         guard let c = connections[host] else {
-            if let descriptor { close(descriptor) }
+            if let descriptor { PacketSocket.closeReceived(descriptor) }
             return
         }
         // Events for monitors are written when the batch that produced them ends.
@@ -299,6 +300,8 @@ extension Daemon {
         case .overflow:
             logger.notice("cutting off control connection of pid \(c.peer.pid): it does not read its replies")
             drop(c, reason: "outbound queue overflow")
+        case .failed(let e):
+            drop(c, reason: "write failed: \(e)")
         }
     }
 
@@ -314,7 +317,7 @@ extension Daemon {
         let held = heldConnections
         heldConnections.removeAll(keepingCapacity: true)
         for c in held where connections[c.id] === c {
-            if !c.channel.release() { drop(c, reason: "write failed") }
+            if let e = c.channel.release() { drop(c, reason: "write failed: \(e)") }
         }
     }
 

@@ -1,11 +1,8 @@
-import CShims
 import ExtensionProtocol
 import ExtensionTransport
 import Logging
 import SupervisorCore
-#if canImport(Glibc)
-import Glibc
-#endif
+import SupervisorKernel
 
 /// Suspended groups that hold a file lock another process waits for (0xdead10cc).
 extension Daemon {
@@ -17,7 +14,7 @@ extension Daemon {
     /// The entries of /proc/locks, read and parsed at most once per loop iteration (a burst of
     /// stops confirmed together shares one read and one parse).
     func currentLocks() -> [FileLocks.Entry] {
-        let iteration = loop.now()
+        let iteration = kernel.iterationTime()
         if let snapshot = locksSnapshot, snapshot.at == iteration { return snapshot.entries }
         let text: String
         switch procLocks.map({ kernel.readToEnd(fd: $0) }) ?? kernel.read("/proc/locks") {
@@ -34,7 +31,7 @@ extension Daemon {
     /// Every lock the stopped group `members` of `p` holds, for the core's decision; the
     /// group's locked files are then watched while it stays suspended (the second line).
     func locksAtStop(_ p: SupervisedProcess, members: [Int32]) -> [HeldLock] {
-        let survey = LockSurvey(kernel: kernel, ownPID: ownPID, containersRoot: containers.resolvedRoot)
+        let survey = LockSurvey(kernel: kernel, ownPID: kernel.processID, containersRoot: containers.resolvedRoot)
         let found = survey.locks(heldBy: members, procLocks: currentLocks())
         watchLocks(p, found)
         return found.map(\.lock)
@@ -91,7 +88,8 @@ extension Daemon {
         if p.lockWatch == nil { armLockWatch(p) }
     }
 
-    func armLockWatch(_ p: SupervisedProcess) {        let armed = kernel.addTimer(at: loop.now().adding(seconds: Daemon.lockCheckSeconds)) { [unowned self, unowned p] in
+    func armLockWatch(_ p: SupervisedProcess) {
+        let armed = kernel.addTimer(at: kernel.now().adding(seconds: Daemon.lockCheckSeconds)) { [unowned self, unowned p] in
             p.lockWatch = nil
             let contended = FileLocks.current(kernel).filter { p.lockHolders.contains($0.holder) && $0.waiters > 0 }
             guard let first = contended.first else { return armLockWatch(p) }

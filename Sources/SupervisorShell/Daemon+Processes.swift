@@ -2,9 +2,7 @@ import ExtensionProtocol
 import ExtensionTransport
 import Logging
 import SupervisorCore
-#if canImport(Glibc)
-import Glibc
-#endif
+import SupervisorKernel
 
 /// Extension processes: spawning into their cgroup, and the reports of `ProcessControl`.
 extension Daemon: ProcessControlDelegate {
@@ -86,13 +84,9 @@ extension Daemon: ProcessControlDelegate {
                 watched = false
             }
         }
-        if let channel = p.channel {
-            do {
-                try channel.watch(on: loop) { [unowned self, unowned p] events in channelReadable(p, events: events) }
-            } catch {
-                logger.error("cannot watch the runtime channel of \(id): \(error)")
-                watched = false
-            }
+        if let channel = p.channel, let error = channel.watch(through: kernel, { [unowned self, unowned p] events in channelReadable(p, events: events) }) {
+            logger.error("cannot watch the runtime channel of \(id): \(error)")
+            watched = false
         }
         post(.spawned(extensionID: id, generation: generation, pid: spawned.pid))
         if !watched {
@@ -108,7 +102,7 @@ extension Daemon: ProcessControlDelegate {
     /// nobody here asked for (a coalesced one goes unnoticed).
     func childrenChanged(sender: Int32, code: Int32) {
         control.childrenChanged()
-        if code == Int32(CLD_STOPPED), let p = processesByPID[sender], p.control.stop == .running,
+        if code == childStoppedCode, let p = processesByPID[sender], p.control.stop == .running,
            let state = core.records[p.extensionID]?.state, [.active, .background, .expiring].contains(state),
            control.table.stat(p.pid)?.isStopped == true {
             logger.warning("pid \(p.pid) of \(p.extensionID) was stopped by someone other than extensiond")

@@ -1,20 +1,17 @@
-import CShims
 import ExtensionProtocol
 import ExtensionTransport
 import Logging
 import SupervisorCore
-#if canImport(Glibc)
-import Glibc
-#endif
+import SupervisorKernel
 
 /// The private channel between the daemon and each extension's runtime.
 extension Daemon {
     func channelReadable(_ p: SupervisedProcess, events: UInt32) {
         guard let channel = p.channel else { return }
-        guard channel.flush(events) else { return cutOff(p, reason: "channel write failed") }
+        if let e = channel.flush(events) { return cutOff(p, reason: "channel write failed: \(e)") }
         guard events & (Poll.input | Poll.hangup | Poll.error) != 0 else { return }
         let end = channel.read(into: receiveBuffer, budget: Daemon.readBudget) { message in
-            guard p.admission.admit(at: loop.now()) else {
+            guard p.admission.admit(at: kernel.iterationTime()) else {
                 cutOff(p, reason: "flooding its channel (over \(MessageRate.perSecond) messages per second)")
                 return false
             }
@@ -48,7 +45,7 @@ extension Daemon {
     func channelEnded(_ p: SupervisedProcess) {
         p.closeChannel()
         let closed = Event.channelClosed(extensionID: p.extensionID, generation: p.generation, reason: "closed by the extension")
-        switch kernel.addTimer(at: loop.now().adding(seconds: Daemon.channelCloseGraceSeconds), { [unowned self, unowned p] in
+        switch kernel.addTimer(at: kernel.now().adding(seconds: Daemon.channelCloseGraceSeconds), { [unowned self, unowned p] in
             p.channelGrace = nil
             post(closed)
         }) {
@@ -68,7 +65,7 @@ extension Daemon {
 
     func send(_ message: Message, to p: SupervisedProcess, descriptor: Int32? = nil, key: UInt64? = nil) -> Bool {
         guard let channel = p.channel else {
-            if let descriptor { close(descriptor) }
+            if let descriptor { PacketSocket.closeReceived(descriptor) }
             return false
         }
         switch channel.send(message, encoder: &encoder, descriptor: descriptor, key: key) {
@@ -79,6 +76,9 @@ extension Daemon {
             return false
         case .overflow:
             cutOff(p, reason: "does not read its channel (over \(Daemon.connectionQueueLimit) bytes queued)")
+            return false
+        case .failed(let e):
+            cutOff(p, reason: "channel write failed: \(e)")
             return false
         }
     }
@@ -102,7 +102,7 @@ extension Daemon {
             return
         }
         guard send(.deliver(requestID: requestID), to: p, descriptor: extensionEnd, key: requestID) else {
-            close(hostEnd)
+            PacketSocket.closeReceived(hostEnd)
             post(.deliveryFailed(extensionID: id, generation: generation, requestID: requestID, error: "the runtime channel is closed"))
             return
         }

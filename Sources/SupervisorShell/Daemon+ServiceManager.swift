@@ -1,4 +1,5 @@
 import SupervisorCore
+import SupervisorKernel
 
 /// What the daemon does after each dispatch for the service manager and for its successor.
 extension Daemon {
@@ -6,7 +7,7 @@ extension Daemon {
     /// spawned or reaped, and publishes `STATUS=` if the summary changed.
     func afterDispatch() {
         registry.flush()
-        serviceManager.stateChanged(version: core.stateVersion, kernel: kernel, logger: logger) { [unowned self] in
+        serviceManager.stateChanged(version: core.stateVersion, logger: logger) { [unowned self] in
             (core.stateVersion, ServiceManager.Summary(core, shuttingDown: core.shuttingDown))
         }
     }

@@ -1,11 +1,8 @@
-import CShims
 import ExtensionProtocol
 import ExtensionTransport
 import Logging
 import SupervisorCore
-#if canImport(Glibc)
-import Glibc
-#endif
+import SupervisorKernel
 
 /// The imperative shell of extensiond: one sd-event loop owning the control socket, every
 /// extension process and the `Supervisor` state machine. It turns system events into
@@ -14,7 +11,6 @@ import Glibc
 ///
 /// Create it and call `run()` on the thread that will own it; it is not Sendable.
 public final class Daemon {
-    let loop: EventLoop
     var core: Supervisor
     let options: DaemonOptions
     var config: DaemonConfig
@@ -28,7 +24,7 @@ public final class Daemon {
     let sandboxing: Sandboxing
     let logger: Logger
     let listener: PacketSocket
-    var listenerSource: EventSource?
+    var listenerSource: (any Watch)?
     var connections: [HostID: ControlConnection] = [:]
     /// The connections of `connections` that asked for lifecycle events (`monitor`).
     var monitors: [ControlConnection] = []
@@ -38,7 +34,7 @@ public final class Daemon {
     var processes: [String: SupervisedProcess] = [:]
     /// The same processes by pid, for the kernel's stop reports (which name a pid).
     var processesByPID: [Int32: SupervisedProcess] = [:]
-    var signalSources: [EventSource] = []
+    var signalSources: [any Cancellable] = []
     /// Every kernel call of the process handling goes through it.
     let kernel: any Kernel
     /// The cgroup v2 subtree with one cgroup per extension; nil on the process-group fallback.
@@ -56,16 +52,13 @@ public final class Daemon {
     /// /proc/locks, kept open and read from offset 0 at each stop confirmation (no path lookup
     /// per read); nil when it could not be opened, and it is then read by path.
     let procLocks: Int32?
-    /// The daemon's own pid.
-    let ownPID = getpid()
     var nextHostID: HostID = 1
     var encoder = WireEncoder()
     let receiveBuffer = UnsafeMutableRawBufferPointer.allocate(byteCount: WireLimits.maxMessageSize, alignment: 8)
     private var queuedEvents: [Event] = []
     private var dispatching = false
-    let daemonUID = getuid()
     /// sd_notify: readiness, STATUS=, reload and stop notifications.
-    let serviceManager = ServiceManager()
+    let serviceManager: ServiceManager
     /// The live extension processes, on disk for the next instance should this one be killed.
     let registry: ProcessRegistry
 
@@ -78,26 +71,31 @@ public final class Daemon {
 
     /// Loads the configuration and manifests and opens (or adopts) the control socket.
     /// Throws with a message naming what failed.
-    public init(options: DaemonOptions, logger: Logger) throws {
+    public init(options: DaemonOptions, kernel: any Kernel, logger: Logger) throws {
         self.options = options
         self.logger = logger
-        loop = try EventLoop()
-        kernel = LinuxKernel(loop: loop)
+        self.kernel = kernel
+        serviceManager = ServiceManager(kernel: kernel)
         // The configuration first: a bad one stops the daemon before it creates anything.
         config = DaemonConfig()
         if let file = options.configFile {
-            switch DaemonConfig.parse(try Daemon.readFile(file), file: file) {
+            let bytes: [UInt8]
+            switch kernel.read(file) {
+            case .success(let b): bytes = b
+            case .failure(let e): throw DaemonError("\(file): cannot be read: \(e)")
+            }
+            switch DaemonConfig.parse(bytes, file: file) {
             case .success(let c): config = c
             case .failure(let e): throw DaemonError(e.description)
             }
         }
         // Orphaned descendants of extensions become the daemon's children rather than init's:
         // they stay visible (and reapable) here, which lets stop verification skip /proc scans.
-        let isSubreaper = shim_set_child_subreaper() == 0
+        let isSubreaper = kernel.becomeChildSubreaper()
         if !isSubreaper { logger.warning("cannot become a child subreaper; every stop verification will scan /proc") }
         switch options.containment == .processGroup
             ? .failure(CgroupTree.Unavailable(description: "process-group containment was asked for (--containment process-group)"))
-            : CgroupTree.setUp(kernel: kernel, underSystemd: ServiceManager.underServiceManager, socketPath: options.socketPath, logger: logger) {
+            : CgroupTree.setUp(kernel: kernel, underSystemd: kernel.underServiceManager, socketPath: options.socketPath, logger: logger) {
         case .success(let tree):
             cgroups = tree
             containmentProblem = nil
@@ -109,7 +107,7 @@ public final class Daemon {
         if cgroups?.controllers.contains("memory") == true {
             memoryCgroupsV1 = nil
         } else {
-            switch MemoryCgroupV1Tree.setUp(kernel: kernel, underSystemd: ServiceManager.underServiceManager, socketPath: options.socketPath) {
+            switch MemoryCgroupV1Tree.setUp(kernel: kernel, underSystemd: kernel.underServiceManager, socketPath: options.socketPath) {
             case .success(let tree):
                 memoryCgroupsV1 = tree
                 logger.info("memory limits: one cgroup v1 memory cgroup per extension under \(tree.basePath) (memory.limit_in_bytes)")
@@ -120,46 +118,48 @@ public final class Daemon {
         }
         control = ProcessControl(kernel: kernel, cgroups: cgroups, isSubreaper: isSubreaper, logger: logger)
         serviceManager.suffix = ServiceManager.suffix(containmentProblem)
-        config.limits.daemonUID = getuid()
-        containers = SharedContainers(stateDirectory: options.stateDirectory)
-        extensionContainers = ExtensionContainers(stateDirectory: options.stateDirectory, chowns: getuid() == 0)
-        sandboxing = Sandboxing(stateDirectory: options.stateDirectory, daemonIsRoot: getuid() == 0, logger: logger)
-        if getuid() == 0 {
+        config.limits.daemonUID = kernel.userID
+        containers = SharedContainers(stateDirectory: options.stateDirectory, kernel: kernel)
+        extensionContainers = ExtensionContainers(stateDirectory: options.stateDirectory, kernel: kernel)
+        sandboxing = Sandboxing(stateDirectory: options.stateDirectory, kernel: kernel, logger: logger)
+        if kernel.userID == 0 {
             do {
-                identities = try IdentityStore(directory: options.stateDirectory)
+                identities = try IdentityStore(directory: options.stateDirectory, kernel: kernel)
             } catch {
                 throw DaemonError(error.description)
             }
         }
-        let (manifests, errors) = Daemon.loadManifests(options, config, freezerProblem: containmentProblem, identities: identities, containers: containers)
+        let (manifests, errors) = Daemon.loadManifests(options, config, kernel: kernel, freezerProblem: containmentProblem, identities: identities, containers: containers)
         for e in errors { logger.error("manifest refused: \(e)") }
-        core = Supervisor(manifests: manifests, limits: config.limits, now: loop.now())
+        core = Supervisor(manifests: manifests, limits: config.limits, now: kernel.now())
         if let fd = options.inheritedListener {
             listener = PacketSocket(fd: fd)
-            _ = shim_set_nonblocking(fd)
+            try listener.setNonBlocking()
         } else {
-            try Daemon.prepareSocketDirectory(options.socketPath)
+            try Daemon.prepareSocketDirectory(options.socketPath, kernel: kernel)
             listener = try PacketSocket.listen(path: options.socketPath)
-            chmod(options.socketPath, 0o660)
+            if let e = kernel.changeMode(options.socketPath, 0o660) {
+                _ = kernel.removeFile(options.socketPath)
+                throw DaemonError("cannot set the mode of \(options.socketPath): \(e)")
+            }
             if let group = options.socketGroup {
                 let gid: UInt32
                 if let n = UInt32(group) {
                     gid = n
-                } else if let found = SystemAccounts.directory.groupNamed(group) {
+                } else if let found = kernel.accounts.groupNamed(group) {
                     gid = found
                 } else {
-                    unlink(options.socketPath)
+                    _ = kernel.removeFile(options.socketPath)
                     throw DaemonError("--socket-group \(group): no such group")
                 }
-                if chown(options.socketPath, uid_t.max, gid) != 0 {
-                    let e = errno
-                    unlink(options.socketPath)
-                    throw DaemonError("cannot give \(options.socketPath) to group \(group) (--socket-group): \(String(cString: strerror(e)))")
+                if let e = kernel.changeOwner(options.socketPath, user: UInt32.max, group: gid) {
+                    _ = kernel.removeFile(options.socketPath)
+                    throw DaemonError("cannot give \(options.socketPath) to group \(group) (--socket-group): \(e)")
                 }
             }
         }
         // The socket is ours now: whatever a killed predecessor on it left running is ended.
-        registry = ProcessRegistry(path: ProcessRegistry.path(forSocket: options.socketPath), logger: logger)
+        registry = ProcessRegistry(path: ProcessRegistry.path(forSocket: options.socketPath), logger: logger, table: control.table)
         // Opened last: nothing after this point throws, so the descriptor cannot leak.
         switch kernel.open("/proc/locks", directory: false) {
         case .success(let fd): procLocks = fd
@@ -187,15 +187,17 @@ public final class Daemon {
     /// Loads the manifests: reads the files (`ManifestFiles`), validates them (`ManifestValidation`,
     /// pure), then provisions the accepted ones (`Provisioner`: uids, shared containers, credentials).
     static func loadManifests(
-        _ options: DaemonOptions, _ config: DaemonConfig, freezerProblem: String?, identities: IdentityStore?, containers: SharedContainers
+        _ options: DaemonOptions, _ config: DaemonConfig, kernel: any Kernel, freezerProblem: String?, identities: IdentityStore?,
+        containers: SharedContainers
     ) -> (manifests: [Manifest], errors: [ManifestError]) {
-        let rules = SystemAccounts.rules(config)
+        let rules = Daemon.credentialRules(config, kernel: kernel)
         let validation = ManifestValidation(
-            points: config.points, explicitDirectories: options.explicitDirectories, trustedUID: getuid(), credentialRules: rules,
+            points: config.points, explicitDirectories: options.explicitDirectories, trustedUID: kernel.userID, credentialRules: rules,
             extensionUIDs: config.extensionUIDs, containerGroups: config.containerGroups,
             allowUnsandboxed: config.allowUnsandboxedExtensions, freezerProblem: freezerProblem)
-        let pending = validation.checkFiles(ManifestFiles.read(options.extensionDirectories))
-        let outcome = validation.finish(pending, executables: ManifestFiles.examine(pending.executables))
+        let files = ManifestFiles(kernel: kernel)
+        let pending = validation.checkFiles(files.read(options.extensionDirectories))
+        let outcome = validation.finish(pending, executables: files.examine(pending.executables))
         let provisioner = Provisioner(rules: rules, identities: identities, containers: containers, extensionUIDs: config.extensionUIDs)
         return provisioner.provision(outcome)
     }
@@ -215,33 +217,24 @@ public final class Daemon {
         }
     }
 
-    static func readFile(_ path: String) throws -> [UInt8] {
-        let fd = open(path, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { throw DaemonError("\(path): cannot be opened: \(String(cString: strerror(errno)))") }
-        defer { close(fd) }
-        var data: [UInt8] = []
-        var chunk = [UInt8](repeating: 0, count: 65536)
-        while data.count <= ManifestParser.maxFileSize {
-            let n = read(fd, &chunk, chunk.count)
-            if n < 0 && errno == EINTR { continue }
-            if n <= 0 { break }
-            data.append(contentsOf: chunk[0..<n])
-        }
-        return data
+    /// The credential rules for a daemon with `kernel`'s credentials and `config`.
+    static func credentialRules(_ config: DaemonConfig, kernel: any Kernel) -> CredentialRules {
+        CredentialRules(
+            daemonUID: kernel.userID, daemonGID: kernel.groupID, daemonGroups: kernel.supplementaryGroups,
+            allowRootExtensions: config.allowRootExtensions, accounts: kernel.accounts)
     }
 
     /// Creates the socket's directory with mode 0750 if absent; refuses a directory others can write.
-    static func prepareSocketDirectory(_ socketPath: String) throws {
+    static func prepareSocketDirectory(_ socketPath: String, kernel: any Kernel) throws {
         guard let slash = socketPath.lastIndex(of: "/"), slash != socketPath.startIndex else { return }
         let dir = String(socketPath[..<slash])
-        if mkdir(dir, 0o750) != 0 && errno != EEXIST {
-            throw DaemonError("cannot create socket directory \(dir): \(String(cString: strerror(errno)))")
+        if let e = kernel.makeDirectory(dir, mode: 0o750), !e.isAlreadyExisting {
+            throw DaemonError("cannot create socket directory \(dir): \(e)")
         }
-        var st = stat()
-        guard lstat(dir, &st) == 0, (st.st_mode & S_IFMT) == S_IFDIR else {
+        guard case .success(let st) = kernel.status(dir, followLinks: false), st.kind == .directory else {
             throw DaemonError("socket directory \(dir) is not a directory")
         }
-        if st.st_mode & S_IWOTH != 0 && st.st_mode & S_ISVTX == 0 {
+        if st.isWorldWritable && !st.isSticky {
             throw DaemonError("socket directory \(dir) is world-writable; refusing to use it")
         }
     }
@@ -249,21 +242,21 @@ public final class Daemon {
     /// Runs the loop until shutdown completes. Returns the exit status.
     public func run(onReady: (() -> Void)? = nil) throws -> Int32 {
         control.delegate = self
-        listenerSource = try loop.addIO(fd: listener.fd, events: Poll.input) { [unowned self] _ in acceptConnections() }
-        for sig in [SIGTERM, SIGINT] {
-            signalSources.append(try loop.addSignal(sig) { [unowned self] _, _ in
+        listenerSource = try kernel.watch(fd: listener.fd, events: Poll.input) { [unowned self] _ in acceptConnections() }.get()
+        for sig in [SignalNumber.terminate, SignalNumber.interrupt] {
+            signalSources.append(try kernel.watchSignal(sig) { [unowned self] _, _ in
                 logger.info("received signal \(sig): shutting down")
                 serviceManager.stopping(status: ServiceManager.statusLine(core, shuttingDown: true, containmentProblem: containmentProblem))
                 post(.shutdown)
-            })
+            }.get())
         }
-        signalSources.append(try loop.addSignal(SIGHUP) { [unowned self] _, _ in _ = reload() })
+        signalSources.append(try kernel.watchSignal(SignalNumber.hangup) { [unowned self] _, _ in _ = reload() }.get())
         // After the ordinary events: a burst of dismisses is handled first, then the stops it
         // caused are collected together.
-        signalSources.append(try loop.addSignal(SIGCHLD, priority: ProcessControl.childSignalPriority) { [unowned self] pid, code in
+        signalSources.append(try kernel.watchSignal(SignalNumber.child, priority: ProcessControl.childSignalPriority) { [unowned self] pid, code in
             inBatch { childrenChanged(sender: pid, code: code) }
-        })
-        if loop.enableWatchdog(), let usec = ServiceManager.watchdogInterval() {
+        }.get())
+        if kernel.enableWatchdog(), let usec = kernel.watchdogInterval() {
             logger.info("watchdog: the event loop sends WATCHDOG=1 every \(usec / 2000) ms (WATCHDOG_USEC=\(usec))")
         }
         serviceManager.ready(status: statusLine())
@@ -273,14 +266,14 @@ public final class Daemon {
         } else {
             logger.info("listening on \(options.socketPath)")
         }
-        let status = loop.run()
+        let status = kernel.runLoop()
         for c in connections.values { c.close() }
         connections.removeAll()
         monitors.removeAll()
         listenerSource?.cancel()
         if options.inheritedListener == nil {
             listener.close()
-            unlink(options.socketPath)
+            if let e = kernel.removeFile(options.socketPath), !e.isNoEntry { logger.warning("cannot remove \(options.socketPath): \(e)") }
         }
         if processes.isEmpty {
             registry.removeFile()
@@ -302,7 +295,7 @@ public final class Daemon {
         dispatching = true
         var i = 0
         while i < queuedEvents.count {
-            let effects = core.handle(queuedEvents[i], at: EventLoop.clock())
+            let effects = core.handle(queuedEvents[i], at: kernel.now())
             // SIGSTOPs go out before the rest of what the event produced: each message written
             // first (the host's reply, the extension's `ended`, monitor events) would wake a
             // thread that the group stop then has to wait for or compete with. A message to
@@ -340,7 +333,7 @@ public final class Daemon {
             // read its queue, typically because it is stopped): drop both instead of queueing.
             if case .ended(let requestID) = message, p.channel?.cancel(key: requestID) == true { break }
             send(message, to: p)
-        case let .armTimer(at): loop.setDeadline(at) { [unowned self] in post(.tick) }
+        case let .armTimer(at): kernel.setDeadline(at) { [unowned self] in post(.tick) }
         case let .record(event): record(event)
         case let .emptyContainer(id, host, tag):
             switch extensionContainers.reset(id) {
@@ -353,7 +346,7 @@ public final class Daemon {
             }
         case .exit:
             logger.info("every extension process is gone; exiting")
-            loop.exit(0)
+            kernel.exitLoop(0)
         }
     }
 
@@ -384,7 +377,7 @@ public final class Daemon {
             logger.log(level: level, "\(e.extensionID): \(e.kind.rawValue)", metadata: metadata)
         }
         guard !monitors.isEmpty else { return }
-        let json = EventJSON.encode(e, time: StatusDocument.Clock(monotonicNow: loop.now()).iso(e.at))
+        let json = EventJSON.encode(e, time: StatusDocument.Clock(monotonicNow: kernel.now(), wallClock: kernel.wallClock()).iso(e.at))
         for c in monitors { send(.event(json: json), to: c.id) }
     }
 
@@ -418,7 +411,7 @@ public final class Daemon {
     func reload() -> ReloadReport {
         logger.info("reloading manifests")
         serviceManager.reloading()
-        var (manifests, errors) = Daemon.loadManifests(options, config, freezerProblem: containmentProblem, identities: identities, containers: containers)
+        var (manifests, errors) = Daemon.loadManifests(options, config, kernel: kernel, freezerProblem: containmentProblem, identities: identities, containers: containers)
         for e in errors { logger.error("manifest refused: \(e)") }
         warnUnenforcedLimits(manifests)
         let broken = Set(errors.map(\.file))
@@ -444,20 +437,4 @@ extension Effect {
         if case .stop = self { return true }
         return false
     }
-}
-
-/// epoll event bits (Glibc does not export the EPOLL* constants to Swift).
-enum Poll {
-    static let input: UInt32 = 0x001
-    static let output: UInt32 = 0x004
-    static let error: UInt32 = 0x008
-    static let hangup: UInt32 = 0x010
-    /// EPOLLPRI: a kernfs file such as `cgroup.events` changed.
-    static let priority: UInt32 = 0x002
-}
-
-/// A startup failure with a message for the administrator.
-public struct DaemonError: Error, CustomStringConvertible {
-    public var description: String
-    public init(_ description: String) { self.description = description }
 }

@@ -1,22 +1,24 @@
+import ExtensionTransport
 import SupervisorCore
-#if canImport(Glibc)
-import Glibc
-#endif
+import SupervisorKernel
 
 /// Reads what manifest loading judges, and decides nothing: the manifest files of the
-/// extension directories (each opened without following a symbolic link, examined through
-/// its descriptor, read when it is a regular file), and the status of the executables the
-/// manifests name. `ManifestValidation` (core) judges the result.
+/// extension directories, and the status of the executables the manifests name.
+/// `ManifestValidation` (core) judges the result.
 ///
-/// Every kernel call of loading is here: listing a directory, `open` with `O_NOFOLLOW |
-/// O_NONBLOCK` (a FIFO cannot block the daemon), `fstat`, `read`, `close`, and `stat` and
-/// `access(X_OK)` of an executable.
-enum ManifestFiles {
+/// Every kernel call of loading is here, and there are few: listing a directory (and, when
+/// that fails, `stat` of it for the reason), `Kernel.inspectFile` of each manifest (`open`
+/// with `O_NOFOLLOW | O_NONBLOCK`, `fstat`, `read` of a regular file within
+/// `ManifestParser.maxFileSize`), and `stat` and `access(X_OK)` of each executable.
+struct ManifestFiles {
+    let kernel: any Kernel
+
     /// Each directory's manifest files (`ManifestDirectory.manifestNames`), in order.
-    static func read(_ directories: [String]) -> [ManifestDirectory] {
+    func read(_ directories: [String]) -> [ManifestDirectory] {
         directories.map { directory in
-            guard let entries = directoryEntries(directory) else {
-                return ManifestDirectory(path: directory, listing: .unreadable(reason: String(cString: strerror(errno))))
+            guard let entries = kernel.listDirectory(directory) else {
+                let why = kernel.status(directory, followLinks: true).failure.map { "\($0)" } ?? "it is not a readable directory"
+                return ManifestDirectory(path: directory, listing: .unreadable(reason: why))
             }
             let files = ManifestDirectory.manifestNames(entries).map { name in
                 let path = ManifestDirectory.path(of: name, in: directory)
@@ -27,46 +29,30 @@ enum ManifestFiles {
     }
 
     /// What `stat` and `access(X_OK)` say of each executable, keyed by its path.
-    static func examine(_ executables: [String]) -> [String: ExecutableFacts] {
+    func examine(_ executables: [String]) -> [String: ExecutableFacts] {
         var facts: [String: ExecutableFacts] = [:]
         for path in executables {
-            var st = stat()
-            if stat(path, &st) != 0 {
-                facts[path] = .missing(reason: String(cString: strerror(errno)))
-            } else if (st.st_mode & S_IFMT) != S_IFREG {
-                facts[path] = .notRegular
-            } else {
-                facts[path] = .regular(status(st), executable: access(path, X_OK) == 0)
+            switch kernel.status(path, followLinks: true) {
+            case .success(let st):
+                let found = Self.facts(st)
+                facts[path] = .found(found, executable: found.isRegular && kernel.isExecutable(path))
+            case .failure(let e):
+                facts[path] = .missing(reason: "\(e)")
             }
         }
         return facts
     }
 
-    /// Opens, examines and (a regular file) reads one manifest file, to its end or to one
-    /// byte past `ManifestParser.maxFileSize`.
-    private static func reading(_ path: String) -> ManifestFile.Reading {
-        let fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK)
-        guard fd >= 0 else { return .notOpened(reason: String(cString: strerror(errno))) }
-        defer { close(fd) }
-        var st = stat()
-        guard fstat(fd, &st) == 0 else { return .notExamined(reason: String(cString: strerror(errno))) }
-        guard (st.st_mode & S_IFMT) == S_IFREG else { return .notRegular }
-        let limit = ManifestParser.maxFileSize + 1
-        var data = [UInt8](repeating: 0, count: min(Int(st.st_size), ManifestParser.maxFileSize) + 1)
-        var filled = 0
-        while filled < limit {
-            if filled == data.count { data.append(contentsOf: repeatElement(0, count: min(data.count, limit - data.count))) }
-            let n = data.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress! + filled, $0.count - filled) }
-            if n < 0 && errno == EINTR { continue }
-            if n < 0 { return .notRead(status(st), reason: String(cString: strerror(errno))) }
-            if n == 0 { break }
-            filled += n
+    /// Opens, examines and (a regular file within the size limit) reads one manifest file.
+    private func reading(_ path: String) -> ManifestFile.Reading {
+        switch kernel.inspectFile(path, limit: Int64(ManifestParser.maxFileSize)) {
+        case .success(let found): return .examined(Self.facts(found.status), contents: found.contents)
+        case .failure(let e) where e.operation == "open": return .notOpened(reason: e.reason)
+        case .failure(let e): return .notExamined(reason: e.reason)
         }
-        data.removeLast(data.count - filled)
-        return .read(status(st), bytes: data)
     }
 
-    private static func status(_ st: stat) -> FileStatus {
-        FileStatus(owner: st.st_uid, mode: UInt32(st.st_mode) & 0o7777, size: Int64(st.st_size))
+    private static func facts(_ st: FileStatus) -> FileFacts {
+        FileFacts(isRegular: st.kind == .regular, owner: st.owner, mode: st.permissions, size: st.size)
     }
 }

@@ -1,8 +1,7 @@
 import Logging
+import ExtensionTransport
 import SupervisorCore
-#if canImport(Glibc)
-import Glibc
-#endif
+import SupervisorKernel
 
 /// What `ProcessControl` reports to its owner.
 protocol ProcessControlDelegate: AnyObject {
@@ -35,7 +34,7 @@ final class ProcessControl {
     /// The priority of stop re-checks: after the SIGCHLD source.
     static let checkPriority: Int64 = 20
     /// The daemon's own pid (its children include adopted orphans).
-    private let ownPID = getpid()
+    private var ownPID: Int32 { kernel.processID }
     /// Processes whose leader's stop the kernel has not reported yet.
     private var awaitingStopReport: [ObjectIdentifier: SupervisedProcess] = [:]
 
@@ -87,7 +86,7 @@ final class ProcessControl {
             case .failure(let e):
                 // ECHILD: the leader is gone (its exit is on its way through the pidfd).
                 awaitingStopReport[key] = nil
-                if e.code != ECHILD { logger.warning("waitid on the pidfd of \(p.pid) (\(p.extensionID)): \(e)") }
+                if !e.isNoChild { logger.warning("waitid on the pidfd of \(p.pid) (\(p.extensionID)): \(e)") }
             }
         }
     }
@@ -151,7 +150,7 @@ final class ProcessControl {
             case .setFrozen(let frozen):
                 guard let cgroup = p.cgroup else { break }
                 let value = frozen ? "1" : "0"
-                let failed: Errno?
+                let failed: SystemError?
                 if let fd = cgroup.freezeFD {
                     failed = kernel.write(fd: fd, value)
                 } else {
@@ -162,7 +161,7 @@ final class ProcessControl {
                 }
             case .killAll:
                 guard let cgroup = p.cgroup else { break }
-                if let e = kernel.write(cgroup.path + "/cgroup.kill", "1"), e.code != ENOENT {
+                if let e = kernel.write(cgroup.path + "/cgroup.kill", "1"), !e.isNoEntry {
                     logger.error("cannot kill the processes of \(cgroup.path): \(e)")
                 }
             case .checkAgain(let seconds):
@@ -202,13 +201,13 @@ final class ProcessControl {
         case .leaderGroup:
             // ESRCH: the group is gone (the leader exited and was reaped meanwhile); its exit is
             // reported through its pidfd. The leader leads its session, so it cannot leave it.
-            if let e = kernel.kill(-p.processGroup, signal), e != .noProcess {
+            if let e = kernel.kill(-p.processGroup, signal), !e.isNoProcess {
                 logger.warning("signal \(signal) to group \(p.processGroup) of \(p.extensionID): \(e)")
             }
             return
         case .all:
             guard let cgroup = p.cgroup else {
-                if let e = kernel.kill(-p.processGroup, signal), e != .noProcess {
+                if let e = kernel.kill(-p.processGroup, signal), !e.isNoProcess {
                     logger.warning("signal \(signal) to group \(p.processGroup) of \(p.extensionID): \(e)")
                 }
                 return
@@ -217,7 +216,7 @@ final class ProcessControl {
         }
         for pid in pids {
             // ESRCH: the member exited meanwhile; its cgroup or its leader's pidfd reports it.
-            if let e = kernel.kill(pid, signal), e != .noProcess {
+            if let e = kernel.kill(pid, signal), !e.isNoProcess {
                 logger.warning("signal \(signal) to pid \(pid) of \(p.extensionID): \(e)")
             }
         }
@@ -269,7 +268,7 @@ final class ProcessControl {
             logger.warning("cannot reap pid \(p.pid) of \(p.extensionID): \(e)")
         }
         _ = adoptedOrphans()
-        if let cgroup = p.cgroup, let e = kernel.removeDirectory(cgroup.path), e.code != ENOENT {
+        if let cgroup = p.cgroup, let e = kernel.removeDirectory(cgroup.path), !e.isNoEntry {
             logger.warning("cannot remove \(cgroup.path): \(e)")
         }
         awaitingStopReport[ObjectIdentifier(p)] = nil

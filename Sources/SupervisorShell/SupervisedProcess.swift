@@ -1,8 +1,6 @@
 import ExtensionTransport
-#if canImport(Glibc)
-import Glibc
-#endif
 import SupervisorCore
+import SupervisorKernel
 
 /// The shell's handle on one running extension (one generation): its leader's pidfd, its
 /// cgroup (or process group), the pure `GroupControl` that decides how it is stopped, resumed,

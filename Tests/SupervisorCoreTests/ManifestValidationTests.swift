@@ -16,7 +16,7 @@ private func file(_ name: String, _ contents: String, owner: UInt32 = 0, mode: U
     let bytes = Array(contents.utf8)
     return ManifestFile(
         path: directory + "/" + name, directory: directory,
-        reading: .read(FileStatus(owner: owner, mode: mode, size: Int64(bytes.count)), bytes: bytes))
+        reading: .examined(FileFacts(owner: owner, mode: mode, size: Int64(bytes.count)), contents: bytes))
 }
 
 private func validation(
@@ -37,7 +37,7 @@ private func outcome(
     let pending = v.checkFiles([ManifestDirectory(path: directory, listing: .files(files))])
     var facts: [String: ExecutableFacts] = [:]
     for path in pending.executables {
-        facts[path] = executables[path] ?? .regular(FileStatus(owner: 0, mode: 0o755, size: 100), executable: true)
+        facts[path] = executables[path] ?? .found(FileFacts(owner: 0, mode: 0o755, size: 100), executable: true)
     }
     return v.finish(pending, executables: facts)
 }
@@ -80,11 +80,10 @@ struct ManifestValidationTests {
     @Test(arguments: [
         (ManifestFile.Reading.notOpened(reason: "Too many levels of symbolic links"), "cannot be opened: Too many levels of symbolic links"),
         (.notExamined(reason: "Input/output error"), "cannot be examined: Input/output error"),
-        (.notRegular, "is not a regular file"),
-        (.read(FileStatus(owner: 0, mode: 0o646, size: 2), bytes: Array("{}".utf8)), "is world-writable; refusing it (chmod o-w)"),
-        (.read(FileStatus(owner: 1001, mode: 0o644, size: 2), bytes: Array("{}".utf8)), "is owned by uid 1001, not by root or the daemon's uid 1000"),
-        (.read(FileStatus(owner: 0, mode: 0o644, size: 1_048_577), bytes: []), "file is 1048577 bytes, over the 1048576-byte limit"),
-        (.notRead(FileStatus(owner: 0, mode: 0o644, size: 2), reason: "Input/output error"), "cannot be read: Input/output error"),
+        (.examined(FileFacts(isRegular: false, owner: 1001, mode: 0o666), contents: nil), "is not a regular file"),
+        (.examined(FileFacts(owner: 0, mode: 0o646, size: 2), contents: Array("{}".utf8)), "is world-writable; refusing it (chmod o-w)"),
+        (.examined(FileFacts(owner: 1001, mode: 0o644, size: 2), contents: Array("{}".utf8)), "is owned by uid 1001, not by root or the daemon's uid 1000"),
+        (.examined(FileFacts(owner: 0, mode: 0o644, size: 1_048_577), contents: nil), "file is 1048577 bytes, over the 1048576-byte limit"),
     ])
     func aFileIsRefusedForWhatWasFoundReadingIt(reading: ManifestFile.Reading, problem: String) {
         let e = refusal(validation(), ManifestFile(path: directory + "/v.json", directory: directory, reading: reading))
@@ -92,7 +91,7 @@ struct ManifestValidationTests {
     }
 
     @Test func theFileChecksComeInOrderOwnershipBeforeSize() {
-        let reading = ManifestFile.Reading.notRead(FileStatus(owner: 1001, mode: 0o646, size: 1 << 30), reason: "Input/output error")
+        let reading = ManifestFile.Reading.examined(FileFacts(owner: 1001, mode: 0o646, size: 1 << 30), contents: nil)
         let e = refusal(validation(), ManifestFile(path: directory + "/v.json", directory: directory, reading: reading))
         #expect(e?.problem == "is world-writable; refusing it (chmod o-w)")
     }
@@ -162,10 +161,10 @@ struct ManifestValidationTests {
 
     @Test(arguments: [
         (ExecutableFacts.missing(reason: "No such file or directory"), "'/usr/lib/x/run' does not exist: No such file or directory"),
-        (.notRegular, "'/usr/lib/x/run' is not an executable file"),
-        (.regular(FileStatus(owner: 0, mode: 0o644), executable: false), "'/usr/lib/x/run' is not an executable file"),
-        (.regular(FileStatus(owner: 0, mode: 0o757), executable: true), "'/usr/lib/x/run' is world-writable; refusing it (chmod o-w)"),
-        (.regular(FileStatus(owner: 42, mode: 0o755), executable: true), "'/usr/lib/x/run' is owned by uid 42, not by root or the daemon's uid 1000"),
+        (.found(FileFacts(isRegular: false, owner: 0, mode: 0o755), executable: true), "'/usr/lib/x/run' is not an executable file"),
+        (.found(FileFacts(owner: 0, mode: 0o644), executable: false), "'/usr/lib/x/run' is not an executable file"),
+        (.found(FileFacts(owner: 0, mode: 0o757), executable: true), "'/usr/lib/x/run' is world-writable; refusing it (chmod o-w)"),
+        (.found(FileFacts(owner: 42, mode: 0o755), executable: true), "'/usr/lib/x/run' is owned by uid 42, not by root or the daemon's uid 1000"),
     ])
     func anExecutableIsRefusedForWhatWasFound(facts: ExecutableFacts, problem: String) {
         let f = file("v.json", json())
@@ -214,7 +213,7 @@ struct ManifestValidationTests {
             ManifestFile(path: "/second/a.json", directory: "/second", reading: file("a.json", json()).reading)
         ]))
         let pending = v.checkFiles([first, second])
-        let o = v.finish(pending, executables: [program: .regular(FileStatus(owner: 0, mode: 0o755), executable: true)])
+        let o = v.finish(pending, executables: [program: .found(FileFacts(owner: 0, mode: 0o755), executable: true)])
         #expect(o.accepted.map(\.manifest.source) == ["/first/z.json"])
         #expect(o.errors.map(\.field) == ["id"])
     }

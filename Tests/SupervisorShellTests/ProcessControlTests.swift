@@ -3,6 +3,7 @@ import Glibc
 #endif
 import Logging
 @testable import SupervisorShell
+import SupervisorKernel
 import SupervisorCore
 import Testing
 
@@ -57,7 +58,7 @@ struct ProcessControlTests {
     @Test func underSystemdTheDaemonMovesIntoALeafAndEnablesControllers() throws {
         let k = systemdKernel()
         let tree = try CgroupTree.setUp(kernel: k, underSystemd: true, socketPath: "/run/extensiond/control.sock", logger: logger).get()
-        let pid = "\(getpid())"
+        let pid = "\(k.processID)"
         let expected: [RecordingKernel.Call] = [
             .read("/proc/self/mountinfo"), .read("/proc/self/cgroup"),
             .makeDirectory(Self.service + "/supervisor"), .write(Self.service + "/supervisor/cgroup.procs", pid),
@@ -180,7 +181,7 @@ struct ProcessControlTests {
         control.leaderMayHaveExited(p)
         #expect(k.calls == [
             .exitStatus(pidfd: 7, reap: false), .readFD(61), .exitStatus(pidfd: 7, reap: true),
-            .listDirectory("/proc/\(getpid())/task"), .removeDirectory(Self.cgroup),
+            .listDirectory("/proc/\(k.processID)/task"), .removeDirectory(Self.cgroup),
         ])
         #expect(recorder.exits.count == 1)
         #expect(recorder.exits.first?.0 == .signaled(9))
