@@ -365,10 +365,10 @@ final class RecordingKernel: Kernel {
         return .success(watch)
     }
 
-    func watchSignal(_ signal: Int32, priority: Int64, _ handler: @escaping (Int32, Int32) -> Void) -> Result<any Cancellable, SystemError> {
+    func watchSignal(_ signal: Int32, priority: Int64, _ handler: @escaping (Int32, Int32) -> Void) -> SystemError? {
         calls.append(.watchSignal(signal))
         signalHandlers[signal] = handler
-        return .success(FakeSource())
+        return nil
     }
 
     func setDeadline(_ at: Instant?, _ handler: @escaping () -> Void) {

@@ -1,0 +1,53 @@
+import Logging
+import SupervisorCore
+import SupervisorKernel
+
+/// Where the daemon's manifests come from (its extension directories, its configuration's
+/// points and rules) and what loading them provisions: the extensions' own uids
+/// (`IdentityStore`, a root daemon only) and the shared containers' directories. Owned by
+/// the daemon's loop.
+final class ManifestSources {
+    let kernel: any Kernel
+    let options: DaemonOptions
+    let config: DaemonConfig
+    /// Why the cgroup freezer cannot be used, or nil when it can.
+    let freezerProblem: String?
+    /// The extensions' own uids (`<state>/ids.json`); only a root daemon allocates them.
+    let identities: IdentityStore?
+    /// The shared containers' directories.
+    let containers: SharedContainers
+
+    init(options: DaemonOptions, config: DaemonConfig, kernel: any Kernel, freezerProblem: String?) throws {
+        self.kernel = kernel
+        self.options = options
+        self.config = config
+        self.freezerProblem = freezerProblem
+        containers = SharedContainers(stateDirectory: options.stateDirectory, kernel: kernel)
+        if kernel.userID == 0 {
+            do {
+                identities = try IdentityStore(directory: options.stateDirectory, kernel: kernel)
+            } catch {
+                throw DaemonError(error.description)
+            }
+        } else {
+            identities = nil
+        }
+    }
+
+    /// Reads every manifest afresh: those accepted, and the refusals naming file, field and problem.
+    func load() -> (manifests: [Manifest], errors: [ManifestError]) {
+        ManifestLoader(
+            kernel: kernel, directories: options.extensionDirectories, explicit: options.explicitDirectories, points: config.points,
+            trustedUID: kernel.userID, freezerProblem: freezerProblem, credentialRules: credentialRules(), identities: identities,
+            extensionUIDs: config.extensionUIDs, containers: containers, containerGroups: config.containerGroups,
+            allowUnsandboxed: config.allowUnsandboxedExtensions
+        ).load()
+    }
+
+    /// The credential rules for a daemon with the kernel's credentials and this configuration.
+    private func credentialRules() -> CredentialRules {
+        CredentialRules(
+            daemonUID: kernel.userID, daemonGID: kernel.groupID, daemonGroups: kernel.supplementaryGroups,
+            allowRootExtensions: config.allowRootExtensions, accounts: kernel.accounts)
+    }
+}
