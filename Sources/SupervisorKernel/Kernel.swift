@@ -250,8 +250,9 @@ public protocol Kernel: AnyObject {
     /// Calls `handler` on the loop whenever `fd` is ready for `events` (epoll bits).
     func watch(fd: Int32, events: UInt32, _ handler: @escaping (UInt32) -> Void) -> Result<any Watch, SystemError>
     /// Calls `handler(senderPID, code)` on the loop for each delivery of `signal` (blocked
-    /// for the process and read through a signalfd), after events of a smaller `priority`.
-    func watchSignal(_ signal: Int32, priority: Int64, _ handler: @escaping (Int32, Int32) -> Void) -> Result<any Cancellable, SystemError>
+    /// for the process and read through a signalfd), after events of a smaller `priority`,
+    /// for as long as the loop lives (the loop owns the watch).
+    func watchSignal(_ signal: Int32, priority: Int64, _ handler: @escaping (Int32, Int32) -> Void) -> SystemError?
     /// Arms the loop's one supervisor deadline for `at` (nil disarms it).
     func setDeadline(_ at: Instant?, _ handler: @escaping () -> Void)
     /// Calls `handler` once at the end of every loop iteration that handled an event.
@@ -277,7 +278,7 @@ extension Kernel {
     }
 
     /// A signal watch of priority 0.
-    public func watchSignal(_ signal: Int32, _ handler: @escaping (Int32, Int32) -> Void) -> Result<any Cancellable, SystemError> {
+    public func watchSignal(_ signal: Int32, _ handler: @escaping (Int32, Int32) -> Void) -> SystemError? {
         watchSignal(signal, priority: 0, handler)
     }
 

@@ -27,11 +27,19 @@ struct ManifestLoadingTests {
         return k
     }
 
-    func load(_ k: RecordingKernel, identities: IdentityStore?, containers: SharedContainers, config: DaemonConfig = DaemonConfig())
-        -> (manifests: [Manifest], errors: [ManifestError])
-    {
-        let options = DaemonOptions(kernel: k, socketPath: "/run/x.sock", extensionDirectories: [Self.directory])
-        return Daemon.loadManifests(options, config, kernel: k, freezerProblem: nil, identities: identities, containers: containers)
+    /// The daemon's manifest sources on `k`, the state directory `state`.
+    func sources(_ k: RecordingKernel, config: DaemonConfig = DaemonConfig()) throws -> ManifestSources {
+        var options = DaemonOptions(kernel: k, socketPath: "/run/x.sock", extensionDirectories: [Self.directory])
+        options.stateDirectory = Self.state
+        return try ManifestSources(options: options, config: config, kernel: k, freezerProblem: nil)
+    }
+
+    /// Provisions `accepted` with no state directory (no `IdentityStore`).
+    func provisionWithoutState(_ k: RecordingKernel, _ accepted: ManifestValidation.Accepted) -> Result<Manifest, ManifestError> {
+        let rules = CredentialRules(daemonUID: 0, daemonGID: 0, accounts: k.accounts)
+        let provisioner = Provisioner(
+            rules: rules, identities: nil, containers: SharedContainers(stateDirectory: Self.state, kernel: k), extensionUIDs: .defaultRange)
+        return provisioner.provision(accepted)
     }
 
     /// The calls that change something on disk.
@@ -46,9 +54,8 @@ struct ManifestLoadingTests {
 
     @Test func aSecondLoadChangesNothingThatIsAlreadyProvisioned() throws {
         let k = kernel()
-        let identities = try IdentityStore(directory: Self.state, kernel: k)
-        let containers = SharedContainers(stateDirectory: Self.state, kernel: k)
-        let first = load(k, identities: identities, containers: containers)
+        let sources = try sources(k)
+        let first = sources.load()
         #expect(first.errors.isEmpty)
         let m = try #require(first.manifests.first)
         let uid = IdentityRange.defaultRange.first
@@ -64,7 +71,7 @@ struct ManifestLoadingTests {
         k.statuses[Self.containerPath]?.group = uid + 1
         k.statuses[Self.containerPath]?.permissions = 0o2770
         k.clearCalls()
-        let second = load(k, identities: identities, containers: containers)
+        let second = sources.load()
         #expect(second.errors.isEmpty)
         #expect(second.manifests == first.manifests)
         #expect(changes(k) == [], "no uid or gid is new and the container is as it should be")
@@ -72,14 +79,13 @@ struct ManifestLoadingTests {
 
     @Test func aContainerWhoseModeWasChangedIsPreparedAgain() throws {
         let k = kernel()
-        let identities = try IdentityStore(directory: Self.state, kernel: k)
-        let containers = SharedContainers(stateDirectory: Self.state, kernel: k)
-        _ = load(k, identities: identities, containers: containers)
+        let sources = try sources(k)
+        _ = sources.load()
         let gid = IdentityRange.defaultRange.first + 1
         k.statuses[Self.containerPath]?.group = gid
         k.statuses[Self.containerPath]?.permissions = 0o2777
         k.clearCalls()
-        #expect(load(k, identities: identities, containers: containers).errors.isEmpty)
+        #expect(sources.load().errors.isEmpty)
         let made = changes(k)
         #expect(made.contains(.changeOwner(Self.containerPath, 0, gid)))
         #expect(made.last == .changeMode(Self.containerPath, 0o2770))
@@ -88,35 +94,37 @@ struct ManifestLoadingTests {
 
     @Test func aRefusedManifestProvisionsNothing() throws {
         let k = kernel(#"{"id": "com.example.x", "executable": "/usr/lib/x/missing", "sharedContainers": ["group.com.example.stocks"]}"#)
-        let identities = try IdentityStore(directory: Self.state, kernel: k)
-        let result = load(k, identities: identities, containers: SharedContainers(stateDirectory: Self.state, kernel: k))
+        let sources = try sources(k)
+        let result = sources.load()
         #expect(result.manifests.isEmpty)
         #expect(result.errors.map(\.description) == [
             "\(Self.directory)/x.json: field 'executable': '/usr/lib/x/missing' does not exist: No such file or directory"
         ])
         #expect(changes(k) == [], "no uid, gid or directory for a manifest that is refused")
-        #expect(identities.map == IdentityMap())
+        #expect(sources.identities?.map == IdentityMap())
     }
 
-    @Test func withoutAStateDirectoryAnOwnUIDIsRefused() {
-        let k = kernel(#"{"id": "com.example.x", "executable": "/usr/lib/x/run"}"#)
-        let result = load(k, identities: nil, containers: SharedContainers(stateDirectory: Self.state, kernel: k))
-        #expect(result.errors == [ManifestError(file: Self.directory + "/x.json", field: "user", problem: "no state directory to keep extension uids in")])
+    @Test func withoutAStateDirectoryAnOwnUIDIsRefused() throws {
+        let k = kernel()
+        let m = try #require(try? ManifestParser.parse(Array(#"{"id": "com.example.x", "executable": "/usr/lib/x/run"}"#.utf8), file: Self.directory + "/x.json", directory: Self.directory, points: .builtIn).get())
+        #expect(provisionWithoutState(k, .init(manifest: m, needsOwnUID: true)) == .failure(ManifestError(
+            file: Self.directory + "/x.json", field: "user", problem: "no state directory to keep extension uids in")))
     }
 
-    @Test func withoutAStateDirectoryAContainersGroupIsRefused() {
-        let k = kernel(#"{"id": "com.example.x", "executable": "/usr/lib/x/run", "user": "nobody", "sharedContainers": ["group.com.example.stocks"]}"#)
-        k.accounts = AccountDirectory.table(users: ["nobody": (65534, 65534)], groups: [:])
-        let result = load(k, identities: nil, containers: SharedContainers(stateDirectory: Self.state, kernel: k))
-        #expect(result.errors == [ManifestError(
-            file: Self.directory + "/x.json", field: "sharedContainers[0]", problem: "no state directory to keep container groups in")])
+    @Test func withoutAStateDirectoryAContainersGroupIsRefused() throws {
+        let k = kernel()
+        let m = try #require(try? ManifestParser.parse(Array(#"{"id": "com.example.x", "executable": "/usr/lib/x/run", "user": 65534}"#.utf8), file: Self.directory + "/x.json", directory: Self.directory, points: .builtIn).get())
+        let need = ManifestValidation.ContainerNeed(name: Self.container, field: "sharedContainers[0]", group: .allocated)
+        #expect(provisionWithoutState(k, .init(manifest: m, containers: [need])) == .failure(ManifestError(
+            file: Self.directory + "/x.json", field: "sharedContainers[0]", problem: "no state directory to keep container groups in")))
+        #expect(changes(k) == [])
     }
 
     @Test func anExhaustedRangeRefusesTheExtensionNamingItsField() throws {
         let k = kernel(#"{"id": "com.example.x", "executable": "/usr/lib/x/run"}"#)
         var config = DaemonConfig()
         config.extensionUIDs = IdentityRange(first: 5000, count: 0)
-        let result = load(k, identities: try IdentityStore(directory: Self.state, kernel: k), containers: SharedContainers(stateDirectory: Self.state, kernel: k), config: config)
+        let result = try sources(k, config: config).load()
         #expect(result.errors == [ManifestError(
             file: Self.directory + "/x.json", field: "user",
             problem: "no uid could be allocated for this extension: every uid of extensionUIDs (5000, 0 uids) is taken")])
@@ -125,7 +133,7 @@ struct ManifestLoadingTests {
     @Test func aContainerThatCannotBePreparedRefusesTheExtensionNamingItsField() throws {
         let k = kernel()
         k.statuses[Self.containerPath] = FileStatus(kind: .regular, permissions: 0o644, owner: 0, group: 0, size: 0, identity: FileIdentity(device: 1, inode: 3))
-        let result = load(k, identities: try IdentityStore(directory: Self.state, kernel: k), containers: SharedContainers(stateDirectory: Self.state, kernel: k))
+        let result = try sources(k).load()
         #expect(result.manifests.isEmpty)
         #expect(result.errors == [ManifestError(
             file: Self.directory + "/x.json", field: "sharedContainers[0]", problem: "\(Self.containerPath) is not a directory")])

@@ -325,9 +325,14 @@ final class RecordingKernel: Kernel {
     /// Every spawn request, in order (`calls` has only its path and cgroup).
     var spawnRequests: [SpawnRequest] = []
 
+    /// The extension's end of each spawned runtime channel (a duplicate of the descriptor the
+    /// child would get at fd 3), by pid: a test plays the extension's runtime on it.
+    var runtimeChannels: [Int32: PacketSocket] = [:]
+
     func spawn(_ request: SpawnRequest) -> Result<(pid: Int32, pidfd: Int32), SystemError> {
         calls.append(.spawn(request.path, cgroupFD: request.cgroupFD))
         spawnRequests.append(request)
+        if let fd = request.channelFD { runtimeChannels[nextSpawn.pid] = PacketSocket(fd: dup(fd)) }
         defer { nextSpawn = (nextSpawn.pid + 1, nextSpawn.pidfd + 1) }
         return .success(nextSpawn)
     }
@@ -365,10 +370,10 @@ final class RecordingKernel: Kernel {
         return .success(watch)
     }
 
-    func watchSignal(_ signal: Int32, priority: Int64, _ handler: @escaping (Int32, Int32) -> Void) -> Result<any Cancellable, SystemError> {
+    func watchSignal(_ signal: Int32, priority: Int64, _ handler: @escaping (Int32, Int32) -> Void) -> SystemError? {
         calls.append(.watchSignal(signal))
         signalHandlers[signal] = handler
-        return .success(FakeSource())
+        return nil
     }
 
     func setDeadline(_ at: Instant?, _ handler: @escaping () -> Void) {
