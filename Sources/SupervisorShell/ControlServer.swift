@@ -89,8 +89,8 @@ final class ControlServer {
         let listener = try PacketSocket.listen(path: path)
         func fail(_ message: String) -> DaemonError {
             listener.close()
-            _ = kernel.removeFile(path)
-            return DaemonError(message)
+            guard let e = kernel.removeFile(path), !e.isNoEntry else { return DaemonError(message) }
+            return DaemonError("\(message) (and \(path) could not be removed: \(e))")
         }
         if let e = kernel.changeMode(path, 0o660) { throw fail("cannot set the mode of \(path): \(e)") }
         if let group = options.socketGroup {
@@ -147,9 +147,7 @@ final class ControlServer {
             let identity = PeerIdentity(pid: cred.pid, uid: cred.uid, gid: cred.gid, groups: supplementaryGroups(of: cred.pid))
             if let refusal = delegate?.admissionProblem(identity) {
                 logger.notice("refused control connection from pid \(identity.pid) uid \(identity.uid): \(refusal)")
-                if let bytes = try? WireEncoder.encoded(.failure(tag: 0, code: .notPermitted, text: refusal)) {
-                    _ = try? socket.send(bytes)
-                }
+                refuse(socket, .failure(tag: 0, code: .notPermitted, text: refusal), pid: identity.pid)
                 socket.close()
                 continue
             }
@@ -202,10 +200,20 @@ final class ControlServer {
         if c.endpoint.isHeld, let e = c.endpoint.release() {
             logger.notice("control connection of pid \(c.identity.pid): the answers held before the bad message were not written: \(e)")
         }
-        if let bytes = try? WireEncoder.encoded(.failure(tag: 0, code: .badRequest, text: "protocol error: \(problem)")) {
-            _ = try? c.endpoint.socket.send(bytes)
-        }
+        refuse(c.endpoint.socket, .failure(tag: 0, code: .badRequest, text: "protocol error: \(problem)"), pid: c.identity.pid)
         drop(c, reason: problem)
+    }
+
+    /// Sends the failure a connection gets just before it is closed, if its socket takes it
+    /// now (it is closed either way).
+    private func refuse(_ socket: PacketSocket, _ failure: Message, pid: Int32) {
+        do {
+            if try socket.send(try WireEncoder.encoded(failure)) == .wouldBlock {
+                logger.debug("pid \(pid) was not told why its connection closed: its socket is full")
+            }
+        } catch {
+            logger.debug("pid \(pid) was not told why its connection closed: \(error)")
+        }
     }
 
     /// Closes a connection (logging why, when it did not simply hang up); its requests end

@@ -241,8 +241,8 @@ final class ExtensionProcesses {
     func finish() {
         if byID.isEmpty {
             registry.removeFile()
-            containment.cgroups?.removeSubtree()
-            containment.memoryCgroupsV1?.removeSubtree()
+            containment.cgroups?.removeSubtree(logger: logger)
+            containment.memoryCgroupsV1?.removeSubtree(logger: logger)
         } else {
             registry.flush()
         }

@@ -6,10 +6,10 @@ import SupervisorKernel
 /// extension directories, and the status of the executables the manifests name.
 /// `ManifestValidation` (core) judges the result.
 ///
-/// Every kernel call of loading is here, and there are few: listing a directory (and, when
-/// that fails, `stat` of it for the reason), `Kernel.inspectFile` of each manifest (`open`
-/// with `O_NOFOLLOW | O_NONBLOCK`, `fstat`, `read` of a regular file within
-/// `ManifestParser.maxFileSize`), and `stat` and `access(X_OK)` of each executable.
+/// Every kernel call of loading before provisioning is here, and there are few: listing a
+/// directory (and, when that fails, `stat` of it for the reason), `Kernel.inspectFile` of
+/// each manifest (`open` with `O_NOFOLLOW | O_NONBLOCK`, `fstat`, `read` of a regular file
+/// within `ManifestParser.maxFileSize`), and `stat` and `access(X_OK)` of each executable.
 struct ManifestFiles {
     let kernel: any Kernel
 
