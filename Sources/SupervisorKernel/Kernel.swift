@@ -181,6 +181,19 @@ public protocol Kernel: AnyObject {
     /// daemon's life), and probes which sandbox parts a child can build with it.
     func prepareSandbox() -> (filter: UnsafeRawPointer?, filterError: SystemError?, probe: SandboxProbe)
 
+    // MARK: Replacing the daemon
+    /// The daemon's executable as a path on disk (`/proc/self/exe`, without the ` (deleted)`
+    /// the kernel appends once a package upgrade has replaced the file), or nil.
+    func executablePath() -> String?
+    /// Runs `path` with `arguments` as a child and waits up to `seconds` for it to exit: its
+    /// exit status and what it wrote on stdout and stderr (a child still running then is
+    /// killed, and its status is nil). The daemon's loop does not run meanwhile.
+    func runToCompletion(_ path: String, arguments: [String], seconds: Double) -> Result<(status: ExitStatus?, output: String), SystemError>
+    /// execve(2) of `path` in place of this process, with this environment, the descriptors
+    /// `keeping` inherited (every other one stays close-on-exec). Returns only on failure,
+    /// with `keeping` close-on-exec again.
+    func execute(_ path: String, arguments: [String], keeping: [Int32]) -> SystemError
+
     // MARK: Files
     /// The whole contents of a file (`/proc`, cgroup files, configuration).
     func read(_ path: String) -> Result<[UInt8], SystemError>

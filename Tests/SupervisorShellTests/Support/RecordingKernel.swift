@@ -354,6 +354,24 @@ final class RecordingKernel: Kernel {
 
     func waitFor(fd: Int32, events: UInt32, seconds: Double) -> Bool { false }
 
+    /// What `runToCompletion` answers, and each program it was asked to run.
+    var childResult: Result<(status: ExitStatus?, output: String), SystemError> = .success((.exited(0), ""))
+    var childrenRun: [[String]] = []
+    /// Each execve asked for: the program, its arguments and the descriptors kept.
+    var executions: [(path: String, arguments: [String], keeping: [Int32])] = []
+
+    func executablePath() -> String? { "/usr/bin/extensiond" }
+
+    func runToCompletion(_ path: String, arguments: [String], seconds: Double) -> Result<(status: ExitStatus?, output: String), SystemError> {
+        childrenRun.append([path] + arguments)
+        return childResult
+    }
+
+    func execute(_ path: String, arguments: [String], keeping: [Int32]) -> SystemError {
+        executions.append((path, arguments, keeping))
+        return SystemError("execve \(path)", errno: ENOSYS)
+    }
+
     // MARK: The embedded loop
 
     func addTimer(at: Instant, priority: Int64, _ handler: @escaping () -> Void) -> Result<any Cancellable, SystemError> {
