@@ -62,7 +62,7 @@ public enum LockDecision: String, Sendable, Equatable {
 }
 
 /// The lock a `lock-held-at-suspend` event is about.
-public struct LockReport: Equatable, Sendable {
+public struct LockReport: Equatable, Sendable, Codable {
     /// The locked file, as the holder's descriptor names it.
     public var path: String
     /// The kind of lock.

@@ -65,7 +65,7 @@ public enum ExitStatus: Equatable, Sendable, Codable {
 }
 
 /// The last exit of an extension.
-public struct ExitRecord: Equatable, Sendable {
+public struct ExitRecord: Equatable, Sendable, Codable {
     /// How the kernel reported the exit; nil when the process was never started (the spawn
     /// failed).
     public var status: ExitStatus?

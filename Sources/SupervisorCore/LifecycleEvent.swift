@@ -1,6 +1,6 @@
 /// One recorded lifecycle event: logged to the journal, kept in the extension's recent
 /// history, and streamed to `extctl monitor`.
-public struct LifecycleEvent: Equatable, Sendable {
+public struct LifecycleEvent: Equatable, Sendable, Codable {
     /// What happened. The raw values are stable (they appear in JSON and the journal).
     public enum Kind: String, Sendable, Equatable, CaseIterable {
         /// A process was spawned (`launch`), became ready (`ready`), could not be executed

@@ -14,7 +14,7 @@ import ExtensionProtocol
 public struct Supervisor: Sendable {
     /// Every extension it knows, by id: those of the current manifests, and those a reload
     /// removed until their process is gone.
-    public private(set) var records: [String: ExtensionRecord] = [:]
+    public internal(set) var records: [String: ExtensionRecord] = [:]
     /// The daemon-wide limits every decision uses.
     public var limits: SupervisorLimits
     /// Whether a `shutdown` event arrived; from then on begins, prewarms and forced refreshes
@@ -22,21 +22,21 @@ public struct Supervisor: Sendable {
     public private(set) var shuttingDown = false
     /// Changes whenever an extension's public state changes or an extension is added or
     /// removed, so observers (the STATUS= summary) recompute only when something moved.
-    public private(set) var stateVersion: UInt64 = 0
+    public internal(set) var stateVersion: UInt64 = 0
     /// Lookups that would otherwise visit every record (deadlines, request owners, hosts,
     /// retired records, state counts), refreshed by `update` after every change to a record.
     var index = RecordIndex()
     /// Per host, the requests its extensions completed or cancelled lately (at most
     /// `finishedRemembered`, oldest first), so that the host's `end` of one of them, which may
     /// cross the completion, is answered `ok`.
-    private var finishedRequests: [HostID: [UInt64]] = [:]
+    var finishedRequests: [HostID: [UInt64]] = [:]
     /// How many finished requests are remembered per host.
     public static let finishedRemembered = 64
     /// For each extension, the hosts told when a refresh of it brings new data (`subscribe`).
     var refreshSubscribers: [String: Set<HostID>] = [:]
-    private var nextRequestID: UInt64 = 1
+    var nextRequestID: UInt64 = 1
     var nextAssertionID: UInt64 = 1
-    private var armed: Instant?
+    var armed: Instant?
     var out: [Effect] = []
     var now: Instant
 

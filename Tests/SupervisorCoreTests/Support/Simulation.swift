@@ -89,6 +89,11 @@ struct Simulation {
     /// When set, every event and its effects (lifecycle records left out) are logged, for debugging a seed.
     var trace = false
     var log: [String] = []
+    /// Called by `run` after each random event with the supervisor, which it may replace (the
+    /// hand-over test restores it from its snapshot here), and the current instant.
+    var betweenEvents: ((inout Supervisor, Instant) -> Void)?
+    /// Called with every event delivered and the effects the supervisor returned for it.
+    var onEffects: ((Event, [Effect]) -> Void)?
 
     /// Guarantee violations, described for people. Empty when all is well.
     var violations: [String] = []
@@ -116,6 +121,7 @@ struct Simulation {
         for _ in 0..<steps {
             advance()
             randomEvent()
+            betweenEvents?(&sup, now)
         }
         deliver(.shutdown)
         var guardCount = 0
@@ -359,6 +365,7 @@ struct Simulation {
         if let instant { now = instant }
         let before = sup.records
         let effects = sup.handle(event, at: now)
+        onEffects?(event, effects)
         if trace { log.append("\(now) \(event) -> \(effects.filter { if case .record = $0 { false } else { true } })") }
         check(event, effects, before)
         if spawnAnswersImmediately {

@@ -1,0 +1,141 @@
+/// The JSON shapes the hand-over document (`SupervisorSnapshot`) gives the core's values whose
+/// shape is chosen by hand rather than synthesized: an instant is one number, and an enum with
+/// associated values is an object naming its case, so a later version can add a case or a field
+/// without changing the shape of the others. The structs of the records use synthesized
+/// coding, with their property names as keys. The manifest's nested values (`limits`,
+/// `refresh`, `activation`, `hosts`) are read back by the manifest file's own decoders, whose
+/// key names they share.
+
+/// An instant is its nanoseconds of `CLOCK_MONOTONIC`, as one JSON number.
+extension Instant: Codable {
+    /// Reads the nanoseconds from one number.
+    public init(from decoder: any Decoder) throws {
+        self.init(nanoseconds: try decoder.singleValueContainer().decode(UInt64.self))
+    }
+
+    /// Writes the nanoseconds as one number.
+    public func encode(to encoder: any Encoder) throws {
+        var c = encoder.singleValueContainer()
+        try c.encode(nanoseconds)
+    }
+}
+
+/// A phase is an object with its case in `name` (`not-running`, `launching`, `active`,
+/// `background`, `expiring`, `stopping`, `suspended`, `resuming`, `terminating`) and its
+/// associated values under their labels: `{"name": "suspended", "reclaimAt": 1200000000}`.
+extension Phase: Codable {
+    private enum Key: String, CodingKey {
+        case name, deadline, expireAt, stopAt, wasExpiring, reclaimAt, reason, killAt
+    }
+
+    /// Reads a phase written by `encode(to:)`; an unknown `name` is an error naming it.
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: Key.self)
+        let name = try c.decode(String.self, forKey: .name)
+        switch name {
+        case "not-running": self = .notRunning
+        case "launching": self = .launching(deadline: try c.decode(Instant.self, forKey: .deadline))
+        case "active": self = .active
+        case "background":
+            self = .background(
+                expireAt: try c.decodeIfPresent(Instant.self, forKey: .expireAt), stopAt: try c.decodeIfPresent(Instant.self, forKey: .stopAt))
+        case "expiring": self = .expiring(stopAt: try c.decode(Instant.self, forKey: .stopAt))
+        case "stopping": self = .stopping(wasExpiring: try c.decode(Bool.self, forKey: .wasExpiring))
+        case "suspended": self = .suspended(reclaimAt: try c.decode(Instant.self, forKey: .reclaimAt))
+        case "resuming": self = .resuming
+        case "terminating":
+            self = .terminating(reason: try c.decode(ExitReason.self, forKey: .reason), killAt: try c.decodeIfPresent(Instant.self, forKey: .killAt))
+        default:
+            throw DecodingError.dataCorruptedError(forKey: .name, in: c, debugDescription: "unknown phase '\(name)'")
+        }
+    }
+
+    /// Writes the case's name and its associated values (nil ones left out).
+    public func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: Key.self)
+        switch self {
+        case .notRunning: try c.encode("not-running", forKey: .name)
+        case .launching(let deadline):
+            try c.encode("launching", forKey: .name)
+            try c.encode(deadline, forKey: .deadline)
+        case .active: try c.encode("active", forKey: .name)
+        case .background(let expireAt, let stopAt):
+            try c.encode("background", forKey: .name)
+            try c.encodeIfPresent(expireAt, forKey: .expireAt)
+            try c.encodeIfPresent(stopAt, forKey: .stopAt)
+        case .expiring(let stopAt):
+            try c.encode("expiring", forKey: .name)
+            try c.encode(stopAt, forKey: .stopAt)
+        case .stopping(let wasExpiring):
+            try c.encode("stopping", forKey: .name)
+            try c.encode(wasExpiring, forKey: .wasExpiring)
+        case .suspended(let reclaimAt):
+            try c.encode("suspended", forKey: .name)
+            try c.encode(reclaimAt, forKey: .reclaimAt)
+        case .resuming: try c.encode("resuming", forKey: .name)
+        case .terminating(let reason, let killAt):
+            try c.encode("terminating", forKey: .name)
+            try c.encode(reason, forKey: .reason)
+            try c.encodeIfPresent(killAt, forKey: .killAt)
+        }
+    }
+}
+
+/// The lock grace is its case's name: `none`, `resuming` or `spent`.
+extension LockGrace: Codable {
+    /// Reads a case name; an unknown one is an error naming it.
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.singleValueContainer()
+        let name = try c.decode(String.self)
+        switch name {
+        case "none": self = .none
+        case "resuming": self = .resuming
+        case "spent": self = .spent
+        default: throw DecodingError.dataCorruptedError(in: c, debugDescription: "unknown lock grace '\(name)'")
+        }
+    }
+
+    /// Writes the case's name.
+    public func encode(to encoder: any Encoder) throws {
+        var c = encoder.singleValueContainer()
+        switch self {
+        case .none: try c.encode("none")
+        case .resuming: try c.encode("resuming")
+        case .spent: try c.encode("spent")
+        }
+    }
+}
+
+/// An account is written as a manifest writes it: a name is a JSON string, a number a number.
+extension AccountReference: Codable {
+    /// Reads a string as a name and a number as a uid or gid.
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.singleValueContainer()
+        if let number = try? c.decode(UInt32.self) {
+            self = .number(number)
+        } else {
+            self = .name(try c.decode(String.self))
+        }
+    }
+
+    /// Writes a name as a string and a number as a number.
+    public func encode(to encoder: any Encoder) throws {
+        var c = encoder.singleValueContainer()
+        switch self {
+        case .name(let name): try c.encode(name)
+        case .number(let number): try c.encode(number)
+        }
+    }
+}
+
+// Enums with string raw values are written as their raw values (the names the journal and the
+// JSON output use).
+
+/// Written as its raw value (`launch`, `stop-sent`, …).
+extension LifecycleEvent.Kind: Codable {}
+/// Written as its raw value (`posix`, `ofd`, `flock`).
+extension HeldLock.Kind: Codable {}
+/// Written as its raw value (`terminate`, `resume`).
+extension LockDecision: Codable {}
+/// Written as its raw value (`new-data`, `no-data`, `failed`).
+extension RefreshOutcome: Codable {}

@@ -1,0 +1,223 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials  // JSONEncoder and JSONDecoder: the daemon does not load libFoundation and ICU
+#else
+import Foundation
+#endif
+
+/// Everything a `Supervisor`'s behaviour depends on, as one versioned document: what a daemon
+/// that re-executes itself hands to the new program (docs/architecture.md, "The hand-over
+/// document"). Written by `Supervisor.snapshot()`, turned into a supervisor again by
+/// `Supervisor(restoring:limits:now:)`, and carried as JSON bytes by `encode()` and `decode(_:)`.
+///
+/// Kept: every record whole (the manifest as loaded; phase, generation and pid; open requests
+/// and pending begins with their hosts, tags and peers; assertions with their grant time, hard
+/// deadline, expiry sent and acknowledged; the launch, background, expiry, reclaim and kill
+/// deadlines in the phase; crash counters and backoff; prewarm, lock and reset bookkeeping;
+/// the refresh schedule, budget and waiters; observed and held notification hints; the recent
+/// events `extctl status` shows; the retired flag), the refresh subscribers, the requests each
+/// host may still `end`, the next request and assertion ids, the state version and the timer
+/// the shell has armed. Not kept: the lookups of `RecordIndex`, which `restore` rebuilds from
+/// the records, and the limits, which are the new daemon's (from its configuration).
+///
+/// Instants are kept as they are, in nanoseconds of `CLOCK_MONOTONIC`: the new program runs in
+/// the same process on the same boot, so the clock goes on and every deadline keeps its
+/// original instant. `restore` refuses a document written at an instant later than its `now`,
+/// which no document of this boot can be.
+///
+/// Compatibility: the document's top-level `version` says how to read it. A daemon reads every
+/// version from 1 to `SupervisorSnapshot.version` (converting an older one as it reads it), and
+/// refuses any other, naming both the document's version and the ones it reads.
+public struct SupervisorSnapshot: Equatable, Sendable, Codable {
+    /// The version this daemon writes.
+    public static let version = 1
+    /// The versions this daemon reads.
+    public static let readableVersions: ClosedRange<Int> = 1...version
+
+    /// The document's version (`SupervisorSnapshot.version` when written by this daemon).
+    public var version: Int
+    /// The instant of the last event the supervisor handled before the snapshot.
+    public var takenAt: Instant
+    /// The supervisor's `stateVersion`.
+    public var stateVersion: UInt64
+    /// The id the next request gets.
+    public var nextRequestID: UInt64
+    /// The id the next assertion (or refresh) gets.
+    public var nextAssertionID: UInt64
+    /// The instant of the timer the shell has armed (the last `armTimer`), if any. The new shell
+    /// arms its timer at this instant, as the old one had it: the restored supervisor asks for
+    /// another (`armTimer`) only when its next deadline changes.
+    public var armedTimer: Instant?
+    /// Every record, in id order.
+    public var records: [ExtensionRecord]
+    /// The hosts subscribed to each extension's new data (`subscribe`), in extension id order.
+    public var refreshSubscribers: [Subscription]
+    /// The requests each host's extensions completed or cancelled lately, which the host's
+    /// `end` still answers `ok`, in host order.
+    public var finishedRequests: [FinishedRequests]
+
+    /// The hosts told when a refresh of one extension brings new data.
+    public struct Subscription: Equatable, Sendable, Codable {
+        /// The extension's id (it may no longer have a record: a reload removed it).
+        public var extensionID: String
+        /// The subscribed host connections, in ascending order.
+        public var hosts: [HostID]
+
+        /// A subscription of `hosts` to `extensionID`.
+        public init(extensionID: String, hosts: [HostID]) {
+            self.extensionID = extensionID
+            self.hosts = hosts
+        }
+    }
+
+    /// The requests finished lately on one host's connection.
+    public struct FinishedRequests: Equatable, Sendable, Codable {
+        /// The host connection.
+        public var host: HostID
+        /// The request ids, oldest first.
+        public var requestIDs: [UInt64]
+
+        /// The finished `requestIDs` of `host`.
+        public init(host: HostID, requestIDs: [UInt64]) {
+            self.host = host
+            self.requestIDs = requestIDs
+        }
+    }
+
+    /// A document with these contents (`Supervisor.snapshot()` makes them).
+    public init(
+        version: Int = SupervisorSnapshot.version, takenAt: Instant, stateVersion: UInt64, nextRequestID: UInt64, nextAssertionID: UInt64,
+        armedTimer: Instant?, records: [ExtensionRecord], refreshSubscribers: [Subscription], finishedRequests: [FinishedRequests]
+    ) {
+        self.version = version
+        self.takenAt = takenAt
+        self.stateVersion = stateVersion
+        self.nextRequestID = nextRequestID
+        self.nextAssertionID = nextAssertionID
+        self.armedTimer = armedTimer
+        self.records = records
+        self.refreshSubscribers = refreshSubscribers
+        self.finishedRequests = finishedRequests
+    }
+
+    private enum CodingKeys: String, CodingKey {
+        case version, takenAt, stateVersion, nextRequestID, nextAssertionID, armedTimer, records, refreshSubscribers, finishedRequests
+    }
+
+    /// Reads `version` first and refuses one outside `readableVersions` with
+    /// `HandoverError.unsupportedVersion` before reading anything else.
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        version = try c.decode(Int.self, forKey: .version)
+        guard Self.readableVersions.contains(version) else {
+            throw HandoverError.unsupportedVersion(found: version, readable: Self.readableVersions)
+        }
+        takenAt = try c.decode(Instant.self, forKey: .takenAt)
+        stateVersion = try c.decode(UInt64.self, forKey: .stateVersion)
+        nextRequestID = try c.decode(UInt64.self, forKey: .nextRequestID)
+        nextAssertionID = try c.decode(UInt64.self, forKey: .nextAssertionID)
+        armedTimer = try c.decodeIfPresent(Instant.self, forKey: .armedTimer)
+        records = try c.decode([ExtensionRecord].self, forKey: .records)
+        refreshSubscribers = try c.decode([Subscription].self, forKey: .refreshSubscribers)
+        finishedRequests = try c.decode([FinishedRequests].self, forKey: .finishedRequests)
+    }
+
+    // MARK: - Bytes
+
+    /// The document as UTF-8 JSON, `version` among its top-level members. Fails only for a
+    /// number JSON cannot hold (a policy value that is not finite).
+    public func encode() throws(HandoverError) -> [UInt8] {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.withoutEscapingSlashes]
+        do {
+            return Array(try encoder.encode(self))
+        } catch {
+            throw .unencodable("\(error)")
+        }
+    }
+
+    /// Reads a document written by `encode()` of this version or an older one. Fails with
+    /// `unsupportedVersion` for a version this daemon does not read, and with `corrupt`, naming
+    /// the member at fault, for anything that is not such a document. The result is not checked
+    /// for consistency: `Supervisor(restoring:limits:now:)` does that.
+    public static func decode(_ bytes: [UInt8]) throws(HandoverError) -> SupervisorSnapshot {
+        do {
+            return try JSONDecoder().decode(SupervisorSnapshot.self, from: Data(bytes))
+        } catch let error as HandoverError {
+            throw error
+        } catch let error as DecodingError {
+            throw .corrupt(describe(error))
+        } catch let error as ManifestFieldError {
+            throw .corrupt("\(error.field): \(error.problem)")
+        } catch {
+            throw .corrupt("\(error)")
+        }
+    }
+
+    /// A decoding error as `path: problem`, the path from the top (`records[3].phase.deadline`).
+    static func describe(_ error: DecodingError) -> String {
+        func path(_ keys: [any CodingKey]) -> String {
+            var text = ""
+            for key in keys {
+                if let i = key.intValue { text += "[\(i)]" } else { text += (text.isEmpty ? "" : ".") + key.stringValue }
+            }
+            return text.isEmpty ? "the top level" : text
+        }
+        switch error {
+        case .keyNotFound(let key, let ctx):
+            return "\(path(ctx.codingPath + [key])): missing"
+        case .typeMismatch(let type, let ctx):
+            return "\(path(ctx.codingPath)): expected \(type)"
+        case .valueNotFound(let type, let ctx):
+            return "\(path(ctx.codingPath)): expected \(type), found null"
+        case .dataCorrupted(let ctx):
+            if ctx.codingPath.isEmpty { return "not JSON: \(ctx.underlyingError.map { "\($0)" } ?? ctx.debugDescription)" }
+            return "\(path(ctx.codingPath)): \(ctx.debugDescription)"
+        @unknown default:
+            return "\(error)"
+        }
+    }
+
+    // MARK: - Consistency
+
+    /// The first contradiction in the document that would leave a restored supervisor unable to
+    /// keep its guarantees, or nil: two records with one id; a running record without a pid (or
+    /// a generation), or one not running that has a pid, open requests or assertions; a request
+    /// or assertion id held twice, or not below the next id; a host or extension listed twice.
+    func inconsistency() -> String? {
+        var ids = Set<String>()
+        var requestIDs = Set<UInt64>()
+        var assertionIDs = Set<UInt64>()
+        for r in records {
+            let id = r.manifest.id
+            guard ids.insert(id).inserted else { return "two records have the id '\(id)'" }
+            if r.isRunning {
+                if r.pid == nil { return "'\(id)' is \(r.state.rawValue) but has no pid" }
+                if r.generation == 0 { return "'\(id)' is \(r.state.rawValue) but has no process generation" }
+            } else {
+                if let pid = r.pid { return "'\(id)' is not running but has pid \(pid)" }
+                if !r.requests.isEmpty { return "'\(id)' is not running but has \(r.requests.count) open request(s)" }
+                if !r.assertions.isEmpty { return "'\(id)' is not running but holds \(r.assertions.count) assertion(s)" }
+            }
+            for rid in r.requests.map(\.id) + r.pending.map(\.requestID) {
+                guard requestIDs.insert(rid).inserted else { return "request \(rid) is held twice (again by '\(id)')" }
+                if rid >= nextRequestID { return "request \(rid) of '\(id)' is not below the next request id \(nextRequestID)" }
+            }
+            for aid in r.assertions.assertions.map(\.id) {
+                guard assertionIDs.insert(aid).inserted else { return "assertion \(aid) is held twice (again by '\(id)')" }
+                if aid >= nextAssertionID { return "assertion \(aid) of '\(id)' is not below the next assertion id \(nextAssertionID)" }
+            }
+            if let refresh = r.refresh?.inFlight, refresh >= nextAssertionID {
+                return "the refresh \(refresh) of '\(id)' is not below the next assertion id \(nextAssertionID)"
+            }
+        }
+        var subscribed = Set<String>()
+        for s in refreshSubscribers where !subscribed.insert(s.extensionID).inserted {
+            return "the subscribers of '\(s.extensionID)' are listed twice"
+        }
+        var hosts = Set<HostID>()
+        for f in finishedRequests where !hosts.insert(f.host).inserted {
+            return "the finished requests of host \(f.host) are listed twice"
+        }
+        return nil
+    }
+}
