@@ -81,6 +81,35 @@ extension Phase: Codable {
     }
 }
 
+/// An exit status is an object with one member naming its case: `{"exited": 0}` or
+/// `{"signaled": 9}`.
+extension ExitStatus {
+    private enum Key: String, CodingKey {
+        case exited, signaled
+    }
+
+    /// Reads `{"exited": CODE}` or `{"signaled": SIGNAL}`.
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: Key.self)
+        if let code = try c.decodeIfPresent(Int32.self, forKey: .exited) {
+            self = .exited(code)
+        } else if let signal = try c.decodeIfPresent(Int32.self, forKey: .signaled) {
+            self = .signaled(signal)
+        } else {
+            throw DecodingError.dataCorrupted(.init(codingPath: c.codingPath, debugDescription: "neither 'exited' nor 'signaled'"))
+        }
+    }
+
+    /// Writes the case's name with its number.
+    public func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: Key.self)
+        switch self {
+        case .exited(let code): try c.encode(code, forKey: .exited)
+        case .signaled(let signal): try c.encode(signal, forKey: .signaled)
+        }
+    }
+}
+
 /// The lock grace is its case's name: `none`, `resuming` or `spent`.
 extension LockGrace: Codable {
     /// Reads a case name; an unknown one is an error naming it.

@@ -36,8 +36,10 @@ extension Supervisor {
     /// Fails with `unsupportedVersion` for a document of a version other than
     /// `SupervisorSnapshot.version` (`decode(_:)` converts the older ones it reads), with
     /// `clockBehind` when the document was written after `now`, and with `inconsistent`,
-    /// naming the contradiction, for a document no supervisor could have written (see
-    /// `SupervisorSnapshot.inconsistency()`).
+    /// naming the contradiction, for a document no supervisor could have written: two records
+    /// with one id; a running record without a pid or generation, or one not running with a
+    /// pid, open requests or assertions; a request or assertion id held twice or not below the
+    /// next id; a host or extension listed twice.
     public init(restoring snapshot: SupervisorSnapshot, limits: SupervisorLimits, now: Instant) throws(HandoverError) {
         guard snapshot.version == SupervisorSnapshot.version else {
             throw .unsupportedVersion(found: snapshot.version, readable: SupervisorSnapshot.version...SupervisorSnapshot.version)

@@ -324,6 +324,8 @@ struct HandoverTests {
         let suspended = top.records.filter { if case .text("suspended")? = $0.phase["name"] { true } else { false } }
         let reclaims = suspended.compactMap { if case .number(let ns)? = $0.phase["reclaimAt"] { ns } else { nil } }
         #expect(reclaims.contains(Instant.seconds(602).nanoseconds), "\(suspended.map(\.phase))")
+        // An exit status names its case (h.crashy's last crash was a SIGSEGV).
+        #expect(Self.text(bytes).contains("\"status\":{\"signaled\":11}"))
     }
 
     // MARK: - Refusals
