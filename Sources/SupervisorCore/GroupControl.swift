@@ -331,3 +331,42 @@ public struct GroupControl: Equatable, Sendable {
         return actions
     }
 }
+
+extension GroupControl {
+    /// How a settled group stands, for a hand-over of the daemon: what `GroupControl`
+    /// decides from afterwards. Only a group with no suspension in flight and no exit begun
+    /// has one (`snapshot`).
+    public struct Snapshot: Codable, Equatable, Sendable {
+        /// Where the group stands.
+        public enum State: String, Codable, Sendable {
+            case running, stopped, frozen
+        }
+        /// Whether it runs, is stopped, or is frozen.
+        public var state: State
+        /// The latest confirmed stop found the leader alone (see `aloneAtLastStop`).
+        public var aloneAtLastStop: Bool
+    }
+
+    /// The group's settled state, or nil while a stop or freeze is in flight or its exit has
+    /// begun (the daemon waits for those to end before it hands over).
+    public var snapshot: Snapshot? {
+        guard leaderStatus == nil, !empty, !exitReported else { return nil }
+        switch stop {
+        case .running: return Snapshot(state: .running, aloneAtLastStop: aloneAtLastStop)
+        case .stopped: return Snapshot(state: .stopped, aloneAtLastStop: aloneAtLastStop)
+        case .frozen: return Snapshot(state: .frozen, aloneAtLastStop: aloneAtLastStop)
+        case .stopping, .freezing: return nil
+        }
+    }
+
+    /// The group of `leader` as a previous daemon left it (`snapshot`).
+    public init(leader: Int32, containment: Containment, mechanism: SuspendMode, restoring snapshot: Snapshot) {
+        self.init(leader: leader, containment: containment, mechanism: mechanism)
+        switch snapshot.state {
+        case .running: stop = .running
+        case .stopped: stop = .stopped
+        case .frozen: stop = .frozen
+        }
+        aloneAtLastStop = snapshot.aloneAtLastStop
+    }
+}

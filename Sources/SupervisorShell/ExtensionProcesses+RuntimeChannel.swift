@@ -44,12 +44,17 @@ extension ExtensionProcesses {
     /// (it usually is exiting), it is ended: it can no longer receive requests.
     private func channelEnded(_ p: SupervisedProcess) {
         p.closeChannel()
+        armChannelGrace(p, until: kernel.now().adding(seconds: ExtensionProcesses.channelCloseGraceSeconds))
+    }
+
+    /// Ends `p` at `until` unless it has exited by then (its channel is closed).
+    func armChannelGrace(_ p: SupervisedProcess, until: Instant) {
         let closed = Event.channelClosed(extensionID: p.extensionID, generation: p.generation, reason: "closed by the extension")
-        switch kernel.addTimer(at: kernel.now().adding(seconds: ExtensionProcesses.channelCloseGraceSeconds), { [unowned self, unowned p] in
+        switch kernel.addTimer(at: until, { [unowned self, unowned p] in
             p.endChannelGrace()
             sink?.post(closed)
         }) {
-        case .success(let timer): p.startChannelGrace(timer)
+        case .success(let timer): p.startChannelGrace(timer, until: until)
         case .failure(let error):
             logger.warning("cannot arm the channel-close grace timer of \(p.extensionID) (\(error)); ending it now")
             sink?.post(closed)

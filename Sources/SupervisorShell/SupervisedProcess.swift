@@ -30,8 +30,9 @@ final class SupervisedProcess {
     var membersRead: [Int32]?
     /// The pending check of an in-flight stop (`GroupAction.checkAgain`).
     var check: (any Cancellable)?
-    /// The grace timer after the runtime channel closed while the process lived.
+    /// The grace timer after the runtime channel closed while the process lived, and when it ends.
     private var channelGrace: (any Cancellable)?
+    private(set) var channelGraceUntil: Instant?
     /// Admits runtime-channel messages at a sustained rate; a flood cuts the channel off.
     private var admission = MessageRate()
     /// The locks the group holds while suspended, and their watch (`LockWatch`).
@@ -39,7 +40,7 @@ final class SupervisedProcess {
 
     init(
         extensionID: String, generation: UInt64, pid: Int32, pidfd: Int32, cgroup: ExtensionCgroup?, memoryCgroupV1: MemoryCgroupV1? = nil,
-        mechanism: SuspendMode, channel: PacketSocket?, queueLimit: Int
+        mechanism: SuspendMode, channel: PacketSocket?, queueLimit: Int, group: GroupControl? = nil
     ) {
         self.extensionID = extensionID
         self.generation = generation
@@ -47,7 +48,7 @@ final class SupervisedProcess {
         self.pidfd = pidfd
         self.cgroup = cgroup
         self.memoryCgroupV1 = memoryCgroupV1
-        self.control = GroupControl(leader: pid, containment: cgroup == nil ? .processGroup : .cgroup, mechanism: mechanism)
+        self.control = group ?? GroupControl(leader: pid, containment: cgroup == nil ? .processGroup : .cgroup, mechanism: mechanism)
         self.channel = channel.map { Peer(socket: $0, queueLimit: queueLimit, refusesDescriptors: true) }
     }
 
@@ -73,14 +74,30 @@ final class SupervisedProcess {
         endChannelGrace()
     }
 
-    /// Keeps the grace timer that ends the process some time after its channel closed.
-    func startChannelGrace(_ timer: any Cancellable) {
+    /// Keeps the grace timer that ends the process at `until`, some time after its channel closed.
+    func startChannelGrace(_ timer: any Cancellable, until: Instant) {
         channelGrace?.cancel()
         channelGrace = timer
+        channelGraceUntil = until
     }
 
     /// Cancels the grace timer (it fired, or the process is gone).
     func endChannelGrace() {
+        channelGrace?.cancel()
+        channelGrace = nil
+        channelGraceUntil = nil
+    }
+
+    /// Stops every watch and timer of the process but closes nothing: a hand-over passes its
+    /// descriptors on (or, when the exec fails, they are watched again).
+    func stopWatching() {
+        locks.stop()
+        check?.cancel()
+        check = nil
+        stopExitWatch()
+        eventsWatch?.cancel()
+        eventsWatch = nil
+        channel?.stopWatching()
         channelGrace?.cancel()
         channelGrace = nil
     }
