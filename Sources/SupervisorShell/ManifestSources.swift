@@ -34,14 +34,21 @@ final class ManifestSources {
         }
     }
 
-    /// Reads every manifest afresh: those accepted, and the refusals naming file, field and problem.
+    /// Reads every manifest afresh: those accepted, and the refusals naming file, field and
+    /// problem. Three explicit steps: reading (`ManifestFiles`), validation (`ManifestValidation`,
+    /// pure), then provisioning of the accepted ones (`Provisioner`: uids, shared containers,
+    /// credentials).
     func load() -> (manifests: [Manifest], errors: [ManifestError]) {
-        ManifestLoader(
-            kernel: kernel, directories: options.extensionDirectories, explicit: options.explicitDirectories, points: config.points,
-            trustedUID: kernel.userID, freezerProblem: freezerProblem, credentialRules: credentialRules(), identities: identities,
-            extensionUIDs: config.extensionUIDs, containers: containers, containerGroups: config.containerGroups,
-            allowUnsandboxed: config.allowUnsandboxedExtensions
-        ).load()
+        let rules = credentialRules()
+        let validation = ManifestValidation(
+            points: config.points, explicitDirectories: options.explicitDirectories, trustedUID: kernel.userID, credentialRules: rules,
+            extensionUIDs: config.extensionUIDs, containerGroups: config.containerGroups,
+            allowUnsandboxed: config.allowUnsandboxedExtensions, freezerProblem: freezerProblem)
+        let files = ManifestFiles(kernel: kernel)
+        let pending = validation.checkFiles(files.read(options.extensionDirectories))
+        let outcome = validation.finish(pending, executables: files.examine(pending.executables))
+        let provisioner = Provisioner(rules: rules, identities: identities, containers: containers, extensionUIDs: config.extensionUIDs)
+        return provisioner.provision(outcome)
     }
 
     /// The credential rules for a daemon with the kernel's credentials and this configuration.

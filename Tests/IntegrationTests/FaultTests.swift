@@ -124,7 +124,7 @@ struct FaultTests {
         monitor.executableURL = URL(fileURLWithPath: BuildProducts.path("extctl"))
         monitor.arguments = ["monitor", "--socket", daemon.socketPath]
         let output = daemon.directory + "/monitor.out"
-        FileManager.default.createFile(atPath: output, contents: nil)
+        #expect(FileManager.default.createFile(atPath: output, contents: nil))
         monitor.standardOutput = FileHandle(forWritingAtPath: output)
         try monitor.run()
         defer { kill(monitor.processIdentifier, SIGKILL); monitor.waitUntilExit() }

@@ -25,9 +25,8 @@ struct DaemonOnRecordingKernelTests {
 
     init() throws {
         var template = Array("/tmp/extensiond-embedded-XXXXXX".utf8CString)
-        let dir = template.withUnsafeMutableBufferPointer { mkdtemp($0.baseAddress!) }
-        try #require(dir != nil)
-        socketPath = String(cString: template) + "/control.sock"
+        let dir = try #require(template.withUnsafeMutableBufferPointer { mkdtemp($0.baseAddress!) })
+        socketPath = String(cString: dir) + "/control.sock"
         let k = kernel
         k.userID = 1000
         k.groupID = 1000
