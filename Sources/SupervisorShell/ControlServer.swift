@@ -25,8 +25,8 @@ final class ControlServer {
     /// The socket file this daemon created, removed at `stop`; nil for a socket the service
     /// manager passed in (it is the service manager's).
     private let ownedPath: String?
-    /// Where the socket is, for the log.
-    private let path: String
+    /// Where the socket is.
+    let path: String
     private var listenerWatch: (any Watch)?
     private var connections: [HostID: ControlConnection] = [:]
     private var nextHostID: HostID = 1

@@ -55,6 +55,8 @@ final class ExtensionProcesses {
 
     /// Whether no extension process runs.
     var isEmpty: Bool { byID.isEmpty }
+    /// How many extension processes run.
+    var count: Int { byID.count }
 
     /// The running process of `id`, whatever its generation.
     func process(_ id: String) -> SupervisedProcess? { byID[id] }

@@ -58,6 +58,8 @@ struct HandoverDocument: Codable {
     var daemonVersion: String
     var core: Supervisor.Snapshot
     var listener: Int32
+    /// Where the control socket is (its registry and hand-over files are named after it).
+    var socketPath: String
     /// The socket file, when the old daemon created it (and the new one removes it at exit).
     var ownedSocketPath: String?
     var nextHostID: HostID
