@@ -14,6 +14,7 @@ public struct FileFacts: Equatable, Sendable {
     /// The size in bytes.
     public var size: Int64
 
+    /// Facts as `fstat` gave them; `mode` holds the permission bits.
     public init(isRegular: Bool = true, owner: UInt32, mode: UInt32, size: Int64 = 0) {
         self.isRegular = isRegular
         self.owner = owner
@@ -29,6 +30,7 @@ public struct ManifestDirectory: Equatable, Sendable {
     /// Its manifest files, or why it could not be listed.
     public var listing: Listing
 
+    /// A listed directory's manifest files, or why it could not be listed.
     public enum Listing: Equatable, Sendable {
         /// It could not be listed; `reason` is the system's word for why (`strerror`).
         case unreadable(reason: String)
@@ -36,6 +38,7 @@ public struct ManifestDirectory: Equatable, Sendable {
         case files([ManifestFile])
     }
 
+    /// A directory at `path` and what listing it gave.
     public init(path: String, listing: Listing) {
         self.path = path
         self.listing = listing
@@ -64,6 +67,7 @@ public struct ManifestFile: Equatable, Sendable {
     /// What opening, examining and reading it gave.
     public var reading: Reading
 
+    /// What opening, examining and reading a manifest file gave: an error, or its facts and (for a regular file within the size limit) its bytes.
     public enum Reading: Equatable, Sendable {
         /// `open` failed (a symbolic link fails here too); `reason` is the system's word for why.
         case notOpened(reason: String)
@@ -74,6 +78,7 @@ public struct ManifestFile: Equatable, Sendable {
         case examined(FileFacts, contents: [UInt8]?)
     }
 
+    /// A manifest file at `path` of the extension directory `directory`, and what reading it gave.
     public init(path: String, directory: String, reading: Reading) {
         self.path = path
         self.directory = directory

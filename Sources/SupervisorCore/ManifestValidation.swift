@@ -33,6 +33,7 @@ public struct ManifestValidation: Sendable {
     /// Why the cgroup freezer cannot be used (no cgroup per extension), or nil when it can.
     public var freezerProblem: String?
 
+    /// Validation with the points, the rules and the settings that decide which manifests are accepted.
     public init(
         points: ExtensionPoints, explicitDirectories: Bool, trustedUID: UInt32, credentialRules: CredentialRules,
         extensionUIDs: IdentityRange = .defaultRange, containerGroups: [String: AccountReference] = [:],
@@ -58,6 +59,7 @@ public struct ManifestValidation: Sendable {
         /// Its shared containers, in the order its manifest names them.
         public var containers: [ContainerNeed]
 
+        /// An accepted manifest and what provisioning must give it.
         public init(manifest: Manifest, needsOwnUID: Bool = false, containers: [ContainerNeed] = []) {
             self.manifest = manifest
             self.needsOwnUID = needsOwnUID
@@ -75,6 +77,7 @@ public struct ManifestValidation: Sendable {
         /// The group its directory gets.
         public var group: ContainerGroup
 
+        /// A shared container a manifest names: its name, the field that names it, and its group.
         public init(name: String, field: String, group: ContainerGroup) {
             self.name = name
             self.field = field
@@ -103,8 +106,10 @@ public struct ManifestValidation: Sendable {
     /// Every manifest file's verdict, in the order the files were read (an unreadable
     /// explicit directory at its place).
     public struct Outcome: Equatable, Sendable {
+        /// One result per manifest file: the accepted manifest, or the error naming file, field and problem.
         public var results: [Result<Accepted, ManifestError>]
 
+        /// The verdicts, in file order.
         public init(results: [Result<Accepted, ManifestError>]) { self.results = results }
 
         /// The accepted manifests, in order.
