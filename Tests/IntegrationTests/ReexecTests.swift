@@ -14,7 +14,7 @@ struct ReexecTests {
     static let background = "com.example.reexec.background"
     static let prewarmed = "com.example.reexec.prewarmed"
     /// backgroundSeconds 3, expiryGraceSeconds 1: the expire goes out 2 s after the dismissal.
-    static let backgroundPolicy: [String: Any] = ["backgroundSeconds": 3.0, "expiryGraceSeconds": 1.0, "assertionMaxSeconds": 30]
+    static var backgroundPolicy: [String: Any] { ["backgroundSeconds": 3.0, "expiryGraceSeconds": 1.0, "assertionMaxSeconds": 30] }
 
     /// A daemon started from its own copy of extensiond, which a test may replace on disk.
     func start() throws -> TestDaemon {
@@ -118,6 +118,8 @@ struct ReexecTests {
         #expect(said.hasPrefix("extensiond 0.1.0 → 0.1.0"), "\(said)")
         #expect(duringHandover.status == 0 && duringHandover.out.contains(Self.active), "a list sent during the hand-over: \(duringHandover)")
 
+        // The new program took over (its log line), in the same process.
+        #expect(daemon.log().contains("took over from extensiond 0.1.0: 4 extension process(es)"), "\(daemon.log().suffix(2000))")
         // Same daemon, same extension processes, same states.
         #expect(daemon.process?.isRunning == true)
         #expect(daemon.process?.processIdentifier == daemonPID)
