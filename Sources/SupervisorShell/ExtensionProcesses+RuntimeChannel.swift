@@ -10,7 +10,9 @@ extension ExtensionProcesses {
         guard let channel = p.channel else { return }
         if let e = channel.flush(events) { return cutOff(p, reason: "channel write failed: \(e)") }
         guard events & (Poll.input | Poll.hangup | Poll.error) != 0 else { return }
+        var read = 0
         let end = channel.read(into: buffers.receive, budget: ExtensionProcesses.readBudget) { message in
+            read += 1
             guard p.admitMessage(at: kernel.iterationTime()) else {
                 cutOff(p, reason: "flooding its channel (over \(MessageRate.perSecond) messages per second)")
                 return false
@@ -34,7 +36,10 @@ extension ExtensionProcesses {
             return true
         }
         switch end {
-        case nil: return
+        case nil:
+            if p.channel != nil, p.noteRead(read, budget: ExtensionProcesses.readBudget, at: kernel.iterationTime(), seconds: ExtensionProcesses.saturationSeconds) {
+                cutOff(p, reason: "flooding its channel (it sent faster than the daemon reads for \(Int(ExtensionProcesses.saturationSeconds)) s)")
+            }
         case .closed: channelEnded(p)
         case .failed(let reason), .violation(let reason): cutOff(p, reason: reason)
         }
