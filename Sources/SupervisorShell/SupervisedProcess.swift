@@ -27,8 +27,6 @@ final class SupervisedProcess {
     var exitSource: (any Cancellable)?
     /// The watch on `cgroup.events` (POLLPRI): `populated` and `frozen` changes.
     var eventsSource: (any Cancellable)?
-    /// The members found by the latest read of the stop in flight (nil before the first).
-    var membersRead: [Int32]?
     /// The pending check of an in-flight stop (`GroupAction.checkAgain`).
     var check: (any Cancellable)?
     /// The grace timer after the runtime channel closed while the process lived.
