@@ -45,10 +45,21 @@ let package = Package(
             dependencies: ["ExtensionProtocol", .product(name: "HeapModule", package: "swift-collections")],
             swiftSettings: strict),
         .target(name: "ExtensionTransport", dependencies: ["CShims", "ExtensionProtocol"], swiftSettings: strict),
+        // The daemon's one kernel boundary: LinuxKernel, the sd-event loop, sd_notify and the
+        // journal. The only code of the daemon that calls libc, libsystemd or the C shims.
+        .target(
+            name: "SupervisorKernel",
+            dependencies: [
+                "SupervisorCore", "ExtensionTransport", "CShims", "CSystemd",
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strict),
+        // The daemon's imperative shell: it reaches the kernel only through `Kernel`
+        // (scripts/check-kernel-boundary.sh fails the tests if a file here imports Glibc).
         .target(
             name: "SupervisorShell",
             dependencies: [
-                "SupervisorCore", "ExtensionTransport", "ExtensionProtocol", "CShims", "CSystemd",
+                "SupervisorCore", "SupervisorKernel", "ExtensionTransport", "ExtensionProtocol",
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: strict),
@@ -58,14 +69,14 @@ let package = Package(
         .executableTarget(
             name: "extensiond",
             dependencies: [
-                "SupervisorShell", "SupervisorCore",
+                "SupervisorShell", "SupervisorKernel", "SupervisorCore",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: strict,
-            // The Swift runtime, FoundationEssentials and Dispatch linked in statically: the daemon
-            // maps only the pages it uses instead of whole shared libraries (libswiftCore alone was
-            // 4.9 MB resident), and the dynamic loader has less to do at each start. The static
+            // The Swift runtime, FoundationEssentials and Dispatch linked in statically: only the
+            // parts of them the daemon uses are linked in, so it does not keep whole shared
+            // libraries resident, and the dynamic loader has less to do at each start. The static
             // FoundationEssentials needs the three libraries after -static-stdlib named explicitly.
             linkerSettings: [
                 .unsafeFlags(["-static-stdlib", "-l_FoundationCShims", "-l_FoundationCollections", "-lswiftSynchronization"], .when(platforms: [.linux]))
@@ -104,12 +115,12 @@ let package = Package(
         // over a simulated kernel (Support/SimulatedKernel.swift).
         .testTarget(
             name: "SupervisorCoreTests",
-            dependencies: ["SupervisorCore", "SupervisorShell", .product(name: "Logging", package: "swift-log")],
+            dependencies: ["SupervisorCore", "SupervisorShell", "SupervisorKernel", .product(name: "Logging", package: "swift-log")],
             swiftSettings: strict),
         // The shell's pure pieces: the JSON writer, ISO 8601 times, event JSON, the process registry file.
         .testTarget(
             name: "SupervisorShellTests",
-            dependencies: ["SupervisorShell", "SupervisorCore", .product(name: "Logging", package: "swift-log")],
+            dependencies: ["SupervisorShell", "SupervisorKernel", "SupervisorCore", .product(name: "Logging", package: "swift-log")],
             swiftSettings: strict),
         .testTarget(
             name: "IntegrationTests",

@@ -192,4 +192,15 @@ public struct PacketSocket: Sendable, Hashable {
     public func close() {
         Glibc.close(fd)
     }
+
+    /// Makes the socket non-blocking (`O_NONBLOCK`).
+    public func setNonBlocking() throws(SystemError) {
+        let rc = shim_set_nonblocking(fd)
+        if rc != 0 { throw SystemError("fcntl(O_NONBLOCK)", errno: rc < 0 ? -rc : rc) }
+    }
+
+    /// Closes a descriptor that arrived with a message (SCM_RIGHTS) and is not kept.
+    public static func closeReceived(_ descriptor: Int32) {
+        Glibc.close(descriptor)
+    }
 }

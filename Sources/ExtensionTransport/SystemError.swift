@@ -12,7 +12,36 @@ public struct SystemError: Error, Equatable, Sendable, CustomStringConvertible {
         self.errno = errno
     }
 
-    public var description: String { "\(operation): \(String(cString: strerror(errno)))" }
+    /// An error with no operation named (its description is the errno's text alone).
+    public init(errno: Int32) {
+        self.operation = ""
+        self.errno = errno
+    }
+
+    public var description: String {
+        operation.isEmpty ? String(cString: strerror(errno)) : "\(operation): \(String(cString: strerror(errno)))"
+    }
+
+    /// The same error, said to be of `operation` (the step that failed, with what it was on).
+    public func during(_ operation: String) -> SystemError { SystemError(operation, errno: errno) }
+
+    /// The errno's text alone, without the operation.
+    public var reason: String { String(cString: strerror(errno)) }
+
+    /// ENOENT: no such file or directory.
+    public var isNoEntry: Bool { errno == ENOENT }
+    /// ESRCH: no such process.
+    public var isNoProcess: Bool { errno == ESRCH }
+    /// ECHILD: not a child, or already reaped.
+    public var isNoChild: Bool { errno == ECHILD }
+    /// EEXIST: the file exists.
+    public var isAlreadyExisting: Bool { errno == EEXIST }
+    /// ENOTSUP: not supported here.
+    public static let notSupported = SystemError(errno: ENOTSUP)
+    /// ENOTDIR: not a directory.
+    public static func notADirectory(_ operation: String) -> SystemError { SystemError(operation, errno: ENOTDIR) }
+    /// EIO: a short write.
+    public static let shortWrite = SystemError(errno: EIO)
 }
 
 /// Calls `body` until it does not fail with EINTR; returns its result or throws a SystemError.

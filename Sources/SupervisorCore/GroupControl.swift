@@ -21,8 +21,11 @@ public enum MemberState: Equatable, Sendable {
 
 /// One process of an extension, as observed.
 public struct Member: Equatable, Sendable {
+    /// Its pid.
     public var pid: Int32
+    /// How far its threads are from running user code, as read.
     public var state: MemberState
+    /// A member `pid` found in `state`.
     public init(pid: Int32, state: MemberState) {
         self.pid = pid
         self.state = state
@@ -64,6 +67,7 @@ public enum GroupAction: Equatable, Sendable {
     case readDescendants
     /// Read `frozen` from `cgroup.events`; report `.frozen`.
     case readFrozen
+    /// Send the signal to the target's processes.
     case signal(Int32, SignalTarget)
     /// Write `cgroup.freeze` (true: freeze, false: thaw).
     case setFrozen(Bool)
@@ -131,8 +135,12 @@ public enum GroupObservation: Equatable, Sendable {
 /// - With a cgroup, `.exited` comes only once the cgroup is empty and the leader's status is
 ///   known; members that outlived the leader are killed first.
 public struct GroupControl: Equatable, Sendable {
+    /// The leader's pid: the process that was spawned, whose process group is the extension's
+    /// on the fallback.
     public let leader: Int32
+    /// How the processes are held together: a cgroup, or the leader's process group.
     public let containment: Containment
+    /// How the processes are suspended: SIGSTOP, or the freezer (in a cgroup only).
     public let mechanism: SuspendMode
 
     /// Where the kernel's report of the leader's stop stands, during a stop with signals.
@@ -148,15 +156,19 @@ public struct GroupControl: Equatable, Sendable {
 
     /// Where a suspension stands.
     public enum StopState: Equatable, Sendable {
+        /// No suspension holds or is in flight.
         case running
         /// Stopping with signals: `lastMembers` from the previous read (nil before the first).
         case stopping(since: Instant, lastMembers: Set<Int32>?, report: LeaderReport, lastBlocked: Set<Int32>, retry: Double, warned: Bool)
         /// Freezing: waiting for `frozen 1`.
         case freezing(since: Instant, warned: Bool)
+        /// Every member stopped, as confirmed.
         case stopped
+        /// The cgroup frozen, as the kernel reported.
         case frozen
     }
 
+    /// Where the suspension stands.
     public private(set) var stop: StopState = .running
     /// The latest confirmed stop found the leader as the only member, stopped as the kernel
     /// reported. While that stop holds, resuming needs no membership read (a stopped process
@@ -170,14 +182,18 @@ public struct GroupControl: Equatable, Sendable {
     public private(set) var outlivedLeader = false
     /// The cgroup reported empty.
     public private(set) var empty = false
+    /// `.exited` was returned: nothing more is done for these processes.
     public private(set) var exitReported = false
 
-    /// The first retry of a stop check, and the longest.
+    /// The first retry of a stop check (each next one doubles it).
     public static let firstRetrySeconds = 0.02
+    /// The longest wait between two stop checks.
     public static let maxRetrySeconds = 0.1
     /// A stop (or freeze) still incomplete after this long is reported as slow, once.
     public static let slowStopSeconds = 5.0
 
+    /// The decisions for the processes of the extension whose leader is `leader`, held by
+    /// `containment`, suspended by `mechanism`; none of them is suspended yet.
     public init(leader: Int32, containment: Containment, mechanism: SuspendMode) {
         self.leader = leader
         self.containment = containment

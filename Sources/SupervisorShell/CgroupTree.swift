@@ -1,9 +1,7 @@
 import ExtensionTransport
 import Logging
 import SupervisorCore
-#if canImport(Glibc)
-import Glibc
-#endif
+import SupervisorKernel
 
 /// The cgroup v2 subtree the daemon owns, with one cgroup per running extension below
 /// `extensionsPath`:
@@ -59,14 +57,14 @@ final class CgroupTree {
         let ownPath = own == "/" ? mount : mount + own
         if underSystemd && own != "/" {
             let supervisor = ownPath + "/supervisor"
-            if let e = kernel.makeDirectory(supervisor), e.code != EEXIST {
+            if let e = kernel.makeDirectory(supervisor), !e.isAlreadyExisting {
                 return .failure(Unavailable(description: "cannot create \(supervisor) (\(e)): the service's cgroup is not delegated to it (Delegate=yes)"))
             }
-            if let e = kernel.write(supervisor + "/cgroup.procs", "\(getpid())") {
+            if let e = kernel.write(supervisor + "/cgroup.procs", "\(kernel.processID)") {
                 return .failure(Unavailable(description: "cannot move the daemon into \(supervisor) (\(e))"))
             }
             let extensions = ownPath + "/extensions"
-            if let e = kernel.makeDirectory(extensions), e.code != EEXIST {
+            if let e = kernel.makeDirectory(extensions), !e.isAlreadyExisting {
                 return .failure(Unavailable(description: "cannot create \(extensions) (\(e))"))
             }
             let tree = CgroupTree(
@@ -75,7 +73,7 @@ final class CgroupTree {
             return .success(tree)
         }
         let base = ownPath + "/extensiond-" + tag(socketPath)
-        if let e = kernel.makeDirectory(base), e.code != EEXIST {
+        if let e = kernel.makeDirectory(base), !e.isAlreadyExisting {
             return .failure(Unavailable(description: "cannot create \(base) (\(e)): the daemon's cgroup \(own) is not writable"))
         }
         // Standalone the daemon stays where it was started, so its own cgroup keeps a process
@@ -136,12 +134,12 @@ final class CgroupTree {
     /// Creates the cgroup of an extension about to be spawned, ending whatever an earlier
     /// generation left in a cgroup of the same name.
     /// With `freezer`, `cgroup.freeze` is kept open too (`ExtensionCgroup.freezeFD`).
-    func create(_ extensionID: String, freezer: Bool = false, logger: Logger) -> Result<ExtensionCgroup, Errno> {
+    func create(_ extensionID: String, freezer: Bool = false, logger: Logger) -> Result<ExtensionCgroup, SystemError> {
         let path = path(of: extensionID)
         if let e = kernel.makeDirectory(path) {
-            guard e.code == EEXIST else { return .failure(e) }
+            guard e.isAlreadyExisting else { return .failure(e) }
             end(path, logger: logger)
-            if let e = kernel.makeDirectory(path), e.code != EEXIST { return .failure(e) }
+            if let e = kernel.makeDirectory(path), !e.isAlreadyExisting { return .failure(e) }
         }
         let directory: Int32
         switch kernel.open(path, directory: true) {
@@ -182,7 +180,7 @@ final class CgroupTree {
         for l in limits where l.by == .cgroup && !l.byMemoryCgroupV1 {
             guard let file = Spawner.cgroupFile(l.key) else { continue }
             if let e = kernel.write(path + "/" + file, "\(l.value)") {
-                return SystemError("set limits.\(l.key) in \(path)/\(file)", errno: e.code)
+                return e.during("set limits.\(l.key) in \(path)/\(file)")
             }
         }
         return nil
@@ -241,20 +239,19 @@ final class CgroupTree {
     /// Kills every process in a cgroup, waits (on `cgroup.events`, up to `timeout` seconds)
     /// for it to be empty, and removes it. Used for leftovers of a killed predecessor.
     func end(_ path: String, logger: Logger, timeout: Double = 5) {
-        if let e = kernel.write(path + "/cgroup.kill", "1"), e.code != ENOENT {
+        if let e = kernel.write(path + "/cgroup.kill", "1"), !e.isNoEntry {
             logger.warning("cannot kill the processes of \(path): \(e)")
         }
         if case .success(let fd) = kernel.open(path + "/cgroup.events", directory: false) {
             defer { kernel.close(fd) }
-            var pfd = pollfd(fd: fd, events: Int16(POLLPRI), revents: 0)
             let deadline = kernel.now().adding(seconds: timeout)
             while case .success(let bytes) = kernel.read(fd: fd), CgroupEvents.parse(bytes).populated == true {
                 let left = deadline.seconds(since: kernel.now())
                 if left <= 0 { break }
-                _ = poll(&pfd, 1, Int32(left * 1000) + 1)
+                if !kernel.waitFor(fd: fd, events: Poll.priority, seconds: left) { break }  // the deadline passed
             }
         }
-        if let e = kernel.removeDirectory(path), e.code != ENOENT {
+        if let e = kernel.removeDirectory(path), !e.isNoEntry {
             logger.warning("cannot remove \(path): \(e)")
         }
     }
@@ -284,9 +281,9 @@ final class CgroupTree {
 
     /// Removes the subtree's empty directories at shutdown (standalone; under systemd the
     /// service manager removes the service's cgroup).
-    func removeSubtree() {
+    func removeSubtree(logger: Logger) {
         guard supervisorPath == nil else { return }
-        _ = kernel.removeDirectory(basePath)
+        if let e = kernel.removeDirectory(basePath), !e.isNoEntry { logger.warning("cannot remove \(basePath): \(e)") }
     }
 }
 

@@ -1,18 +1,19 @@
 import SupervisorCore
+import SupervisorKernel
 
 /// What the daemon does after each dispatch for the service manager and for its successor.
 extension Daemon {
     /// Runs once the event queue is drained: writes the process registry if a process was
     /// spawned or reaped, and publishes `STATUS=` if the summary changed.
     func afterDispatch() {
-        registry.flush()
-        serviceManager.stateChanged(version: core.stateVersion, kernel: kernel, logger: logger) { [unowned self] in
+        extensions.registry.flush()
+        serviceManager.stateChanged(version: core.stateVersion, logger: logger) { [unowned self] in
             (core.stateVersion, ServiceManager.Summary(core, shuttingDown: core.shuttingDown))
         }
     }
 
     /// The `STATUS=` summary of the extensions' current states.
     func statusLine() -> String {
-        ServiceManager.statusLine(core, shuttingDown: core.shuttingDown, containmentProblem: containmentProblem)
+        ServiceManager.statusLine(core, shuttingDown: core.shuttingDown, containmentProblem: extensions.containment.problem)
     }
 }

@@ -1,6 +1,4 @@
-#if canImport(Glibc)
-import Glibc
-#endif
+import SupervisorKernel
 
 /// Where the daemon listens and what it reads. Defaults follow the XDG base directories for a
 /// user daemon and /run, /etc and /usr/share for root (see docs/extensiond.md).
@@ -19,7 +17,7 @@ public struct DaemonOptions: Sendable {
     public var containment: ContainmentChoice = .auto
     /// Where the daemon keeps what must outlive it (`ids.json`: the uids of extensions).
     /// Created when first needed.
-    public var stateDirectory: String = DaemonOptions.defaultStateDirectory()
+    public var stateDirectory: String
     /// The group (name or number) the control socket is given, mode 0660, so that its
     /// members may connect; nil keeps the daemon's group. Not applied to a socket passed by
     /// the service manager (`SocketGroup=` sets that one).
@@ -35,31 +33,32 @@ public struct DaemonOptions: Sendable {
         case processGroup = "process-group"
     }
 
-    public init(socketPath: String? = nil, extensionDirectories: [String] = [], configFile: String? = nil, inheritedListener: Int32? = nil) {
-        self.socketPath = socketPath ?? DaemonOptions.defaultSocketPath()
+    /// Options with the defaults of a daemon running with `kernel`'s identity and environment
+    /// for whatever is not given.
+    public init(
+        kernel: any Kernel, socketPath: String? = nil, extensionDirectories: [String] = [], configFile: String? = nil, inheritedListener: Int32? = nil
+    ) {
+        self.socketPath = socketPath ?? DaemonOptions.defaultSocketPath(kernel)
         self.explicitDirectories = !extensionDirectories.isEmpty
-        self.extensionDirectories = extensionDirectories.isEmpty ? DaemonOptions.defaultExtensionDirectories() : extensionDirectories
-        self.configFile = configFile ?? DaemonOptions.defaultConfigFile()
+        self.extensionDirectories = extensionDirectories.isEmpty ? DaemonOptions.defaultExtensionDirectories(kernel) : extensionDirectories
+        self.configFile = configFile ?? DaemonOptions.defaultConfigFile(kernel)
+        self.stateDirectory = DaemonOptions.defaultStateDirectory(kernel)
         self.inheritedListener = inheritedListener
-    }
-
-    static func env(_ name: String) -> String? {
-        guard let v = getenv(name) else { return nil }
-        let s = String(cString: v)
-        return s.isEmpty ? nil : s
     }
 
     /// `$STATE_DIRECTORY` under systemd (`StateDirectory=extensiond`, its first entry); else
     /// `/var/lib/extensiond` for root, and `$XDG_STATE_HOME/extensiond` (default
     /// `~/.local/state/extensiond`) for others.
-    public static func defaultStateDirectory() -> String {
+    public static func defaultStateDirectory(_ kernel: any Kernel) -> String {
+        let env = kernel.nonEmptyEnvironment
         if let dirs = env("STATE_DIRECTORY"), let first = dirs.split(separator: ":").first { return String(first) }
-        if getuid() == 0 && env("XDG_STATE_HOME") == nil { return "/var/lib/extensiond" }
+        if kernel.userID == 0 && env("XDG_STATE_HOME") == nil { return "/var/lib/extensiond" }
         return (env("XDG_STATE_HOME") ?? (env("HOME") ?? "/") + "/.local/state") + "/extensiond"
     }
 
     /// `$XDG_RUNTIME_DIR/extensiond/control.sock`, or `/run/extensiond/control.sock` without it.
-    public static func defaultSocketPath() -> String {
+    public static func defaultSocketPath(_ kernel: any Kernel) -> String {
+        let env = kernel.nonEmptyEnvironment
         if let runtime = env("XDG_RUNTIME_DIR") { return runtime + "/extensiond/control.sock" }
         return "/run/extensiond/control.sock"
     }
@@ -67,8 +66,9 @@ public struct DaemonOptions: Sendable {
     /// For root: /etc/extensiond/extensions, /usr/local/share/extensiond/extensions,
     /// /usr/share/extensiond/extensions. For others: `$XDG_DATA_HOME/extensiond/extensions`
     /// then each `$XDG_DATA_DIRS` entry's `extensiond/extensions`.
-    public static func defaultExtensionDirectories() -> [String] {
-        if getuid() == 0 && env("XDG_DATA_HOME") == nil {
+    public static func defaultExtensionDirectories(_ kernel: any Kernel) -> [String] {
+        let env = kernel.nonEmptyEnvironment
+        if kernel.userID == 0 && env("XDG_DATA_HOME") == nil {
             return ["/etc/extensiond/extensions", "/usr/local/share/extensiond/extensions", "/usr/share/extensiond/extensions"]
         }
         let home = env("HOME") ?? "/"
@@ -78,13 +78,14 @@ public struct DaemonOptions: Sendable {
     }
 
     /// `$XDG_CONFIG_HOME/extensiond/config.json` (or `/etc/extensiond/config.json` for root) when it exists.
-    public static func defaultConfigFile() -> String? {
+    public static func defaultConfigFile(_ kernel: any Kernel) -> String? {
+        let env = kernel.nonEmptyEnvironment
         let candidate: String
-        if getuid() == 0 && env("XDG_CONFIG_HOME") == nil {
+        if kernel.userID == 0 && env("XDG_CONFIG_HOME") == nil {
             candidate = "/etc/extensiond/config.json"
         } else {
             candidate = (env("XDG_CONFIG_HOME") ?? (env("HOME") ?? "/") + "/.config") + "/extensiond/config.json"
         }
-        return access(candidate, F_OK) == 0 ? candidate : nil
+        return kernel.status(candidate, followLinks: true).isSuccess ? candidate : nil
     }
 }

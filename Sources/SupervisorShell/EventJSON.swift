@@ -1,4 +1,5 @@
 import SupervisorCore
+import SupervisorKernel
 
 /// Writes one lifecycle event as the JSON object of docs/json.md ("Events"): what
 /// `extctl monitor --json` streams and what `recentEvents` in `status` holds. The one definition

@@ -1,8 +1,6 @@
 import ExtensionTransport
 import SupervisorCore
-#if canImport(Glibc)
-import Glibc
-#endif
+import SupervisorKernel
 
 /// Each extension's own container, `<state directory>/extensions/ID`: its `HOME`, where its
 /// settings, caches and data live across relaunches, reloads and daemon restarts.
@@ -18,10 +16,12 @@ final class ExtensionContainers {
     let root: String
     /// Whether the daemon can give a container to another uid (it is root).
     let chowns: Bool
+    let kernel: any Kernel
 
-    init(stateDirectory: String, chowns: Bool) {
+    init(stateDirectory: String, kernel: any Kernel) {
         root = stateDirectory + "/extensions"
-        self.chowns = chowns
+        chowns = kernel.userID == 0
+        self.kernel = kernel
     }
 
     /// The container of extension `id` (whether or not it exists yet).
@@ -31,49 +31,31 @@ final class ExtensionContainers {
     /// root) with mode 0700. Returns its path.
     func prepare(_ id: String, uid: UInt32?, gid: UInt32?) -> Result<String, SystemError> {
         let stateDirectory = String(root.dropLast("/extensions".count))
-        for (dir, mode) in [(stateDirectory, mode_t(0o755)), (root, mode_t(0o711))] {
-            if mkdir(dir, mode) == 0 {
-                if chmod(dir, mode) != 0 { return .failure(SystemError("chmod \(dir)", errno: errno)) }
-            } else if errno != EEXIST {
-                return .failure(SystemError("mkdir \(dir)", errno: errno))
+        for (dir, mode) in [(stateDirectory, UInt32(0o755)), (root, UInt32(0o711))] {
+            if let e = kernel.makeDirectory(dir, mode: mode) {
+                guard e.isAlreadyExisting else { return .failure(e.during("mkdir \(dir)")) }
+            } else if let e = kernel.changeMode(dir, mode) {
+                return .failure(e.during("chmod \(dir)"))
             }
         }
         let path = path(of: id)
-        if mkdir(path, 0o700) != 0 && errno != EEXIST { return .failure(SystemError("mkdir \(path)", errno: errno)) }
+        if let e = kernel.makeDirectory(path, mode: 0o700), !e.isAlreadyExisting { return .failure(e.during("mkdir \(path)")) }
         // The directory itself, never a link an extension planted in its place.
-        let fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
-        guard fd >= 0 else { return .failure(SystemError("open \(path)", errno: errno)) }
-        defer { close(fd) }
-        if chowns, let uid, let gid, fchown(fd, uid, gid) != 0 { return .failure(SystemError("chown \(path)", errno: errno)) }
-        if fchmod(fd, 0o700) != 0 { return .failure(SystemError("chmod \(path)", errno: errno)) }
+        switch kernel.status(path, followLinks: false) {
+        case .failure(let e): return .failure(e.during("stat \(path)"))
+        case .success(let st) where st.kind != .directory:
+            return .failure(.notADirectory("open \(path)"))
+        case .success: break
+        }
+        if chowns, let uid, let gid, let e = kernel.changeOwner(path, user: uid, group: gid) { return .failure(e.during("chown \(path)")) }
+        if let e = kernel.changeMode(path, 0o700) { return .failure(e.during("chmod \(path)")) }
         return .success(path)
     }
 
     /// Empties the container of `id`, keeping the directory itself. Links inside are removed,
     /// never followed. Succeeds when there is no container.
     func reset(_ id: String) -> Result<Void, SystemError> {
-        let path = path(of: id)
-        let fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
-        if fd < 0 {
-            return errno == ENOENT ? .success(()) : .failure(SystemError("open \(path)", errno: errno))
-        }
-        defer { close(fd) }
-        return ExtensionContainers.removeContents(of: fd, path: path)
-    }
-
-    /// Removes everything inside the directory open at `fd`, depth first, by descriptor.
-    private static func removeContents(of fd: Int32, path: String) -> Result<Void, SystemError> {
-        guard let names = directoryEntries(fd: fd) else { return .failure(SystemError("opendir \(path)", errno: errno)) }
-        for name in names {
-            if unlinkat(fd, name, 0) == 0 || errno == ENOENT { continue }
-            guard errno == EISDIR else { return .failure(SystemError("unlink \(path)/\(name)", errno: errno)) }
-            let child = openat(fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
-            guard child >= 0 else { return .failure(SystemError("open \(path)/\(name)", errno: errno)) }
-            let emptied = removeContents(of: child, path: path + "/" + name)
-            close(child)
-            if case .failure = emptied { return emptied }
-            if unlinkat(fd, name, AT_REMOVEDIR) != 0 { return .failure(SystemError("rmdir \(path)/\(name)", errno: errno)) }
-        }
-        return .success(())
+        guard let e = kernel.removeContents(ofDirectory: path(of: id)) else { return .success(()) }
+        return e.isNoEntry ? .success(()) : .failure(e)
     }
 }

@@ -1,6 +1,4 @@
-#if canImport(Glibc)
-import Glibc
-#endif
+import SupervisorKernel
 
 /// File locks from /proc/locks: which process holds which lock, and how many processes wait
 /// for it. Used to notice a suspended extension that blocks others on a lock (0xdead10cc).

@@ -1,12 +1,10 @@
 import SupervisorCore
-#if canImport(Glibc)
-import Glibc
-#endif
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
 import Foundation
 #endif
+import SupervisorKernel
 
 /// The uid of each extension, kept in `<state directory>/ids.json` so that it is the same
 /// across launches and daemon restarts:
@@ -20,6 +18,7 @@ import Foundation
 /// id gets a uid. Owned by the daemon's loop thread.
 final class IdentityStore {
     let directory: String
+    let kernel: any Kernel
     var path: String { directory + "/ids.json" }
     private(set) var map = IdentityMap()
 
@@ -31,22 +30,14 @@ final class IdentityStore {
 
     /// Reads `ids.json` if it exists. A file that cannot be read or parsed is an error: its
     /// uids must not be handed out again to other extensions.
-    init(directory: String) throws(IdentityStoreError) {
+    init(directory: String, kernel: any Kernel) throws(IdentityStoreError) {
         self.directory = directory
-        let fd = open(directory + "/ids.json", O_RDONLY | O_CLOEXEC)
-        if fd < 0 {
-            if errno == ENOENT { return }
-            throw IdentityStoreError("cannot read \(directory)/ids.json: \(String(cString: strerror(errno)))")
-        }
-        defer { close(fd) }
-        var data: [UInt8] = []
-        var chunk = [UInt8](repeating: 0, count: 65536)
-        while true {
-            let n = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
-            if n < 0 && errno == EINTR { continue }
-            if n < 0 { throw IdentityStoreError("cannot read \(directory)/ids.json: \(String(cString: strerror(errno)))") }
-            if n == 0 { break }
-            data.append(contentsOf: chunk[0..<n])
+        self.kernel = kernel
+        let data: [UInt8]
+        switch kernel.read(directory + "/ids.json") {
+        case .success(let bytes): data = bytes
+        case .failure(let e) where e.isNoEntry: return
+        case .failure(let e): throw IdentityStoreError("cannot read \(directory)/ids.json: \(e)")
         }
         do {
             let file = try JSONDecoder().decode(File.self, from: Data(data))
@@ -82,7 +73,8 @@ final class IdentityStore {
 
     /// Writes the map: temporary file, fsync, rename over `ids.json`, fsync of the directory.
     private func save() -> IdentityStoreError? {
-        if let e = makeDirectories(directory) { return e }
+        // Mode 0755, not narrowed by the umask: extensions reach their containers through it.
+        if let e = kernel.makeDirectories(directory, mode: 0o755) { return IdentityStoreError("cannot create the state directory: \(e)") }
         let json: Data
         do {
             let encoder = JSONEncoder()
@@ -91,47 +83,8 @@ final class IdentityStore {
         } catch {
             return IdentityStoreError("cannot encode the uid map: \(error)")
         }
-        let temporary = path + ".tmp"
-        let fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
-        guard fd >= 0 else { return IdentityStoreError("cannot write \(temporary): \(String(cString: strerror(errno)))") }
-        var bytes = [UInt8](json) + [0x0A]
-        var written = 0
-        while written < bytes.count {
-            let n = bytes.withUnsafeMutableBytes { write(fd, $0.baseAddress! + written, $0.count - written) }
-            if n < 0 && errno == EINTR { continue }
-            if n <= 0 {
-                let e = errno
-                close(fd)
-                unlink(temporary)
-                return IdentityStoreError("cannot write \(temporary): \(String(cString: strerror(e)))")
-            }
-            written += n
-        }
-        let synced = fsync(fd) == 0
-        close(fd)
-        guard synced, rename(temporary, path) == 0 else {
-            let e = errno
-            unlink(temporary)
-            return IdentityStoreError("cannot replace \(path): \(String(cString: strerror(e)))")
-        }
-        let dir = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        if dir >= 0 {
-            fsync(dir)
-            close(dir)
-        }
-        return nil
-    }
-
-    /// `mkdir -p` with mode 0755.
-    private func makeDirectories(_ path: String) -> IdentityStoreError? {
-        var prefix = ""
-        for part in path.split(separator: "/") {
-            prefix += "/" + part
-            if mkdir(prefix, 0o755) == 0 {
-                chmod(prefix, 0o755)  // not narrowed by the umask: extensions reach their containers through it
-            } else if errno != EEXIST {
-                return IdentityStoreError("cannot create the state directory \(prefix): \(String(cString: strerror(errno)))")
-            }
+        if let e = kernel.replaceFile(path, with: [UInt8](json) + [0x0A], mode: 0o644, durable: true) {
+            return IdentityStoreError("cannot replace \(path): \(e)")
         }
         return nil
     }

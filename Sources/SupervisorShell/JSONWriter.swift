@@ -1,3 +1,4 @@
+import SupervisorKernel
 /// A JSON value of the daemon's documents (docs/json.md): what `StatusDocument` builds and
 /// `JSONWriter` prints. It replaces `[String: Any]` and `NSNull`, so the daemon needs no Foundation.
 enum JSONValue: Sendable, Equatable {

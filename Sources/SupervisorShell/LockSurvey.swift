@@ -1,4 +1,5 @@
 import SupervisorCore
+import SupervisorKernel
 
 /// Finds every file lock the processes of a stopped extension hold, and which locked files
 /// another process has open: the facts of `HeldLock`, read from /proc through `Kernel`.
@@ -43,7 +44,7 @@ struct LockSurvey {
                 guard !entries.isEmpty else { continue }
                 let link = "\(proc)/\(pid)/fd/\(fd)"
                 let path = (try? kernel.readLink(link).get()) ?? "(unknown file \(entries[0].file))"
-                let identity = try? kernel.fileIdentity(link).get()
+                let identity = try? kernel.status(link, followLinks: true).get().identity
                 for e in entries {
                     guard let kind = Self.kind(e.kind) else { continue }
                     let lock = HeldLock(kind: kind, exclusive: e.exclusive, path: path, pid: pid, openElsewhere: false, sharedContainer: container(of: path))
@@ -68,7 +69,7 @@ struct LockSurvey {
         for entry in kernel.listDirectory(proc) ?? [] {
             guard let pid = Int32(entry), !skipping.contains(pid) else { continue }
             for fd in kernel.listDirectory("\(proc)/\(pid)/fd") ?? [] {
-                if case .success(let id) = kernel.fileIdentity("\(proc)/\(pid)/fd/\(fd)"), files.contains(id) {
+                if case .success(let st) = kernel.status("\(proc)/\(pid)/fd/\(fd)", followLinks: true), case let id = st.identity, files.contains(id) {
                     opened.insert(id)
                     if opened.count == files.count { return opened }
                 }

@@ -1,9 +1,7 @@
 import ExtensionTransport
 import Logging
 import SupervisorCore
-#if canImport(Glibc)
-import Glibc
-#endif
+import SupervisorKernel
 
 /// One cgroup v1 memory cgroup per extension, for hosts whose memory controller is bound to a
 /// cgroup v1 hierarchy (the hybrid layout, where the v2 tree has no controllers; or v1 alone):
@@ -47,7 +45,7 @@ final class MemoryCgroupV1Tree {
         let ownPath = own == "/" ? mount : mount + own
         let standalone = !(underSystemd && own != "/")
         let base = standalone ? ownPath + "/extensiond-" + CgroupTree.tag(socketPath) : ownPath + "/extensions"
-        if let e = kernel.makeDirectory(base), e.code != EEXIST {
+        if let e = kernel.makeDirectory(base), !e.isAlreadyExisting {
             return .failure(CgroupTree.Unavailable(description: "cannot create \(base) (\(e))"))
         }
         return .success(MemoryCgroupV1Tree(kernel: kernel, mountPoint: mount, basePath: base, standalone: standalone))
@@ -82,20 +80,25 @@ final class MemoryCgroupV1Tree {
     /// count and opens its `cgroup.procs` for the child to join.
     func create(_ extensionID: String, limit: UInt64) -> Result<MemoryCgroupV1, SystemError> {
         let path = path(of: extensionID)
-        if let e = kernel.makeDirectory(path), e.code != EEXIST {
-            return .failure(SystemError("create the memory cgroup \(path)", errno: e.code))
+        if let e = kernel.makeDirectory(path), !e.isAlreadyExisting {
+            return .failure(e.during("create the memory cgroup \(path)"))
         }
         if let e = kernel.write(path + "/" + LimitEnforcement.memoryV1Control, "\(limit)") {
-            _ = kernel.removeDirectory(path)
-            return .failure(SystemError("set limits.memoryMaxBytes in \(path)/\(LimitEnforcement.memoryV1Control)", errno: e.code))
+            return .failure(withoutDirectory(path, e.during("set limits.memoryMaxBytes in \(path)/\(LimitEnforcement.memoryV1Control)")))
         }
         let before = MemoryCgroupV1Tree.oomKills(path, kernel: kernel)
         switch kernel.openForWriting(path + "/cgroup.procs") {
         case .success(let fd): return .success(MemoryCgroupV1(path: path, procsFD: fd, oomKillsAtStart: before))
         case .failure(let e):
-            _ = kernel.removeDirectory(path)
-            return .failure(SystemError("open \(path)/cgroup.procs", errno: e.code))
+            return .failure(withoutDirectory(path, e.during("open \(path)/cgroup.procs")))
         }
+    }
+
+    /// Removes the memory cgroup just created after `error`; the error, with the removal's
+    /// own failure added when the directory stays behind.
+    private func withoutDirectory(_ path: String, _ error: SystemError) -> SystemError {
+        guard let e = kernel.removeDirectory(path), !e.isNoEntry else { return error }
+        return error.during(error.operation + " (and \(path) could not be removed: \(e))")
     }
 
     /// The `oom_kill` count of a v1 memory cgroup's `memory.oom_control` (0 when it cannot be read).
@@ -116,7 +119,7 @@ final class MemoryCgroupV1Tree {
     /// Removes an extension's memory cgroup once its processes are gone (a v1 cgroup with a
     /// process left in it cannot be removed: it is taken over by the next launch instead).
     func remove(_ cgroup: MemoryCgroupV1, logger: Logger) {
-        if let e = kernel.removeDirectory(cgroup.path), e.code != ENOENT {
+        if let e = kernel.removeDirectory(cgroup.path), !e.isNoEntry {
             logger.warning("cannot remove the memory cgroup \(cgroup.path): \(e)")
         }
     }
@@ -136,16 +139,16 @@ final class MemoryCgroupV1Tree {
             }
             for pid in CgroupTree.parsePIDs(procs) {
                 logger.notice("killing pid \(pid), left in the memory cgroup \(path)", metadata: ["EXTENSION_ID": "\(name)"])
-                _ = kernel.kill(pid, SIGKILL)
+                if let e = kernel.kill(pid, SignalNumber.kill), !e.isNoProcess { logger.warning("cannot kill pid \(pid) in \(path): \(e)") }
             }
         }
         return removed
     }
 
     /// Removes the directory of the extensions' memory cgroups at shutdown (standalone).
-    func removeSubtree() {
+    func removeSubtree(logger: Logger) {
         guard standalone else { return }
-        _ = kernel.removeDirectory(basePath)
+        if let e = kernel.removeDirectory(basePath), !e.isNoEntry { logger.warning("cannot remove \(basePath): \(e)") }
     }
 }
 

@@ -1,4 +1,5 @@
 import SupervisorCore
+import SupervisorKernel
 
 /// A token bucket: a burst of `burst` messages, refilled at `perSecond`. It bounds what one
 /// flooding peer can make the loop do.

@@ -1,7 +1,5 @@
 import ExtensionTransport
-#if canImport(Glibc)
-import Glibc
-#endif
+import SupervisorKernel
 
 /// Messages waiting for a non-blocking peer to become writable. Bounded: when a peer stops
 /// reading, the queue fills up and the caller cuts the peer off instead of buffering forever.
@@ -19,7 +17,13 @@ struct OutboundQueue {
     var isEmpty: Bool { head == items.count }
 
     /// The result of offering a message.
-    enum Outcome { case sent, queued, overflow }
+    enum Outcome: Equatable {
+        case sent, queued
+        /// The queue is over its limits: the peer does not read.
+        case overflow
+        /// The socket failed (the peer is gone or broken).
+        case failed(SystemError)
+    }
 
     /// Sends at once if nothing is queued and the socket takes it, otherwise queues it; with
     /// `holding` it is queued in any case (within the limits), for a later `flush`.
@@ -27,19 +31,21 @@ struct OutboundQueue {
     /// `key` names the message for `cancel(key:)` (the request id of a `deliver`).
     mutating func send(_ bytes: [UInt8], descriptor: Int32?, key: UInt64? = nil, on socket: PacketSocket, holding: Bool = false) -> Outcome {
         if isEmpty && !holding {
-            switch try? socket.send(bytes, descriptor: descriptor) {
-            case .sent?:
-                if let descriptor { close(descriptor) }
-                return .sent
-            case .wouldBlock?:
-                break
-            case nil:
-                if let descriptor { close(descriptor) }
-                return .overflow  // the peer is gone or broken
+            do {
+                switch try socket.send(bytes, descriptor: descriptor) {
+                case .sent:
+                    if let descriptor { PacketSocket.closeReceived(descriptor) }
+                    return .sent
+                case .wouldBlock:
+                    break
+                }
+            } catch {
+                if let descriptor { PacketSocket.closeReceived(descriptor) }
+                return .failed(error)
             }
         }
         if queuedBytes + bytes.count > byteLimit || (descriptor != nil && queuedDescriptors >= OutboundQueue.descriptorLimit) {
-            if let descriptor { close(descriptor) }
+            if let descriptor { PacketSocket.closeReceived(descriptor) }
             return .overflow
         }
         // A copy of exactly its size: `bytes` is usually the caller's reused encoding buffer,
@@ -52,39 +58,39 @@ struct OutboundQueue {
     }
 
     /// Sends what the socket takes now: a run of messages without descriptors goes out in one
-    /// system call. Returns false if the peer failed.
-    mutating func flush(on socket: PacketSocket) -> Bool {
+    /// system call. Returns the socket's error if the peer failed, nil otherwise.
+    mutating func flush(on socket: PacketSocket) -> SystemError? {
         while head < items.count {
             switch sendRun(on: socket) {
             case .sent: continue
             case .wouldBlock:
                 compact()
-                return true
-            case .failed: return false
+                return nil
+            case .failed(let error): return error
             case .single: break
             }
             let item = items[head]
-            switch try? socket.send(item.bytes, descriptor: item.descriptor) {
-            case .sent?:
+            let result: PacketSocket.SendResult
+            do { result = try socket.send(item.bytes, descriptor: item.descriptor) } catch { return error }
+            switch result {
+            case .sent:
                 if let d = item.descriptor {
-                    close(d)
+                    PacketSocket.closeReceived(d)
                     queuedDescriptors -= 1
                 }
                 queuedBytes -= item.bytes.count
                 head += 1
-            case .wouldBlock?:
+            case .wouldBlock:
                 compact()
-                return true
-            case nil:
-                return false
+                return nil
             }
         }
         items.removeAll(keepingCapacity: false)
         head = 0
-        return true
+        return nil
     }
 
-    private enum RunOutcome { case sent, wouldBlock, failed, single }
+    private enum RunOutcome { case sent, wouldBlock, failed(SystemError), single }
 
     /// Sends the run of queued messages without descriptors that starts at `head` (two or more,
     /// up to `PacketSocket.maxBatch`) with one sendmmsg, laid end to end in one buffer for the
@@ -102,11 +108,11 @@ struct OutboundQueue {
             scratch.append(contentsOf: item.bytes)
             lengths.append(item.bytes.count)
         }
+        let outcome = scratch.withUnsafeBytes { raw in Result { () throws(SystemError) in try socket.send(batch: raw, lengths: lengths) } }
         let sent: Int
-        do {
-            sent = try scratch.withUnsafeBytes { raw throws(SystemError) in try socket.send(batch: raw, lengths: lengths) }
-        } catch {
-            return .failed
+        switch outcome {
+        case .success(let n): sent = n
+        case .failure(let error): return .failed(error)
         }
         for item in items[head..<(head + sent)] { queuedBytes -= item.bytes.count }
         head += sent
@@ -127,7 +133,7 @@ struct OutboundQueue {
         let item = items.remove(at: i)
         queuedBytes -= item.bytes.count
         if let d = item.descriptor {
-            close(d)
+            PacketSocket.closeReceived(d)
             queuedDescriptors -= 1
         }
         return true
@@ -135,7 +141,7 @@ struct OutboundQueue {
 
     /// Drops everything queued, closing attached descriptors.
     mutating func discard() {
-        for item in items[head...] { if let d = item.descriptor { close(d) } }
+        for item in items[head...] { if let d = item.descriptor { PacketSocket.closeReceived(d) } }
         items.removeAll()
         head = 0
         queuedBytes = 0

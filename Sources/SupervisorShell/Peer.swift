@@ -1,8 +1,6 @@
 import ExtensionProtocol
 import ExtensionTransport
-#if canImport(Glibc)
-import Glibc
-#endif
+import SupervisorKernel
 
 /// One socket the daemon exchanges messages over: a control connection (a host or `extctl`) or
 /// an extension's runtime channel. It owns the socket, the loop's watch on it and a bounded
@@ -25,6 +23,8 @@ final class Peer {
         case accepted
         /// The queue is over its limit: the other side does not read; the caller ends the peer.
         case overflow
+        /// The socket failed (the other side is gone or broken); the caller ends the peer.
+        case failed(SystemError)
         /// The message cannot be encoded (a programming error); nothing was sent.
         case unencodable(String)
         /// The peer is closed; nothing was sent.
@@ -34,7 +34,7 @@ final class Peer {
     let socket: PacketSocket
     /// Whether a received descriptor breaks the protocol (true) or is closed and ignored.
     let refusesDescriptors: Bool
-    private var source: EventSource?
+    private var source: (any Watch)?
     private var outbound: OutboundQueue
     private(set) var isClosed = false
     /// While held, messages are queued instead of written; `release` writes them, in order.
@@ -48,17 +48,22 @@ final class Peer {
 
     /// Starts watching the socket: `handler` gets the poll events each time it is readable
     /// (or, while messages are queued, writable).
-    func watch(on loop: EventLoop, _ handler: @escaping (UInt32) -> Void) throws {
-        source = try loop.addIO(fd: socket.fd, events: Poll.input, handler: handler)
+    func watch(through kernel: any Kernel, _ handler: @escaping (UInt32) -> Void) -> SystemError? {
+        switch kernel.watch(fd: socket.fd, events: Poll.input, handler) {
+        case .success(let watch):
+            source = watch
+            return nil
+        case .failure(let e): return e
+        }
     }
 
-    /// On a writable event, sends what is queued; false when writing failed (the caller ends
-    /// the peer). Stops asking for writability once the queue is empty.
-    func flush(_ events: UInt32) -> Bool {
-        guard events & Poll.output != 0 else { return true }
-        if !outbound.flush(on: socket) { return false }
-        if outbound.isEmpty { source?.setIOEvents(Poll.input) }
-        return true
+    /// On a writable event, sends what is queued; the socket's error when writing failed (the
+    /// caller ends the peer). Stops asking for writability once the queue is empty.
+    func flush(_ events: UInt32) -> SystemError? {
+        guard events & Poll.output != 0 else { return nil }
+        if let e = outbound.flush(on: socket) { return e }
+        if outbound.isEmpty { source?.setEvents(Poll.input) }
+        return nil
     }
 
     /// Receives and decodes up to `budget` messages into `buffer`, handing each to `handle`,
@@ -73,7 +78,7 @@ final class Peer {
             case .wouldBlock: return nil
             case .closed: return .closed
             case .datagram(let count, let descriptor, let truncated):
-                if let descriptor { Glibc.close(descriptor) }
+                if let descriptor { PacketSocket.closeReceived(descriptor) }
                 if truncated { return .violation("message over \(WireLimits.maxMessageSize) bytes") }
                 if descriptor != nil && refusesDescriptors { return .violation("sent a descriptor, which is not accepted here") }
                 let message: Message
@@ -93,25 +98,26 @@ final class Peer {
     /// descriptor is always consumed: sent, queued, or closed on failure.
     func send(_ message: Message, encoder: inout WireEncoder, descriptor: Int32? = nil, key: UInt64? = nil) -> SendResult {
         guard !isClosed else {
-            if let descriptor { Glibc.close(descriptor) }
+            if let descriptor { PacketSocket.closeReceived(descriptor) }
             return .closed
         }
         do { try encoder.encode(message) } catch {
-            if let descriptor { Glibc.close(descriptor) }
+            if let descriptor { PacketSocket.closeReceived(descriptor) }
             return .unencodable("cannot encode \(message.kind): \(error)")
         }
         // A message carrying a descriptor is never held (each queued one is an open file, and
         // the queue takes only `OutboundQueue.descriptorLimit`): what was held goes first.
-        if isHeld && descriptor != nil && !outbound.flush(on: socket) {
-            Glibc.close(descriptor!)
-            return .overflow
+        if isHeld && descriptor != nil, let e = outbound.flush(on: socket) {
+            PacketSocket.closeReceived(descriptor!)
+            return .failed(e)
         }
         switch outbound.send(encoder.bytes, descriptor: descriptor, key: key, on: socket, holding: isHeld && descriptor == nil) {
         case .sent: return .accepted
         case .queued:
-            if !isHeld { source?.setIOEvents(Poll.input | Poll.output) }
+            if !isHeld { source?.setEvents(Poll.input | Poll.output) }
             return .accepted
         case .overflow: return .overflow
+        case .failed(let e): return .failed(e)
         }
     }
 
@@ -119,14 +125,14 @@ final class Peer {
     /// together, so the reader is woken once for it rather than once per message.
     func hold() { isHeld = true }
 
-    /// Writes what was held, in order; false when writing failed (the caller ends the peer).
-    /// What the socket does not take now stays queued until it is writable.
-    func release() -> Bool {
+    /// Writes what was held, in order; the socket's error when writing failed (the caller ends
+    /// the peer). What the socket does not take now stays queued until it is writable.
+    func release() -> SystemError? {
         isHeld = false
-        guard !isClosed else { return true }
-        if !outbound.flush(on: socket) { return false }
-        if !outbound.isEmpty { source?.setIOEvents(Poll.input | Poll.output) }
-        return true
+        guard !isClosed else { return nil }
+        if let e = outbound.flush(on: socket) { return e }
+        if !outbound.isEmpty { source?.setEvents(Poll.input | Poll.output) }
+        return nil
     }
 
     /// Withdraws the queued message sent with `key`; false if it was already written.

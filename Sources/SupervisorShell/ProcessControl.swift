@@ -1,8 +1,7 @@
 import Logging
+import ExtensionTransport
 import SupervisorCore
-#if canImport(Glibc)
-import Glibc
-#endif
+import SupervisorKernel
 
 /// What `ProcessControl` reports to its owner.
 protocol ProcessControlDelegate: AnyObject {
@@ -35,7 +34,7 @@ final class ProcessControl {
     /// The priority of stop re-checks: after the SIGCHLD source.
     static let checkPriority: Int64 = 20
     /// The daemon's own pid (its children include adopted orphans).
-    private let ownPID = getpid()
+    private var ownPID: Int32 { kernel.processID }
     /// The processes whose `GroupControl` awaits the kernel's report of the leader's stop
     /// (`awaitsStopReport`), for the SIGCHLD handler to ask about. Derived: `apply`, the one
     /// place a `GroupControl` changes, sets each entry from that property; `forget` drops a
@@ -94,7 +93,7 @@ final class ProcessControl {
                 observe(.leaderStopReported, for: p)
             case .failure(let e):
                 // ECHILD: the leader is gone (its exit is on its way through the pidfd).
-                if e.code != ECHILD { logger.warning("waitid on the pidfd of \(p.pid) (\(p.extensionID)): \(e)") }
+                if !e.isNoChild { logger.warning("waitid on the pidfd of \(p.pid) (\(p.extensionID)): \(e)") }
                 observe(.leaderStopUnreportable, for: p)
             }
         }
@@ -106,8 +105,7 @@ final class ProcessControl {
         case .success(nil): return
         case .success(let status?):
             // The zombie keeps the pidfd readable until it is reaped, after the group is gone.
-            p.exitSource?.cancel()
-            p.exitSource = nil
+            p.stopExitWatch()
             observe(.leaderExited(status, populated: othersLive(p)), for: p)
         case .failure(let e):
             logger.error("waitid on the pidfd of \(p.pid) (\(p.extensionID)): \(e)")
@@ -159,7 +157,7 @@ final class ProcessControl {
             case .setFrozen(let frozen):
                 guard let cgroup = p.cgroup else { break }
                 let value = frozen ? "1" : "0"
-                let failed: Errno?
+                let failed: SystemError?
                 if let fd = cgroup.freezeFD {
                     failed = kernel.write(fd: fd, value)
                 } else {
@@ -170,7 +168,7 @@ final class ProcessControl {
                 }
             case .killAll:
                 guard let cgroup = p.cgroup else { break }
-                if let e = kernel.write(cgroup.path + "/cgroup.kill", "1"), e.code != ENOENT {
+                if let e = kernel.write(cgroup.path + "/cgroup.kill", "1"), !e.isNoEntry {
                     logger.error("cannot kill the processes of \(cgroup.path): \(e)")
                 }
             case .checkAgain(let seconds):
@@ -207,13 +205,13 @@ final class ProcessControl {
         case .leaderGroup:
             // ESRCH: the group is gone (the leader exited and was reaped meanwhile); its exit is
             // reported through its pidfd. The leader leads its session, so it cannot leave it.
-            if let e = kernel.kill(-p.processGroup, signal), e != .noProcess {
+            if let e = kernel.kill(-p.processGroup, signal), !e.isNoProcess {
                 logger.warning("signal \(signal) to group \(p.processGroup) of \(p.extensionID): \(e)")
             }
             return
         case .all:
             guard let cgroup = p.cgroup else {
-                if let e = kernel.kill(-p.processGroup, signal), e != .noProcess {
+                if let e = kernel.kill(-p.processGroup, signal), !e.isNoProcess {
                     logger.warning("signal \(signal) to group \(p.processGroup) of \(p.extensionID): \(e)")
                 }
                 return
@@ -222,7 +220,7 @@ final class ProcessControl {
         }
         for pid in pids {
             // ESRCH: the member exited meanwhile; its cgroup or its leader's pidfd reports it.
-            if let e = kernel.kill(pid, signal), e != .noProcess {
+            if let e = kernel.kill(pid, signal), !e.isNoProcess {
                 logger.warning("signal \(signal) to pid \(pid) of \(p.extensionID): \(e)")
             }
         }
@@ -277,7 +275,7 @@ final class ProcessControl {
             logger.warning("cannot reap pid \(p.pid) of \(p.extensionID): \(e)")
         }
         _ = adoptedOrphans()
-        if let cgroup = p.cgroup, let e = kernel.removeDirectory(cgroup.path), e.code != ENOENT {
+        if let cgroup = p.cgroup, let e = kernel.removeDirectory(cgroup.path), !e.isNoEntry {
             logger.warning("cannot remove \(cgroup.path): \(e)")
         }
         delegate?.exited(p, status: status, outlivedLeader: outlivedLeader)

@@ -1,13 +1,12 @@
-import CShims
+import ExtensionTransport
 import Logging
+import SupervisorCore
 #if canImport(FoundationEssentials)
 import FoundationEssentials  // JSONDecoder only (libFoundation and ICU stay out of the daemon)
 #else
 import Foundation
 #endif
-#if canImport(Glibc)
-import Glibc
-#endif
+import SupervisorKernel
 
 /// The extension processes a daemon has running, kept in a file next to the control socket
 /// (`control.sock` → `control.processes.json`), so that a daemon killed without a shutdown
@@ -49,7 +48,7 @@ final class ProcessRegistry {
     /// The last write failed (logged once, until a write succeeds again).
     private var failing = false
 
-    init(path: String, logger: Logger, table: ProcessTable = ProcessTable(kernel: LinuxKernel(loop: nil))) {
+    init(path: String, logger: Logger, table: ProcessTable) {
         self.path = path
         self.logger = logger
         self.table = table
@@ -79,21 +78,21 @@ final class ProcessRegistry {
     func flush() -> Bool {
         guard dirty else { return true }
         let error = write()
-        if error != 0 && !failing {
-            logger.warning("cannot write the process registry \(path): \(String(cString: strerror(error))); a crash would leave extension processes behind")
+        if let error, !failing {
+            logger.warning("cannot write the process registry \(path): \(error); a crash would leave extension processes behind")
         }
-        failing = error != 0
-        return error == 0
+        failing = error != nil
+        return error == nil
     }
 
-    /// Replaces the file; returns 0 or an errno value. The file is
+    /// Replaces the file; returns what failed, if anything. The file is
     /// `{"daemonPID":P,"processes":[{"id":…,"pid":…,"processGroup":…,"startTicks":…},…],"version":1}`
     /// and a newline, entries sorted by pid, written member by member with `JSONWriter` (it is
     /// rewritten after every spawn and exit, so it avoids Foundation's serializer).
-    private func write() -> Int32 {
+    private func write() -> SystemError? {
         var json = JSONWriter(capacity: 64 + 96 * entries.count)
         json.beginObject()
-        json.member("daemonPID"); json.integer(getpid())
+        json.member("daemonPID"); json.integer(table.kernel.processID)
         json.member("processes"); json.beginArray()
         for e in entries.values.sorted(by: { $0.pid < $1.pid }) {
             json.element()
@@ -108,26 +107,14 @@ final class ProcessRegistry {
         json.member("version"); json.integer(1)
         json.endObject()
         json.newline()
-        let temporary = path + ".tmp"
-        unlink(temporary)  // a leftover of an interrupted write, or someone else's file
-        let fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0o600)
-        guard fd >= 0 else { return errno }
-        let bytes = json.bytes
-        let written = bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress!, $0.count) }
-        let writeError = written == bytes.count ? 0 : (written < 0 ? errno : EIO)
-        close(fd)
-        if writeError == 0 && rename(temporary, path) == 0 {
-            dirty = false
-            return 0
-        }
-        let error = writeError != 0 ? writeError : errno
-        unlink(temporary)
-        return error
+        if let error = table.kernel.replaceFile(path, with: json.bytes, mode: 0o600, durable: false) { return error }
+        dirty = false
+        return nil
     }
 
     /// Removes the file (after a clean shutdown, when no extension process is left).
     func removeFile() {
-        unlink(path)
+        if let e = table.kernel.removeFile(path), !e.isNoEntry { logger.warning("cannot remove the process registry \(path): \(e)") }
         entries.removeAll()
         dirty = false
     }
@@ -135,15 +122,23 @@ final class ProcessRegistry {
     /// The entries of a registry file; empty when it is absent or unreadable. A file that is
     /// not a regular file owned by the daemon's uid, or that others may write, is ignored (and
     /// `logger` told): it could make the daemon kill processes it never started.
-    static func read(_ path: String, logger: Logger? = nil) -> [Entry] {
-        var st = stat()
-        guard lstat(path, &st) == 0 else { return [] }
-        guard st.st_mode & S_IFMT == S_IFREG, st.st_uid == geteuid(), st.st_mode & 0o022 == 0 else {
-            logger?.warning("ignoring the process registry \(path): not a regular file owned by uid \(geteuid()) and writable only by it")
+    static func read(_ path: String, kernel: any Kernel, logger: Logger? = nil) -> [Entry] {
+        guard case .success(let st) = kernel.status(path, followLinks: false) else { return [] }
+        guard st.kind == .regular, st.owner == kernel.userID, st.permissions & 0o022 == 0 else {
+            logger?.warning("ignoring the process registry \(path): not a regular file owned by uid \(kernel.userID) and writable only by it")
             return []
         }
-        guard let bytes = contents(of: path),
-              let file = try? JSONDecoder().decode(File.self, from: Data(bytes)) else { return [] }
+        let bytes: [UInt8]
+        switch kernel.read(path) {
+        case .success(let b): bytes = b
+        case .failure(let e):
+            logger?.warning("ignoring the process registry \(path): it cannot be read: \(e)")
+            return []
+        }
+        guard let file = try? JSONDecoder().decode(File.self, from: Data(bytes)) else {
+            logger?.warning("ignoring the process registry \(path): it is not the registry's JSON (corrupt or truncated); processes it listed are not ended")
+            return []
+        }
         return file.processes.compactMap(\.entry)
     }
 
@@ -171,22 +166,6 @@ final class ProcessRegistry {
         }
     }
 
-    /// The whole file, or nil when it cannot be opened (a symbolic link included) or read.
-    private static func contents(of path: String) -> [UInt8]? {
-        let fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
-        guard fd >= 0 else { return nil }
-        defer { close(fd) }
-        var data: [UInt8] = []
-        var chunk = [UInt8](repeating: 0, count: 65536)
-        while true {
-            let n = Glibc.read(fd, &chunk, chunk.count)
-            if n < 0 && errno == EINTR { continue }
-            if n < 0 { return nil }
-            if n == 0 { return data }
-            data.append(contentsOf: chunk[0..<n])
-        }
-    }
-
     /// Ends what a previous daemon instance left running, as recorded in `path`, and
     /// truncates the file. For each entry:
     ///
@@ -198,14 +177,14 @@ final class ProcessRegistry {
     ///   are killed one by one through a pidfd, after their start time is checked again (a
     ///   group id cannot be reused while any member of the group lives).
     @discardableResult
-    static func reapLeftovers(at path: String, table: ProcessTable = ProcessTable(kernel: LinuxKernel(loop: nil)), logger: Logger) -> [Reaped] {
-        let leftovers = read(path, logger: logger)
+    static func reapLeftovers(at path: String, table: ProcessTable, logger: Logger) -> [Reaped] {
+        let leftovers = read(path, kernel: table.kernel, logger: logger)
         var reaped: [Reaped] = []
         for e in leftovers {
             if let leader = table.stat(e.pid), !leader.isGone {
                 guard leader.startTicks == e.startTicks, leader.processGroup == e.processGroup else { continue }
-                for signal in [SIGKILL, SIGCONT] {
-                    if let error = table.kernel.kill(-e.processGroup, signal), error != .noProcess {
+                for signal in [SignalNumber.kill, SignalNumber.cont] {
+                    if let error = table.kernel.kill(-e.processGroup, signal), !error.isNoProcess {
                         logger.warning("cannot signal the leftover process group \(e.processGroup) of \(e.extensionID): \(error)")
                     }
                 }
@@ -222,9 +201,9 @@ final class ProcessRegistry {
                 "reaped leftover pid \(r.pid) of \(r.extensionID) from a previous run\(r.orphanedMember ? " (left in the group of its exited leader)" : "")",
                 metadata: ["EXTENSION_ID": "\(r.extensionID)", "EXTENSION_PID": "\(r.pid)", "MESSAGE_ID": "\(MessageIDs.leftoverReaped)"])
         }
-        if !leftovers.isEmpty || access(path, F_OK) == 0 {
+        if !leftovers.isEmpty || table.kernel.status(path, followLinks: false).isSuccess {
             // Truncate: the new instance writes its own entries from now on.
-            let registry = ProcessRegistry(path: path, logger: logger)
+            let registry = ProcessRegistry(path: path, logger: logger, table: table)
             registry.dirty = true
             registry.flush()
         }
@@ -237,6 +216,6 @@ final class ProcessRegistry {
         guard case .success(let pidfd) = table.kernel.openPidfd(stat.pid) else { return false }
         defer { table.kernel.close(pidfd) }
         guard let now = table.stat(stat.pid), now.startTicks == stat.startTicks else { return false }
-        return table.kernel.signal(pidfd: pidfd, SIGKILL) == nil
+        return table.kernel.signal(pidfd: pidfd, SignalNumber.kill) == nil
     }
 }

@@ -1,6 +1,4 @@
-#if canImport(Glibc)
-import Glibc
-#endif
+import SupervisorKernel
 
 /// What /proc says about one process.
 struct ProcessStat: Equatable {
@@ -118,7 +116,7 @@ struct ProcessTable {
     }
 
     /// Clock ticks per second (for CPU time).
-    static let ticksPerSecond: Double = Double(sysconf(Int32(_SC_CLK_TCK)))
+    var ticksPerSecond: Double { kernel.clockTicksPerSecond }
     /// Page size in bytes (for RSS).
-    static let pageSize: Int64 = Int64(sysconf(Int32(_SC_PAGESIZE)))
+    var pageSize: Int64 { kernel.pageSize }
 }

@@ -1,15 +1,13 @@
-import CShims
-import ExtensionTransport
 import Logging
+import ExtensionTransport
 import SupervisorCore
-#if canImport(Glibc)
-import Glibc
-#endif
+import SupervisorKernel
 
 /// The sandbox of this daemon's extensions (docs/security.md): what the kernel lets it build,
 /// probed once at start by building each part in a throwaway child; the system-call filter,
 /// built once; and the plan of each launch. Owned by the daemon's loop thread.
 final class Sandboxing {
+    let kernel: any Kernel
     /// What can be built here, and why not where it cannot.
     let support: SandboxSupport
     /// The parts a point that names none requires: all of them under a root daemon.
@@ -23,25 +21,21 @@ final class Sandboxing {
     /// Private to each extension: the existing ones of /tmp and /var/tmp.
     private let scratch: [String]
 
-    init(stateDirectory: String, daemonIsRoot: Bool, logger: Logger) {
-        var built: UnsafeRawPointer?
-        let rc = shim_seccomp_filter(&built)
-        let filter = rc == 0 ? built : nil
+    init(stateDirectory: String, kernel: any Kernel, logger: Logger) {
+        self.kernel = kernel
+        let daemonIsRoot = kernel.userID == 0
+        let (filter, filterError, probe) = kernel.prepareSandbox()
         self.filter = filter
-        var errors: (Int32, Int32, Int32, Int32) = (0, 0, 0, 0)
-        let bits = withUnsafeMutableBytes(of: &errors) { raw in
-            shim_sandbox_probe(filter, raw.baseAddress!.assumingMemoryBound(to: Int32.self))
-        }
-        let userNamespace = bits & Int32(SHIM_SANDBOX_USERNS) != 0
-        let codes = [errors.0, errors.1, errors.2, errors.3]
+        let userNamespace = probe.userNamespace
         var missing: [SandboxPart: String] = [:]
-        for (i, part) in SandboxPart.allCases.enumerated() where codes[i] != 0 {
-            missing[part] = Sandboxing.reason(part, errno: part == .syscalls && filter == nil ? -rc : codes[i], userNamespace: userNamespace, daemonIsRoot: daemonIsRoot)
+        for (i, part) in SandboxPart.allCases.enumerated() {
+            guard let failed = part == .syscalls && filter == nil ? filterError ?? probe.errors[i] : probe.errors[i] else { continue }
+            missing[part] = Sandboxing.reason(part, failed, userNamespace: userNamespace, daemonIsRoot: daemonIsRoot)
         }
         support = SandboxSupport(missing: missing, userNamespace: userNamespace)
         requiredByDefault = daemonIsRoot ? Set(SandboxPart.allCases) : []
         func existing(_ paths: [String]) -> [String] {
-            paths.filter { var st = stat(); return stat($0, &st) == 0 && (st.st_mode & S_IFMT) == S_IFDIR }
+            paths.filter { if case .success(let st) = kernel.status($0, followLinks: true) { st.kind == .directory } else { false } }
         }
         masks = existing(["/home", "/root", "/run/user"]) + [stateDirectory]
         scratch = existing(["/tmp", "/var/tmp"])
@@ -60,26 +54,19 @@ final class Sandboxing {
     /// read-only, and its container and shared containers writable.
     func plan(_ manifest: Manifest, _ decision: SandboxDecision, container: String?) -> SandboxPlan? {
         guard decision.enabled, !decision.enforced.isEmpty else { return nil }
-        var parts: Int32 = support.userNamespace ? Int32(SHIM_SANDBOX_USERNS) : 0
-        for part in decision.enforced {
-            switch part {
-            case .filesystem: parts |= Int32(SHIM_SANDBOX_FILESYSTEM)
-            case .proc: parts |= Int32(SHIM_SANDBOX_PROC)
-            case .network: parts |= Int32(SHIM_SANDBOX_NETWORK)
-            case .syscalls: parts |= Int32(SHIM_SANDBOX_SYSCALLS)
-            }
-        }
         var mounts: [SandboxView.Mount] = []
         if decision.enforced.contains(.filesystem) {
             var readOnly = [Sandboxing.directory(of: manifest.executable)]
             for argument in manifest.arguments where argument.hasPrefix("/") {
-                var st = stat()
-                if stat(argument, &st) == 0 && (st.st_mode & S_IFMT) == S_IFREG { readOnly.append(Sandboxing.directory(of: argument)) }
+                if case .success(let st) = kernel.status(argument, followLinks: true), st.kind == .regular {
+                    readOnly.append(Sandboxing.directory(of: argument))
+                }
             }
             let writable = (container.map { [$0] } ?? []) + manifest.sharedContainers.compactMap { manifest.containerPaths[$0] }
             mounts = SandboxView(scratch: scratch, masks: masks, readOnly: readOnly, writable: writable).mounts
         }
-        return SandboxPlan(parts: parts, mounts: mounts, filter: filter, uid: getuid(), gid: getgid())
+        return SandboxPlan(
+            parts: Set(decision.enforced), userNamespace: support.userNamespace, mounts: mounts, filter: filter, uid: kernel.userID, gid: kernel.groupID)
     }
 
     static func directory(of path: String) -> String {
@@ -88,8 +75,8 @@ final class Sandboxing {
     }
 
     /// Why `part` cannot be built, for `extctl status` and the launch error.
-    static func reason(_ part: SandboxPart, errno code: Int32, userNamespace: Bool, daemonIsRoot: Bool) -> String {
-        let error = String(cString: strerror(code))
+    static func reason(_ part: SandboxPart, _ failure: SystemError, userNamespace: Bool, daemonIsRoot: Bool) -> String {
+        let error = failure.reason
         switch part {
         case .filesystem, .network:
             let what = part == .filesystem ? "a mount namespace" : "a network namespace"
@@ -103,16 +90,4 @@ final class Sandboxing {
             return "the seccomp filter cannot be installed (\(error))"
         }
     }
-}
-
-/// What the child of one launch builds (sandbox.h), passed through `Kernel.spawn`.
-struct SandboxPlan: Equatable {
-    /// The SHIM_SANDBOX_* bits.
-    var parts: Int32
-    var mounts: [SandboxView.Mount]
-    /// The system-call filter, with SHIM_SANDBOX_SYSCALLS.
-    var filter: UnsafeRawPointer?
-    /// The daemon's ids, mapped to themselves in a user namespace (with SHIM_SANDBOX_USERNS).
-    var uid: UInt32
-    var gid: UInt32
 }

@@ -1,9 +1,6 @@
-import CSystemd
 import Logging
 import SupervisorCore
-#if canImport(Glibc)
-import Glibc
-#endif
+import SupervisorKernel
 
 /// The daemon's side of the service manager's notification protocol (sd_notify(3)), through
 /// libsystemd. Every notification the daemon sends is in this file:
@@ -20,12 +17,14 @@ import Glibc
 final class ServiceManager {
     /// Whether a service manager listens for notifications (`$NOTIFY_SOCKET` is set).
     let isListening: Bool
+    let kernel: any Kernel
     private var lastStatus: String?
     /// The summary `lastStatus` was made from, when it came from `update(summary:)`.
     private var lastSummary: Summary?
 
-    init() {
-        isListening = getenv("NOTIFY_SOCKET") != nil
+    init(kernel: any Kernel) {
+        self.kernel = kernel
+        isListening = kernel.environment("NOTIFY_SOCKET") != nil
     }
 
     /// The daemon accepts connections and has loaded its manifests.
@@ -61,7 +60,7 @@ final class ServiceManager {
     /// the interval is published when it ends, by one timer armed through `kernel` and only
     /// while a change is held back; `current` gives the state version and summary then.
     func stateChanged(
-        version: UInt64, kernel: any Kernel, logger: Logger, current: @escaping () -> (version: UInt64, summary: Summary)
+        version: UInt64, logger: Logger, current: @escaping () -> (version: UInt64, summary: Summary)
     ) {
         guard isListening, summarizedVersion != version, heldBack == nil else { return }
         let now = kernel.now()
@@ -89,9 +88,7 @@ final class ServiceManager {
 
     /// A reload (SIGHUP or `extctl reload`) starts; `ready(status:)` ends it.
     func reloading() {
-        var ts = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &ts)
-        let usec = UInt64(ts.tv_sec) * 1_000_000 + UInt64(ts.tv_nsec) / 1000
+        let usec = kernel.now().nanoseconds / 1000
         notify("RELOADING=1\nSTATUS=reloading manifests\nMONOTONIC_USEC=\(usec)")
     }
 
@@ -104,18 +101,7 @@ final class ServiceManager {
 
     private func notify(_ state: String) {
         guard isListening else { return }
-        _ = sd_notify(0, state)
-    }
-
-    /// Whether systemd started this process as a unit (`$INVOCATION_ID` is set): its cgroup is
-    /// then the unit's own.
-    static var underServiceManager: Bool { getenv("INVOCATION_ID") != nil }
-
-    /// The watchdog interval the service manager asked for (`$WATCHDOG_USEC`, for this pid),
-    /// in microseconds; nil when there is none.
-    static func watchdogInterval() -> UInt64? {
-        var usec: UInt64 = 0
-        return sd_watchdog_enabled(0, &usec) > 0 ? usec : nil
+        kernel.notifyServiceManager(state)
     }
 
     /// The one-line summary shown by `systemctl status`, e.g.

@@ -1,7 +1,5 @@
 import SupervisorCore
-#if canImport(Glibc)
-import Glibc
-#endif
+import SupervisorKernel
 
 /// The shared containers' directories, `<state directory>/containers/NAME`:
 ///
@@ -13,7 +11,8 @@ import Glibc
 ///   that user, so the directory separates nothing from other extensions.
 ///
 /// Each directory is created (or its owner and mode corrected) when a manifest naming it is
-/// loaded. Owned by the daemon's loop thread.
+/// provisioned (`Provisioner`); one that already has its owner, group and mode is left
+/// untouched. Owned by the daemon's loop thread.
 final class SharedContainers {
     struct Container: Equatable {
         var path: String
@@ -22,10 +21,12 @@ final class SharedContainers {
     }
 
     let stateDirectory: String
+    let kernel: any Kernel
     private(set) var known: [String: Container] = [:]
 
-    init(stateDirectory: String) {
+    init(stateDirectory: String, kernel: any Kernel) {
         self.stateDirectory = stateDirectory
+        self.kernel = kernel
         resolvedRoot = stateDirectory + "/containers"
     }
 
@@ -37,50 +38,49 @@ final class SharedContainers {
 
     func path(of name: String) -> String { root + "/" + name }
 
-    /// Prepares container `name` with group `gid` (nil: the daemon is not root).
+    /// Prepares container `name` with group `gid` (nil: the daemon is not root). A directory
+    /// that already has its owner, group and mode is not changed.
     func prepare(_ name: String, gid: UInt32?) -> Result<Container, SharedContainerError> {
         let path = path(of: name)
-        if let e = makeDirectory(stateDirectory, mode: 0o755, parents: true) { return .failure(e) }
-        if let e = makeDirectory(stateDirectory + "/containers", mode: 0o755, parents: false) { return .failure(e) }
-        if let e = makeDirectory(path, mode: gid == nil ? 0o700 : 0o2770, parents: false) { return .failure(e) }
-        // An existing directory gets its owner and mode back; chown clears the setgid bit, so
-        // the mode is set after it.
-        if let gid, chown(path, 0, gid) != 0 {
-            return .failure(SharedContainerError("cannot give \(path) to group \(gid): \(String(cString: strerror(errno)))"))
-        }
-        if chmod(path, gid == nil ? 0o700 : 0o2770) != 0 {
-            return .failure(SharedContainerError("cannot set the mode of \(path): \(String(cString: strerror(errno)))"))
-        }
-        if let resolved = realpath(stateDirectory, nil) {
-            resolvedRoot = String(cString: resolved) + "/containers"
-            free(resolved)
-        }
+        if !isPrepared(path, gid: gid), let e = create(path, gid: gid) { return .failure(e) }
+        if let resolved = kernel.resolvePath(stateDirectory) { resolvedRoot = resolved + "/containers" }
         let container = Container(path: path, gid: gid)
         known[name] = container
         return .success(container)
     }
 
-    /// `mkdir` (with `parents`, every missing ancestor too), each created directory given
-    /// `mode` explicitly (the umask, 0077 under the system unit, would narrow it).
-    private func makeDirectory(_ path: String, mode: mode_t, parents: Bool) -> SharedContainerError? {
-        var targets = [path]
-        if parents {
-            targets = []
-            var prefix = ""
-            for part in path.split(separator: "/") {
-                prefix += "/" + part
-                targets.append(prefix)
-            }
+    /// The mode of a container's directory.
+    private func mode(gid: UInt32?) -> UInt32 { gid == nil ? 0o700 : 0o2770 }
+
+    /// Whether `path` is a directory (symbolic links followed, as `chown` and `chmod` follow
+    /// them) with the owner, group and mode `create` gives it: root and `gid`, or with no
+    /// `gid` the daemon's own user (the only one whose `chmod` of it succeeds).
+    private func isPrepared(_ path: String, gid: UInt32?) -> Bool {
+        guard case .success(let st) = kernel.status(path, followLinks: true), st.kind == .directory, st.permissions == mode(gid: gid) else {
+            return false
         }
-        for p in targets {
-            if mkdir(p, mode) == 0 {
-                if chmod(p, mode) != 0 { return SharedContainerError("cannot set the mode of \(p): \(String(cString: strerror(errno)))") }
-            } else if errno != EEXIST {
-                return SharedContainerError("cannot create \(p): \(String(cString: strerror(errno)))")
-            }
+        if let gid { return st.owner == 0 && st.group == gid }
+        return st.owner == kernel.userID
+    }
+
+    /// Creates the directory (and the state directory and `containers` above it) or gives an
+    /// existing one its owner and mode back.
+    private func create(_ path: String, gid: UInt32?) -> SharedContainerError? {
+        if let e = kernel.makeDirectories(stateDirectory + "/containers", mode: 0o755) { return SharedContainerError("cannot create \(e)") }
+        if let e = kernel.makeDirectory(path, mode: mode(gid: gid)), !e.isAlreadyExisting {
+            return SharedContainerError("cannot create \(path): \(e)")
         }
-        var st = stat()
-        guard stat(path, &st) == 0, (st.st_mode & S_IFMT) == S_IFDIR else { return SharedContainerError("\(path) is not a directory") }
+        guard case .success(let st) = kernel.status(path, followLinks: true), st.kind == .directory else {
+            return SharedContainerError("\(path) is not a directory")
+        }
+        // An existing directory gets its owner and mode back; chown clears the setgid bit, so
+        // the mode is set after it.
+        if let gid, let e = kernel.changeOwner(path, user: 0, group: gid) {
+            return SharedContainerError("cannot give \(path) to group \(gid): \(e)")
+        }
+        if let e = kernel.changeMode(path, mode(gid: gid)) {
+            return SharedContainerError("cannot set the mode of \(path): \(e)")
+        }
         return nil
     }
 }

@@ -1,10 +1,7 @@
-import CShims
 import ExtensionProtocol
 import ExtensionTransport
 import SupervisorCore
-#if canImport(Glibc)
-import Glibc
-#endif
+import SupervisorKernel
 
 /// Environment variables the supervisor sets for every extension (see docs/protocol.md).
 public enum RuntimeEnvironment {
@@ -35,10 +32,12 @@ enum Spawner {
     /// The clean environment of an extension: a few of the daemon's variables; with a
     /// container, `HOME` and the XDG base directories in it; then the manifest's own; then the
     /// supervisor's `EXTENSIOND_*` and shared-container variables.
-    static func environment(for manifest: Manifest, channel: Bool, container: String? = nil, sandboxedFiles: Bool = false) -> [String] {
+    static func environment(
+        for manifest: Manifest, channel: Bool, container: String? = nil, sandboxedFiles: Bool = false, daemon: (String) -> String?
+    ) -> [String] {
         var env: [String: String] = ["PATH": "/usr/local/bin:/usr/bin:/bin"]
         for name in passedThrough where !(sandboxedFiles && name == "XDG_RUNTIME_DIR") {
-            if let value = getenv(name) { env[name] = String(cString: value) }
+            if let value = daemon(name) { env[name] = value }
         }
         if let container {
             env["HOME"] = container
@@ -47,8 +46,8 @@ enum Spawner {
             env["XDG_DATA_HOME"] = container + "/.local/share"
             env["XDG_STATE_HOME"] = container + "/.local/state"
             env[RuntimeEnvironment.container] = container
-        } else if let home = getenv("HOME") {
-            env["HOME"] = String(cString: home)
+        } else if let home = daemon("HOME") {
+            env["HOME"] = home
         }
         for (k, v) in manifest.environment { env[k] = v }
         for (name, path) in manifest.containerPaths { env[SharedContainer.environmentName(for: name)] = path }
@@ -70,7 +69,13 @@ enum Spawner {
         var childEnd: PacketSocket?
         if withChannel {
             let (a, b) = try PacketSocket.pair()
-            _ = shim_set_nonblocking(a.fd)
+            do throws(SystemError) {
+                try a.setNonBlocking()
+            } catch {
+                a.close()
+                b.close()
+                throw error
+            }
             daemonEnd = a
             childEnd = b
         }
@@ -79,18 +84,18 @@ enum Spawner {
         let request = SpawnRequest(
             path: manifest.executable, arguments: manifest.arguments,
             environment: environment(
-                for: manifest, channel: withChannel, container: container,
-                sandboxedFiles: (sandbox?.parts ?? 0) & Int32(SHIM_SANDBOX_FILESYSTEM) != 0),
+                for: manifest, channel: withChannel, container: container, sandboxedFiles: sandbox?.parts.contains(.filesystem) ?? false,
+                daemon: kernel.environment),
             directory: directory.isEmpty ? nil : directory, channelFD: childEnd?.fd, cgroupFD: cgroupFD,
             // Only a root daemon switches credentials; any other runs extensions as itself.
-            credentials: getuid() == 0 ? manifest.credentials : nil, resourceLimits: rlimits(limits),
+            credentials: kernel.userID == 0 ? manifest.credentials : nil, resourceLimits: rlimits(limits),
             sandbox: sandbox, memoryCgroupProcsFD: memoryCgroupProcsFD)
         switch kernel.spawn(request) {
         case .success(let (pid, pidfd)):
             return SpawnedProcess(pid: pid, pidfd: pidfd, channel: daemonEnd)
         case .failure(let e):
             daemonEnd?.close()
-            throw SystemError("spawn \(manifest.executable)" + (e.step.map { " (\($0))" } ?? ""), errno: e.code)
+            throw e.during("spawn \(manifest.executable)" + (e.operation.isEmpty ? "" : " (\(e.operation))"))
         }
     }
 
@@ -100,9 +105,9 @@ enum Spawner {
     static func rlimits(_ limits: [LimitEnforcement]) -> [ResourceLimit] {
         limits.filter { $0.by == .rlimit }.compactMap { l -> ResourceLimit? in
             switch l.key {
-            case "memoryMaxBytes": return ResourceLimit(resource: Int32(RLIMIT_DATA.rawValue), value: l.value)
-            case "tasksMax": return ResourceLimit(resource: Int32(__RLIMIT_NPROC.rawValue), value: l.value)
-            case "openFilesMax": return ResourceLimit(resource: Int32(RLIMIT_NOFILE.rawValue), value: l.value)
+            case "memoryMaxBytes": return ResourceLimit(resource: .data, value: l.value)
+            case "tasksMax": return ResourceLimit(resource: .processes, value: l.value)
+            case "openFilesMax": return ResourceLimit(resource: .openFiles, value: l.value)
             default: return nil
             }
         }

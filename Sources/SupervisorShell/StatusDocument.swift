@@ -1,7 +1,5 @@
 import SupervisorCore
-#if canImport(Glibc)
-import Glibc
-#endif
+import SupervisorKernel
 
 /// The JSON documents of `extctl list --json`, `status --json` and `monitor --json`.
 /// A stable interface, documented in docs/json.md: fields may be added, never renamed or removed.
@@ -11,11 +9,9 @@ enum StatusDocument {
     struct Clock {
         let offset: Double  // realtime − monotonic, seconds
 
-        init(monotonicNow: Instant) {
-            var ts = timespec()
-            clock_gettime(CLOCK_REALTIME, &ts)
-            let real = Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
-            offset = real - Double(monotonicNow.nanoseconds) / 1e9
+        /// The clock at `monotonicNow`, when the wall clock read `wallClock` (seconds since 1970).
+        init(monotonicNow: Instant, wallClock: Double) {
+            offset = wallClock - Double(monotonicNow.nanoseconds) / 1e9
         }
 
         func iso(_ t: Instant) -> String {
@@ -111,7 +107,7 @@ enum StatusDocument {
         var state: Character
         var command: String
         var rssBytes: Int64
-        var cpuTicks: UInt64
+        var cpuSeconds: Double
     }
 
     /// How the extensions' processes are held together, for `status`.
@@ -216,7 +212,7 @@ enum StatusDocument {
             })
             o["cgroup"] = .stringOrNull(found.cgroup)
             let rss = found.cgroupMemoryBytes ?? found.entries.reduce(Int64(0)) { $0 + $1.rssBytes }
-            let cpu = found.cgroupCPUSeconds ?? Double(found.entries.reduce(UInt64(0)) { $0 + $1.cpuTicks }) / ProcessTable.ticksPerSecond
+            let cpu = found.cgroupCPUSeconds ?? found.entries.reduce(0.0) { $0 + $1.cpuSeconds }
             o["memoryBytes"] = r.pid == nil ? .null : .integer(Int(rss))
             o["cpuSeconds"] = r.pid == nil ? .null : .number(cpu)
             o["recentEvents"] = .array(r.recentEvents.map { event($0, clock) })

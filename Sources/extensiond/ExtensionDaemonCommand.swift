@@ -1,10 +1,7 @@
 import ArgumentParser
-import CShims
 import Logging
+import SupervisorKernel
 import SupervisorShell
-#if canImport(Glibc)
-import Glibc
-#endif
 
 /// `extensiond`: the extension lifecycle supervisor. Runs in the foreground.
 @main
@@ -67,17 +64,7 @@ struct ExtensionDaemonCommand: ParsableCommand {
     var socketGroup: String?
 
     func run() throws {
-        // Signals the loop owns must be blocked before any other thread exists.
-        let owned: [Int32] = [SIGTERM, SIGINT, SIGHUP, SIGCHLD, 0]
-        _ = owned.withUnsafeBufferPointer { shim_block_signals($0.baseAddress!) }
-        signal(SIGPIPE, SIG_IGN)
-        // About three descriptors per running extension (pidfd, channel, cgroup.events):
-        // a soft limit of 1,024 would stop the daemon near 340 extensions. Raise it to the hard limit.
-        var limit = rlimit()
-        if getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0 && limit.rlim_cur < limit.rlim_max {
-            limit.rlim_cur = limit.rlim_max
-            _ = setrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
-        }
+        DaemonProcess.prepare()
         let target = logTarget.resolved()
         LoggingSystem.bootstrap { label in target.makeHandler(label: label) }
         var logger = Logger(label: "extensiond")
@@ -102,15 +89,22 @@ struct ExtensionDaemonCommand: ParsableCommand {
                 socketPath = path
             }
         }
+        let kernel: LinuxKernel
+        do {
+            kernel = try LinuxKernel()
+        } catch {
+            logger.critical("cannot start: the event loop cannot be created: \(error)")
+            throw ExitCode(1)
+        }
         var options = DaemonOptions(
-            socketPath: socketPath, extensionDirectories: extensionDirectories, configFile: config,
+            kernel: kernel, socketPath: socketPath, extensionDirectories: extensionDirectories, configFile: config,
             inheritedListener: inherited?.fd)
         options.containment = containment
         if let stateDirectory { options.stateDirectory = stateDirectory }
         options.socketGroup = socketGroup
         let daemon: Daemon
         do {
-            daemon = try Daemon(options: options, logger: logger)
+            daemon = try Daemon(options: options, kernel: kernel, logger: logger)
         } catch {
             logger.critical("cannot start: \(error)")
             throw ExitCode(1)

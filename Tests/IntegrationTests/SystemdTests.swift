@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 
-/// MESSAGE_IDs the daemon gives lifecycle entries in the journal (Sources/SupervisorShell/MessageIDs.swift,
+/// MESSAGE_IDs the daemon gives lifecycle entries in the journal (Sources/SupervisorKernel/MessageIDs.swift,
 /// docs/operations.md). Repeated here on purpose: they are a stable interface.
 enum JournalMessageID {
     static let launch = "6cd6b8f3432e4d25bb783e6ec5c9750c"

@@ -1,6 +1,7 @@
 import ExtensionProtocol
 @testable import SupervisorShell
 import SupervisorCore
+import SupervisorKernel
 import Testing
 
 @Suite("Guarantees over randomized event sequences")
@@ -30,8 +31,8 @@ struct InvariantTests {
     /// - no stop check stays armed once the group is held, and no timer is armed for a process
     ///   that is not live; `ProcessControl` logs no warning or error but a slow stop, and
     ///   makes no kernel call outside its process handling.
-    @Test(arguments: [Containment.cgroup, .processGroup])
-    func theCoreKeepsItsGuaranteesOverRandomSequences(containment: Containment) {
+    @Test(arguments: [SupervisorCore.Containment.cgroup, .processGroup])
+    func theCoreKeepsItsGuaranteesOverRandomSequences(containment: SupervisorCore.Containment) {
         var totals = (grants: 0, expires: 0, stops: 0, stopsWithHeld: 0, reclaims: 0, crashes: 0)
         var model = (stops: 0, freezes: 0, forks: 0, outlived: 0, blocked: 0, alone: 0, orphansOnly: 0)
         for seed in UInt64(1)...300 {
@@ -145,7 +146,8 @@ struct InvariantTests {
     @Test func theCheckerDetectsWarningsStrayCallsAndStrayTimers() {
         let sim = Simulation(seed: 1, containment: .cgroup)
         sim.logged.logger(label: "test").warning("cannot read cgroup.events")
-        _ = sim.kernel.spawn(SpawnRequest(path: "/bin/true", arguments: [], environment: []))
+        _ = sim.kernel.spawn(SpawnRequest(
+            path: "/bin/true", arguments: [], environment: [], directory: nil, channelFD: nil, cgroupFD: nil, credentials: nil))
         _ = sim.kernel.addTimer(at: .seconds(5), priority: 0) {}
         var found: [String] = []
         sim.checkShell { found.append($0) }

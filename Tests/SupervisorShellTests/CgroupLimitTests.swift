@@ -3,6 +3,7 @@ import Glibc
 #endif
 import Logging
 @testable import SupervisorShell
+import SupervisorKernel
 import SupervisorCore
 import Testing
 
@@ -34,7 +35,7 @@ struct CgroupLimitTests {
             .write(Self.cgroup + "/pids.max", "32"),
             .write(Self.cgroup + "/cpu.weight", "50"),
         ])
-        #expect(Spawner.rlimits(plan) == [ResourceLimit(resource: Int32(RLIMIT_NOFILE.rawValue), value: 64)])
+        #expect(Spawner.rlimits(plan) == [ResourceLimit(resource: .openFiles, value: 64)])
     }
 
     @Test func withoutControllersNothingIsWrittenAndRlimitsApply() throws {
@@ -45,9 +46,9 @@ struct CgroupLimitTests {
         #expect(CgroupTree.applyLimits(plan, to: Self.cgroup, kernel: k) == nil)
         #expect(k.calls.isEmpty)
         #expect(Spawner.rlimits(plan) == [
-            ResourceLimit(resource: Int32(RLIMIT_DATA.rawValue), value: 256 << 20),
-            ResourceLimit(resource: Int32(__RLIMIT_NPROC.rawValue), value: 32),
-            ResourceLimit(resource: Int32(RLIMIT_NOFILE.rawValue), value: 64),
+            ResourceLimit(resource: .data, value: 256 << 20),
+            ResourceLimit(resource: .processes, value: 32),
+            ResourceLimit(resource: .openFiles, value: 64),
         ])
     }
 
@@ -126,8 +127,8 @@ struct CgroupLimitTests {
         #expect(CgroupTree.applyLimits(plan, to: Self.cgroup, kernel: k) == nil)
         #expect(k.calls.isEmpty, "no v2 controller file is written")
         #expect(Spawner.rlimits(plan) == [
-            ResourceLimit(resource: Int32(__RLIMIT_NPROC.rawValue), value: 32),
-            ResourceLimit(resource: Int32(RLIMIT_NOFILE.rawValue), value: 64),
+            ResourceLimit(resource: .processes, value: 32),
+            ResourceLimit(resource: .openFiles, value: 64),
         ])
         let path = tree.path(of: "org.example.x")
         k.files[path + "/memory.oom_control"] = "oom_kill_disable 0\nunder_oom 0\noom_kill 0\n"
@@ -186,6 +187,6 @@ struct CgroupLimitTests {
         k.calls.removeAll()
         #expect(CgroupTree.applyLimits(plan, to: Self.cgroup, kernel: k) == nil)
         #expect(k.calls.first == .write(Self.cgroup + "/memory.max", "268435456"))
-        #expect(!Spawner.rlimits(plan).contains { $0.resource == Int32(RLIMIT_DATA.rawValue) || $0.resource == Int32(RLIMIT_AS.rawValue) })
+        #expect(!Spawner.rlimits(plan).contains { $0.resource == .data })
     }
 }

@@ -1,6 +1,7 @@
 import Foundation  // the tests only: JSONSerialization is the reference, and extctl parses with it
 import SupervisorCore
 @testable import SupervisorShell
+import SupervisorKernel
 import Testing
 
 /// `EventJSON` writes the event object of docs/json.md as `StatusDocument.event` and
@@ -46,7 +47,7 @@ struct EventJSONTests {
     }
 
     @Test func statusEmbedsTheSameEventObject() throws {
-        let clock = StatusDocument.Clock(monotonicNow: Instant(nanoseconds: 800_000_000_000))
+        let clock = StatusDocument.Clock(monotonicNow: Instant(nanoseconds: 800_000_000_000), wallClock: Date().timeIntervalSince1970)
         for e in Self.events {
             let embedded = JSONWriter.encode(.array([StatusDocument.event(e, clock)]))
             #expect(embedded == Array("[".utf8) + EventJSON.encode(e, time: clock.iso(e.at)) + Array("]".utf8))

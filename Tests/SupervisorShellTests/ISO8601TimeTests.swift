@@ -1,6 +1,7 @@
 import Foundation  // the tests only: Date.formatted is the reference the formatter must match
 import SupervisorCore
 @testable import SupervisorShell
+import SupervisorKernel
 import Testing
 
 /// `StatusDocument.Clock.iso8601` prints the times of docs/json.md exactly as Foundation's
@@ -62,7 +63,7 @@ struct ISO8601TimeTests {
         var ts = timespec()
         clock_gettime(CLOCK_MONOTONIC, &ts)
         let now = Instant(nanoseconds: UInt64(ts.tv_sec) * 1_000_000_000 + UInt64(ts.tv_nsec))
-        let clock = StatusDocument.Clock(monotonicNow: now)
+        let clock = StatusDocument.Clock(monotonicNow: now, wallClock: Date().timeIntervalSince1970)
         let text = clock.iso(now)
         let wall = Date().timeIntervalSince1970
         // Within a second of the wall clock, and in the documented shape.

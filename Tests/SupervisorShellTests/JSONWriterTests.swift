@@ -1,5 +1,6 @@
 import Foundation  // the tests only: JSONSerialization is the reference the writer must match
 @testable import SupervisorShell
+import SupervisorKernel
 import Testing
 
 /// `JSONWriter` prints what `JSONSerialization` with `.sortedKeys` printed for the daemon's

@@ -2,12 +2,13 @@
 import Glibc
 #endif
 @testable import SupervisorShell
+import SupervisorKernel
 import Testing
 
 /// Reads of open files through the real kernel interface: a read of short-record files stops
 /// at a short first read, and nothing is cut from files longer than one read.
 struct KernelReadTests {
-    let kernel = LinuxKernel(loop: nil)
+    let kernel = try! LinuxKernel(withLoop: false)
 
     func temporaryFile(_ bytes: [UInt8]) throws -> (path: String, fd: Int32) {
         var template = Array("/tmp/extensiond-read-XXXXXX".utf8CString)

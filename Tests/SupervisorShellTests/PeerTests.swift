@@ -4,6 +4,7 @@ import Glibc
 import ExtensionProtocol
 import ExtensionTransport
 @testable import SupervisorShell
+import SupervisorKernel
 import Testing
 
 /// A held peer writes nothing until it is released, then everything it held, in order.
@@ -35,7 +36,7 @@ struct PeerTests {
         #expect(peer.send(.ok(tag: 2), encoder: &encoder) == .accepted)
         #expect(peer.send(.ok(tag: 3), encoder: &encoder) == .accepted)
         #expect(try received(theirs).isEmpty, "held: nothing written yet")
-        #expect(peer.release())
+        #expect(peer.release() == nil)
         #expect(!peer.isHeld)
         #expect(try received(theirs) == [.ok(tag: 2), .ok(tag: 3)])
         #expect(peer.send(.ok(tag: 4), encoder: &encoder) == .accepted)
@@ -49,7 +50,7 @@ struct PeerTests {
         peer.hold()
         let count = PacketSocket.maxBatch * 2 + 5
         for tag in 1...count { #expect(peer.send(.ok(tag: UInt32(tag)), encoder: &encoder) == .accepted) }
-        #expect(peer.release())
+        #expect(peer.release() == nil)
         #expect(try received(theirs) == (1...count).map { .ok(tag: UInt32($0)) }, "each message its own datagram, none lost or merged")
     }
 
@@ -62,11 +63,11 @@ struct PeerTests {
         let payload = [UInt8](repeating: 7, count: 4000)
         let count = 400
         for r in 1...count { #expect(peer.send(.completed(requestID: UInt64(r), payload: payload), encoder: &encoder) == .accepted) }
-        #expect(peer.release())
+        #expect(peer.release() == nil)
         var got: [Message] = try received(theirs)
         #expect(got.count < count, "the socket buffer filled")
         while got.count < count {
-            #expect(peer.flush(Poll.output))
+            #expect(peer.flush(Poll.output) == nil)
             let more = try received(theirs)
             #expect(!more.isEmpty, "each writable turn moves the queue on")
             if more.isEmpty { break }
@@ -86,7 +87,7 @@ struct PeerTests {
         #expect(peer.send(.begun(tag: 2, requestID: 7, pid: 1, hasChannel: true), encoder: &encoder, descriptor: descriptor) == .accepted)
         #expect(peer.send(.ok(tag: 3), encoder: &encoder) == .accepted)
         #expect(try received(theirs) == [.ok(tag: 1), .begun(tag: 2, requestID: 7, pid: 1, hasChannel: true)], "written at once, after the held one")
-        #expect(peer.release())
+        #expect(peer.release() == nil)
         #expect(try received(theirs) == [.ok(tag: 3)])
     }
 }

@@ -3,6 +3,7 @@ import Glibc
 #endif
 import Logging
 @testable import SupervisorShell
+import SupervisorKernel
 import SupervisorCore
 import Testing
 
@@ -70,7 +71,7 @@ struct ProcessControlTests {
     @Test func underSystemdTheDaemonMovesIntoALeafAndEnablesControllers() throws {
         let k = systemdKernel()
         let tree = try CgroupTree.setUp(kernel: k, underSystemd: true, socketPath: "/run/extensiond/control.sock", logger: logger).get()
-        let pid = "\(getpid())"
+        let pid = "\(k.processID)"
         let expected: [RecordingKernel.Call] = [
             .read("/proc/self/mountinfo"), .read("/proc/self/cgroup"),
             .makeDirectory(Self.service + "/supervisor"), .write(Self.service + "/supervisor/cgroup.procs", pid),
@@ -193,7 +194,7 @@ struct ProcessControlTests {
         control.leaderMayHaveExited(p)
         #expect(k.calls == [
             .exitStatus(pidfd: 7, reap: false), .readFD(61), .exitStatus(pidfd: 7, reap: true),
-            .listDirectory("/proc/\(getpid())/task"), .removeDirectory(Self.cgroup),
+            .listDirectory("/proc/\(k.processID)/task"), .removeDirectory(Self.cgroup),
         ])
         #expect(recorder.exits.count == 1)
         #expect(recorder.exits.first?.0 == .signaled(9))
@@ -251,7 +252,7 @@ struct ProcessControlTests {
         k.stopped = [7]
         control.childrenChanged()
         #expect(k.calls == [
-            .stopReported(pidfd: 7), .listDirectory("/proc/\(getpid())/task"),
+            .stopReported(pidfd: 7), .listDirectory("/proc/\(k.processID)/task"),
             .listDirectory("/proc/100/task"), .read("/proc/100/task/100/children"),
             .cancelTimer(at: k.clock.adding(seconds: GroupControl.firstRetrySeconds)),
         ], "no orphan adopted, no child: the leader alone, with no scan of /proc")
@@ -274,7 +275,7 @@ struct ProcessControlTests {
         k.stopped = [7]
         control.childrenChanged()
         let descendants: [RecordingKernel.Call] = [
-            .listDirectory("/proc/\(getpid())/task"), .listDirectory("/proc/100/task"), .read("/proc/100/task/100/children"),
+            .listDirectory("/proc/\(k.processID)/task"), .listDirectory("/proc/100/task"), .read("/proc/100/task/100/children"),
         ]
         let scan: [RecordingKernel.Call] = [
             .listDirectory("/proc"), .read("/proc/100/stat"), .read("/proc/101/stat"),

@@ -1,6 +1,7 @@
 import Foundation  // the tests only: writes a registry as JSONSerialization would
 import Logging
 @testable import SupervisorShell
+import SupervisorKernel
 import Testing
 
 /// The registry file keeps its format (`{"daemonPID":…,"processes":[…],"version":1}`) and is read
@@ -8,6 +9,7 @@ import Testing
 struct ProcessRegistryTests {
     let directory: String
     let logger = Logger(label: "test")
+    let kernel = try! LinuxKernel(withLoop: false)
 
     init() throws {
         directory = NSTemporaryDirectory() + "/registry-tests-\(getpid())-\(UInt32.random(in: 0 ... .max))"
@@ -16,15 +18,15 @@ struct ProcessRegistryTests {
 
     @Test func writesTheDocumentedFormatAndReadsItBack() throws {
         let path = directory + "/control.processes.json"
-        let registry = ProcessRegistry(path: path, logger: logger)
+        let registry = ProcessRegistry(path: path, logger: logger, table: ProcessTable(kernel: kernel))
         registry.add(extensionID: "org.example.\"quoted\"/x", pid: getpid(), processGroup: getpgrp())
         #expect(registry.flush())
         let text = try String(contentsOfFile: path, encoding: .utf8)
         let start = try #require(registry.entries[getpid()]?.startTicks)
         #expect(text == #"{"daemonPID":\#(getpid()),"processes":[{"id":"org.example.\"quoted\"\/x","pid":\#(getpid()),"processGroup":\#(getpgrp()),"startTicks":\#(start)}],"version":1}"# + "\n")
-        #expect(ProcessRegistry.read(path) == [ProcessRegistry.Entry(extensionID: "org.example.\"quoted\"/x", pid: getpid(), processGroup: getpgrp(), startTicks: start)])
+        #expect(ProcessRegistry.read(path, kernel: kernel) == [ProcessRegistry.Entry(extensionID: "org.example.\"quoted\"/x", pid: getpid(), processGroup: getpgrp(), startTicks: start)])
         registry.removeFile()
-        #expect(ProcessRegistry.read(path).isEmpty)
+        #expect(ProcessRegistry.read(path, kernel: kernel).isEmpty)
     }
 
     @Test func skipsMalformedEntriesOneByOne() throws {
@@ -42,7 +44,7 @@ struct ProcessRegistryTests {
             ],
         ]
         try JSONSerialization.data(withJSONObject: document).write(to: URL(fileURLWithPath: path))
-        #expect(ProcessRegistry.read(path) == [
+        #expect(ProcessRegistry.read(path, kernel: kernel) == [
             .init(extensionID: "good", pid: 4242, processGroup: 4242, startTicks: 99),
             .init(extensionID: "also-good", pid: 4246, processGroup: 4246, startTicks: 0),
         ])
@@ -52,8 +54,8 @@ struct ProcessRegistryTests {
         for (name, content) in [("empty", ""), ("garbage", "{"), ("array", "[]"), ("no-processes", #"{"version":1}"#)] {
             let path = directory + "/\(name).json"
             try Data(content.utf8).write(to: URL(fileURLWithPath: path))
-            #expect(ProcessRegistry.read(path).isEmpty, "\(name)")
+            #expect(ProcessRegistry.read(path, kernel: kernel).isEmpty, "\(name)")
         }
-        #expect(ProcessRegistry.read(directory + "/absent.json").isEmpty)
+        #expect(ProcessRegistry.read(directory + "/absent.json", kernel: kernel).isEmpty)
     }
 }

@@ -93,7 +93,7 @@ final class Simulation: ProcessControlDelegate {
     var everGranted: [String: [UInt64]] = [:]
     var nextTag: UInt32 = 1
     /// The containment every generation gets (cgroup, or the process-group fallback).
-    let containment: Containment
+    let containment: SupervisorCore.Containment
     /// The shell's handle on each extension's live generation, as the daemon keeps them.
     var processes: [String: SupervisedProcess] = [:]
     /// Events the simulated shell queued while effects were carried out (delivered after them,
@@ -114,7 +114,7 @@ final class Simulation: ProcessControlDelegate {
     /// child whose group held orphans (which alone keep it from being alone).
     var confirmedAloneWithoutARead = 0, orphansOnlyAtConfirm = 0
 
-    init(seed: UInt64, timerLateness: Double = 0, spawnAnswersImmediately: Bool = true, containment: Containment = .cgroup) {
+    init(seed: UInt64, timerLateness: Double = 0, spawnAnswersImmediately: Bool = true, containment: SupervisorCore.Containment = .cgroup) {
         kernel = SimulatedKernel(seed: seed)
         self.containment = containment
         self.timerLateness = timerLateness

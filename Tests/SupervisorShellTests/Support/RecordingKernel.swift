@@ -1,9 +1,17 @@
+import ExtensionTransport
 @testable import SupervisorShell
 import SupervisorCore
+import SupervisorKernel
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// A fake of the kernel interface: it answers from a script (file contents, directory
 /// listings, which pidfds report a stop or an exit) and records every call, in order, so a
-/// test can check the exact sequence the shell makes.
+/// test can check the exact sequence the shell makes. It is also an embedded event loop, in
+/// the manner of NIOEmbedded: watches, signals, timers and the deadline are kept with their
+/// handlers, and the test fires them (`fire(fd:)`, `raise(_:)`, `advance(to:)`), each firing
+/// followed by the end-of-iteration handlers, as sd-event does.
 final class RecordingKernel: Kernel {
     enum Call: Equatable, CustomStringConvertible {
         case kill(Int32, Int32)
@@ -28,6 +36,16 @@ final class RecordingKernel: Kernel {
         case addTimer(at: Instant)
         case cancelTimer(at: Instant)
         case watch(fd: Int32, events: UInt32)
+        case setEvents(fd: Int32, events: UInt32)
+        case cancelWatch(fd: Int32)
+        case watchSignal(Int32)
+        case setDeadline(Instant?)
+        case replaceFile(String)
+        case removeFile(String)
+        case removeContents(String)
+        case changeOwner(String, UInt32, UInt32)
+        case changeMode(String, UInt32)
+        case notify(String)
         case watchOpens([String])
         case readOpenEvents(fd: Int32)
 
@@ -55,6 +73,16 @@ final class RecordingKernel: Kernel {
             case let .addTimer(at): "timer(\(at))"
             case let .cancelTimer(at): "cancel timer(\(at))"
             case let .watch(fd, events): "watch(\(fd), \(events))"
+            case let .setEvents(fd, events): "set events(\(fd), \(events))"
+            case let .cancelWatch(fd): "cancel watch(\(fd))"
+            case let .watchSignal(signal): "signalfd(\(signal))"
+            case let .setDeadline(at): "deadline(\(at.map { "\($0)" } ?? "off"))"
+            case let .replaceFile(path): "replace(\(path))"
+            case let .removeFile(path): "unlink(\(path))"
+            case let .removeContents(path): "empty(\(path))"
+            case let .changeOwner(path, uid, gid): "chown(\(path), \(uid), \(gid))"
+            case let .changeMode(path, mode): "chmod(\(path), \(String(mode, radix: 8)))"
+            case let .notify(state): "sd_notify(\(state))"
             case let .watchOpens(paths): "inotify IN_OPEN \(paths)"
             case let .readOpenEvents(fd): "read inotify(\(fd))"
             }
@@ -78,6 +106,34 @@ final class RecordingKernel: Kernel {
         }
     }
 
+    final class FakeWatch: Watch {
+        let fd: Int32
+        var events: UInt32
+        let handler: (UInt32) -> Void
+        weak var kernel: RecordingKernel?
+        var cancelled = false
+        init(fd: Int32, events: UInt32, handler: @escaping (UInt32) -> Void, kernel: RecordingKernel) {
+            self.fd = fd
+            self.events = events
+            self.handler = handler
+            self.kernel = kernel
+        }
+        func setEvents(_ events: UInt32) {
+            self.events = events
+            kernel?.calls.append(.setEvents(fd: fd, events: events))
+        }
+        func cancel() {
+            guard !cancelled else { return }
+            cancelled = true
+            kernel?.calls.append(.cancelWatch(fd: fd))
+        }
+    }
+
+    final class FakeSource: Cancellable {
+        var cancelled = false
+        func cancel() { cancelled = true }
+    }
+
     var calls: [Call] = []
     var clock = Instant.seconds(100)
     /// Contents returned by `read(path)`; a missing path fails with ENOENT.
@@ -85,42 +141,62 @@ final class RecordingKernel: Kernel {
     /// Contents returned by `read(fd:)`.
     var descriptors: [Int32: String] = [:]
     var directories: [String: [String]] = [:]
+    /// What `status(path)` answers; a missing path fails with ENOENT.
+    var statuses: [String: FileStatus] = [:]
     /// Targets returned by `readLink(path)`; a missing path fails with ENOENT.
     var links: [String: String] = [:]
-    /// Identities returned by `fileIdentity(path)`; a missing path fails with ENOENT.
+    /// Identities returned by `status(path)` of a `/proc/PID/fd/N` link; a missing path fails with ENOENT.
     var identities: [String: FileIdentity] = [:]
     /// Pidfds whose stop is reported, and exit statuses by pidfd.
     var stopped: Set<Int32> = []
     var exits: [Int32: ExitStatus] = [:]
     var timers: [FakeTimer] = []
+    var watches: [FakeWatch] = []
+    var signalHandlers: [Int32: (Int32, Int32) -> Void] = [:]
+    var deadline: (at: Instant, handler: () -> Void)?
+    var iterationEnds: [(FakeSource, () -> Void)] = []
     var nextFD: Int32 = 50
     /// Paths whose writes fail with this errno.
     var failingWrites: [String: Int32] = [:]
+    /// The pid and pidfd the next spawn returns (each spawn then moves both on by one).
+    var nextSpawn: (pid: Int32, pidfd: Int32) = (4242, 7)
+    var environmentVariables: [String: String] = [:]
+    var exitCode: Int32?
 
     func now() -> Instant { clock }
+    func iterationTime() -> Instant { clock }
+    func wallClock() -> Double { 1_790_000_000 + Double(clock.nanoseconds) / 1e9 }
+    var processID: Int32 = 1000
+    var userID: UInt32 = 0
+    var groupID: UInt32 = 0
+    var supplementaryGroups: [UInt32] = []
+    let clockTicksPerSecond = 100.0
+    let pageSize: Int64 = 4096
+    func environment(_ name: String) -> String? { environmentVariables[name] }
+    var accounts = AccountDirectory.table(users: [:], groups: [:])
 
-    func kill(_ pid: Int32, _ signal: Int32) -> Errno? {
+    func kill(_ pid: Int32, _ signal: Int32) -> SystemError? {
         calls.append(.kill(pid, signal))
         return nil
     }
 
-    func openPidfd(_ pid: Int32) -> Result<Int32, Errno> {
+    func openPidfd(_ pid: Int32) -> Result<Int32, SystemError> {
         calls.append(.openPidfd(pid))
         defer { nextFD += 1 }
         return .success(nextFD)
     }
 
-    func signal(pidfd: Int32, _ signal: Int32) -> Errno? {
+    func signal(pidfd: Int32, _ signal: Int32) -> SystemError? {
         calls.append(.signalPidfd(pidfd, signal))
         return nil
     }
 
-    func stopReported(pidfd: Int32) -> Result<Bool, Errno> {
+    func stopReported(pidfd: Int32) -> Result<Bool, SystemError> {
         calls.append(.stopReported(pidfd: pidfd))
         return .success(stopped.contains(pidfd))
     }
 
-    func exitStatus(pidfd: Int32, reap: Bool) -> Result<ExitStatus?, Errno> {
+    func exitStatus(pidfd: Int32, reap: Bool) -> Result<ExitStatus?, SystemError> {
         calls.append(.exitStatus(pidfd: pidfd, reap: reap))
         return .success(exits[pidfd])
     }
@@ -130,64 +206,113 @@ final class RecordingKernel: Kernel {
         return false
     }
 
-    func read(_ path: String) -> Result<[UInt8], Errno> {
+    func becomeChildSubreaper() -> Bool { true }
+
+    func prepareSandbox() -> (filter: UnsafeRawPointer?, filterError: SystemError?, probe: SandboxProbe) {
+        (nil, SystemError(errno: ENOSYS), SandboxProbe(errors: SandboxPart.allCases.map { _ in SystemError(errno: EPERM) }, userNamespace: false))
+    }
+
+    func read(_ path: String) -> Result<[UInt8], SystemError> {
         calls.append(.read(path))
-        guard let text = files[path] else { return .failure(.noEntry) }
+        guard let text = files[path] else { return .failure(SystemError(errno: ENOENT)) }
         return .success(Array(text.utf8))
     }
 
-    func read(fd: Int32) -> Result<[UInt8], Errno> {
+    func inspectFile(_ path: String, limit: Int64) -> Result<(status: FileStatus, contents: [UInt8]?), SystemError> {
+        calls.append(.read(path))
+        guard let text = files[path] else { return .failure(SystemError("open", errno: ENOENT)) }
+        let status = statuses[path] ?? FileStatus(
+            kind: .regular, permissions: 0o644, owner: 0, group: 0, size: Int64(text.utf8.count), identity: FileIdentity(device: 1, inode: 1))
+        return .success((status, status.kind == .regular && status.size <= limit ? Array(text.utf8) : nil))
+    }
+
+    func isExecutable(_ path: String) -> Bool { statuses[path].map { $0.permissions & 0o111 != 0 } ?? false }
+
+    func read(fd: Int32) -> Result<[UInt8], SystemError> {
         calls.append(.readFD(fd))
-        guard let text = descriptors[fd] else { return .failure(Errno(9)) }
+        guard let text = descriptors[fd] else { return .failure(SystemError(errno: EBADF)) }
         return .success(Array(text.utf8))
     }
 
-    func readToEnd(fd: Int32) -> Result<[UInt8], Errno> { read(fd: fd) }
+    func readToEnd(fd: Int32) -> Result<[UInt8], SystemError> { read(fd: fd) }
 
-    func write(_ path: String, _ text: String) -> Errno? {
+    func write(_ path: String, _ text: String) -> SystemError? {
         calls.append(.write(path, text))
-        return failingWrites[path].map { Errno($0) }
+        return failingWrites[path].map { SystemError(errno: $0) }
     }
 
-    func write(fd: Int32, _ text: String) -> Errno? {
+    func write(fd: Int32, _ text: String) -> SystemError? {
         calls.append(.writeFD(fd, text))
         return nil
     }
 
-    func makeDirectory(_ path: String) -> Errno? {
-        calls.append(.makeDirectory(path))
+    func replaceFile(_ path: String, with bytes: [UInt8], mode: UInt32, durable: Bool) -> SystemError? {
+        calls.append(.replaceFile(path))
+        files[path] = String(decoding: bytes, as: UTF8.self)
         return nil
     }
 
-    func removeDirectory(_ path: String) -> Errno? {
+    func makeDirectory(_ path: String, mode: UInt32) -> SystemError? {
+        calls.append(.makeDirectory(path))
+        if statuses[path] != nil { return SystemError(errno: EEXIST) }
+        statuses[path] = FileStatus(kind: .directory, permissions: mode, owner: userID, group: groupID, size: 0, identity: FileIdentity(device: 1, inode: 2))
+        return nil
+    }
+
+    func removeDirectory(_ path: String) -> SystemError? {
         calls.append(.removeDirectory(path))
         return nil
     }
+
+    func removeFile(_ path: String) -> SystemError? {
+        calls.append(.removeFile(path))
+        return files.removeValue(forKey: path) == nil ? SystemError(errno: ENOENT) : nil
+    }
+
+    func removeContents(ofDirectory path: String) -> SystemError? {
+        calls.append(.removeContents(path))
+        return nil
+    }
+
+    func changeOwner(_ path: String, user: UInt32, group: UInt32) -> SystemError? {
+        calls.append(.changeOwner(path, user, group))
+        return nil
+    }
+
+    func changeMode(_ path: String, _ mode: UInt32) -> SystemError? {
+        calls.append(.changeMode(path, mode))
+        return nil
+    }
+
+    func status(_ path: String, followLinks: Bool) -> Result<FileStatus, SystemError> {
+        calls.append(.stat(path))
+        if let identity = identities[path] {
+            return .success(FileStatus(kind: .regular, permissions: 0o644, owner: 0, group: 0, size: 0, identity: identity))
+        }
+        guard let status = statuses[path] else { return .failure(SystemError(errno: ENOENT)) }
+        return .success(status)
+    }
+
+    func resolvePath(_ path: String) -> String? { path }
 
     func listDirectory(_ path: String) -> [String]? {
         calls.append(.listDirectory(path))
         return directories[path]
     }
 
-    func readLink(_ path: String) -> Result<String, Errno> {
+    func readLink(_ path: String) -> Result<String, SystemError> {
         calls.append(.readLink(path))
-        guard let target = links[path] else { return .failure(.noEntry) }
+        guard let target = links[path] else { return .failure(SystemError(errno: ENOENT)) }
         return .success(target)
     }
 
-    func fileIdentity(_ path: String) -> Result<FileIdentity, Errno> {
-        calls.append(.stat(path))
-        guard let identity = identities[path] else { return .failure(.noEntry) }
-        return .success(identity)
-    }
-
-    func open(_ path: String, directory: Bool) -> Result<Int32, Errno> {
+    func open(_ path: String, directory: Bool) -> Result<Int32, SystemError> {
         calls.append(.open(path))
         nextFD += 1
         return .success(nextFD)
     }
 
-    func openForWriting(_ path: String) -> Result<Int32, Errno> {
+    func openForWriting(_ path: String) -> Result<Int32, SystemError> {
         calls.append(.openForWriting(path))
         nextFD += 1
         return .success(nextFD)
@@ -200,28 +325,22 @@ final class RecordingKernel: Kernel {
     /// Every spawn request, in order (`calls` has only its path and cgroup).
     var spawnRequests: [SpawnRequest] = []
 
-    func spawn(_ request: SpawnRequest) -> Result<(pid: Int32, pidfd: Int32), Errno> {
+    /// The extension's end of each spawned runtime channel (a duplicate of the descriptor the
+    /// child would get at fd 3), by pid: a test plays the extension's runtime on it.
+    var runtimeChannels: [Int32: PacketSocket] = [:]
+
+    func spawn(_ request: SpawnRequest) -> Result<(pid: Int32, pidfd: Int32), SystemError> {
         calls.append(.spawn(request.path, cgroupFD: request.cgroupFD))
         spawnRequests.append(request)
-        return .success((4242, 7))
-    }
-
-    func addTimer(at: Instant, priority: Int64, _ handler: @escaping () -> Void) -> Result<any Cancellable, Errno> {
-        calls.append(.addTimer(at: at))
-        let timer = FakeTimer(at: at, handler: handler, kernel: self)
-        timers.append(timer)
-        return .success(timer)
-    }
-
-    func watch(fd: Int32, events: UInt32, _ handler: @escaping (UInt32) -> Void) -> Result<any Cancellable, Errno> {
-        calls.append(.watch(fd: fd, events: events))
-        return .success(FakeTimer(at: clock, handler: {}, kernel: self))
+        if let fd = request.channelFD { runtimeChannels[nextSpawn.pid] = PacketSocket(fd: dup(fd)) }
+        defer { nextSpawn = (nextSpawn.pid + 1, nextSpawn.pidfd + 1) }
+        return .success(nextSpawn)
     }
 
     /// Watch descriptors `readOpenEvents` returns (then forgets).
     var openEvents: [Int32] = []
 
-    func watchOpens(_ paths: [String]) -> Result<(fd: Int32, watches: [Int32?]), Errno> {
+    func watchOpens(_ paths: [String]) -> Result<(fd: Int32, watches: [Int32?]), SystemError> {
         calls.append(.watchOpens(paths))
         nextFD += 1
         return .success((nextFD, paths.indices.map { Int32($0 + 1) }))
@@ -231,6 +350,112 @@ final class RecordingKernel: Kernel {
         calls.append(.readOpenEvents(fd: fd))
         defer { openEvents = [] }
         return openEvents
+    }
+
+    func waitFor(fd: Int32, events: UInt32, seconds: Double) -> Bool { false }
+
+    /// What `runToCompletion` answers, and each program it was asked to run.
+    var childResult: Result<(status: ExitStatus?, output: String), SystemError> = .success((.exited(0), ""))
+    var childrenRun: [[String]] = []
+    /// Each execve asked for: the program, its arguments and the descriptors kept.
+    var executions: [(path: String, arguments: [String], keeping: [Int32])] = []
+
+    func executablePath() -> String? { "/usr/bin/extensiond" }
+
+    func runToCompletion(_ path: String, arguments: [String], seconds: Double) -> Result<(status: ExitStatus?, output: String), SystemError> {
+        childrenRun.append([path] + arguments)
+        return childResult
+    }
+
+    func execute(_ path: String, arguments: [String], keeping: [Int32]) -> SystemError {
+        executions.append((path, arguments, keeping))
+        return SystemError("execve \(path)", errno: ENOSYS)
+    }
+
+    // MARK: The embedded loop
+
+    func addTimer(at: Instant, priority: Int64, _ handler: @escaping () -> Void) -> Result<any Cancellable, SystemError> {
+        calls.append(.addTimer(at: at))
+        let timer = FakeTimer(at: at, handler: handler, kernel: self)
+        timers.append(timer)
+        return .success(timer)
+    }
+
+    func watch(fd: Int32, events: UInt32, _ handler: @escaping (UInt32) -> Void) -> Result<any Watch, SystemError> {
+        calls.append(.watch(fd: fd, events: events))
+        let watch = FakeWatch(fd: fd, events: events, handler: handler, kernel: self)
+        watches.append(watch)
+        return .success(watch)
+    }
+
+    func watchSignal(_ signal: Int32, priority: Int64, _ handler: @escaping (Int32, Int32) -> Void) -> SystemError? {
+        calls.append(.watchSignal(signal))
+        signalHandlers[signal] = handler
+        return nil
+    }
+
+    func setDeadline(_ at: Instant?, _ handler: @escaping () -> Void) {
+        calls.append(.setDeadline(at))
+        deadline = at.map { ($0, handler) }
+    }
+
+    func atEndOfIteration(_ handler: @escaping () -> Void) -> Result<any Cancellable, SystemError> {
+        let source = FakeSource()
+        iterationEnds.append((source, handler))
+        return .success(source)
+    }
+
+    func runLoop() -> Int32 { exitCode ?? 0 }
+    func exitLoop(_ code: Int32) { exitCode = code }
+
+    func notifyServiceManager(_ state: String) { calls.append(.notify(state)) }
+    func watchdogInterval() -> UInt64? { nil }
+    func enableWatchdog() -> Bool { false }
+
+    /// Ends one iteration of the embedded loop: the end-of-iteration handlers run.
+    func endIteration() {
+        for (source, handler) in iterationEnds where !source.cancelled { handler() }
+    }
+
+    /// Fires the live watch of `fd` with `events` (readable by default), as one loop iteration.
+    /// Returns false when nothing watches `fd`.
+    @discardableResult
+    func fire(fd: Int32, events: UInt32 = Poll.input) -> Bool {
+        guard let w = watches.last(where: { $0.fd == fd && !$0.cancelled }) else { return false }
+        w.handler(events)
+        endIteration()
+        return true
+    }
+
+    /// Delivers `signal` from `sender` with `code` to its handler, as one loop iteration.
+    func raise(_ signal: Int32, sender: Int32 = 0, code: Int32 = 0) {
+        signalHandlers[signal]?(sender, code)
+        endIteration()
+    }
+
+    /// Whether a live watch is on `fd`.
+    func isWatched(_ fd: Int32) -> Bool { watches.contains { $0.fd == fd && !$0.cancelled } }
+
+    /// Moves the clock to `instant`, firing each timer and the deadline due on the way, in
+    /// order, each as one loop iteration.
+    func advance(to instant: Instant) {
+        while true {
+            let timer = timers.filter { !$0.cancelled && $0.at <= instant }.min { $0.at < $1.at }
+            let due = deadline.flatMap { $0.at <= instant ? $0 : nil }
+            if let timer, due == nil || timer.at <= due!.at {
+                timer.cancelled = true
+                clock = max(clock, timer.at)
+                timer.handler()
+            } else if let due {
+                deadline = nil
+                clock = max(clock, due.at)
+                due.handler()
+            } else {
+                break
+            }
+            endIteration()
+        }
+        clock = max(clock, instant)
     }
 
     /// Fires the earliest timer not cancelled, moving the clock to it.

@@ -3,10 +3,10 @@ import SupervisorCore
 import Glibc
 #endif
 
-/// The account database through NSS (getpwnam_r, getpwuid_r, getgrnam_r), and the daemon's
-/// own credentials.
-enum SystemAccounts {
-    static let directory = AccountDirectory(
+/// The account database through NSS (getpwnam_r, getpwuid_r, getgrnam_r).
+public enum SystemAccounts {
+    /// Lookups by name and uid, answered by NSS at each call.
+    public static let directory = AccountDirectory(
         userNamed: { name in
             withPasswd { pw, buffer, result in getpwnam_r(name, &pw, buffer, 16384, &result) }.map { ($0.pw_uid, $0.pw_gid) }
         },
@@ -27,15 +27,5 @@ enum SystemAccounts {
         var buffer = [CChar](repeating: 0, count: 16384)
         let rc = buffer.withUnsafeMutableBufferPointer { body(&pw, $0.baseAddress!, &result) }
         return rc == 0 && result != nil ? pw : nil
-    }
-
-    /// The rules for a daemon with this process's credentials and `config`.
-    static func rules(_ config: DaemonConfig) -> CredentialRules {
-        let count = getgroups(0, nil)
-        var groups = [gid_t](repeating: 0, count: Int(max(count, 0)))
-        let n = getgroups(count, &groups)
-        return CredentialRules(
-            daemonUID: getuid(), daemonGID: getgid(), daemonGroups: Array(groups.prefix(Int(max(n, 0)))),
-            allowRootExtensions: config.allowRootExtensions, accounts: directory)
     }
 }

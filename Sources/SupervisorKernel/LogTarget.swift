@@ -45,7 +45,8 @@ public enum LogTarget: String, CaseIterable, Sendable {
     /// that stream's `device:inode` and stderr's `fstat` matches it (sd_journal_stream_fd(3)).
     /// A redirected stderr (e.g. `2>file` in ExecStart) no longer matches, and the console is used.
     public static func stderrIsJournal() -> Bool {
-        guard let value = DaemonOptions.env("JOURNAL_STREAM") else { return false }
+        guard let raw = getenv("JOURNAL_STREAM") else { return false }
+        let value = String(cString: raw)
         let parts = value.split(separator: ":")
         guard parts.count == 2, let device = UInt64(parts[0]), let inode = UInt64(parts[1]) else { return false }
         var st = stat()

@@ -98,21 +98,19 @@ final class EventLoop {
         return EventSource(source)
     }
 
-    /// Runs `handler` once, after every pending event of higher priority has been dispatched
-    /// (an idle-priority defer source): work queued by a burst of events is done in one pass.
-    func addIdleOnce(handler: @escaping () -> Void) throws(SystemError) -> EventSource {
+    /// Runs `handler` at the end of every loop iteration in which another source was
+    /// dispatched (an sd-event post source): work gathered during an iteration goes out once.
+    func addPost(handler: @escaping () -> Void) throws(SystemError) -> EventSource {
         let box = Unmanaged.passRetained(CallbackBox(plain: handler))
         var source: OpaquePointer?
-        let rc = sd_event_add_defer(event, &source, { _, userdata in
+        let rc = sd_event_add_post(event, &source, { _, userdata in
             Unmanaged<CallbackBox>.fromOpaque(userdata!).takeUnretainedValue().plain?()
             return 0
         }, box.toOpaque())
         guard rc >= 0, let source else {
             box.release()
-            throw SystemError("sd_event_add_defer", errno: -rc)
+            throw SystemError("sd_event_add_post", errno: -rc)
         }
-        sd_event_source_set_priority(source, Int64(SD_EVENT_PRIORITY_IDLE))
-        sd_event_source_set_enabled(source, Int32(SD_EVENT_ONESHOT))
         EventSource.attachDestroy(source)
         return EventSource(source)
     }
@@ -170,7 +168,7 @@ final class CallbackBox {
 }
 
 /// One registered sd-event source. `cancel()` disables and releases it (and its closure).
-final class EventSource {
+final class EventSource: Watch {
     private var source: OpaquePointer?
 
     init(_ source: OpaquePointer) { self.source = source }
@@ -182,8 +180,17 @@ final class EventSource {
     }
 
     /// Changes the epoll events of an I/O source.
-    func setIOEvents(_ events: UInt32) {
+    func setEvents(_ events: UInt32) {
         if let source { sd_event_source_set_io_events(source, events) }
+    }
+
+    /// Hands the source to the loop, which keeps it until the loop itself goes; this object
+    /// no longer refers to it.
+    func float() {
+        guard let source else { return }
+        sd_event_source_set_floating(source, 1)
+        sd_event_source_unref(source)
+        self.source = nil
     }
 
     /// Disables the source and drops it; safe to call twice.

@@ -1,0 +1,365 @@
+import ExtensionTransport
+import SupervisorCore
+
+/// Which file an open descriptor refers to: `st_dev` and `st_ino` of stat(2).
+public struct FileIdentity: Hashable, Sendable {
+    public var device: UInt64
+    public var inode: UInt64
+    public init(device: UInt64, inode: UInt64) {
+        self.device = device
+        self.inode = inode
+    }
+}
+
+/// What stat(2) says about a file: enough for the daemon's ownership and type checks.
+public struct FileStatus: Equatable, Sendable {
+    public enum Kind: Equatable, Sendable { case regular, directory, symbolicLink, other }
+    public var kind: Kind
+    /// The permission bits (`st_mode & 07777`).
+    public var permissions: UInt32
+    public var owner: UInt32
+    public var group: UInt32
+    public var size: Int64
+    public var identity: FileIdentity
+    public init(kind: Kind, permissions: UInt32, owner: UInt32, group: UInt32, size: Int64, identity: FileIdentity) {
+        self.kind = kind
+        self.permissions = permissions
+        self.owner = owner
+        self.group = group
+        self.size = size
+        self.identity = identity
+    }
+    /// Whether others may write it (`S_IWOTH`).
+    public var isWorldWritable: Bool { permissions & 0o002 != 0 }
+    /// Whether the sticky bit is set (`S_ISVTX`).
+    public var isSticky: Bool { permissions & 0o1000 != 0 }
+}
+
+/// A watch or timer registered with the event loop; `cancel()` ends it (twice is harmless).
+public protocol Cancellable: AnyObject {
+    func cancel()
+}
+
+/// A descriptor watch of the event loop, whose epoll events can be changed while it lives.
+public protocol Watch: Cancellable {
+    /// Replaces the events watched (EPOLLIN, EPOLLOUT…).
+    func setEvents(_ events: UInt32)
+}
+
+/// What the spawn of one extension process needs.
+public struct SpawnRequest: Equatable {
+    public var path: String
+    public var arguments: [String]
+    public var environment: [String]
+    public var directory: String?
+    /// The descriptor to place at fd 3 in the child, or nil.
+    public var channelFD: Int32?
+    /// An O_DIRECTORY descriptor of the cgroup the child starts in, or nil.
+    public var cgroupFD: Int32?
+    /// The credentials the child switches to before exec; nil keeps the daemon's.
+    public var credentials: Credentials?
+    /// Resource limits set in the child before exec (soft and hard).
+    public var resourceLimits: [ResourceLimit] = []
+    /// The sandbox the child builds before it switches credentials, or nil.
+    public var sandbox: SandboxPlan?
+    /// `cgroup.procs` of the cgroup v1 memory cgroup the child joins first, open for writing, or nil.
+    public var memoryCgroupProcsFD: Int32? = nil
+
+    public init(
+        path: String, arguments: [String], environment: [String], directory: String?, channelFD: Int32?, cgroupFD: Int32?,
+        credentials: Credentials?, resourceLimits: [ResourceLimit] = [], sandbox: SandboxPlan? = nil, memoryCgroupProcsFD: Int32? = nil
+    ) {
+        self.path = path
+        self.arguments = arguments
+        self.environment = environment
+        self.directory = directory
+        self.channelFD = channelFD
+        self.cgroupFD = cgroupFD
+        self.credentials = credentials
+        self.resourceLimits = resourceLimits
+        self.sandbox = sandbox
+        self.memoryCgroupProcsFD = memoryCgroupProcsFD
+    }
+}
+
+/// What the child of one launch builds (sandbox.h) before it switches credentials.
+public struct SandboxPlan: Equatable {
+    /// The parts built.
+    public var parts: Set<SandboxPart>
+    /// Whether the child first enters a user namespace of its own (a daemon without root).
+    public var userNamespace: Bool
+    public var mounts: [SandboxView.Mount]
+    /// The system-call filter (from `Kernel.prepareSandbox`), installed with `.syscalls`.
+    public var filter: UnsafeRawPointer?
+    /// The daemon's ids, mapped to themselves in the user namespace.
+    public var uid: UInt32
+    public var gid: UInt32
+    public init(parts: Set<SandboxPart>, userNamespace: Bool, mounts: [SandboxView.Mount], filter: UnsafeRawPointer?, uid: UInt32, gid: UInt32) {
+        self.parts = parts
+        self.userNamespace = userNamespace
+        self.mounts = mounts
+        self.filter = filter
+        self.uid = uid
+        self.gid = gid
+    }
+}
+
+/// One rlimit for a spawned child.
+public struct ResourceLimit: Equatable, Sendable {
+    public enum Resource: Equatable, Sendable { case data, openFiles, processes }
+    public var resource: Resource
+    public var value: UInt64
+    public init(resource: Resource, value: UInt64) {
+        self.resource = resource
+        self.value = value
+    }
+}
+
+/// What the sandbox probe found: for each part of `SandboxPart.allCases`, nil when it can be
+/// built, else the error of the step that failed; and whether a user namespace was needed.
+public struct SandboxProbe: Equatable, Sendable {
+    public var errors: [SystemError?]
+    public var userNamespace: Bool
+    public init(errors: [SystemError?], userNamespace: Bool) {
+        self.errors = errors
+        self.userNamespace = userNamespace
+    }
+}
+
+/// Every kernel interaction of the daemon goes through this one interface: the event loop
+/// (descriptor watches, timers, signals), signals and `waitid` on pidfds, spawning, files
+/// (`/proc`, cgroups, the state directory), identity, the clock and the service manager. The
+/// daemon uses `LinuxKernel`; tests use a recording fake that answers from a script and keeps
+/// the sequence of calls. Socket I/O goes through `PacketSocket` (ExtensionTransport).
+///
+/// Failures come back as values (`SystemError`, `Result`): callers handle or log each one.
+public protocol Kernel: AnyObject {
+    // MARK: Clock and identity
+    /// CLOCK_MONOTONIC now.
+    func now() -> Instant
+    /// The monotonic time the current loop iteration started (the same for every event of it).
+    func iterationTime() -> Instant
+    /// CLOCK_REALTIME now, in seconds since 1970.
+    func wallClock() -> Double
+    /// getpid(2).
+    var processID: Int32 { get }
+    /// getuid(2), getgid(2) and getgroups(2).
+    var userID: UInt32 { get }
+    var groupID: UInt32 { get }
+    var supplementaryGroups: [UInt32] { get }
+    /// sysconf(_SC_CLK_TCK): the unit of /proc CPU times.
+    var clockTicksPerSecond: Double { get }
+    /// sysconf(_SC_PAGESIZE): the unit of /proc RSS.
+    var pageSize: Int64 { get }
+    /// An environment variable of the daemon.
+    func environment(_ name: String) -> String?
+    /// The account database (NSS).
+    var accounts: AccountDirectory { get }
+
+    // MARK: Processes
+    /// kill(2): `pid` < 0 signals the process group `-pid`.
+    func kill(_ pid: Int32, _ signal: Int32) -> SystemError?
+    /// pidfd_open(2): a descriptor that refers to exactly the process `pid` is now.
+    func openPidfd(_ pid: Int32) -> Result<Int32, SystemError>
+    /// pidfd_send_signal(2): signals exactly the process the pidfd refers to.
+    func signal(pidfd: Int32, _ signal: Int32) -> SystemError?
+    /// `waitid(P_PIDFD, WSTOPPED | WNOHANG)`: whether a stop (or trap) was reported.
+    func stopReported(pidfd: Int32) -> Result<Bool, SystemError>
+    /// `waitid(P_PIDFD, WEXITED | WNOHANG)`: the exit status if the process exited; with
+    /// `reap` false the zombie is left in place (`WNOWAIT`).
+    func exitStatus(pidfd: Int32, reap: Bool) -> Result<ExitStatus?, SystemError>
+    /// Reaps the exited child `pid` if it is a zombie (`waitid(P_PID, WEXITED | WNOHANG)`);
+    /// returns whether it did.
+    func reapIfExited(_ pid: Int32) -> Bool
+    /// `PR_SET_CHILD_SUBREAPER`: orphaned descendants become this process's children. Whether it worked.
+    func becomeChildSubreaper() -> Bool
+    /// Whether clone3 can be called (needed to start a process inside its cgroup).
+    var canSpawnIntoCgroup: Bool { get }
+    /// Spawns a process (clone3; see `shim_spawn`): its pid and pidfd.
+    func spawn(_ request: SpawnRequest) -> Result<(pid: Int32, pidfd: Int32), SystemError>
+    /// Builds the extensions' system-call filter once (an opaque program kept for the
+    /// daemon's life), and probes which sandbox parts a child can build with it.
+    func prepareSandbox() -> (filter: UnsafeRawPointer?, filterError: SystemError?, probe: SandboxProbe)
+
+    // MARK: Replacing the daemon
+    /// The daemon's executable as a path on disk (`/proc/self/exe`, without the ` (deleted)`
+    /// the kernel appends once a package upgrade has replaced the file), or nil.
+    func executablePath() -> String?
+    /// Runs `path` with `arguments` as a child and waits up to `seconds` for it to exit: its
+    /// exit status and what it wrote on stdout and stderr (a child still running then is
+    /// killed, and its status is nil). The daemon's loop does not run meanwhile.
+    func runToCompletion(_ path: String, arguments: [String], seconds: Double) -> Result<(status: ExitStatus?, output: String), SystemError>
+    /// execve(2) of `path` in place of this process, with this environment, the descriptors
+    /// `keeping` inherited (every other one stays close-on-exec). Returns only on failure,
+    /// with `keeping` close-on-exec again.
+    func execute(_ path: String, arguments: [String], keeping: [Int32]) -> SystemError
+
+    // MARK: Files
+    /// The whole contents of a file (`/proc`, cgroup files, configuration).
+    func read(_ path: String) -> Result<[UInt8], SystemError>
+    /// Opens `path` without following a link or blocking (a FIFO), and says what it is
+    /// (fstat of that descriptor); its contents only when it is a regular file of at most
+    /// `limit` bytes. What is checked is what is read: there is no window between the two.
+    func inspectFile(_ path: String, limit: Int64) -> Result<(status: FileStatus, contents: [UInt8]?), SystemError>
+    /// access(2) with X_OK: whether the daemon may execute `path`.
+    func isExecutable(_ path: String) -> Bool
+    /// Reads an open cgroup file of short records from offset 0 (a watched `cgroup.events`:
+    /// the read also re-arms its notification; `cgroup.procs` lists the members anew). A read
+    /// of less than half a page is taken as the whole file (`LinuxKernel.completeSeqRead`).
+    func read(fd: Int32) -> Result<[UInt8], SystemError>
+    /// Reads an open file from offset 0 to its end, whatever its records (`/proc/locks`, where
+    /// one record is a lock and every waiter on it).
+    func readToEnd(fd: Int32) -> Result<[UInt8], SystemError>
+    /// Writes `text` to a file that exists (cgroup control files).
+    func write(_ path: String, _ text: String) -> SystemError?
+    /// Writes `text` at offset 0 of a control file kept open (`cgroup.freeze`).
+    func write(fd: Int32, _ text: String) -> SystemError?
+    /// Replaces the file at `path` with `bytes` atomically (a new temporary file `path.tmp`,
+    /// then rename; a link is never followed): a reader sees the old contents or the new,
+    /// never a mix. `durable` fsyncs the data before the rename (files that must survive a
+    /// power loss, not those on a tmpfs).
+    func replaceFile(_ path: String, with bytes: [UInt8], mode: UInt32, durable: Bool) -> SystemError?
+    /// mkdir(2) with `mode` (the umask applies).
+    func makeDirectory(_ path: String, mode: UInt32) -> SystemError?
+    func removeDirectory(_ path: String) -> SystemError?
+    /// unlink(2).
+    func removeFile(_ path: String) -> SystemError?
+    /// Removes everything inside the directory at `path`, through descriptors, never
+    /// following a symbolic link; the directory itself stays.
+    func removeContents(ofDirectory path: String) -> SystemError?
+    /// chown(2) (following links; pass `UInt32.max` to leave one unchanged).
+    func changeOwner(_ path: String, user: UInt32, group: UInt32) -> SystemError?
+    /// chmod(2).
+    func changeMode(_ path: String, _ mode: UInt32) -> SystemError?
+    /// stat(2) (`followLinks`) or lstat(2).
+    func status(_ path: String, followLinks: Bool) -> Result<FileStatus, SystemError>
+    /// realpath(3): `path` with every symbolic link and `.`/`..` resolved; nil when it does not exist.
+    func resolvePath(_ path: String) -> String?
+    /// The entry names of a directory (without "." and ".."), or nil if it cannot be read.
+    func listDirectory(_ path: String) -> [String]?
+    /// readlink(2): where a symbolic link (a `/proc/PID/fd/N` entry) points.
+    func readLink(_ path: String) -> Result<String, SystemError>
+    /// Opens a file or directory read-only, close-on-exec (`directory`: O_DIRECTORY).
+    func open(_ path: String, directory: Bool) -> Result<Int32, SystemError>
+    /// Opens a file that exists write-only, close-on-exec (a cgroup control file kept open).
+    func openForWriting(_ path: String) -> Result<Int32, SystemError>
+    func close(_ fd: Int32)
+    /// inotify(7): a non-blocking, close-on-exec descriptor that reports each open (`IN_OPEN`)
+    /// of the files at `paths` (symbolic links followed, so `/proc/PID/fd/N` names the open
+    /// file itself), and the watch descriptor of each path (nil for one that cannot be
+    /// watched). Fails only when no path can be watched.
+    func watchOpens(_ paths: [String]) -> Result<(fd: Int32, watches: [Int32?]), SystemError>
+    /// Reads every queued inotify event from `fd` (non-blocking): the watch descriptors they
+    /// are for. Afterwards `fd` is no longer readable until the next event.
+    func readOpenEvents(fd: Int32) -> [Int32]
+    /// Blocks up to `seconds` until `fd` reports one of `events` (poll(2)); whether it did.
+    /// Only for shutdown and start-up paths, never from a loop callback.
+    func waitFor(fd: Int32, events: UInt32, seconds: Double) -> Bool
+
+    // MARK: The event loop
+    /// Calls `handler` on the loop at `at` (once), after pending events of a smaller
+    /// `priority` (0 for ordinary timers; larger runs later).
+    func addTimer(at: Instant, priority: Int64, _ handler: @escaping () -> Void) -> Result<any Cancellable, SystemError>
+    /// Calls `handler` on the loop whenever `fd` is ready for `events` (epoll bits).
+    func watch(fd: Int32, events: UInt32, _ handler: @escaping (UInt32) -> Void) -> Result<any Watch, SystemError>
+    /// Calls `handler(senderPID, code)` on the loop for each delivery of `signal` (blocked
+    /// for the process and read through a signalfd), after events of a smaller `priority`,
+    /// for as long as the loop lives (the loop owns the watch).
+    func watchSignal(_ signal: Int32, priority: Int64, _ handler: @escaping (Int32, Int32) -> Void) -> SystemError?
+    /// Arms the loop's one supervisor deadline for `at` (nil disarms it).
+    func setDeadline(_ at: Instant?, _ handler: @escaping () -> Void)
+    /// Calls `handler` once at the end of every loop iteration that handled an event.
+    func atEndOfIteration(_ handler: @escaping () -> Void) -> Result<any Cancellable, SystemError>
+    /// Runs the loop until `exitLoop` is called; returns the exit code.
+    func runLoop() -> Int32
+    /// Makes `runLoop` return `code` after the current iteration.
+    func exitLoop(_ code: Int32)
+
+    // MARK: The service manager
+    /// sd_notify(3) with `state`; nothing without a service manager listening.
+    func notifyServiceManager(_ state: String)
+    /// The watchdog interval the service manager asked for, in microseconds, or nil.
+    func watchdogInterval() -> UInt64?
+    /// Lets the loop send WATCHDOG=1 when the service manager asked for it; whether it will.
+    func enableWatchdog() -> Bool
+}
+
+extension Kernel {
+    /// An ordinary timer (priority 0).
+    public func addTimer(at: Instant, _ handler: @escaping () -> Void) -> Result<any Cancellable, SystemError> {
+        addTimer(at: at, priority: 0, handler)
+    }
+
+    /// A signal watch of priority 0.
+    public func watchSignal(_ signal: Int32, _ handler: @escaping (Int32, Int32) -> Void) -> SystemError? {
+        watchSignal(signal, priority: 0, handler)
+    }
+
+    /// A directory with mode 0755.
+    public func makeDirectory(_ path: String) -> SystemError? { makeDirectory(path, mode: 0o755) }
+
+    /// `mkdir -p`: creates `path` and each missing ancestor, each created one given `mode`
+    /// explicitly (the umask, 0077 under the system unit, would narrow it). Fails naming the
+    /// directory when one cannot be created, or when `path` exists and is not a directory.
+    public func makeDirectories(_ path: String, mode: UInt32) -> SystemError? {
+        var prefix = ""
+        for part in path.split(separator: "/") {
+            prefix += "/" + part
+            if let e = makeDirectory(prefix, mode: mode) {
+                guard e.isAlreadyExisting else { return SystemError("mkdir \(prefix)", errno: e.errno) }
+            } else if let e = changeMode(prefix, mode) {
+                return SystemError("chmod \(prefix)", errno: e.errno)
+            }
+        }
+        switch status(path, followLinks: true) {
+        case .success(let st) where st.kind == .directory: return nil
+        case .success: return .notADirectory(path)
+        case .failure(let e): return SystemError("stat \(path)", errno: e.errno)
+        }
+    }
+
+    /// Whether systemd started this process as a unit (`$INVOCATION_ID` is set): its cgroup is
+    /// then the unit's own.
+    public var underServiceManager: Bool { environment("INVOCATION_ID") != nil }
+}
+
+/// epoll event bits (Glibc does not export the EPOLL* constants to Swift).
+public enum Poll {
+    public static let input: UInt32 = 0x001
+    /// EPOLLPRI: a kernfs file such as `cgroup.events` changed.
+    public static let priority: UInt32 = 0x002
+    public static let output: UInt32 = 0x004
+    public static let error: UInt32 = 0x008
+    public static let hangup: UInt32 = 0x010
+}
+
+/// `si_code` of a SIGCHLD that reports a stop (`CLD_STOPPED`).
+public let childStoppedCode: Int32 = 5
+
+/// A startup failure with a message for the administrator.
+public struct DaemonError: Error, CustomStringConvertible {
+    public var description: String
+    public init(_ description: String) { self.description = description }
+}
+
+extension Result {
+    /// The error of a failure, nil for a success.
+    public var failure: Failure? {
+        if case .failure(let e) = self { return e }
+        return nil
+    }
+
+    /// Whether this is a success.
+    public var isSuccess: Bool {
+        if case .success = self { return true }
+        return false
+    }
+}
+
+extension Kernel {
+    /// An environment variable, nil when unset or empty.
+    public func nonEmptyEnvironment(_ name: String) -> String? {
+        guard let value = environment(name), !value.isEmpty else { return nil }
+        return value
+    }
+}

@@ -1,0 +1,494 @@
+import CShims
+import CSystemd
+import ExtensionTransport
+import SupervisorCore
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The real kernel, and the daemon's sd-event loop for timers and watches.
+public final class LinuxKernel: Kernel {
+    /// The loop for timers, watches and signals; without one (tools reading /proc only) they fail.
+    private let loop: EventLoop?
+
+    /// A kernel with its own sd-event loop (the daemon's), or, with `withLoop` false, one for
+    /// tools that only read and signal.
+    public init(withLoop: Bool = true) throws(SystemError) {
+        loop = withLoop ? try EventLoop() : nil
+        processID = getpid()
+        userID = getuid()
+        groupID = getgid()
+    }
+
+    public func now() -> Instant { EventLoop.clock() }
+
+    public func iterationTime() -> Instant { loop?.now() ?? EventLoop.clock() }
+
+    public func wallClock() -> Double {
+        var ts = timespec()
+        clock_gettime(CLOCK_REALTIME, &ts)
+        return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
+    }
+
+    public let processID: Int32
+    public let userID: UInt32
+    public let groupID: UInt32
+
+    public let clockTicksPerSecond = Double(sysconf(Int32(_SC_CLK_TCK)))
+    public let pageSize = Int64(sysconf(Int32(_SC_PAGESIZE)))
+
+    public var supplementaryGroups: [UInt32] {
+        let count = getgroups(0, nil)
+        var groups = [gid_t](repeating: 0, count: Int(max(count, 0)))
+        let n = getgroups(count, &groups)
+        return Array(groups.prefix(Int(max(n, 0))))
+    }
+
+    public func environment(_ name: String) -> String? {
+        guard let v = getenv(name) else { return nil }
+        return String(cString: v)
+    }
+
+    public var accounts: AccountDirectory { SystemAccounts.directory }
+
+    public func becomeChildSubreaper() -> Bool { shim_set_child_subreaper() == 0 }
+
+    public func prepareSandbox() -> (filter: UnsafeRawPointer?, filterError: SystemError?, probe: SandboxProbe) {
+        var built: UnsafeRawPointer?
+        let rc = shim_seccomp_filter(&built)
+        let filter = rc == 0 ? built : nil
+        var errors: (Int32, Int32, Int32, Int32) = (0, 0, 0, 0)
+        let bits = withUnsafeMutableBytes(of: &errors) { raw in
+            shim_sandbox_probe(filter, raw.baseAddress!.assumingMemoryBound(to: Int32.self))
+        }
+        let found = [errors.0, errors.1, errors.2, errors.3].map { $0 == 0 ? nil : SystemError(errno: $0) }
+        return (filter, rc == 0 ? nil : SystemError("seccomp filter", errno: -rc), SandboxProbe(errors: found, userNamespace: bits & Int32(SHIM_SANDBOX_USERNS) != 0))
+    }
+
+    public func kill(_ pid: Int32, _ signal: Int32) -> SystemError? {
+        let rc = shim_kill(pid, signal)
+        return rc == 0 ? nil : SystemError(errno: -rc)
+    }
+
+    public func openPidfd(_ pid: Int32) -> Result<Int32, SystemError> {
+        let fd = shim_pidfd_open(pid)
+        return fd >= 0 ? .success(fd) : .failure(SystemError(errno: -fd))
+    }
+
+    public func signal(pidfd: Int32, _ signal: Int32) -> SystemError? {
+        let rc = shim_pidfd_send_signal(pidfd, signal)
+        return rc == 0 ? nil : SystemError(errno: -rc)
+    }
+
+    public func stopReported(pidfd: Int32) -> Result<Bool, SystemError> {
+        var code: Int32 = 0, status: Int32 = 0
+        let rc = shim_waitid_pidfd(pidfd, WSTOPPED, &code, &status)
+        if rc < 0 { return .failure(SystemError(errno: -rc)) }
+        return .success(rc == 1 && (code == Int32(CLD_STOPPED) || code == Int32(CLD_TRAPPED)))
+    }
+
+    public func exitStatus(pidfd: Int32, reap: Bool) -> Result<ExitStatus?, SystemError> {
+        var code: Int32 = 0, status: Int32 = 0
+        let rc = shim_waitid_pidfd(pidfd, reap ? WEXITED : WEXITED | WNOWAIT, &code, &status)
+        if rc < 0 { return .failure(SystemError(errno: -rc)) }
+        guard rc == 1 else { return .success(nil) }
+        return .success(code == Int32(CLD_EXITED) ? .exited(status) : .signaled(status))
+    }
+
+    public func reapIfExited(_ pid: Int32) -> Bool {
+        var info = siginfo_t()
+        return waitid(P_PID, id_t(pid), &info, WEXITED | WNOHANG) == 0 && info._sifields._sigchld.si_pid == pid
+    }
+
+    public func read(_ path: String) -> Result<[UInt8], SystemError> {
+        let fd = Glibc.open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return .failure(SystemError(errno: errno)) }
+        defer { Glibc.close(fd) }
+        return readAll(fd, offset: nil)
+    }
+
+    public func inspectFile(_ path: String, limit: Int64) -> Result<(status: FileStatus, contents: [UInt8]?), SystemError> {
+        let fd = Glibc.open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK)
+        guard fd >= 0 else { return .failure(SystemError("open", errno: errno)) }
+        defer { Glibc.close(fd) }
+        var st = stat()
+        guard fstat(fd, &st) == 0 else { return .failure(SystemError("fstat", errno: errno)) }
+        let status = LinuxKernel.fileStatus(st)
+        guard status.kind == .regular, status.size <= limit else { return .success((status, nil)) }
+        switch readAll(fd, offset: nil) {
+        case .success(let bytes): return .success((status, bytes))
+        case .failure(let e): return .failure(e)
+        }
+    }
+
+    public func isExecutable(_ path: String) -> Bool { access(path, X_OK) == 0 }
+
+    public func read(fd: Int32) -> Result<[UInt8], SystemError> { readAll(fd, offset: 0, shortRecords: true) }
+
+    public func readToEnd(fd: Int32) -> Result<[UInt8], SystemError> { readAll(fd, offset: 0) }
+
+    /// A read from offset 0 of `cgroup.procs` or `cgroup.events` (kernfs seq files) that
+    /// returns fewer bytes than this holds everything: a seq file fills each read with whole
+    /// records up to one page, and stops short of that only at its end or when the next record
+    /// does not fit in what is left of the page, and the records of these files (a pid, a
+    /// `key value` line) are far shorter than the rest of a page below this mark. So the
+    /// common read of such a file is one `pread`, with no second call to see the end. Not for
+    /// files with long records (`/proc/locks`: a lock and all its waiters are one record).
+    static let completeSeqRead = 2048
+
+    private func readAll(_ fd: Int32, offset: Int?, shortRecords: Bool = false) -> Result<[UInt8], SystemError> {
+        withUnsafeTemporaryAllocation(byteCount: 4096, alignment: 8) { chunk in
+            var data: [UInt8] = []
+            var position = offset ?? 0
+            while true {
+                let n = offset == nil ? Glibc.read(fd, chunk.baseAddress, chunk.count) : pread(fd, chunk.baseAddress, chunk.count, off_t(position))
+                if n < 0 {
+                    if errno == EINTR { continue }
+                    return .failure(SystemError(errno: errno))
+                }
+                if n == 0 { return .success(data) }
+                data.append(contentsOf: UnsafeRawBufferPointer(rebasing: chunk[0..<n]))
+                if shortRecords && position == 0 && n < LinuxKernel.completeSeqRead { return .success(data) }
+                position += n
+            }
+        }
+    }
+
+    public func write(_ path: String, _ text: String) -> SystemError? {
+        let fd = Glibc.open(path, O_WRONLY | O_CLOEXEC)
+        guard fd >= 0 else { return SystemError(errno: errno) }
+        defer { Glibc.close(fd) }
+        var bytes = Array(text.utf8)
+        let n = bytes.withUnsafeMutableBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
+        if n < 0 { return SystemError(errno: errno) }
+        return n == bytes.count ? nil : SystemError(errno: EIO)
+    }
+
+    public func write(fd: Int32, _ text: String) -> SystemError? {
+        var bytes = Array(text.utf8)
+        let n = bytes.withUnsafeMutableBytes { pwrite(fd, $0.baseAddress, $0.count, 0) }
+        if n < 0 { return SystemError(errno: errno) }
+        return n == bytes.count ? nil : SystemError(errno: EIO)
+    }
+
+    public func makeDirectory(_ path: String, mode: UInt32) -> SystemError? {
+        mkdir(path, mode_t(mode)) == 0 ? nil : SystemError(errno: errno)
+    }
+
+    public func resolvePath(_ path: String) -> String? {
+        guard let resolved = realpath(path, nil) else { return nil }
+        defer { free(resolved) }
+        return String(cString: resolved)
+    }
+
+    public func removeFile(_ path: String) -> SystemError? {
+        unlink(path) == 0 ? nil : SystemError(errno: errno)
+    }
+
+    public func changeOwner(_ path: String, user: UInt32, group: UInt32) -> SystemError? {
+        chown(path, user, group) == 0 ? nil : SystemError(errno: errno)
+    }
+
+    public func changeMode(_ path: String, _ mode: UInt32) -> SystemError? {
+        chmod(path, mode_t(mode)) == 0 ? nil : SystemError(errno: errno)
+    }
+
+    public func status(_ path: String, followLinks: Bool) -> Result<FileStatus, SystemError> {
+        var st = stat()
+        guard fstatat(AT_FDCWD, path, &st, followLinks ? 0 : AT_SYMLINK_NOFOLLOW) == 0 else { return .failure(SystemError(errno: errno)) }
+        return .success(LinuxKernel.fileStatus(st))
+    }
+
+    static func fileStatus(_ st: stat) -> FileStatus {
+        let kind: FileStatus.Kind
+        switch st.st_mode & S_IFMT {
+        case S_IFREG: kind = .regular
+        case S_IFDIR: kind = .directory
+        case S_IFLNK: kind = .symbolicLink
+        default: kind = .other
+        }
+        return FileStatus(
+            kind: kind, permissions: UInt32(st.st_mode & 0o7777), owner: st.st_uid, group: st.st_gid, size: Int64(st.st_size),
+            identity: FileIdentity(device: UInt64(st.st_dev), inode: UInt64(st.st_ino)))
+    }
+
+    public func replaceFile(_ path: String, with bytes: [UInt8], mode: UInt32, durable: Bool) -> SystemError? {
+        let temporary = path + ".tmp"
+        unlink(temporary)  // a leftover of an interrupted write
+        let fd = Glibc.open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, mode_t(mode))
+        guard fd >= 0 else { return SystemError("open \(temporary)", errno: errno) }
+        var written = 0
+        while written < bytes.count {
+            let n = bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress! + written, $0.count - written) }
+            if n < 0 && errno == EINTR { continue }
+            guard n > 0 else {
+                let e = SystemError("write \(temporary)", errno: n < 0 ? errno : EIO)
+                Glibc.close(fd)
+                unlink(temporary)
+                return e
+            }
+            written += n
+        }
+        if durable && fsync(fd) != 0 {
+            let e = SystemError("fsync \(temporary)", errno: errno)
+            Glibc.close(fd)
+            unlink(temporary)
+            return e
+        }
+        Glibc.close(fd)
+        if rename(temporary, path) != 0 {
+            let e = SystemError("rename \(temporary)", errno: errno)
+            unlink(temporary)
+            return e
+        }
+        if durable, let slash = path.lastIndex(of: "/") {
+            // The rename itself, made durable: an fsync of the directory holding the file.
+            let directory = Glibc.open(slash == path.startIndex ? "/" : String(path[..<slash]), O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+            if directory >= 0 {
+                fsync(directory)
+                Glibc.close(directory)
+            }
+        }
+        return nil
+    }
+
+    public func removeContents(ofDirectory path: String) -> SystemError? {
+        let fd = Glibc.open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+        guard fd >= 0 else { return SystemError("open \(path)", errno: errno) }
+        defer { Glibc.close(fd) }
+        return LinuxKernel.removeContents(of: fd, path: path)
+    }
+
+    /// Empties the directory open at `fd`: each entry is examined with `fstatat(AT_SYMLINK_NOFOLLOW)`,
+    /// a subdirectory is opened with `O_NOFOLLOW` relative to its parent, emptied, then removed.
+    private static func removeContents(of fd: Int32, path: String) -> SystemError? {
+        guard let names = directoryEntries(fd: fd) else { return SystemError("read \(path)", errno: errno) }
+        for name in names {
+            var st = stat()
+            guard fstatat(fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 else {
+                if errno == ENOENT { continue }
+                return SystemError("stat \(path)/\(name)", errno: errno)
+            }
+            if (st.st_mode & S_IFMT) == S_IFDIR {
+                let child = openat(fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+                guard child >= 0 else { return SystemError("open \(path)/\(name)", errno: errno) }
+                let inner = removeContents(of: child, path: path + "/" + name)
+                Glibc.close(child)
+                if let inner { return inner }
+                if unlinkat(fd, name, AT_REMOVEDIR) != 0 && errno != ENOENT { return SystemError("rmdir \(path)/\(name)", errno: errno) }
+            } else if unlinkat(fd, name, 0) != 0 && errno != ENOENT {
+                return SystemError("unlink \(path)/\(name)", errno: errno)
+            }
+        }
+        return nil
+    }
+
+    public func waitFor(fd: Int32, events: UInt32, seconds: Double) -> Bool {
+        var pfd = pollfd(fd: fd, events: Int16(truncatingIfNeeded: events), revents: 0)
+        let rc = poll(&pfd, 1, Int32(max(seconds, 0) * 1000) + 1)
+        return rc > 0
+    }
+
+    public func removeDirectory(_ path: String) -> SystemError? {
+        rmdir(path) == 0 ? nil : SystemError(errno: errno)
+    }
+
+    public func listDirectory(_ path: String) -> [String]? { directoryEntries(path) }
+
+    public func readLink(_ path: String) -> Result<String, SystemError> {
+        var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
+        let n = Glibc.readlink(path, &buffer, buffer.count - 1)
+        guard n >= 0 else { return .failure(SystemError(errno: errno)) }
+        return .success(String(decoding: buffer[0..<n].map { UInt8(bitPattern: $0) }, as: UTF8.self))
+    }
+
+
+    public func open(_ path: String, directory: Bool) -> Result<Int32, SystemError> {
+        let fd = Glibc.open(path, directory ? O_RDONLY | O_DIRECTORY | O_CLOEXEC : O_RDONLY | O_CLOEXEC)
+        return fd >= 0 ? .success(fd) : .failure(SystemError(errno: errno))
+    }
+
+    public func openForWriting(_ path: String) -> Result<Int32, SystemError> {
+        let fd = Glibc.open(path, O_WRONLY | O_CLOEXEC)
+        return fd >= 0 ? .success(fd) : .failure(SystemError(errno: errno))
+    }
+
+    public func close(_ fd: Int32) { Glibc.close(fd) }
+
+    public var canSpawnIntoCgroup: Bool { shim_clone3_available() == 1 }
+
+    public func spawn(_ request: SpawnRequest) -> Result<(pid: Int32, pidfd: Int32), SystemError> {
+        var pidfd: Int32 = -1
+        var step: Int32 = -1
+        let groups: [gid_t] = request.credentials?.groups ?? []
+        let limits = request.resourceLimits.map { shim_rlimit(resource: LinuxKernel.rlimit($0.resource), value: $0.value) }
+        let mountPaths = request.sandbox?.mounts.map(\.path) ?? []
+        let pid: pid_t = withCStrings(mountPaths) { paths in
+            withSandbox(request.sandbox, paths: paths) { sandbox in
+            withCStrings([request.path] + request.arguments) { argv in
+            withCStrings(request.environment) { envp in
+                request.path.withCString { path in
+                    withOptionalCString(request.directory) { cwd in
+                        groups.withUnsafeBufferPointer { groupList in
+                            limits.withUnsafeBufferPointer { limitList in
+                                withUnsafeMutablePointer(to: &step) { failedStep in
+                                    var options = shim_spawn_options(
+                                        path: path, argv: argv, envp: envp, cwd: cwd,
+                                        channel_fd: request.channelFD ?? -1, stdout_fd: -1, cgroup_fd: request.cgroupFD ?? -1,
+                                        set_credentials: request.credentials == nil ? 0 : 1,
+                                        uid: request.credentials?.uid ?? 0, gid: request.credentials?.gid ?? 0,
+                                        groups: groupList.baseAddress, ngroups: Int32(groupList.count),
+                                        rlimits: limitList.baseAddress, nrlimits: Int32(limitList.count), sandbox: sandbox,
+                                        failed_step: failedStep, memory_cgroup_procs_fd: request.memoryCgroupProcsFD ?? -1)
+                                    return shim_spawn(&options, &pidfd)
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+            }
+            }
+        }
+        return pid < 0 ? .failure(SystemError(LinuxKernel.spawnSteps[Int(step)] ?? "", errno: -pid)) : .success((pid, pidfd))
+    }
+
+    /// The RLIMIT_ constant of `resource`.
+    static func rlimit(_ resource: ResourceLimit.Resource) -> Int32 {
+        switch resource {
+        case .data: Int32(RLIMIT_DATA.rawValue)
+        case .processes: Int32(__RLIMIT_NPROC.rawValue)
+        case .openFiles: Int32(RLIMIT_NOFILE.rawValue)
+        }
+    }
+
+    /// The names of the child's steps (`SHIM_STEP_*`), for error messages.
+    static let spawnSteps: [Int: String] = [
+        0: "setting up descriptors and signals", 1: "setrlimit", 2: "dropping the capability bounding set",
+        3: "setgroups", 4: "setresgid", 5: "setresuid", 6: "PR_SET_NO_NEW_PRIVS", 7: "capset", 8: "chdir", 9: "execve",
+        10: "joining the cgroup v1 memory cgroup",
+        11: "sandbox: the user namespace", 12: "sandbox: the file system view (filesystem)", 13: "sandbox: the private /proc (proc)",
+        14: "sandbox: the network namespace (network)", 15: "sandbox: the system-call filter (syscalls)",
+    ]
+
+    /// Calls `body` with the C form of `plan` (nil without one); `paths` are the C strings of
+    /// its mounts' paths, alive for the call.
+    private func withSandbox<R>(_ plan: SandboxPlan?, paths: UnsafePointer<UnsafeMutablePointer<CChar>?>, _ body: (UnsafePointer<shim_sandbox>?) -> R) -> R {
+        guard let plan else { return body(nil) }
+        let mounts = plan.mounts.enumerated().map { i, m in shim_sandbox_mount(path: UnsafePointer(paths[i]), kind: m.kind.rawValue) }
+        return mounts.withUnsafeBufferPointer { list in
+            var bits: Int32 = plan.userNamespace ? Int32(SHIM_SANDBOX_USERNS) : 0
+            for part in plan.parts {
+                switch part {
+                case .filesystem: bits |= Int32(SHIM_SANDBOX_FILESYSTEM)
+                case .proc: bits |= Int32(SHIM_SANDBOX_PROC)
+                case .network: bits |= Int32(SHIM_SANDBOX_NETWORK)
+                case .syscalls: bits |= Int32(SHIM_SANDBOX_SYSCALLS)
+                }
+            }
+            var c = shim_sandbox(
+                parts: bits, mounts: list.baseAddress, nmounts: Int32(list.count), filter: plan.filter, uid: plan.uid, gid: plan.gid)
+            return withUnsafePointer(to: &c) { body($0) }
+        }
+    }
+
+    public func addTimer(at: Instant, priority: Int64, _ handler: @escaping () -> Void) -> Result<any Cancellable, SystemError> {
+        guard let loop else { return .failure(.notSupported) }
+        do {
+            return .success(try loop.addTimer(at: at, priority: priority, handler: handler))
+        } catch {
+            return .failure(error)
+        }
+    }
+
+    public func watchOpens(_ paths: [String]) -> Result<(fd: Int32, watches: [Int32?]), SystemError> {
+        let fd = inotify_init1(Int32(IN_NONBLOCK) | Int32(IN_CLOEXEC))
+        guard fd >= 0 else { return .failure(SystemError(errno: errno)) }
+        var lastError: Int32 = 0
+        let watches: [Int32?] = paths.map { path in
+            let wd = inotify_add_watch(fd, path, UInt32(IN_OPEN))
+            if wd < 0 { lastError = errno; return nil }
+            return wd
+        }
+        guard watches.contains(where: { $0 != nil }) else {
+            Glibc.close(fd)
+            return .failure(SystemError(errno: lastError))
+        }
+        return .success((fd, watches))
+    }
+
+    public func readOpenEvents(fd: Int32) -> [Int32] {
+        var found: [Int32] = []
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        while true {
+            let n = buffer.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
+            if n < 0 && errno == EINTR { continue }
+            guard n > 0 else { return found }
+            // struct inotify_event: wd, mask, cookie, len (4 bytes each), then `len` bytes of name.
+            var offset = 0
+            while offset + 16 <= n {
+                let field = { (at: Int) in buffer.withUnsafeBytes { $0.loadUnaligned(fromByteOffset: offset + at, as: UInt32.self) } }
+                found.append(Int32(bitPattern: field(0)))
+                offset += 16 + Int(field(12))
+            }
+        }
+    }
+
+    public func watch(fd: Int32, events: UInt32, _ handler: @escaping (UInt32) -> Void) -> Result<any Watch, SystemError> {
+        guard let loop else { return .failure(.notSupported) }
+        do {
+            return .success(try loop.addIO(fd: fd, events: events, handler: handler))
+        } catch {
+            return .failure(error)
+        }
+    }
+
+    public func watchSignal(_ signal: Int32, priority: Int64, _ handler: @escaping (Int32, Int32) -> Void) -> SystemError? {
+        guard let loop else { return .notSupported }
+        do {
+            try loop.addSignal(signal, priority: priority, handler: handler).float()
+            return nil
+        } catch {
+            return error
+        }
+    }
+
+    public func setDeadline(_ at: Instant?, _ handler: @escaping () -> Void) { loop?.setDeadline(at, handler: handler) }
+
+    public func atEndOfIteration(_ handler: @escaping () -> Void) -> Result<any Cancellable, SystemError> {
+        guard let loop else { return .failure(.notSupported) }
+        do {
+            return .success(try loop.addPost(handler: handler))
+        } catch {
+            return .failure(error)
+        }
+    }
+
+    public func runLoop() -> Int32 { loop?.run() ?? -1 }
+
+    public func exitLoop(_ code: Int32) { loop?.exit(code) }
+
+    public func notifyServiceManager(_ state: String) { _ = sd_notify(0, state) }
+
+    public func watchdogInterval() -> UInt64? {
+        var usec: UInt64 = 0
+        return sd_watchdog_enabled(0, &usec) > 0 ? usec : nil
+    }
+
+    public func enableWatchdog() -> Bool { loop?.enableWatchdog() ?? false }
+}
+
+/// Calls `body` with a NULL-terminated C array of the strings.
+func withCStrings<R>(_ strings: [String], _ body: (UnsafePointer<UnsafeMutablePointer<CChar>?>) -> R) -> R {
+    var pointers: [UnsafeMutablePointer<CChar>?] = strings.map { strdup($0) }
+    pointers.append(nil)
+    defer { for p in pointers { free(p) } }
+    return pointers.withUnsafeBufferPointer { body($0.baseAddress!) }
+}
+
+/// Calls `body` with a C string, or NULL for nil.
+func withOptionalCString<R>(_ string: String?, _ body: (UnsafePointer<CChar>?) -> R) -> R {
+    guard let string else { return body(nil) }
+    return string.withCString { body($0) }
+}
+
