@@ -26,8 +26,6 @@ final class SupervisedProcess {
     private(set) var exitWatch: (any Cancellable)?
     /// The watch on `cgroup.events` (POLLPRI): `populated` and `frozen` changes.
     private var eventsWatch: (any Cancellable)?
-    /// The members found by the latest read of the stop in flight (nil before the first).
-    var membersRead: [Int32]?
     /// The pending check of an in-flight stop (`GroupAction.checkAgain`).
     var check: (any Cancellable)?
     /// The grace timer after the runtime channel closed while the process lived, and when it ends.
