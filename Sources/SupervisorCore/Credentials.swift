@@ -1,5 +1,5 @@
 /// A user or group as a manifest names it: a name from the account database, or a number.
-public enum AccountReference: Equatable, Sendable, CustomStringConvertible {
+public enum AccountReference: Equatable, Sendable, CustomStringConvertible, Codable {
     /// A name, looked up in the account database when credentials are resolved.
     case name(String)
     /// A numeric uid or gid, used as is.

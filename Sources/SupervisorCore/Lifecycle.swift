@@ -78,7 +78,7 @@ public struct ExitRecord: Equatable, Sendable, Codable {
 }
 
 /// The internal phase of an extension: the public state plus what the supervisor waits for.
-public enum Phase: Equatable, Sendable {
+public enum Phase: Equatable, Sendable, Codable {
     /// No process.
     case notRunning
     /// Spawn requested; waiting for readiness until `deadline`.

@@ -24,7 +24,7 @@ public struct RefreshSchedule: Equatable, Sendable, Encodable {
 }
 
 /// How a refresh ended, as the extension answered (`RefreshResult` in the runtime).
-public enum RefreshOutcome: String, Equatable, Sendable {
+public enum RefreshOutcome: String, Equatable, Sendable, Codable {
     /// The extension has new data to show.
     case newData = "new-data"
     /// The extension had nothing new.
