@@ -1,29 +1,16 @@
-/// The JSON shapes the hand-over document (`SupervisorSnapshot`) gives the core's values whose
-/// shape is chosen by hand rather than synthesized: an instant is one number, and an enum with
-/// associated values is an object naming its case, so a later version can add a case or a field
-/// without changing the shape of the others. The structs of the records use synthesized
-/// coding, with their property names as keys. The manifest's nested values (`limits`,
-/// `refresh`, `activation`, `hosts`) are read back by the manifest file's own decoders, whose
-/// key names they share.
-
-/// An instant is its nanoseconds of `CLOCK_MONOTONIC`, as one JSON number.
-extension Instant: Codable {
-    /// Reads the nanoseconds from one number.
-    public init(from decoder: any Decoder) throws {
-        self.init(nanoseconds: try decoder.singleValueContainer().decode(UInt64.self))
-    }
-
-    /// Writes the nanoseconds as one number.
-    public func encode(to encoder: any Encoder) throws {
-        var c = encoder.singleValueContainer()
-        try c.encode(nanoseconds)
-    }
-}
+/// The JSON shapes the hand-over document (`SupervisorSnapshot`) gives the core's enums whose
+/// shape is chosen by hand rather than synthesized: an enum with associated values is an object
+/// naming its case, so a later version can add a case or a field without changing the shape of
+/// the others; a plain enum is its case's name. Elsewhere: an instant is one number of
+/// nanoseconds (`Instant.encode(to:)`), an enum with a string raw value is its raw value, and
+/// the structs of the records use synthesized coding, with their property names as keys. The
+/// manifest's nested values (`limits`, `refresh`, `activation`, `hosts`) are read back by the
+/// manifest file's own decoders, whose key names they share.
 
 /// A phase is an object with its case in `name` (`not-running`, `launching`, `active`,
 /// `background`, `expiring`, `stopping`, `suspended`, `resuming`, `terminating`) and its
 /// associated values under their labels: `{"name": "suspended", "reclaimAt": 1200000000}`.
-extension Phase: Codable {
+extension Phase {
     private enum Key: String, CodingKey {
         case name, deadline, expireAt, stopAt, wasExpiring, reclaimAt, reason, killAt
     }
@@ -111,7 +98,7 @@ extension ExitStatus {
 }
 
 /// The lock grace is its case's name: `none`, `resuming` or `spent`.
-extension LockGrace: Codable {
+extension LockGrace {
     /// Reads a case name; an unknown one is an error naming it.
     public init(from decoder: any Decoder) throws {
         let c = try decoder.singleValueContainer()
@@ -136,7 +123,7 @@ extension LockGrace: Codable {
 }
 
 /// An account is written as a manifest writes it: a name is a JSON string, a number a number.
-extension AccountReference: Codable {
+extension AccountReference {
     /// Reads a string as a name and a number as a uid or gid.
     public init(from decoder: any Decoder) throws {
         let c = try decoder.singleValueContainer()
@@ -156,15 +143,3 @@ extension AccountReference: Codable {
         }
     }
 }
-
-// Enums with string raw values are written as their raw values (the names the journal and the
-// JSON output use).
-
-/// Written as its raw value (`launch`, `stop-sent`, …).
-extension LifecycleEvent.Kind: Codable {}
-/// Written as its raw value (`posix`, `ofd`, `flock`).
-extension HeldLock.Kind: Codable {}
-/// Written as its raw value (`terminate`, `resume`).
-extension LockDecision: Codable {}
-/// Written as its raw value (`new-data`, `no-data`, `failed`).
-extension RefreshOutcome: Codable {}

@@ -6,6 +6,9 @@ public enum HandoverError: Error, Equatable, Sendable, CustomStringConvertible {
     /// A spawn was asked for this extension and not answered yet: the document could not name
     /// its process.
     case spawnInFlight(extensionID: String)
+    /// A stop or resume of this extension waits for the kernel's confirmation: the shell's
+    /// part of it does not cross the exec.
+    case stopInFlight(extensionID: String)
     /// The document's version is not one this daemon reads (`readable`).
     case unsupportedVersion(found: Int, readable: ClosedRange<Int>)
     /// The bytes are not a hand-over document: not JSON, or a member missing or of the wrong
@@ -27,6 +30,8 @@ public enum HandoverError: Error, Equatable, Sendable, CustomStringConvertible {
             return "no hand-over while shutting down: every extension is being ended"
         case .spawnInFlight(let id):
             return "'\(id)' is being spawned and its process is not known yet: hand over once the spawn is answered"
+        case .stopInFlight(let id):
+            return "the stop or resume of '\(id)' is not confirmed yet: hand over once it is"
         case let .unsupportedVersion(found, readable):
             let reads = readable.count == 1 ? "version \(readable.lowerBound)" : "versions \(readable.lowerBound) to \(readable.upperBound)"
             let which = found > readable.upperBound ? "newer than" : "older than"

@@ -1,43 +1,59 @@
 /// The hand-over of a daemon that re-executes itself: the supervisor's state written as one
 /// document (`SupervisorSnapshot`) and a supervisor restored from it, which then behaves exactly
-/// as the one that wrote it would have: the same events produce the same effects.
+/// as the one that wrote it would have: the same events produce the same effects, once it knows
+/// where the new shell armed its timer (`timerArmed(at:)`).
 extension Supervisor {
-    /// The supervisor's whole state as a hand-over document.
+    /// The hand-over document of a supervisor (`SupervisorSnapshot`).
+    public typealias Snapshot = SupervisorSnapshot
+
+    /// The supervisor's whole state as a hand-over document, or why there is none to hand over.
     ///
-    /// Refused while:
+    /// Refused (`HandoverError`) while:
     /// - shutting down (`shuttingDown`): the daemon is ending every extension to exit, and a
     ///   new program would only repeat that;
     /// - a spawn is in flight: a record is running with no pid (`launching`, or `terminating`
     ///   when it was ended before its spawn was answered). The document could not name that
     ///   process, so nothing after the exec could supervise or end it. The shell answers each
-    ///   spawn in the dispatch that asked for it, so between two dispatches no record is there.
+    ///   spawn in the dispatch that asked for it, so between two dispatches there is none;
+    /// - a stop or resume is in flight (`stopping`, `resuming`): the shell's stop model of it
+    ///   (which members were signalled, its retry timer) is not part of what the shell hands
+    ///   over, so the confirmation could never come. The shell waits for stops to settle
+    ///   before it hands over, and confirms a resume in the dispatch that asked for it.
     ///
-    /// Every other phase crosses. A stop or resume in flight (`stopping`, `resuming`) is part
-    /// of the document like any phase: the processes stay as the kernel holds them, and the
-    /// new shell answers `stopConfirmed` or `continueConfirmed` when it finds the stop or the
-    /// resume done, as the old one would have. The same holds for every effect performed and not
-    /// answered yet (a launch's readiness, a terminating signal's exit): the answer is an event
-    /// about the same process generation, which the document keeps.
-    public func snapshot() throws(HandoverError) -> SupervisorSnapshot {
-        if shuttingDown { throw .shuttingDown }
+    /// Every other phase crosses: what the shell has asked and not had answered (a launch's
+    /// readiness, a terminating signal's exit) is answered after the exec by an event about the
+    /// same process generation, which the document keeps.
+    public func snapshot() -> Result<SupervisorSnapshot, HandoverError> {
+        if shuttingDown { return .failure(.shuttingDown) }
         let ordered = records.values.sorted { $0.manifest.id < $1.manifest.id }
-        if let r = ordered.first(where: { $0.isRunning && $0.pid == nil }) { throw .spawnInFlight(extensionID: r.manifest.id) }
-        return SupervisorSnapshot(
-            takenAt: now, stateVersion: stateVersion, nextRequestID: nextRequestID, nextAssertionID: nextAssertionID,
-            armedTimer: armed, records: ordered,
+        for r in ordered {
+            if r.isRunning && r.pid == nil { return .failure(.spawnInFlight(extensionID: r.manifest.id)) }
+            switch r.phase {
+            case .stopping, .resuming: return .failure(.stopInFlight(extensionID: r.manifest.id))
+            default: break
+            }
+        }
+        return .success(SupervisorSnapshot(
+            takenAt: now, stateVersion: stateVersion, nextRequestID: nextRequestID, nextAssertionID: nextAssertionID, records: ordered,
             refreshSubscribers: refreshSubscribers.sorted { $0.key < $1.key }.map { .init(extensionID: $0.key, hosts: $0.value.sorted()) },
-            finishedRequests: finishedRequests.sorted { $0.key < $1.key }.map { .init(host: $0.key, requestIDs: $0.value) })
+            finishedRequests: finishedRequests.sorted { $0.key < $1.key }.map { .init(host: $0.key, requestIDs: $0.value) }))
     }
 
     /// The supervisor `snapshot` was taken of, with the new daemon's `limits`, at `now` (the
     /// monotonic clock of the same boot: every instant of the document keeps its meaning). The
     /// lookups of `RecordIndex` are rebuilt from the records.
     ///
+    /// The old shell's timer does not survive the exec, and the restored supervisor does not
+    /// know the new one's. The new shell either arms its timer at `nextDeadline()` itself and
+    /// says so (`timerArmed(at:)`), or sends an event (a `tick`), whose effects then end with
+    /// `armTimer` for the next deadline (nil: none), as do those of any first event.
+    ///
     /// Fails with `unsupportedVersion` for a document of a version other than
     /// `SupervisorSnapshot.version` (`decode(_:)` converts the older ones it reads), with
     /// `clockBehind` when the document was written after `now`, and with `inconsistent`,
     /// naming the contradiction, for a document no supervisor could have written: two records
-    /// with one id; a running record without a pid or generation, or one not running with a
+    /// with one id; a stop or resume in flight (which `snapshot()` refuses); a running record
+    /// without a pid or generation, or one not running with a
     /// pid, open requests or assertions; a request or assertion id held twice or not below the
     /// next id; a host or extension listed twice.
     public init(restoring snapshot: SupervisorSnapshot, limits: SupervisorLimits, now: Instant) throws(HandoverError) {
@@ -55,8 +71,16 @@ extension Supervisor {
         stateVersion = snapshot.stateVersion
         nextRequestID = snapshot.nextRequestID
         nextAssertionID = snapshot.nextAssertionID
-        armed = snapshot.armedTimer
+        armed = nil  // not known until `timerArmed(at:)`, or the next event's `armTimer`
         for s in snapshot.refreshSubscribers where !s.hosts.isEmpty { refreshSubscribers[s.extensionID] = Set(s.hosts) }
         for f in snapshot.finishedRequests { finishedRequests[f.host] = f.requestIDs }
+    }
+
+    /// Tells the supervisor that the shell armed its timer at `instant` (nil: none armed), as
+    /// an `armTimer` effect would have asked. A restored supervisor then asks for another only
+    /// when its next deadline moves from there, exactly as the one that wrote the document
+    /// would have; without it, the effects of its next event end with `armTimer`.
+    public mutating func timerArmed(at instant: Instant?) {
+        armed = .some(instant)
     }
 }

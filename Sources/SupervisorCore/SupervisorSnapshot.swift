@@ -15,9 +15,11 @@ import Foundation
 /// deadlines in the phase; crash counters and backoff; prewarm, lock and reset bookkeeping;
 /// the refresh schedule, budget and waiters; observed and held notification hints; the recent
 /// events `extctl status` shows; the retired flag), the refresh subscribers, the requests each
-/// host may still `end`, the next request and assertion ids, the state version and the timer
-/// the shell has armed. Not kept: the lookups of `RecordIndex`, which `restore` rebuilds from
-/// the records, and the limits, which are the new daemon's (from its configuration).
+/// host may still `end`, the next request and assertion ids and the state version. Not kept:
+/// the lookups of `RecordIndex`, which `restore` rebuilds from the records; the limits, which
+/// are the new daemon's (from its configuration); and the timer the shell has armed, which does
+/// not survive the exec: the new shell arms its timer at the restored supervisor's next
+/// deadline, where the old one had it.
 ///
 /// Instants are kept as they are, in nanoseconds of `CLOCK_MONOTONIC`: the new program runs in
 /// the same process on the same boot, so the clock goes on and every deadline keeps its
@@ -43,10 +45,6 @@ public struct SupervisorSnapshot: Equatable, Sendable, Codable {
     public var nextRequestID: UInt64
     /// The id the next assertion (or refresh) gets.
     public var nextAssertionID: UInt64
-    /// The instant of the timer the shell has armed (the last `armTimer`), if any. The new shell
-    /// arms its timer at this instant, as the old one had it: the restored supervisor asks for
-    /// another (`armTimer`) only when its next deadline changes.
-    public var armedTimer: Instant?
     /// Every record, in id order.
     public var records: [ExtensionRecord]
     /// The hosts subscribed to each extension's new data (`subscribe`), in extension id order.
@@ -86,21 +84,20 @@ public struct SupervisorSnapshot: Equatable, Sendable, Codable {
     /// A document with these contents (`Supervisor.snapshot()` makes them).
     public init(
         version: Int = SupervisorSnapshot.version, takenAt: Instant, stateVersion: UInt64, nextRequestID: UInt64, nextAssertionID: UInt64,
-        armedTimer: Instant?, records: [ExtensionRecord], refreshSubscribers: [Subscription], finishedRequests: [FinishedRequests]
+        records: [ExtensionRecord], refreshSubscribers: [Subscription], finishedRequests: [FinishedRequests]
     ) {
         self.version = version
         self.takenAt = takenAt
         self.stateVersion = stateVersion
         self.nextRequestID = nextRequestID
         self.nextAssertionID = nextAssertionID
-        self.armedTimer = armedTimer
         self.records = records
         self.refreshSubscribers = refreshSubscribers
         self.finishedRequests = finishedRequests
     }
 
     private enum CodingKeys: String, CodingKey {
-        case version, takenAt, stateVersion, nextRequestID, nextAssertionID, armedTimer, records, refreshSubscribers, finishedRequests
+        case version, takenAt, stateVersion, nextRequestID, nextAssertionID, records, refreshSubscribers, finishedRequests
     }
 
     /// Reads `version` first and refuses one outside `readableVersions` with
@@ -115,7 +112,6 @@ public struct SupervisorSnapshot: Equatable, Sendable, Codable {
         stateVersion = try c.decode(UInt64.self, forKey: .stateVersion)
         nextRequestID = try c.decode(UInt64.self, forKey: .nextRequestID)
         nextAssertionID = try c.decode(UInt64.self, forKey: .nextAssertionID)
-        armedTimer = try c.decodeIfPresent(Instant.self, forKey: .armedTimer)
         records = try c.decode([ExtensionRecord].self, forKey: .records)
         refreshSubscribers = try c.decode([Subscription].self, forKey: .refreshSubscribers)
         finishedRequests = try c.decode([FinishedRequests].self, forKey: .finishedRequests)
@@ -180,9 +176,10 @@ public struct SupervisorSnapshot: Equatable, Sendable, Codable {
     // MARK: - Consistency
 
     /// The first contradiction in the document that would leave a restored supervisor unable to
-    /// keep its guarantees, or nil: two records with one id; a running record without a pid (or
-    /// a generation), or one not running that has a pid, open requests or assertions; a request
-    /// or assertion id held twice, or not below the next id; a host or extension listed twice.
+    /// keep its guarantees, or nil: two records with one id; a stop or resume in flight (which
+    /// `snapshot()` refuses); a running record without a pid (or a generation), or one not
+    /// running that has a pid, open requests or assertions; a request or assertion id held
+    /// twice, or not below the next id; a host or extension listed twice.
     func inconsistency() -> String? {
         var ids = Set<String>()
         var requestIDs = Set<UInt64>()
@@ -190,6 +187,10 @@ public struct SupervisorSnapshot: Equatable, Sendable, Codable {
         for r in records {
             let id = r.manifest.id
             guard ids.insert(id).inserted else { return "two records have the id '\(id)'" }
+            switch r.phase {
+            case .stopping, .resuming: return "'\(id)' has a stop or resume in flight, which no hand-over carries"
+            default: break
+            }
             if r.isRunning {
                 if r.pid == nil { return "'\(id)' is \(r.state.rawValue) but has no pid" }
                 if r.generation == 0 { return "'\(id)' is \(r.state.rawValue) but has no process generation" }
