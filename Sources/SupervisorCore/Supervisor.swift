@@ -813,6 +813,8 @@ extension Supervisor {
         public var nextRequestID: UInt64
         /// The next assertion id handed out (ids are never reused).
         public var nextAssertionID: UInt64
+        /// The deadline the shell's timer was last armed for (the new program arms it again).
+        public var armed: Instant?
     }
 
     /// Why a supervisor cannot be handed over, or a snapshot not restored.
@@ -833,7 +835,7 @@ extension Supervisor {
         return .success(Snapshot(
             version: Snapshot.currentVersion, records: records.values.sorted { $0.manifest.id < $1.manifest.id }, stateVersion: stateVersion,
             finishedRequests: finishedRequests, refreshSubscribers: refreshSubscribers, nextRequestID: nextRequestID,
-            nextAssertionID: nextAssertionID))
+            nextAssertionID: nextAssertionID, armed: armed))
     }
 
     /// The supervisor a previous program handed over, with this program's `limits`. Throws,
@@ -863,8 +865,10 @@ extension Supervisor {
         refreshSubscribers = snapshot.refreshSubscribers
         nextRequestID = snapshot.nextRequestID
         nextAssertionID = snapshot.nextAssertionID
+        armed = snapshot.armed
     }
 
-    /// The earliest deadline of any record (the shell arms its one timer for it).
-    public var nextDeadlineInstant: Instant? { nextDeadline() }
+    /// The deadline the latest `armTimer` effect asked for (nil: disarmed). A shell that takes
+    /// over a restored supervisor arms its timer for it.
+    public var armedDeadline: Instant? { armed }
 }

@@ -136,8 +136,9 @@ public final class Daemon {
                     "extensions": .integer(extensions.count),
                 ]), tag: requester.tag, to: requester.host)
         }
-        // The core's deadline, from the records taken over (a tick handles what fell due meanwhile).
-        if core.records.values.contains(where: \.isRunning) { post(.tick) }
+        // The core's deadline, as the replaced daemon had armed it (one that passed meanwhile
+        // fires at once).
+        if let at = core.armedDeadline { kernel.setDeadline(at) { [unowned self] in post(.tick) } }
     }
 
     /// Closes the control socket and every connection, and leaves the registry and cgroup

@@ -85,6 +85,29 @@ struct InvariantTests {
         #expect(a.stopsConfirmed == b.stopsConfirmed && a.forksDuringStops == b.forksDuringStops && a.now == b.now)
     }
 
+    /// A supervisor handed over at random points (snapshot, JSON, restore, as `extctl reexec`
+    /// does) behaves exactly as one that never was: the same effects in the same order, the
+    /// same timer instants, the same final records.
+    @Test(arguments: [SupervisorCore.Containment.cgroup, .processGroup])
+    func aHandOverAtRandomPointsChangesNoOutcome(containment: SupervisorCore.Containment) {
+        for seed in UInt64(1)...20 {
+            let plain = Simulation(seed: seed, containment: containment)
+            let handedOver = Simulation(seed: seed, containment: containment)
+            handedOver.handovers = (SplitMix64(seed: seed &* 7919), 0.2)
+            plain.run(steps: 300)
+            handedOver.run(steps: 300)
+            #expect(handedOver.handoverCount > 10, "seed \(seed): only \(handedOver.handoverCount) hand-overs")
+            #expect(handedOver.violations.isEmpty, "seed \(seed): \(handedOver.violations.prefix(3))")
+            #expect(handedOver.outcome == plain.outcome, "seed \(seed): the effects differ from the \(firstDifference(plain.outcome, handedOver.outcome))th on")
+            #expect(handedOver.armedInstants == plain.armedInstants, "seed \(seed)")
+            #expect(handedOver.sup.records == plain.sup.records, "seed \(seed)")
+        }
+    }
+
+    func firstDifference(_ a: [String], _ b: [String]) -> Int {
+        zip(a, b).enumerated().first { $0.element.0 != $0.element.1 }?.offset ?? min(a.count, b.count)
+    }
+
     /// The checker itself must catch a violation: feed it a stop while an unexpired assertion is held.
     @Test func theCheckerDetectsAStopWithAnUnexpiredAssertion() {
         let sim = Simulation(seed: 1)

@@ -1,4 +1,5 @@
 import ExtensionProtocol
+import Foundation  // JSONEncoder/JSONDecoder: the hand-over document as the daemon writes it
 import Logging
 @testable import SupervisorShell
 import SupervisorCore
@@ -148,11 +149,21 @@ final class Simulation: ProcessControlDelegate {
 
     // MARK: Driving
 
+    /// Hands the supervisor over between events (`extctl reexec`): with this probability per
+    /// step, drawn from its own generator so the simulation's stream is the same as without.
+    var handovers: (rng: SplitMix64, probability: Double)?
+    var handoverCount = 0
+    /// What the run produced, for comparing runs: every effect but timer arming, in order,
+    /// and each distinct instant the timer was armed for.
+    var outcome: [String] = []
+    var armedInstants: [Instant?] = []
+
     /// Runs `steps` random events, then shuts down and drains every duty.
     func run(steps: Int) {
         for _ in 0..<steps {
             advance()
             randomEvent()
+            handOverSometimes()
         }
         deliver(.shutdown)
         var guardCount = 0
@@ -398,12 +409,35 @@ final class Simulation: ProcessControlDelegate {
         draining = false
     }
 
+    /// Replaces the supervisor by the one restored from its snapshot, through the JSON the
+    /// daemon writes, when the hand-over generator says so and the core allows it now.
+    func handOverSometimes() {
+        guard var h = handovers else { return }
+        defer { handovers = h }
+        guard Double.random(in: 0..<1, using: &h.rng) < h.probability, case .success(let snapshot) = sup.snapshot() else { return }
+        do {
+            let json = try JSONEncoder().encode(snapshot)
+            let decoded = try JSONDecoder().decode(Supervisor.Snapshot.self, from: json)
+            sup = try Supervisor(restoring: decoded, limits: Simulation.limits, now: now)
+            handoverCount += 1
+        } catch {
+            violations.append("at \(now): the hand-over failed: \(error)")
+        }
+    }
+
     // MARK: Checking
 
     func deliver(_ event: Event, at instant: Instant? = nil) {
         if let instant { now = instant }
         let before = sup.records
         let effects = sup.handle(event, at: now)
+        for effect in effects {
+            if case .armTimer(let at) = effect {
+                if armedInstants.last != .some(at) { armedInstants.append(at) }
+            } else {
+                outcome.append("\(now) \(effect)")
+            }
+        }
         if trace { log.append("\(now) \(event) -> \(effects.filter { if case .record = $0 { false } else { true } })") }
         check(event, effects, before)
         if spawnAnswersImmediately {
