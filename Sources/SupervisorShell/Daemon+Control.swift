@@ -1,4 +1,5 @@
 import ExtensionProtocol
+import ExtensionStatus
 import ExtensionTransport
 import SupervisorCore
 import SupervisorKernel
@@ -152,11 +153,11 @@ extension Daemon {
         case let .reload(tag):
             guard isAdministrator(c.peer) else { return refuseAdmin(c, tag, "reload") }
             let report = reload()
-            sendJSON(.object([
-                "loaded": .integer(report.loaded),
-                "errors": .array(report.errors.map { .string($0.description) }),
-                "kept": .array(report.kept.map { .object(["id": .string($0.id), "file": .string($0.file)]) }),
-            ]), tag: tag, to: c.id)
+            sendJSON(
+                ExtensionStatus.ReloadReport(
+                    loaded: report.loaded, errors: report.errors.map(\.description),
+                    kept: report.kept.map { ExtensionStatus.ReloadReport.Kept(id: $0.id, file: $0.file) }),
+                tag: tag, to: c.id)
         case let .monitor(tag):
             if !c.isMonitor {
                 c.isMonitor = true
@@ -201,7 +202,7 @@ extension Daemon {
             logger.notice("refused the path of shared container \(name) to pid \(c.peer.pid) uid \(c.peer.uid): not in its group")
             return send(.failure(tag: tag, code: .notPermitted, text: "the shared container '\(name)' is shown only to root, the daemon's uid \(kernel.userID), the administrator group and members of its group\(container.gid.map { " \($0)" } ?? "")"), to: c.id)
         }
-        sendJSON(.object(["name": .string(name), "path": .string(container.path), "gid": container.gid.map { .integer(Int($0)) } ?? .null]), tag: tag, to: c.id)
+        sendJSON(SharedContainerInfo(name: name, path: container.path, gid: container.gid), tag: tag, to: c.id)
     }
 
     func refuseAdmin(_ c: ControlConnection, _ tag: UInt32, _ operation: String) {
@@ -224,13 +225,12 @@ extension Daemon {
         }
         let now = kernel.iterationTime()
         let clock = StatusDocument.Clock(monotonicNow: kernel.now(), wallClock: kernel.wallClock())
-        let document = kind == .list
-            ? StatusDocument.list(selected, clock)
-            : StatusDocument.status(
-                selected, now: now, clock,
-                containment: .init(mode: cgroups == nil ? "process-group" : "cgroup", reason: containmentProblem),
-                processes: processEntries, limits: limitEnforcement,
-                container: { [extensionContainers] in extensionContainers.path(of: $0.id) }, sandbox: sandboxing.decide)
+        if kind == .list { return sendJSON(StatusDocument.list(selected, clock), tag: tag, to: c.id) }
+        let document = StatusDocument.status(
+            selected, now: now, clock,
+            containment: .init(mode: cgroups == nil ? "process-group" : "cgroup", reason: containmentProblem),
+            processes: processEntries, limits: limitEnforcement,
+            container: { [extensionContainers] in extensionContainers.path(of: $0.id) }, sandbox: sandboxing.decide)
         sendJSON(document, tag: tag, to: c.id)
     }
 
@@ -277,8 +277,8 @@ extension Daemon {
     }
 
     /// Sends a JSON document in chunks of at most `WireLimits.maxChunk` bytes.
-    func sendJSON(_ document: JSONValue, tag: UInt32, to host: HostID) {
-        let bytes = StatusDocument.encode(document)
+    func sendJSON(_ document: some JSONDocument, tag: UInt32, to host: HostID) {
+        let bytes = document.jsonBytes(capacity: 1024)
         var offset = 0
         repeat {
             let end = min(offset + WireLimits.maxChunk, bytes.count)
@@ -292,8 +292,6 @@ extension Daemon {
             if let descriptor { PacketSocket.closeReceived(descriptor) }
             return
         }
-        // Events for monitors are written when the batch that produced them ends.
-        if c.isMonitor && batchDepth > 0 { hold(c) }
         switch c.channel.send(message, encoder: &encoder, descriptor: descriptor) {
         case .accepted, .closed: break
         case .unencodable(let problem): logger.error("\(problem)")
@@ -307,18 +305,35 @@ extension Daemon {
 
     // MARK: - Batches
 
-    /// Runs `body` as one batch: messages to the connections held during it (monitors, and a
-    /// host sending a burst) are written when the outermost batch ends.
+    /// Runs `body` as one batch: the events it records go to the monitors, and messages to the
+    /// connections held during it (a host sending a burst) are written, when the outermost batch
+    /// ends.
     func inBatch(_ body: () -> Void) {
         batchDepth += 1
         body()
         batchDepth -= 1
-        guard batchDepth == 0, !heldConnections.isEmpty else { return }
+        guard batchDepth == 0 else { return }
+        sendMonitorEvents()
+        guard !heldConnections.isEmpty else { return }
         let held = heldConnections
         heldConnections.removeAll(keepingCapacity: true)
         for c in held where connections[c.id] === c {
             if let e = c.channel.release() { drop(c, reason: "write failed: \(e)") }
         }
+    }
+
+    /// Sends the events recorded since the last call to every monitor, in one `events` datagram
+    /// each unless they exceed one (`MonitorFeed`). Called when a batch ends, and when a dispatch
+    /// outside any batch ends: once per loop iteration.
+    func sendMonitorEvents() {
+        guard monitorFeed.beginSending() else { return }
+        repeat {
+            let messages = monitorFeed.take(StatusDocument.Clock(monotonicNow: kernel.now(), wallClock: kernel.wallClock()))
+            for c in monitors {
+                for m in messages { send(m, to: c.id) }
+            }
+        } while !monitorFeed.isEmpty
+        monitorFeed.endSending()
     }
 
     /// Holds the messages to `c` until the current batch ends.

@@ -10,7 +10,9 @@ extension Daemon {
         guard let channel = p.channel else { return }
         if let e = channel.flush(events) { return cutOff(p, reason: "channel write failed: \(e)") }
         guard events & (Poll.input | Poll.hangup | Poll.error) != 0 else { return }
-        let end = channel.read(into: receiveBuffer, budget: Daemon.readBudget) { message in
+        // One batch: the events of the messages read now go to the monitors together.
+        var end: Peer.ReadEnd?
+        inBatch { end = channel.read(into: receiveBuffer, budget: Daemon.readBudget) { message in
             guard p.admission.admit(at: kernel.iterationTime()) else {
                 cutOff(p, reason: "flooding its channel (over \(MessageRate.perSecond) messages per second)")
                 return false
@@ -32,7 +34,7 @@ extension Daemon {
                 return false
             }
             return true
-        }
+        } }
         switch end {
         case nil: return
         case .closed: channelEnded(p)

@@ -28,6 +28,8 @@ public final class Daemon {
     var connections: [HostID: ControlConnection] = [:]
     /// The connections of `connections` that asked for lifecycle events (`monitor`).
     var monitors: [ControlConnection] = []
+    /// The events of the current loop iteration, until they are sent to the monitors.
+    var monitorFeed = MonitorFeed()
     /// Nesting of `inBatch`, and the connections whose messages it holds.
     var batchDepth = 0
     var heldConnections: [ControlConnection] = []
@@ -130,7 +132,7 @@ public final class Daemon {
             }
         }
         let (manifests, errors) = Daemon.loader(options, config, kernel: kernel, freezerProblem: containmentProblem, identities: identities, containers: containers).load()
-        for e in errors { logger.error("manifest refused: \(e)") }
+        for e in errors { logger.error("manifest refused: \(UntrustedText.escaped(e.description))") }
         core = Supervisor(manifests: manifests, limits: config.limits, now: kernel.now())
         if let fd = options.inheritedListener {
             listener = PacketSocket(fd: fd)
@@ -300,6 +302,7 @@ public final class Daemon {
         queuedEvents.removeAll(keepingCapacity: true)
         dispatching = false
         afterDispatch()
+        if batchDepth == 0 { sendMonitorEvents() }
     }
 
     func perform(_ effect: Effect) {
@@ -359,30 +362,34 @@ public final class Daemon {
             if let pid = e.pid { metadata["EXTENSION_PID"] = .string(String(pid)) }
             if let a = e.assertionID { metadata["ASSERTION_ID"] = .string(String(a)) }
             if let r = e.requestID { metadata["REQUEST_ID"] = .string(String(r)) }
+            // What an extension says (reasons, details, paths) is escaped: no control character
+            // reaches the journal or the console.
             if let d = e.detail {
-                metadata[e.assertionID != nil ? "ASSERTION_REASON" : "DETAIL"] = .string(d)
+                metadata[e.assertionID != nil ? "ASSERTION_REASON" : "DETAIL"] = .string(UntrustedText.escaped(d))
             }
             if let lock = e.lock {
-                metadata["LOCK_PATH"] = .string(lock.path)
+                metadata["LOCK_PATH"] = .string(UntrustedText.escaped(lock.path))
                 metadata["LOCK_KIND"] = .string(lock.kind.rawValue)
                 metadata["LOCK_DECISION"] = .string(lock.decision.rawValue)
             }
             logger.log(level: level, "\(e.extensionID): \(e.kind.rawValue)", metadata: metadata)
         }
-        guard !monitors.isEmpty else { return }
-        let json = EventJSON.encode(e, time: StatusDocument.Clock(monotonicNow: kernel.now(), wallClock: kernel.wallClock()).iso(e.at))
-        for c in monitors { send(.event(json: json), to: c.id) }
+        if !monitors.isEmpty { monitorFeed.append(e) }
     }
 
     /// The priority of each kind of lifecycle entry (docs/operations.md). Assertion acquire and
     /// release are debug: an extension may take thousands a second, and each would be a
-    /// journal write on its hot path. So is `stop-sent`: the `suspend` that confirms it follows
-    /// within microseconds, and a stop that does not complete is a warning of its own.
+    /// journal write on its hot path. So are the four records of every request shown and
+    /// dismissed, `begin`, `end`, `suspend` and `resume`: they are on the daemon's hot path too,
+    /// and under sustained use they would fill the journal until its rate limit drops entries,
+    /// the ones operators need included. So is `stop-sent`: the `suspend` that confirms it
+    /// follows within microseconds, and a stop that does not complete is a warning of its own.
+    /// Every event stays in the extension's recent history (`extctl status`) and on `monitor`.
     static func logLevel(of kind: LifecycleEvent.Kind) -> Logger.Level {
         switch kind {
         case .crash, .launchFailed, .launchTimeout, .overrun, .expiryUnacknowledged, .lockHeldAtSuspend: .warning
         case .refuse, .throttle, .deny, .kill: .notice
-        case .acquire, .release, .stopSent: .debug
+        case .acquire, .release, .stopSent, .begin, .end, .suspend, .resume: .debug
         default: .info
         }
     }
@@ -405,7 +412,7 @@ public final class Daemon {
         logger.info("reloading manifests")
         serviceManager.reloading()
         var (manifests, errors) = Daemon.loader(options, config, kernel: kernel, freezerProblem: containmentProblem, identities: identities, containers: containers).load()
-        for e in errors { logger.error("manifest refused: \(e)") }
+        for e in errors { logger.error("manifest refused: \(UntrustedText.escaped(e.description))") }
         warnUnenforcedLimits(manifests)
         let broken = Set(errors.map(\.file))
         let defined = Set(manifests.map(\.id))

@@ -1,34 +1,5 @@
-import SupervisorKernel
-/// A JSON value of the daemon's documents (docs/json.md): what `StatusDocument` builds and
-/// `JSONWriter` prints. It replaces `[String: Any]` and `NSNull`, so the daemon needs no Foundation.
-enum JSONValue: Sendable, Equatable {
-    case null
-    case bool(Bool)
-    /// Printed as a JSON integer.
-    case integer(Int)
-    /// Printed as `JSONWriter.number` prints doubles (`5`, `0.5`, `1e-05`).
-    case number(Double)
-    case string(String)
-    case array([JSONValue])
-    /// Members are printed in `JSONWriter.keyOrder`, whatever the dictionary's order.
-    case object([String: JSONValue])
-    /// Bytes that already are one JSON value (for example an event from `EventJSON`), copied as they are.
-    case encoded([UInt8])
-
-    /// `.integer`, or `.null` when there is no value (the "integer or null" fields of docs/json.md).
-    static func integerOrNull(_ value: (some BinaryInteger)?) -> JSONValue {
-        value.map { .integer(Int($0)) } ?? .null
-    }
-
-    /// `.string`, or `.null` when there is no value.
-    static func stringOrNull(_ value: String?) -> JSONValue {
-        value.map { .string($0) } ?? .null
-    }
-}
-
-/// Prints JSON as the daemon always has (it used `JSONSerialization` with `.sortedKeys` until the
-/// daemon dropped Foundation, and every figure below is what that printed), so the documents of
-/// docs/json.md stay byte for byte the same:
+/// Prints the JSON of docs/json.md: byte for byte what Foundation's `JSONSerialization` with
+/// `.sortedKeys` prints for the same values (`JSONWriterTests` compares them), without Foundation:
 ///
 /// * compact: no whitespace anywhere;
 /// * object keys sorted by `keyOrder` (ASCII case-insensitive, then by code unit);
@@ -38,24 +9,28 @@ enum JSONValue: Sendable, Equatable {
 ///   (`5`, `0.5`, `59.003843`, `1e-05`, `1e+16`, `-0`); a non-finite double, which JSON cannot
 ///   express, is printed as `null`.
 ///
-/// Callers that need speed (`EventJSON`, `ProcessRegistry`) write objects member by member with
-/// `member(_:)` and are then responsible for writing keys in sorted order.
-struct JSONWriter {
+/// The documents of this module are `Encodable` and written with `write(_:)` of an `Encodable`
+/// value, which writes each object's members in the order its `encode(to:)` gives them (sorted,
+/// for these documents). Code that needs no type (the daemon's process registry) writes objects
+/// member by member with `member(_:)`, and is then responsible for writing keys in sorted order.
+public struct JSONWriter: Sendable {
     /// What has been written so far.
-    private(set) var bytes: [UInt8] = []
+    public private(set) var bytes: [UInt8] = []
 
-    init(capacity: Int = 0) {
+    /// An empty writer whose buffer holds `capacity` bytes before it grows.
+    public init(capacity: Int = 0) {
         bytes.reserveCapacity(capacity)
     }
 
     /// `value` as JSON text.
-    static func encode(_ value: JSONValue) -> [UInt8] {
+    public static func encode(_ value: JSONValue) -> [UInt8] {
         var writer = JSONWriter(capacity: 1024)
         writer.write(value)
         return writer.bytes
     }
 
-    mutating func write(_ value: JSONValue) {
+    /// Appends `value`, its objects' members in `keyOrder`.
+    public mutating func write(_ value: JSONValue) {
         switch value {
         case .null: null()
         case .bool(let b): bool(b)
@@ -87,7 +62,7 @@ struct JSONWriter {
     /// that differs (`"id" < "iD" < "Id" < "ID"`). This is the order `JSONSerialization`'s
     /// `.sortedKeys` gave keys without digits (it also compared runs of digits as numbers, which
     /// the daemon's keys, ASCII identifiers, never contain).
-    static func keyOrder(_ a: String, _ b: String) -> Bool {
+    public static func keyOrder(_ a: String, _ b: String) -> Bool {
         func folded(_ c: UInt8) -> UInt8 { c >= UInt8(ascii: "A") && c <= UInt8(ascii: "Z") ? c | 0x20 : c }
         var tie: Bool?
         var i = a.utf8.makeIterator(), j = b.utf8.makeIterator()
@@ -105,16 +80,18 @@ struct JSONWriter {
 
     // MARK: Scalars
 
-    mutating func null() {
+    /// `null`.
+    public mutating func null() {
         bytes.append(contentsOf: "null".utf8)
     }
 
-    mutating func bool(_ b: Bool) {
+    /// `true` or `false`.
+    public mutating func bool(_ b: Bool) {
         bytes.append(contentsOf: (b ? "true" : "false").utf8)
     }
 
     /// Decimal digits, with a `-` for negative values.
-    mutating func integer(_ value: some BinaryInteger) {
+    public mutating func integer(_ value: some BinaryInteger) {
         if value < 0 { bytes.append(UInt8(ascii: "-")) }
         guard var magnitude = UInt64(exactly: value.magnitude) else {
             bytes.append(contentsOf: String(value.magnitude).utf8)  // wider than 64 bits: unused by the daemon
@@ -133,7 +110,7 @@ struct JSONWriter {
 
     /// Swift's shortest round-trip form without a trailing `.0`: `5`, `0.5`, `1e-05`, `1e+16`.
     /// `null` when not finite.
-    mutating func number(_ value: Double) {
+    public mutating func number(_ value: Double) {
         guard value.isFinite else { return null() }
         var text = value.description
         if text.hasSuffix(".0") { text.removeLast(2) }
@@ -141,7 +118,7 @@ struct JSONWriter {
     }
 
     /// A string literal, escaped as described on the type.
-    mutating func string(_ s: String) {
+    public mutating func string(_ s: String) {
         bytes.append(UInt8(ascii: "\""))
         for b in s.utf8 {
             switch b {
@@ -169,39 +146,51 @@ struct JSONWriter {
     // MARK: Objects and arrays written piece by piece
 
     /// Starts an object; end it with `endObject()`.
-    mutating func beginObject() {
+    public mutating func beginObject() {
         bytes.append(UInt8(ascii: "{"))
     }
 
     /// Writes `"name":`, after a comma unless it is the first member of the object being written.
     /// The value must follow. `name` is written as it is (it must need no escaping), and the caller
     /// writes members in `keyOrder`.
-    mutating func member(_ name: StaticString) {
+    public mutating func member(_ name: StaticString) {
         if bytes.last != UInt8(ascii: "{") { bytes.append(UInt8(ascii: ",")) }
         bytes.append(UInt8(ascii: "\""))
         name.withUTF8Buffer { bytes.append(contentsOf: $0) }
         bytes.append(contentsOf: "\":".utf8)
     }
 
-    mutating func endObject() {
+    /// Writes `"name":` for a name known only at run time (an `Encodable` value's coding key),
+    /// escaped as `string(_:)` escapes, after a comma unless it is the first member of the object
+    /// being written. The value must follow.
+    mutating func member(key name: String) {
+        if bytes.last != UInt8(ascii: "{") { bytes.append(UInt8(ascii: ",")) }
+        string(name)
+        bytes.append(UInt8(ascii: ":"))
+    }
+
+    /// Ends the object begun last.
+    public mutating func endObject() {
         bytes.append(UInt8(ascii: "}"))
     }
 
     /// Starts an array; end it with `endArray()`.
-    mutating func beginArray() {
+    public mutating func beginArray() {
         bytes.append(UInt8(ascii: "["))
     }
 
     /// A comma, unless the next value is the first element of the array being written.
-    mutating func element() {
+    public mutating func element() {
         if bytes.last != UInt8(ascii: "[") { bytes.append(UInt8(ascii: ",")) }
     }
 
-    mutating func endArray() {
+    /// Ends the array begun last.
+    public mutating func endArray() {
         bytes.append(UInt8(ascii: "]"))
     }
 
-    mutating func newline() {
+    /// A newline (`\n`), as after a document or a JSON Lines record.
+    public mutating func newline() {
         bytes.append(UInt8(ascii: "\n"))
     }
 }
