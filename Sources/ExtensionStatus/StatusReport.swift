@@ -27,15 +27,21 @@ public struct StatusReport: JSONDocument, Equatable {
 
     /// The resolved policy of an extension (docs/policies.md).
     public struct Policy: Codable, Sendable, Equatable {
+        /// Longest an assertion may be held.
         public var assertionMaxSeconds: Double
+        /// How long an extension without requests runs on in `background`.
         public var backgroundSeconds: Double
+        /// How long before the stop *expire* is sent.
         public var expiryGraceSeconds: Double
+        /// How long a launch may take to become ready.
         public var launchTimeoutSeconds: Double
         /// `terminate` or `resume`.
         public var lockedWhileSuspended: String
+        /// How long a background refresh may take to answer.
         public var refreshSeconds: Double
         /// `stop`, `freeze` or `never`.
         public var suspend: String
+        /// How long an extension may stay suspended before it is reclaimed.
         public var suspendedLifetimeSeconds: Double
 
         /// A policy with the fields given.
@@ -101,7 +107,9 @@ public struct StatusReport: JSONDocument, Equatable {
 
     /// What an extension runs as.
     public struct Credentials: Codable, Sendable, Equatable {
+        /// The user id it runs as.
         public var uid: UInt32
+        /// Its primary group id.
         public var gid: UInt32
         /// Supplementary groups, shared containers' included.
         public var groups: [UInt32]
@@ -133,7 +141,9 @@ public struct StatusReport: JSONDocument, Equatable {
     public struct Sandbox: Codable, Sendable, Equatable {
         /// A part of the sandbox that this daemon cannot build, and why.
         public struct Missing: Codable, Sendable, Equatable {
+            /// `filesystem`, `proc`, `network` or `syscalls`.
             public var part: String
+            /// Why it cannot be built here.
             public var reason: String
 
             /// A missing part with the fields given.
@@ -201,7 +211,9 @@ public struct StatusReport: JSONDocument, Equatable {
         public var nextAt: String?
         /// Scheduled refreshes left in the current 24-hour window.
         public var budgetLeft: Int
+        /// Scheduled refreshes a day.
         public var dailyBudget: Int
+        /// Least time between two scheduled refreshes.
         public var minimumIntervalSeconds: Double
         /// A refresh is running.
         public var inFlight: Bool
@@ -240,9 +252,11 @@ public struct StatusReport: JSONDocument, Equatable {
     public struct OpenRequest: Codable, Sendable, Equatable {
         /// The request id.
         public var id: UInt64
-        /// The host connection's `SO_PEERCRED` pid and uid.
+        /// The host connection's pid (`SO_PEERCRED`).
         public var hostPID: Int32
+        /// The host connection's uid (`SO_PEERCRED`).
         public var hostUID: UInt32
+        /// Time since it was begun.
         public var ageSeconds: Double
 
         /// A request with the fields given.
@@ -272,6 +286,7 @@ public struct StatusReport: JSONDocument, Equatable {
         public var id: UInt64
         /// The reason the extension gave.
         public var reason: String
+        /// Time since it was granted.
         public var ageSeconds: Double
         /// Time until it can be revoked, never negative.
         public var remainingSeconds: Double
@@ -307,6 +322,7 @@ public struct StatusReport: JSONDocument, Equatable {
 
     /// A live process of an extension.
     public struct Process: Codable, Sendable, Equatable {
+        /// Its process id.
         public var pid: Int32
         /// The one-letter state of `/proc/PID/stat` (`R`, `S`, `D`, `T`, …).
         public var state: String
@@ -334,12 +350,17 @@ public struct StatusReport: JSONDocument, Equatable {
 
     /// One extension in detail. The fields `list` has mean the same here.
     public struct Extension: Codable, Sendable, Equatable {
+        /// The manifest's id.
         public var id: String
+        /// Its extension point.
         public var point: String
+        /// Its public state (docs/json.md, "States").
         public var state: String
+        /// When the public state last changed.
         public var since: String
         /// Always written, `null` when it has no process.
         public var pid: Int32?
+        /// Open requests.
         public var requests: Int
         /// Always written, `null` when no process has ended.
         public var lastExit: ExitInfo?
@@ -349,16 +370,23 @@ public struct StatusReport: JSONDocument, Equatable {
         public var manifest: String
         /// `runtime` or `exec`.
         public var readiness: String
+        /// Its resolved policy.
         public var policy: Policy
         /// Written only for an extension with background refresh.
         public var refresh: Refresh?
+        /// Its open requests.
         public var openRequests: [OpenRequest]
+        /// Its live assertions.
         public var assertions: [Assertion]
+        /// Crashes since the last stable run.
         public var consecutiveCrashes: Int
         /// No launch before this time; always written, `null` when no delay is pending.
         public var throttledUntil: String?
+        /// Assertions dropped by the leak guard or revoked at a hard stop, over the daemon's lifetime.
         public var assertionOverruns: Int
+        /// Stops at which it held a lock that blocks others, over the daemon's lifetime.
         public var locksHeldAtSuspend: Int
+        /// Assertions revoked at a stop whose *expire* was never acknowledged, over the daemon's lifetime.
         public var expiryUnacknowledged: Int
         /// Every live process of the extension, sorted by pid.
         public var processes: [Process]
@@ -461,6 +489,7 @@ public struct StatusReport: JSONDocument, Equatable {
         }
     }
 
+    /// How the daemon holds the processes of its extensions together.
     public var containment: Containment
     /// One entry per extension asked for: in the order named, or all sorted by id.
     public var extensions: [Extension]

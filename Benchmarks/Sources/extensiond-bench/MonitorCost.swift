@@ -77,7 +77,7 @@ extension Suite {
     /// Each round measures the daemon's CPU (schedstat) from the start of the work until the
     /// daemon is done with it: a control round trip after the work, and, with the monitor, every
     /// event received. Rounds without and with a monitor alternate.
-    func monitorCosts() throws {
+    func measureMonitorCosts() throws {
         let rounds = o.quick ? 3 : 5
 
         log("monitor cost: one event per loop iteration (\(o.activities) sequential assertions per round)")

@@ -868,7 +868,7 @@ final class Suite {
         if on("prewarm") { try profiled("prewarm") { try prewarm() } }
         if on("resume") { try profiled("resume") { try resumes() } }
         if on("throughput") { try throughput() }
-        if on("monitor") { try profiled("monitor") { try monitorCosts() } }
+        if on("monitor") { try profiled("monitor") { try measureMonitorCosts() } }
         if on("assert") { try acquires() }
         // From here on the monitor is attached: supervisor-side figures use the daemon's timestamps.
         try daemon.attachMonitor()
