@@ -73,7 +73,12 @@ public struct ExtensionEvent: JSONDocument, Equatable {
         case assertion, detail, event, id, lock, monotonic, pid, request, state, time
     }
 
+    /// Written by `write(into:)` for `JSONWriter`, member by member with a keyed container for
+    /// any other encoder: the same members, in the same order (`DocumentTests` compares them).
     public func encode(to encoder: any Encoder) throws {
+        if let stream = encoder as? JSONStreamEncoder {
+            return stream.writeValue { write(into: &$0) }
+        }
         var c = encoder.container(keyedBy: CodingKeys.self)
         try c.encodeIfPresent(assertion, forKey: .assertion)
         try c.encodeIfPresent(detail, forKey: .detail)
@@ -85,5 +90,38 @@ public struct ExtensionEvent: JSONDocument, Equatable {
         try c.encodeIfPresent(request, forKey: .request)
         try c.encode(state, forKey: .state)
         try c.encode(time, forKey: .time)
+    }
+
+    /// The event's JSON, as the daemon sends it to every monitor: written member by member,
+    /// without an `Encoder`, since it runs for every event while a monitor is attached.
+    public func jsonBytes(capacity: Int = 256) -> [UInt8] {
+        var out = JSONWriter(capacity: capacity)
+        write(into: &out)
+        return out.bytes
+    }
+
+    /// Appends the event's object to `out`: its members in `JSONWriter.keyOrder`, `pid` always,
+    /// the optional ones when they apply.
+    public func write(into out: inout JSONWriter) {
+        out.beginObject()
+        if let assertion { out.member("assertion"); out.integer(assertion) }
+        if let detail { out.member("detail"); out.string(detail) }
+        out.member("event"); out.string(event)
+        out.member("id"); out.string(id)
+        if let lock {
+            out.member("lock")
+            out.beginObject()
+            out.member("decision"); out.string(lock.decision)
+            out.member("kind"); out.string(lock.kind)
+            out.member("path"); out.string(lock.path)
+            out.endObject()
+        }
+        out.member("monotonic"); out.number(monotonic)
+        out.member("pid")
+        if let pid { out.integer(pid) } else { out.null() }
+        if let request { out.member("request"); out.integer(request) }
+        out.member("state"); out.string(state)
+        out.member("time"); out.string(time)
+        out.endObject()
     }
 }

@@ -1,10 +1,9 @@
 extension JSONWriter {
     /// Appends `value` as its `encode(to:)` describes it, straight into the buffer (no tree of
-    /// values is built): each object's members in the order `encode(to:)` writes them, except
-    /// those of a `[String: T]` dictionary, which are written in `keyOrder`. The documents of this
-    /// module write their members in `keyOrder`, so they come out as docs/json.md shows them (and
-    /// a debug build traps on a member written out of order). A value that writes nothing is
-    /// written as `{}`. `codingPath` is always empty and `userInfo` has nothing.
+    /// values is built), every object's members in `keyOrder` whatever order `encode(to:)` gives
+    /// them in (a dictionary's included): an object whose members came out of order is put in
+    /// order when it is closed. A value that writes nothing is written as `{}`. `codingPath` is
+    /// always empty and `userInfo` has nothing.
     ///
     /// Throws what `encode(to:)` throws; the encoder itself never throws.
     public mutating func write(_ value: some Encodable) throws {
@@ -21,16 +20,29 @@ extension JSONWriter {
 /// (or when its parent writes its next member, for a container opened with `nestedContainer`).
 final class JSONStreamEncoder: Encoder {
     var writer: JSONWriter
-    /// The closing bracket of each container open, innermost last.
-    private var open: [UInt8] = []
-    /// `open.count` when the value being encoded started: the containers it opens lie above it.
+    /// A container open.
+    private struct Level {
+        /// An object (else an array).
+        var isObject: Bool
+        /// Where its first member starts (right after `{`).
+        var start: Int
+        /// Each member's key and where it starts (at its comma, after the first).
+        var members: [(name: String, offset: Int)] = []
+        /// Its members so far are in `keyOrder`.
+        var inOrder = true
+    }
+
+    /// The containers open, the innermost last.
+    private var levels: [Level] = []
+    /// How many containers are open.
+    private var depth: Int { levels.count }
+    /// `depth` when the value being encoded started: the containers it opens lie above it.
     private var valueDepth = 0
     /// A member's key, or an element's comma, has been written and its value not yet.
     var awaitingValue = true
 
     init(writer: JSONWriter) {
         self.writer = writer
-        open.reserveCapacity(8)
     }
 
     var codingPath: [any CodingKey] { [] }
@@ -55,50 +67,62 @@ final class JSONStreamEncoder: Encoder {
     /// Encodes one value where a value is awaited (the document, a member's value, an element).
     func encodeValue<T: Encodable>(_ value: T) throws {
         let outer = valueDepth
-        valueDepth = open.count
+        valueDepth = depth
         defer { valueDepth = outer }
-        if let object = value as? any SortedObject {
-            try object.encodeSorted(to: self)
-        } else {
-            try value.encode(to: self)
-        }
+        try value.encode(to: self)
         close(downTo: valueDepth)
         if awaitingValue { writeEmptyObject() }
     }
 
-    /// The container of the value that started at `depth`: opened now, or the one it opened
-    /// already when it asks again. Returns the container's level (`open.count` while it is the
+    /// The container of the value that started at `start`: opened now, or the one it opened
+    /// already when it asks again. Returns the container's level (`depth` while it is the
     /// innermost).
-    func openContainer(_ closer: UInt8, forValueAt depth: Int) -> Int {
-        if open.count > depth {
-            close(downTo: depth + 1)
-            return depth + 1
+    func openContainer(_ closer: UInt8, forValueAt start: Int) -> Int {
+        if depth > start {
+            close(downTo: start + 1)
+            return start + 1
         }
-        willWriteValue()
-        if closer == UInt8(ascii: "}") { writer.beginObject() } else { writer.beginArray() }
-        open.append(closer)
-        return open.count
+        return openNested(closer)
     }
 
     /// An encoder for the value just begun (a member's or an element's, for `superEncoder`).
     func encoderForValue() -> any Encoder {
-        ValueEncoder(base: self, depth: open.count)
+        ValueEncoder(base: self, depth: depth)
     }
 
     /// Opens a container as the value of the member or element just begun (`nestedContainer`).
     func openNested(_ closer: UInt8) -> Int {
         willWriteValue()
-        if closer == UInt8(ascii: "}") { writer.beginObject() } else { writer.beginArray() }
-        open.append(closer)
-        return open.count
+        let object = closer == UInt8(ascii: "}")
+        if object { writer.beginObject() } else { writer.beginArray() }
+        levels.append(Level(isObject: object, start: writer.bytes.count))
+        return depth
     }
 
-    /// Closes the containers above `level`, innermost first.
+    /// Closes the containers above `level`, innermost first, putting each object's members in
+    /// `keyOrder` if they are not.
     func close(downTo level: Int) {
-        while open.count > level {
+        while depth > level {
             if awaitingValue { writeEmptyObject() }
-            if open.removeLast() == UInt8(ascii: "}") { writer.endObject() } else { writer.endArray() }
+            let closed = levels.removeLast()
+            guard closed.isObject else {
+                writer.endArray()
+                continue
+            }
+            if !closed.inOrder { writer.sortMembers(from: closed.start, closed.members) }
+            writer.endObject()
         }
+    }
+
+    /// Writes the key of a member of the object at `level` (the innermost), noting where it
+    /// starts; its value follows.
+    func beginMember(_ name: String, level: Int) {
+        beginEntry(level: level)
+        let index = level - 1
+        if let last = levels[index].members.last?.name, !JSONWriter.keyOrder(last, name) { levels[index].inOrder = false }
+        levels[index].members.append((name, writer.bytes.count))
+        writer.member(key: name)
+        awaitingValue = true
     }
 
     /// Begins a member or an element of the container at `level`: what was opened above it is
@@ -123,6 +147,12 @@ final class JSONStreamEncoder: Encoder {
     /// A member's key, or an element's comma, was written: its value follows.
     func willAwaitValue() {
         awaitingValue = true
+    }
+
+    /// Writes a value with `body`, straight into the buffer (a type's own fast writer).
+    func writeValue(_ body: (inout JSONWriter) -> Void) {
+        willWriteValue()
+        body(&writer)
     }
 
     func write(_ value: Bool) {
@@ -151,21 +181,6 @@ final class JSONStreamEncoder: Encoder {
     }
 }
 
-/// A `[String: T]` dictionary, written with its keys in `JSONWriter.keyOrder` (Swift encodes a
-/// dictionary in its own, unstable, order).
-protocol SortedObject {
-    func encodeSorted(to encoder: JSONStreamEncoder) throws
-}
-
-extension Dictionary: SortedObject where Key == String, Value: Encodable {
-    func encodeSorted(to encoder: JSONStreamEncoder) throws {
-        var container = encoder.container(keyedBy: NameKey.self)
-        for key in keys.sorted(by: JSONWriter.keyOrder) {
-            try container.encode(self[key]!, forKey: NameKey(key))
-        }
-    }
-}
-
 /// The encoder `superEncoder` hands out: the value it encodes starts where the member's key (or
 /// the element's comma) was written, whatever is encoded around it later.
 struct ValueEncoder: Encoder {
@@ -188,34 +203,14 @@ struct ValueEncoder: Encoder {
     }
 }
 
-/// A coding key that is only a name.
-struct NameKey: CodingKey {
-    var stringValue: String
-    var intValue: Int? { nil }
-    init(_ name: String) { stringValue = name }
-    init?(stringValue: String) { self.stringValue = stringValue }
-    init?(intValue: Int) { nil }
-}
-
 struct KeyedContainer<Key: CodingKey>: KeyedEncodingContainerProtocol {
     let encoder: JSONStreamEncoder
     let level: Int
-    #if DEBUG
-    /// The last key written, to check that members come in `keyOrder`.
-    var lastKey: String?
-    #endif
 
     var codingPath: [any CodingKey] { [] }
 
     private mutating func begin(_ key: Key) {
-        encoder.beginEntry(level: level)
-        let name = key.stringValue
-        #if DEBUG
-        if let lastKey { assert(JSONWriter.keyOrder(lastKey, name), "member '\(name)' written after '\(lastKey)': not in keyOrder") }
-        lastKey = name
-        #endif
-        encoder.writer.member(key: name)
-        encoder.willAwaitValue()
+        encoder.beginMember(key.stringValue, level: level)
     }
 
     mutating func encodeNil(forKey key: Key) throws { begin(key); encoder.writeNull() }
@@ -251,9 +246,7 @@ struct KeyedContainer<Key: CodingKey>: KeyedEncodingContainerProtocol {
 
     /// The value of member `super`, written by whoever encodes into it (`{}` if nobody does).
     mutating func superEncoder() -> any Encoder {
-        encoder.beginEntry(level: level)
-        encoder.writer.member(key: "super")
-        encoder.willAwaitValue()
+        encoder.beginMember("super", level: level)
         return encoder.encoderForValue()
     }
 

@@ -91,12 +91,21 @@ public struct JSONWriter: Sendable {
     }
 
     /// Decimal digits, with a `-` for negative values.
+    @inlinable
     public mutating func integer(_ value: some BinaryInteger) {
-        if value < 0 { bytes.append(UInt8(ascii: "-")) }
-        guard var magnitude = UInt64(exactly: value.magnitude) else {
-            bytes.append(contentsOf: String(value.magnitude).utf8)  // wider than 64 bits: unused by the daemon
-            return
+        // Inlinable: the caller's concrete type is specialized here, and what follows is not generic.
+        if let magnitude = UInt64(exactly: value.magnitude) {
+            digits(negative: value < 0, magnitude)
+        } else {
+            decimal(String(value))  // wider than 64 bits: unused by the daemon
         }
+    }
+
+    /// `magnitude` in decimal, after a `-` when `negative`.
+    @usableFromInline
+    mutating func digits(negative: Bool, _ magnitude: UInt64) {
+        if negative { bytes.append(UInt8(ascii: "-")) }
+        var magnitude = magnitude
         withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 20) { digits in
             var start = digits.count
             repeat {
@@ -108,39 +117,61 @@ public struct JSONWriter: Sendable {
         }
     }
 
+    /// A number already written in decimal.
+    @usableFromInline
+    mutating func decimal(_ text: String) {
+        bytes.append(contentsOf: text.utf8)
+    }
+
     /// Swift's shortest round-trip form without a trailing `.0`: `5`, `0.5`, `1e-05`, `1e+16`.
     /// `null` when not finite.
     public mutating func number(_ value: Double) {
         guard value.isFinite else { return null() }
         var text = value.description
-        if text.hasSuffix(".0") { text.removeLast(2) }
-        bytes.append(contentsOf: text.utf8)
+        text.withUTF8 { utf8 in
+            let whole = utf8.count >= 2 && utf8[utf8.count - 2] == UInt8(ascii: ".") && utf8[utf8.count - 1] == UInt8(ascii: "0")
+            bytes.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[..<(whole ? utf8.count - 2 : utf8.count)]))
+        }
     }
 
     /// A string literal, escaped as described on the type.
     public mutating func string(_ s: String) {
         bytes.append(UInt8(ascii: "\""))
-        for b in s.utf8 {
-            switch b {
-            case UInt8(ascii: "\""): bytes.append(contentsOf: #"\""#.utf8)
-            case UInt8(ascii: "\\"): bytes.append(contentsOf: #"\\"#.utf8)
-            case UInt8(ascii: "/"): bytes.append(contentsOf: #"\/"#.utf8)
-            case 0x08: bytes.append(contentsOf: #"\b"#.utf8)
-            case 0x0C: bytes.append(contentsOf: #"\f"#.utf8)
-            case UInt8(ascii: "\n"): bytes.append(contentsOf: #"\n"#.utf8)
-            case UInt8(ascii: "\r"): bytes.append(contentsOf: #"\r"#.utf8)
-            case UInt8(ascii: "\t"): bytes.append(contentsOf: #"\t"#.utf8)
-            case 0..<0x20:
-                let hex: StaticString = "0123456789abcdef"
-                bytes.append(contentsOf: #"\u00"#.utf8)
-                hex.withUTF8Buffer { digits in
-                    bytes.append(digits[Int(b >> 4)])
-                    bytes.append(digits[Int(b & 0xF)])
-                }
-            default: bytes.append(b)
+        var text = s
+        text.withUTF8 { utf8 in
+            // Runs that need no escaping, the usual case, are copied whole.
+            var start = 0
+            for i in 0..<utf8.count {
+                let b = utf8[i]
+                guard b < 0x20 || b == UInt8(ascii: "\"") || b == UInt8(ascii: "\\") || b == UInt8(ascii: "/") else { continue }
+                bytes.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[start..<i]))
+                escape(b)
+                start = i + 1
             }
+            bytes.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[start...]))
         }
         bytes.append(UInt8(ascii: "\""))
+    }
+
+    /// The escape of one byte that cannot appear in a string literal as it is.
+    private mutating func escape(_ b: UInt8) {
+        switch b {
+        case UInt8(ascii: "\""): bytes.append(contentsOf: #"\""#.utf8)
+        case UInt8(ascii: "\\"): bytes.append(contentsOf: #"\\"#.utf8)
+        case UInt8(ascii: "/"): bytes.append(contentsOf: #"\/"#.utf8)
+        case 0x08: bytes.append(contentsOf: #"\b"#.utf8)
+        case 0x0C: bytes.append(contentsOf: #"\f"#.utf8)
+        case UInt8(ascii: "\n"): bytes.append(contentsOf: #"\n"#.utf8)
+        case UInt8(ascii: "\r"): bytes.append(contentsOf: #"\r"#.utf8)
+        case UInt8(ascii: "\t"): bytes.append(contentsOf: #"\t"#.utf8)
+        default:
+            let hex: StaticString = "0123456789abcdef"
+            bytes.append(contentsOf: #"\u00"#.utf8)
+            hex.withUTF8Buffer { digits in
+                bytes.append(digits[Int(b >> 4)])
+                bytes.append(digits[Int(b & 0xF)])
+            }
+        }
     }
 
     // MARK: Objects and arrays written piece by piece
@@ -157,7 +188,8 @@ public struct JSONWriter: Sendable {
         if bytes.last != UInt8(ascii: "{") { bytes.append(UInt8(ascii: ",")) }
         bytes.append(UInt8(ascii: "\""))
         name.withUTF8Buffer { bytes.append(contentsOf: $0) }
-        bytes.append(contentsOf: "\":".utf8)
+        bytes.append(UInt8(ascii: "\""))
+        bytes.append(UInt8(ascii: ":"))
     }
 
     /// Writes `"name":` for a name known only at run time (an `Encodable` value's coding key),
@@ -167,6 +199,27 @@ public struct JSONWriter: Sendable {
         if bytes.last != UInt8(ascii: "{") { bytes.append(UInt8(ascii: ",")) }
         string(name)
         bytes.append(UInt8(ascii: ":"))
+    }
+
+    /// Puts the members of the object being written, which start at `start` (right after its
+    /// `{`), in `keyOrder`: `members` holds each one's key and where it starts (at the comma that
+    /// precedes it, after the first). Members with equal keys keep their order.
+    mutating func sortMembers(from start: Int, _ members: [(name: String, offset: Int)]) {
+        let end = bytes.count
+        let segments = members.indices.map { i in
+            (name: members[i].name, bytes: (members[i].offset + (i == 0 ? 0 : 1))..<(i + 1 < members.count ? members[i + 1].offset : end))
+        }
+        let ordered = segments.indices.sorted { a, b in
+            JSONWriter.keyOrder(segments[a].name, segments[b].name)
+                || (!JSONWriter.keyOrder(segments[b].name, segments[a].name) && a < b)
+        }
+        var sorted: [UInt8] = []
+        sorted.reserveCapacity(end - start)
+        for (n, i) in ordered.enumerated() {
+            if n > 0 { sorted.append(UInt8(ascii: ",")) }
+            sorted.append(contentsOf: bytes[segments[i].bytes])
+        }
+        bytes.replaceSubrange(start..<end, with: sorted)
     }
 
     /// Ends the object begun last.

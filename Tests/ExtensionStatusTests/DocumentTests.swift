@@ -107,6 +107,21 @@ struct DocumentTests {
         try roundTrip(ListDocument(extensions: []))
     }
 
+    @Test func anEventsOwnWriterAndItsKeyedEncodingAgree() throws {
+        // `jsonBytes()` writes the event member by member; any other encoder gets the keyed
+        // container. Both say the same.
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys]
+        for e in [Samples.event, Samples.bareEvent] {
+            let keyed = try JSONSerialization.jsonObject(with: try encoder.encode(e)) as? NSDictionary
+            let own = try JSONSerialization.jsonObject(with: Data(e.jsonBytes())) as? NSDictionary
+            #expect(keyed != nil && keyed == own, "\(String(describing: keyed)) vs \(String(describing: own))")
+            var writer = JSONWriter()
+            try writer.write([e])
+            #expect(writer.bytes == [UInt8(ascii: "[")] + e.jsonBytes() + [UInt8(ascii: "]")], "inside a document, the same bytes")
+        }
+    }
+
     @Test func theDocumentedEventLines() {
         // docs/json.md, "Events".
         let end = ExtensionEvent(

@@ -31,6 +31,30 @@ struct JSONStreamEncoderTests {
         #expect(try text([Float(0.5), .infinity]) == "[0.5,null]")
     }
 
+    struct Unordered: Encodable {
+        enum Keys: String, CodingKey { case zeta, alpha, Beta, mid }
+        func encode(to encoder: any Encoder) throws {
+            var c = encoder.container(keyedBy: Keys.self)
+            try c.encode(1, forKey: .zeta)
+            var inner = c.nestedContainer(keyedBy: Keys.self, forKey: .mid)
+            try inner.encode("m", forKey: .mid)
+            try inner.encode(["y": 1, "x": 2], forKey: .alpha)
+            try c.encode([3, 2], forKey: .alpha)
+            try c.encodeNil(forKey: .Beta)
+        }
+    }
+
+    @Test func membersWrittenOutOfOrderAreSortedWhenTheirObjectCloses() throws {
+        #expect(try text(Unordered()) == #"{"alpha":[3,2],"Beta":null,"mid":{"alpha":{"x":2,"y":1},"mid":"m"},"zeta":1}"#)
+        #expect(try text([Unordered(), Unordered()]) == "[" + (try text(Unordered())) + "," + (try text(Unordered())) + "]")
+        // Keys without digits: JSONSerialization compares runs of digits as numbers.
+        let letters = Array("abcdefghijABCDEFGHIJ_")
+        let many = Dictionary(uniqueKeysWithValues: (0..<400).map { n in (String([letters[n % 21], letters[n / 21 % 21]]) + "k", n) })
+        let written = try text(many)
+        let parsed = try JSONSerialization.jsonObject(with: Data(written.utf8))
+        #expect(written == String(decoding: try JSONSerialization.data(withJSONObject: parsed, options: [.sortedKeys]), as: UTF8.self))
+    }
+
     struct Nested: Encodable {
         enum Keys: String, CodingKey { case a, b, c, d }
         func encode(to encoder: any Encoder) throws {
