@@ -60,9 +60,35 @@ struct MonitorCost {
     var label: String
     var without = Samples()
     var with = Samples()
+    /// The physical floor, when there is one: CPU of the raw system calls the same delivery needs.
+    var floor: Samples?
 
     /// The median cost a monitor adds per event, in seconds.
     var perEvent: Double { with.p50 - without.p50 }
+
+    /// The sender's CPU for one datagram on a `SOCK_SEQPACKET` socketpair whose reader, a thread
+    /// of this process, sleeps in `recv`, `gapMicroseconds` after the previous one: the least a
+    /// daemon pays to deliver one event to a waiting monitor by itself.
+    static func sendWakingReader(iterations: Int, gapMicroseconds: UInt32) throws -> Samples {
+        var fds: [Int32] = [0, 0]
+        guard socketpair(AF_UNIX, Int32(SOCK_SEQPACKET.rawValue), 0, &fds) == 0 else { throw BenchError("socketpair failed") }
+        let reader = fds[1]
+        Thread.detachNewThread {
+            var buffer = [UInt8](repeating: 0, count: 4096)
+            while recv(reader, &buffer, buffer.count, 0) > 0 {}
+            close(reader)
+        }
+        defer { close(fds[0]) }
+        let datagram = [UInt8](repeating: UInt8(ascii: "x"), count: 200)  // about one event's `events` message
+        var samples = Samples()
+        for i in 0..<(iterations + 20) {
+            usleep(gapMicroseconds)
+            let c0 = threadCPUSeconds()
+            guard send(fds[0], datagram, datagram.count, 0) == datagram.count else { throw BenchError("send failed") }
+            if i >= 20 { samples.add(threadCPUSeconds() - c0) }
+        }
+        return samples
+    }
 }
 
 extension Suite {
@@ -101,6 +127,7 @@ extension Suite {
         }
         close(fd)
         try host.dismiss(session)
+        single.floor = try MonitorCost.sendWakingReader(iterations: o.activities, gapMicroseconds: Suite.gap)
         monitorCosts.append(single)
 
         log("monitor cost: bursts (\(ids.throughput.count) extensions × 16 chains)")
@@ -133,6 +160,9 @@ extension Suite {
         for c in monitorCosts {
             details.append(Detail(name: "daemon CPU per event, no monitor (\(c.label))", samples: c.without, note: "schedstat, per round"))
             details.append(Detail(name: "  the same with a monitor attached", samples: c.with, note: "rounds alternated"))
+            if let floor = c.floor {
+                details.append(Detail(name: "  baseline: send of one datagram waking a sleeping reader", samples: floor, note: "sender's thread CPU, \(Suite.gap) µs apart"))
+            }
         }
     }
 }
