@@ -17,7 +17,7 @@ import Testing
     }
 
     @Test func theEventsOfOneLoopIterationArriveInOneDatagramInOrder() throws {
-        let daemon = try TestDaemon(manifests: ["b.json": TestDaemon.testExtension(Self.id, policy: ["backgroundSeconds": 0])])
+        let daemon = try TestDaemon(manifests: ["b.json": TestDaemon.testExtension(Self.id, policy: ["backgroundSeconds": 0, "expiryGraceSeconds": 0])])
         try daemon.start()
         let socket = try PacketSocket.connect(path: daemon.socketPath)
         defer { socket.close() }
