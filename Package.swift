@@ -79,9 +79,9 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: strict,
-            // The Swift runtime, FoundationEssentials and Dispatch linked in statically: the daemon
-            // maps only the pages it uses instead of whole shared libraries (libswiftCore alone was
-            // 4.9 MB resident), and the dynamic loader has less to do at each start. The static
+            // The Swift runtime, FoundationEssentials and Dispatch linked in statically: only the
+            // parts of them the daemon uses are linked in, so it does not keep whole shared
+            // libraries resident, and the dynamic loader has less to do at each start. The static
             // FoundationEssentials needs the three libraries after -static-stdlib named explicitly.
             linkerSettings: [
                 .unsafeFlags(["-static-stdlib", "-l_FoundationCShims", "-l_FoundationCollections", "-lswiftSynchronization"], .when(platforms: [.linux]))

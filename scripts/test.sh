@@ -9,6 +9,8 @@ cd "$(dirname "$0")/.."
 bash scripts/dependencies.sh
 echo "==> checking the kernel boundary"
 bash scripts/check-kernel-boundary.sh
+echo "==> checking doc comments"
+python3 scripts/check-doc-comments.py --exclude Sources/SupervisorCore/GroupControl.swift
 echo "==> building"
 swift build --build-tests
 bash scripts/build-runtime-c.sh >/dev/null

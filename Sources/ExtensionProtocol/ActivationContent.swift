@@ -56,7 +56,9 @@ public struct ActivationContent: Equatable, Sendable {
 
     /// Why a content description was refused, for people.
     public struct Problem: Error, Equatable, Sendable, CustomStringConvertible {
+        /// What was refused and why, for people.
         public let description: String
+        /// A problem described by `description`.
         public init(_ description: String) { self.description = description }
     }
 }
@@ -70,6 +72,7 @@ public struct DiscoveredExtension: Equatable, Sendable {
     /// The manifest's `displayName`, if it has one.
     public var displayName: String?
 
+    /// An entry with these fields.
     public init(id: String, point: String, displayName: String?) {
         self.id = id
         self.point = point

@@ -111,7 +111,9 @@ public enum Message: Equatable, Sendable {
 
 /// What a `query` asks for.
 public enum QueryKind: UInt8, Sendable {
+    /// The list document (docs/json.md): one summary entry per extension.
     case list = 1
+    /// The status document (docs/json.md): each extension in detail.
     case status = 2
     /// The shared container named by the single entry of `extensionIDs` (a container name):
     /// answered with JSON `{"name", "path", "gid"}` to root, the daemon's uid, the
@@ -121,17 +123,33 @@ public enum QueryKind: UInt8, Sendable {
 
 /// Why an operation failed, for programs; the accompanying text is for people.
 public enum FailureCode: UInt16, Sendable, Equatable {
+    /// No extension has this id (or no loaded manifest names this shared container).
     case unknownExtension = 1
+    /// The extension could not be spawned, or it exited before it became ready.
     case launchFailed = 2
+    /// The extension did not become ready within its `launchTimeoutSeconds`.
     case launchTimeout = 3
+    /// The extension is in crash-loop backoff; the text says when the next launch is allowed.
     case throttled = 4
+    /// The peer may not do this: the manifest's `hosts` does not admit it, or the operation is
+    /// for administrators only.
     case notPermitted = 5
+    /// The request is invalid as asked: an invalid id or signal, an unknown extension point, a
+    /// refresh of an extension that has no refresh. With tag 0: a protocol error, after which the
+    /// daemon closes the connection.
     case badRequest = 6
+    /// No request with this id is open on this connection.
     case unknownRequest = 7
+    /// The connection is over a limit: `maxRequestsPerHost` requests, or the rate of posts.
     case limitReached = 8
+    /// The daemon is shutting down, or the extension is going away, and starts nothing new.
     case shuttingDown = 9
+    /// The operation needs a process, and the extension has none.
     case notRunning = 10
+    /// The daemon failed at its own part of the operation.
     case internalError = 11
+    /// The operation was cut short: the request's channel could not be handed to the
+    /// extension, or a forced refresh went unanswered.
     case interrupted = 12
 }
 
@@ -183,18 +201,27 @@ extension Message {
 
 /// Wire type numbers. Stable: new messages get new numbers, old numbers are never reused.
 public enum MessageKind: UInt8, Sendable {
+    /// Each case is the type of the `Message` case of the same name. These: host or `extctl`
+    /// to daemon, on the control socket, numbered from 1.
     case begin = 1, end = 2, query = 3, kill = 4, reload = 5, monitor = 6, prewarm = 7, discover = 8, post = 9, forceRefresh = 10, subscribe = 11, reset = 12
-    // 37 is not assigned: it is reserved, never to be reused.
+    /// Daemon to host or `extctl`, on the control socket, numbered from 32. 37 is not
+    /// assigned: it is reserved, never to be reused.
     case begun = 32, ok = 33, failure = 34, json = 35, interrupted = 36, discovered = 38, completed = 39, cancelled = 40, refreshed = 41, newData = 42
+    /// Daemon to a monitor, on the control socket (numbered from 32, after the others).
     case events = 43
+    /// Extension runtime to daemon, on its private channel, numbered from 64.
     case ready = 64, acquire = 65, release = 66, expireReceived = 67, complete = 68, cancel = 69, observe = 70, refreshDone = 71
+    /// Daemon to extension runtime, on its private channel, numbered from 96.
     case deliver = 96, ended = 97, granted = 98, denied = 99, expire = 100, notify = 101, refresh = 102
 }
 
 /// How an extension answered a background refresh (`widgetPerformUpdate`'s result).
 public enum RefreshAnswer: UInt8, Sendable, Equatable {
+    /// The extension has new data to show.
     case newData = 0
+    /// The extension had nothing new.
     case noData = 1
+    /// The refresh failed.
     case failed = 2
     /// The extension registered no refresh handler (sent by the runtime, never by a host).
     case unsupported = 3

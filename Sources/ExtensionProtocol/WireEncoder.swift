@@ -7,6 +7,7 @@ public struct WireEncoder: Sendable {
     /// The bytes of the last encoded message.
     public private(set) var bytes: [UInt8] = []
 
+    /// An encoder with an empty buffer.
     public init() {
         bytes.reserveCapacity(256)
     }

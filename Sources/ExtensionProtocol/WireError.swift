@@ -1,16 +1,28 @@
 /// Why a datagram was refused by the decoder (or a message by the encoder).
 public enum WireError: Error, Equatable, Sendable, CustomStringConvertible {
+    /// The datagram, of this many bytes, is shorter than the header.
     case tooShort(Int)
+    /// The message, of this many bytes, is over `WireLimits.maxMessageSize`.
     case tooLarge(Int)
+    /// The header names this protocol version, which this side does not speak.
     case unsupportedVersion(UInt8)
+    /// The header names this message type, which is not a `MessageKind`.
     case unknownKind(UInt8)
+    /// The header declares `declared` payload bytes, but `actual` arrived.
     case lengthMismatch(declared: Int, actual: Int)
+    /// The payload ends inside the named field.
     case truncatedField(String)
+    /// The named field has this length (bytes, or entries for a list), over its limit in
+    /// `WireLimits`.
     case fieldTooLong(String, Int)
+    /// The named text field is not valid UTF-8.
     case invalidUTF8(String)
+    /// The named field holds a value its type does not allow.
     case invalidValue(String)
+    /// This many bytes follow the last field of the message.
     case trailingBytes(Int)
 
+    /// One sentence naming the fault, for logs and refusals.
     public var description: String {
         switch self {
         case .tooShort(let n): "message of \(n) bytes is shorter than the \(WireLimits.headerSize)-byte header"

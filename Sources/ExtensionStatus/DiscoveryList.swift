@@ -22,6 +22,7 @@ public struct DiscoveryList: JSONDocument, Equatable {
             case displayName, id, point
         }
 
+        /// Writes the members in `JSONWriter.keyOrder`: the always-written ones (`null` when empty), and the optional ones when they apply.
         public func encode(to encoder: any Encoder) throws {
             var c = encoder.container(keyedBy: CodingKeys.self)
             if let displayName { try c.encode(displayName, forKey: .displayName) } else { try c.encodeNil(forKey: .displayName) }

@@ -28,6 +28,7 @@ public struct ExitInfo: Codable, Sendable, Equatable {
         case code, pid, reason, signal, status, time
     }
 
+    /// Writes the members in `JSONWriter.keyOrder`: the always-written ones (`null` when empty), and the optional ones when they apply.
     public func encode(to encoder: any Encoder) throws {
         var c = encoder.container(keyedBy: CodingKeys.self)
         try c.encodeIfPresent(code, forKey: .code)

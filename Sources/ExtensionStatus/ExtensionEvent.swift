@@ -22,6 +22,7 @@ public struct ExtensionEvent: JSONDocument, Equatable {
             case decision, kind, path
         }
 
+        /// Writes the members in `JSONWriter.keyOrder`: the always-written ones (`null` when empty), and the optional ones when they apply.
         public func encode(to encoder: any Encoder) throws {
             var c = encoder.container(keyedBy: CodingKeys.self)
             try c.encode(decision, forKey: .decision)

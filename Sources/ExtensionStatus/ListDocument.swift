@@ -36,6 +36,7 @@ public struct ListDocument: JSONDocument, Equatable {
             case assertions, id, lastExit, pid, point, requests, since, state
         }
 
+        /// Writes the members in `JSONWriter.keyOrder`: the always-written ones (`null` when empty), and the optional ones when they apply.
         public func encode(to encoder: any Encoder) throws {
             var c = encoder.container(keyedBy: CodingKeys.self)
             try c.encode(assertions, forKey: .assertions)

@@ -17,6 +17,7 @@ public struct ReloadReport: JSONDocument, Equatable {
             case file, id
         }
 
+        /// Writes the members in `JSONWriter.keyOrder`: the always-written ones (`null` when empty), and the optional ones when they apply.
         public func encode(to encoder: any Encoder) throws {
             var c = encoder.container(keyedBy: CodingKeys.self)
             try c.encode(file, forKey: .file)
@@ -42,6 +43,7 @@ public struct ReloadReport: JSONDocument, Equatable {
         case errors, kept, loaded
     }
 
+    /// Writes the members in `JSONWriter.keyOrder`: the always-written ones (`null` when empty), and the optional ones when they apply.
     public func encode(to encoder: any Encoder) throws {
         var c = encoder.container(keyedBy: CodingKeys.self)
         try c.encode(errors, forKey: .errors)

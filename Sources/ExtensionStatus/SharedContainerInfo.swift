@@ -19,6 +19,7 @@ public struct SharedContainerInfo: JSONDocument, Equatable {
         case gid, name, path
     }
 
+    /// Writes the members in `JSONWriter.keyOrder`: the always-written ones (`null` when empty), and the optional ones when they apply.
     public func encode(to encoder: any Encoder) throws {
         var c = encoder.container(keyedBy: CodingKeys.self)
         if let gid { try c.encode(gid, forKey: .gid) } else { try c.encodeNil(forKey: .gid) }

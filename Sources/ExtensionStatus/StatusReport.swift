@@ -18,6 +18,7 @@ public struct StatusReport: JSONDocument, Equatable {
             case mode, reason
         }
 
+        /// Writes the members in `JSONWriter.keyOrder`: the always-written ones (`null` when empty), and the optional ones when they apply.
         public func encode(to encoder: any Encoder) throws {
             var c = encoder.container(keyedBy: CodingKeys.self)
             try c.encode(mode, forKey: .mode)
@@ -64,6 +65,7 @@ public struct StatusReport: JSONDocument, Equatable {
             case refreshSeconds, suspend, suspendedLifetimeSeconds
         }
 
+        /// Writes the members in `JSONWriter.keyOrder`: the always-written ones (`null` when empty), and the optional ones when they apply.
         public func encode(to encoder: any Encoder) throws {
             var c = encoder.container(keyedBy: CodingKeys.self)
             try c.encode(assertionMaxSeconds, forKey: .assertionMaxSeconds)
@@ -97,6 +99,7 @@ public struct StatusReport: JSONDocument, Equatable {
             case enforcedBy, enforcedWith, value
         }
 
+        /// Writes the members in `JSONWriter.keyOrder`: the always-written ones (`null` when empty), and the optional ones when they apply.
         public func encode(to encoder: any Encoder) throws {
             var c = encoder.container(keyedBy: CodingKeys.self)
             try c.encode(enforcedBy, forKey: .enforcedBy)
@@ -128,6 +131,7 @@ public struct StatusReport: JSONDocument, Equatable {
             case gid, groups, ownUID, uid
         }
 
+        /// Writes the members in `JSONWriter.keyOrder`: the always-written ones (`null` when empty), and the optional ones when they apply.
         public func encode(to encoder: any Encoder) throws {
             var c = encoder.container(keyedBy: CodingKeys.self)
             try c.encode(gid, forKey: .gid)
@@ -156,6 +160,7 @@ public struct StatusReport: JSONDocument, Equatable {
                 case part, reason
             }
 
+            /// Writes the members in `JSONWriter.keyOrder`: the always-written ones (`null` when empty), and the optional ones when they apply.
             public func encode(to encoder: any Encoder) throws {
                 var c = encoder.container(keyedBy: CodingKeys.self)
                 try c.encode(part, forKey: .part)
@@ -190,6 +195,7 @@ public struct StatusReport: JSONDocument, Equatable {
             case enabled, enforced, launchRefused, network, notEnforced, summary
         }
 
+        /// Writes the members in `JSONWriter.keyOrder`: the always-written ones (`null` when empty), and the optional ones when they apply.
         public func encode(to encoder: any Encoder) throws {
             var c = encoder.container(keyedBy: CodingKeys.self)
             try c.encode(enabled, forKey: .enabled)
@@ -236,6 +242,7 @@ public struct StatusReport: JSONDocument, Equatable {
             case budgetLeft, dailyBudget, inFlight, lastAt, lastResult, minimumIntervalSeconds, nextAt
         }
 
+        /// Writes the members in `JSONWriter.keyOrder`: the always-written ones (`null` when empty), and the optional ones when they apply.
         public func encode(to encoder: any Encoder) throws {
             var c = encoder.container(keyedBy: CodingKeys.self)
             try c.encode(budgetLeft, forKey: .budgetLeft)
@@ -271,6 +278,7 @@ public struct StatusReport: JSONDocument, Equatable {
             case ageSeconds, hostPID, hostUID, id
         }
 
+        /// Writes the members in `JSONWriter.keyOrder`: the always-written ones (`null` when empty), and the optional ones when they apply.
         public func encode(to encoder: any Encoder) throws {
             var c = encoder.container(keyedBy: CodingKeys.self)
             try c.encode(ageSeconds, forKey: .ageSeconds)
@@ -309,6 +317,7 @@ public struct StatusReport: JSONDocument, Equatable {
             case ageSeconds, expireAcknowledged, expireSent, id, reason, remainingSeconds
         }
 
+        /// Writes the members in `JSONWriter.keyOrder`: the always-written ones (`null` when empty), and the optional ones when they apply.
         public func encode(to encoder: any Encoder) throws {
             var c = encoder.container(keyedBy: CodingKeys.self)
             try c.encode(ageSeconds, forKey: .ageSeconds)
@@ -340,6 +349,7 @@ public struct StatusReport: JSONDocument, Equatable {
             case command, pid, state
         }
 
+        /// Writes the members in `JSONWriter.keyOrder`: the always-written ones (`null` when empty), and the optional ones when they apply.
         public func encode(to encoder: any Encoder) throws {
             var c = encoder.container(keyedBy: CodingKeys.self)
             try c.encode(command, forKey: .command)
@@ -452,6 +462,7 @@ public struct StatusReport: JSONDocument, Equatable {
             case point, policy, processes, readiness, recentEvents, refresh, requests, sandbox, since, state, throttledUntil
         }
 
+        /// Writes the members in `JSONWriter.keyOrder`: the always-written ones (`null` when empty), and the optional ones when they apply.
         public func encode(to encoder: any Encoder) throws {
             var c = encoder.container(keyedBy: CodingKeys.self)
             /// `value`, or `null`.

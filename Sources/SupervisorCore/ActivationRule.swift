@@ -20,6 +20,7 @@ public struct ActivationRule: Equatable, Sendable {
     /// Most items per MIME type (`application/pdf`, or `image/*` for any image type).
     public var contentTypes: [ContentTypeLimit] = []
 
+    /// A rule with these limits; with the defaults it accepts no content.
     public init(text: Bool = false, urls: Int = 0, images: Int = 0, files: Int = 0, contentTypes: [ContentTypeLimit] = []) {
         self.text = text
         self.urls = urls
@@ -30,8 +31,11 @@ public struct ActivationRule: Equatable, Sendable {
 
     /// One `contentTypes` entry: `{"type": "application/pdf", "max": 1}`.
     public struct ContentTypeLimit: Equatable, Sendable {
+        /// The MIME type, exact (`application/pdf`) or a whole top-level type (`image/*`).
         public var type: String
+        /// The most items of this type the rule accepts.
         public var max: Int
+        /// An entry accepting up to `max` items of `type`.
         public init(type: String, max: Int) {
             self.type = type
             self.max = max

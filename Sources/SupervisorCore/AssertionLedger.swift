@@ -17,11 +17,15 @@ public struct Assertion: Equatable, Sendable {
 /// The live assertions of one extension process. Owned by that process's record: when the
 /// process exits, the ledger is discarded with it.
 public struct AssertionLedger: Equatable, Sendable {
+    /// The live assertions, oldest grant first.
     public private(set) var assertions: [Assertion] = []
 
+    /// An empty ledger.
     public init() {}
 
+    /// Whether no assertion is live.
     public var isEmpty: Bool { assertions.isEmpty }
+    /// How many assertions are live.
     public var count: Int { assertions.count }
 
     /// Records a newly granted assertion.

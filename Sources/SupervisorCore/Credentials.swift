@@ -1,8 +1,11 @@
 /// A user or group as a manifest names it: a name from the account database, or a number.
 public enum AccountReference: Equatable, Sendable, CustomStringConvertible {
+    /// A name, looked up in the account database when credentials are resolved.
     case name(String)
+    /// A numeric uid or gid, used as is.
     case number(UInt32)
 
+    /// The name in single quotes, or the number, as refusals quote it.
     public var description: String {
         switch self {
         case .name(let n): return "'\(n)'"
@@ -13,10 +16,14 @@ public enum AccountReference: Equatable, Sendable, CustomStringConvertible {
 
 /// The credentials a manifest asks for (`user`, `group`, `supplementaryGroups`), as written.
 public struct CredentialRequest: Equatable, Sendable {
+    /// `user`: the account to run as; nil when the manifest names none.
     public var user: AccountReference?
+    /// `group`: the primary group; nil means the user's primary group.
     public var group: AccountReference?
+    /// `supplementaryGroups`, in the manifest's order; empty when not given.
     public var supplementaryGroups: [AccountReference]
 
+    /// A request as a manifest writes it; every key defaults to absent.
     public init(user: AccountReference? = nil, group: AccountReference? = nil, supplementaryGroups: [AccountReference] = []) {
         self.user = user
         self.group = group
@@ -28,13 +35,17 @@ public struct CredentialRequest: Equatable, Sendable {
 /// under a root daemon; under another daemon, the daemon's own, inherited. Either way the
 /// child sets `PR_SET_NO_NEW_PRIVS` and an empty capability set.
 public struct Credentials: Equatable, Sendable {
+    /// The user id the processes run as.
     public var uid: UInt32
+    /// The primary group id the processes run as.
     public var gid: UInt32
     /// Supplementary groups (setgroups), in order, without duplicates.
     public var groups: [UInt32]
     /// Whether `uid` is this extension's alone (allocated from `extensionUIDs`).
     public var ownUID: Bool
 
+    /// Credentials with these ids; by default no supplementary groups, and a uid not the
+    /// extension's own.
     public init(uid: UInt32, gid: UInt32, groups: [UInt32] = [], ownUID: Bool = false) {
         self.uid = uid
         self.gid = gid
@@ -53,6 +64,7 @@ public struct AccountDirectory: Sendable {
     /// A group by name: its gid.
     public var groupNamed: @Sendable (String) -> UInt32?
 
+    /// A directory answering with these lookups.
     public init(
         userNamed: @escaping @Sendable (String) -> (uid: UInt32, gid: UInt32)?,
         primaryGroup: @escaping @Sendable (UInt32) -> UInt32?,
@@ -86,13 +98,20 @@ public struct AccountDirectory: Sendable {
 /// - `group` defaults to the user's primary group; a numeric user without an account entry
 ///   then needs `group`.
 public struct CredentialRules: Sendable {
+    /// The uid the daemon runs as; 0 is a root daemon, which switches each extension's credentials.
     public var daemonUID: UInt32
+    /// The daemon's primary gid, which a non-root daemon's extensions run with.
     public var daemonGID: UInt32
     /// The daemon's supplementary groups (a non-root daemon may pass these on).
     public var daemonGroups: [UInt32]
+    /// Whether a manifest saying `"user": "root"` may run as root (`allowRootExtensions` in
+    /// the configuration).
     public var allowRootExtensions: Bool
+    /// Where user and group names are looked up.
     public var accounts: AccountDirectory
 
+    /// Rules for a daemon with these ids and configuration; by default the daemon has no
+    /// supplementary groups and refuses root extensions.
     public init(daemonUID: UInt32, daemonGID: UInt32, daemonGroups: [UInt32] = [], allowRootExtensions: Bool = false, accounts: AccountDirectory) {
         self.daemonUID = daemonUID
         self.daemonGID = daemonGID

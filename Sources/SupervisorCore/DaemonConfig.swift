@@ -15,7 +15,9 @@ import Foundation
 /// A point named like a built-in one overrides only the keys given; a new point starts from
 /// the `default` point's policy.
 public struct DaemonConfig: Equatable, Sendable {
+    /// Policies by extension point: the built-in points, with the file's `points` applied.
     public var points: ExtensionPoints = .builtIn
+    /// The supervisor's limits: the defaults, with the file's `limits` applied.
     public var limits = SupervisorLimits()
     /// Members of this group may run administrative operations (kill, reload) besides root
     /// and the daemon's uid.
@@ -33,6 +35,8 @@ public struct DaemonConfig: Equatable, Sendable {
     /// gid allocated from `extensionUIDs`.
     public var containerGroups: [String: AccountReference] = [:]
 
+    /// The configuration without a file: built-in points, default limits, no admin group,
+    /// root and unsandboxed extensions refused, the default uid range, no container groups.
     public init() {}
 
     /// Parses a configuration file's bytes; errors name the file and field.

@@ -5,12 +5,16 @@ public typealias HostID = UInt64
 
 /// Who is on the other end of a control connection, as the kernel reported it (SO_PEERCRED).
 public struct PeerIdentity: Equatable, Sendable {
+    /// The peer's process id.
     public var pid: Int32
+    /// The peer's effective user id; permission checks use it.
     public var uid: UInt32
+    /// The peer's effective primary group id.
     public var gid: UInt32
     /// Supplementary groups of the peer process at connect time.
     public var groups: [UInt32]
 
+    /// An identity with these ids; by default no supplementary groups.
     public init(pid: Int32, uid: UInt32, gid: UInt32, groups: [UInt32] = []) {
         self.pid = pid
         self.uid = uid
@@ -119,16 +123,27 @@ public enum Effect: Equatable, Sendable {
 
 /// Signal numbers the core needs (Linux values, identical on every Linux architecture we support).
 public enum SignalNumber {
+    /// SIGHUP.
     public static let hangup: Int32 = 1
+    /// SIGINT.
     public static let interrupt: Int32 = 2
+    /// SIGKILL.
     public static let kill: Int32 = 9
+    /// SIGUSR2.
     public static let user2: Int32 = 12
+    /// SIGTERM.
     public static let terminate: Int32 = 15
+    /// SIGCHLD.
     public static let child: Int32 = 17
+    /// SIGCONT.
     public static let cont: Int32 = 18
+    /// SIGSTOP.
     public static let stop: Int32 = 19
+    /// SIGTSTP.
     public static let terminalStop: Int32 = 20
+    /// SIGTTIN.
     public static let ttin: Int32 = 21
+    /// SIGTTOU.
     public static let ttou: Int32 = 22
     /// Signals only the supervisor may send: they would desynchronise its view of the process.
     public static let reserved: Set<Int32> = [cont, stop, terminalStop, ttin, ttou]

@@ -1,34 +1,51 @@
 /// A request a host holds open on an extension.
 public struct OpenRequest: Equatable, Sendable {
+    /// The request's id, unique for the daemon's lifetime.
     public var id: UInt64
+    /// The host connection that opened it.
     public var host: HostID
     /// The tag of the host's `begin`, answered by the shell once the channel is handed over.
     public var tag: UInt32
+    /// Who opened it.
     public var peer: PeerIdentity
+    /// When it was opened.
     public var begunAt: Instant
 }
 
 /// A begin waiting for the extension to launch or resume.
 public struct PendingBegin: Equatable, Sendable {
+    /// The host connection waiting for the request to open.
     public var host: HostID
+    /// Who asked.
     public var peer: PeerIdentity
+    /// The tag of the host's `begin`, answered when the request opens or fails.
     public var tag: UInt32
+    /// The id the request has once it opens.
     public var requestID: UInt64
 }
 
 /// Everything the supervisor knows about one extension. Owned by `Supervisor`.
 public struct ExtensionRecord: Equatable, Sendable {
+    /// The extension's current definition.
     public var manifest: Manifest
+    /// Where the extension is in its lifecycle, with the deadlines the supervisor waits for.
     public internal(set) var phase: Phase = .notRunning
     /// When the public state last changed.
     public internal(set) var since: Instant
     /// Incremented at every launch; events for older generations are ignored.
     public internal(set) var generation: UInt64 = 0
+    /// The process group leader's pid: nil until the spawn is answered, and after the process
+    /// exits.
     public internal(set) var pid: Int32?
+    /// When the current process was spawned; nil whenever `pid` is.
     public internal(set) var startedAt: Instant?
+    /// The requests open on the extension, oldest first.
     public internal(set) var requests: [OpenRequest] = []
+    /// Begins waiting for the process to launch or resume, in arrival order.
     public internal(set) var pending: [PendingBegin] = []
+    /// The live assertions of the current process; emptied at each launch and exit.
     public internal(set) var assertions = AssertionLedger()
+    /// How the most recent process ended; nil until one has.
     public internal(set) var lastExit: ExitRecord?
     /// Crashes since the last stable run; drives the launch backoff.
     public internal(set) var consecutiveCrashes = 0
@@ -66,12 +83,15 @@ public struct ExtensionRecord: Equatable, Sendable {
     /// The background-refresh schedule, when the manifest (or its point) turns refresh on.
     public internal(set) var refresh: RefreshState?
 
+    /// A record of an extension with no process, `not-running` since `since`. Its refresh
+    /// schedule, when the policy turns refresh on, starts at `since`.
     public init(manifest: Manifest, since: Instant) {
         self.manifest = manifest
         self.since = since
         self.refresh = manifest.policy.refresh.map { RefreshState(schedule: $0, now: since) }
     }
 
+    /// The public lifecycle state its phase shows as.
     public var state: LifecycleState { phase.state }
 
     var policy: Policy { manifest.policy }
@@ -106,6 +126,8 @@ public struct ExtensionRecord: Equatable, Sendable {
 
 /// A host waiting for an extension's container to be emptied (`extctl reset`).
 public struct ResetWaiter: Equatable, Sendable {
+    /// The host connection waiting.
     public var host: HostID
+    /// The tag of its `reset`, answered once the container is emptied.
     public var tag: UInt32
 }

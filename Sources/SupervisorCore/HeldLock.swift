@@ -12,6 +12,7 @@ public struct HeldLock: Equatable, Sendable {
         case flock
     }
 
+    /// The kind of lock.
     public var kind: Kind
     /// A write (exclusive) lock; false for a read (shared) lock.
     public var exclusive: Bool
@@ -25,6 +26,7 @@ public struct HeldLock: Equatable, Sendable {
     /// app) the file lies in, if any.
     public var sharedContainer: String?
 
+    /// A lock with these facts; by default the file lies in no shared container.
     public init(kind: Kind, exclusive: Bool, path: String, pid: Int32, openElsewhere: Bool, sharedContainer: String? = nil) {
         self.kind = kind
         self.exclusive = exclusive
@@ -61,10 +63,14 @@ public enum LockDecision: String, Sendable, Equatable {
 
 /// The lock a `lock-held-at-suspend` event is about.
 public struct LockReport: Equatable, Sendable {
+    /// The locked file, as the holder's descriptor names it.
     public var path: String
+    /// The kind of lock.
     public var kind: HeldLock.Kind
+    /// What the supervisor did about it.
     public var decision: LockDecision
 
+    /// A report of a lock at `path` and the decision taken.
     public init(path: String, kind: HeldLock.Kind, decision: LockDecision) {
         self.path = path
         self.kind = kind

@@ -3,16 +3,21 @@
 /// 1879179263, lies outside the ranges Debian and systemd give to system and regular users,
 /// nspawn containers and `DynamicUser=` (see docs/operations.md).
 public struct IdentityRange: Equatable, Sendable {
+    /// The lowest id of the range.
     public var first: UInt32
+    /// How many ids the range holds, from `first` on.
     public var count: UInt32
 
+    /// The `count` ids from `first` on.
     public init(first: UInt32, count: UInt32) {
         self.first = first
         self.count = count
     }
 
+    /// The range used when the configuration names none (given in the type's description).
     public static let defaultRange = IdentityRange(first: 1_879_113_728, count: 65_536)
 
+    /// Whether `id` lies in the range.
     public func contains(_ id: UInt32) -> Bool { id >= first && UInt64(id) < UInt64(first) + UInt64(count) }
 }
 
@@ -26,6 +31,7 @@ public struct IdentityMap: Equatable, Sendable {
     /// Shared container name → gid (those the configuration does not give a group).
     public var containers: [String: UInt32]
 
+    /// A map with these entries; empty by default.
     public init(extensions: [String: UInt32] = [:], containers: [String: UInt32] = [:]) {
         self.extensions = extensions
         self.containers = containers

@@ -1,13 +1,16 @@
 /// A point on the monotonic clock, in nanoseconds. The core never reads a clock: the shell
 /// passes the current instant with every event, and tests pass simulated ones.
 public struct Instant: Comparable, Hashable, Sendable, CustomStringConvertible {
+    /// Nanoseconds since the clock's origin.
     public var nanoseconds: UInt64
 
+    /// The instant `nanoseconds` after the clock's origin.
     public init(nanoseconds: UInt64) { self.nanoseconds = nanoseconds }
 
     /// An instant `seconds` after the clock's origin (convenient in tests).
     public static func seconds(_ seconds: Double) -> Instant { Instant(nanoseconds: UInt64(seconds * 1e9)) }
 
+    /// Whether `a` is earlier than `b`.
     public static func < (a: Instant, b: Instant) -> Bool { a.nanoseconds < b.nanoseconds }
 
     /// This instant moved `seconds` later (saturating; negative values move it earlier, not before zero).
@@ -29,6 +32,7 @@ public struct Instant: Comparable, Hashable, Sendable, CustomStringConvertible {
             : -Double(earlier.nanoseconds - nanoseconds) / 1e9
     }
 
+    /// Seconds since the clock's origin with millisecond precision, such as `12.345s`.
     public var description: String { String(format_seconds: Double(nanoseconds) / 1e9) }
 }
 

@@ -1,12 +1,23 @@
 /// The public lifecycle state of an extension, as shown by `extctl` and the journal.
 /// The raw values are a stable interface.
 public enum LifecycleState: String, Sendable, Codable, Equatable, CaseIterable {
+    /// No process.
     case notRunning = "not-running"
+    /// Spawned, or about to be; not ready yet.
     case launching
+    /// Running with at least one request open.
     case active
+    /// No request open; running on, with assertions until its background time ends or because
+    /// it is never suspended. Also shown while a stop from this state is in flight.
     case background
+    /// No request open, and *expire* sent for its assertions; stopped when its background time
+    /// ends or its last assertion is released. Also shown while a stop from this state is in
+    /// flight.
     case expiring
+    /// Every process stopped (or its cgroup frozen), as the kernel confirmed. Also shown while a
+    /// resume is in flight.
     case suspended
+    /// A terminating signal was sent; waiting for the process to exit.
     case terminating
 }
 
@@ -47,20 +58,28 @@ public enum ExitReason: String, Sendable, Codable, Equatable {
 
 /// How a process ended, as the kernel reported it.
 public enum ExitStatus: Equatable, Sendable, Codable {
+    /// The process exited by itself with this exit status.
     case exited(Int32)
+    /// The process was killed by this signal number.
     case signaled(Int32)
 }
 
 /// The last exit of an extension.
 public struct ExitRecord: Equatable, Sendable {
+    /// How the kernel reported the exit; nil when the process was never started (the spawn
+    /// failed).
     public var status: ExitStatus?
+    /// Why it ended.
     public var reason: ExitReason
+    /// When the supervisor handled the exit.
     public var at: Instant
+    /// The pid the process had; nil when it was never started.
     public var pid: Int32?
 }
 
 /// The internal phase of an extension: the public state plus what the supervisor waits for.
 public enum Phase: Equatable, Sendable {
+    /// No process.
     case notRunning
     /// Spawn requested; waiting for readiness until `deadline`.
     case launching(deadline: Instant)

@@ -8,9 +8,12 @@ public enum Readiness: String, Sendable, Codable, Equatable {
 
 /// Which hosts may open an extension. Empty lists mean the default: the daemon's uid and root.
 public struct HostRestriction: Equatable, Sendable {
+    /// User ids whose processes may open it.
     public var uids: [UInt32]
+    /// Group ids whose members (primary or supplementary) may open it.
     public var gids: [UInt32]
 
+    /// A restriction with these lists; with both empty, the default applies.
     public init(uids: [UInt32] = [], gids: [UInt32] = []) {
         self.uids = uids
         self.gids = gids
@@ -58,6 +61,9 @@ public struct Manifest: Equatable, Sendable {
     /// which the daemon's configuration must allow (`allowUnsandboxedExtensions`).
     public var sandboxed = true
 
+    /// A manifest with these fields. Left out: the `default` point, `runtime` readiness, no
+    /// arguments, environment, display name or activation rule, the default hosts, no host
+    /// access, no credential request, source `<memory>`, and nil `credentials` (the daemon's own).
     public init(
         id: String, point: String = "default", executable: String, arguments: [String] = [],
         environment: [String: String] = [:], readiness: Readiness = .runtime, policy: Policy,
@@ -91,12 +97,14 @@ public struct ManifestError: Error, Equatable, Sendable, CustomStringConvertible
     /// What is wrong, for people.
     public var problem: String
 
+    /// An error about `file`, and about `field` in it when given.
     public init(file: String, field: String? = nil, problem: String) {
         self.file = file
         self.field = field
         self.problem = problem
     }
 
+    /// `FILE: field 'FIELD': PROBLEM`, or `FILE: PROBLEM` without a field.
     public var description: String {
         if let field { return "\(file): field '\(field)': \(problem)" }
         return "\(file): \(problem)"

@@ -342,6 +342,8 @@ extension KeyedDecodingContainer where Key == AnyKey {
 }
 
 extension ResourceLimits: Decodable {
+    /// Decodes a `limits` object. Unknown keys, and values that are not integers within each
+    /// key's range, are refused naming the field.
     public init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: AnyKey.self)
         // "limits." in a manifest, "points.<name>.limits." in the daemon configuration.
@@ -365,6 +367,8 @@ extension ResourceLimits: Decodable {
 }
 
 extension RefreshSchedule: Decodable {
+    /// Decodes a `refresh` object; an absent key keeps its default. Unknown keys and values
+    /// that break `violation()` are refused naming the field.
     public init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: AnyKey.self)
         var prefix = ""
@@ -381,6 +385,8 @@ extension RefreshSchedule: Decodable {
 extension ActivationRule: Decodable {
     static let keys: Set<String> = ["text", "urls", "images", "files", "contentTypes"]
 
+    /// Decodes an `activation` object; an absent key allows nothing of its kind. Unknown keys,
+    /// bad counts and a MIME type listed twice are refused naming the field.
     public init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: AnyKey.self)
         try c.rejectUnknown(Self.keys, prefix: "activation.")
@@ -398,6 +404,8 @@ extension ActivationRule: Decodable {
 }
 
 extension ActivationRule.ContentTypeLimit: Decodable {
+    /// Decodes one `contentTypes` entry; `max` defaults to 1. Unknown keys and a `type` that is
+    /// not a MIME type are refused naming the field.
     public init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: AnyKey.self)
         var prefix = ""
@@ -422,6 +430,9 @@ extension PolicyOverrides: Decodable {
     /// Keys only a configured point has.
     static let pointKeys: Set<String> = ["limits", "network", "sandboxRequires"]
 
+    /// Decodes a manifest's `policy` or a configured point; an absent key stays nil. A
+    /// configured point may also give `limits`, `network` and `sandboxRequires`. Unknown keys and
+    /// values out of range are refused naming the field.
     public init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: AnyKey.self)
         // "policy." in a manifest, "points.<name>." in the daemon configuration.
@@ -459,6 +470,8 @@ extension PolicyOverrides: Decodable {
 }
 
 extension HostRestriction: Decodable {
+    /// Decodes `hosts`: lists of uids and gids, each absent list empty. Unknown keys and
+    /// invalid ids are refused naming the field.
     public init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: AnyKey.self)
         try c.rejectUnknown(["uids", "gids"], prefix: "hosts.")

@@ -12,6 +12,7 @@ public struct NotificationHints: Equatable, Sendable {
     /// Names posted while it was suspended, in the order of their first post, each once.
     public private(set) var held: [String] = []
 
+    /// Hints of a new process: none observed, none held.
     public init() {}
 
     /// Most names one process may observe; more `observe` messages are ignored.

@@ -49,6 +49,9 @@ public struct Policy: Equatable, Sendable, Codable {
     /// the daemon's default, every part under a root daemon and none under another.
     public var sandboxRequires: [SandboxPart]?
 
+    /// A policy with these times, suspended by `suspend` (SIGSTOP by default). The other fields
+    /// take their declared defaults: terminate on lock contention, refresh off, no resource limits,
+    /// the host's network, and the daemon's default sandbox requirement.
     public init(
         backgroundSeconds: Double, expiryGraceSeconds: Double, assertionMaxSeconds: Double,
         launchTimeoutSeconds: Double, suspendedLifetimeSeconds: Double, suspend: SuspendMode = .stop
@@ -101,14 +104,23 @@ public struct Policy: Equatable, Sendable, Codable {
 
 /// Per-manifest (or per-config) overrides of a policy; nil fields keep the base value.
 public struct PolicyOverrides: Equatable, Sendable {
+    /// Replaces `Policy.backgroundSeconds`; nil keeps the base value.
     public var backgroundSeconds: Double?
+    /// Replaces `Policy.expiryGraceSeconds`; nil keeps the base value.
     public var expiryGraceSeconds: Double?
+    /// Replaces `Policy.assertionMaxSeconds`; nil keeps the base value.
     public var assertionMaxSeconds: Double?
+    /// Replaces `Policy.launchTimeoutSeconds`; nil keeps the base value.
     public var launchTimeoutSeconds: Double?
+    /// Replaces `Policy.suspendedLifetimeSeconds`; nil keeps the base value.
     public var suspendedLifetimeSeconds: Double?
+    /// Replaces `Policy.suspend`; nil keeps the base value.
     public var suspend: SuspendMode?
+    /// Replaces `Policy.lockedWhileSuspended`; nil keeps the base value.
     public var lockedWhileSuspended: LockContentionPolicy?
+    /// Replaces `Policy.refreshSeconds`; nil keeps the base value.
     public var refreshSeconds: Double?
+    /// Turns refresh on with this schedule, replacing the base one; nil keeps the base value.
     public var refresh: RefreshSchedule?
     /// Limit overrides, key by key (`limits` in a manifest or in a configured point).
     public var limits: ResourceLimits?
@@ -117,6 +129,7 @@ public struct PolicyOverrides: Equatable, Sendable {
     /// A configured point's `sandboxRequires`.
     public var sandboxRequires: [SandboxPart]?
 
+    /// Overrides that change nothing.
     public init() {}
 
     /// `base` with every non-nil field of these overrides applied.
@@ -140,8 +153,10 @@ public struct PolicyOverrides: Equatable, Sendable {
 
 /// The extension points the daemon knows, each with its default policy.
 public struct ExtensionPoints: Equatable, Sendable {
+    /// Each point's default policy, by point name.
     public var policies: [String: Policy]
 
+    /// The points named by `policies`, each with its policy.
     public init(policies: [String: Policy]) { self.policies = policies }
 
     /// The built-in points, usable with no configuration file (see docs/policies.md):

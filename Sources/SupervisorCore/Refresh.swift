@@ -6,6 +6,8 @@ public struct RefreshSchedule: Equatable, Sendable, Encodable {
     /// The most scheduled refreshes in any 24 hours (0: refresh off).
     public var dailyBudget: Int
 
+    /// A schedule with this interval and budget; by default refreshes at least 900 seconds
+    /// apart, at most 48 a day.
     public init(minimumIntervalSeconds: Double = 900, dailyBudget: Int = 48) {
         self.minimumIntervalSeconds = minimumIntervalSeconds
         self.dailyBudget = dailyBudget
@@ -23,8 +25,11 @@ public struct RefreshSchedule: Equatable, Sendable, Encodable {
 
 /// How a refresh ended, as the extension answered (`RefreshResult` in the runtime).
 public enum RefreshOutcome: String, Equatable, Sendable {
+    /// The extension has new data to show.
     case newData = "new-data"
+    /// The extension had nothing new.
     case noData = "no-data"
+    /// The refresh failed; the supervisor also counts an unanswered refresh as this.
     case failed
 }
 
@@ -50,10 +55,13 @@ public struct RefreshState: Equatable, Sendable {
     /// The budget window.
     public static let daySeconds: Double = 86_400
 
+    /// The schedule in force (the manifest's, or its point's).
     public private(set) var schedule: RefreshSchedule
     /// When the next scheduled refresh is due (nil: refresh is off).
     public private(set) var nextAt: Instant?
+    /// How the last refresh ended (`failed` when it went unanswered); nil until one ended.
     public private(set) var lastOutcome: RefreshOutcome?
+    /// When the last refresh ended; nil until one ended.
     public private(set) var lastAt: Instant?
     /// The assertion id of the refresh in flight.
     public internal(set) var inFlight: UInt64?
@@ -71,6 +79,8 @@ public struct RefreshState: Equatable, Sendable {
     private var noDataFactor: Double = 1
     private var backoff: Double = 1
 
+    /// The state of a new record at `now`: nothing run yet, the first refresh due one
+    /// `minimumIntervalSeconds` later (rounded up to `batchSeconds`), or none when the budget is 0.
     public init(schedule: RefreshSchedule, now: Instant) {
         self.schedule = schedule
         if schedule.dailyBudget > 0 { nextAt = Self.aligned(now.adding(seconds: schedule.minimumIntervalSeconds)) }
@@ -78,7 +88,9 @@ public struct RefreshState: Equatable, Sendable {
 
     /// A host waiting for a forced refresh's answer.
     public struct Waiter: Equatable, Sendable {
+        /// The host connection waiting.
         public var host: HostID
+        /// The tag of its `forceRefresh`, answered with `refreshed` or `failure`.
         public var tag: UInt32
     }
 

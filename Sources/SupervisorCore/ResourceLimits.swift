@@ -15,6 +15,7 @@ public struct ResourceLimits: Equatable, Sendable, Encodable {
     /// default); nothing enforces it without the cpu controller.
     public var cpuWeight: UInt64?
 
+    /// Limits with these values; a key left out sets no limit.
     public init(memoryMaxBytes: UInt64? = nil, tasksMax: UInt64? = nil, openFilesMax: UInt64? = nil, cpuWeight: UInt64? = nil) {
         self.memoryMaxBytes = memoryMaxBytes
         self.tasksMax = tasksMax
@@ -86,11 +87,16 @@ public struct ResourceLimits: Equatable, Sendable, Encodable {
 public struct LimitEnforcement: Equatable, Sendable {
     /// What applies it (`enforcedBy` in `status --json`).
     public enum Mechanism: String, Sendable, Equatable {
+        /// A cgroup control file (`cgroup`), a resource limit of each process (`rlimit`), or
+        /// nothing: the limit is not enforced (`none`).
         case cgroup, rlimit, none
     }
 
+    /// The limit's key, one of `ResourceLimits.keys`.
     public var key: String
+    /// The limit's value, in the key's unit (bytes, tasks, descriptors or a CPU weight).
     public var value: UInt64
+    /// What applies it.
     public var by: Mechanism
     /// The exact control that applies it (`enforcedWith` in `status --json`): a cgroup file
     /// (`memory.max`, `memory.limit_in_bytes` of a cgroup v1 memory cgroup, `pids.max`,
@@ -100,6 +106,7 @@ public struct LimitEnforcement: Equatable, Sendable {
     /// The control of `memoryMaxBytes` in a cgroup v1 memory cgroup.
     public static let memoryV1Control = "memory.limit_in_bytes"
 
+    /// An enforcement of `key` at `value` by `by`, through `control` (nil for `none`).
     public init(key: String, value: UInt64, by: Mechanism, control: String? = nil) {
         self.key = key
         self.value = value

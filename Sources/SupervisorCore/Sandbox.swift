@@ -11,6 +11,7 @@ public enum SandboxPart: String, CaseIterable, Sendable, Codable, Comparable {
     /// The system-call filter (seccomp).
     case syscalls
 
+    /// Orders parts as they are declared: filesystem, proc, network, syscalls.
     public static func < (a: SandboxPart, b: SandboxPart) -> Bool {
         allCases.firstIndex(of: a)! < allCases.firstIndex(of: b)!
     }
@@ -24,6 +25,8 @@ public struct SandboxSupport: Equatable, Sendable {
     /// without privilege) rather than from the daemon's privilege.
     public var userNamespace: Bool
 
+    /// Support with these parts missing; by default every part can be built, with the
+    /// daemon's privilege.
     public init(missing: [SandboxPart: String] = [:], userNamespace: Bool = false) {
         self.missing = missing
         self.userNamespace = userNamespace
@@ -45,6 +48,7 @@ public struct SandboxDecision: Equatable, Sendable {
     /// False when the manifest opts out (`"sandbox": "none"`).
     public var enabled: Bool
 
+    /// Whether both decisions are the same, part by part and reason by reason.
     public static func == (a: SandboxDecision, b: SandboxDecision) -> Bool {
         a.enforced == b.enforced && a.network == b.network && a.enabled == b.enabled
             && a.notEnforced.map(\.part) == b.notEnforced.map(\.part) && a.notEnforced.map(\.reason) == b.notEnforced.map(\.reason)
@@ -90,14 +94,18 @@ public struct SandboxDecision: Equatable, Sendable {
 
 /// A part a point requires that this daemon cannot build: the launch fails with it.
 public struct SandboxRefusal: Error, Equatable, Sendable, CustomStringConvertible {
+    /// The part that cannot be built.
     public var part: SandboxPart
+    /// Why the kernel does not let this daemon build it.
     public var reason: String
 
+    /// A refusal naming `part` and why it cannot be built.
     public init(part: SandboxPart, reason: String) {
         self.part = part
         self.reason = reason
     }
 
+    /// The refusal as a sentence naming the part and the reason.
     public var description: String {
         "the sandbox part '\(part.rawValue)', which its extension point requires, cannot be enforced: \(reason)"
     }

@@ -16,9 +16,12 @@ public struct SandboxView: Equatable, Sendable {
 
     /// One mount of the view.
     public struct Mount: Equatable, Sendable {
+        /// The absolute path of the directory it applies to.
         public var path: String
+        /// What it does to that directory.
         public var kind: Kind
 
+        /// A mount of `kind` at `path`.
         public init(_ path: String, _ kind: Kind) {
             self.path = path
             self.kind = kind

@@ -12,8 +12,13 @@ import ExtensionProtocol
 /// - every terminating signal sent to a possibly stopped group is followed by SIGCONT;
 /// - events for a previous process generation are ignored.
 public struct Supervisor: Sendable {
+    /// Every extension it knows, by id: those of the current manifests, and those a reload
+    /// removed until their process is gone.
     public private(set) var records: [String: ExtensionRecord] = [:]
+    /// The daemon-wide limits every decision uses.
     public var limits: SupervisorLimits
+    /// Whether a `shutdown` event arrived; from then on begins, prewarms and forced refreshes
+    /// are refused.
     public private(set) var shuttingDown = false
     /// Changes whenever an extension's public state changes or an extension is added or
     /// removed, so observers (the STATUS= summary) recompute only when something moved.
@@ -25,6 +30,7 @@ public struct Supervisor: Sendable {
     /// `finishedRemembered`, oldest first), so that the host's `end` of one of them, which may
     /// cross the completion, is answered `ok`.
     private var finishedRequests: [HostID: [UInt64]] = [:]
+    /// How many finished requests are remembered per host.
     public static let finishedRemembered = 64
     /// For each extension, the hosts told when a refresh of it brings new data (`subscribe`).
     var refreshSubscribers: [String: Set<HostID>] = [:]

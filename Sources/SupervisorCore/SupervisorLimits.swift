@@ -19,6 +19,7 @@ public struct SupervisorLimits: Equatable, Sendable {
     /// A process that ran this long before crashing starts a new crash count.
     public var stableRunSeconds: Double = 30
 
+    /// The limits used when the configuration sets none; `daemonUID` is 0 until the shell sets it.
     public init() {}
 
     /// The launch delay after `crashes` consecutive crashes: none after the first,

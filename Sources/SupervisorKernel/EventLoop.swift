@@ -184,6 +184,15 @@ final class EventSource: Watch {
         if let source { sd_event_source_set_io_events(source, events) }
     }
 
+    /// Hands the source to the loop, which keeps it until the loop itself goes; this object
+    /// no longer refers to it.
+    func float() {
+        guard let source else { return }
+        sd_event_source_set_floating(source, 1)
+        sd_event_source_unref(source)
+        self.source = nil
+    }
+
     /// Disables the source and drops it; safe to call twice.
     func cancel() {
         if let source { sd_event_source_disable_unref(source) }

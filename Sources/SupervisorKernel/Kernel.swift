@@ -181,6 +181,19 @@ public protocol Kernel: AnyObject {
     /// daemon's life), and probes which sandbox parts a child can build with it.
     func prepareSandbox() -> (filter: UnsafeRawPointer?, filterError: SystemError?, probe: SandboxProbe)
 
+    // MARK: Replacing the daemon
+    /// The daemon's executable as a path on disk (`/proc/self/exe`, without the ` (deleted)`
+    /// the kernel appends once a package upgrade has replaced the file), or nil.
+    func executablePath() -> String?
+    /// Runs `path` with `arguments` as a child and waits up to `seconds` for it to exit: its
+    /// exit status and what it wrote on stdout and stderr (a child still running then is
+    /// killed, and its status is nil). The daemon's loop does not run meanwhile.
+    func runToCompletion(_ path: String, arguments: [String], seconds: Double) -> Result<(status: ExitStatus?, output: String), SystemError>
+    /// execve(2) of `path` in place of this process, with this environment, the descriptors
+    /// `keeping` inherited (every other one stays close-on-exec). Returns only on failure,
+    /// with `keeping` close-on-exec again.
+    func execute(_ path: String, arguments: [String], keeping: [Int32]) -> SystemError
+
     // MARK: Files
     /// The whole contents of a file (`/proc`, cgroup files, configuration).
     func read(_ path: String) -> Result<[UInt8], SystemError>
@@ -250,8 +263,9 @@ public protocol Kernel: AnyObject {
     /// Calls `handler` on the loop whenever `fd` is ready for `events` (epoll bits).
     func watch(fd: Int32, events: UInt32, _ handler: @escaping (UInt32) -> Void) -> Result<any Watch, SystemError>
     /// Calls `handler(senderPID, code)` on the loop for each delivery of `signal` (blocked
-    /// for the process and read through a signalfd), after events of a smaller `priority`.
-    func watchSignal(_ signal: Int32, priority: Int64, _ handler: @escaping (Int32, Int32) -> Void) -> Result<any Cancellable, SystemError>
+    /// for the process and read through a signalfd), after events of a smaller `priority`,
+    /// for as long as the loop lives (the loop owns the watch).
+    func watchSignal(_ signal: Int32, priority: Int64, _ handler: @escaping (Int32, Int32) -> Void) -> SystemError?
     /// Arms the loop's one supervisor deadline for `at` (nil disarms it).
     func setDeadline(_ at: Instant?, _ handler: @escaping () -> Void)
     /// Calls `handler` once at the end of every loop iteration that handled an event.
@@ -277,7 +291,7 @@ extension Kernel {
     }
 
     /// A signal watch of priority 0.
-    public func watchSignal(_ signal: Int32, _ handler: @escaping (Int32, Int32) -> Void) -> Result<any Cancellable, SystemError> {
+    public func watchSignal(_ signal: Int32, _ handler: @escaping (Int32, Int32) -> Void) -> SystemError? {
         watchSignal(signal, priority: 0, handler)
     }
 

@@ -443,12 +443,13 @@ public final class LinuxKernel: Kernel {
         }
     }
 
-    public func watchSignal(_ signal: Int32, priority: Int64, _ handler: @escaping (Int32, Int32) -> Void) -> Result<any Cancellable, SystemError> {
-        guard let loop else { return .failure(.notSupported) }
+    public func watchSignal(_ signal: Int32, priority: Int64, _ handler: @escaping (Int32, Int32) -> Void) -> SystemError? {
+        guard let loop else { return .notSupported }
         do {
-            return .success(try loop.addSignal(signal, priority: priority, handler: handler))
+            try loop.addSignal(signal, priority: priority, handler: handler).float()
+            return nil
         } catch {
-            return .failure(error)
+            return error
         }
     }
 

@@ -248,7 +248,7 @@ final class CgroupTree {
             while case .success(let bytes) = kernel.read(fd: fd), CgroupEvents.parse(bytes).populated == true {
                 let left = deadline.seconds(since: kernel.now())
                 if left <= 0 { break }
-                _ = kernel.waitFor(fd: fd, events: Poll.priority, seconds: left)
+                if !kernel.waitFor(fd: fd, events: Poll.priority, seconds: left) { break }  // the deadline passed
             }
         }
         if let e = kernel.removeDirectory(path), !e.isNoEntry {
@@ -281,9 +281,9 @@ final class CgroupTree {
 
     /// Removes the subtree's empty directories at shutdown (standalone; under systemd the
     /// service manager removes the service's cgroup).
-    func removeSubtree() {
+    func removeSubtree(logger: Logger) {
         guard supervisorPath == nil else { return }
-        _ = kernel.removeDirectory(basePath)
+        if let e = kernel.removeDirectory(basePath), !e.isNoEntry { logger.warning("cannot remove \(basePath): \(e)") }
     }
 }
 

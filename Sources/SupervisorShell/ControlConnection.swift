@@ -7,20 +7,26 @@ import SupervisorKernel
 final class ControlConnection {
     let id: HostID
     /// The socket, its watch and its outbound queue. Descriptors a host sends are closed and ignored.
-    let channel: Peer
+    let endpoint: Peer
     /// Who connected, per SO_PEERCRED at accept time.
-    let peer: PeerIdentity
+    let identity: PeerIdentity
     /// Streams lifecycle events (after `monitor`).
-    var isMonitor = false
+    private(set) var isMonitor = false
     /// Admits notification-hint posts; over the rate they are refused with `limitReached`.
-    var posts = MessageRate(perSecond: MessageRate.postsPerSecond, burst: MessageRate.postBurst)
+    private var posts = MessageRate(perSecond: MessageRate.postsPerSecond, burst: MessageRate.postBurst)
 
-    init(id: HostID, socket: PacketSocket, peer: PeerIdentity, queueLimit: Int) {
+    init(id: HostID, socket: PacketSocket, identity: PeerIdentity, queueLimit: Int) {
         self.id = id
-        self.channel = Peer(socket: socket, queueLimit: queueLimit, refusesDescriptors: false)
-        self.peer = peer
+        self.endpoint = Peer(socket: socket, queueLimit: queueLimit, refusesDescriptors: false)
+        self.identity = identity
     }
 
+    /// From now on the connection receives every lifecycle event.
+    func startMonitoring() { isMonitor = true }
+
+    /// Whether a notification-hint post at `now` is within the connection's rate.
+    func admitPost(at now: Instant) -> Bool { posts.admit(at: now) }
+
     /// Stops watching and closes the socket, discarding anything unsent.
-    func close() { channel.close() }
+    func close() { endpoint.close() }
 }

@@ -6,7 +6,7 @@ extension Daemon {
     /// Runs once the event queue is drained: writes the process registry if a process was
     /// spawned or reaped, and publishes `STATUS=` if the summary changed.
     func afterDispatch() {
-        registry.flush()
+        extensions.registry.flush()
         serviceManager.stateChanged(version: core.stateVersion, logger: logger) { [unowned self] in
             (core.stateVersion, ServiceManager.Summary(core, shuttingDown: core.shuttingDown))
         }
@@ -14,6 +14,6 @@ extension Daemon {
 
     /// The `STATUS=` summary of the extensions' current states.
     func statusLine() -> String {
-        ServiceManager.statusLine(core, shuttingDown: core.shuttingDown, containmentProblem: containmentProblem)
+        ServiceManager.statusLine(core, shuttingDown: core.shuttingDown, containmentProblem: extensions.containment.problem)
     }
 }

@@ -4,82 +4,36 @@ import Logging
 import SupervisorCore
 import SupervisorKernel
 
-/// The imperative shell of extensiond: one sd-event loop owning the control socket, every
-/// extension process and the `Supervisor` state machine. It turns system events into
-/// `Event`s, feeds them to the core and performs the returned `Effect`s. Never blocks on a
-/// peer: every socket is non-blocking with a bounded outbound queue.
+/// The imperative shell of extensiond: it owns the `Supervisor` state machine and the parts
+/// that meet the kernel (the control server, the extension processes and their lock watch,
+/// the service manager), all on the one event loop of its `Kernel`. It turns what those parts
+/// observe into `Event`s, feeds them to the core and performs the returned `Effect`s. Never
+/// blocks on a peer.
 ///
 /// Create it and call `run()` on the thread that will own it; it is not Sendable.
 public final class Daemon {
-    var core: Supervisor
-    let options: DaemonOptions
-    var config: DaemonConfig
-    /// The extensions' own uids (`<state>/ids.json`); only a root daemon allocates them.
-    var identities: IdentityStore?
-    /// The shared containers' directories.
-    var containers: SharedContainers
-    /// Each extension's own container.
-    let extensionContainers: ExtensionContainers
-    /// What the extensions' sandbox can be here, and each launch's plan.
-    let sandboxing: Sandboxing
-    let logger: Logger
-    let listener: PacketSocket
-    var listenerSource: (any Watch)?
-    var connections: [HostID: ControlConnection] = [:]
-    /// The connections of `connections` that asked for lifecycle events (`monitor`).
-    var monitors: [ControlConnection] = []
-    /// The events of the current loop iteration, until they are sent to the monitors.
-    var monitorFeed = MonitorFeed()
-    /// Nesting of `inBatch`, and the connections whose messages it holds.
-    var batchDepth = 0
-    var heldConnections: [ControlConnection] = []
-    var processes: [String: SupervisedProcess] = [:]
-    /// The same processes by pid, for the kernel's stop reports (which name a pid).
-    var processesByPID: [Int32: SupervisedProcess] = [:]
-    var signalSources: [any Cancellable] = []
-    /// Every kernel call of the process handling goes through it.
     let kernel: any Kernel
-    /// The cgroup v2 subtree with one cgroup per extension; nil on the process-group fallback.
-    let cgroups: CgroupTree?
-    /// Why there is no cgroup per extension (nil when there is one).
-    let containmentProblem: String?
-    /// One cgroup v1 memory cgroup per extension, where the v2 cgroups have no memory
-    /// controller and the v1 memory hierarchy can be used; nil otherwise (RLIMIT_DATA then).
-    let memoryCgroupsV1: MemoryCgroupV1Tree?
-    /// Stops, resumes, signals and exits of extension processes.
-    let control: ProcessControl
-    /// /proc/locks as read and parsed during the current loop iteration (a burst of stops reads
-    /// and parses it once).
-    var locksSnapshot: (at: Instant, entries: [FileLocks.Entry])?
-    /// /proc/locks, kept open and read from offset 0 at each stop confirmation (no path lookup
-    /// per read); nil when it could not be opened, and it is then read by path.
-    let procLocks: Int32?
-    var nextHostID: HostID = 1
-    var encoder = WireEncoder()
-    let receiveBuffer = UnsafeMutableRawBufferPointer.allocate(byteCount: WireLimits.maxMessageSize, alignment: 8)
-    private var queuedEvents: [Event] = []
-    private var dispatching = false
+    let logger: Logger
+    let config: DaemonConfig
+    /// The pure state machine; changed only by `post`.
+    private(set) var core: Supervisor
+    /// Events waiting for the core while it handles one (it is never re-entered).
+    private var pending = PendingEvents()
+    let server: ControlServer
+    let extensions: ExtensionProcesses
     /// sd_notify: readiness, STATUS=, reload and stop notifications.
     let serviceManager: ServiceManager
-    /// The live extension processes, on disk for the next instance should this one be killed.
-    let registry: ProcessRegistry
+    /// Where manifests come from, and what loading them provisions (uids, shared containers).
+    let sources: ManifestSources
 
-    /// Bytes an unread peer may have queued before it is cut off.
-    static let connectionQueueLimit = 1 << 20
-    /// Datagrams read from one socket per wake-up, so one busy peer cannot starve the others.
-    static let readBudget = 64
-    /// How long a process may live after closing its runtime channel before it is ended.
-    static let channelCloseGraceSeconds = 0.5
-
-    /// Loads the configuration and manifests and opens (or adopts) the control socket.
-    /// Throws with a message naming what failed.
+    /// Loads the configuration and manifests, sets up containment, and opens (or adopts) the
+    /// control socket, all through `kernel`. Throws with a message naming what failed.
     public init(options: DaemonOptions, kernel: any Kernel, logger: Logger) throws {
-        self.options = options
         self.logger = logger
         self.kernel = kernel
         serviceManager = ServiceManager(kernel: kernel)
         // The configuration first: a bad one stops the daemon before it creates anything.
-        config = DaemonConfig()
+        var config = DaemonConfig()
         if let file = options.configFile {
             let bytes: [UInt8]
             switch kernel.read(file) {
@@ -91,193 +45,87 @@ public final class Daemon {
             case .failure(let e): throw DaemonError(e.description)
             }
         }
+        config.limits.daemonUID = kernel.userID
+        self.config = config
         // Orphaned descendants of extensions become the daemon's children rather than init's:
         // they stay visible (and reapable) here, which lets stop verification skip /proc scans.
         let isSubreaper = kernel.becomeChildSubreaper()
         if !isSubreaper { logger.warning("cannot become a child subreaper; every stop verification will scan /proc") }
-        switch options.containment == .processGroup
-            ? .failure(CgroupTree.Unavailable(description: "process-group containment was asked for (--containment process-group)"))
-            : CgroupTree.setUp(kernel: kernel, underSystemd: kernel.underServiceManager, socketPath: options.socketPath, logger: logger) {
-        case .success(let tree):
-            cgroups = tree
-            containmentProblem = nil
-        case .failure(let why):
-            if options.containment == .cgroup { throw DaemonError("no cgroup per extension (--containment cgroup): \(why)") }
-            cgroups = nil
-            containmentProblem = why.description
-        }
-        if cgroups?.controllers.contains("memory") == true {
-            memoryCgroupsV1 = nil
-        } else {
-            switch MemoryCgroupV1Tree.setUp(kernel: kernel, underSystemd: kernel.underServiceManager, socketPath: options.socketPath) {
-            case .success(let tree):
-                memoryCgroupsV1 = tree
-                logger.info("memory limits: one cgroup v1 memory cgroup per extension under \(tree.basePath) (memory.limit_in_bytes)")
-            case .failure(let why):
-                memoryCgroupsV1 = nil
-                logger.info("memory limits: RLIMIT_DATA of each process, because \(why)")
-            }
-        }
-        control = ProcessControl(kernel: kernel, cgroups: cgroups, isSubreaper: isSubreaper, logger: logger)
-        serviceManager.suffix = ServiceManager.suffix(containmentProblem)
-        config.limits.daemonUID = kernel.userID
-        containers = SharedContainers(stateDirectory: options.stateDirectory, kernel: kernel)
-        extensionContainers = ExtensionContainers(stateDirectory: options.stateDirectory, kernel: kernel)
-        sandboxing = Sandboxing(stateDirectory: options.stateDirectory, kernel: kernel, logger: logger)
-        if kernel.userID == 0 {
-            do {
-                identities = try IdentityStore(directory: options.stateDirectory, kernel: kernel)
-            } catch {
-                throw DaemonError(error.description)
-            }
-        }
-        let (manifests, errors) = Daemon.loader(options, config, kernel: kernel, freezerProblem: containmentProblem, identities: identities, containers: containers).load()
+        let containment = try Containment(options.containment, socketPath: options.socketPath, kernel: kernel, logger: logger)
+        serviceManager.suffix = ServiceManager.suffix(containment.problem)
+        sources = try ManifestSources(options: options, config: config, kernel: kernel, freezerProblem: containment.problem)
+        let (loaded, errors) = sources.load()
         for e in errors { logger.error("manifest refused: \(UntrustedText.escaped(e.description))") }
-        core = Supervisor(manifests: manifests, limits: config.limits, now: kernel.now())
-        if let fd = options.inheritedListener {
-            listener = PacketSocket(fd: fd)
-            try listener.setNonBlocking()
-        } else {
-            try Daemon.prepareSocketDirectory(options.socketPath, kernel: kernel)
-            listener = try PacketSocket.listen(path: options.socketPath)
-            if let e = kernel.changeMode(options.socketPath, 0o660) {
-                _ = kernel.removeFile(options.socketPath)
-                throw DaemonError("cannot set the mode of \(options.socketPath): \(e)")
-            }
-            if let group = options.socketGroup {
-                let gid: UInt32
-                if let n = UInt32(group) {
-                    gid = n
-                } else if let found = kernel.accounts.groupNamed(group) {
-                    gid = found
-                } else {
-                    _ = kernel.removeFile(options.socketPath)
-                    throw DaemonError("--socket-group \(group): no such group")
-                }
-                if let e = kernel.changeOwner(options.socketPath, user: UInt32.max, group: gid) {
-                    _ = kernel.removeFile(options.socketPath)
-                    throw DaemonError("cannot give \(options.socketPath) to group \(group) (--socket-group): \(e)")
-                }
-            }
-        }
+        core = Supervisor(manifests: loaded, limits: config.limits, now: kernel.now())
+        let buffers = WireBuffers()
+        server = try ControlServer(options: options, buffers: buffers, kernel: kernel, logger: logger)
         // The socket is ours now: whatever a killed predecessor on it left running is ended.
-        registry = ProcessRegistry(path: ProcessRegistry.path(forSocket: options.socketPath), logger: logger, table: control.table)
-        // Opened last: nothing after this point throws, so the descriptor cannot leak.
-        switch kernel.open("/proc/locks", directory: false) {
-        case .success(let fd): procLocks = fd
-        case .failure(let e):
-            procLocks = nil
-            logger.notice("cannot keep /proc/locks open (\(e)): it is opened at each stop confirmation instead")
-        }
-        ProcessRegistry.reapLeftovers(at: registry.path, table: control.table, logger: logger)
-        if let tree = cgroups {
-            tree.endLeftovers(logger: logger)
-            logger.info("containment: one cgroup per extension under \(tree.extensionsPath)\(tree.controllers.isEmpty ? " (no controllers)" : " (controllers: \(tree.controllers.joined(separator: ", ")))")")
-        } else {
-            logger.warning("containment: process groups only, because \(containmentProblem ?? "?"); a process of an extension that leaves its process group (setsid) escapes suspension and termination")
-        }
-        memoryCgroupsV1?.removeLeftovers(logger: logger)
-        warnUnenforcedLimits(manifests)
-        logger.info("loaded \(manifests.count) extension(s) from \(options.extensionDirectories.joined(separator: ":")); \(errors.count) manifest error(s)")
+        let table = ProcessTable(kernel: kernel)
+        let registry = ProcessRegistry(path: ProcessRegistry.path(forSocket: options.socketPath), logger: logger, table: table)
+        let sharedContainers = sources.containers
+        extensions = ExtensionProcesses(
+            kernel: kernel, logger: logger, containment: containment, isSubreaper: isSubreaper,
+            containers: ExtensionContainers(stateDirectory: options.stateDirectory, kernel: kernel),
+            sandboxing: Sandboxing(stateDirectory: options.stateDirectory, kernel: kernel, logger: logger), registry: registry,
+            locks: LockWatch(kernel: kernel, logger: logger, containersRoot: { sharedContainers.resolvedRoot }), buffers: buffers)
+        ProcessRegistry.reapLeftovers(at: registry.path, table: table, logger: logger)
+        containment.endLeftovers(logger: logger)
+        containment.warnUnenforcedLimits(loaded, logger: logger)
+        logger.info("loaded \(loaded.count) extension(s) from \(options.extensionDirectories.joined(separator: ":")); \(errors.count) manifest error(s)")
+        server.delegate = self
+        extensions.sink = self
+        extensions.locks.sink = self
     }
 
-    deinit {
-        receiveBuffer.deallocate()
-        if let procLocks { kernel.close(procLocks) }
-    }
-
-    static func loader(
-        _ options: DaemonOptions, _ config: DaemonConfig, kernel: any Kernel, freezerProblem: String?, identities: IdentityStore?,
-        containers: SharedContainers
-    ) -> ManifestLoader {
-        ManifestLoader(
-            kernel: kernel, directories: options.extensionDirectories, explicit: options.explicitDirectories, points: config.points, trustedUID: kernel.userID,
-            freezerProblem: freezerProblem, credentialRules: Daemon.credentialRules(config, kernel: kernel), identities: identities,
-            extensionUIDs: config.extensionUIDs, containers: containers, containerGroups: config.containerGroups,
-            allowUnsandboxed: config.allowUnsandboxedExtensions)
-    }
-
-    /// How each limit of `manifest` is enforced here (`enforcedBy` of `status --json`).
-    func limitEnforcement(_ manifest: Manifest) -> [LimitEnforcement] {
-        manifest.policy.limits.enforcement(
-            controllers: Set(cgroups?.controllers ?? []), memoryCgroupV1: memoryCgroupsV1 != nil, ownUID: manifest.credentials?.ownUID ?? false)
-    }
-
-    /// A limit that nothing here can enforce is a warning at load, never dropped silently.
-    func warnUnenforcedLimits(_ manifests: [Manifest]) {
-        for m in manifests {
-            for e in limitEnforcement(m) {
-                if let why = e.unenforcedReason { logger.warning("\(m.source): \(m.id): \(why)", metadata: ["EXTENSION_ID": "\(m.id)"]) }
-            }
-        }
-    }
-
-    /// The credential rules for a daemon with `kernel`'s credentials and `config`.
-    static func credentialRules(_ config: DaemonConfig, kernel: any Kernel) -> CredentialRules {
-        CredentialRules(
-            daemonUID: kernel.userID, daemonGID: kernel.groupID, daemonGroups: kernel.supplementaryGroups,
-            allowRootExtensions: config.allowRootExtensions, accounts: kernel.accounts)
-    }
-
-    /// Creates the socket's directory with mode 0750 if absent; refuses a directory others can write.
-    static func prepareSocketDirectory(_ socketPath: String, kernel: any Kernel) throws {
-        guard let slash = socketPath.lastIndex(of: "/"), slash != socketPath.startIndex else { return }
-        let dir = String(socketPath[..<slash])
-        if let e = kernel.makeDirectory(dir, mode: 0o750), !e.isAlreadyExisting {
-            throw DaemonError("cannot create socket directory \(dir): \(e)")
-        }
-        guard case .success(let st) = kernel.status(dir, followLinks: false), st.kind == .directory else {
-            throw DaemonError("socket directory \(dir) is not a directory")
-        }
-        if st.isWorldWritable && !st.isSticky {
-            throw DaemonError("socket directory \(dir) is world-writable; refusing to use it")
-        }
-    }
-
-    /// Runs the loop until shutdown completes. Returns the exit status.
-    public func run(onReady: (() -> Void)? = nil) throws -> Int32 {
-        control.delegate = self
-        listenerSource = try kernel.watch(fd: listener.fd, events: Poll.input) { [unowned self] _ in acceptConnections() }.get()
+    /// Registers the loop's sources (the control socket, signals, the watchdog) and tells the
+    /// service manager the daemon is ready. `run` calls it; a test driving the daemon on a
+    /// recording kernel calls it instead of `run`.
+    public func start() throws {
         for sig in [SignalNumber.terminate, SignalNumber.interrupt] {
-            signalSources.append(try kernel.watchSignal(sig) { [unowned self] _, _ in
+            if let e = kernel.watchSignal(sig, { [unowned self] _, _ in
                 logger.info("received signal \(sig): shutting down")
-                serviceManager.stopping(status: ServiceManager.statusLine(core, shuttingDown: true, containmentProblem: containmentProblem))
+                serviceManager.stopping(status: ServiceManager.statusLine(core, shuttingDown: true, containmentProblem: extensions.containment.problem))
                 post(.shutdown)
-            }.get())
+            }) { throw e }
         }
-        signalSources.append(try kernel.watchSignal(SignalNumber.hangup) { [unowned self] _, _ in _ = reload() }.get())
+        if let e = kernel.watchSignal(SignalNumber.hangup, { [unowned self] _, _ in _ = reload() }) { throw e }
         // After the ordinary events: a burst of dismisses is handled first, then the stops it
         // caused are collected together.
-        signalSources.append(try kernel.watchSignal(SignalNumber.child, priority: ProcessControl.childSignalPriority) { [unowned self] pid, code in
-            inBatch { childrenChanged(sender: pid, code: code) }
-        }.get())
+        if let e = kernel.watchSignal(SignalNumber.child, priority: ProcessControl.childSignalPriority, { [unowned self] pid, code in
+            server.inBatch { childrenChanged(sender: pid, code: code) }
+        }) { throw e }
+        try server.start()
         if kernel.enableWatchdog(), let usec = kernel.watchdogInterval() {
             logger.info("watchdog: the event loop sends WATCHDOG=1 every \(usec / 2000) ms (WATCHDOG_USEC=\(usec))")
         }
         serviceManager.ready(status: statusLine())
+    }
+
+    /// Closes the control socket and every connection, and leaves the registry and cgroup
+    /// subtrees as `ExtensionProcesses.finish` says.
+    public func finish() {
+        server.stop()
+        extensions.finish()
+    }
+
+    /// Runs the loop until shutdown completes. Returns the exit status.
+    public func run(onReady: (() -> Void)? = nil) throws -> Int32 {
+        try start()
         onReady?()
-        if let fd = options.inheritedListener {
-            logger.info("listening on inherited socket \(options.socketPath) (fd \(fd), passed by the service manager)")
-        } else {
-            logger.info("listening on \(options.socketPath)")
-        }
         let status = kernel.runLoop()
-        for c in connections.values { c.close() }
-        connections.removeAll()
-        monitors.removeAll()
-        listenerSource?.cancel()
-        if options.inheritedListener == nil {
-            listener.close()
-            if let e = kernel.removeFile(options.socketPath), !e.isNoEntry { logger.warning("cannot remove \(options.socketPath): \(e)") }
-        }
-        if processes.isEmpty {
-            registry.removeFile()
-            cgroups?.removeSubtree()
-            memoryCgroupsV1?.removeSubtree()
-        } else {
-            registry.flush()
-        }
+        finish()
         return status
+    }
+
+    /// SIGCHLD: stop reports for the leaders waiting for one, and a diagnostic for a stop
+    /// nobody here asked for (a coalesced one goes unnoticed).
+    private func childrenChanged(sender: Int32, code: Int32) {
+        extensions.childrenChanged()
+        if code == childStoppedCode, let p = extensions.process(leader: sender), p.control.stop == .running,
+           let state = core.records[p.extensionID]?.state, [.active, .background, .expiring].contains(state),
+           extensions.control.table.stat(p.pid)?.isStopped == true {
+            logger.warning("pid \(p.pid) of \(p.extensionID) was stopped by someone other than extensiond")
+        }
     }
 
     // MARK: - Core dispatch
@@ -285,60 +133,41 @@ public final class Daemon {
     /// Feeds an event to the core and performs its effects. Events raised while effects are
     /// performed are queued and handled afterwards, in order, so the core is never re-entered.
     func post(_ event: Event) {
-        queuedEvents.append(event)
-        guard !dispatching else { return }
-        dispatching = true
-        var i = 0
-        while i < queuedEvents.count {
-            let effects = core.handle(queuedEvents[i], at: kernel.now())
+        guard pending.add(event) else { return }
+        while let next = pending.next() {
+            let effects = core.handle(next, at: kernel.now())
             // SIGSTOPs go out before the rest of what the event produced: each message written
             // first (the host's reply, the extension's `ended`, monitor events) would wake a
             // thread that the group stop then has to wait for or compete with. A message to
             // the stopped extension (its `ended`) is read when it next runs.
             for effect in effects where effect.isStop { perform(effect) }
             for effect in effects where !effect.isStop { perform(effect) }
-            i += 1
         }
-        queuedEvents.removeAll(keepingCapacity: true)
-        dispatching = false
         afterDispatch()
-        if batchDepth == 0 { sendMonitorEvents() }
+        server.dispatchEnded()
     }
 
-    func perform(_ effect: Effect) {
+    private func perform(_ effect: Effect) {
         switch effect {
-        case let .spawn(id, generation, manifest): spawn(id, generation, manifest)
-        case let .stop(id, generation): if let p = process(id, generation) { control.suspend(p) }
-        case let .resume(id, generation):
-            if let p = process(id, generation) {
-                p.stopLockWatch()
-                control.resume(p)
-                post(.continueConfirmed(extensionID: id, generation: generation))
-            }
-        case let .signal(id, generation, signal, thenContinue):
-            if let p = process(id, generation) {
-                p.stopLockWatch()
-                control.signal(p, signal, thenContinue: thenContinue)
-            }
+        case let .spawn(id, generation, manifest): extensions.spawn(id, generation, manifest)
+        case let .stop(id, generation): extensions.suspend(id, generation)
+        case let .resume(id, generation): extensions.resume(id, generation)
+        case let .signal(id, generation, signal, thenContinue): extensions.signal(id, generation, signal, thenContinue: thenContinue)
         case let .openRequest(id, generation, requestID, host, tag, pid, channel):
             openRequest(id, generation, requestID, host, tag, pid, channel)
-        case let .reply(host, message): send(message, to: host)
-        case let .send(id, generation, message):
-            guard let p = process(id, generation) else { break }
-            // A request ended before its channel was even handed over (the extension has not
-            // read its queue, typically because it is stopped): drop both instead of queueing.
-            if case .ended(let requestID) = message, p.channel?.cancel(key: requestID) == true { break }
-            send(message, to: p)
+        case let .reply(host, message): server.send(message, to: host)
+        case let .send(id, generation, message): extensions.send(message, to: id, generation)
         case let .armTimer(at): kernel.setDeadline(at) { [unowned self] in post(.tick) }
         case let .record(event): record(event)
         case let .emptyContainer(id, host, tag):
-            switch extensionContainers.reset(id) {
+            let containers = extensions.containers
+            switch containers.reset(id) {
             case .success:
-                logger.notice("\(id): its container \(extensionContainers.path(of: id)) was emptied (reset)", metadata: ["EXTENSION_ID": "\(id)"])
-                send(.ok(tag: tag), to: host)
+                logger.notice("\(id): its container \(containers.path(of: id)) was emptied (reset)", metadata: ["EXTENSION_ID": "\(id)"])
+                server.send(.ok(tag: tag), to: host)
             case .failure(let e):
                 logger.error("\(id): its container could not be emptied: \(e)", metadata: ["EXTENSION_ID": "\(id)"])
-                send(.failure(tag: tag, code: .internalError, text: "the container of '\(id)' could not be emptied: \(e)"), to: host)
+                server.send(.failure(tag: tag, code: .internalError, text: "the container of '\(id)' could not be emptied: \(e)"), to: host)
             }
         case .exit:
             logger.info("every extension process is gone; exiting")
@@ -346,9 +175,20 @@ public final class Daemon {
         }
     }
 
-    func process(_ id: String, _ generation: UInt64) -> SupervisedProcess? {
-        guard let p = processes[id], p.generation == generation else { return nil }
-        return p
+    /// Hands a new request to its extension (with a stream pair when it has a channel), then
+    /// tells the host it has begun.
+    private func openRequest(_ id: String, _ generation: UInt64, _ requestID: UInt64, _ host: HostID, _ tag: UInt32, _ pid: Int32, _ channel: Bool) {
+        guard channel else {
+            server.send(.begun(tag: tag, requestID: requestID, pid: pid, hasChannel: false), to: host)
+            return
+        }
+        switch extensions.deliver(requestID, to: id, generation) {
+        case nil: return
+        case .failure(let failure)?:
+            post(.deliveryFailed(extensionID: id, generation: generation, requestID: requestID, error: failure.reason))
+        case .success(let hostEnd)?:
+            server.send(.begun(tag: tag, requestID: requestID, pid: pid, hasChannel: true), to: host, descriptor: hostEnd)
+        }
     }
 
     // MARK: - Lifecycle records
@@ -374,7 +214,7 @@ public final class Daemon {
             }
             logger.log(level: level, "\(e.extensionID): \(e.kind.rawValue)", metadata: metadata)
         }
-        if !monitors.isEmpty { monitorFeed.append(e) }
+        server.publish(e)
     }
 
     /// The priority of each kind of lifecycle entry (docs/operations.md). Assertion acquire and
@@ -411,9 +251,9 @@ public final class Daemon {
     func reload() -> ReloadReport {
         logger.info("reloading manifests")
         serviceManager.reloading()
-        var (manifests, errors) = Daemon.loader(options, config, kernel: kernel, freezerProblem: containmentProblem, identities: identities, containers: containers).load()
+        var (manifests, errors) = sources.load()
         for e in errors { logger.error("manifest refused: \(UntrustedText.escaped(e.description))") }
-        warnUnenforcedLimits(manifests)
+        extensions.containment.warnUnenforcedLimits(manifests, logger: logger)
         let broken = Set(errors.map(\.file))
         let defined = Set(manifests.map(\.id))
         let loaded = manifests.count
@@ -429,6 +269,10 @@ public final class Daemon {
         serviceManager.ready(status: statusLine())
         return ReloadReport(loaded: loaded, errors: errors, kept: kept)
     }
+}
+
+extension Daemon: EventSink {
+    func batch(_ body: () -> Void) { server.inBatch(body) }
 }
 
 extension Effect {

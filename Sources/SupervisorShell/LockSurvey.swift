@@ -12,8 +12,12 @@ import SupervisorKernel
 ///   the locked file (by device and inode); processes the daemon may not inspect are skipped,
 ///   so the result can miss an opener but never invents one.
 /// - A lock on a file below a shared container's directory names that container.
-/// - When /proc/locks shows no lock the members could hold (none by a member's pid, no OFD
-///   lock, no flock), nothing else is read.
+/// - When /proc/locks shows no lock the members could hold, nothing else is read. A member
+///   may hold a lock /proc/locks shows with its pid; an OFD lock (shown with pid -1); or a
+///   flock another process took on a description it shares, which /proc/locks shows with the
+///   pid that took it: a member's, or, once that process exited, a pid no longer alive. A
+///   flock shown with the pid of a live process outside the group is that process's (and
+///   whoever it shares the description with): it does not make the group's descriptors be read.
 struct LockSurvey {
     let kernel: any Kernel
     /// The daemon's own pid (never counted as another opener).
@@ -22,6 +26,11 @@ struct LockSurvey {
     /// names it in `/proc/PID/fd` links (symbolic links resolved).
     var containersRoot: String?
     var proc = "/proc"
+
+    /// Whether process `pid` exists (`/proc/PID` does).
+    private func isAlive(_ pid: Int32) -> Bool {
+        pid > 0 && kernel.status("\(proc)/\(pid)", followLinks: false).isSuccess
+    }
 
     /// A lock found, and the `/proc/PID/fd/N` link of the descriptor it is held through (which
     /// names the locked file even when it was renamed or deleted).
@@ -32,7 +41,11 @@ struct LockSurvey {
 
     func locks(heldBy members: [Int32], procLocks: [FileLocks.Entry]) -> [Found] {
         let memberSet = Set(members)
-        let candidates = procLocks.contains { !$0.waiting && (memberSet.contains($0.pid) || $0.pid == -1 || $0.kind == "FLOCK") }
+        let candidates = procLocks.contains { entry in
+            guard !entry.waiting else { return false }
+            if memberSet.contains(entry.pid) || entry.pid == -1 { return true }
+            return entry.kind == "FLOCK" && !isAlive(entry.pid)
+        }
         guard candidates else { return [] }
 
         var found: [(lock: HeldLock, link: String, identity: FileIdentity?)] = []

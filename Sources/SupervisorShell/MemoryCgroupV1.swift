@@ -84,16 +84,21 @@ final class MemoryCgroupV1Tree {
             return .failure(e.during("create the memory cgroup \(path)"))
         }
         if let e = kernel.write(path + "/" + LimitEnforcement.memoryV1Control, "\(limit)") {
-            _ = kernel.removeDirectory(path)
-            return .failure(e.during("set limits.memoryMaxBytes in \(path)/\(LimitEnforcement.memoryV1Control)"))
+            return .failure(withoutDirectory(path, e.during("set limits.memoryMaxBytes in \(path)/\(LimitEnforcement.memoryV1Control)")))
         }
         let before = MemoryCgroupV1Tree.oomKills(path, kernel: kernel)
         switch kernel.openForWriting(path + "/cgroup.procs") {
         case .success(let fd): return .success(MemoryCgroupV1(path: path, procsFD: fd, oomKillsAtStart: before))
         case .failure(let e):
-            _ = kernel.removeDirectory(path)
-            return .failure(e.during("open \(path)/cgroup.procs"))
+            return .failure(withoutDirectory(path, e.during("open \(path)/cgroup.procs")))
         }
+    }
+
+    /// Removes the memory cgroup just created after `error`; the error, with the removal's
+    /// own failure added when the directory stays behind.
+    private func withoutDirectory(_ path: String, _ error: SystemError) -> SystemError {
+        guard let e = kernel.removeDirectory(path), !e.isNoEntry else { return error }
+        return error.during(error.operation + " (and \(path) could not be removed: \(e))")
     }
 
     /// The `oom_kill` count of a v1 memory cgroup's `memory.oom_control` (0 when it cannot be read).
@@ -134,16 +139,16 @@ final class MemoryCgroupV1Tree {
             }
             for pid in CgroupTree.parsePIDs(procs) {
                 logger.notice("killing pid \(pid), left in the memory cgroup \(path)", metadata: ["EXTENSION_ID": "\(name)"])
-                _ = kernel.kill(pid, SignalNumber.kill)
+                if let e = kernel.kill(pid, SignalNumber.kill), !e.isNoProcess { logger.warning("cannot kill pid \(pid) in \(path): \(e)") }
             }
         }
         return removed
     }
 
     /// Removes the directory of the extensions' memory cgroups at shutdown (standalone).
-    func removeSubtree() {
+    func removeSubtree(logger: Logger) {
         guard standalone else { return }
-        _ = kernel.removeDirectory(basePath)
+        if let e = kernel.removeDirectory(basePath), !e.isNoEntry { logger.warning("cannot remove \(basePath): \(e)") }
     }
 }
 

@@ -97,8 +97,7 @@ final class ProcessControl {
         case .success(nil): return
         case .success(let status?):
             // The zombie keeps the pidfd readable until it is reaped, after the group is gone.
-            p.exitSource?.cancel()
-            p.exitSource = nil
+            p.stopExitWatch()
             awaitingStopReport[ObjectIdentifier(p)] = nil
             observe(.leaderExited(status, populated: othersLive(p)), for: p)
         case .failure(let e):

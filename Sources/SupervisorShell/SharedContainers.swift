@@ -11,7 +11,8 @@ import SupervisorKernel
 ///   that user, so the directory separates nothing from other extensions.
 ///
 /// Each directory is created (or its owner and mode corrected) when a manifest naming it is
-/// loaded. Owned by the daemon's loop thread.
+/// provisioned (`Provisioner`); one that already has its owner, group and mode is left
+/// untouched. Owned by the daemon's loop thread.
 final class SharedContainers {
     struct Container: Equatable {
         var path: String
@@ -37,28 +38,50 @@ final class SharedContainers {
 
     func path(of name: String) -> String { root + "/" + name }
 
-    /// Prepares container `name` with group `gid` (nil: the daemon is not root).
+    /// Prepares container `name` with group `gid` (nil: the daemon is not root). A directory
+    /// that already has its owner, group and mode is not changed.
     func prepare(_ name: String, gid: UInt32?) -> Result<Container, SharedContainerError> {
         let path = path(of: name)
-        if let e = kernel.makeDirectories(stateDirectory + "/containers", mode: 0o755) { return .failure(SharedContainerError("cannot create \(e)")) }
-        if let e = kernel.makeDirectory(path, mode: gid == nil ? 0o700 : 0o2770), !e.isAlreadyExisting {
-            return .failure(SharedContainerError("cannot create \(path): \(e)"))
-        }
-        guard case .success(let st) = kernel.status(path, followLinks: true), st.kind == .directory else {
-            return .failure(SharedContainerError("\(path) is not a directory"))
-        }
-        // An existing directory gets its owner and mode back; chown clears the setgid bit, so
-        // the mode is set after it.
-        if let gid, let e = kernel.changeOwner(path, user: 0, group: gid) {
-            return .failure(SharedContainerError("cannot give \(path) to group \(gid): \(e)"))
-        }
-        if let e = kernel.changeMode(path, gid == nil ? 0o700 : 0o2770) {
-            return .failure(SharedContainerError("cannot set the mode of \(path): \(e)"))
-        }
+        if !isPrepared(path, gid: gid), let e = create(path, gid: gid) { return .failure(e) }
         if let resolved = kernel.resolvePath(stateDirectory) { resolvedRoot = resolved + "/containers" }
         let container = Container(path: path, gid: gid)
         known[name] = container
         return .success(container)
+    }
+
+    /// The mode of a container's directory.
+    private func mode(gid: UInt32?) -> UInt32 { gid == nil ? 0o700 : 0o2770 }
+
+    /// Whether `path` is a directory (symbolic links followed, as `chown` and `chmod` follow
+    /// them) with the owner, group and mode `create` gives it: root and `gid`, or with no
+    /// `gid` the daemon's own user (the only one whose `chmod` of it succeeds).
+    private func isPrepared(_ path: String, gid: UInt32?) -> Bool {
+        guard case .success(let st) = kernel.status(path, followLinks: true), st.kind == .directory, st.permissions == mode(gid: gid) else {
+            return false
+        }
+        if let gid { return st.owner == 0 && st.group == gid }
+        return st.owner == kernel.userID
+    }
+
+    /// Creates the directory (and the state directory and `containers` above it) or gives an
+    /// existing one its owner and mode back.
+    private func create(_ path: String, gid: UInt32?) -> SharedContainerError? {
+        if let e = kernel.makeDirectories(stateDirectory + "/containers", mode: 0o755) { return SharedContainerError("cannot create \(e)") }
+        if let e = kernel.makeDirectory(path, mode: mode(gid: gid)), !e.isAlreadyExisting {
+            return SharedContainerError("cannot create \(path): \(e)")
+        }
+        guard case .success(let st) = kernel.status(path, followLinks: true), st.kind == .directory else {
+            return SharedContainerError("\(path) is not a directory")
+        }
+        // An existing directory gets its owner and mode back; chown clears the setgid bit, so
+        // the mode is set after it.
+        if let gid, let e = kernel.changeOwner(path, user: 0, group: gid) {
+            return SharedContainerError("cannot give \(path) to group \(gid): \(e)")
+        }
+        if let e = kernel.changeMode(path, mode(gid: gid)) {
+            return SharedContainerError("cannot set the mode of \(path): \(e)")
+        }
+        return nil
     }
 }
 

@@ -4,7 +4,8 @@ import SupervisorKernel
 
 /// The shell's handle on one running extension (one generation): its leader's pidfd, its
 /// cgroup (or process group), the pure `GroupControl` that decides how it is stopped, resumed,
-/// signalled and when it has exited, and its runtime channel. Owned by the daemon's loop.
+/// signalled and when it has exited, its runtime channel, and the watch on the locks it holds
+/// while suspended. Owned by the daemon's loop.
 final class SupervisedProcess {
     let extensionID: String
     let generation: UInt64
@@ -15,75 +16,84 @@ final class SupervisedProcess {
     /// The extension's cgroup, nil on the process-group fallback.
     let cgroup: ExtensionCgroup?
     /// The extension's cgroup v1 memory cgroup (hosts whose memory controller is on v1), or nil.
-    var memoryCgroupV1: MemoryCgroupV1?
+    let memoryCgroupV1: MemoryCgroupV1?
     var control: GroupControl
     /// The runtime channel (nil without one, or once closed). Extensions may not send descriptors.
     private(set) var channel: Peer?
-    /// The leader's pidfd (owned here), and the source watching it become readable (exit).
+    /// The leader's pidfd (owned here), and the watch of it becoming readable (exit).
     let pidfd: Int32
     private var pidfdOpen = true
-    var exitSource: (any Cancellable)?
+    private(set) var exitWatch: (any Cancellable)?
     /// The watch on `cgroup.events` (POLLPRI): `populated` and `frozen` changes.
-    var eventsSource: (any Cancellable)?
+    private var eventsWatch: (any Cancellable)?
     /// The members found by the latest read of the stop in flight (nil before the first).
     var membersRead: [Int32]?
     /// The pending check of an in-flight stop (`GroupAction.checkAgain`).
     var check: (any Cancellable)?
     /// The grace timer after the runtime channel closed while the process lived.
-    var channelGrace: (any Cancellable)?
-    /// Members of the stopped group that hold file locks: watched while suspended.
-    var lockHolders: Set<Int32> = []
-    /// The locks the suspended group holds, by the inotify watch descriptor of their file.
-    var lockedFiles: [Int32: [HeldLock]] = [:]
-    /// The inotify watch for opens of the files the suspended group holds locks on.
-    var openWatch: OpenWatch?
-    /// The periodic /proc/locks check for blocked waiters, armed only while a suspended group
-    /// holds a lock on a file another process has opened.
-    var lockWatch: (any Cancellable)?
+    private var channelGrace: (any Cancellable)?
     /// Admits runtime-channel messages at a sustained rate; a flood cuts the channel off.
-    var admission = MessageRate()
+    private var admission = MessageRate()
+    /// The locks the group holds while suspended, and their watch (`LockWatch`).
+    let locks = SuspendedLocks()
 
     init(
-        extensionID: String, generation: UInt64, pid: Int32, pidfd: Int32, cgroup: ExtensionCgroup?, mechanism: SuspendMode,
-        channel: PacketSocket?, queueLimit: Int
+        extensionID: String, generation: UInt64, pid: Int32, pidfd: Int32, cgroup: ExtensionCgroup?, memoryCgroupV1: MemoryCgroupV1? = nil,
+        mechanism: SuspendMode, channel: PacketSocket?, queueLimit: Int
     ) {
         self.extensionID = extensionID
         self.generation = generation
         self.pid = pid
         self.pidfd = pidfd
         self.cgroup = cgroup
+        self.memoryCgroupV1 = memoryCgroupV1
         self.control = GroupControl(leader: pid, containment: cgroup == nil ? .processGroup : .cgroup, mechanism: mechanism)
         self.channel = channel.map { Peer(socket: $0, queueLimit: queueLimit, refusesDescriptors: true) }
     }
+
+    /// Keeps the watches of the leader's exit and of `cgroup.events`, cancelled at `tearDown`.
+    func keep(exitWatch: (any Cancellable)?, eventsWatch: (any Cancellable)?) {
+        self.exitWatch = exitWatch
+        self.eventsWatch = eventsWatch
+    }
+
+    /// Ends the watch of the leader's pidfd (its exit has been seen).
+    func stopExitWatch() {
+        exitWatch?.cancel()
+        exitWatch = nil
+    }
+
+    /// Whether a runtime-channel message at `now` is within the extension's rate.
+    func admitMessage(at now: Instant) -> Bool { admission.admit(at: now) }
 
     /// Closes the runtime channel and its grace timer.
     func closeChannel() {
         channel?.close()
         channel = nil
+        endChannelGrace()
+    }
+
+    /// Keeps the grace timer that ends the process some time after its channel closed.
+    func startChannelGrace(_ timer: any Cancellable) {
+        channelGrace?.cancel()
+        channelGrace = timer
+    }
+
+    /// Cancels the grace timer (it fired, or the process is gone).
+    func endChannelGrace() {
         channelGrace?.cancel()
         channelGrace = nil
     }
 
-    /// Stops watching the group's locks.
-    func stopLockWatch() {
-        lockWatch?.cancel()
-        lockWatch = nil
-        openWatch?.cancel()
-        openWatch = nil
-        lockHolders = []
-        lockedFiles = [:]
-    }
-
     /// Releases every watch, timer and descriptor (the cgroup directory is removed by the caller).
     func tearDown(_ kernel: any Kernel) {
-        stopLockWatch()
+        locks.stop()
         closeChannel()
         check?.cancel()
         check = nil
-        exitSource?.cancel()
-        exitSource = nil
-        eventsSource?.cancel()
-        eventsSource = nil
+        stopExitWatch()
+        eventsWatch?.cancel()
+        eventsWatch = nil
         cgroup?.closeFiles(kernel)
         if pidfdOpen {
             kernel.close(pidfd)

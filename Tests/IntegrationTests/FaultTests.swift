@@ -123,12 +123,19 @@ struct FaultTests {
         let monitor = Process()
         monitor.executableURL = URL(fileURLWithPath: BuildProducts.path("extctl"))
         monitor.arguments = ["monitor", "--socket", daemon.socketPath]
-        monitor.standardOutput = FileHandle(forWritingAtPath: "/dev/null")
+        let output = daemon.directory + "/monitor.out"
+        #expect(FileManager.default.createFile(atPath: output, contents: nil))
+        monitor.standardOutput = FileHandle(forWritingAtPath: output)
         try monitor.run()
         defer { kill(monitor.processIdentifier, SIGKILL); monitor.waitUntilExit() }
-        try eventually("the monitor is connected") { daemon.log().isEmpty == false && (try? daemon.extctl(["list"]))?.status == 0 }
-        kill(monitor.processIdentifier, SIGSTOP)
         let host = try daemon.host()
+        // Attached once it prints the events of a request (before, it receives nothing, and
+        // stopping it then would leave nothing to pile up).
+        try eventually("the monitor prints events") {
+            if let session = try? host.begin(Self.id) { try? host.dismiss(session) }
+            return ((try? String(contentsOfFile: output, encoding: .utf8)) ?? "").contains(Self.id)
+        }
+        kill(monitor.processIdentifier, SIGSTOP)
         var cycles = 0
         while !daemon.log().contains("does not read its replies") && cycles < 5_000 {
             let session = try host.begin(Self.id)

@@ -88,7 +88,7 @@ import Testing
     }
 
     /// The parser's verdict: nil when it accepts the manifest, else its error. The built-in
-    /// points; the file and program checks (ManifestLoader's, which the schema cannot make)
+    /// points; the file and program checks (ManifestFiles' and ManifestValidation's, which the schema cannot make)
     /// are not applied.
     static func parserVerdict(_ json: String) -> String? {
         switch ManifestParser.parse(Array(json.utf8), file: "example.json", directory: "/opt/example", points: .builtIn) {

@@ -325,9 +325,14 @@ final class RecordingKernel: Kernel {
     /// Every spawn request, in order (`calls` has only its path and cgroup).
     var spawnRequests: [SpawnRequest] = []
 
+    /// The extension's end of each spawned runtime channel (a duplicate of the descriptor the
+    /// child would get at fd 3), by pid: a test plays the extension's runtime on it.
+    var runtimeChannels: [Int32: PacketSocket] = [:]
+
     func spawn(_ request: SpawnRequest) -> Result<(pid: Int32, pidfd: Int32), SystemError> {
         calls.append(.spawn(request.path, cgroupFD: request.cgroupFD))
         spawnRequests.append(request)
+        if let fd = request.channelFD { runtimeChannels[nextSpawn.pid] = PacketSocket(fd: dup(fd)) }
         defer { nextSpawn = (nextSpawn.pid + 1, nextSpawn.pidfd + 1) }
         return .success(nextSpawn)
     }
@@ -349,6 +354,24 @@ final class RecordingKernel: Kernel {
 
     func waitFor(fd: Int32, events: UInt32, seconds: Double) -> Bool { false }
 
+    /// What `runToCompletion` answers, and each program it was asked to run.
+    var childResult: Result<(status: ExitStatus?, output: String), SystemError> = .success((.exited(0), ""))
+    var childrenRun: [[String]] = []
+    /// Each execve asked for: the program, its arguments and the descriptors kept.
+    var executions: [(path: String, arguments: [String], keeping: [Int32])] = []
+
+    func executablePath() -> String? { "/usr/bin/extensiond" }
+
+    func runToCompletion(_ path: String, arguments: [String], seconds: Double) -> Result<(status: ExitStatus?, output: String), SystemError> {
+        childrenRun.append([path] + arguments)
+        return childResult
+    }
+
+    func execute(_ path: String, arguments: [String], keeping: [Int32]) -> SystemError {
+        executions.append((path, arguments, keeping))
+        return SystemError("execve \(path)", errno: ENOSYS)
+    }
+
     // MARK: The embedded loop
 
     func addTimer(at: Instant, priority: Int64, _ handler: @escaping () -> Void) -> Result<any Cancellable, SystemError> {
@@ -365,10 +388,10 @@ final class RecordingKernel: Kernel {
         return .success(watch)
     }
 
-    func watchSignal(_ signal: Int32, priority: Int64, _ handler: @escaping (Int32, Int32) -> Void) -> Result<any Cancellable, SystemError> {
+    func watchSignal(_ signal: Int32, priority: Int64, _ handler: @escaping (Int32, Int32) -> Void) -> SystemError? {
         calls.append(.watchSignal(signal))
         signalHandlers[signal] = handler
-        return .success(FakeSource())
+        return nil
     }
 
     func setDeadline(_ at: Instant?, _ handler: @escaping () -> Void) {

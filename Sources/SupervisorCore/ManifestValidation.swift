@@ -1,0 +1,251 @@
+/// Decides which manifests are accepted, from what the shell read (`ManifestDirectory`,
+/// `ExecutableFacts`) and the daemon's configuration. Pure: it makes no system call and
+/// changes nothing; it names what each accepted manifest still needs provisioned (a uid of
+/// its own, shared containers and their groups), which the shell provides afterwards.
+///
+/// It runs in two steps, because the executable to examine is known only once the manifest
+/// is parsed: `checkFiles` judges every file and parses it, and names the executables to
+/// examine; `finish` judges those executables and applies the rule that the first manifest
+/// to claim an id wins.
+///
+/// Each manifest is checked in this order, and refused at its first problem (its file and
+/// field named): the file (opened, examined, a regular file, ownership and permissions,
+/// size), its contents (`ManifestParser`), `"sandbox": "none"`, the groups the
+/// configuration gives its shared containers, its credentials (`CredentialRules`), `freeze`
+/// without a cgroup per extension, its executable (exists, a regular executable file,
+/// ownership and permissions), and its id (not claimed by an earlier accepted manifest).
+public struct ManifestValidation: Sendable {
+    /// The extension points the daemon knows.
+    public var points: ExtensionPoints
+    /// Whether the directories were named explicitly: an unreadable one is then refused
+    /// rather than skipped.
+    public var explicitDirectories: Bool
+    /// The owner allowed besides root (the daemon's uid), for manifests and executables.
+    public var trustedUID: UInt32
+    /// The rules turning a manifest's credential request into credentials.
+    public var credentialRules: CredentialRules
+    /// The range extensions' own uids come from (`extensionUIDs`).
+    public var extensionUIDs: IdentityRange
+    /// The groups the configuration gives some shared containers (`sharedContainers.NAME.group`).
+    public var containerGroups: [String: AccountReference]
+    /// Whether `"sandbox": "none"` is allowed (`allowUnsandboxedExtensions`).
+    public var allowUnsandboxed: Bool
+    /// Why the cgroup freezer cannot be used (no cgroup per extension), or nil when it can.
+    public var freezerProblem: String?
+
+    /// Validation with the points, the rules and the settings that decide which manifests are accepted.
+    public init(
+        points: ExtensionPoints, explicitDirectories: Bool, trustedUID: UInt32, credentialRules: CredentialRules,
+        extensionUIDs: IdentityRange = .defaultRange, containerGroups: [String: AccountReference] = [:],
+        allowUnsandboxed: Bool = false, freezerProblem: String? = nil
+    ) {
+        self.points = points
+        self.explicitDirectories = explicitDirectories
+        self.trustedUID = trustedUID
+        self.credentialRules = credentialRules
+        self.extensionUIDs = extensionUIDs
+        self.containerGroups = containerGroups
+        self.allowUnsandboxed = allowUnsandboxed
+        self.freezerProblem = freezerProblem
+    }
+
+    /// A manifest that passed every check, and what provisioning must still give it.
+    public struct Accepted: Equatable, Sendable {
+        /// The manifest; `credentials` is nil and `containerPaths` empty until provisioned.
+        public var manifest: Manifest
+        /// Whether it needs a uid of its own (a root daemon, no `user`), allocated from
+        /// `extensionUIDs` and kept across restarts.
+        public var needsOwnUID: Bool
+        /// Its shared containers, in the order its manifest names them.
+        public var containers: [ContainerNeed]
+
+        /// An accepted manifest and what provisioning must give it.
+        public init(manifest: Manifest, needsOwnUID: Bool = false, containers: [ContainerNeed] = []) {
+            self.manifest = manifest
+            self.needsOwnUID = needsOwnUID
+            self.containers = containers
+        }
+    }
+
+    /// A shared container an accepted manifest names.
+    public struct ContainerNeed: Equatable, Sendable {
+        /// The container's name.
+        public var name: String
+        /// The manifest key naming it (`sharedContainers[i]`), for a refusal when it cannot be
+        /// prepared.
+        public var field: String
+        /// The group its directory gets.
+        public var group: ContainerGroup
+
+        /// A shared container a manifest names: its name, the field that names it, and its group.
+        public init(name: String, field: String, group: ContainerGroup) {
+            self.name = name
+            self.field = field
+            self.group = group
+        }
+    }
+
+    /// The group a shared container's directory gets.
+    public enum ContainerGroup: Equatable, Sendable {
+        /// None: the daemon is not root, so the directory is its user's (mode 0700).
+        case none
+        /// The gid the configuration gives it.
+        case configured(UInt32)
+        /// A gid allocated from `extensionUIDs` and kept across restarts.
+        case allocated
+    }
+
+    /// The files judged by `checkFiles`, waiting for their executables to be examined.
+    public struct Pending: Equatable, Sendable {
+        /// The executables of the manifests still in the running, each once, in the order met:
+        /// the shell examines these and passes the facts to `finish`.
+        public let executables: [String]
+        fileprivate let results: [Result<Accepted, ManifestError>]
+    }
+
+    /// Every manifest file's verdict, in the order the files were read (an unreadable
+    /// explicit directory at its place).
+    public struct Outcome: Equatable, Sendable {
+        /// One result per manifest file: the accepted manifest, or the error naming file, field and problem.
+        public var results: [Result<Accepted, ManifestError>]
+
+        /// The verdicts, in file order.
+        public init(results: [Result<Accepted, ManifestError>]) { self.results = results }
+
+        /// The accepted manifests, in order.
+        public var accepted: [Accepted] {
+            results.compactMap { if case .success(let a) = $0 { return a } else { return nil } }
+        }
+        /// The refusals, in order.
+        public var errors: [ManifestError] {
+            results.compactMap { if case .failure(let e) = $0 { return e } else { return nil } }
+        }
+    }
+
+    /// Judges every directory and file, and every manifest up to (not including) its executable.
+    public func checkFiles(_ directories: [ManifestDirectory]) -> Pending {
+        var results: [Result<Accepted, ManifestError>] = []
+        var executables: [String] = []
+        var seen: Set<String> = []
+        for directory in directories {
+            switch directory.listing {
+            case .unreadable(let reason):
+                if explicitDirectories {
+                    results.append(.failure(ManifestError(file: directory.path, problem: "extension directory cannot be read: \(reason)")))
+                }
+            case .files(let files):
+                for file in files {
+                    let result = check(file)
+                    if case .success(let a) = result, seen.insert(a.manifest.executable).inserted {
+                        executables.append(a.manifest.executable)
+                    }
+                    results.append(result)
+                }
+            }
+        }
+        return Pending(executables: executables, results: results)
+    }
+
+    /// Judges the executables of `pending` by `executables` (keyed by path; one absent is
+    /// refused as not examined), then refuses a manifest whose id an earlier accepted one
+    /// already claimed.
+    public func finish(_ pending: Pending, executables: [String: ExecutableFacts]) -> Outcome {
+        var claimed: [String: String] = [:]
+        var results: [Result<Accepted, ManifestError>] = []
+        results.reserveCapacity(pending.results.count)
+        for result in pending.results {
+            guard case .success(let accepted) = result else {
+                results.append(result)
+                continue
+            }
+            let m = accepted.manifest
+            if let problem = executableProblem(m.executable, executables[m.executable] ?? .missing(reason: "it was not examined")) {
+                results.append(.failure(ManifestError(file: m.source, field: "executable", problem: problem)))
+            } else if let first = claimed[m.id] {
+                results.append(.failure(ManifestError(file: m.source, field: "id", problem: "duplicate id '\(m.id)' (already declared by \(first))")))
+            } else {
+                claimed[m.id] = m.source
+                results.append(result)
+            }
+        }
+        return Outcome(results: results)
+    }
+
+    /// One file, up to its executable.
+    private func check(_ file: ManifestFile) -> Result<Accepted, ManifestError> {
+        func fail(_ field: String?, _ problem: String) -> Result<Accepted, ManifestError> {
+            .failure(ManifestError(file: file.path, field: field, problem: problem))
+        }
+        let status: FileFacts
+        let contents: [UInt8]?
+        switch file.reading {
+        case .notOpened(let reason): return fail(nil, "cannot be opened: \(reason)")
+        case .notExamined(let reason): return fail(nil, "cannot be examined: \(reason)")
+        case .examined(let s, let c): (status, contents) = (s, c)
+        }
+        guard status.isRegular else { return fail(nil, "is not a regular file") }
+        if let problem = ownershipProblem(status) { return fail(nil, problem) }
+        guard status.size <= ManifestParser.maxFileSize, let bytes = contents else {
+            return fail(nil, "file is \(status.size) bytes, over the \(ManifestParser.maxFileSize)-byte limit")
+        }
+
+        let manifest: Manifest
+        switch ManifestParser.parse(bytes, file: file.path, directory: file.directory, points: points) {
+        case .success(let m): manifest = m
+        case .failure(let e): return .failure(e)
+        }
+        if !manifest.sandboxed && !allowUnsandboxed {
+            return fail("sandbox", "'none' is refused: only trusted extensions may run unsandboxed, and the daemon's configuration does not allow it (set \"allowUnsandboxedExtensions\": true)")
+        }
+        let rules = credentialRules
+        let needsOwnUID = rules.needsOwnUID(manifest.credentialRequest)
+        var containers: [ContainerNeed] = []
+        for (i, name) in manifest.sharedContainers.enumerated() {
+            let field = "sharedContainers[\(i)]"
+            var group = ContainerGroup.none
+            if rules.daemonUID == 0 {
+                switch containerGroups[name] {
+                case .number(let n)?: group = .configured(n)
+                case .name(let g)?:
+                    guard let found = rules.accounts.groupNamed(g) else {
+                        return fail(field, "the configuration gives '\(name)' the group '\(g)', which does not exist")
+                    }
+                    group = .configured(found)
+                case nil: group = .allocated
+                }
+            }
+            containers.append(ContainerNeed(name: name, field: field, group: group))
+        }
+        // The uid provisioning will allocate is not known yet; the first of the range stands in
+        // for it. The refusals of `resolve` do not depend on which uid of the range it is (none
+        // is 0: `extensionUIDs` starts at 1000 or above), and provisioning resolves again with
+        // the real one.
+        if case .failure(let e) = rules.resolve(manifest.credentialRequest, file: file.path, ownUID: needsOwnUID ? extensionUIDs.first : nil) {
+            return .failure(e)
+        }
+        if manifest.policy.suspend == .freeze, let problem = freezerProblem {
+            return fail("policy.suspend", "'freeze' (from the manifest or its extension point '\(manifest.point)') needs a cgroup per extension, and this daemon has none: \(problem)")
+        }
+        return .success(Accepted(manifest: manifest, needsOwnUID: needsOwnUID, containers: containers))
+    }
+
+    /// Why `path`, with these facts, cannot be an extension's executable, or nil.
+    private func executableProblem(_ path: String, _ facts: ExecutableFacts) -> String? {
+        switch facts {
+        case .missing(let reason): return "'\(path)' does not exist: \(reason)"
+        case .found(let status, let executable):
+            guard status.isRegular, executable else { return "'\(path)' is not an executable file" }
+            return ownershipProblem(status).map { "'\(path)' \($0)" }
+        }
+    }
+
+    /// Refuses files others could have written: world-writable, or owned by someone other
+    /// than root or the daemon's uid.
+    private func ownershipProblem(_ status: FileFacts) -> String? {
+        if status.mode & 0o002 != 0 { return "is world-writable; refusing it (chmod o-w)" }
+        if status.owner != 0 && status.owner != trustedUID {
+            return "is owned by uid \(status.owner), not by root or the daemon's uid \(trustedUID)"
+        }
+        return nil
+    }
+}

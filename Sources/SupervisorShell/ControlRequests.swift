@@ -1,0 +1,132 @@
+import ExtensionProtocol
+import ExtensionStatus
+import ExtensionTransport
+import SupervisorCore
+import SupervisorKernel
+
+/// What hosts and `extctl` ask on the control socket: requests become core events; queries
+/// are answered from the core's records and the running processes.
+extension Daemon: ControlServerDelegate {
+    /// Why a new peer may not connect, if it may not: too many connections from its uid, or it is
+    /// an extension process whose manifest does not grant `hostAccess`.
+    func admissionProblem(_ peer: PeerIdentity) -> String? {
+        let limit = config.limits.maxConnectionsPerUID
+        if server.connectionCount(uid: peer.uid) >= limit {
+            return "too many control connections from uid \(peer.uid) (limit \(limit))"
+        }
+        if let owner = extensions.owningExtension(of: peer.pid), core.records[owner]?.manifest.hostAccess != true {
+            return "extension '\(owner)' may not use the control socket (its manifest does not set hostAccess)"
+        }
+        return nil
+    }
+
+    func isAdministrator(_ peer: PeerIdentity) -> Bool {
+        if peer.uid == 0 || peer.uid == kernel.userID { return true }
+        guard let group = config.adminGroup else { return false }
+        return peer.isMember(of: group)
+    }
+
+    func handle(_ message: Message, from c: ControlConnection) {
+        switch message {
+        case let .begin(tag, id):
+            post(.begin(host: c.id, peer: c.identity, tag: tag, extensionID: id))
+        case let .end(tag, requestID):
+            post(.end(host: c.id, tag: tag, requestID: requestID))
+        case let .query(tag, kind, ids):
+            answerQuery(c, tag: tag, kind: kind, ids: ids)
+        case let .kill(tag, id, signal):
+            guard isAdministrator(c.identity) else { return refuseAdmin(c, tag, "kill") }
+            post(.kill(host: c.id, tag: tag, extensionID: id, signal: signal))
+        case let .reset(tag, id):
+            guard isAdministrator(c.identity) else { return refuseAdmin(c, tag, "reset") }
+            if let problem = Identifier.problem(id) {
+                return server.send(.failure(tag: tag, code: .badRequest, text: "'\(id)' is not an extension id: \(problem)"), to: c.id)
+            }
+            logger.notice("reset of \(id) asked by pid \(c.identity.pid) uid \(c.identity.uid)", metadata: ["EXTENSION_ID": "\(id)"])
+            post(.reset(host: c.id, tag: tag, extensionID: id))
+        case let .reload(tag):
+            guard isAdministrator(c.identity) else { return refuseAdmin(c, tag, "reload") }
+            let report = reload()
+            server.sendJSON(
+                ExtensionStatus.ReloadReport(
+                    loaded: report.loaded, errors: report.errors.map(\.description),
+                    kept: report.kept.map { ExtensionStatus.ReloadReport.Kept(id: $0.id, file: $0.file) }),
+                tag: tag, to: c.id)
+        case let .monitor(tag):
+            c.startMonitoring()
+            server.send(.ok(tag: tag), to: c.id)
+        case let .prewarm(tag, ids):
+            post(.prewarm(host: c.id, peer: c.identity, tag: tag, extensionIDs: ids))
+        case let .post(tag, name):
+            guard c.admitPost(at: kernel.iterationTime()) else {
+                return server.send(.failure(tag: tag, code: .limitReached, text: "over \(Int(MessageRate.postsPerSecond)) posts per second on this connection"), to: c.id)
+            }
+            post(.post(host: c.id, peer: c.identity, tag: tag, name: name))
+        case let .forceRefresh(tag, id):
+            post(.forceRefresh(host: c.id, peer: c.identity, tag: tag, extensionID: id))
+        case let .subscribe(tag, ids):
+            post(.subscribe(host: c.id, peer: c.identity, tag: tag, extensionIDs: ids))
+        case let .discover(tag, point, content):
+            if !point.isEmpty, config.points.policies[point] == nil {
+                let known = config.points.policies.keys.sorted().joined(separator: ", ")
+                return server.send(.failure(tag: tag, code: .badRequest, text: "unknown extension point '\(point)' (known: \(known))"), to: c.id)
+            }
+            let found = core.discover(point: point, content: content, peer: c.identity)
+                .map { DiscoveredExtension(id: $0.id, point: $0.point, displayName: $0.displayName) }
+            server.sendDiscovered(found, tag: tag, to: c.id)
+        default:
+            server.protocolViolation(c, "\(message.kind) is not accepted on the control socket")
+        }
+    }
+
+    /// The path of a shared container, to root, the daemon's uid, the administrator group, and
+    /// members of the container's group (an app admitted to it).
+    func answerContainer(_ c: ControlConnection, tag: UInt32, names: [String]) {
+        guard names.count == 1, let name = names.first else {
+            return server.send(.failure(tag: tag, code: .badRequest, text: "a container query names exactly one container"), to: c.id)
+        }
+        guard let container = sources.containers.known[name] else {
+            return server.send(.failure(tag: tag, code: .unknownExtension, text: "no loaded manifest names the shared container '\(name)'"), to: c.id)
+        }
+        let member = container.gid.map { c.identity.isMember(of: $0) } ?? false
+        guard isAdministrator(c.identity) || member else {
+            logger.notice("refused the path of shared container \(name) to pid \(c.identity.pid) uid \(c.identity.uid): not in its group")
+            return server.send(.failure(tag: tag, code: .notPermitted, text: "the shared container '\(name)' is shown only to root, the daemon's uid \(kernel.userID), the administrator group and members of its group\(container.gid.map { " \($0)" } ?? "")"), to: c.id)
+        }
+        server.sendJSON(SharedContainerInfo(name: name, path: container.path, gid: container.gid), tag: tag, to: c.id)
+    }
+
+    func refuseAdmin(_ c: ControlConnection, _ tag: UInt32, _ operation: String) {
+        logger.notice("refused \(operation) from pid \(c.identity.pid) uid \(c.identity.uid): not an administrator")
+        server.send(.failure(tag: tag, code: .notPermitted, text: "\(operation) needs root, the daemon's uid \(kernel.userID)\(config.adminGroup.map { " or group \($0)" } ?? "")"), to: c.id)
+    }
+
+    func answerQuery(_ c: ControlConnection, tag: UInt32, kind: QueryKind, ids: [String]) {
+        if kind == .container { return answerContainer(c, tag: tag, names: ids) }
+        var selected: [ExtensionRecord] = []
+        if ids.isEmpty {
+            selected = core.records.values.sorted { $0.manifest.id < $1.manifest.id }
+        } else {
+            for id in ids {
+                guard let r = core.records[id] else {
+                    return server.send(.failure(tag: tag, code: .unknownExtension, text: "no extension with id '\(id)'"), to: c.id)
+                }
+                selected.append(r)
+            }
+        }
+        let now = kernel.iterationTime()
+        let clock = StatusDocument.Clock(monotonicNow: kernel.now(), wallClock: kernel.wallClock())
+        if kind == .list { return server.sendJSON(StatusDocument.list(selected, clock), tag: tag, to: c.id) }
+        let document = StatusDocument.status(
+            selected, now: now, clock,
+            containment: .init(mode: extensions.containment.mode, reason: extensions.containment.problem),
+            processes: extensions.processEntries, limits: extensions.containment.enforcement,
+            container: { [containers = extensions.containers] in containers.path(of: $0.id) }, sandbox: extensions.sandboxing.decide)
+        server.sendJSON(document, tag: tag, to: c.id)
+    }
+}
+
+extension Daemon {
+    /// A host's connection closed: its requests end as if it had dismissed them.
+    func hostGone(_ host: HostID) { post(.hostGone(host: host)) }
+}

@@ -1,0 +1,284 @@
+import ExtensionProtocol
+import ExtensionTransport
+import Logging
+import SupervisorCore
+import SupervisorKernel
+
+/// The running extension processes: how they are contained (a cgroup each, or process
+/// groups), spawned (sandbox, container, limits), found (by id, by pid, by a process of
+/// theirs), stopped, resumed and signalled (through `ProcessControl`), and reaped; and the
+/// registry of them kept on disk for a successor. What the kernel reports about them is posted
+/// to the sink as core events. Owned by the daemon's loop.
+final class ExtensionProcesses {
+    let kernel: any Kernel
+    let logger: Logger
+    weak var sink: (any EventSink)?
+    private var byID: [String: SupervisedProcess] = [:]
+    /// The same processes by leader pid, for the kernel's stop reports (which name a pid).
+    private var byPID: [Int32: SupervisedProcess] = [:]
+    /// Stops, resumes, signals and exits.
+    let control: ProcessControl
+    /// How extensions are contained and limited here.
+    let containment: Containment
+    /// Each extension's own container.
+    let containers: ExtensionContainers
+    /// What the extensions' sandbox can be here, and each launch's plan.
+    let sandboxing: Sandboxing
+    /// The live extension processes, on disk for the next instance should this one be killed.
+    let registry: ProcessRegistry
+    /// The lock watch of suspended groups.
+    let locks: LockWatch
+    let buffers: WireBuffers
+
+    /// Bytes an extension that does not read its channel may have queued before it is cut off.
+    static let channelQueueLimit = 1 << 20
+    /// Datagrams read from one runtime channel per wake-up.
+    static let readBudget = 64
+    /// How long a process may live after closing its runtime channel before it is ended.
+    static let channelCloseGraceSeconds = 0.5
+
+    init(
+        kernel: any Kernel, logger: Logger, containment: Containment, isSubreaper: Bool, containers: ExtensionContainers, sandboxing: Sandboxing,
+        registry: ProcessRegistry, locks: LockWatch, buffers: WireBuffers
+    ) {
+        self.kernel = kernel
+        self.logger = logger
+        self.containment = containment
+        self.containers = containers
+        self.sandboxing = sandboxing
+        self.registry = registry
+        self.locks = locks
+        self.buffers = buffers
+        control = ProcessControl(kernel: kernel, cgroups: containment.cgroups, isSubreaper: isSubreaper, logger: logger)
+        control.delegate = self
+    }
+
+    /// Whether no extension process runs.
+    var isEmpty: Bool { byID.isEmpty }
+
+    /// The running process of `id`, whatever its generation.
+    func process(_ id: String) -> SupervisedProcess? { byID[id] }
+
+    /// The process of `id` if it is still generation `generation`.
+    func process(_ id: String, _ generation: UInt64) -> SupervisedProcess? {
+        guard let p = byID[id], p.generation == generation else { return nil }
+        return p
+    }
+
+    /// The process whose leader is `pid`.
+    func process(leader pid: Int32) -> SupervisedProcess? { byPID[pid] }
+
+    /// The extension a process belongs to: by its cgroup (which it cannot leave), or by its
+    /// process group on the fallback.
+    func owningExtension(of pid: Int32) -> String? {
+        if let tree = containment.cgroups {
+            guard let path = control.table.cgroup(pid) else { return nil }
+            let full = tree.mountRelative(path)
+            guard full.hasPrefix(tree.extensionsPath + "/") else { return nil }
+            let id = String(full.dropFirst(tree.extensionsPath.count + 1).prefix(while: { $0 != "/" }))
+            return byID[id] != nil ? id : nil
+        }
+        guard let group = control.table.stat(pid)?.processGroup else { return nil }
+        return byID.values.first(where: { $0.processGroup == group })?.extensionID
+    }
+
+    // MARK: - Spawning
+
+    /// Launches generation `generation` of `id`; posts `spawned` (and `ready` for exec
+    /// readiness) or `spawnFailed` naming what failed.
+    func spawn(_ id: String, _ generation: UInt64, _ manifest: Manifest) {
+        let sandbox: SandboxDecision
+        switch sandboxing.decide(manifest) {
+        case .success(let d): sandbox = d
+        case .failure(let refusal):
+            sink?.post(.spawnFailed(extensionID: id, generation: generation, error: refusal.description))
+            return
+        }
+        let container: String
+        switch containers.prepare(id, uid: manifest.credentials?.uid, gid: manifest.credentials?.gid) {
+        case .success(let path): container = path
+        case .failure(let e):
+            sink?.post(.spawnFailed(extensionID: id, generation: generation, error: "cannot prepare its container: \(e)"))
+            return
+        }
+        var cgroup: ExtensionCgroup?
+        if let tree = containment.cgroups {
+            switch tree.create(id, freezer: manifest.policy.suspend == .freeze, logger: logger) {
+            case .success(let c): cgroup = c
+            case .failure(let e):
+                sink?.post(.spawnFailed(extensionID: id, generation: generation, error: "cannot create the cgroup \(tree.path(of: id)): \(e)"))
+                return
+            }
+        }
+        let limits = containment.enforcement(manifest)
+        var memoryCgroup: MemoryCgroupV1?
+        let spawned: SpawnedProcess
+        do throws(SystemError) {
+            if let cgroup, let problem = CgroupTree.applyLimits(limits, to: cgroup.path, kernel: kernel) { throw problem }
+            if let tree = containment.memoryCgroupsV1, let memory = limits.first(where: \.byMemoryCgroupV1) {
+                memoryCgroup = try tree.create(id, limit: memory.value).get()
+            }
+            spawned = try Spawner.spawn(
+                manifest, kernel: kernel, cgroupFD: cgroup?.directoryFD, limits: limits, memoryCgroupProcsFD: memoryCgroup?.procsFD,
+                container: container, sandbox: sandboxing.plan(manifest, sandbox, container: container))
+        } catch {
+            if let cgroup {
+                kernel.close(cgroup.directoryFD)
+                cgroup.closeFiles(kernel)
+                if let e = kernel.removeDirectory(cgroup.path), !e.isNoEntry { logger.warning("cannot remove \(cgroup.path): \(e)") }
+            }
+            if let memoryCgroup, let tree = containment.memoryCgroupsV1 {
+                kernel.close(memoryCgroup.procsFD)
+                tree.remove(memoryCgroup, logger: logger)
+            }
+            sink?.post(.spawnFailed(extensionID: id, generation: generation, error: error.description))
+            return
+        }
+        if let cgroup { kernel.close(cgroup.directoryFD) }
+        if let memoryCgroup { kernel.close(memoryCgroup.procsFD) }
+        let p = SupervisedProcess(
+            extensionID: id, generation: generation, pid: spawned.pid, pidfd: spawned.pidfd, cgroup: cgroup, memoryCgroupV1: memoryCgroup,
+            mechanism: manifest.policy.suspend, channel: spawned.channel, queueLimit: ExtensionProcesses.channelQueueLimit)
+        if let old = byID[id] {
+            control.forget(old)
+            old.tearDown(kernel)
+            byPID[old.pid] = nil
+        }
+        byID[id] = p
+        byPID[p.pid] = p
+        registry.add(extensionID: id, pid: spawned.pid, processGroup: p.processGroup)
+        var watched = true
+        // A pidfd becomes readable when the process exits: that wake-up cannot be lost.
+        var exitWatch: (any Cancellable)?
+        switch kernel.watch(fd: spawned.pidfd, events: Poll.input, { [unowned self, unowned p] _ in control.leaderMayHaveExited(p) }) {
+        case .success(let source): exitWatch = source
+        case .failure(let e):
+            logger.error("cannot watch the pidfd of \(spawned.pid) (\(id)): \(e)")
+            watched = false
+        }
+        var eventsWatch: (any Cancellable)?
+        if let cgroup {
+            switch kernel.watch(fd: cgroup.eventsFD, events: Poll.priority, { [unowned self, unowned p] _ in control.cgroupEventsChanged(p) }) {
+            case .success(let source): eventsWatch = source
+            case .failure(let e):
+                logger.error("cannot watch \(cgroup.path)/cgroup.events: \(e)")
+                watched = false
+            }
+        }
+        p.keep(exitWatch: exitWatch, eventsWatch: eventsWatch)
+        if let channel = p.channel, let error = channel.watch(through: kernel, { [unowned self, unowned p] events in channelReadable(p, events: events) }) {
+            logger.error("cannot watch the runtime channel of \(id): \(error)")
+            watched = false
+        }
+        sink?.post(.spawned(extensionID: id, generation: generation, pid: spawned.pid))
+        if !watched {
+            // Unsupervised it must not run: end it, and its exit is still reported.
+            control.signal(p, SignalNumber.kill, thenContinue: true)
+            if p.exitWatch == nil { control.leaderMayHaveExited(p) }
+            return
+        }
+        if manifest.readiness == .exec { sink?.post(.ready(extensionID: id, generation: generation)) }
+    }
+
+    // MARK: - Stopping, resuming, signalling
+
+    /// Stops every process of generation `generation` of `id` (the core's `stop`).
+    func suspend(_ id: String, _ generation: UInt64) {
+        if let p = process(id, generation) { control.suspend(p) }
+    }
+
+    /// Resumes it (the core's `resume`); its lock watch ends.
+    func resume(_ id: String, _ generation: UInt64) {
+        guard let p = process(id, generation) else { return }
+        p.locks.stop()
+        control.resume(p)
+        sink?.post(.continueConfirmed(extensionID: id, generation: generation))
+    }
+
+    /// Signals it (the core's `signal`); its lock watch ends.
+    func signal(_ id: String, _ generation: UInt64, _ signal: Int32, thenContinue: Bool) {
+        guard let p = process(id, generation) else { return }
+        p.locks.stop()
+        control.signal(p, signal, thenContinue: thenContinue)
+    }
+
+    /// SIGCHLD: stop reports for the leaders waiting for one.
+    func childrenChanged() { control.childrenChanged() }
+
+    // MARK: - Status
+
+    /// The processes of a running extension for `status`: the members of its cgroup (or
+    /// process group), with their command names and /proc figures, and the cgroup's path and
+    /// counters: `memory.current` where the memory controller is enabled, `cpu.stat` (present
+    /// in every v2 cgroup). Where a counter is missing, status sums the members' /proc figures.
+    func processEntries(_ r: ExtensionRecord) -> StatusDocument.ProcessesOfExtension {
+        guard let p = byID[r.manifest.id] else { return .init() }
+        let table = control.table
+        let cgroups = containment.cgroups
+        let pids = p.cgroup.map { cgroups?.processes(of: $0) ?? [] } ?? table.groupMembers(p.processGroup).map(\.pid)
+        let entries = pids.sorted().compactMap { pid -> StatusDocument.ProcessEntry? in
+            guard let s = table.stat(pid), !s.isGone else { return nil }
+            return StatusDocument.ProcessEntry(
+                pid: pid, state: s.state, command: table.command(pid) ?? "?", rssBytes: s.rssPages * table.pageSize,
+                cpuSeconds: Double(s.cpuTicks) / table.ticksPerSecond)
+        }
+        var found = StatusDocument.ProcessesOfExtension(entries: entries, cgroup: p.cgroup?.path)
+        if let path = p.cgroup?.path {
+            if cgroups?.controllers.contains("memory") == true, case .success(let bytes) = kernel.read(path + "/memory.current") {
+                found.cgroupMemoryBytes = Int64(String(decoding: bytes.prefix(while: { $0 != UInt8(ascii: "\n") }), as: UTF8.self))
+            }
+            if case .success(let bytes) = kernel.read(path + "/cpu.stat"),
+               let line = bytes.split(separator: UInt8(ascii: "\n")).first(where: { $0.starts(with: Array("usage_usec ".utf8)) }),
+               let usec = Double(String(decoding: line.dropFirst(11), as: UTF8.self)) {
+                found.cgroupCPUSeconds = usec / 1e6
+            }
+        }
+        return found
+    }
+
+    /// At shutdown: the registry file and the cgroup subtrees go when no process is left;
+    /// otherwise the registry is written for the next instance.
+    func finish() {
+        if byID.isEmpty {
+            registry.removeFile()
+            containment.cgroups?.removeSubtree(logger: logger)
+            containment.memoryCgroupsV1?.removeSubtree(logger: logger)
+        } else {
+            registry.flush()
+        }
+    }
+}
+
+// MARK: - ProcessControlDelegate
+
+extension ExtensionProcesses: ProcessControlDelegate {
+    func stopConfirmed(_ p: SupervisedProcess, members: [Int32]) {
+        let found = locks.locksAtStop(p, members: members)
+        sink?.post(.stopConfirmed(extensionID: p.extensionID, generation: p.generation, locks: found))
+    }
+
+    func exited(_ p: SupervisedProcess, status: ExitStatus, outlivedLeader: Bool) {
+        guard byID[p.extensionID] === p else { return }
+        var memoryLimit = p.cgroup.map { oomKilled(cgroup: $0.path) } ?? false
+        if let memory = p.memoryCgroupV1, let tree = containment.memoryCgroupsV1 {
+            memoryLimit = memoryLimit || tree.limitReached(memory)
+            tree.remove(memory, logger: logger)
+        }
+        registry.remove(pid: p.pid)
+        p.tearDown(kernel)
+        byID[p.extensionID] = nil
+        byPID[p.pid] = nil
+        sink?.post(.exited(extensionID: p.extensionID, generation: p.generation, status: status, outlivedLeader: outlivedLeader, memoryLimit: memoryLimit))
+    }
+
+    /// Whether the OOM killer ended a process of the cgroup at its `memory.max`: `oom_kill` of
+    /// its `memory.events` (absent without the memory controller). The cgroup is created
+    /// afresh for every launch, so any count is this launch's. (With a cgroup v1 memory cgroup
+    /// instead, `MemoryCgroupV1Tree.limitReached`.)
+    private func oomKilled(cgroup path: String) -> Bool {
+        guard containment.cgroups?.controllers.contains("memory") == true else { return false }
+        return CgroupTree.oomKills(path, kernel: kernel) > 0
+    }
+
+    func isLeader(_ pid: Int32) -> Bool { byPID[pid] != nil }
+}

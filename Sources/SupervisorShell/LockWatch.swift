@@ -1,0 +1,193 @@
+import ExtensionProtocol
+import ExtensionTransport
+import Logging
+import SupervisorCore
+import SupervisorKernel
+
+/// Where the shell's parts report what they observe: the daemon, which feeds it to the core.
+protocol EventSink: AnyObject {
+    func post(_ event: Event)
+    /// Runs `body`, which posts events, as one batch: what they record goes to the monitors
+    /// together when it ends.
+    func batch(_ body: () -> Void)
+}
+
+/// Suspended groups that hold a file lock another process waits for (0xdead10cc): the locks
+/// each group holds when its stop is confirmed (for the core's decision), then, while it
+/// stays suspended, the watch that reports contention. Owned by the daemon's loop.
+final class LockWatch {
+    let kernel: any Kernel
+    let logger: Logger
+    /// Shared containers' root, resolved: a lock on a file under it names its container.
+    private let containersRoot: () -> String
+    weak var sink: (any EventSink)?
+    /// /proc/locks as read and parsed during the current loop iteration (a burst of stops reads
+    /// and parses it once).
+    private var snapshot: (at: Instant, entries: [FileLocks.Entry])?
+    /// /proc/locks, kept open and read from offset 0 at each stop confirmation (no path lookup
+    /// per read); nil when it could not be opened, and it is then read by path.
+    private let procLocks: Int32?
+
+    /// How often a suspended group is checked for waiters once another process has opened a
+    /// file it holds a lock on. Groups that hold no lock when they stop are never checked: a
+    /// stopped process cannot take one.
+    static let checkSeconds = 1.0
+
+    init(kernel: any Kernel, logger: Logger, containersRoot: @escaping () -> String) {
+        self.kernel = kernel
+        self.logger = logger
+        self.containersRoot = containersRoot
+        switch kernel.open("/proc/locks", directory: false) {
+        case .success(let fd): procLocks = fd
+        case .failure(let e):
+            procLocks = nil
+            logger.notice("cannot keep /proc/locks open (\(e)): it is opened at each stop confirmation instead")
+        }
+    }
+
+    deinit {
+        if let procLocks { kernel.close(procLocks) }
+    }
+
+    /// The entries of /proc/locks, read and parsed at most once per loop iteration (a burst of
+    /// stops confirmed together shares one read and one parse).
+    private func currentLocks() -> [FileLocks.Entry] {
+        let iteration = kernel.iterationTime()
+        if let snapshot, snapshot.at == iteration { return snapshot.entries }
+        let text: String
+        switch procLocks.map({ kernel.readToEnd(fd: $0) }) ?? kernel.read("/proc/locks") {
+        case .success(let bytes): text = String(decoding: bytes, as: UTF8.self)
+        case .failure(let error):
+            logger.warning("cannot read /proc/locks (\(error)): locks held at suspension go unnoticed")
+            text = ""
+        }
+        let entries = FileLocks.entries(text)
+        snapshot = (iteration, entries)
+        return entries
+    }
+
+    /// Every lock the stopped group `members` of `p` holds, for the core's decision; the
+    /// group's locked files are then watched while it stays suspended (the second line).
+    func locksAtStop(_ p: SupervisedProcess, members: [Int32]) -> [HeldLock] {
+        let survey = LockSurvey(kernel: kernel, ownPID: kernel.processID, containersRoot: containersRoot())
+        let found = survey.locks(heldBy: members, procLocks: currentLocks())
+        watch(p, found)
+        return found.map(\.lock)
+    }
+
+    /// The second line, for a group suspended with locks that did not block anyone at the
+    /// stop. No timer runs while nobody else touches the locked files: each file is watched
+    /// for opens (inotify). Another process opening a file the group holds an exclusive lock
+    /// on is contention by the rule of docs/reliability.md; an open of a file with a shared
+    /// lock starts the check for blocked waiters (`armCheck`), since the opener may wait
+    /// for an exclusive lock. A group holding a lock on a file already open elsewhere is
+    /// checked from the start.
+    private func watch(_ p: SupervisedProcess, _ found: [LockSurvey.Found]) {
+        let locks = p.locks
+        locks.stop()
+        guard !found.isEmpty else { return }
+        locks.holders = Set(found.map(\.lock.pid))
+        if found.contains(where: \.lock.openElsewhere) { return armCheck(p) }
+        var links: [String] = []
+        var locksByLink: [String: [HeldLock]] = [:]
+        for f in found {
+            if locksByLink[f.link] == nil { links.append(f.link) }
+            locksByLink[f.link, default: []].append(f.lock)
+        }
+        switch kernel.watchOpens(links) {
+        case .success(let (fd, watches)):
+            for (link, wd) in zip(links, watches) {
+                guard let wd else { continue }
+                locks.files[wd, default: []] += locksByLink[link] ?? []
+            }
+            switch kernel.watch(fd: fd, events: Poll.input, { [unowned self, unowned p] _ in lockedFileOpened(p) }) {
+            case .success(let source): locks.openWatch = OpenWatch(fd: fd, source: source, kernel: kernel)
+            case .failure(let error):
+                kernel.close(fd)
+                logger.warning("cannot watch the locked files of \(p.extensionID) (\(error)): checking them for waiters every \(LockWatch.checkSeconds)s instead")
+                armCheck(p)
+            }
+        case .failure(let error):
+            logger.warning("cannot watch the locked files of \(p.extensionID) (\(error)): checking them for waiters every \(LockWatch.checkSeconds)s instead")
+            armCheck(p)
+        }
+    }
+
+    /// A process opened a file the suspended group holds a lock on (a stopped or frozen
+    /// process opens nothing, and the daemon only reads `/proc` links, which does not count).
+    private func lockedFileOpened(_ p: SupervisedProcess) {
+        let locks = p.locks
+        guard let watch = locks.openWatch else { return }
+        let opened = kernel.readOpenEvents(fd: watch.fd).flatMap { locks.files[$0] ?? [] }
+        guard !opened.isEmpty else { return }
+        if let exclusive = opened.first(where: \.exclusive) {
+            locks.stop()
+            let detail = "\(exclusive.summary), and another process opened the file while it was suspended"
+            sink?.post(.lockContention(extensionID: p.extensionID, generation: p.generation, detail: detail))
+            return
+        }
+        if locks.check == nil { armCheck(p) }
+    }
+
+    /// Checks the group's locks for blocked waiters every `checkSeconds` while it is suspended.
+    private func armCheck(_ p: SupervisedProcess) {
+        let locks = p.locks
+        let armed = kernel.addTimer(at: kernel.now().adding(seconds: LockWatch.checkSeconds)) { [unowned self, unowned p] in
+            locks.check = nil
+            let contended = FileLocks.current(kernel).filter { locks.holders.contains($0.holder) && $0.waiters > 0 }
+            guard let first = contended.first else { return armCheck(p) }
+            let detail = "pid \(first.holder) holds a \(first.kind) lock on \(first.file) that \(first.waiters) process(es) wait for"
+            locks.stop()
+            sink?.post(.lockContention(extensionID: p.extensionID, generation: p.generation, detail: detail))
+        }
+        switch armed {
+        case .success(let timer): locks.check = timer
+        case .failure(let error): logger.error("cannot arm the lock watch of \(p.extensionID) (\(error)): its locks are not watched")
+        }
+    }
+}
+
+/// The locks one suspended group holds and the watch on them; empty while the group runs.
+/// Changed only by `LockWatch` (this file) and emptied by `stop`.
+final class SuspendedLocks {
+    /// Members of the stopped group that hold file locks.
+    fileprivate(set) var holders: Set<Int32> = []
+    /// The locks the group holds, by the inotify watch descriptor of their file.
+    fileprivate(set) var files: [Int32: [HeldLock]] = [:]
+    /// The inotify watch for opens of the files the group holds locks on.
+    fileprivate(set) var openWatch: OpenWatch?
+    /// The periodic /proc/locks check for blocked waiters, armed only while the group holds a
+    /// lock on a file another process has opened.
+    fileprivate(set) var check: (any Cancellable)?
+
+    /// Stops watching (the group is resumed, signalled or gone).
+    func stop() {
+        check?.cancel()
+        check = nil
+        openWatch?.cancel()
+        openWatch = nil
+        holders = []
+        files = [:]
+    }
+}
+
+/// An inotify descriptor and its event source; cancelling it removes the source and closes
+/// the descriptor (and with it every watch).
+final class OpenWatch: Cancellable {
+    let fd: Int32
+    private var source: (any Cancellable)?
+    private let kernel: any Kernel
+
+    init(fd: Int32, source: any Cancellable, kernel: any Kernel) {
+        self.fd = fd
+        self.source = source
+        self.kernel = kernel
+    }
+
+    func cancel() {
+        guard let source else { return }
+        source.cancel()
+        self.source = nil
+        kernel.close(fd)
+    }
+}

@@ -1,0 +1,60 @@
+import Logging
+import SupervisorCore
+import SupervisorKernel
+
+/// Where the daemon's manifests come from (its extension directories, its configuration's
+/// points and rules) and what loading them provisions: the extensions' own uids
+/// (`IdentityStore`, a root daemon only) and the shared containers' directories. Owned by
+/// the daemon's loop.
+final class ManifestSources {
+    let kernel: any Kernel
+    let options: DaemonOptions
+    let config: DaemonConfig
+    /// Why the cgroup freezer cannot be used, or nil when it can.
+    let freezerProblem: String?
+    /// The extensions' own uids (`<state>/ids.json`); only a root daemon allocates them.
+    let identities: IdentityStore?
+    /// The shared containers' directories.
+    let containers: SharedContainers
+
+    init(options: DaemonOptions, config: DaemonConfig, kernel: any Kernel, freezerProblem: String?) throws {
+        self.kernel = kernel
+        self.options = options
+        self.config = config
+        self.freezerProblem = freezerProblem
+        containers = SharedContainers(stateDirectory: options.stateDirectory, kernel: kernel)
+        if kernel.userID == 0 {
+            do {
+                identities = try IdentityStore(directory: options.stateDirectory, kernel: kernel)
+            } catch {
+                throw DaemonError(error.description)
+            }
+        } else {
+            identities = nil
+        }
+    }
+
+    /// Reads every manifest afresh: those accepted, and the refusals naming file, field and
+    /// problem. Three explicit steps: reading (`ManifestFiles`), validation (`ManifestValidation`,
+    /// pure), then provisioning of the accepted ones (`Provisioner`: uids, shared containers,
+    /// credentials).
+    func load() -> (manifests: [Manifest], errors: [ManifestError]) {
+        let rules = credentialRules()
+        let validation = ManifestValidation(
+            points: config.points, explicitDirectories: options.explicitDirectories, trustedUID: kernel.userID, credentialRules: rules,
+            extensionUIDs: config.extensionUIDs, containerGroups: config.containerGroups,
+            allowUnsandboxed: config.allowUnsandboxedExtensions, freezerProblem: freezerProblem)
+        let files = ManifestFiles(kernel: kernel)
+        let pending = validation.checkFiles(files.read(options.extensionDirectories))
+        let outcome = validation.finish(pending, executables: files.examine(pending.executables))
+        let provisioner = Provisioner(rules: rules, identities: identities, containers: containers, extensionUIDs: config.extensionUIDs)
+        return provisioner.provision(outcome)
+    }
+
+    /// The credential rules for a daemon with the kernel's credentials and this configuration.
+    private func credentialRules() -> CredentialRules {
+        CredentialRules(
+            daemonUID: kernel.userID, daemonGID: kernel.groupID, daemonGroups: kernel.supplementaryGroups,
+            allowRootExtensions: config.allowRootExtensions, accounts: kernel.accounts)
+    }
+}

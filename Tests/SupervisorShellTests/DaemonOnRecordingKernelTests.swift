@@ -1,0 +1,163 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import ExtensionProtocol
+import ExtensionTransport
+import Logging
+import SupervisorCore
+@testable import SupervisorShell
+import SupervisorKernel
+import Testing
+
+/// The whole daemon, the real `Daemon` with its control server, process control and core, run
+/// on the recording kernel as an embedded loop (in the manner of NIOEmbedded): the test plays
+/// the host on a real control socket, the extension's runtime on the spawned runtime channel,
+/// and the kernel's reports (stop, exit), and checks the kernel calls the daemon made and what
+/// the host received.
+struct DaemonOnRecordingKernelTests {
+    static let id = "org.example.widget"
+    static let executable = "/usr/libexec/widget"
+
+    let kernel = RecordingKernel()
+    let socketPath: String
+    let daemon: Daemon
+    let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: WireLimits.maxMessageSize, alignment: 8)
+
+    init() throws {
+        var template = Array("/tmp/extensiond-embedded-XXXXXX".utf8CString)
+        let dir = try #require(template.withUnsafeMutableBufferPointer { mkdtemp($0.baseAddress!) })
+        socketPath = String(cString: dir) + "/control.sock"
+        let k = kernel
+        k.userID = 1000
+        k.groupID = 1000
+        // No cgroup v2 mount is scripted: process-group containment, the fallback.
+        k.directories["/ext"] = ["widget.json"]
+        k.files["/ext/widget.json"] = #"{"id": "\#(Self.id)", "point": "widget", "executable": "\#(Self.executable)"}"#
+        k.statuses["/ext/widget.json"] = FileStatus(
+            kind: .regular, permissions: 0o644, owner: 1000, group: 1000, size: Int64(k.files["/ext/widget.json"]!.utf8.count),
+            identity: FileIdentity(device: 1, inode: 10))
+        k.statuses[Self.executable] = FileStatus(kind: .regular, permissions: 0o755, owner: 0, group: 0, size: 1, identity: FileIdentity(device: 1, inode: 11))
+        var options = DaemonOptions(kernel: k, socketPath: socketPath, extensionDirectories: ["/ext"])
+        options.stateDirectory = "/state"
+        options.containment = .processGroup
+        var logger = Logger(label: "embedded")
+        logger.logLevel = .critical
+        daemon = try Daemon(options: options, kernel: k, logger: logger)
+        try daemon.start()
+    }
+
+    func messages(on socket: PacketSocket) throws -> [(Message, Int32?)] {
+        var found: [(Message, Int32?)] = []
+        while case .datagram(let count, let descriptor, _) = try socket.receive(into: buffer) {
+            found.append((try WireDecoder.decode(UnsafeRawBufferPointer(rebasing: buffer[0..<count])), descriptor))
+        }
+        return found
+    }
+
+    func send(_ message: Message, on socket: PacketSocket) throws {
+        #expect(try socket.send(try WireEncoder.encoded(message)) == .sent)
+    }
+
+    /// The fd of the newest live watch for which `isNew` holds.
+    func newestWatch(excluding known: Set<Int32>) -> Int32? {
+        kernel.watches.last { !$0.cancelled && !known.contains($0.fd) }?.fd
+    }
+
+    @Test func launchBeginDismissSuspendResumeKillExit() throws {
+        let k = kernel
+        defer {
+            daemon.finish()
+            buffer.deallocate()
+        }
+        // Started: the control socket and the signals are watched through the kernel.
+        #expect(k.calls.contains(.watchSignal(SignalNumber.child)))
+        #expect(k.calls.contains(.watchSignal(SignalNumber.terminate)))
+        let listenerFD = try #require(k.watches.first { !$0.cancelled }?.fd)
+
+        // A host connects: accepted when the listener is readable.
+        let host = try PacketSocket.connect(path: socketPath)
+        defer { host.close() }
+        try host.setNonBlocking()
+        let known = Set(k.watches.map(\.fd))
+        #expect(k.fire(fd: listenerFD))
+        let connectionFD = try #require(newestWatch(excluding: known))
+
+        // begin → the extension is spawned with a runtime channel, as the daemon's uid.
+        k.clearCalls()
+        try send(.begin(tag: 1, extensionID: Self.id), on: host)
+        #expect(k.fire(fd: connectionFD))
+        let request = try #require(k.spawnRequests.last)
+        #expect(request.path == Self.executable)
+        #expect(request.credentials == nil, "a daemon that is not root runs extensions as itself")
+        #expect(request.environment.contains("EXTENSIOND_EXTENSION_ID=\(Self.id)"))
+        let pid: Int32 = 4242, pidfd: Int32 = 7
+        #expect(k.calls.contains(.watch(fd: pidfd, events: Poll.input)), "the leader's exit is watched through its pidfd")
+        #expect(daemon.core.records[Self.id]?.state == .launching)
+        #expect(try messages(on: host).isEmpty, "no answer before the runtime is ready")
+
+        // The runtime says it is ready: the request is delivered with its stream, and the host
+        // gets `begun` with the other end.
+        let runtime = try #require(k.runtimeChannels[pid])
+        defer { runtime.close() }
+        try runtime.setNonBlocking()
+        let channelFD = try #require(k.watches.last { !$0.cancelled && $0.fd != pidfd && $0.fd != connectionFD && $0.fd != listenerFD }?.fd)
+        try send(.ready, on: runtime)
+        #expect(k.fire(fd: channelFD))
+        let delivered = try messages(on: runtime)
+        #expect(delivered.count == 1)
+        guard case .deliver(let requestID)? = delivered.first?.0 else { Issue.record("no deliver: \(delivered)"); return }
+        let extensionStream = try #require(delivered.first?.1)
+        let answers = try messages(on: host)
+        #expect(answers.map(\.0) == [.begun(tag: 1, requestID: requestID, pid: pid, hasChannel: true)])
+        let hostStream = try #require(answers.first?.1)
+        // The two ends are one stream: what the host writes, the extension reads.
+        #expect(write(hostStream, "hi", 2) == 2)
+        var two = [UInt8](repeating: 0, count: 2)
+        #expect(read(extensionStream, &two, 2) == 2 && two == Array("hi".utf8))
+        close(hostStream)
+        close(extensionStream)
+        #expect(daemon.core.records[Self.id]?.state == .active)
+
+        // Dismiss: the group is stopped at once, and the stop confirmed from the kernel's report.
+        k.clearCalls()
+        try send(.end(tag: 2, requestID: requestID), on: host)
+        #expect(k.fire(fd: connectionFD))
+        #expect(k.calls.contains(.kill(-pid, SignalNumber.stop)), "SIGSTOP to the extension's process group: \(k.calls)")
+        #expect(try messages(on: host).map(\.0) == [.ok(tag: 2)])
+        #expect(try messages(on: runtime).map(\.0) == [.ended(requestID: requestID)])
+        k.stopped.insert(pidfd)
+        k.raise(SignalNumber.child, sender: pid, code: childStoppedCode)
+        #expect(k.calls.contains(.stopReported(pidfd: pidfd)))
+        #expect(daemon.core.records[Self.id]?.state == .suspended)
+
+        // begin again: resumed with SIGCONT, no new spawn. The leader was alone at its stop
+        // (no child, no adopted orphan), so the signal goes to it alone.
+        k.clearCalls()
+        k.stopped.remove(pidfd)
+        try send(.begin(tag: 3, extensionID: Self.id), on: host)
+        #expect(k.fire(fd: connectionFD))
+        #expect(k.calls.contains(.kill(pid, SignalNumber.cont)), "SIGCONT to the leader: \(k.calls)")
+        #expect(!k.calls.contains { if case .spawn = $0 { true } else { false } })
+        guard case .deliver(let second)? = try messages(on: runtime).first?.0 else { Issue.record("no second deliver"); return }
+        let begun = try messages(on: host)
+        #expect(begun.map(\.0) == [.begun(tag: 3, requestID: second, pid: pid, hasChannel: true)])
+        for (_, fd) in begun { if let fd { close(fd) } }
+        #expect(daemon.core.records[Self.id]?.state == .active)
+
+        // An administrator's kill (the test runs as root): SIGKILL to the group.
+        k.clearCalls()
+        try send(.kill(tag: 4, extensionID: Self.id, signal: SignalNumber.kill), on: host)
+        #expect(k.fire(fd: connectionFD))
+        #expect(k.calls.contains(.kill(-pid, SignalNumber.kill)), "\(k.calls)")
+
+        // The leader exits: seen through its pidfd, reaped, and the extension is not running.
+        k.exits[pidfd] = .signaled(SignalNumber.kill)
+        #expect(k.fire(fd: pidfd))
+        #expect(k.calls.contains(.exitStatus(pidfd: pidfd, reap: true)), "reaped through the pidfd")
+        #expect(k.calls.contains(.close(pidfd)))
+        #expect(daemon.core.records[Self.id]?.state == .notRunning)
+        #expect(daemon.extensions.process(Self.id) == nil)
+        let last = try messages(on: host).map(\.0)
+        #expect(last.contains(.ok(tag: 4)), "the kill is answered: \(last)")
+    }
+}
