@@ -116,7 +116,12 @@ let package = Package(
         .executableTarget(name: "wire-fuzz", dependencies: ["ExtensionProtocol"], path: "Fuzz/wire-fuzz", swiftSettings: strict),
 
         .testTarget(name: "ExtensionProtocolTests", dependencies: ["ExtensionProtocol"], swiftSettings: strict),
-        .testTarget(name: "SupervisorCoreTests", dependencies: ["SupervisorCore"], swiftSettings: strict),
+        // SupervisorShell and Logging: the randomized Simulation runs the shell's ProcessControl
+        // over a simulated kernel (Support/SimulatedKernel.swift).
+        .testTarget(
+            name: "SupervisorCoreTests",
+            dependencies: ["SupervisorCore", "SupervisorShell", "SupervisorKernel", .product(name: "Logging", package: "swift-log")],
+            swiftSettings: strict),
         .testTarget(name: "ExtensionStatusTests", dependencies: ["ExtensionStatus"], swiftSettings: strict),
         // The shell's pure pieces: the JSON writer, ISO 8601 times, event JSON, the process registry file.
         .testTarget(

@@ -53,6 +53,8 @@ public enum WireDecoder {
             return .reset(tag: tag, extensionID: try r.string("extensionID", limit: WireLimits.maxIdentifier))
         case .reload:
             return .reload(tag: try r.u32("tag"))
+        case .reexec:
+            return .reexec(tag: try r.u32("tag"))
         case .monitor:
             return .monitor(tag: try r.u32("tag"))
         case .prewarm:

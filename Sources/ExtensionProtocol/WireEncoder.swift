@@ -32,7 +32,7 @@ public struct WireEncoder: Sendable {
             put32(UInt32(bitPattern: signal))
         case .reset(let tag, let id):
             put32(tag); try putString(id, field: "extensionID", limit: WireLimits.maxIdentifier)
-        case .reload(let tag), .monitor(let tag), .ok(let tag):
+        case .reload(let tag), .monitor(let tag), .ok(let tag), .reexec(let tag):
             put32(tag)
         case .prewarm(let tag, let ids):
             put32(tag); try putIdentifiers(ids)

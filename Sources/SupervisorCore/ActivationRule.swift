@@ -8,7 +8,7 @@ import ExtensionProtocol
 /// to its count: `text` needs `text: true`, `url`/`image`/`file` need at most `urls`/`images`/
 /// `files`, and a MIME type needs a `contentTypes` entry for it (exact, or `type/*`) whose
 /// `max` is at least the count. Kinds the rule does not name are refused.
-public struct ActivationRule: Equatable, Sendable {
+public struct ActivationRule: Equatable, Sendable, Encodable {
     /// Plain text.
     public var text = false
     /// Most web URLs (0: none).
@@ -30,7 +30,7 @@ public struct ActivationRule: Equatable, Sendable {
     }
 
     /// One `contentTypes` entry: `{"type": "application/pdf", "max": 1}`.
-    public struct ContentTypeLimit: Equatable, Sendable {
+    public struct ContentTypeLimit: Equatable, Sendable, Encodable {
         /// The MIME type, exact (`application/pdf`) or a whole top-level type (`image/*`).
         public var type: String
         /// The most items of this type the rule accepts.

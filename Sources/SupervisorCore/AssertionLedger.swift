@@ -1,5 +1,5 @@
 /// One task assertion held by an extension process.
-public struct Assertion: Equatable, Sendable {
+public struct Assertion: Equatable, Sendable, Codable {
     /// Unique for the daemon's lifetime.
     public var id: UInt64
     /// Why the extension asked (shown in `extctl status` and the journal).
@@ -16,7 +16,7 @@ public struct Assertion: Equatable, Sendable {
 
 /// The live assertions of one extension process. Owned by that process's record: when the
 /// process exits, the ledger is discarded with it.
-public struct AssertionLedger: Equatable, Sendable {
+public struct AssertionLedger: Equatable, Sendable, Codable {
     /// The live assertions, oldest grant first.
     public private(set) var assertions: [Assertion] = []
 

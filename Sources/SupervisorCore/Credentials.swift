@@ -1,5 +1,5 @@
 /// A user or group as a manifest names it: a name from the account database, or a number.
-public enum AccountReference: Equatable, Sendable, CustomStringConvertible {
+public enum AccountReference: Equatable, Sendable, CustomStringConvertible, Codable {
     /// A name, looked up in the account database when credentials are resolved.
     case name(String)
     /// A numeric uid or gid, used as is.
@@ -15,7 +15,7 @@ public enum AccountReference: Equatable, Sendable, CustomStringConvertible {
 }
 
 /// The credentials a manifest asks for (`user`, `group`, `supplementaryGroups`), as written.
-public struct CredentialRequest: Equatable, Sendable {
+public struct CredentialRequest: Equatable, Sendable, Codable {
     /// `user`: the account to run as; nil when the manifest names none.
     public var user: AccountReference?
     /// `group`: the primary group; nil means the user's primary group.
@@ -34,7 +34,7 @@ public struct CredentialRequest: Equatable, Sendable {
 /// The credentials an extension's processes run with: switched to in the child before exec
 /// under a root daemon; under another daemon, the daemon's own, inherited. Either way the
 /// child sets `PR_SET_NO_NEW_PRIVS` and an empty capability set.
-public struct Credentials: Equatable, Sendable {
+public struct Credentials: Equatable, Sendable, Codable {
     /// The user id the processes run as.
     public var uid: UInt32
     /// The primary group id the processes run as.

@@ -4,7 +4,7 @@ import ExtensionProtocol
 public typealias HostID = UInt64
 
 /// Who is on the other end of a control connection, as the kernel reported it (SO_PEERCRED).
-public struct PeerIdentity: Equatable, Sendable {
+public struct PeerIdentity: Equatable, Sendable, Codable {
     /// The peer's process id.
     public var pid: Int32
     /// The peer's effective user id; permission checks use it.

@@ -1,5 +1,5 @@
 /// A request a host holds open on an extension.
-public struct OpenRequest: Equatable, Sendable {
+public struct OpenRequest: Equatable, Sendable, Codable {
     /// The request's id, unique for the daemon's lifetime.
     public var id: UInt64
     /// The host connection that opened it.
@@ -13,7 +13,7 @@ public struct OpenRequest: Equatable, Sendable {
 }
 
 /// A begin waiting for the extension to launch or resume.
-public struct PendingBegin: Equatable, Sendable {
+public struct PendingBegin: Equatable, Sendable, Codable {
     /// The host connection waiting for the request to open.
     public var host: HostID
     /// Who asked.
@@ -25,7 +25,7 @@ public struct PendingBegin: Equatable, Sendable {
 }
 
 /// Everything the supervisor knows about one extension. Owned by `Supervisor`.
-public struct ExtensionRecord: Equatable, Sendable {
+public struct ExtensionRecord: Equatable, Sendable, Codable {
     /// The extension's current definition.
     public var manifest: Manifest
     /// Where the extension is in its lifecycle, with the deadlines the supervisor waits for.
@@ -125,7 +125,7 @@ public struct ExtensionRecord: Equatable, Sendable {
 }
 
 /// A host waiting for an extension's container to be emptied (`extctl reset`).
-public struct ResetWaiter: Equatable, Sendable {
+public struct ResetWaiter: Equatable, Sendable, Codable {
     /// The host connection waiting.
     public var host: HostID
     /// The tag of its `reset`, answered once the container is emptied.

@@ -21,8 +21,11 @@ public enum MemberState: Equatable, Sendable {
 
 /// One process of an extension, as observed.
 public struct Member: Equatable, Sendable {
+    /// Its pid.
     public var pid: Int32
+    /// How far its threads are from running user code, as read.
     public var state: MemberState
+    /// A member `pid` found in `state`.
     public init(pid: Int32, state: MemberState) {
         self.pid = pid
         self.state = state
@@ -42,13 +45,29 @@ public enum SignalTarget: Equatable, Sendable {
     case leaderGroup
 }
 
+/// What the shell knows of the descendants of an extension's leader, outside a cgroup.
+public enum Descendants: Equatable, Sendable {
+    /// The daemon is not a child subreaper: a descendant whose parent dies is reparented out
+    /// of its sight, so the leader's children do not account for every descendant.
+    case untracked
+    /// The daemon is a child subreaper, so every descendant of the extension is in its
+    /// leader's process tree or, orphaned, a child of the daemon. `leaderHasChildren`: the
+    /// leader has children; `orphansAdopted`: the daemon has children other than extension
+    /// leaders (orphans of any extension).
+    case tracked(leaderHasChildren: Bool, orphansAdopted: Bool)
+}
+
 /// What `GroupControl` asks the shell to do. The shell performs them in order and reports
 /// what it observes back through `GroupControl.observe(_:at:)`.
 public enum GroupAction: Equatable, Sendable {
     /// Read the current members and their states; report `.members`.
     case readMembers
+    /// Read what the kernel shows of the extension's descendants (the process-group fallback,
+    /// once the leader's stop was reported); report `.descendants`.
+    case readDescendants
     /// Read `frozen` from `cgroup.events`; report `.frozen`.
     case readFrozen
+    /// Send the signal to the target's processes.
     case signal(Int32, SignalTarget)
     /// Write `cgroup.freeze` (true: freeze, false: thaw).
     case setFrozen(Bool)
@@ -58,8 +77,10 @@ public enum GroupAction: Equatable, Sendable {
     case checkAgain(afterSeconds: Double)
     /// Cancel the pending check.
     case cancelCheck
-    /// The stop is confirmed by the kernel: every member is stopped (or frozen).
-    case stopConfirmed
+    /// The stop is confirmed by the kernel: every member is stopped (or frozen). `members`:
+    /// the pids of the read that confirmed it, in the order read (stopped processes cannot
+    /// fork, so they are every member); nil for a freeze, confirmed by `frozen 1` with no read.
+    case stopConfirmed(members: [Int32]?)
     /// The stop has not completed after this many seconds (a warning; the stop goes on).
     case slowStop(seconds: Double)
     /// Every process is gone: reap the leader, remove the cgroup, report the exit to the core.
@@ -71,8 +92,13 @@ public enum GroupAction: Equatable, Sendable {
 public enum GroupObservation: Equatable, Sendable {
     /// The kernel reported the leader's group stop (`waitid` WSTOPPED on its pidfd).
     case leaderStopReported
+    /// The kernel cannot report the leader's stop: `waitid` on its pidfd failed (ECHILD: the
+    /// leader is gone, and its exit is on its way through the pidfd).
+    case leaderStopUnreportable
     /// A fresh read of the members, leader included while it lives.
     case members([Member])
+    /// What the shell read of the extension's descendants (`.readDescendants`).
+    case descendants(Descendants)
     /// `frozen` from `cgroup.events`.
     case frozen(Bool)
     /// The leader exited. `populated`: whether other processes of the extension still lived
@@ -95,7 +121,13 @@ public enum GroupObservation: Equatable, Sendable {
 /// - `.stopConfirmed` is returned only when the latest read found every member stopped (or
 ///   blocked in the kernel in two reads in a row) and the same set of members as the read
 ///   before it (a process forked while the stop was in flight is found by the re-read and
-///   stopped in turn), or, for `.freeze`, when the kernel reported `frozen 1`.
+///   stopped in turn), or, for `.freeze`, when the kernel reported `frozen 1`. In a process
+///   group, the leader whose stop the kernel reported counts as its only member with no read
+///   of the members only when the shell found it has no child and the daemon, a child
+///   subreaper, has adopted no orphan.
+/// - `awaitsStopReport` is true exactly while a stop with signals is in flight and the
+///   kernel's report of the leader's stop (or its failure) has not come: it is the shell's
+///   one source for which leaders to ask about at a SIGCHLD.
 /// - With `.freeze`, no signal is ever sent to suspend or resume: the processes cannot observe
 ///   the suspension.
 /// - A terminating signal to a group that may be stopped or frozen is followed by SIGCONT or a
@@ -103,21 +135,40 @@ public enum GroupObservation: Equatable, Sendable {
 /// - With a cgroup, `.exited` comes only once the cgroup is empty and the leader's status is
 ///   known; members that outlived the leader are killed first.
 public struct GroupControl: Equatable, Sendable {
+    /// The leader's pid: the process that was spawned, whose process group is the extension's
+    /// on the fallback.
     public let leader: Int32
+    /// How the processes are held together: a cgroup, or the leader's process group.
     public let containment: Containment
+    /// How the processes are suspended: SIGSTOP, or the freezer (in a cgroup only).
     public let mechanism: SuspendMode
+
+    /// Where the kernel's report of the leader's stop stands, during a stop with signals.
+    public enum LeaderReport: Equatable, Sendable {
+        /// Awaited: the shell asks the kernel for it at each SIGCHLD.
+        case awaited
+        /// The kernel reported the leader's group stop: its state is known without a read.
+        case reported
+        /// It cannot come (`.leaderStopUnreportable`): the leader's state is read like any
+        /// member's.
+        case unavailable
+    }
 
     /// Where a suspension stands.
     public enum StopState: Equatable, Sendable {
+        /// No suspension holds or is in flight.
         case running
         /// Stopping with signals: `lastMembers` from the previous read (nil before the first).
-        case stopping(since: Instant, lastMembers: Set<Int32>?, leaderReported: Bool, lastBlocked: Set<Int32>, retry: Double, warned: Bool)
+        case stopping(since: Instant, lastMembers: Set<Int32>?, report: LeaderReport, lastBlocked: Set<Int32>, retry: Double, warned: Bool)
         /// Freezing: waiting for `frozen 1`.
         case freezing(since: Instant, warned: Bool)
+        /// Every member stopped, as confirmed.
         case stopped
+        /// The cgroup frozen, as the kernel reported.
         case frozen
     }
 
+    /// Where the suspension stands.
     public private(set) var stop: StopState = .running
     /// The latest confirmed stop found the leader as the only member, stopped as the kernel
     /// reported. While that stop holds, resuming needs no membership read (a stopped process
@@ -131,14 +182,18 @@ public struct GroupControl: Equatable, Sendable {
     public private(set) var outlivedLeader = false
     /// The cgroup reported empty.
     public private(set) var empty = false
+    /// `.exited` was returned: nothing more is done for these processes.
     public private(set) var exitReported = false
 
-    /// The first retry of a stop check, and the longest.
+    /// The first retry of a stop check (each next one doubles it).
     public static let firstRetrySeconds = 0.02
+    /// The longest wait between two stop checks.
     public static let maxRetrySeconds = 0.1
     /// A stop (or freeze) still incomplete after this long is reported as slow, once.
     public static let slowStopSeconds = 5.0
 
+    /// The decisions for the processes of the extension whose leader is `leader`, held by
+    /// `containment`, suspended by `mechanism`; none of them is suspended yet.
     public init(leader: Int32, containment: Containment, mechanism: SuspendMode) {
         self.leader = leader
         self.containment = containment
@@ -148,7 +203,15 @@ public struct GroupControl: Equatable, Sendable {
 
     /// Whether the kernel reported the leader's stop during the suspension in flight.
     public var leaderStopReported: Bool {
-        if case .stopping(_, _, true, _, _, _) = stop { return true }
+        if case .stopping(_, _, .reported, _, _, _) = stop { return true }
+        return false
+    }
+
+    /// Whether the kernel's report of the leader's stop is awaited: a stop with signals is in
+    /// flight, and neither the report nor its failure came. These are exactly the processes
+    /// whose leader the shell asks about (`waitid` on its pidfd) at a SIGCHLD.
+    public var awaitsStopReport: Bool {
+        if case .stopping(_, _, .awaited, _, _, _) = stop { return true }
         return false
     }
 
@@ -156,9 +219,10 @@ public struct GroupControl: Equatable, Sendable {
     /// continue or thaw to act).
     public var mayBeHeld: Bool { stop != .running }
 
-    /// Begins a suspension.
+    /// Begins a suspension. Once the leader exited there is none: what is left of the group
+    /// is being killed, and the exit is on its way.
     public mutating func suspend(at now: Instant) -> [GroupAction] {
-        guard !exitReported else { return [] }
+        guard leaderStatus == nil else { return [] }
         if mechanism == .freeze && containment == .cgroup {
             stop = .freezing(since: now, warned: false)
             // `frozen 1` is read once right after the write: a group whose members freeze at
@@ -167,7 +231,7 @@ public struct GroupControl: Equatable, Sendable {
             // The check is armed before the read, so a confirmation by the read cancels it.
             return [.setFrozen(true), .checkAgain(afterSeconds: GroupControl.slowStopSeconds), .readFrozen]
         }
-        stop = .stopping(since: now, lastMembers: nil, leaderReported: false, lastBlocked: [], retry: GroupControl.firstRetrySeconds, warned: false)
+        stop = .stopping(since: now, lastMembers: nil, report: .awaited, lastBlocked: [], retry: GroupControl.firstRetrySeconds, warned: false)
         // In a cgroup, `.all` is every pid its `cgroup.procs` lists, whatever its process group
         // (no state is read: all of them get SIGSTOP); a member forked between that read and
         // the signals is found by the re-read that follows the leader's stop report, which
@@ -219,15 +283,29 @@ public struct GroupControl: Equatable, Sendable {
     public mutating func observe(_ observation: GroupObservation, at now: Instant) -> [GroupAction] {
         switch observation {
         case .leaderStopReported:
-            guard case .stopping(let since, let last, false, let blocked, let retry, let warned) = stop else { return [] }
-            stop = .stopping(since: since, lastMembers: last, leaderReported: true, lastBlocked: blocked, retry: retry, warned: warned)
-            return [.readMembers]
+            guard case .stopping(let since, let last, .awaited, let blocked, let retry, let warned) = stop else { return [] }
+            stop = .stopping(since: since, lastMembers: last, report: .reported, lastBlocked: blocked, retry: retry, warned: warned)
+            return [readMembers]
+        case .leaderStopUnreportable:
+            // The armed re-check reads the members, the leader's state with them.
+            guard case .stopping(let since, let last, .awaited, let blocked, let retry, let warned) = stop else { return [] }
+            stop = .stopping(since: since, lastMembers: last, report: .unavailable, lastBlocked: blocked, retry: retry, warned: warned)
+            return []
         case .members(let members):
             return membersRead(members, at: now)
+        case .descendants(let descendants):
+            guard containment == .processGroup, leaderStopReported else { return [] }
+            // The leader's stop was reported, so it cannot fork. With no child, and no orphan
+            // anywhere that could be one of its descendants, its group is the leader alone:
+            // no scan of /proc is needed to know it.
+            if descendants == .tracked(leaderHasChildren: false, orphansAdopted: false) {
+                return membersRead([Member(pid: leader, state: .stopped)], at: now)
+            }
+            return [.readMembers]
         case .frozen(let isFrozen):
             guard case .freezing = stop, isFrozen else { return [] }
             stop = .frozen
-            return [.cancelCheck, .stopConfirmed]
+            return [.cancelCheck, .stopConfirmed(members: nil)]
         case .checkDue:
             return checkDue(at: now)
         case .leaderExited(let status, let populated):
@@ -259,19 +337,25 @@ public struct GroupControl: Equatable, Sendable {
         return [.exited(status, outlivedLeader: outlivedLeader)]
     }
 
+    /// How the members are read: in a process group whose leader's stop was reported, what
+    /// is known of its descendants first (it may make a scan of /proc unnecessary).
+    private var readMembers: GroupAction {
+        containment == .processGroup && leaderStopReported ? .readDescendants : .readMembers
+    }
+
     private mutating func nextRetry() -> Double {
-        guard case .stopping(let since, let last, let reported, let blocked, let retry, let warned) = stop else { return GroupControl.firstRetrySeconds }
-        stop = .stopping(since: since, lastMembers: last, leaderReported: reported, lastBlocked: blocked, retry: min(retry * 2, GroupControl.maxRetrySeconds), warned: warned)
+        guard case .stopping(let since, let last, let report, let blocked, let retry, let warned) = stop else { return GroupControl.firstRetrySeconds }
+        stop = .stopping(since: since, lastMembers: last, report: report, lastBlocked: blocked, retry: min(retry * 2, GroupControl.maxRetrySeconds), warned: warned)
         return retry
     }
 
     private mutating func checkDue(at now: Instant) -> [GroupAction] {
         switch stop {
-        case .stopping(let since, let last, let reported, let blocked, let retry, false) where now.seconds(since: since) >= GroupControl.slowStopSeconds:
-            stop = .stopping(since: since, lastMembers: last, leaderReported: reported, lastBlocked: blocked, retry: retry, warned: true)
-            return [.slowStop(seconds: now.seconds(since: since)), .readMembers]
+        case .stopping(let since, let last, let report, let blocked, let retry, false) where now.seconds(since: since) >= GroupControl.slowStopSeconds:
+            stop = .stopping(since: since, lastMembers: last, report: report, lastBlocked: blocked, retry: retry, warned: true)
+            return [.slowStop(seconds: now.seconds(since: since)), readMembers]
         case .stopping:
-            return [.readMembers]
+            return [readMembers]
         case .freezing(let since, let warned):
             // A safety net behind the cgroup.events notification, rare and backing off.
             var actions: [GroupAction] = []
@@ -286,7 +370,8 @@ public struct GroupControl: Equatable, Sendable {
     }
 
     private mutating func membersRead(_ members: [Member], at now: Instant) -> [GroupAction] {
-        guard case .stopping(let since, let last, let reported, let lastBlocked, let retry, let warned) = stop else { return [] }
+        guard case .stopping(let since, let last, let report, let lastBlocked, let retry, let warned) = stop else { return [] }
+        let reported = report == .reported
         // No member left: the exit is on its way.
         guard !members.isEmpty else { return [.cancelCheck] }
         let ids = Set(members.map(\.pid))
@@ -310,13 +395,13 @@ public struct GroupControl: Equatable, Sendable {
             // the kernel may be inside fork(), whose child inherits a group SIGSTOP and stops
             // after this confirmation, unseen by it.
             aloneAtLastStop = ids == [leader] && reported
-            return [.cancelCheck, .stopConfirmed]
+            return [.cancelCheck, .stopConfirmed(members: members.map(\.pid))]
         }
-        stop = .stopping(since: since, lastMembers: ids, leaderReported: reported, lastBlocked: blocked, retry: retry, warned: warned)
+        stop = .stopping(since: since, lastMembers: ids, report: report, lastBlocked: blocked, retry: retry, warned: warned)
         if notStopped.isEmpty {
             // Every member is stopped but the set changed since the previous read: read again
             // at once (stopped processes cannot fork, so this converges).
-            return [.readMembers]
+            return [readMembers]
         }
         // Running members, and members first seen blocked: a process forked after the
         // signals went out can be blocked in the kernel at its first read, with no SIGSTOP
@@ -329,5 +414,44 @@ public struct GroupControl: Equatable, Sendable {
         }
         actions.append(.checkAgain(afterSeconds: nextRetry()))
         return actions
+    }
+}
+
+extension GroupControl {
+    /// How a settled group stands, for a hand-over of the daemon: what `GroupControl`
+    /// decides from afterwards. Only a group with no suspension in flight and no exit begun
+    /// has one (`snapshot`).
+    public struct Snapshot: Codable, Equatable, Sendable {
+        /// Where the group stands.
+        public enum State: String, Codable, Sendable {
+            case running, stopped, frozen
+        }
+        /// Whether it runs, is stopped, or is frozen.
+        public var state: State
+        /// The latest confirmed stop found the leader alone (see `aloneAtLastStop`).
+        public var aloneAtLastStop: Bool
+    }
+
+    /// The group's settled state, or nil while a stop or freeze is in flight or its exit has
+    /// begun (the daemon waits for those to end before it hands over).
+    public var snapshot: Snapshot? {
+        guard leaderStatus == nil, !empty, !exitReported else { return nil }
+        switch stop {
+        case .running: return Snapshot(state: .running, aloneAtLastStop: aloneAtLastStop)
+        case .stopped: return Snapshot(state: .stopped, aloneAtLastStop: aloneAtLastStop)
+        case .frozen: return Snapshot(state: .frozen, aloneAtLastStop: aloneAtLastStop)
+        case .stopping, .freezing: return nil
+        }
+    }
+
+    /// The group of `leader` as a previous daemon left it (`snapshot`).
+    public init(leader: Int32, containment: Containment, mechanism: SuspendMode, restoring snapshot: Snapshot) {
+        self.init(leader: leader, containment: containment, mechanism: mechanism)
+        switch snapshot.state {
+        case .running: stop = .running
+        case .stopped: stop = .stopped
+        case .frozen: stop = .frozen
+        }
+        aloneAtLastStop = snapshot.aloneAtLastStop
     }
 }

@@ -1,9 +1,9 @@
 /// A file lock that a process of an extension held when the extension stopped, with the facts
 /// the shell gathered about who else may need the file. The supervisor decides from these facts
 /// alone (`blocksOthers`); docs/reliability.md argues the rule.
-public struct HeldLock: Equatable, Sendable {
+public struct HeldLock: Equatable, Sendable, Codable {
     /// The kind of lock, as /proc/locks names it.
-    public enum Kind: String, Sendable, Equatable {
+    public enum Kind: String, Sendable, Equatable, Codable {
         /// A process-associated `fcntl` record lock (`F_SETLK`), as SQLite takes.
         case posix
         /// An open-file-description lock (`F_OFD_SETLK`).
@@ -53,7 +53,7 @@ public struct HeldLock: Equatable, Sendable {
 }
 
 /// What the supervisor did about a lock that blocks others, found when the extension stopped.
-public enum LockDecision: String, Sendable, Equatable {
+public enum LockDecision: String, Sendable, Equatable, Codable {
     /// Ended with SIGKILL at once (`lockedWhileSuspended: "terminate"`, or the lock outlived the
     /// grace of `"resume"`).
     case terminate
@@ -62,7 +62,7 @@ public enum LockDecision: String, Sendable, Equatable {
 }
 
 /// The lock a `lock-held-at-suspend` event is about.
-public struct LockReport: Equatable, Sendable {
+public struct LockReport: Equatable, Sendable, Codable {
     /// The locked file, as the holder's descriptor names it.
     public var path: String
     /// The kind of lock.
@@ -79,7 +79,7 @@ public struct LockReport: Equatable, Sendable {
 }
 
 /// Where an extension is on the `lockedWhileSuspended: "resume"` path.
-public enum LockGrace: Equatable, Sendable {
+public enum LockGrace: Equatable, Sendable, Codable {
     /// Not on it.
     case none
     /// Being continued because it held a lock that blocks others when it stopped.

@@ -1,6 +1,6 @@
 /// A point on the monotonic clock, in nanoseconds. The core never reads a clock: the shell
 /// passes the current instant with every event, and tests pass simulated ones.
-public struct Instant: Comparable, Hashable, Sendable, CustomStringConvertible {
+public struct Instant: Comparable, Hashable, Sendable, CustomStringConvertible, Codable {
     /// Nanoseconds since the clock's origin.
     public var nanoseconds: UInt64
 
@@ -44,5 +44,18 @@ extension String {
         let frac = abs(ms % 1000)
         let fracText = frac < 10 ? "00\(frac)" : frac < 100 ? "0\(frac)" : "\(frac)"
         self = "\(whole).\(fracText)s"
+    }
+}
+
+extension Instant {
+    /// Decodes the number of nanoseconds (how `encode(to:)` writes an instant).
+    public init(from decoder: any Decoder) throws {
+        nanoseconds = try decoder.singleValueContainer().decode(UInt64.self)
+    }
+
+    /// Encodes the number of nanoseconds.
+    public func encode(to encoder: any Encoder) throws {
+        var c = encoder.singleValueContainer()
+        try c.encode(nanoseconds)
     }
 }

@@ -65,7 +65,7 @@ public enum ExitStatus: Equatable, Sendable, Codable {
 }
 
 /// The last exit of an extension.
-public struct ExitRecord: Equatable, Sendable {
+public struct ExitRecord: Equatable, Sendable, Codable {
     /// How the kernel reported the exit; nil when the process was never started (the spawn
     /// failed).
     public var status: ExitStatus?
@@ -78,7 +78,7 @@ public struct ExitRecord: Equatable, Sendable {
 }
 
 /// The internal phase of an extension: the public state plus what the supervisor waits for.
-public enum Phase: Equatable, Sendable {
+public enum Phase: Equatable, Sendable, Codable {
     /// No process.
     case notRunning
     /// Spawn requested; waiting for readiness until `deadline`.

@@ -1,8 +1,8 @@
 /// One recorded lifecycle event: logged to the journal, kept in the extension's recent
 /// history, and streamed to `extctl monitor`.
-public struct LifecycleEvent: Equatable, Sendable {
+public struct LifecycleEvent: Equatable, Sendable, Codable {
     /// What happened. The raw values are stable (they appear in JSON and the journal).
-    public enum Kind: String, Sendable, Equatable, CaseIterable {
+    public enum Kind: String, Sendable, Equatable, CaseIterable, Codable {
         /// A process was spawned (`launch`), became ready (`ready`), could not be executed
         /// (`launch-failed`), or did not become ready in time (`launch-timeout`).
         case launch, ready, launchFailed = "launch-failed", launchTimeout = "launch-timeout"

@@ -7,7 +7,7 @@ public enum Readiness: String, Sendable, Codable, Equatable {
 }
 
 /// Which hosts may open an extension. Empty lists mean the default: the daemon's uid and root.
-public struct HostRestriction: Equatable, Sendable {
+public struct HostRestriction: Equatable, Sendable, Encodable {
     /// User ids whose processes may open it.
     public var uids: [UInt32]
     /// Group ids whose members (primary or supplementary) may open it.
@@ -21,7 +21,7 @@ public struct HostRestriction: Equatable, Sendable {
 }
 
 /// One extension, as declared by its manifest file, with its policy resolved.
-public struct Manifest: Equatable, Sendable {
+public struct Manifest: Equatable, Sendable, Codable {
     /// Unique reverse-DNS identifier, e.g. `com.example.stocks.widget`.
     public var id: String
     /// The extension point it belongs to (`widget`, `share`, `action`, `default`, or a configured one).

@@ -6,7 +6,7 @@ import ExtensionProtocol
 /// A hint is a name and nothing else. A running observer is told of each post; a suspended
 /// one is not resumed for it, and is told once per name, however many posts were made, when
 /// it is next resumed; a process that is not running is told nothing.
-public struct NotificationHints: Equatable, Sendable {
+public struct NotificationHints: Equatable, Sendable, Codable {
     /// Names the process asked to observe.
     public private(set) var observed: Set<String> = []
     /// Names posted while it was suspended, in the order of their first post, each once.

@@ -24,7 +24,7 @@ public struct RefreshSchedule: Equatable, Sendable, Encodable {
 }
 
 /// How a refresh ended, as the extension answered (`RefreshResult` in the runtime).
-public enum RefreshOutcome: String, Equatable, Sendable {
+public enum RefreshOutcome: String, Equatable, Sendable, Codable {
     /// The extension has new data to show.
     case newData = "new-data"
     /// The extension had nothing new.
@@ -49,7 +49,7 @@ public enum RefreshOutcome: String, Equatable, Sendable {
 /// fall due close together are refreshed on one wakeup. Scheduled refreshes spend the daily
 /// budget (a 24-hour window opened by the first refresh in it); once it is spent the next is
 /// due when the window ends. Forced refreshes (`extctl refresh`) spend nothing.
-public struct RefreshState: Equatable, Sendable {
+public struct RefreshState: Equatable, Sendable, Codable {
     /// Refreshes due within the same `batchSeconds` run on one wakeup.
     public static let batchSeconds: Double = 60
     /// The budget window.
@@ -87,7 +87,7 @@ public struct RefreshState: Equatable, Sendable {
     }
 
     /// A host waiting for a forced refresh's answer.
-    public struct Waiter: Equatable, Sendable {
+    public struct Waiter: Equatable, Sendable, Codable {
         /// The host connection waiting.
         public var host: HostID
         /// The tag of its `forceRefresh`, answered with `refreshed` or `failure`.

@@ -783,3 +783,87 @@ public struct Supervisor: Sendable {
         }
     }
 }
+
+// MARK: - Hand-over
+
+extension Supervisor {
+    /// The supervisor's whole state, for a daemon that replaces its program in place
+    /// (`extctl reexec`): every record (its manifest as loaded, phase, process generation and
+    /// pid, open and pending requests, assertions with their deadlines, exit and crash
+    /// history, prewarm and refresh bookkeeping, notification hints, reset waiters), the
+    /// refresh subscribers and the id counters. Instants are kept as they are: the monotonic
+    /// clock is the same in the new program (same boot), so every deadline keeps its instant.
+    /// The lookup index is not part of it: `init(restoring:)` rebuilds it.
+    ///
+    /// Versioned: a document of a version this program does not know is refused, naming both.
+    public struct Snapshot: Codable, Equatable, Sendable {
+        /// The version this program writes and reads.
+        public static let currentVersion = 1
+        /// The document's version.
+        public var version: Int
+        /// Every record, in id order.
+        public var records: [ExtensionRecord]
+        /// `stateVersion` (so `STATUS=` stays in step).
+        public var stateVersion: UInt64
+        /// The last requests each host ended itself, by host.
+        public var finishedRequests: [HostID: [UInt64]]
+        /// The hosts told of each extension's new data.
+        public var refreshSubscribers: [String: Set<HostID>]
+        /// The next request id and assertion id handed out (ids are never reused).
+        public var nextRequestID: UInt64
+        public var nextAssertionID: UInt64
+    }
+
+    /// Why a supervisor cannot be handed over, or a snapshot not restored.
+    public struct HandoverRefusal: Error, Equatable, Sendable, CustomStringConvertible {
+        /// What is wrong, for the log and `extctl reexec`.
+        public var description: String
+        /// A refusal saying `description`.
+        public init(_ description: String) { self.description = description }
+    }
+
+    /// The state to hand over; refused during shutdown, and while a stop or resume waits for
+    /// the kernel's confirmation (a transient the shell settles before it hands over).
+    public func snapshot() -> Result<Snapshot, HandoverRefusal> {
+        if shuttingDown { return .failure(HandoverRefusal("the daemon is shutting down")) }
+        if let r = records.values.first(where: { if case .stopping = $0.phase { true } else { $0.phase == .resuming } }) {
+            return .failure(HandoverRefusal("the stop or resume of \(r.manifest.id) is not confirmed yet"))
+        }
+        return .success(Snapshot(
+            version: Snapshot.currentVersion, records: records.values.sorted { $0.manifest.id < $1.manifest.id }, stateVersion: stateVersion,
+            finishedRequests: finishedRequests, refreshSubscribers: refreshSubscribers, nextRequestID: nextRequestID,
+            nextAssertionID: nextAssertionID))
+    }
+
+    /// The supervisor a previous program handed over, with this program's `limits`. Throws,
+    /// naming what is wrong, for another version or an inconsistent snapshot (a duplicate id,
+    /// a running record without a pid, a request id at or above the next one).
+    public init(restoring snapshot: Snapshot, limits: SupervisorLimits, now: Instant) throws(HandoverRefusal) {
+        guard snapshot.version == Snapshot.currentVersion else {
+            throw HandoverRefusal("the supervisor's state is of version \(snapshot.version); this program reads version \(Snapshot.currentVersion)")
+        }
+        self.init(manifests: [], limits: limits, now: now)
+        for r in snapshot.records {
+            guard records[r.manifest.id] == nil else { throw HandoverRefusal("the record of \(r.manifest.id) appears twice") }
+            switch r.phase {
+            case .notRunning: break
+            default:
+                guard r.pid != nil || { if case .launching = r.phase { true } else { false } }() else {
+                    throw HandoverRefusal("\(r.manifest.id) is \(r.state.rawValue) without a process id")
+                }
+            }
+            for q in r.requests where q.id >= snapshot.nextRequestID {
+                throw HandoverRefusal("request \(q.id) of \(r.manifest.id) is at or above the next request id \(snapshot.nextRequestID)")
+            }
+            add(r)
+        }
+        stateVersion = snapshot.stateVersion
+        finishedRequests = snapshot.finishedRequests
+        refreshSubscribers = snapshot.refreshSubscribers
+        nextRequestID = snapshot.nextRequestID
+        nextAssertionID = snapshot.nextAssertionID
+    }
+
+    /// The earliest deadline of any record (the shell arms its one timer for it).
+    public var nextDeadlineInstant: Instant? { nextDeadline() }
+}

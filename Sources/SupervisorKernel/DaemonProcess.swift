@@ -11,7 +11,13 @@ import Glibc
 /// the freezer suspends it; a soft limit of 1,024 would stop the daemon at a few hundred).
 public enum DaemonProcess {
     /// The signals the event loop handles (`Daemon.run`).
-    public static let loopSignals: [Int32] = [SIGTERM, SIGINT, SIGHUP, SIGCHLD]
+    public static let loopSignals: [Int32] = [SIGTERM, SIGINT, SIGHUP, SIGCHLD, SIGUSR2]
+
+    /// Writes `line` and a newline to stderr (before any logger exists).
+    public static func printError(_ line: String) {
+        var text = line + "\n"
+        _ = text.withUTF8 { write(2, $0.baseAddress, $0.count) }
+    }
 
     /// Prepares this process; call first thing in `main`.
     public static func prepare() {

@@ -141,6 +141,13 @@ final class CgroupTree {
             end(path, logger: logger)
             if let e = kernel.makeDirectory(path), !e.isAlreadyExisting { return .failure(e) }
         }
+        return open(path, freezer: freezer)
+    }
+
+    /// Opens the files of the extension cgroup at `path` that are kept open for its life: its
+    /// directory (the spawn's target), `cgroup.events`, `cgroup.procs`, and `cgroup.freeze`
+    /// with `freezer`. (A hand-over re-opens a live extension's cgroup with it.)
+    func open(_ path: String, freezer: Bool) -> Result<ExtensionCgroup, SystemError> {
         let directory: Int32
         switch kernel.open(path, directory: true) {
         case .success(let fd): directory = fd

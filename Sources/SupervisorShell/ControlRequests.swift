@@ -44,6 +44,10 @@ extension Daemon: ControlServerDelegate {
             }
             logger.notice("reset of \(id) asked by pid \(c.identity.pid) uid \(c.identity.uid)", metadata: ["EXTENSION_ID": "\(id)"])
             post(.reset(host: c.id, tag: tag, extensionID: id))
+        case let .reexec(tag):
+            guard isAdministrator(c.identity) else { return refuseAdmin(c, tag, "reexec") }
+            logger.notice("re-exec asked by pid \(c.identity.pid) uid \(c.identity.uid)")
+            requestReexec(from: HandoverDocument.Requester(host: c.id, tag: tag))
         case let .reload(tag):
             guard isAdministrator(c.identity) else { return refuseAdmin(c, tag, "reload") }
             let report = reload()

@@ -26,8 +26,8 @@ final class ControlServer {
     /// The socket file this daemon created, removed at `stop`; nil for a socket the service
     /// manager passed in (it is the service manager's).
     private let ownedPath: String?
-    /// Where the socket is, for the log.
-    private let path: String
+    /// Where the socket is.
+    let path: String
     private var listenerWatch: (any Watch)?
     private var connections: [HostID: ControlConnection] = [:]
     private var nextHostID: HostID = 1
@@ -62,9 +62,55 @@ final class ControlServer {
         self.logger = logger
     }
 
-    /// Starts accepting connections.
+    /// The server a previous daemon handed over: its listening socket and every connection,
+    /// with the host ids they had.
+    init(restoring document: HandoverDocument, socketPath: String, buffers: WireBuffers, kernel: any Kernel, logger: Logger) {
+        listener = PacketSocket(fd: document.listener)
+        ownedPath = document.ownedSocketPath
+        path = socketPath
+        self.buffers = buffers
+        self.kernel = kernel
+        self.logger = logger
+        nextHostID = document.nextHostID
+        for c in document.connections {
+            let connection = ControlConnection(
+                id: c.host, socket: PacketSocket(fd: c.fd), identity: PeerIdentity(pid: c.pid, uid: c.uid, gid: c.gid, groups: c.groups),
+                queueLimit: ControlServer.queueLimit)
+            if c.isMonitor { connection.startMonitoring() }
+            connections[c.host] = connection
+        }
+    }
+
+    /// What crosses a hand-over: the listening socket, every connection, the next host id.
+    func handover() -> (listener: Int32, ownedPath: String?, nextHostID: HostID, connections: [HandoverDocument.Connection]) {
+        let list = connections.values.sorted { $0.id < $1.id }.map { c in
+            HandoverDocument.Connection(
+                host: c.id, fd: c.endpoint.socket.fd, pid: c.identity.pid, uid: c.identity.uid, gid: c.identity.gid, groups: c.identity.groups,
+                isMonitor: c.isMonitor)
+        }
+        return (listener.fd, ownedPath, nextHostID, list)
+    }
+
+    /// Whether a connection has messages its socket did not take yet, or a batch is open.
+    var isBusy: Bool { batchDepth > 0 || connections.values.contains { $0.endpoint.hasUnsent } }
+
+    /// Stops watching every socket without closing any: they now belong to the program that
+    /// replaced this one (`execve` keeps them), or, if that failed, `resume` watches them again.
+    func suspendForHandover() {
+        listenerWatch?.cancel()
+        listenerWatch = nil
+        for c in connections.values { c.endpoint.stopWatching() }
+    }
+
+    /// Starts accepting connections, and reading those there already are (handed over).
     func start() throws(SystemError) {
         listenerWatch = try kernel.watch(fd: listener.fd, events: Poll.input) { [unowned self] _ in acceptConnections() }.get()
+        for c in connections.values {
+            if let error = c.endpoint.watch(through: kernel, { [unowned self, unowned c] events in connectionEvent(c, events: events) }) {
+                logger.error("cannot watch the control connection of pid \(c.identity.pid): \(error)")
+                drop(c, reason: "cannot be watched: \(error)")
+            }
+        }
         if ownedPath == nil {
             logger.info("listening on inherited socket \(path) (fd \(listener.fd), passed by the service manager)")
         } else {

@@ -7,6 +7,7 @@ extension Daemon {
     /// spawned or reaped, and publishes `STATUS=` if the summary changed.
     func afterDispatch() {
         extensions.registry.flush()
+        attemptReexec()
         serviceManager.stateChanged(version: core.stateVersion, logger: logger) { [unowned self] in
             (core.stateVersion, ServiceManager.Summary(core, shuttingDown: core.shuttingDown))
         }

@@ -1,4 +1,5 @@
 import ExtensionProtocol
+import ExtensionStatus
 import ExtensionTransport
 import Logging
 import SupervisorCore
@@ -25,12 +26,25 @@ public final class Daemon {
     let serviceManager: ServiceManager
     /// Where manifests come from, and what loading them provisions (uids, shared containers).
     let sources: ManifestSources
+    /// A re-exec under way, or the answer owed after one.
+    let reexecution: Reexecution
 
     /// Loads the configuration and manifests, sets up containment, and opens (or adopts) the
-    /// control socket, all through `kernel`. Throws with a message naming what failed.
-    public init(options: DaemonOptions, kernel: any Kernel, logger: Logger) throws {
+    /// control socket, all through `kernel`. With `options.handoverPath`, takes over the state
+    /// and descriptors a replaced daemon left instead: its extensions, connections and socket.
+    /// Throws with a message naming what failed.
+    public init(options given: DaemonOptions, kernel: any Kernel, logger: Logger) throws {
+        var options = given
         self.logger = logger
         self.kernel = kernel
+        reexecution = Reexecution(commandLine: options.commandLine)
+        // A hand-over document is read first and removed at once: it is read only once.
+        let handover = try options.handoverPath.map { path in
+            defer { if let e = kernel.removeFile(path), !e.isNoEntry { logger.warning("cannot remove \(path): \(e)") } }
+            return try Daemon.readHandover(path, kernel: kernel)
+        }
+        // The socket the replaced daemon served, even when the service manager had passed it.
+        if let handover { options.socketPath = handover.socketPath }
         serviceManager = ServiceManager(kernel: kernel)
         // The configuration first: a bad one stops the daemon before it creates anything.
         var config = DaemonConfig()
@@ -56,9 +70,17 @@ public final class Daemon {
         sources = try ManifestSources(options: options, config: config, kernel: kernel, freezerProblem: containment.problem)
         let (loaded, errors) = sources.load()
         for e in errors { logger.error("manifest refused: \(UntrustedText.escaped(e.description))") }
-        core = Supervisor(manifests: loaded, limits: config.limits, now: kernel.now())
+        if let handover {
+            core = try Supervisor(restoring: handover.core, limits: config.limits, now: kernel.now())
+        } else {
+            core = Supervisor(manifests: loaded, limits: config.limits, now: kernel.now())
+        }
         let buffers = WireBuffers()
-        server = try ControlServer(options: options, buffers: buffers, kernel: kernel, logger: logger)
+        if let handover {
+            server = ControlServer(restoring: handover, socketPath: options.socketPath, buffers: buffers, kernel: kernel, logger: logger)
+        } else {
+            server = try ControlServer(options: options, buffers: buffers, kernel: kernel, logger: logger)
+        }
         // The socket is ours now: whatever a killed predecessor on it left running is ended.
         let table = ProcessTable(kernel: kernel)
         let registry = ProcessRegistry(path: ProcessRegistry.path(forSocket: options.socketPath), logger: logger, table: table)
@@ -68,13 +90,21 @@ public final class Daemon {
             containers: ExtensionContainers(stateDirectory: options.stateDirectory, kernel: kernel),
             sandboxing: Sandboxing(stateDirectory: options.stateDirectory, kernel: kernel, logger: logger), registry: registry,
             locks: LockWatch(kernel: kernel, logger: logger, containersRoot: { sharedContainers.resolvedRoot }), buffers: buffers)
-        ProcessRegistry.reapLeftovers(at: registry.path, table: table, logger: logger)
-        containment.endLeftovers(logger: logger)
+        if handover == nil {
+            ProcessRegistry.reapLeftovers(at: registry.path, table: table, logger: logger)
+            containment.endLeftovers(logger: logger)
+        }
         containment.warnUnenforcedLimits(loaded, logger: logger)
         logger.info("loaded \(loaded.count) extension(s) from \(options.extensionDirectories.joined(separator: ":")); \(errors.count) manifest error(s)")
         server.delegate = self
         extensions.sink = self
         extensions.locks.sink = self
+        if let handover {
+            extensions.restore(handover.processes)
+            if let requester = handover.requester { reexecution.owe(requester, previousVersion: handover.daemonVersion) }
+            logger.notice(
+                "took over from extensiond \(handover.daemonVersion): \(handover.processes.count) extension process(es), \(handover.connections.count) connection(s)")
+        }
     }
 
     /// Registers the loop's sources (the control socket, signals, the watchdog) and tells the
@@ -89,6 +119,7 @@ public final class Daemon {
             }) { throw e }
         }
         if let e = kernel.watchSignal(SignalNumber.hangup, { [unowned self] _, _ in _ = reload() }) { throw e }
+        if let e = kernel.watchSignal(SignalNumber.user2, { [unowned self] _, _ in requestReexec(from: nil) }) { throw e }
         // After the ordinary events: a burst of dismisses is handled first, then the stops it
         // caused are collected together.
         if let e = kernel.watchSignal(SignalNumber.child, priority: ProcessControl.childSignalPriority, { [unowned self] pid, code in
@@ -99,6 +130,13 @@ public final class Daemon {
             logger.info("watchdog: the event loop sends WATCHDOG=1 every \(usec / 2000) ms (WATCHDOG_USEC=\(usec))")
         }
         serviceManager.ready(status: statusLine())
+        if let (requester, previous) = reexecution.takeAnswer() {
+            server.sendJSON(
+                ReexecReport(previousVersion: previous, version: daemonVersion, pid: kernel.processID, extensions: extensions.count),
+                tag: requester.tag, to: requester.host)
+        }
+        // The core's deadline, from the records taken over (a tick handles what fell due meanwhile).
+        if core.records.values.contains(where: \.isRunning) { post(.tick) }
     }
 
     /// Closes the control socket and every connection, and leaves the registry and cgroup

@@ -22,6 +22,12 @@ public struct DaemonOptions: Sendable {
     /// members may connect; nil keeps the daemon's group. Not applied to a socket passed by
     /// the service manager (`SocketGroup=` sets that one).
     public var socketGroup: String?
+    /// The arguments the daemon was started with (without the program's name): a re-exec
+    /// starts the new program with the same ones.
+    public var commandLine: [String] = []
+    /// A hand-over document left by the daemon this one replaces (`--handover`): the state
+    /// and descriptors to take over instead of starting afresh.
+    public var handoverPath: String?
 
     /// The `--containment` choices.
     public enum ContainmentChoice: String, Sendable, CaseIterable {

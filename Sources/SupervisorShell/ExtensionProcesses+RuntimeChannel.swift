@@ -11,8 +11,10 @@ extension ExtensionProcesses {
         if let e = channel.flush(events) { return cutOff(p, reason: "channel write failed: \(e)") }
         guard events & (Poll.input | Poll.hangup | Poll.error) != 0 else { return }
         // One batch: the events of the messages read now go to the monitors together.
+        var read = 0
         var end: Peer.ReadEnd?
-        func read() { end = channel.read(into: buffers.receive, budget: ExtensionProcesses.readBudget) { message in
+        func readMessages() { end = channel.read(into: buffers.receive, budget: ExtensionProcesses.readBudget) { message in
+            read += 1
             guard p.admitMessage(at: kernel.iterationTime()) else {
                 cutOff(p, reason: "flooding its channel (over \(MessageRate.perSecond) messages per second)")
                 return false
@@ -35,9 +37,12 @@ extension ExtensionProcesses {
             }
             return true
         } }
-        if let sink { sink.batch(read) } else { read() }
+        if let sink { sink.batch(readMessages) } else { readMessages() }
         switch end {
-        case nil: return
+        case nil:
+            if p.channel != nil, p.noteRead(read, budget: ExtensionProcesses.readBudget, at: kernel.iterationTime(), seconds: ExtensionProcesses.saturationSeconds) {
+                cutOff(p, reason: "flooding its channel (it sent faster than the daemon reads for \(Int(ExtensionProcesses.saturationSeconds)) s)")
+            }
         case .closed: channelEnded(p)
         case .failed(let reason), .violation(let reason): cutOff(p, reason: reason)
         }
@@ -47,12 +52,17 @@ extension ExtensionProcesses {
     /// (it usually is exiting), it is ended: it can no longer receive requests.
     private func channelEnded(_ p: SupervisedProcess) {
         p.closeChannel()
+        armChannelGrace(p, until: kernel.now().adding(seconds: ExtensionProcesses.channelCloseGraceSeconds))
+    }
+
+    /// Ends `p` at `until` unless it has exited by then (its channel is closed).
+    func armChannelGrace(_ p: SupervisedProcess, until: Instant) {
         let closed = Event.channelClosed(extensionID: p.extensionID, generation: p.generation, reason: "closed by the extension")
-        switch kernel.addTimer(at: kernel.now().adding(seconds: ExtensionProcesses.channelCloseGraceSeconds), { [unowned self, unowned p] in
+        switch kernel.addTimer(at: until, { [unowned self, unowned p] in
             p.endChannelGrace()
             sink?.post(closed)
         }) {
-        case .success(let timer): p.startChannelGrace(timer)
+        case .success(let timer): p.startChannelGrace(timer, until: until)
         case .failure(let error):
             logger.warning("cannot arm the channel-close grace timer of \(p.extensionID) (\(error)); ending it now")
             sink?.post(closed)

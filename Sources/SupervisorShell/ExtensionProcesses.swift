@@ -34,6 +34,9 @@ final class ExtensionProcesses {
     static let channelQueueLimit = 1 << 20
     /// Datagrams read from one runtime channel per wake-up.
     static let readBudget = 64
+    /// How long an extension may keep its channel fuller than one read takes, at every wake-up,
+    /// before it is cut off as flooding.
+    static let saturationSeconds = 1.0
     /// How long a process may live after closing its runtime channel before it is ended.
     static let channelCloseGraceSeconds = 0.5
 
@@ -55,6 +58,8 @@ final class ExtensionProcesses {
 
     /// Whether no extension process runs.
     var isEmpty: Bool { byID.isEmpty }
+    /// How many extension processes run.
+    var count: Int { byID.count }
 
     /// The running process of `id`, whatever its generation.
     func process(_ id: String) -> SupervisedProcess? { byID[id] }
@@ -144,20 +149,35 @@ final class ExtensionProcesses {
             old.tearDown(kernel)
             byPID[old.pid] = nil
         }
-        byID[id] = p
+        add(p)
+        let watched = watch(p)
+        sink?.post(.spawned(extensionID: id, generation: generation, pid: spawned.pid))
+        if !watched {
+            endUnwatched(p)
+            return
+        }
+        if manifest.readiness == .exec { sink?.post(.ready(extensionID: id, generation: generation)) }
+    }
+
+    private func add(_ p: SupervisedProcess) {
+        byID[p.extensionID] = p
         byPID[p.pid] = p
-        registry.add(extensionID: id, pid: spawned.pid, processGroup: p.processGroup)
+        registry.add(extensionID: p.extensionID, pid: p.pid, processGroup: p.processGroup)
+    }
+
+    /// Watches the leader's pidfd (its exit: a wake-up that cannot be lost), its cgroup's
+    /// `cgroup.events` and its runtime channel; false when one of them cannot be watched.
+    private func watch(_ p: SupervisedProcess) -> Bool {
         var watched = true
-        // A pidfd becomes readable when the process exits: that wake-up cannot be lost.
         var exitWatch: (any Cancellable)?
-        switch kernel.watch(fd: spawned.pidfd, events: Poll.input, { [unowned self, unowned p] _ in control.leaderMayHaveExited(p) }) {
+        switch kernel.watch(fd: p.pidfd, events: Poll.input, { [unowned self, unowned p] _ in control.leaderMayHaveExited(p) }) {
         case .success(let source): exitWatch = source
         case .failure(let e):
-            logger.error("cannot watch the pidfd of \(spawned.pid) (\(id)): \(e)")
+            logger.error("cannot watch the pidfd of \(p.pid) (\(p.extensionID)): \(e)")
             watched = false
         }
         var eventsWatch: (any Cancellable)?
-        if let cgroup {
+        if let cgroup = p.cgroup {
             switch kernel.watch(fd: cgroup.eventsFD, events: Poll.priority, { [unowned self, unowned p] _ in control.cgroupEventsChanged(p) }) {
             case .success(let source): eventsWatch = source
             case .failure(let e):
@@ -167,17 +187,89 @@ final class ExtensionProcesses {
         }
         p.keep(exitWatch: exitWatch, eventsWatch: eventsWatch)
         if let channel = p.channel, let error = channel.watch(through: kernel, { [unowned self, unowned p] events in channelReadable(p, events: events) }) {
-            logger.error("cannot watch the runtime channel of \(id): \(error)")
+            logger.error("cannot watch the runtime channel of \(p.extensionID): \(error)")
             watched = false
         }
-        sink?.post(.spawned(extensionID: id, generation: generation, pid: spawned.pid))
-        if !watched {
-            // Unsupervised it must not run: end it, and its exit is still reported.
-            control.signal(p, SignalNumber.kill, thenContinue: true)
-            if p.exitWatch == nil { control.leaderMayHaveExited(p) }
-            return
+        return watched
+    }
+
+    /// Unsupervised a process must not run: it is ended, and its exit is still reported.
+    private func endUnwatched(_ p: SupervisedProcess) {
+        control.signal(p, SignalNumber.kill, thenContinue: true)
+        if p.exitWatch == nil { control.leaderMayHaveExited(p) }
+    }
+
+    // MARK: - Hand-over
+
+    /// Whether a stop is in flight, an exit has begun, or a channel has unsent messages: a
+    /// hand-over waits until none is, so that none crosses the exec.
+    var isBusy: Bool {
+        byID.values.contains { $0.control.snapshot == nil || $0.channel?.hasUnsent == true }
+    }
+
+    /// What crosses a hand-over, one entry per process; nil while `isBusy`.
+    func handover() -> [HandoverDocument.Process]? {
+        var list: [HandoverDocument.Process] = []
+        for p in byID.values.sorted(by: { $0.extensionID < $1.extensionID }) {
+            guard let group = p.control.snapshot, p.channel?.hasUnsent != true else { return nil }
+            list.append(HandoverDocument.Process(
+                extensionID: p.extensionID, generation: p.generation, pid: p.pid, pidfd: p.pidfd, channel: p.channel?.socket.fd,
+                channelGraceUntil: p.channelGraceUntil, cgroup: p.cgroup?.path, freezer: p.cgroup?.freezeFD != nil,
+                memoryCgroupV1: p.memoryCgroupV1?.path, memoryOOMKillsAtStart: p.memoryCgroupV1?.oomKillsAtStart, mechanism: p.control.mechanism,
+                group: group))
         }
-        if manifest.readiness == .exec { sink?.post(.ready(extensionID: id, generation: generation)) }
+        return list
+    }
+
+    /// Stops every watch and timer of every process, closing nothing (see `SupervisedProcess.stopWatching`).
+    func suspendForHandover() {
+        for p in byID.values { p.stopWatching() }
+    }
+
+    /// Watches every process again after an exec that failed; each suspended group's locks
+    /// are watched again too.
+    func resumeAfterFailedHandover() {
+        for p in byID.values { rewatch(p) }
+    }
+
+    /// Takes over the processes a previous daemon handed over: each keeps its pid, pidfd,
+    /// channel and cgroup (re-opened by path), and its group control's settled state.
+    func restore(_ processes: [HandoverDocument.Process]) {
+        for h in processes {
+            var cgroup: ExtensionCgroup?
+            if let path = h.cgroup, let tree = containment.cgroups {
+                switch tree.open(path, freezer: h.freezer) {
+                case .success(let c):
+                    kernel.close(c.directoryFD)
+                    cgroup = c
+                case .failure(let e):
+                    logger.error("\(h.extensionID): its cgroup \(path) cannot be opened after the hand-over (\(e)); it is ended")
+                }
+            }
+            let memory = h.memoryCgroupV1.map { MemoryCgroupV1(path: $0, procsFD: -1, oomKillsAtStart: h.memoryOOMKillsAtStart ?? 0) }
+            let p = SupervisedProcess(
+                extensionID: h.extensionID, generation: h.generation, pid: h.pid, pidfd: h.pidfd, cgroup: cgroup, memoryCgroupV1: memory,
+                mechanism: h.mechanism, channel: h.channel.map { PacketSocket(fd: $0) }, queueLimit: ExtensionProcesses.channelQueueLimit,
+                group: GroupControl(leader: h.pid, containment: cgroup == nil ? .processGroup : .cgroup, mechanism: h.mechanism, restoring: h.group))
+            add(p)
+            if h.cgroup != nil && cgroup == nil {
+                _ = watch(p)
+                endUnwatched(p)
+                continue
+            }
+            rewatch(p)
+            if let until = h.channelGraceUntil { armChannelGrace(p, until: until) }
+        }
+    }
+
+    /// Watches `p` again (after a hand-over, or an exec that failed); a stopped or frozen
+    /// group's locks are read again and watched (a stopped process takes no lock, so they are
+    /// the locks it had at its stop).
+    private func rewatch(_ p: SupervisedProcess) {
+        guard watch(p) else { return endUnwatched(p) }
+        if p.control.stop == .stopped || p.control.stop == .frozen {
+            _ = locks.locksAtStop(p, members: control.memberPIDs(of: p))
+        }
     }
 
     // MARK: - Stopping, resuming, signalling

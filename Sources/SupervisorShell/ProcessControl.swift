@@ -35,7 +35,10 @@ final class ProcessControl {
     static let checkPriority: Int64 = 20
     /// The daemon's own pid (its children include adopted orphans).
     private var ownPID: Int32 { kernel.processID }
-    /// Processes whose leader's stop the kernel has not reported yet.
+    /// The processes whose `GroupControl` awaits the kernel's report of the leader's stop
+    /// (`awaitsStopReport`), for the SIGCHLD handler to ask about. Derived: `apply`, the one
+    /// place a `GroupControl` changes, sets each entry from that property; `forget` drops a
+    /// handle that is torn down.
     private var awaitingStopReport: [ObjectIdentifier: SupervisedProcess] = [:]
 
     init(kernel: any Kernel, cgroups: CgroupTree?, isSubreaper: Bool, logger: Logger) {
@@ -49,44 +52,49 @@ final class ProcessControl {
     // MARK: - Requests from the core
 
     func suspend(_ p: SupervisedProcess) {
-        let actions = p.control.suspend(at: kernel.now())
-        p.membersRead = nil
-        if case .stopping = p.control.stop { awaitingStopReport[ObjectIdentifier(p)] = p }
-        perform(actions, for: p)
+        let now = kernel.now()
+        apply(p) { $0.suspend(at: now) }
     }
 
     func resume(_ p: SupervisedProcess) {
-        awaitingStopReport[ObjectIdentifier(p)] = nil
-        perform(p.control.resume(), for: p)
+        apply(p) { $0.resume() }
     }
 
     func signal(_ p: SupervisedProcess, _ signal: Int32, thenContinue: Bool) {
-        awaitingStopReport[ObjectIdentifier(p)] = nil
-        perform(p.control.signal(signal, thenContinue: thenContinue), for: p)
+        apply(p) { $0.signal(signal, thenContinue: thenContinue) }
     }
 
-    /// Forgets a process whose handle is being torn down.
+    /// Forgets a process whose handle is being torn down: it is asked about no more.
     func forget(_ p: SupervisedProcess) {
         awaitingStopReport[ObjectIdentifier(p)] = nil
+    }
+
+    /// Changes `p`'s `GroupControl`, keeps `awaitingStopReport` derived from it, and carries
+    /// out the actions it returned.
+    private func apply(_ p: SupervisedProcess, _ change: (inout GroupControl) -> [GroupAction]) {
+        let actions = change(&p.control)
+        awaitingStopReport[ObjectIdentifier(p)] = p.control.awaitsStopReport ? p : nil
+        perform(actions, for: p)
     }
 
     // MARK: - What the kernel reports
 
     /// SIGCHLD: asks the kernel, through each pidfd (`waitid(P_PIDFD, WSTOPPED | WNOHANG)`, O(1)),
-    /// whether the leaders still waiting for their stop report have stopped. SIGCHLD coalesces,
-    /// so every waiting leader is asked, not only the sender. Exits are not taken here: they are
-    /// watched and reaped through each pidfd.
+    /// whether the leaders still waiting for their stop report have stopped, in the order of
+    /// their pids. SIGCHLD coalesces, so every waiting leader is asked, not only the sender.
+    /// Exits are not taken here: they are watched and reaped through each pidfd.
     func childrenChanged() {
-        for (key, p) in awaitingStopReport {
+        for p in awaitingStopReport.values.sorted(by: { $0.pid < $1.pid }) {
+            // A report handled earlier in this loop may have changed what is awaited.
+            guard awaitingStopReport[ObjectIdentifier(p)] != nil else { continue }
             switch kernel.stopReported(pidfd: p.pidfd) {
             case .success(false): continue
             case .success(true):
-                awaitingStopReport[key] = nil
                 observe(.leaderStopReported, for: p)
             case .failure(let e):
                 // ECHILD: the leader is gone (its exit is on its way through the pidfd).
-                awaitingStopReport[key] = nil
                 if !e.isNoChild { logger.warning("waitid on the pidfd of \(p.pid) (\(p.extensionID)): \(e)") }
+                observe(.leaderStopUnreportable, for: p)
             }
         }
     }
@@ -98,7 +106,6 @@ final class ProcessControl {
         case .success(let status?):
             // The zombie keeps the pidfd readable until it is reaped, after the group is gone.
             p.stopExitWatch()
-            awaitingStopReport[ObjectIdentifier(p)] = nil
             observe(.leaderExited(status, populated: othersLive(p)), for: p)
         case .failure(let e):
             logger.error("waitid on the pidfd of \(p.pid) (\(p.extensionID)): \(e)")
@@ -130,18 +137,19 @@ final class ProcessControl {
     }
 
     private func observe(_ observation: GroupObservation, for p: SupervisedProcess) {
-        perform(p.control.observe(observation, at: kernel.now()), for: p)
+        let now = kernel.now()
+        apply(p) { $0.observe(observation, at: now) }
     }
 
     // MARK: - Carrying out decisions
 
-    func perform(_ actions: [GroupAction], for p: SupervisedProcess) {
+    private func perform(_ actions: [GroupAction], for p: SupervisedProcess) {
         for action in actions {
             switch action {
             case .readMembers:
-                let read = members(of: p)
-                p.membersRead = read.map(\.pid)
-                observe(.members(read), for: p)
+                observe(.members(members(of: p)), for: p)
+            case .readDescendants:
+                observe(.descendants(descendants(of: p)), for: p)
             case .readFrozen:
                 if let cgroup = p.cgroup, let events = readEvents(cgroup) { observe(.frozen(events.frozen == true), for: p) }
             case let .signal(signal, target):
@@ -179,12 +187,9 @@ final class ProcessControl {
             case .cancelCheck:
                 p.check?.cancel()
                 p.check = nil
-            case .stopConfirmed:
-                awaitingStopReport[ObjectIdentifier(p)] = nil
+            case .stopConfirmed(let members):
                 // A stop is confirmed by the read just made; a freeze by `frozen 1`, with no read.
-                let members = p.membersRead ?? memberPIDs(of: p)
-                p.membersRead = nil
-                delegate?.stopConfirmed(p, members: members)
+                delegate?.stopConfirmed(p, members: members ?? memberPIDs(of: p))
             case .slowStop(let seconds):
                 logger.warning("\(p.extensionID) (pid \(p.pid)) has not stopped after \(Int(seconds))s; still waiting")
             case let .exited(status, outlivedLeader):
@@ -227,8 +232,9 @@ final class ProcessControl {
         return table.groupMembers(p.processGroup).map(\.pid)
     }
 
-    /// The members of `p` with their states. The leader's state comes from the kernel's stop
-    /// report when there is one (no /proc read).
+    /// The members of `p` with their states: its cgroup's, or its process group's (a scan of
+    /// /proc). The leader's state comes from the kernel's stop report when there is one (no
+    /// /proc read).
     func members(of p: SupervisedProcess) -> [Member] {
         let reported = p.control.leaderStopReported
         func state(_ pid: Int32) -> MemberState {
@@ -242,14 +248,16 @@ final class ProcessControl {
         if let cgroup = p.cgroup {
             return (cgroups?.processes(of: cgroup) ?? []).map { Member(pid: $0, state: state($0)) }
         }
-        // The process-group fallback. As a child subreaper, every descendant of an extension is
-        // either in its leader's process tree or, orphaned, a child of the daemon: with no adopted
-        // orphan and a leader without children whose stop was reported, the group is the leader
-        // alone, with no /proc scan.
-        if isSubreaper && reported && adoptedOrphans().isEmpty && table.children(of: p.pid).isEmpty {
-            return [Member(pid: p.pid, state: .stopped)]
-        }
         return table.groupMembers(p.processGroup).map { Member(pid: $0.pid, state: state($0.pid)) }
+    }
+
+    /// What the kernel shows of the descendants of `p`'s leader: as a child subreaper, whether
+    /// the daemon adopted orphans and whether the leader has children (`GroupControl` decides
+    /// from them whether its group is the leader alone).
+    private func descendants(of p: SupervisedProcess) -> Descendants {
+        guard isSubreaper else { return .untracked }
+        let orphansAdopted = !adoptedOrphans().isEmpty
+        return .tracked(leaderHasChildren: !table.children(of: p.pid).isEmpty, orphansAdopted: orphansAdopted)
     }
 
     /// Children of the daemon that are not extension leaders: descendants of extensions whose
@@ -270,7 +278,6 @@ final class ProcessControl {
         if let cgroup = p.cgroup, let e = kernel.removeDirectory(cgroup.path), !e.isNoEntry {
             logger.warning("cannot remove \(cgroup.path): \(e)")
         }
-        awaitingStopReport[ObjectIdentifier(p)] = nil
         delegate?.exited(p, status: status, outlivedLeader: outlivedLeader)
     }
 }

@@ -92,6 +92,13 @@ final class ServiceManager {
         notify("RELOADING=1\nSTATUS=reloading manifests\nMONOTONIC_USEC=\(usec)")
     }
 
+    /// The daemon is about to exec its replacement, which sends `READY=1` once it serves.
+    func reexecuting() {
+        lastStatus = nil
+        lastSummary = nil
+        notify("STATUS=re-executing")
+    }
+
     /// Shutdown starts: extensions are being terminated.
     func stopping(status: String) {
         lastStatus = status

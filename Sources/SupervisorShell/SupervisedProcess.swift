@@ -26,20 +26,21 @@ final class SupervisedProcess {
     private(set) var exitWatch: (any Cancellable)?
     /// The watch on `cgroup.events` (POLLPRI): `populated` and `frozen` changes.
     private var eventsWatch: (any Cancellable)?
-    /// The members found by the latest read of the stop in flight (nil before the first).
-    var membersRead: [Int32]?
     /// The pending check of an in-flight stop (`GroupAction.checkAgain`).
     var check: (any Cancellable)?
-    /// The grace timer after the runtime channel closed while the process lived.
+    /// The grace timer after the runtime channel closed while the process lived, and when it ends.
     private var channelGrace: (any Cancellable)?
+    private(set) var channelGraceUntil: Instant?
     /// Admits runtime-channel messages at a sustained rate; a flood cuts the channel off.
     private var admission = MessageRate()
+    /// Since when every wake-up found more messages on the channel than one read takes.
+    private var saturatedSince: Instant?
     /// The locks the group holds while suspended, and their watch (`LockWatch`).
     let locks = SuspendedLocks()
 
     init(
         extensionID: String, generation: UInt64, pid: Int32, pidfd: Int32, cgroup: ExtensionCgroup?, memoryCgroupV1: MemoryCgroupV1? = nil,
-        mechanism: SuspendMode, channel: PacketSocket?, queueLimit: Int
+        mechanism: SuspendMode, channel: PacketSocket?, queueLimit: Int, group: GroupControl? = nil
     ) {
         self.extensionID = extensionID
         self.generation = generation
@@ -47,7 +48,7 @@ final class SupervisedProcess {
         self.pidfd = pidfd
         self.cgroup = cgroup
         self.memoryCgroupV1 = memoryCgroupV1
-        self.control = GroupControl(leader: pid, containment: cgroup == nil ? .processGroup : .cgroup, mechanism: mechanism)
+        self.control = group ?? GroupControl(leader: pid, containment: cgroup == nil ? .processGroup : .cgroup, mechanism: mechanism)
         self.channel = channel.map { Peer(socket: $0, queueLimit: queueLimit, refusesDescriptors: true) }
     }
 
@@ -66,6 +67,23 @@ final class SupervisedProcess {
     /// Whether a runtime-channel message at `now` is within the extension's rate.
     func admitMessage(at now: Instant) -> Bool { admission.admit(at: now) }
 
+    /// Notes one wake-up's read of the channel: `read` messages of the `budget` one read
+    /// takes. Returns whether the channel has been saturated (every read full) for at least
+    /// `seconds`: the extension sends faster than the daemon reads, whatever the rate the
+    /// daemon manages (a flood the rate limit alone misses on a machine too slow to read
+    /// faster than it).
+    func noteRead(_ read: Int, budget: Int, at now: Instant, seconds: Double) -> Bool {
+        guard read >= budget else {
+            saturatedSince = nil
+            return false
+        }
+        guard let since = saturatedSince else {
+            saturatedSince = now
+            return false
+        }
+        return now.seconds(since: since) >= seconds
+    }
+
     /// Closes the runtime channel and its grace timer.
     func closeChannel() {
         channel?.close()
@@ -73,14 +91,30 @@ final class SupervisedProcess {
         endChannelGrace()
     }
 
-    /// Keeps the grace timer that ends the process some time after its channel closed.
-    func startChannelGrace(_ timer: any Cancellable) {
+    /// Keeps the grace timer that ends the process at `until`, some time after its channel closed.
+    func startChannelGrace(_ timer: any Cancellable, until: Instant) {
         channelGrace?.cancel()
         channelGrace = timer
+        channelGraceUntil = until
     }
 
     /// Cancels the grace timer (it fired, or the process is gone).
     func endChannelGrace() {
+        channelGrace?.cancel()
+        channelGrace = nil
+        channelGraceUntil = nil
+    }
+
+    /// Stops every watch and timer of the process but closes nothing: a hand-over passes its
+    /// descriptors on (or, when the exec fails, they are watched again).
+    func stopWatching() {
+        locks.stop()
+        check?.cancel()
+        check = nil
+        stopExitWatch()
+        eventsWatch?.cancel()
+        eventsWatch = nil
+        channel?.stopWatching()
         channelGrace?.cancel()
         channelGrace = nil
     }

@@ -17,7 +17,7 @@ struct ExtensionDaemonCommand: ParsableCommand {
             and status, pings the watchdog and logs structured journal entries. \
             See docs/extensiond.md and docs/operations.md.
             """,
-        version: extensiondVersion)
+        version: daemonVersion)
 
     @Option(name: .long, help: ArgumentHelp("Control socket path.", valueName: "path"))
     var socket: String?
@@ -63,7 +63,48 @@ struct ExtensionDaemonCommand: ParsableCommand {
             valueName: "group"))
     var socketGroup: String?
 
+    @Option(
+        name: .customLong("handover"),
+        help: ArgumentHelp(
+            "Take over the state and descriptors a replaced extensiond left in this hand-over document (given by extensiond itself when it re-executes; see extctl reexec).",
+            valueName: "file"))
+    var handover: String?
+
+    @Option(
+        name: .customLong("check-handover"),
+        help: ArgumentHelp(
+            "Check that this program can take over the hand-over document, then exit: 0 when it can, 1 with the reason on stderr. The daemon runs it before it re-executes.",
+            valueName: "file"))
+    var checkHandover: String?
+
+    /// The arguments to start the replacement with: this command line without the hand-over's.
+    static func replacementArguments(_ arguments: [String]) -> [String] {
+        var kept: [String] = []
+        var skipNext = false
+        for a in arguments {
+            if skipNext {
+                skipNext = false
+                continue
+            }
+            if a == "--handover" || a == "--check-handover" {
+                skipNext = true
+                continue
+            }
+            if a.hasPrefix("--handover=") || a.hasPrefix("--check-handover=") { continue }
+            kept.append(a)
+        }
+        return kept
+    }
+
     func run() throws {
+        if let checkHandover {
+            let kernel = try LinuxKernel(withLoop: false)
+            if let problem = Daemon.checkHandover(at: checkHandover, kernel: kernel) {
+                DaemonProcess.printError("extensiond: \(problem)")
+                throw ExitCode(1)
+            }
+            return
+        }
         DaemonProcess.prepare()
         let target = logTarget.resolved()
         LoggingSystem.bootstrap { label in target.makeHandler(label: label) }
@@ -102,6 +143,8 @@ struct ExtensionDaemonCommand: ParsableCommand {
         options.containment = containment
         if let stateDirectory { options.stateDirectory = stateDirectory }
         options.socketGroup = socketGroup
+        options.commandLine = Self.replacementArguments(Array(CommandLine.arguments.dropFirst()))
+        options.handoverPath = handover
         let daemon: Daemon
         do {
             daemon = try Daemon(options: options, kernel: kernel, logger: logger)

@@ -14,7 +14,7 @@ struct SplitMix64: RandomNumberGenerator {
 }
 
 /// Every wire type number, in order.
-let allKinds: [UInt8] = Array(1...12) + Array(32...36) + Array(38...43) + Array(64...71) + Array(96...102)
+let allKinds: [UInt8] = Array(1...13) + Array(32...36) + Array(38...43) + Array(64...71) + Array(96...102)
 
 /// Little-endian field builders for hand-made datagrams.
 func le16(_ v: UInt16) -> [UInt8] { [UInt8(v & 0xFF), UInt8(v >> 8)] }
@@ -53,6 +53,7 @@ let sampleMessages: [Message] = [
     .forceRefresh(tag: 14, extensionID: "com.example.stocks.widget"),
     .subscribe(tag: 15, extensionIDs: ["com.example.stocks.widget", "b"]),
     .reset(tag: 16, extensionID: "com.example.stocks.widget"),
+    .reexec(tag: 17),
     .refreshed(tag: 16, answer: .newData),
     .refreshed(tag: 17, answer: .unsupported),
     .newData(extensionID: "com.example.stocks.widget"),

@@ -114,7 +114,7 @@ struct WireFuzzTests {
             let tag = UInt32.random(in: 0...UInt32.max, using: &rng)
             let big = UInt64.random(in: 0...UInt64.max, using: &rng)
             let message: Message
-            switch Int.random(in: 0..<38, using: &rng) {
+            switch Int.random(in: 0..<39, using: &rng) {
             case 0: message = .begin(tag: tag, extensionID: text(WireLimits.maxIdentifier))
             case 1: message = .end(tag: tag, requestID: big)
             case 2: message = .query(tag: tag, kind: Bool.random(using: &rng) ? .list : .status, extensionIDs: ids())
@@ -164,6 +164,7 @@ struct WireFuzzTests {
             case 35: message = .refreshDone(refreshID: big, answer: RefreshAnswer(rawValue: UInt8.random(in: 0...3, using: &rng))!)
             case 36: message = .refresh(refreshID: big)
             case 37: message = .reset(tag: tag, extensionID: text(WireLimits.maxIdentifier))
+            case 38: message = .reexec(tag: tag)
             default: message = .expire(assertionID: big)
             }
             kindsSeen.insert(message.kind.rawValue)

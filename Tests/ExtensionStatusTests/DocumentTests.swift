@@ -105,6 +105,7 @@ struct DocumentTests {
         try roundTrip(SharedContainerInfo(name: "n", path: "/p", gid: nil))
         try roundTrip(Samples.discovery)
         try roundTrip(ListDocument(extensions: []))
+        try roundTrip(ReexecReport(previousVersion: "0.1.0", version: "0.2.0", pid: 412, extensions: 7))
     }
 
     @Test func anEventsOwnWriterAndItsKeyedEncodingAgree() throws {

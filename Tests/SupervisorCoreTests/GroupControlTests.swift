@@ -26,7 +26,7 @@ struct GroupControlTests {
         #expect(g.leaderStopReported == false)
         #expect(g.observe(.leaderStopReported, at: Self.at(0.001)) == [.readMembers])
         #expect(g.leaderStopReported)
-        #expect(g.observe(.members(Self.stopped(100)), at: Self.at(0.001)) == [.cancelCheck, .stopConfirmed])
+        #expect(g.observe(.members(Self.stopped(100)), at: Self.at(0.001)) == [.cancelCheck, .stopConfirmed(members: [100])])
         #expect(g.stop == .stopped)
         #expect(g.mayBeHeld)
     }
@@ -39,7 +39,7 @@ struct GroupControlTests {
         let partial = g.observe(.members(Self.stopped(100, 101) + Self.running(102)), at: Self.at(0.001))
         #expect(partial == [.signal(SignalNumber.stop, .pids([102])), .checkAgain(afterSeconds: GroupControl.firstRetrySeconds * 2)])
         #expect(g.observe(.checkDue, at: Self.at(0.05)) == [.readMembers])
-        #expect(g.observe(.members(Self.stopped(100, 101, 102)), at: Self.at(0.05)) == [.cancelCheck, .stopConfirmed])
+        #expect(g.observe(.members(Self.stopped(100, 101, 102)), at: Self.at(0.05)) == [.cancelCheck, .stopConfirmed(members: [100, 101, 102])])
     }
 
     @Test func aForkDuringTheStopIsCaughtByTheReRead() {
@@ -51,7 +51,7 @@ struct GroupControlTests {
         // 101 stopped, but forked 102 first: every member is stopped, yet the set changed: read again.
         #expect(g.observe(.members(Self.stopped(100, 101, 102)), at: Self.at(0.02)) == [.readMembers])
         // Unchanged and all stopped: confirmed.
-        #expect(g.observe(.members(Self.stopped(100, 101, 102)), at: Self.at(0.02)) == [.cancelCheck, .stopConfirmed])
+        #expect(g.observe(.members(Self.stopped(100, 101, 102)), at: Self.at(0.02)) == [.cancelCheck, .stopConfirmed(members: [100, 101, 102])])
     }
 
     @Test func aMemberBlockedInTheKernelCountsAsStoppedOnTheSecondRead() {
@@ -62,7 +62,7 @@ struct GroupControlTests {
         #expect(g.observe(.members(vforkParent), at: Self.at(0.001)) == [.signal(SignalNumber.stop, .pids([101])), .checkAgain(afterSeconds: GroupControl.firstRetrySeconds * 2)],
                 "signalled at its first blocked read, not confirmed yet")
         #expect(g.observe(.checkDue, at: Self.at(0.05)) == [.readMembers])
-        #expect(g.observe(.members(vforkParent), at: Self.at(0.05)) == [.cancelCheck, .stopConfirmed], "blocked in two reads in a row: stopped")
+        #expect(g.observe(.members(vforkParent), at: Self.at(0.05)) == [.cancelCheck, .stopConfirmed(members: [100, 101])], "blocked in two reads in a row: stopped")
     }
 
     @Test func aMemberFirstSeenBlockedInTheKernelIsSignalledToo() {
@@ -75,7 +75,7 @@ struct GroupControlTests {
         #expect(g.observe(.members(read), at: Self.at(0.001)).contains(.signal(SignalNumber.stop, .pids([102]))))
         // Still blocked at the next read: already signalled, not signalled again.
         _ = g.observe(.checkDue, at: Self.at(0.05))
-        #expect(g.observe(.members(read), at: Self.at(0.05)) == [.cancelCheck, .stopConfirmed])
+        #expect(g.observe(.members(read), at: Self.at(0.05)) == [.cancelCheck, .stopConfirmed(members: [100, 102])])
     }
 
     @Test func retriesBackOffAndASlowStopIsReportedOnce() {
@@ -110,15 +110,134 @@ struct GroupControlTests {
     @Test func aProcessGroupIsStoppedAtOnceAndConfirmedWhenItIsTheLeaderAlone() {
         var g = GroupControl(leader: Self.leader, containment: .processGroup, mechanism: .stop)
         #expect(g.suspend(at: Self.at(0)) == [.signal(SignalNumber.stop, .all), .checkAgain(afterSeconds: GroupControl.firstRetrySeconds)])
+        #expect(g.observe(.leaderStopReported, at: Self.at(0.001)) == [.readDescendants])
+        #expect(g.observe(.descendants(.untracked), at: Self.at(0.001)) == [.readMembers],
+                "not a subreaper: the leader's children do not account for every descendant, so the group is read")
+        #expect(g.observe(.members(Self.stopped(100)), at: Self.at(0.001)) == [.cancelCheck, .stopConfirmed(members: [100])])
+    }
+
+    @Test func aProcessGroupLeaderWithNoDescendantIsConfirmedAloneWithNoRead() {
+        var g = GroupControl(leader: Self.leader, containment: .processGroup, mechanism: .stop)
+        _ = g.suspend(at: Self.at(0))
+        #expect(g.observe(.leaderStopReported, at: Self.at(0.001)) == [.readDescendants])
+        #expect(g.observe(.descendants(.tracked(leaderHasChildren: false, orphansAdopted: false)), at: Self.at(0.001))
+                == [.cancelCheck, .stopConfirmed(members: [Self.leader])], "no child and no orphan: the leader alone, with no scan")
+        #expect(g.stop == .stopped)
+        #expect(g.aloneAtLastStop)
+        #expect(g.resume() == [.cancelCheck, .signal(SignalNumber.cont, .pids([Self.leader]))])
+    }
+
+    @Test(arguments: [
+        Descendants.tracked(leaderHasChildren: true, orphansAdopted: false),
+        .tracked(leaderHasChildren: false, orphansAdopted: true),
+        .tracked(leaderHasChildren: true, orphansAdopted: true),
+        .untracked,
+    ])
+    func aProcessGroupLeaderThatMayHaveDescendantsHasItsGroupRead(descendants: Descendants) {
+        var g = GroupControl(leader: Self.leader, containment: .processGroup, mechanism: .stop)
+        _ = g.suspend(at: Self.at(0))
         _ = g.observe(.leaderStopReported, at: Self.at(0.001))
-        #expect(g.observe(.members(Self.stopped(100)), at: Self.at(0.001)) == [.cancelCheck, .stopConfirmed])
+        #expect(g.observe(.descendants(descendants), at: Self.at(0.001)) == [.readMembers])
+        #expect(g.stop != .stopped)
+        // The scan finds a member that is not stopped yet: signalled through the group, and
+        // the descendants are asked again at the re-check.
+        _ = g.observe(.members(Self.stopped(100) + Self.running(101)), at: Self.at(0.001))
+        #expect(g.observe(.checkDue, at: Self.at(0.03)) == [.readDescendants])
+        #expect(g.observe(.descendants(descendants), at: Self.at(0.03)) == [.readMembers])
+        #expect(g.observe(.members(Self.stopped(100, 101)), at: Self.at(0.03)) == [.cancelCheck, .stopConfirmed(members: [100, 101])])
+        #expect(!g.aloneAtLastStop)
+    }
+
+    @Test func theDescendantsCountOnlyInAProcessGroupWhoseLeadersStopWasReported() {
+        var g = GroupControl(leader: Self.leader, containment: .processGroup, mechanism: .stop)
+        let none = Descendants.tracked(leaderHasChildren: false, orphansAdopted: false)
+        #expect(g.observe(.descendants(none), at: Self.at(0)) == [], "no stop in flight")
+        _ = g.suspend(at: Self.at(0))
+        #expect(g.observe(.descendants(none), at: Self.at(0.001)) == [], "its stop is not reported: it may still fork")
+        #expect(g.observe(.checkDue, at: Self.at(0.02)) == [.readMembers], "before the report: the group is scanned")
+        _ = g.signal(SignalNumber.terminate, thenContinue: true)
+        #expect(g.observe(.descendants(none), at: Self.at(0.03)) == [], "the stop was abandoned")
+
+        var c = GroupControl(leader: Self.leader, containment: .cgroup, mechanism: .stop)
+        _ = c.suspend(at: Self.at(0))
+        #expect(c.observe(.leaderStopReported, at: Self.at(0.001)) == [.readMembers], "a cgroup lists its members itself")
+        #expect(c.observe(.descendants(none), at: Self.at(0.001)) == [])
+        #expect(c.stop != .stopped)
+    }
+
+    // MARK: The leader's stop report
+
+    @Test func theStopReportIsAwaitedOnlyWhileAStopWithSignalsWaitsForIt() {
+        var g = GroupControl(leader: Self.leader, containment: .cgroup, mechanism: .stop)
+        #expect(!g.awaitsStopReport)
+        _ = g.suspend(at: Self.at(0))
+        #expect(g.awaitsStopReport)
+        _ = g.observe(.members(Self.stopped(100) + Self.running(101)), at: Self.at(0.02))
+        #expect(g.awaitsStopReport, "a read does not replace the report")
+        _ = g.observe(.leaderStopReported, at: Self.at(0.03))
+        #expect(!g.awaitsStopReport)
+        #expect(g.leaderStopReported)
+
+        _ = g.resume()
+        #expect(!g.awaitsStopReport)
+        _ = g.suspend(at: Self.at(1))
+        #expect(g.awaitsStopReport)
+        _ = g.signal(SignalNumber.terminate, thenContinue: true)
+        #expect(!g.awaitsStopReport, "a signal abandons the stop")
+
+        _ = g.suspend(at: Self.at(2))
+        _ = g.observe(.leaderExited(.exited(0), populated: false), at: Self.at(2.01))
+        #expect(!g.awaitsStopReport, "the leader exited")
+
+        var confirmed = GroupControl(leader: Self.leader, containment: .cgroup, mechanism: .stop)
+        _ = confirmed.suspend(at: Self.at(0))
+        _ = confirmed.observe(.checkDue, at: Self.at(0.02))
+        _ = confirmed.observe(.members([Member(pid: Self.leader, state: .blockedInKernel)]), at: Self.at(0.02))
+        _ = confirmed.observe(.checkDue, at: Self.at(0.06))
+        #expect(confirmed.observe(.members([Member(pid: Self.leader, state: .blockedInKernel)]), at: Self.at(0.06)).last
+                == .stopConfirmed(members: [Self.leader]))
+        #expect(!confirmed.awaitsStopReport, "confirmed without the report: no longer awaited")
+
+        var frozen = GroupControl(leader: Self.leader, containment: .cgroup, mechanism: .freeze)
+        _ = frozen.suspend(at: Self.at(0))
+        #expect(!frozen.awaitsStopReport, "a freeze has no stop report")
+    }
+
+    @Test func aStopReportThatCannotComeIsNoLongerAwaitedAndTheLeaderIsRead() {
+        var g = GroupControl(leader: Self.leader, containment: .cgroup, mechanism: .stop)
+        _ = g.suspend(at: Self.at(0))
+        #expect(g.observe(.leaderStopUnreportable, at: Self.at(0.001)) == [], "the armed re-check goes on")
+        #expect(!g.awaitsStopReport)
+        #expect(!g.leaderStopReported)
+        #expect(g.observe(.leaderStopReported, at: Self.at(0.002)) == [], "no report is taken after its failure")
+        #expect(g.observe(.checkDue, at: Self.at(0.02)) == [.readMembers])
+        // Without the report, a leader alone needs two equal reads, and is not taken to be alone.
+        #expect(g.observe(.members(Self.stopped(100)), at: Self.at(0.02)) == [.readMembers])
+        #expect(g.observe(.members(Self.stopped(100)), at: Self.at(0.02)) == [.cancelCheck, .stopConfirmed(members: [100])])
+        #expect(!g.aloneAtLastStop)
+        #expect(g.observe(.leaderStopUnreportable, at: Self.at(0.03)) == [], "nothing in flight")
+
+        var p = GroupControl(leader: Self.leader, containment: .processGroup, mechanism: .stop)
+        _ = p.suspend(at: Self.at(0))
+        _ = p.observe(.leaderStopUnreportable, at: Self.at(0.001))
+        #expect(p.observe(.checkDue, at: Self.at(0.02)) == [.readMembers], "unreported: the group is scanned, no shortcut")
+        #expect(p.observe(.descendants(.tracked(leaderHasChildren: false, orphansAdopted: false)), at: Self.at(0.02)) == [])
+    }
+
+    @Test func theConfirmationCarriesTheMembersOfTheConfirmingReadInTheirOrder() {
+        var g = GroupControl(leader: Self.leader, containment: .cgroup, mechanism: .stop)
+        _ = g.suspend(at: Self.at(0))
+        _ = g.observe(.leaderStopReported, at: Self.at(0.001))
+        _ = g.observe(.members(Self.stopped(102, 100, 101)), at: Self.at(0.001))
+        #expect(g.observe(.members(Self.stopped(101, 102, 100)), at: Self.at(0.001)) == [.cancelCheck, .stopConfirmed(members: [101, 102, 100])],
+                "the same set in another order is settled; the pids come as read")
     }
 
     @Test func aProcessGroupWithMembersNeedsTwoEqualReads() {
         var g = GroupControl(leader: Self.leader, containment: .processGroup, mechanism: .stop)
         _ = g.suspend(at: Self.at(0))
         #expect(g.observe(.members(Self.stopped(100, 101)), at: Self.at(0.02)) == [.readMembers])
-        #expect(g.observe(.members(Self.stopped(100, 101)), at: Self.at(0.02)) == [.cancelCheck, .stopConfirmed])
+        #expect(g.observe(.members(Self.stopped(100, 101)), at: Self.at(0.02)) == [.cancelCheck, .stopConfirmed(members: [100, 101])])
     }
 
     @Test func aRunningMemberOfAProcessGroupIsSignalledThroughTheGroup() {
@@ -133,7 +252,7 @@ struct GroupControlTests {
         var g = GroupControl(leader: Self.leader, containment: .cgroup, mechanism: .freeze)
         #expect(g.suspend(at: Self.at(0)) == [.setFrozen(true), .checkAgain(afterSeconds: GroupControl.slowStopSeconds), .readFrozen])
         #expect(g.observe(.frozen(false), at: Self.at(0.001)) == [])
-        #expect(g.observe(.frozen(true), at: Self.at(0.001)) == [.cancelCheck, .stopConfirmed])
+        #expect(g.observe(.frozen(true), at: Self.at(0.001)) == [.cancelCheck, .stopConfirmed(members: nil)])
         #expect(g.stop == .frozen)
         #expect(g.resume() == [.cancelCheck, .setFrozen(false)], "resume thaws, no SIGCONT")
         #expect(g.stop == .running)
@@ -165,7 +284,7 @@ struct GroupControlTests {
         var g = GroupControl(leader: Self.leader, containment: .cgroup, mechanism: .stop)
         _ = g.suspend(at: Self.at(0))
         _ = g.observe(.leaderStopReported, at: Self.at(0.001))
-        #expect(g.observe(.members(Self.stopped(100)), at: Self.at(0.001)) == [.cancelCheck, .stopConfirmed])
+        #expect(g.observe(.members(Self.stopped(100)), at: Self.at(0.001)) == [.cancelCheck, .stopConfirmed(members: [100])])
         #expect(g.aloneAtLastStop)
         #expect(g.resume() == [.cancelCheck, .signal(SignalNumber.cont, .pids([Self.leader]))],
                 "confirmed alone, and stopped processes cannot fork: SIGCONT to the leader, no read")
@@ -181,7 +300,7 @@ struct GroupControlTests {
         #expect(g.observe(.members(Self.stopped(100) + Self.running(101)), at: Self.at(1.001))
                 == [.signal(SignalNumber.stop, .pids([101])), .checkAgain(afterSeconds: GroupControl.firstRetrySeconds * 2)])
         #expect(g.observe(.checkDue, at: Self.at(1.05)) == [.readMembers])
-        #expect(g.observe(.members(Self.stopped(100, 101)), at: Self.at(1.05)) == [.cancelCheck, .stopConfirmed])
+        #expect(g.observe(.members(Self.stopped(100, 101)), at: Self.at(1.05)) == [.cancelCheck, .stopConfirmed(members: [100, 101])])
         #expect(!g.aloneAtLastStop)
         #expect(g.resume() == [.cancelCheck, .signal(SignalNumber.cont, .all)])
         #expect(g.suspend(at: Self.at(2)).first == .signal(SignalNumber.stop, .all), "not alone last time: every pid of cgroup.procs at once")
@@ -201,7 +320,7 @@ struct GroupControlTests {
         _ = g.observe(.checkDue, at: Self.at(0.02))
         _ = g.observe(.members(blocked), at: Self.at(0.02))
         _ = g.observe(.checkDue, at: Self.at(0.06))
-        #expect(g.observe(.members(blocked), at: Self.at(0.06)) == [.cancelCheck, .stopConfirmed])
+        #expect(g.observe(.members(blocked), at: Self.at(0.06)) == [.cancelCheck, .stopConfirmed(members: [Self.leader])])
         #expect(!g.aloneAtLastStop, "a child forked meanwhile may stop after this read: not alone")
         #expect(g.resume() == [.cancelCheck, .signal(SignalNumber.cont, .all)])
     }
@@ -211,7 +330,7 @@ struct GroupControlTests {
         _ = g.suspend(at: Self.at(0))
         _ = g.observe(.leaderStopReported, at: Self.at(0.001))
         _ = g.observe(.members(Self.stopped(100, 101)), at: Self.at(0.001))
-        #expect(g.observe(.members(Self.stopped(100, 101)), at: Self.at(0.001)) == [.cancelCheck, .stopConfirmed])
+        #expect(g.observe(.members(Self.stopped(100, 101)), at: Self.at(0.001)) == [.cancelCheck, .stopConfirmed(members: [100, 101])])
         #expect(!g.aloneAtLastStop)
         #expect(g.resume() == [.cancelCheck, .signal(SignalNumber.cont, .all)])
     }
@@ -258,6 +377,19 @@ struct GroupControlTests {
         var g = GroupControl(leader: Self.leader, containment: .cgroup, mechanism: .stop)
         #expect(g.observe(.leaderExited(.exited(0), populated: true), at: Self.at(1)) == [.cancelCheck, .killAll])
         #expect(g.observe(.emptied, at: Self.at(1.01)) == [.exited(.exited(0), outlivedLeader: true)])
+    }
+
+    @Test func aSuspensionAfterTheLeaderExitedDoesNothing() {
+        var g = GroupControl(leader: Self.leader, containment: .cgroup, mechanism: .stop)
+        #expect(g.observe(.leaderExited(.exited(0), populated: true), at: Self.at(1)) == [.cancelCheck, .killAll])
+        #expect(g.suspend(at: Self.at(1.01)) == [], "the members left are being killed: no stop, no report awaited")
+        #expect(g.stop == .running)
+        #expect(!g.awaitsStopReport)
+        #expect(g.observe(.emptied, at: Self.at(1.02)) == [.exited(.exited(0), outlivedLeader: true)])
+
+        var f = GroupControl(leader: Self.leader, containment: .cgroup, mechanism: .freeze)
+        _ = f.observe(.leaderExited(.exited(0), populated: true), at: Self.at(1))
+        #expect(f.suspend(at: Self.at(1.01)) == [])
     }
 
     @Test func anEmptyCgroupBeforeTheLeaderReportWaitsForTheLeadersStatus() {

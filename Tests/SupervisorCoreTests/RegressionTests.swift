@@ -2,7 +2,7 @@ import ExtensionProtocol
 import SupervisorCore
 import Testing
 
-// Tests for the correct behaviour that currently FAIL because of core bugs (see the report).
+// Each test pins down the correct behaviour where the core once went wrong.
 
 @Suite("Core regressions")
 struct CoreRegressionTests {
@@ -50,7 +50,7 @@ struct CoreRegressionTests {
 
     @Test func theInvariantHoldsWithALateTimer() {
         for seed in UInt64(1)...200 {
-            var sim = Simulation(seed: seed, timerLateness: 3)
+            let sim = Simulation(seed: seed, timerLateness: 3)
             sim.run(steps: 300)
             #expect(sim.violations.isEmpty, "seed \(seed): \(sim.violations.prefix(3))")
             if !sim.violations.isEmpty { return }
@@ -59,7 +59,7 @@ struct CoreRegressionTests {
 
     @Test func theGuaranteesHoldWhenSpawnAnswersAreDelayed() {
         for seed in UInt64(1)...200 {
-            var sim = Simulation(seed: seed, spawnAnswersImmediately: false)
+            let sim = Simulation(seed: seed, spawnAnswersImmediately: false)
             sim.run(steps: 300)
             #expect(sim.violations.isEmpty, "seed \(seed): \(sim.violations.prefix(3))")
             if !sim.violations.isEmpty { return }

@@ -55,6 +55,19 @@ struct ProcessControlTests {
         return (k, control, p, recorder)
     }
 
+    /// The process-group fallback (no cgroup), the daemon a child subreaper.
+    func controlledGroup() -> (RecordingKernel, ProcessControl, SupervisedProcess, Recorder) {
+        let k = RecordingKernel()
+        let control = ProcessControl(kernel: k, cgroups: nil, isSubreaper: true, logger: logger)
+        let recorder = Recorder()
+        control.delegate = recorder
+        let p = SupervisedProcess(
+            extensionID: "org.example.x", generation: 1, pid: 100, pidfd: 7, cgroup: nil, mechanism: .stop, channel: nil, queueLimit: 1024)
+        k.directories["/proc/100/task"] = ["100"]
+        k.files["/proc/100/task/100/children"] = ""
+        return (k, control, p, recorder)
+    }
+
     @Test func underSystemdTheDaemonMovesIntoALeafAndEnablesControllers() throws {
         let k = systemdKernel()
         let tree = try CgroupTree.setUp(kernel: k, underSystemd: true, socketPath: "/run/extensiond/control.sock", logger: logger).get()
@@ -229,5 +242,48 @@ struct ProcessControlTests {
         control.cgroupEventsChanged(p)
         #expect(recorder.exits.count == 1)
         #expect(recorder.exits.first?.1 == true, "recorded as outliving the leader")
+    }
+
+    @Test func aProcessGroupLeaderWithNoChildAndNoOrphanIsConfirmedAloneWithoutAScan() {
+        let (k, control, p, recorder) = controlledGroup()
+        control.suspend(p)
+        #expect(k.calls == [.kill(-100, SignalNumber.stop), .addTimer(at: k.clock.adding(seconds: GroupControl.firstRetrySeconds))])
+        k.clearCalls()
+        k.stopped = [7]
+        control.childrenChanged()
+        #expect(k.calls == [
+            .stopReported(pidfd: 7), .listDirectory("/proc/\(k.processID)/task"),
+            .listDirectory("/proc/100/task"), .read("/proc/100/task/100/children"),
+            .cancelTimer(at: k.clock.adding(seconds: GroupControl.firstRetrySeconds)),
+        ], "no orphan adopted, no child: the leader alone, with no scan of /proc")
+        #expect(recorder.confirmedMembers == [[100]])
+        k.clearCalls()
+        control.childrenChanged()
+        #expect(k.calls.isEmpty, "confirmed: no stop report is awaited any more")
+    }
+
+    @Test func aProcessGroupLeaderWithAChildHasItsGroupScanned() {
+        let (k, control, p, recorder) = controlledGroup()
+        k.files["/proc/100/task/100/children"] = "101 "
+        k.directories["/proc"] = ["100", "101", "self"]
+        k.files["/proc/100/stat"] = Self.sleeping
+        k.files["/proc/101/stat"] = "101 (sh) T 100 100 100 0 -1 4194304 0 0 0 0 1 2 0 0 20 0 1 0 12346 1000 50"
+        k.directories["/proc/101/task"] = ["101"]
+        k.files["/proc/101/task/101/stat"] = k.files["/proc/101/stat"]
+        control.suspend(p)
+        k.clearCalls()
+        k.stopped = [7]
+        control.childrenChanged()
+        let descendants: [RecordingKernel.Call] = [
+            .listDirectory("/proc/\(k.processID)/task"), .listDirectory("/proc/100/task"), .read("/proc/100/task/100/children"),
+        ]
+        let scan: [RecordingKernel.Call] = [
+            .listDirectory("/proc"), .read("/proc/100/stat"), .read("/proc/101/stat"),
+            .listDirectory("/proc/101/task"), .read("/proc/101/task/101/stat"),
+        ]
+        #expect(k.calls == [.stopReported(pidfd: 7)] + descendants + scan + descendants + scan + [
+            .cancelTimer(at: k.clock.adding(seconds: GroupControl.firstRetrySeconds)),
+        ], "a child: the group is scanned (the leader's state from its report), and read again until the set is stable")
+        #expect(recorder.confirmedMembers == [[100, 101]])
     }
 }

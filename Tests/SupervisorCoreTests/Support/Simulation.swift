@@ -1,18 +1,27 @@
 import ExtensionProtocol
+import Logging
+@testable import SupervisorShell
 import SupervisorCore
 
-/// A randomized, deterministic driver for the supervisor: it plays the shell (answering
-/// spawn effects, sometimes late; carrying out stop, resume and signal effects through a
-/// `GroupControl` per process generation over a simulated kernel, `GroupWorld`, as
-/// `ProcessControl` does), the hosts (begin, end, disconnect, prewarm, admin kill) and the
-/// extension runtimes (acquire, release, acknowledge expiry, crash, close the channel), with
-/// simulated time.
+/// A randomized, deterministic driver for the supervisor and the shell's process handling:
+/// it runs the core (`Supervisor`) and the shell's real `ProcessControl`, with a real
+/// `SupervisedProcess` per process generation, over a simulated kernel (`SimulatedKernel`, one
+/// `GroupWorld` per generation), and plays the rest of the daemon: it answers spawn effects
+/// (sometimes late), dispatches what the kernel reports (SIGCHLD, a leader's pidfd becoming
+/// readable, `cgroup.events` notifications, due timers) as the event loop does, and plays
+/// the hosts (begin, end, disconnect, prewarm, admin kill) and the extension runtimes
+/// (acquire, release, acknowledge expiry, crash, close the channel), with simulated time.
+/// It is `ProcessControl`'s delegate, as the daemon is.
 ///
 /// While it runs it tracks, from the effects alone, which assertions each extension holds
-/// and when their *expire* went out, and checks the supervisor's guarantees and the stop
-/// model's (no stop confirmed while a member runs user code, every member running after a
-/// resume, an exit reported only for an empty group) after every event.
-struct Simulation {
+/// and when their *expire* went out, and checks the supervisor's guarantees after every event,
+/// and the stop model's (no stop confirmed while a member runs user code, nor with other
+/// members than the group's, none running while a stop holds, every member running after a
+/// resume, an exit reported only for an empty group with its leader reaped, no stop check
+/// armed once held or for no process, no warning or error logged by `ProcessControl` but
+/// slow stops, no kernel call outside what process handling makes) after every event and
+/// every kernel step.
+final class Simulation: ProcessControlDelegate {
     struct Held {
         var expireSentAt: Instant?
         /// Revoked by the core in the current batch (leak guard); forgotten after the batch.
@@ -23,7 +32,8 @@ struct Simulation {
     enum Duty: Equatable {
         case answerSpawn(String, UInt64)
         case announceReady(String, UInt64)
-        /// A step of the simulated kernel for this generation's processes.
+        /// A step of the simulated kernel for this generation's processes, and the dispatch
+        /// of what it reports.
         case kernel(String, UInt64)
 
         var target: (String, UInt64) {
@@ -60,27 +70,32 @@ struct Simulation {
     }
 
     var sup = Supervisor(manifests: Simulation.manifests, limits: Simulation.limits, now: .seconds(0))
-    var rng: SplitMix64
+    /// The kernel, which also holds the random generator every step draws from.
+    let kernel: SimulatedKernel
+    /// The shell's process handling under test, and what it logs.
+    let control: ProcessControl
+    let logged: CapturedLog
     /// The most a timer tick may be late (0: the timer fires exactly at the armed instant).
     let timerLateness: Double
     /// Whether spawn effects are answered (`spawned` or `spawnFailed`) right after the batch
     /// that asked for them, as the shell does (it spawns synchronously and queues the answer),
-    /// or at a random later point like every other duty. (With late answers the core currently
-    /// ignores a `spawnFailed` that arrives after shutdown or a launch timeout: see the report.)
+    /// or at a random later point like every other duty.
     let spawnAnswersImmediately: Bool
-    var now = Instant.seconds(0)
+    var now: Instant {
+        get { kernel.clock }
+        set { kernel.clock = newValue }
+    }
     var armed: Instant?
     var duties: [Duty] = []
     var open: [(host: HostID, requestID: UInt64)] = []
     var held: [String: [UInt64: Held]] = [:]
     /// Every assertion id ever granted per extension (releases pick from these, stale ones included).
     var everGranted: [String: [UInt64]] = [:]
-    var nextPid: Int32 = 1000
     var nextTag: UInt32 = 1
     /// The containment every generation gets (cgroup, or the process-group fallback).
-    let containment: Containment
-    /// The simulated kernel of each extension's live generation.
-    var worlds: [String: (generation: UInt64, world: GroupWorld)] = [:]
+    let containment: SupervisorCore.Containment
+    /// The shell's handle on each extension's live generation, as the daemon keeps them.
+    var processes: [String: SupervisedProcess] = [:]
     /// Events the simulated shell queued while effects were carried out (delivered after them,
     /// as the daemon's re-entrancy queue does).
     var queued: [Event] = []
@@ -95,24 +110,46 @@ struct Simulation {
     // Coverage counters, so a test can show the interesting paths were taken.
     var grants = 0, expires = 0, stops = 0, stopsWithHeldAssertions = 0, reclaims = 0, crashes = 0
     var stopsConfirmed = 0, freezesConfirmed = 0, forksDuringStops = 0, outlivedLeaders = 0, blockedAtConfirm = 0
+    /// Process-group leaders confirmed alone with no read; confirmations of a leader with no
+    /// child whose group held orphans (which alone keep it from being alone).
+    var confirmedAloneWithoutARead = 0, orphansOnlyAtConfirm = 0
 
-    init(seed: UInt64, timerLateness: Double = 0, spawnAnswersImmediately: Bool = true, containment: Containment = .cgroup) {
-        rng = SplitMix64(seed: seed)
+    init(seed: UInt64, timerLateness: Double = 0, spawnAnswersImmediately: Bool = true, containment: SupervisorCore.Containment = .cgroup) {
+        kernel = SimulatedKernel(seed: seed)
         self.containment = containment
         self.timerLateness = timerLateness
         self.spawnAnswersImmediately = spawnAnswersImmediately
+        logged = CapturedLog()
+        let logger = logged.logger(label: "simulation")
+        var cgroups: CgroupTree?
+        var problem: String?
+        if containment == .cgroup {
+            switch CgroupTree.setUp(kernel: kernel, underSystemd: false, socketPath: "/run/sim/control.sock", logger: logger) {
+            case .success(let tree): cgroups = tree
+            case .failure(let why): problem = "the simulated kernel has no cgroup tree: \(why)"
+            }
+        }
+        control = ProcessControl(kernel: kernel, cgroups: cgroups, isSubreaper: true, logger: logger)
+        control.delegate = self
+        if let problem { violations.append(problem) }
     }
 
     func grace(_ id: String) -> Double { sup.records[id]?.manifest.policy.expiryGraceSeconds ?? 0 }
 
-    mutating func random(_ n: Int) -> Int { Int.random(in: 0..<n, using: &rng) }
-    mutating func chance(_ p: Double) -> Bool { Double.random(in: 0..<1, using: &rng) < p }
-    mutating func pick<T>(_ xs: [T]) -> T? { xs.isEmpty ? nil : xs[random(xs.count)] }
+    func random(_ n: Int) -> Int { Int.random(in: 0..<n, using: &kernel.rng) }
+    func chance(_ p: Double) -> Bool { kernel.chance(p) }
+    func pick<T>(_ xs: [T]) -> T? { xs.isEmpty ? nil : xs[random(xs.count)] }
+
+    /// The handle of `id`'s generation `g`, if it is the live one.
+    func live(_ id: String, _ g: UInt64) -> SupervisedProcess? {
+        guard let p = processes[id], p.generation == g else { return nil }
+        return p
+    }
 
     // MARK: Driving
 
     /// Runs `steps` random events, then shuts down and drains every duty.
-    mutating func run(steps: Int) {
+    func run(steps: Int) {
         for _ in 0..<steps {
             advance()
             randomEvent()
@@ -129,7 +166,7 @@ struct Simulation {
     }
 
     /// Moves simulated time forward, firing the timer (late by up to `timerLateness`) on the way.
-    mutating func advance(by fixed: Double? = nil) {
+    func advance(by fixed: Double? = nil) {
         // Mostly short steps (so launches usually become ready in time), sometimes long idle gaps.
         let dt = fixed ?? (chance(0.05) ? Double(random(60)) : Double(random(9)) * 0.25)
         let target = now.adding(seconds: dt)
@@ -146,7 +183,7 @@ struct Simulation {
         now = max(now, target)
     }
 
-    mutating func randomEvent() {
+    func randomEvent() {
         let id = pick(Self.ids)!
         let record = sup.records[id]!
         let gen = record.generation
@@ -176,9 +213,9 @@ struct Simulation {
             if let aid = pick(expired) { deliver(.expireReceived(extensionID: id, generation: gen, assertionID: aid)) }
         case 15:
             // The leader exits on its own (or crashes); its other members, if any, stay.
-            if record.isRunning && record.pid != nil, worlds[id]?.generation == gen {
+            if record.isRunning && record.pid != nil, let p = live(id, gen) {
                 let status: ExitStatus = pick([.exited(0), .exited(1), .signaled(11)])!
-                worlds[id]!.world.leaderExits(status)
+                kernel.world(p.pid)?.leaderExits(status)
                 schedule(id, gen)
             }
         case 16:
@@ -207,7 +244,7 @@ struct Simulation {
 
     /// Answers one outstanding duty, usually one for a live process (duties for dead
     /// generations are answered too, now and then: they become stale events).
-    mutating func answerSomeDuty() {
+    func answerSomeDuty() {
         guard !duties.isEmpty else { return }
         let live = duties.indices.filter { i in
             let (id, g) = duties[i].target
@@ -217,22 +254,41 @@ struct Simulation {
         answer(duties.remove(at: i))
     }
 
-    mutating func takeTag() -> UInt32 {
+    func takeTag() -> UInt32 {
         defer { nextTag += 1 }
         return nextTag
     }
 
-    mutating func answer(_ duty: Duty) {
+    func answer(_ duty: Duty) {
         switch duty {
         case let .answerSpawn(id, g):
             if chance(0.05) {
                 deliver(.spawnFailed(extensionID: id, generation: g, error: "ENOENT"))
             } else {
-                nextPid += 1
                 let mechanism = sup.records[id]?.manifest.policy.suspend ?? .stop
-                worlds[id] = (g, GroupWorld(
-                    leader: nextPid, containment: containment, mechanism: mechanism, extraMembers: random(3), ignoresTerm: chance(0.2)))
-                deliver(.spawned(extensionID: id, generation: g, pid: nextPid))
+                let extra = random(3)
+                let ignoresTerm = chance(0.2)
+                let orphans = chance(0.2) ? 1 : 0
+                // The daemon spawns at the effect, for the generation it names: an answer for
+                // a generation that is no longer the record's starts nothing.
+                guard sup.records[id]?.generation == g else {
+                    deliver(.spawned(extensionID: id, generation: g, pid: 0))  // stale: its pid is never used
+                    break
+                }
+                let spawned = kernel.spawn(
+                    containment: containment, cgroupBase: control.cgroups?.extensionsPath, name: "\(id).\(g)",
+                    freezer: mechanism == .freeze, extraMembers: extra, orphans: orphans, ignoresTerm: ignoresTerm)
+                if let old = processes[id] {
+                    // As the daemon does when a generation replaces one whose exit it has not seen.
+                    control.forget(old)
+                    old.tearDown(kernel)
+                    kernel.discard(old.pid)
+                    duties.removeAll { $0 == .kernel(id, old.generation) }
+                }
+                processes[id] = SupervisedProcess(
+                    extensionID: id, generation: g, pid: spawned.pid, pidfd: spawned.pidfd, cgroup: spawned.cgroup,
+                    mechanism: mechanism, channel: nil, queueLimit: 16)
+                deliver(.spawned(extensionID: id, generation: g, pid: spawned.pid))
                 if !chance(0.05) { duties.append(.announceReady(id, g)) }  // sometimes it never gets ready
             }
         case let .announceReady(id, g): deliver(.ready(extensionID: id, generation: g))
@@ -240,113 +296,102 @@ struct Simulation {
         }
     }
 
-    // MARK: The simulated shell and kernel around each GroupControl
+    // MARK: The kernel, and the daemon's loop around ProcessControl
 
-    /// Makes sure a kernel step is pending for the generation while its kernel has work.
-    mutating func schedule(_ id: String, _ g: UInt64) {
-        guard let w = worlds[id], w.generation == g, w.world.busy, !duties.contains(.kernel(id, g)) else { return }
+    /// Whether the generation's kernel or its stop model still has work: a kernel step is due.
+    func busy(_ p: SupervisedProcess) -> Bool {
+        guard let w = kernel.world(p.pid) else { return false }
+        if w.busy || p.check != nil { return true }
+        switch p.control.stop {
+        case .stopping, .freezing: return true
+        default: return false
+        }
+    }
+
+    /// Makes sure a kernel step is pending for the generation while it has work.
+    func schedule(_ id: String, _ g: UInt64) {
+        guard let p = live(id, g), busy(p), !duties.contains(.kernel(id, g)) else { return }
         duties.append(.kernel(id, g))
     }
 
-    mutating func kernelStep(_ id: String, _ g: UInt64) {
-        guard worlds[id]?.generation == g else { return }
-        let stoppingBefore = worlds[id]!.world.control.stop
-        let countBefore = worlds[id]!.world.members.count
-        var rng = self.rng
-        worlds[id]!.world.kernelStep { p in Double.random(in: 0..<1, using: &rng) < p }
-        self.rng = rng
-        if case .stopping = stoppingBefore, worlds[id]!.world.members.count > countBefore { forksDuringStops += 1 }
-        if worlds[id]!.world.stopReportPending {
-            worlds[id]!.world.stopReportPending = false
-            observe(.leaderStopReported, id, g)
+    func scheduleAll() {
+        for (id, p) in processes.sorted(by: { $0.key < $1.key }) { schedule(id, p.generation) }
+    }
+
+    /// One step of the generation's processes, then what the loop dispatches from it, in
+    /// sd-event's order: descriptor events (the leader's pidfd, `cgroup.events`), then SIGCHLD
+    /// (a later priority), then the stop check's timer (later still).
+    func kernelStep(_ id: String, _ g: UInt64) {
+        guard let p = live(id, g), let w = kernel.world(p.pid) else { return }
+        var stoppingBefore = false
+        if case .stopping = p.control.stop { stoppingBefore = true }
+        let countBefore = w.members.count
+        w.step { kernel.chance($0) }
+        if stoppingBefore && w.members.count > countBefore { forksDuringStops += 1 }
+        if w.exitNotification {
+            w.exitNotification = false
+            control.leaderMayHaveExited(p)
         }
-        if worlds[id]?.generation == g, worlds[id]!.world.frozenNotificationPending {
-            worlds[id]!.world.frozenNotificationPending = false
-            observe(.frozen(true), id, g)
-        }
-        if worlds[id]?.generation == g, worlds[id]!.world.leaderExitPending, let status = worlds[id]!.world.leaderExit {
-            worlds[id]!.world.leaderExitPending = false
-            let w = worlds[id]!.world
-            observe(.leaderExited(status, populated: !w.isEmpty), id, g)
-        }
-        if worlds[id]?.generation == g, worlds[id]!.world.inCgroup, worlds[id]!.world.isEmpty, !worlds[id]!.world.emptiedReported {
-            worlds[id]!.world.emptiedReported = true
-            observe(.emptied, id, g)
-        }
-        if worlds[id]?.generation == g, let at = worlds[id]!.world.checkAt, at <= now {
-            worlds[id]!.world.checkAt = nil
-            observe(.checkDue, id, g)
-        }
+        if live(id, g) != nil && w.eventsNotification { control.cgroupEventsChanged(p) }
+        if kernel.takeChildSignal() { control.childrenChanged() }
+        if live(id, g) != nil, let timer = p.check as? SimulatedKernel.Timer, timer.at <= now { timer.fire() }
         drain()
-        schedule(id, g)
+        checkShell { violations.append("at \(now) after a kernel step of \(id): \($0)") }
+        scheduleAll()
     }
 
-    mutating func observe(_ observation: GroupObservation, _ id: String, _ g: UInt64) {
-        guard worlds[id]?.generation == g else { return }
-        let actions = worlds[id]!.world.control.observe(observation, at: now)
-        perform(actions, id, g)
-    }
+    // MARK: ProcessControlDelegate
 
-    /// Carries out the stop model's actions on the simulated kernel, as `ProcessControl.perform`.
-    mutating func perform(_ actions: [GroupAction], _ id: String, _ g: UInt64) {
-        for action in actions {
-            guard worlds[id]?.generation == g else { return }
-            switch action {
-            case .readMembers:
-                observe(.members(worlds[id]!.world.observed()), id, g)
-            case .readFrozen:
-                observe(.frozen(worlds[id]!.world.frozen), id, g)
-            case let .signal(signal, target):
-                switch target {
-                case .all: worlds[id]!.world.deliver(signal, to: nil)
-                case .pids(let pids): worlds[id]!.world.deliver(signal, to: pids)
-                case .leaderGroup: worlds[id]!.world.deliver(signal, to: worlds[id]!.world.inLeaderGroup)
-                }
-            case .setFrozen(let on):
-                worlds[id]!.world.freezeRequested = on
-                if on && chance(0.3) {
-                    // Every member froze within the write: a read right after it sees `frozen 1`.
-                    worlds[id]!.world.frozen = true
-                    worlds[id]!.world.frozenNotificationPending = true
-                }
-                if !on {
-                    worlds[id]!.world.frozen = false
-                    worlds[id]!.world.frozenNotificationPending = false
-                }
-            case .killAll:
-                worlds[id]!.world.dying = Set(worlds[id]!.world.members.keys)
-            case .checkAgain(let seconds):
-                worlds[id]!.world.checkAt = now.adding(seconds: seconds)
-            case .cancelCheck:
-                worlds[id]!.world.checkAt = nil
-            case .slowStop:
-                break
-            case .stopConfirmed:
-                let w = worlds[id]!.world
-                if w.anyRunsUserCode {
-                    violations.append("at \(now): stop of \(id) confirmed while a member runs: \(w.members.sorted { $0.key < $1.key })")
-                }
-                if w.control.mechanism == .freeze && w.inCgroup { freezesConfirmed += 1 } else { stopsConfirmed += 1 }
-                if w.members.values.contains(.blocked) { blockedAtConfirm += 1 }
-                queued.append(.stopConfirmed(extensionID: id, generation: g))
-            case let .exited(status, outlivedLeader):
-                let w = worlds[id]!.world
-                if w.leaderExit == nil { violations.append("at \(now): exit of \(id) reported while its leader lives") }
-                if w.inCgroup && !w.isEmpty { violations.append("at \(now): exit of \(id) reported while its cgroup holds \(w.members.keys.sorted())") }
-                if !w.inCgroup && !w.members.keys.allSatisfy({ w.dying.contains($0) }) {
-                    violations.append("at \(now): exit of \(id) reported while group members live unkilled")
-                }
-                if outlivedLeader { outlivedLeaders += 1 }
-                worlds[id] = nil
-                duties.removeAll { $0 == .kernel(id, g) }
-                queued.append(.exited(extensionID: id, generation: g, status: status, outlivedLeader: outlivedLeader))
-            }
+    func stopConfirmed(_ p: SupervisedProcess, members: [Int32]) {
+        let id = p.extensionID
+        guard let w = kernel.world(p.pid) else {
+            violations.append("at \(now): stop of \(id) confirmed for processes the kernel no longer has")
+            return
         }
-        schedule(id, g)
+        if w.anyRunsUserCode {
+            violations.append("at \(now): stop of \(id) confirmed while a member runs: \(w.members.sorted { $0.key < $1.key })")
+        }
+        if members.sorted() != w.members.keys.sorted() {
+            violations.append("at \(now): stop of \(id) confirmed with the members \(members) but its processes are \(w.members.keys.sorted())")
+        }
+        if p.control.aloneAtLastStop && w.members.keys.sorted() != [p.pid] {
+            violations.append("at \(now): stop of \(id) taken as the leader alone, but its processes are \(w.members.keys.sorted())")
+        }
+        if p.control.aloneAtLastStop && !w.inCgroup { confirmedAloneWithoutARead += 1 }
+        if p.control.mechanism == .freeze && w.inCgroup { freezesConfirmed += 1 } else { stopsConfirmed += 1 }
+        if w.members.values.contains(where: { $0.state == .blocked }) { blockedAtConfirm += 1 }
+        if w.children(of: p.pid).isEmpty && w.members.contains(where: { $0.key != p.pid && $0.value.parent == kernel.daemon }) {
+            orphansOnlyAtConfirm += 1
+        }
+        queued.append(.stopConfirmed(extensionID: id, generation: p.generation))
     }
+
+    func exited(_ p: SupervisedProcess, status: ExitStatus, outlivedLeader: Bool) {
+        let id = p.extensionID, g = p.generation
+        if let w = kernel.world(p.pid) {
+            if w.leaderExit == nil { violations.append("at \(now): exit of \(id) reported while its leader lives") }
+            if !w.leaderReaped { violations.append("at \(now): exit of \(id) reported before its leader was reaped") }
+            if w.inCgroup && !w.isEmpty { violations.append("at \(now): exit of \(id) reported while its cgroup holds \(w.members.keys.sorted())") }
+            if !w.inCgroup && !w.members.keys.allSatisfy({ w.dying.contains($0) }) {
+                violations.append("at \(now): exit of \(id) reported while group members live unkilled")
+            }
+        } else {
+            violations.append("at \(now): exit of \(id) reported for processes the kernel no longer has")
+        }
+        if outlivedLeader { outlivedLeaders += 1 }
+        // As the daemon does: the handle is torn down and the core told.
+        guard processes[id] === p else { return }
+        p.tearDown(kernel)
+        processes[id] = nil
+        kernel.discard(p.pid)
+        duties.removeAll { $0 == .kernel(id, g) }
+        queued.append(.exited(extensionID: id, generation: g, status: status, outlivedLeader: outlivedLeader))
+    }
+
+    func isLeader(_ pid: Int32) -> Bool { processes.values.contains { $0.pid == pid } }
 
     /// Delivers the events the simulated shell queued, in order.
-    mutating func drain() {
+    func drain() {
         guard !draining else { return }
         draining = true
         while !queued.isEmpty { deliver(queued.removeFirst()) }
@@ -355,7 +400,7 @@ struct Simulation {
 
     // MARK: Checking
 
-    mutating func deliver(_ event: Event, at instant: Instant? = nil) {
+    func deliver(_ event: Event, at instant: Instant? = nil) {
         if let instant { now = instant }
         let before = sup.records
         let effects = sup.handle(event, at: now)
@@ -370,16 +415,36 @@ struct Simulation {
         drain()
     }
 
-    mutating func check(_ event: Event, _ effects: [Effect], _ before: [String: ExtensionRecord]) {
-        func fail(_ what: String) { violations.append("at \(now) after \(event): \(what)") }
-
-        // A confirmed suspension costs no wakeup: no stop check stays armed.
-        for (id, entry) in worlds where entry.world.checkAt != nil {
-            switch entry.world.control.stop {
-            case .stopped, .frozen: fail("\(id) is held (\(entry.world.control.stop)) with a stop check still armed")
+    /// The stop model's state checks, after every event and every kernel step: a held group
+    /// runs no user code and has no stop check armed, every armed timer is a live process's
+    /// stop check, `ProcessControl` logged nothing worse than a slow stop, and the kernel saw
+    /// no call outside process handling.
+    func checkShell(_ fail: (String) -> Void) {
+        for (id, p) in processes.sorted(by: { $0.key < $1.key }) {
+            switch p.control.stop {
+            case .stopped, .frozen:
+                // A confirmed suspension costs no wakeup.
+                if p.check != nil { fail("\(id) is held (\(p.control.stop)) with a stop check still armed") }
+                if let w = kernel.world(p.pid), w.anyRunsUserCode {
+                    fail("\(id) is held (\(p.control.stop)) while a member runs: \(w.members.sorted { $0.key < $1.key })")
+                }
             default: break
             }
         }
+        for timer in kernel.armed where !processes.values.contains(where: { $0.check === timer }) {
+            fail("a timer at \(timer.at) is armed for no live process's stop check")
+        }
+        for entry in logged.take() where entry.level >= .warning && !entry.message.contains("has not stopped after") {
+            fail("ProcessControl logged \(entry)")
+        }
+        for call in kernel.unexpected.dropFirst(reportedUnexpected) { fail("unexpected kernel call \(call)") }
+        reportedUnexpected = kernel.unexpected.count
+    }
+
+    private var reportedUnexpected = 0
+
+    func check(_ event: Event, _ effects: [Effect], _ before: [String: ExtensionRecord]) {
+        func fail(_ what: String) { violations.append("at \(now) after \(event): \(what)") }
 
         // Events for a generation that is not the live process change nothing.
         if let (id, g) = event.generationTarget, let r = before[id], !(r.generation == g && r.isRunning) {
@@ -422,9 +487,9 @@ struct Simulation {
                 stops += 1
                 // THE invariant: no stop while an assertion is held whose expire went out less
                 // than expiryGraceSeconds ago (or never).
-                let live = held[id] ?? [:]
-                if !live.isEmpty { stopsWithHeldAssertions += 1 }
-                for (aid, a) in live.sorted(by: { $0.key < $1.key }) {
+                let holding = held[id] ?? [:]
+                if !holding.isEmpty { stopsWithHeldAssertions += 1 }
+                for (aid, a) in holding.sorted(by: { $0.key < $1.key }) {
                     guard let sent = a.expireSentAt else {
                         fail("stop of \(id) while assertion \(aid) was never expired")
                         continue
@@ -434,22 +499,27 @@ struct Simulation {
                     }
                 }
                 held[id] = [:]  // revoked at the stop
-                if worlds[id]?.generation == g { perform(worlds[id]!.world.control.suspend(at: now), id, g) }
+                if let p = live(id, g) {
+                    control.suspend(p)
+                    schedule(id, g)
+                }
             case let .signal(id, g, signal, thenContinue):
                 if before[id]?.phase.mayBeStopped == true && !thenContinue {
                     fail("signal \(signal) to a possibly stopped \(id) without SIGCONT")
                 }
-                if worlds[id]?.generation == g {
-                    perform(worlds[id]!.world.control.signal(signal, thenContinue: thenContinue), id, g)
+                if let p = live(id, g) {
+                    control.signal(p, signal, thenContinue: thenContinue)
+                    schedule(id, g)
                 }
             case let .spawn(id, g, _): duties.append(.answerSpawn(id, g))
             case let .resume(id, g):
-                guard worlds[id]?.generation == g else { break }
-                perform(worlds[id]!.world.control.resume(), id, g)
-                if let w = worlds[id]?.world, w.frozen || w.freezeRequested || w.members.values.contains(where: { $0 == .stopped || $0 == .stopPending }) {
-                    fail("after the resume of \(id) a member is still held: \(w.members.sorted { $0.key < $1.key }), frozen \(w.frozen)")
+                guard let p = live(id, g) else { break }
+                control.resume(p)
+                if let w = kernel.world(p.pid), w.anyHeld {
+                    fail("after the resume of \(id) a member is still held: \(w.members.sorted { $0.key < $1.key }), stop asked of \(w.stopAsked.sorted()), frozen \(w.frozen) (asked: \(w.freezeRequested))")
                 }
                 queued.append(.continueConfirmed(extensionID: id, generation: g))
+                schedule(id, g)
             case let .openRequest(id, _, rid, host, _, pid, _):
                 if sup.records[id]?.pid != pid { fail("openRequest with a pid that is not the live one") }
                 open.append((host, rid))
@@ -468,6 +538,8 @@ struct Simulation {
             for (aid, a) in held[id]! where a.revoked { held[id]![aid] = nil }
         }
         if case .end(_, _, let rid) = event, effects.oks.count == 1 { open.removeAll { $0.requestID == rid } }
+
+        checkShell(fail)
 
         // The indexes (deadline heap, request owners, hosts, state counts) agree with the records.
         for d in sup.indexDiscrepancies() { fail("index: \(d)") }

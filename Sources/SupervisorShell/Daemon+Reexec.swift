@@ -1,0 +1,159 @@
+import ExtensionProtocol
+import ExtensionTransport
+import SupervisorCore
+import SupervisorKernel
+#if canImport(FoundationEssentials)
+import FoundationEssentials  // JSONEncoder/JSONDecoder of the hand-over document
+#else
+import Foundation
+#endif
+
+/// Replacing the daemon's program without touching an extension (`extctl reexec`, SIGUSR2):
+/// the state goes into a `HandoverDocument`, the new program checks it, and the daemon execs
+/// it in place, keeping its pid and the document's descriptors.
+extension Daemon {
+    /// Where the hand-over document is written: beside the control socket, in the daemon's
+    /// runtime directory (`control.sock` → `control.handover.json`).
+    var handoverPath: String {
+        let socket = server.path
+        return (socket.hasSuffix(".sock") ? String(socket.dropLast(5)) : socket) + ".handover.json"
+    }
+
+    /// Asks for a re-exec; `requester` is answered by the new daemon, or with the reason it
+    /// was refused (the old daemon then goes on unchanged).
+    func requestReexec(from requester: HandoverDocument.Requester?) {
+        if core.shuttingDown { return refuseReexec("the daemon is shutting down", to: requester) }
+        if reexecution.isPending { return refuseReexec("a re-exec is already under way", to: requester) }
+        logger.notice("re-exec asked\(requester.map { _ in " by extctl" } ?? " (SIGUSR2)"): waiting for stops in flight and unsent messages")
+        reexecution.begin(requester: requester, deadline: kernel.now().adding(seconds: Reexecution.settleSeconds))
+        attemptReexec()
+    }
+
+    /// Hands over if the daemon is settled (no stop in flight, no unsent message), else looks
+    /// again shortly, until the deadline.
+    func attemptReexec() {
+        guard reexecution.isPending, let deadline = reexecution.deadline else { return }
+        let requester = reexecution.requester
+        if server.isBusy || extensions.isBusy {
+            if kernel.now() >= deadline {
+                reexecution.end()
+                return refuseReexec("stops in flight or messages peers did not read did not settle within \(Int(Reexecution.settleSeconds)) s", to: requester)
+            }
+            switch kernel.addTimer(at: kernel.now().adding(seconds: Reexecution.retrySeconds), { [unowned self] in attemptReexec() }) {
+            case .success(let timer): reexecution.keep(retry: timer)
+            case .failure(let e):
+                reexecution.end()
+                refuseReexec("cannot arm the re-exec's retry timer: \(e)", to: requester)
+            }
+            return
+        }
+        reexecution.end()
+        if let reason = reexec(requester: requester) { refuseReexec(reason, to: requester) }
+    }
+
+    /// Writes the document, has the new program check it, and execs it. Returns why not when
+    /// it did not (the daemon goes on as before, nothing changed).
+    private func reexec(requester: HandoverDocument.Requester?) -> String? {
+        guard let executable = kernel.executablePath() else { return "the daemon's program cannot be found on disk (/proc/self/exe)" }
+        let snapshot: Supervisor.Snapshot
+        switch core.snapshot() {
+        case .success(let s): snapshot = s
+        case .failure(let why): return "the supervisor's state cannot be handed over: \(why)"
+        }
+        guard let processes = extensions.handover() else { return "a stop is in flight" }
+        let server = server.handover()
+        let document = HandoverDocument(
+            version: HandoverDocument.currentVersion, daemonVersion: daemonVersion, core: snapshot, listener: server.listener, socketPath: self.server.path,
+            ownedSocketPath: server.ownedPath, nextHostID: server.nextHostID, connections: server.connections, processes: processes,
+            requester: requester)
+        let bytes: [UInt8]
+        do {
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = [.sortedKeys]
+            bytes = [UInt8](try encoder.encode(document))
+        } catch {
+            return "the hand-over document cannot be encoded: \(error)"
+        }
+        let path = handoverPath
+        if let e = kernel.replaceFile(path, with: bytes, mode: 0o600, durable: false) { return "the hand-over document cannot be written: \(e)" }
+        func withoutDocument(_ reason: String) -> String {
+            if let e = kernel.removeFile(path), !e.isNoEntry { logger.warning("cannot remove \(path): \(e)") }
+            return reason
+        }
+        switch kernel.runToCompletion(executable, arguments: ["--check-handover", path], seconds: Reexecution.checkSeconds) {
+        case .failure(let e):
+            return withoutDocument("\(executable) cannot be run to check the hand-over: \(e)")
+        case .success((let status, let output)):
+            guard status == .exited(0) else {
+                let said = output.split(separator: "\n").last.map { ": \($0)" } ?? ""
+                let how = status.map { "\($0)" } ?? "did not finish within \(Int(Reexecution.checkSeconds)) s"
+                return withoutDocument("\(executable) refused the hand-over (\(how))\(said)")
+            }
+        }
+        logger.notice("re-executing \(executable) with \(processes.count) extension process(es) and \(server.connections.count) connection(s)")
+        serviceManager.reexecuting()
+        extensions.registry.flush()
+        self.server.suspendForHandover()
+        extensions.suspendForHandover()
+        let failure = kernel.execute(executable, arguments: reexecution.commandLine + ["--handover", path], keeping: document.descriptors)
+        // Still here: the exec failed, and this daemon goes on.
+        do {
+            try self.server.start()
+        } catch {
+            logger.critical("cannot listen again after a failed re-exec: \(error)")
+        }
+        extensions.resumeAfterFailedHandover()
+        serviceManager.ready(status: statusLine())
+        return withoutDocument("\(failure)")
+    }
+
+    private func refuseReexec(_ reason: String, to requester: HandoverDocument.Requester?) {
+        logger.error("re-exec refused: \(reason)")
+        if let requester {
+            server.send(.failure(tag: requester.tag, code: .internalError, text: "re-exec refused: \(reason)"), to: requester.host)
+        }
+    }
+
+    /// Reads and removes the hand-over document at `path`; throws naming what is wrong.
+    static func readHandover(_ path: String, kernel: any Kernel) throws -> HandoverDocument {
+        let bytes: [UInt8]
+        switch kernel.read(path) {
+        case .success(let b): bytes = b
+        case .failure(let e): throw DaemonError("the hand-over document \(path) cannot be read: \(e)")
+        }
+        return try decodeHandover(bytes, path: path)
+    }
+
+    /// The document in `bytes`, checked: its version is this daemon's, and the core accepts its
+    /// state. Throws naming what is wrong.
+    static func decodeHandover(_ bytes: [UInt8], path: String) throws -> HandoverDocument {
+        struct Versioned: Decodable { var version: Int; var daemonVersion: String? }
+        let head: Versioned
+        do {
+            head = try JSONDecoder().decode(Versioned.self, from: Data(bytes))
+        } catch {
+            throw DaemonError("\(path) is not a hand-over document: \(error)")
+        }
+        guard head.version == HandoverDocument.currentVersion else {
+            throw DaemonError(
+                "\(path) is a hand-over document of version \(head.version) (from extensiond \(head.daemonVersion ?? "?")); this extensiond \(daemonVersion) reads version \(HandoverDocument.currentVersion)")
+        }
+        do {
+            return try JSONDecoder().decode(HandoverDocument.self, from: Data(bytes))
+        } catch {
+            throw DaemonError("\(path) is a corrupt hand-over document: \(error)")
+        }
+    }
+
+    /// `extensiond --check-handover FILE`: whether this program can take over the state in
+    /// FILE; nil when it can, else why not.
+    public static func checkHandover(at path: String, kernel: any Kernel) -> String? {
+        do {
+            let document = try readHandover(path, kernel: kernel)
+            _ = try Supervisor(restoring: document.core, limits: SupervisorLimits(), now: kernel.now())
+            return nil
+        } catch {
+            return "\(error)"
+        }
+    }
+}

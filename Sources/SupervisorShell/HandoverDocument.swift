@@ -1,0 +1,74 @@
+import SupervisorCore
+
+/// What one daemon hands the program that replaces it (`extctl reexec`, SIGUSR2): the core's
+/// state as the core writes it (`Supervisor.Snapshot`), and the shell's part, which names the
+/// descriptors that cross the `execve` and what each is. One versioned JSON document, written
+/// to a file beside the control socket, checked by the new program (`--check-handover`)
+/// before the old one execs it, then read and removed by the new daemon (`--handover`).
+///
+/// Kept: every extension process (same pid, its pidfd, its runtime channel, its cgroup, which
+/// is re-opened by path, and how it was last stopped), every control connection (its socket
+/// and who it is, monitors included), the listening socket, and the next host id. Rebuilt by
+/// the new daemon: watches and timers (the core's deadline from its records; a closing
+/// channel's grace from its deadline), each suspended group's lock watch (its locks are read
+/// again: a stopped group takes no lock), the process registry. A hand-over waits until no
+/// stop is in flight and no peer has unsent messages, so neither crosses the exec.
+struct HandoverDocument: Codable {
+    /// The document's version; a daemon refuses one it does not know, naming both.
+    static let currentVersion = 1
+
+    struct Connection: Codable, Equatable {
+        var host: HostID
+        var fd: Int32
+        var pid: Int32
+        var uid: UInt32
+        var gid: UInt32
+        var groups: [UInt32]
+        var isMonitor: Bool
+    }
+
+    struct Process: Codable, Equatable {
+        var extensionID: String
+        var generation: UInt64
+        var pid: Int32
+        var pidfd: Int32
+        /// The daemon's end of the runtime channel, if it is open.
+        var channel: Int32?
+        /// When the channel closed and the process has until this instant to exit.
+        var channelGraceUntil: Instant?
+        /// The extension's cgroup, re-opened by path; nil on the process-group fallback.
+        var cgroup: String?
+        /// `cgroup.freeze` is kept open (the freezer suspends it).
+        var freezer: Bool
+        var memoryCgroupV1: String?
+        var memoryOOMKillsAtStart: Int?
+        var mechanism: SuspendMode
+        /// How the group stands: running, stopped or frozen (a stop in flight never crosses).
+        var group: GroupControl.Snapshot
+    }
+
+    /// The `extctl reexec` waiting for the new daemon's answer, if it came from one.
+    struct Requester: Codable, Equatable {
+        var host: HostID
+        var tag: UInt32
+    }
+
+    var version: Int
+    /// `extensiond --version` of the daemon that wrote it.
+    var daemonVersion: String
+    var core: Supervisor.Snapshot
+    var listener: Int32
+    /// Where the control socket is (its registry and hand-over files are named after it).
+    var socketPath: String
+    /// The socket file, when the old daemon created it (and the new one removes it at exit).
+    var ownedSocketPath: String?
+    var nextHostID: HostID
+    var connections: [Connection]
+    var processes: [Process]
+    var requester: Requester?
+
+    /// Every descriptor the document names: what must cross the `execve`.
+    var descriptors: [Int32] {
+        [listener] + connections.map(\.fd) + processes.flatMap { [$0.pidfd] + ($0.channel.map { [$0] } ?? []) }
+    }
+}

@@ -1,0 +1,63 @@
+import SupervisorCore
+import SupervisorKernel
+
+/// A re-exec of the daemon asked for (`extctl reexec`, SIGUSR2) and not done yet: who asked,
+/// until when it may wait for the daemon to settle, and the retry timer meanwhile. Owned by
+/// the daemon's loop.
+final class Reexecution {
+    /// The arguments the daemon was started with, given to the program that replaces it.
+    let commandLine: [String]
+    /// After a hand-over: the `extctl reexec` to answer, and the version of the daemon replaced.
+    private var answer: (requester: HandoverDocument.Requester, previousVersion: String)?
+
+    init(commandLine: [String]) {
+        self.commandLine = commandLine
+    }
+
+    /// Keeps the answer the new daemon owes once it serves (`takeAnswer`).
+    func owe(_ requester: HandoverDocument.Requester, previousVersion: String) {
+        answer = (requester, previousVersion)
+    }
+
+    /// The answer owed after a hand-over, once.
+    func takeAnswer() -> (requester: HandoverDocument.Requester, previousVersion: String)? {
+        defer { answer = nil }
+        return answer
+    }
+
+    /// The `extctl reexec` to answer, if a connection asked (SIGUSR2 has none).
+    private(set) var requester: HandoverDocument.Requester?
+    /// Until when stops in flight and unsent messages may delay the hand-over.
+    private(set) var deadline: Instant?
+    private var retry: (any Cancellable)?
+
+    /// How long a re-exec waits for stops in flight and peers' unsent messages.
+    static let settleSeconds = 5.0
+    /// How often it looks again meanwhile.
+    static let retrySeconds = 0.01
+    /// How long the new program's check of the document may take.
+    static let checkSeconds = 10.0
+
+    /// Whether a re-exec is under way.
+    var isPending: Bool { deadline != nil }
+
+    /// Starts one, for `requester`, waiting at most until `deadline`.
+    func begin(requester: HandoverDocument.Requester?, deadline: Instant) {
+        self.requester = requester
+        self.deadline = deadline
+    }
+
+    /// Keeps the timer of the next attempt.
+    func keep(retry timer: any Cancellable) {
+        retry?.cancel()
+        retry = timer
+    }
+
+    /// Ends the one under way (done, or refused).
+    func end() {
+        retry?.cancel()
+        retry = nil
+        requester = nil
+        deadline = nil
+    }
+}

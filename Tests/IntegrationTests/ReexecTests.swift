@@ -1,0 +1,196 @@
+import ExtensionHost
+import ExtensionProtocol
+import Foundation
+import Synchronization
+import Testing
+
+/// `extctl reexec`: the daemon replaces its program in place, keeping its pid, every
+/// extension process in its state, their channels and assertions, every host connection and
+/// monitor. With real processes, and the daemon's own binary (a copy the tests can replace).
+@Suite(.serialized)
+struct ReexecTests {
+    static let active = "com.example.reexec.active"
+    static let suspended = "com.example.reexec.suspended"
+    static let background = "com.example.reexec.background"
+    static let prewarmed = "com.example.reexec.prewarmed"
+    /// backgroundSeconds 3, expiryGraceSeconds 1: the expire goes out 2 s after the dismissal.
+    static var backgroundPolicy: [String: Any] { ["backgroundSeconds": 3.0, "expiryGraceSeconds": 1.0, "assertionMaxSeconds": 30] }
+
+    /// A daemon started from its own copy of extensiond, which a test may replace on disk.
+    func start() throws -> TestDaemon {
+        let daemon = try TestDaemon(manifests: [
+            "a.json": TestDaemon.testExtension(Self.active),
+            "s.json": TestDaemon.testExtension(Self.suspended),
+            "b.json": TestDaemon.testExtension(Self.background, policy: Self.backgroundPolicy),
+            "p.json": TestDaemon.testExtension(Self.prewarmed),
+        ])
+        let copy = daemon.directory + "/extensiond"
+        try FileManager.default.copyItem(atPath: BuildProducts.path("extensiond"), toPath: copy)
+        daemon.daemonExecutable = copy
+        try daemon.start()
+        return daemon
+    }
+
+    /// Replaces the daemon's program on disk by a new file (a new inode, as a package upgrade does).
+    func replaceProgram(of daemon: TestDaemon, with source: String) throws {
+        let staged = daemon.directory + "/extensiond.new"
+        try FileManager.default.copyItem(atPath: source, toPath: staged)
+        #expect(rename(staged, daemon.daemonExecutable) == 0)
+    }
+
+    func pids(_ daemon: TestDaemon) throws -> [String: Int] {
+        let status = try daemon.extctl(["status", "--json"])
+        #expect(status.status == 0)
+        let document = try #require(try JSONSerialization.jsonObject(with: Data(status.out.utf8)) as? [String: Any])
+        let extensions = try #require(document["extensions"] as? [[String: Any]])
+        var found: [String: Int] = [:]
+        for e in extensions { if let id = e["id"] as? String, let pid = e["pid"] as? Int { found[id] = pid } }
+        return found
+    }
+
+    func states(_ daemon: TestDaemon) throws -> [String: String] {
+        let status = try daemon.extctl(["status", "--json"])
+        let document = try #require(try JSONSerialization.jsonObject(with: Data(status.out.utf8)) as? [String: Any])
+        let extensions = try #require(document["extensions"] as? [[String: Any]])
+        var found: [String: String] = [:]
+        for e in extensions { if let id = e["id"] as? String, let state = e["state"] as? String { found[id] = state } }
+        return found
+    }
+
+    func keepsEverything(replacing: Bool) throws {
+        let daemon = try start()
+        let daemonPID = try #require(daemon.process?.processIdentifier)
+        let host = try daemon.host()
+        // Active, with an open request.
+        let activeSession = try host.begin(Self.active)
+        let activeChannel = try activeSession.hostChannel()
+        activeChannel.send("ping")
+        #expect(activeChannel.readLine() == "pong \(activeSession.pid)")
+        // Suspended.
+        let suspendedSession = try host.begin(Self.suspended)
+        try host.dismiss(suspendedSession)
+        try daemon.events.wait("suspend", of: Self.suspended)
+        // In background, holding an assertion whose expire is due 2 s after the dismissal.
+        let backgroundSession = try host.begin(Self.background)
+        let backgroundChannel = try backgroundSession.hostChannel()
+        backgroundChannel.send("assert 30 long-save")
+        #expect(backgroundChannel.readLine() == "granted")
+        try host.dismiss(backgroundSession)
+        let end = try daemon.events.wait("end", of: Self.background)
+        // Prewarmed (launched and suspended without a request).
+        try host.prewarm([Self.prewarmed])
+        try daemon.events.wait("suspend", of: Self.prewarmed)
+        // An idle host connection.
+        let idle = try daemon.host()
+        let before = try pids(daemon)
+        let statesBefore = try states(daemon)
+        #expect(statesBefore[Self.suspended] == "suspended")
+        #expect(statesBefore[Self.background] == "background")
+        let eventsBefore = daemon.events.count
+
+        // The suspended one is watched while the daemon is replaced: it must never run.
+        let suspendedPID = Int32(suspendedSession.pid)
+        let sampling = Atomic<Bool>(true)
+        let notStopped = Mutex<[Character?]>([])
+        let sampler = Thread {
+            while sampling.load(ordering: .relaxed) {
+                let state = processState(suspendedPID)
+                if state != "T" { notStopped.withLock { $0.append(state) } }
+                usleep(200)
+            }
+        }
+        sampler.start()
+        if replacing { try replaceProgram(of: daemon, with: BuildProducts.path("extensiond")) }
+        // A request sent during the hand-over waits in its socket and is answered.
+        let reexec = Process()
+        reexec.executableURL = URL(fileURLWithPath: BuildProducts.path("extctl"))
+        reexec.arguments = ["reexec", "--socket", daemon.socketPath]
+        let out = Pipe()
+        reexec.standardOutput = out
+        reexec.standardError = out
+        try reexec.run()
+        let duringHandover = try daemon.extctl(["list"])
+        reexec.waitUntilExit()
+        sampling.store(false, ordering: .relaxed)
+        while sampler.isExecuting { usleep(1000) }
+        let said = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        #expect(reexec.terminationStatus == 0, "extctl reexec: \(said)")
+        #expect(said.hasPrefix("extensiond 0.1.0 → 0.1.0"), "\(said)")
+        #expect(duringHandover.status == 0 && duringHandover.out.contains(Self.active), "a list sent during the hand-over: \(duringHandover)")
+
+        // The new program took over (its log line), in the same process.
+        #expect(daemon.log().contains("took over from extensiond 0.1.0: 4 extension process(es)"), "\(daemon.log().suffix(2000))")
+        // Same daemon, same extension processes, same states.
+        #expect(daemon.process?.isRunning == true)
+        #expect(daemon.process?.processIdentifier == daemonPID)
+        #expect(try pids(daemon) == before)
+        #expect(try states(daemon) == statesBefore)
+        #expect(notStopped.withLock { $0 }.isEmpty, "the suspended extension left T: \(notStopped.withLock { $0 })")
+        #expect(processState(suspendedPID) == "T")
+        #expect(!daemon.events.all.dropFirst(eventsBefore).contains { $0.kind == "resume" || $0.kind == "launch" }, "nothing resumed or launched")
+
+        // The assertion expires at its original time, and the expiry is delivered.
+        #expect(backgroundChannel.readLine() == "expired")
+        let expire = try daemon.events.wait("expire", of: Self.background)
+        #expect(abs(expire.monotonic - end.monotonic - 2.0) < 0.1, "expire \(expire.monotonic - end.monotonic)s after the dismissal; the policy says 2 s")
+
+        // The open request still reaches the extension, and a dismissal suspends it as usual:
+        // the monitor (the harness's) still receives events.
+        activeChannel.send("ping")
+        #expect(activeChannel.readLine() == "pong \(activeSession.pid)")
+        try host.dismiss(activeSession)
+        try daemon.events.wait("suspend", of: Self.active, after: eventsBefore)
+        #expect(processState(Int32(activeSession.pid)) == "T")
+        // The idle connection is still served.
+        let again = try idle.begin(Self.suspended)
+        #expect(again.pid == suspendedSession.pid, "resumed, not relaunched")
+        try daemon.events.wait("resume", of: Self.suspended, after: eventsBefore)
+    }
+
+    @Test func keepsEveryExtensionConnectionAndAssertion() throws {
+        try keepsEverything(replacing: false)
+    }
+
+    @Test func keepsEverythingWhenANewProgramReplacedTheOldOne() throws {
+        try keepsEverything(replacing: true)
+    }
+
+    @Test func aProgramThatFailsTheCheckIsRefusedAndTheDaemonGoesOn() throws {
+        let daemon = try start()
+        let host = try daemon.host()
+        let session = try host.begin(Self.active)
+        let pid = try #require(daemon.process?.processIdentifier)
+        // The "new" program exits at once, whatever it is asked.
+        let script = daemon.directory + "/broken"
+        try "#!/bin/sh\necho 'this extensiond cannot start' >&2\nexit 3\n".write(toFile: script, atomically: true, encoding: .utf8)
+        #expect(chmod(script, 0o755) == 0)
+        try replaceProgram(of: daemon, with: script)
+        let refused = try daemon.extctl(["reexec"])
+        #expect(refused.status != 0)
+        #expect(refused.err.contains("refused"), "\(refused)")
+        #expect(refused.err.contains("this extensiond cannot start") || refused.err.contains("exited(3)"), "the reason is named: \(refused)")
+        // The old daemon serves on, unchanged.
+        #expect(daemon.process?.processIdentifier == pid && daemon.process?.isRunning == true)
+        #expect(try daemon.extctl(["list"]).status == 0)
+        let channel = try session.hostChannel()
+        channel.send("ping")
+        #expect(channel.readLine() == "pong \(session.pid)")
+        try host.dismiss(session)
+        try daemon.events.wait("suspend", of: Self.active)
+    }
+
+    @Test func checkHandoverRefusesACorruptOrNewerDocumentNamingWhy() throws {
+        let directory = try TestDaemon.makeTemporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let corrupt = directory + "/corrupt.json"
+        try #"{"version": 1, "daemonVersion": "0.1.0", "core": {"#.write(toFile: corrupt, atomically: true, encoding: .utf8)
+        let c = try runProgram(BuildProducts.path("extensiond"), ["--check-handover", corrupt])
+        #expect(c.status == 1)
+        #expect(c.err.contains("corrupt.json") && c.err.contains("not a hand-over document"), "\(c)")
+        let newer = directory + "/newer.json"
+        try #"{"version": 99, "daemonVersion": "9.0.0"}"#.write(toFile: newer, atomically: true, encoding: .utf8)
+        let n = try runProgram(BuildProducts.path("extensiond"), ["--check-handover", newer])
+        #expect(n.status == 1)
+        #expect(n.err.contains("version 99") && n.err.contains("9.0.0") && n.err.contains("reads version 1"), "\(n)")
+    }
+}
