@@ -424,7 +424,12 @@ extension GroupControl {
     public struct Snapshot: Codable, Equatable, Sendable {
         /// Where the group stands.
         public enum State: String, Codable, Sendable {
-            case running, stopped, frozen
+            /// Not stopped.
+            case running
+            /// Stopped with signals, as the kernel confirmed.
+            case stopped
+            /// Frozen by the cgroup freezer, as the kernel confirmed.
+            case frozen
         }
         /// Whether it runs, is stopped, or is frozen.
         public var state: State

@@ -809,8 +809,9 @@ extension Supervisor {
         public var finishedRequests: [HostID: [UInt64]]
         /// The hosts told of each extension's new data.
         public var refreshSubscribers: [String: Set<HostID>]
-        /// The next request id and assertion id handed out (ids are never reused).
+        /// The next request id handed out (ids are never reused).
         public var nextRequestID: UInt64
+        /// The next assertion id handed out (ids are never reused).
         public var nextAssertionID: UInt64
     }
 
