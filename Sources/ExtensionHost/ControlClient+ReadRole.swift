@@ -202,10 +202,10 @@ extension ControlClient {
             if let descriptor { Glibc.close(descriptor) }
             let handler = state.withLock { $0.onInterruption }
             handler?(requestID, reason)
-        case let .event(json):
+        case let .events(objects):
             if let descriptor { Glibc.close(descriptor) }
             let handler = state.withLock { $0.onEvent }
-            handler?(json)
+            if let handler { for json in objects { handler(json) } }
         default:
             if let descriptor { Glibc.close(descriptor) }
         }

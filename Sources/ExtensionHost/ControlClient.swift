@@ -138,7 +138,9 @@ public final class ControlClient: Sendable {
         startReader()
     }
 
-    /// Called (on the thread reading the connection) for each monitor event (a JSON object).
+    /// Called (on the thread reading the connection) for each monitor event (a JSON object of
+    /// docs/json.md, "Events", which `ExtensionStatus.ExtensionEvent` decodes), once per event and
+    /// in order, however many events each `events` message carries.
     public func setEventHandler(_ handler: @escaping @Sendable ([UInt8]) -> Void) {
         state.withLock { $0.onEvent = handler }
         startReader()

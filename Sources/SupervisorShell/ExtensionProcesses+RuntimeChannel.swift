@@ -10,8 +10,10 @@ extension ExtensionProcesses {
         guard let channel = p.channel else { return }
         if let e = channel.flush(events) { return cutOff(p, reason: "channel write failed: \(e)") }
         guard events & (Poll.input | Poll.hangup | Poll.error) != 0 else { return }
+        // One batch: the events of the messages read now go to the monitors together.
         var read = 0
-        let end = channel.read(into: buffers.receive, budget: ExtensionProcesses.readBudget) { message in
+        var end: Peer.ReadEnd?
+        func readMessages() { end = channel.read(into: buffers.receive, budget: ExtensionProcesses.readBudget) { message in
             read += 1
             guard p.admitMessage(at: kernel.iterationTime()) else {
                 cutOff(p, reason: "flooding its channel (over \(MessageRate.perSecond) messages per second)")
@@ -34,7 +36,8 @@ extension ExtensionProcesses {
                 return false
             }
             return true
-        }
+        } }
+        if let sink { sink.batch(readMessages) } else { readMessages() }
         switch end {
         case nil:
             if p.channel != nil, p.noteRead(read, budget: ExtensionProcesses.readBudget, at: kernel.iterationTime(), seconds: ExtensionProcesses.saturationSeconds) {

@@ -14,7 +14,7 @@ struct SplitMix64: RandomNumberGenerator {
 }
 
 /// Every wire type number, in order.
-let allKinds: [UInt8] = Array(1...13) + Array(32...42) + Array(64...71) + Array(96...102)
+let allKinds: [UInt8] = Array(1...13) + Array(32...36) + Array(38...43) + Array(64...71) + Array(96...102)
 
 /// Little-endian field builders for hand-made datagrams.
 func le16(_ v: UInt16) -> [UInt8] { [UInt8(v & 0xFF), UInt8(v >> 8)] }
@@ -98,8 +98,8 @@ let sampleMessages: [Message] = [
     .json(tag: 15, final: true, chunk: []),
     .json(tag: 16, final: true, chunk: [0, 0xFF, 0x80, 0x7F]),  // bytes, not text: anything goes
     .interrupted(requestID: 17, reason: "'x' ended: crashed (signal 11)"),
-    .event(json: Array("{\"kind\":\"launch\"}".utf8)),
-    .event(json: []),
+    .events(json: [Array("{\"kind\":\"launch\"}".utf8)]),
+    .events(json: [[], Array("{\"kind\":\"ready\"}".utf8), Array("{}".utf8)]),
     .ready,
     .acquire(tag: 18, reason: "finish upload ✓"),
     .release(assertionID: 19),
