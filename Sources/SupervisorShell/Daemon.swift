@@ -160,9 +160,9 @@ public final class Daemon {
     /// nobody here asked for (a coalesced one goes unnoticed).
     private func childrenChanged(sender: Int32, code: Int32) {
         extensions.childrenChanged()
-        if code == childStoppedCode, let p = extensions.process(leader: sender), p.control.stop == .running,
+        if code == childStoppedCode, let p = extensions.process(leader: sender), p.group.stop == .running,
            let state = core.records[p.extensionID]?.state, [.active, .background, .expiring].contains(state),
-           extensions.control.table.stat(p.pid)?.isStopped == true {
+           extensions.processControl.table.stat(p.pid)?.isStopped == true {
             logger.warning("pid \(p.pid) of \(p.extensionID) was stopped by someone other than extensiond")
         }
     }

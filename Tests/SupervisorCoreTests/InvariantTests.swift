@@ -145,7 +145,7 @@ struct InvariantTests {
         _ = wrong.suspend(at: alone.now)
         _ = wrong.observe(.leaderStopReported, at: alone.now)
         _ = wrong.observe(.members([Member(pid: q.pid, state: .stopped)]), at: alone.now)
-        q.control = wrong
+        q.group = wrong
         alone.stopConfirmed(q, members: [q.pid])
         #expect(alone.violations.contains { $0.contains("taken as the leader alone") })
 

@@ -313,7 +313,7 @@ final class Simulation: ProcessControlDelegate {
     func busy(_ p: SupervisedProcess) -> Bool {
         guard let w = kernel.world(p.pid) else { return false }
         if w.busy || p.check != nil { return true }
-        switch p.control.stop {
+        switch p.group.stop {
         case .stopping, .freezing: return true
         default: return false
         }
@@ -335,7 +335,7 @@ final class Simulation: ProcessControlDelegate {
     func kernelStep(_ id: String, _ g: UInt64) {
         guard let p = live(id, g), let w = kernel.world(p.pid) else { return }
         var stoppingBefore = false
-        if case .stopping = p.control.stop { stoppingBefore = true }
+        if case .stopping = p.group.stop { stoppingBefore = true }
         let countBefore = w.members.count
         w.step { kernel.chance($0) }
         if stoppingBefore && w.members.count > countBefore { forksDuringStops += 1 }
@@ -365,11 +365,11 @@ final class Simulation: ProcessControlDelegate {
         if members.sorted() != w.members.keys.sorted() {
             violations.append("at \(now): stop of \(id) confirmed with the members \(members) but its processes are \(w.members.keys.sorted())")
         }
-        if p.control.aloneAtLastStop && w.members.keys.sorted() != [p.pid] {
+        if p.group.aloneAtLastStop && w.members.keys.sorted() != [p.pid] {
             violations.append("at \(now): stop of \(id) taken as the leader alone, but its processes are \(w.members.keys.sorted())")
         }
-        if p.control.aloneAtLastStop && !w.inCgroup { confirmedAloneWithoutARead += 1 }
-        if p.control.mechanism == .freeze && w.inCgroup { freezesConfirmed += 1 } else { stopsConfirmed += 1 }
+        if p.group.aloneAtLastStop && !w.inCgroup { confirmedAloneWithoutARead += 1 }
+        if p.group.mechanism == .freeze && w.inCgroup { freezesConfirmed += 1 } else { stopsConfirmed += 1 }
         if w.members.values.contains(where: { $0.state == .blocked }) { blockedAtConfirm += 1 }
         if w.children(of: p.pid).isEmpty && w.members.contains(where: { $0.key != p.pid && $0.value.parent == kernel.daemon }) {
             orphansOnlyAtConfirm += 1
@@ -455,12 +455,12 @@ final class Simulation: ProcessControlDelegate {
     /// no call outside process handling.
     func checkShell(_ fail: (String) -> Void) {
         for (id, p) in processes.sorted(by: { $0.key < $1.key }) {
-            switch p.control.stop {
+            switch p.group.stop {
             case .stopped, .frozen:
                 // A confirmed suspension costs no wakeup.
-                if p.check != nil { fail("\(id) is held (\(p.control.stop)) with a stop check still armed") }
+                if p.check != nil { fail("\(id) is held (\(p.group.stop)) with a stop check still armed") }
                 if let w = kernel.world(p.pid), w.anyRunsUserCode {
-                    fail("\(id) is held (\(p.control.stop)) while a member runs: \(w.members.sorted { $0.key < $1.key })")
+                    fail("\(id) is held (\(p.group.stop)) while a member runs: \(w.members.sorted { $0.key < $1.key })")
                 }
             default: break
             }
