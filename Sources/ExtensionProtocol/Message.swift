@@ -208,7 +208,8 @@ extension Message {
 public enum MessageKind: UInt8, Sendable {
     /// Each case is the type of the `Message` case of the same name. These: host or `extctl`
     /// to daemon, on the control socket, numbered from 1.
-    case begin = 1, end = 2, query = 3, kill = 4, reload = 5, monitor = 6, prewarm = 7, discover = 8, post = 9, forceRefresh = 10, subscribe = 11, reset = 12, reexec = 13
+    case begin = 1, end = 2, query = 3, kill = 4, reload = 5, monitor = 6, prewarm = 7, discover = 8, post = 9, forceRefresh = 10, subscribe = 11, reset = 12,
+        reexec = 13
     /// Daemon to host or `extctl`, on the control socket, numbered from 32. 37 is not
     /// assigned: it is reserved, never to be reused.
     case begun = 32, ok = 33, failure = 34, json = 35, interrupted = 36, discovered = 38, completed = 39, cancelled = 40, refreshed = 41, newData = 42

@@ -231,9 +231,10 @@ public struct Supervisor: Sendable {
         r.lockGrace = .none  // in use again: its next stop gets the policy afresh
         r.refresh?.seen = true  // a host will see what the last refresh brought
         r.requests.append(OpenRequest(id: p.requestID, host: p.host, tag: p.tag, peer: p.peer, begunAt: now))
-        out.append(.openRequest(
-            extensionID: r.manifest.id, generation: r.generation, requestID: p.requestID, host: p.host,
-            tag: p.tag, pid: pid, channel: r.manifest.readiness == .runtime))
+        out.append(
+            .openRequest(
+                extensionID: r.manifest.id, generation: r.generation, requestID: p.requestID, host: p.host,
+                tag: p.tag, pid: pid, channel: r.manifest.readiness == .runtime))
         record(&r, .begin, requestID: p.requestID, detail: "host pid \(p.peer.pid) uid \(p.peer.uid)")
     }
 
@@ -497,7 +498,8 @@ public struct Supervisor: Sendable {
         r.lastExit = ExitRecord(status: status, reason: reason, at: now, pid: r.pid)
         setPhase(&r, .notRunning)
         r.hints = NotificationHints()
-        let detail = "\(reason.rawValue), \(describe)" + (dropped > 0 ? ", \(dropped) assertion(s) dropped" : "")
+        let detail =
+            "\(reason.rawValue), \(describe)" + (dropped > 0 ? ", \(dropped) assertion(s) dropped" : "")
             + (outlivedLeader ? ", processes that outlived the leader were killed" : "")
         record(&r, reason == .crashed || reason == .memoryLimit ? .crash : reason == .reclaimed ? .reclaim : .exit, detail: detail)
         r.pid = nil
@@ -703,7 +705,8 @@ public struct Supervisor: Sendable {
             r.resetWaiters.append(ResetWaiter(host: host, tag: tag))
             s.record(&r, .kill, detail: "reset by an administrator: ended, then its container emptied")
             let stopped = r.phase.mayBeStopped
-            if case .terminating = r.phase {} else {
+            if case .terminating = r.phase {
+            } else {
                 s.setPhase(&r, .terminating(reason: .killedByAdmin, killAt: s.now.adding(seconds: s.limits.terminateGraceSeconds)))
             }
             s.out.append(.signal(extensionID: id, generation: r.generation, signal: SignalNumber.kill, thenContinue: stopped))
@@ -745,7 +748,8 @@ public struct Supervisor: Sendable {
             return
         }
         for id in ids where !mayOpen(records[id]!.manifest, peer) {
-            out.append(.reply(host: host, message: .failure(tag: tag, code: .notPermitted, text: "uid \(peer.uid) may not open '\(id)' (see the manifest's 'hosts')")))
+            out.append(
+                .reply(host: host, message: .failure(tag: tag, code: .notPermitted, text: "uid \(peer.uid) may not open '\(id)' (see the manifest's 'hosts')")))
             return
         }
         if shuttingDown {
@@ -832,10 +836,11 @@ extension Supervisor {
         if let r = records.values.first(where: { if case .stopping = $0.phase { true } else { $0.phase == .resuming } }) {
             return .failure(HandoverRefusal("the stop or resume of \(r.manifest.id) is not confirmed yet"))
         }
-        return .success(Snapshot(
-            version: Snapshot.currentVersion, records: records.values.sorted { $0.manifest.id < $1.manifest.id }, stateVersion: stateVersion,
-            finishedRequests: finishedRequests, refreshSubscribers: refreshSubscribers, nextRequestID: nextRequestID,
-            nextAssertionID: nextAssertionID, armed: armed))
+        return .success(
+            Snapshot(
+                version: Snapshot.currentVersion, records: records.values.sorted { $0.manifest.id < $1.manifest.id }, stateVersion: stateVersion,
+                finishedRequests: finishedRequests, refreshSubscribers: refreshSubscribers, nextRequestID: nextRequestID,
+                nextAssertionID: nextAssertionID, armed: armed))
     }
 
     /// The supervisor a previous program handed over, with this program's `limits`. Throws,

@@ -63,7 +63,8 @@ extension Daemon: ControlServerDelegate {
             post(.prewarm(host: c.id, peer: c.identity, tag: tag, extensionIDs: ids))
         case let .post(tag, name):
             guard c.admitPost(at: kernel.iterationTime()) else {
-                return server.send(.failure(tag: tag, code: .limitReached, text: "over \(Int(MessageRate.postsPerSecond)) posts per second on this connection"), to: c.id)
+                return server.send(
+                    .failure(tag: tag, code: .limitReached, text: "over \(Int(MessageRate.postsPerSecond)) posts per second on this connection"), to: c.id)
             }
             post(.post(host: c.id, peer: c.identity, tag: tag, name: name))
         case let .forceRefresh(tag, id):
@@ -95,14 +96,22 @@ extension Daemon: ControlServerDelegate {
         let member = container.gid.map { c.identity.isMember(of: $0) } ?? false
         guard isAdministrator(c.identity) || member else {
             logger.notice("refused the path of shared container \(name) to pid \(c.identity.pid) uid \(c.identity.uid): not in its group")
-            return server.send(.failure(tag: tag, code: .notPermitted, text: "the shared container '\(name)' is shown only to root, the daemon's uid \(kernel.userID), the administrator group and members of its group\(container.gid.map { " \($0)" } ?? "")"), to: c.id)
+            return server.send(
+                .failure(
+                    tag: tag, code: .notPermitted,
+                    text:
+                        "the shared container '\(name)' is shown only to root, the daemon's uid \(kernel.userID), the administrator group and members of its group\(container.gid.map { " \($0)" } ?? "")"
+                ), to: c.id)
         }
         server.sendJSON(SharedContainerInfo(name: name, path: container.path, gid: container.gid), tag: tag, to: c.id)
     }
 
     func refuseAdmin(_ c: ControlConnection, _ tag: UInt32, _ operation: String) {
         logger.notice("refused \(operation) from pid \(c.identity.pid) uid \(c.identity.uid): not an administrator")
-        server.send(.failure(tag: tag, code: .notPermitted, text: "\(operation) needs root, the daemon's uid \(kernel.userID)\(config.adminGroup.map { " or group \($0)" } ?? "")"), to: c.id)
+        server.send(
+            .failure(
+                tag: tag, code: .notPermitted,
+                text: "\(operation) needs root, the daemon's uid \(kernel.userID)\(config.adminGroup.map { " or group \($0)" } ?? "")"), to: c.id)
     }
 
     func answerQuery(_ c: ControlConnection, tag: UInt32, kind: QueryKind, ids: [String]) {

@@ -103,7 +103,8 @@ public final class Daemon {
             extensions.restore(handover.processes)
             if let requester = handover.requester { reexecution.owe(requester, previousVersion: handover.daemonVersion) }
             logger.notice(
-                "took over from extensiond \(handover.daemonVersion): \(handover.processes.count) extension process(es), \(handover.connections.count) connection(s)")
+                "took over from extensiond \(handover.daemonVersion): \(handover.processes.count) extension process(es), \(handover.connections.count) connection(s)"
+            )
         }
     }
 
@@ -112,19 +113,29 @@ public final class Daemon {
     /// recording kernel calls it instead of `run`.
     public func start() throws {
         for sig in [SignalNumber.terminate, SignalNumber.interrupt] {
-            if let e = kernel.watchSignal(sig, { [unowned self] _, _ in
-                logger.info("received signal \(sig): shutting down")
-                serviceManager.stopping(status: ServiceManager.statusLine(core, shuttingDown: true, containmentProblem: extensions.containment.problem))
-                post(.shutdown)
-            }) { throw e }
+            if let e = kernel.watchSignal(
+                sig,
+                { [unowned self] _, _ in
+                    logger.info("received signal \(sig): shutting down")
+                    serviceManager.stopping(status: ServiceManager.statusLine(core, shuttingDown: true, containmentProblem: extensions.containment.problem))
+                    post(.shutdown)
+                })
+            {
+                throw e
+            }
         }
         if let e = kernel.watchSignal(SignalNumber.hangup, { [unowned self] _, _ in _ = reload() }) { throw e }
         if let e = kernel.watchSignal(SignalNumber.user2, { [unowned self] _, _ in requestReexec(from: nil) }) { throw e }
         // After the ordinary events: a burst of dismisses is handled first, then the stops it
         // caused are collected together.
-        if let e = kernel.watchSignal(SignalNumber.child, priority: ProcessControl.childSignalPriority, { [unowned self] pid, code in
-            server.inBatch { childrenChanged(sender: pid, code: code) }
-        }) { throw e }
+        if let e = kernel.watchSignal(
+            SignalNumber.child, priority: ProcessControl.childSignalPriority,
+            { [unowned self] pid, code in
+                server.inBatch { childrenChanged(sender: pid, code: code) }
+            })
+        {
+            throw e
+        }
         try server.start()
         if kernel.enableWatchdog(), let usec = kernel.watchdogInterval() {
             logger.info("watchdog: the event loop sends WATCHDOG=1 every \(usec / 2000) ms (WATCHDOG_USEC=\(usec))")
@@ -161,8 +172,9 @@ public final class Daemon {
     private func childrenChanged(sender: Int32, code: Int32) {
         extensions.childrenChanged()
         if code == childStoppedCode, let p = extensions.process(leader: sender), p.group.stop == .running,
-           let state = core.records[p.extensionID]?.state, [.active, .background, .expiring].contains(state),
-           extensions.processControl.table.stat(p.pid)?.isStopped == true {
+            let state = core.records[p.extensionID]?.state, [.active, .background, .expiring].contains(state),
+            extensions.processControl.table.stat(p.pid)?.isStopped == true
+        {
             logger.warning("pid \(p.pid) of \(p.extensionID) was stopped by someone other than extensiond")
         }
     }

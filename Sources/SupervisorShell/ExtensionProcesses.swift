@@ -212,11 +212,12 @@ final class ExtensionProcesses {
         var list: [HandoverDocument.Process] = []
         for p in byID.values.sorted(by: { $0.extensionID < $1.extensionID }) {
             guard let group = p.group.snapshot, p.channel?.hasUnsent != true else { return nil }
-            list.append(HandoverDocument.Process(
-                extensionID: p.extensionID, generation: p.generation, pid: p.pid, pidfd: p.pidfd, channel: p.channel?.socket.fd,
-                channelGraceUntil: p.channelGraceUntil, cgroup: p.cgroup?.path, freezer: p.cgroup?.freezeFD != nil,
-                memoryCgroupV1: p.memoryCgroupV1?.path, memoryOOMKillsAtStart: p.memoryCgroupV1?.oomKillsAtStart, mechanism: p.group.mechanism,
-                group: group))
+            list.append(
+                HandoverDocument.Process(
+                    extensionID: p.extensionID, generation: p.generation, pid: p.pid, pidfd: p.pidfd, channel: p.channel?.socket.fd,
+                    channelGraceUntil: p.channelGraceUntil, cgroup: p.cgroup?.path, freezer: p.cgroup?.freezeFD != nil,
+                    memoryCgroupV1: p.memoryCgroupV1?.path, memoryOOMKillsAtStart: p.memoryCgroupV1?.oomKillsAtStart, mechanism: p.group.mechanism,
+                    group: group))
         }
         return list
     }
@@ -320,8 +321,9 @@ final class ExtensionProcesses {
                 found.cgroupMemoryBytes = Int64(String(decoding: bytes.prefix(while: { $0 != UInt8(ascii: "\n") }), as: UTF8.self))
             }
             if case .success(let bytes) = kernel.read(path + "/cpu.stat"),
-               let line = bytes.split(separator: UInt8(ascii: "\n")).first(where: { $0.starts(with: Array("usage_usec ".utf8)) }),
-               let usec = Double(String(decoding: line.dropFirst(11), as: UTF8.self)) {
+                let line = bytes.split(separator: UInt8(ascii: "\n")).first(where: { $0.starts(with: Array("usage_usec ".utf8)) }),
+                let usec = Double(String(decoding: line.dropFirst(11), as: UTF8.self))
+            {
                 found.cgroupCPUSeconds = usec / 1e6
             }
         }

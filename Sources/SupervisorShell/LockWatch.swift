@@ -104,7 +104,8 @@ final class LockWatch {
             case .success(let source): locks.openWatch = OpenWatch(fd: fd, source: source, kernel: kernel)
             case .failure(let error):
                 kernel.close(fd)
-                logger.warning("cannot watch the locked files of \(p.extensionID) (\(error)): checking them for waiters every \(LockWatch.checkSeconds)s instead")
+                logger.warning(
+                    "cannot watch the locked files of \(p.extensionID) (\(error)): checking them for waiters every \(LockWatch.checkSeconds)s instead")
                 armCheck(p)
             }
         case .failure(let error):

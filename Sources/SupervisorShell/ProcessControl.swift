@@ -1,5 +1,5 @@
-import Logging
 import ExtensionTransport
+import Logging
 import SupervisorCore
 import SupervisorKernel
 
@@ -175,10 +175,13 @@ final class ProcessControl {
                 p.check?.cancel()
                 // After the SIGCHLD source: when a burst of stops keeps the loop busy past the
                 // first retry, the kernel's stop reports confirm them before any re-check runs.
-                switch kernel.addTimer(at: kernel.now().adding(seconds: seconds), priority: ProcessControl.checkPriority, { [unowned self, unowned p] in
-                    p.check = nil
-                    observe(.checkDue, for: p)
-                }) {
+                switch kernel.addTimer(
+                    at: kernel.now().adding(seconds: seconds), priority: ProcessControl.checkPriority,
+                    { [unowned self, unowned p] in
+                        p.check = nil
+                        observe(.checkDue, for: p)
+                    })
+                {
                 case .success(let timer): p.check = timer
                 case .failure(let e):
                     p.check = nil

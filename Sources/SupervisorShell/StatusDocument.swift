@@ -26,11 +26,12 @@ enum StatusDocument {
     }
 
     static func list(_ records: [ExtensionRecord], _ clock: Clock) -> ListDocument {
-        ListDocument(extensions: records.map { r in
-            ListDocument.Extension(
-                id: r.manifest.id, point: r.manifest.point, state: r.state.rawValue, since: clock.iso(r.since), pid: r.pid,
-                requests: r.requests.count, assertions: r.assertions.count, lastExit: exitInfo(r.lastExit, clock))
-        })
+        ListDocument(
+            extensions: records.map { r in
+                ListDocument.Extension(
+                    id: r.manifest.id, point: r.manifest.point, state: r.state.rawValue, since: clock.iso(r.since), pid: r.pid,
+                    requests: r.requests.count, assertions: r.assertions.count, lastExit: exitInfo(r.lastExit, clock))
+            })
     }
 
     /// One process of an extension, as `status` shows it.
@@ -64,56 +65,58 @@ enum StatusDocument {
         container: (Manifest) -> String? = { _ in nil },
         sandbox: (Manifest) -> Result<SandboxDecision, SandboxRefusal>? = { _ in nil }
     ) -> StatusReport {
-        StatusReport(containment: containment, extensions: records.map { r in
-            let policy = r.manifest.policy
-            var limitsByName: [String: StatusReport.Limit] = [:]
-            for l in limits(r.manifest) {
-                limitsByName[l.key] = StatusReport.Limit(value: l.value, enforcedBy: l.by.rawValue, enforcedWith: l.control)
-            }
-            let refresh = r.refresh.map { refresh in
-                StatusReport.Refresh(
-                    lastResult: refresh.lastOutcome?.rawValue, lastAt: refresh.lastAt.map(clock.iso), nextAt: refresh.nextAt.map(clock.iso),
-                    budgetLeft: refresh.budgetLeft(at: now), dailyBudget: refresh.schedule.dailyBudget,
-                    minimumIntervalSeconds: refresh.schedule.minimumIntervalSeconds, inFlight: refresh.inFlight != nil)
-            }
-            let assertions = r.assertions.assertions.map { a in
-                let deadline: Instant
-                switch r.phase {
-                case .background(_, let stopAt?), .expiring(let stopAt): deadline = min(stopAt, a.hardDeadline)
-                default: deadline = a.hardDeadline
+        StatusReport(
+            containment: containment,
+            extensions: records.map { r in
+                let policy = r.manifest.policy
+                var limitsByName: [String: StatusReport.Limit] = [:]
+                for l in limits(r.manifest) {
+                    limitsByName[l.key] = StatusReport.Limit(value: l.value, enforcedBy: l.by.rawValue, enforcedWith: l.control)
                 }
-                return StatusReport.Assertion(
-                    id: a.id, reason: a.reason, ageSeconds: now.seconds(since: a.grantedAt), remainingSeconds: max(0, deadline.seconds(since: now)),
-                    expireSent: a.expireSentAt != nil, expireAcknowledged: a.expireAcknowledged)
-            }
-            let found = r.pid == nil ? ProcessesOfExtension() : processes(r)
-            let rss = found.cgroupMemoryBytes ?? found.entries.reduce(Int64(0)) { $0 + $1.rssBytes }
-            let cpu = found.cgroupCPUSeconds ?? found.entries.reduce(0.0) { $0 + $1.cpuSeconds }
-            return StatusReport.Extension(
-                id: r.manifest.id, point: r.manifest.point, state: r.state.rawValue, since: clock.iso(r.since), pid: r.pid,
-                requests: r.requests.count, lastExit: exitInfo(r.lastExit, clock), executable: r.manifest.executable,
-                manifest: r.manifest.source, readiness: r.manifest.readiness.rawValue,
-                policy: StatusReport.Policy(
-                    assertionMaxSeconds: policy.assertionMaxSeconds, backgroundSeconds: policy.backgroundSeconds,
-                    expiryGraceSeconds: policy.expiryGraceSeconds, launchTimeoutSeconds: policy.launchTimeoutSeconds,
-                    lockedWhileSuspended: policy.lockedWhileSuspended.rawValue, refreshSeconds: policy.refreshSeconds,
-                    suspend: policy.suspend.rawValue, suspendedLifetimeSeconds: policy.suspendedLifetimeSeconds),
-                refresh: refresh,
-                openRequests: r.requests.map { q in
-                    StatusReport.OpenRequest(id: q.id, hostPID: q.peer.pid, hostUID: q.peer.uid, ageSeconds: now.seconds(since: q.begunAt))
-                },
-                assertions: assertions, consecutiveCrashes: r.consecutiveCrashes,
-                throttledUntil: r.throttledUntil.flatMap { $0 > now ? clock.iso($0) : nil },
-                assertionOverruns: r.overruns, locksHeldAtSuspend: r.locksHeldAtSuspend, expiryUnacknowledged: r.unacknowledgedExpiries,
-                processes: found.entries.map { StatusReport.Process(pid: $0.pid, state: String($0.state), command: $0.command) },
-                cgroup: found.cgroup, memoryBytes: r.pid == nil ? nil : rss, cpuSeconds: r.pid == nil ? nil : cpu,
-                recentEvents: r.recentEvents.map { EventJSON.object($0, time: clock.iso($0.at)) },
-                limits: limitsByName,
-                credentials: r.manifest.credentials.map { c in
-                    StatusReport.Credentials(uid: c.uid, gid: c.gid, groups: c.groups, ownUID: c.ownUID)
-                },
-                container: container(r.manifest), sandbox: sandbox(r.manifest).map(sandboxObject))
-        })
+                let refresh = r.refresh.map { refresh in
+                    StatusReport.Refresh(
+                        lastResult: refresh.lastOutcome?.rawValue, lastAt: refresh.lastAt.map(clock.iso), nextAt: refresh.nextAt.map(clock.iso),
+                        budgetLeft: refresh.budgetLeft(at: now), dailyBudget: refresh.schedule.dailyBudget,
+                        minimumIntervalSeconds: refresh.schedule.minimumIntervalSeconds, inFlight: refresh.inFlight != nil)
+                }
+                let assertions = r.assertions.assertions.map { a in
+                    let deadline: Instant
+                    switch r.phase {
+                    case .background(_, let stopAt?), .expiring(let stopAt): deadline = min(stopAt, a.hardDeadline)
+                    default: deadline = a.hardDeadline
+                    }
+                    return StatusReport.Assertion(
+                        id: a.id, reason: a.reason, ageSeconds: now.seconds(since: a.grantedAt), remainingSeconds: max(0, deadline.seconds(since: now)),
+                        expireSent: a.expireSentAt != nil, expireAcknowledged: a.expireAcknowledged)
+                }
+                let found = r.pid == nil ? ProcessesOfExtension() : processes(r)
+                let rss = found.cgroupMemoryBytes ?? found.entries.reduce(Int64(0)) { $0 + $1.rssBytes }
+                let cpu = found.cgroupCPUSeconds ?? found.entries.reduce(0.0) { $0 + $1.cpuSeconds }
+                return StatusReport.Extension(
+                    id: r.manifest.id, point: r.manifest.point, state: r.state.rawValue, since: clock.iso(r.since), pid: r.pid,
+                    requests: r.requests.count, lastExit: exitInfo(r.lastExit, clock), executable: r.manifest.executable,
+                    manifest: r.manifest.source, readiness: r.manifest.readiness.rawValue,
+                    policy: StatusReport.Policy(
+                        assertionMaxSeconds: policy.assertionMaxSeconds, backgroundSeconds: policy.backgroundSeconds,
+                        expiryGraceSeconds: policy.expiryGraceSeconds, launchTimeoutSeconds: policy.launchTimeoutSeconds,
+                        lockedWhileSuspended: policy.lockedWhileSuspended.rawValue, refreshSeconds: policy.refreshSeconds,
+                        suspend: policy.suspend.rawValue, suspendedLifetimeSeconds: policy.suspendedLifetimeSeconds),
+                    refresh: refresh,
+                    openRequests: r.requests.map { q in
+                        StatusReport.OpenRequest(id: q.id, hostPID: q.peer.pid, hostUID: q.peer.uid, ageSeconds: now.seconds(since: q.begunAt))
+                    },
+                    assertions: assertions, consecutiveCrashes: r.consecutiveCrashes,
+                    throttledUntil: r.throttledUntil.flatMap { $0 > now ? clock.iso($0) : nil },
+                    assertionOverruns: r.overruns, locksHeldAtSuspend: r.locksHeldAtSuspend, expiryUnacknowledged: r.unacknowledgedExpiries,
+                    processes: found.entries.map { StatusReport.Process(pid: $0.pid, state: String($0.state), command: $0.command) },
+                    cgroup: found.cgroup, memoryBytes: r.pid == nil ? nil : rss, cpuSeconds: r.pid == nil ? nil : cpu,
+                    recentEvents: r.recentEvents.map { EventJSON.object($0, time: clock.iso($0.at)) },
+                    limits: limitsByName,
+                    credentials: r.manifest.credentials.map { c in
+                        StatusReport.Credentials(uid: c.uid, gid: c.gid, groups: c.groups, ownUID: c.ownUID)
+                    },
+                    container: container(r.manifest), sandbox: sandbox(r.manifest).map(sandboxObject))
+            })
     }
 
     /// The `sandbox` object of `status` (docs/json.md): what is enforced, what is not and why,

@@ -198,7 +198,7 @@ struct Open: ParsableCommand {
     func notReadyMessage(_ host: ExtensionHostConnection) -> String {
         let within = "within \(Open.seconds(timeout))s (--timeout)"
         guard let reply = try? host.client.call(timeout: 1, { .query(tag: $0, kind: .list, extensionIDs: []) }),
-              let document = try? decode(ListDocument.self, reply)
+            let document = try? decode(ListDocument.self, reply)
         else { return "extensiond did not answer \(within)" }
         let state = document.extensions.first { $0.id == id }?.state
         return "'\(id)' did not become ready \(within); extensiond answers, and the extension is \(state ?? "not listed")"

@@ -18,7 +18,7 @@ enum ExtensionIDCompletion {
         guard let client = try? ControlClient(socketPath: socket) else { return [] }
         defer { client.close() }
         guard let reply = try? client.call(timeout: 1, { .query(tag: $0, kind: .list, extensionIDs: []) }),
-              let document = try? decode(ListDocument.self, reply)
+            let document = try? decode(ListDocument.self, reply)
         else { return [] }
         return document.extensions.map(\.id).filter { $0.hasPrefix(prefix) }.sorted()
     }

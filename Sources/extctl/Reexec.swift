@@ -23,6 +23,8 @@ struct Reexec: ParsableCommand {
         let reply = try perform { () throws(HostError) in try client.call(timeout: 60) { .reexec(tag: $0) } }
         let answer = try decode(ReexecReport.self, reply)
         let count = answer.extensions
-        print("extensiond \(safe(answer.previousVersion)) → \(safe(answer.version)) (pid \(answer.pid), \(count) extension process\(count == 1 ? "" : "es") kept)")
+        print(
+            "extensiond \(safe(answer.previousVersion)) → \(safe(answer.version)) (pid \(answer.pid), \(count) extension process\(count == 1 ? "" : "es") kept)"
+        )
     }
 }

@@ -106,9 +106,13 @@ enum Format {
             let line = "\(p.pid) \(safe(p.state)) \(safe(p.command))"
             if i == 0 { field("Processes", line) } else { lines.append(String(repeating: " ", count: 14) + line) }
         }
-        field("Requests", e.openRequests.isEmpty ? "none" : e.openRequests.map {
-            "#\($0.id) host pid \($0.hostPID) uid \($0.hostUID)"
-        }.joined(separator: "; "))
+        field(
+            "Requests",
+            e.openRequests.isEmpty
+                ? "none"
+                : e.openRequests.map {
+                    "#\($0.id) host pid \($0.hostPID) uid \($0.hostUID)"
+                }.joined(separator: "; "))
         field("Assertions", e.assertions.isEmpty ? "none" : "")
         for a in e.assertions {
             let age = String(format: "%.1fs", a.ageSeconds)
@@ -130,11 +134,13 @@ enum Format {
         }
         if !e.limits.isEmpty {
             let order = ["memoryMaxBytes", "tasksMax", "openFilesMax", "cpuWeight"]
-            field("Limits", order.compactMap { key -> String? in
-                guard let l = e.limits[key] else { return nil }
-                let value = key == "memoryMaxBytes" ? bytes(Int(clamping: l.value)) : "\(l.value)"
-                return "\(key) \(value) (\(safe(l.enforcedBy)))"
-            }.joined(separator: ", "))
+            field(
+                "Limits",
+                order.compactMap { key -> String? in
+                    guard let l = e.limits[key] else { return nil }
+                    let value = key == "memoryMaxBytes" ? bytes(Int(clamping: l.value)) : "\(l.value)"
+                    return "\(key) \(value) (\(safe(l.enforcedBy)))"
+                }.joined(separator: ", "))
             let controls = order.compactMap { key -> String? in
                 guard let control = e.limits[key]?.enforcedWith else { return nil }
                 return "\(key) \(safe(control))" + (control == "memory.limit_in_bytes" ? " (cgroup v1)" : "")

@@ -57,7 +57,8 @@ struct EventBatchesTests {
         let big = [UInt8](repeating: UInt8(ascii: "x"), count: WireLimits.maxChunk + 1)
         let messages = Message.events(carrying: [object(0, size: 100), big, object(1, size: 100)])
         // Compared as counts: a failure message would print every byte of `big`.
-        #expect(messages.map { m -> [Int] in if case .events(let batch) = m { batch.map(\.count) } else { [] } }
+        #expect(
+            messages.map { m -> [Int] in if case .events(let batch) = m { batch.map(\.count) } else { [] } }
                 == [[100], [WireLimits.maxChunk + 1], [100]])
         #expect(messages.first == .events(json: [object(0, size: 100)]) && messages.last == .events(json: [object(1, size: 100)]))
         #expect(throws: WireError.fieldTooLong("events", WireLimits.maxChunk + 1)) { try WireEncoder.encoded(messages[1]) }

@@ -71,10 +71,12 @@ let sampleMessages: [Message] = [
     .discover(tag: 9, point: "", content: try! ActivationContent([:])),
     .discover(tag: 10, point: "share", content: try! ActivationContent(["url": 1, "image": 3, "application/pdf": 2, "text": 0])),
     .discovered(tag: 11, final: true, extensions: []),
-    .discovered(tag: 12, final: false, extensions: [
-        DiscoveredExtension(id: "com.example.a", point: "share", displayName: "Ä share"),
-        DiscoveredExtension(id: "com.example.b", point: "action", displayName: nil),
-    ]),
+    .discovered(
+        tag: 12, final: false,
+        extensions: [
+            DiscoveredExtension(id: "com.example.a", point: "share", displayName: "Ä share"),
+            DiscoveredExtension(id: "com.example.b", point: "action", displayName: nil),
+        ]),
     .begin(tag: 1, extensionID: "com.example.stocks.widget"),
     .begin(tag: .max, extensionID: String(repeating: "x", count: WireLimits.maxIdentifier)),
     .end(tag: 7, requestID: 0),

@@ -33,10 +33,11 @@ struct UntrustedTextTests {
     @Test func theResultHasNoControlCharacterWhateverTheInput() {
         var rng = SplitMix64(seed: 11)
         for _ in 0..<2_000 {
-            let text = String((0..<Int.random(in: 0...40, using: &rng)).map { _ -> Character in
-                let value = Bool.random(using: &rng) ? UInt32.random(in: 0...0x7F, using: &rng) : UInt32.random(in: 0x80...0xFF, using: &rng)
-                return Character(UnicodeScalar(value)!)
-            })
+            let text = String(
+                (0..<Int.random(in: 0...40, using: &rng)).map { _ -> Character in
+                    let value = Bool.random(using: &rng) ? UInt32.random(in: 0...0x7F, using: &rng) : UInt32.random(in: 0x80...0xFF, using: &rng)
+                    return Character(UnicodeScalar(value)!)
+                })
             let escaped = UntrustedText.escaped(text)
             #expect(!escaped.unicodeScalars.contains { $0.value < 0x20 || (0x7F...0x9F).contains($0.value) }, "\(Array(text.utf8))")
         }

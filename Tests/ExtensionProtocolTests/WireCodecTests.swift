@@ -30,20 +30,27 @@ struct WireRoundTripTests {
 
     @Test func headerAndFieldsAreLittleEndianInDeclarationOrder() throws {
         #expect(try WireEncoder.encoded(.ready) == [1, 64, 0, 0, 0, 0, 0, 0])
-        #expect(try WireEncoder.encoded(.begin(tag: 0x0403_0201, extensionID: "ab"))
-            == [1, 1, 0, 0, 8, 0, 0, 0, 1, 2, 3, 4, 2, 0, 0x61, 0x62])
-        #expect(try WireEncoder.encoded(.kill(tag: 1, extensionID: "x", signal: -1))
-            == [1, 4, 0, 0, 11, 0, 0, 0, 1, 0, 0, 0, 1, 0, 0x78, 0xFF, 0xFF, 0xFF, 0xFF])
-        #expect(try WireEncoder.encoded(.begun(tag: 2, requestID: 0x0102_0304_0506_0708, pid: 3, hasChannel: true))
-            == [1, 32, 0, 0, 17, 0, 0, 0, 2, 0, 0, 0, 8, 7, 6, 5, 4, 3, 2, 1, 3, 0, 0, 0, 1])
-        #expect(try WireEncoder.encoded(.failure(tag: 1, code: .throttled, text: "t"))
-            == [1, 34, 0, 0, 9, 0, 0, 0, 1, 0, 0, 0, 4, 0, 1, 0, 0x74])
-        #expect(try WireEncoder.encoded(.json(tag: 1, final: true, chunk: [9]))
-            == [1, 35, 0, 0, 10, 0, 0, 0, 1, 0, 0, 0, 1, 1, 0, 0, 0, 9])
-        #expect(try WireEncoder.encoded(.query(tag: 5, kind: .status, extensionIDs: ["a", "bc"]))
-            == [1, 3, 0, 0, 14, 0, 0, 0, 5, 0, 0, 0, 2, 2, 0, 1, 0, 0x61, 2, 0, 0x62, 0x63])
-        #expect(try WireEncoder.encoded(.granted(tag: 0xFFFF_FFFF, assertionID: 1))
-            == [1, 98, 0, 0, 12, 0, 0, 0, 0xFF, 0xFF, 0xFF, 0xFF, 1, 0, 0, 0, 0, 0, 0, 0])
+        #expect(
+            try WireEncoder.encoded(.begin(tag: 0x0403_0201, extensionID: "ab"))
+                == [1, 1, 0, 0, 8, 0, 0, 0, 1, 2, 3, 4, 2, 0, 0x61, 0x62])
+        #expect(
+            try WireEncoder.encoded(.kill(tag: 1, extensionID: "x", signal: -1))
+                == [1, 4, 0, 0, 11, 0, 0, 0, 1, 0, 0, 0, 1, 0, 0x78, 0xFF, 0xFF, 0xFF, 0xFF])
+        #expect(
+            try WireEncoder.encoded(.begun(tag: 2, requestID: 0x0102_0304_0506_0708, pid: 3, hasChannel: true))
+                == [1, 32, 0, 0, 17, 0, 0, 0, 2, 0, 0, 0, 8, 7, 6, 5, 4, 3, 2, 1, 3, 0, 0, 0, 1])
+        #expect(
+            try WireEncoder.encoded(.failure(tag: 1, code: .throttled, text: "t"))
+                == [1, 34, 0, 0, 9, 0, 0, 0, 1, 0, 0, 0, 4, 0, 1, 0, 0x74])
+        #expect(
+            try WireEncoder.encoded(.json(tag: 1, final: true, chunk: [9]))
+                == [1, 35, 0, 0, 10, 0, 0, 0, 1, 0, 0, 0, 1, 1, 0, 0, 0, 9])
+        #expect(
+            try WireEncoder.encoded(.query(tag: 5, kind: .status, extensionIDs: ["a", "bc"]))
+                == [1, 3, 0, 0, 14, 0, 0, 0, 5, 0, 0, 0, 2, 2, 0, 1, 0, 0x61, 2, 0, 0x62, 0x63])
+        #expect(
+            try WireEncoder.encoded(.granted(tag: 0xFFFF_FFFF, assertionID: 1))
+                == [1, 98, 0, 0, 12, 0, 0, 0, 0xFF, 0xFF, 0xFF, 0xFF, 1, 0, 0, 0, 0, 0, 0, 0])
     }
 
     @Test func theEncoderReplacesItsPreviousMessage() throws {

@@ -17,10 +17,12 @@ enum Samples {
     static let notStarted = ExitInfo(reason: "launch-failed", time: "2026-11-21T02:51:11.090Z", status: "not-started", pid: nil)
 
     static let list = ListDocument(extensions: [
-        .init(id: "com.example.stocks.widget", point: "widget", state: "not-running", since: "2026-11-21T02:56:52.776Z", pid: nil,
-              requests: 0, assertions: 0, lastExit: nil),
-        .init(id: "org.example.test", point: "action", state: "active", since: "2026-11-21T02:56:53.584Z", pid: 17816,
-              requests: 1, assertions: 1, lastExit: exit),
+        .init(
+            id: "com.example.stocks.widget", point: "widget", state: "not-running", since: "2026-11-21T02:56:52.776Z", pid: nil,
+            requests: 0, assertions: 0, lastExit: nil),
+        .init(
+            id: "org.example.test", point: "action", state: "active", since: "2026-11-21T02:56:53.584Z", pid: 17816,
+            requests: 1, assertions: 1, lastExit: exit),
     ])
 
     static let policy = StatusReport.Policy(
@@ -127,9 +129,17 @@ struct DocumentTests {
         // docs/json.md, "Events".
         let end = ExtensionEvent(
             time: "2026-11-21T02:56:55.569Z", monotonic: 795.252156, event: "end", id: "org.example.test", state: "active", pid: 17816, request: 1)
-        #expect(text(end) == #"{"event":"end","id":"org.example.test","monotonic":795.252156,"pid":17816,"request":1,"state":"active","time":"2026-11-21T02:56:55.569Z"}"#)
-        #expect(text(Samples.bareEvent) == #"{"event":"launch-failed","id":"é.x","monotonic":5,"pid":null,"state":"not-running","time":"2026-11-21T02:56:55.569Z"}"#)
-        #expect(text(Samples.event) == #"{"assertion":1,"detail":"upload \"photos\"\n\ttab\/\u0001","event":"lock-held-at-suspend","id":"org.example.test","lock":{"decision":"terminate","kind":"ofd","path":"\/var\/lib\/x.db"},"monotonic":793.270737,"pid":17816,"request":7,"state":"active","time":"2026-11-21T02:56:53.587Z"}"#)
+        #expect(
+            text(end)
+                == #"{"event":"end","id":"org.example.test","monotonic":795.252156,"pid":17816,"request":1,"state":"active","time":"2026-11-21T02:56:55.569Z"}"#
+        )
+        #expect(
+            text(Samples.bareEvent) == #"{"event":"launch-failed","id":"é.x","monotonic":5,"pid":null,"state":"not-running","time":"2026-11-21T02:56:55.569Z"}"#
+        )
+        #expect(
+            text(Samples.event)
+                == #"{"assertion":1,"detail":"upload \"photos\"\n\ttab\/\u0001","event":"lock-held-at-suspend","id":"org.example.test","lock":{"decision":"terminate","kind":"ofd","path":"\/var\/lib\/x.db"},"monotonic":793.270737,"pid":17816,"request":7,"state":"active","time":"2026-11-21T02:56:53.587Z"}"#
+        )
     }
 
     @Test func nullableFieldsAreAlwaysWrittenOptionalOnesOnlyWhenTheyApply() throws {

@@ -325,7 +325,8 @@ struct SystemdProtocolTests {
     /// daemon (same pid, LISTEN_FDS=1) at the first connection.
     func activated(_ directory: String, socket: String, seqpacket: Bool, environment: [String] = []) throws -> RawProcess {
         try FileManager.default.createDirectory(atPath: directory + "/extensions", withIntermediateDirectories: true)
-        let arguments = (seqpacket ? ["--seqpacket"] : []) + ["-l", socket] + environment.flatMap { ["-E", $0] }
+        let arguments =
+            (seqpacket ? ["--seqpacket"] : []) + ["-l", socket] + environment.flatMap { ["-E", $0] }
             + [BuildProducts.path("extensiond"), "--extensions", directory + "/extensions", "--state-directory", directory + "/state"]
         let p = try RawProcess(Self.activate, arguments, log: directory + "/daemon.log")
         // Listening, not merely bound (the file appears at bind(), before listen()):
@@ -450,14 +451,16 @@ struct SystemdProtocolTests {
         #expect(words.contains("-lExtensionRuntimeC"))
         // A C extension compiled against the installed header and library only.
         let binary = prefix + "/c-extension"
-        let cc = try runProgram("/usr/bin/env", ["cc", "-Wall", "-Werror", SystemdSession.packageRoot + "/examples/c-extension/main.c"] + words + ["-lpthread", "-o", binary])
+        let cc = try runProgram(
+            "/usr/bin/env", ["cc", "-Wall", "-Werror", SystemdSession.packageRoot + "/examples/c-extension/main.c"] + words + ["-lpthread", "-o", binary])
         try #require(cc.status == 0, "cc failed: \(cc.err)")
         let run = try runProgram(binary, [])
         #expect(run.status == 1)
         #expect(run.err == "c-extension: not launched by extensiond\n")
         // The installed units name an existing ExecStart= and pass systemd-analyze verify.
         guard FileManager.default.isExecutableFile(atPath: UnitFileTests.analyze) else { return }
-        let verify = try runProgram(UnitFileTests.analyze, ["verify", prefix + "/lib/systemd/system/extensiond.service", prefix + "/lib/systemd/system/extensiond.socket"])
+        let verify = try runProgram(
+            UnitFileTests.analyze, ["verify", prefix + "/lib/systemd/system/extensiond.service", prefix + "/lib/systemd/system/extensiond.socket"])
         #expect(verify.status == 0 && verify.out + verify.err == "", "\(verify.out)\(verify.err)")
     }
 }

@@ -1,8 +1,9 @@
 import ExtensionProtocol
-@testable import SupervisorShell
 import SupervisorCore
 import SupervisorKernel
 import Testing
+
+@testable import SupervisorShell
 
 @Suite("Guarantees over randomized event sequences")
 struct InvariantTests {
@@ -169,8 +170,9 @@ struct InvariantTests {
     @Test func theCheckerDetectsWarningsStrayCallsAndStrayTimers() {
         let sim = Simulation(seed: 1, containment: .cgroup)
         sim.logged.logger(label: "test").warning("cannot read cgroup.events")
-        _ = sim.kernel.spawn(SpawnRequest(
-            path: "/bin/true", arguments: [], environment: [], directory: nil, channelFD: nil, cgroupFD: nil, credentials: nil))
+        _ = sim.kernel.spawn(
+            SpawnRequest(
+                path: "/bin/true", arguments: [], environment: [], directory: nil, channelFD: nil, cgroupFD: nil, credentials: nil))
         _ = sim.kernel.addTimer(at: .seconds(5), priority: 0) {}
         var found: [String] = []
         sim.checkShell { found.append($0) }

@@ -1,8 +1,9 @@
 import ExtensionProtocol
 import Foundation  // JSONEncoder/JSONDecoder: the hand-over document as the daemon writes it
 import Logging
-@testable import SupervisorShell
 import SupervisorCore
+
+@testable import SupervisorShell
 
 /// A randomized, deterministic driver for the supervisor and the shell's process handling:
 /// it runs the core (`Supervisor`) and the shell's real `ProcessControl`, with a real
@@ -46,19 +47,27 @@ final class Simulation: ProcessControlDelegate {
 
     static let ids = ["sim.a", "sim.b", "sim.never", "sim.frozen"]
     static let manifests: [Manifest] = [
-        manifest("sim.a", policy: Policy(
-            backgroundSeconds: 10, expiryGraceSeconds: 3, assertionMaxSeconds: 20,
-            launchTimeoutSeconds: 5, suspendedLifetimeSeconds: 40)),
+        manifest(
+            "sim.a",
+            policy: Policy(
+                backgroundSeconds: 10, expiryGraceSeconds: 3, assertionMaxSeconds: 20,
+                launchTimeoutSeconds: 5, suspendedLifetimeSeconds: 40)),
         // Grace equal to the whole background time: expire goes out at the dismissal.
-        manifest("sim.b", policy: Policy(
-            backgroundSeconds: 4, expiryGraceSeconds: 4, assertionMaxSeconds: 8,
-            launchTimeoutSeconds: 3, suspendedLifetimeSeconds: 15)),
-        manifest("sim.never", policy: Policy(
-            backgroundSeconds: 6, expiryGraceSeconds: 2, assertionMaxSeconds: 12,
-            launchTimeoutSeconds: 4, suspendedLifetimeSeconds: 30, suspend: .never)),
-        manifest("sim.frozen", policy: Policy(
-            backgroundSeconds: 5, expiryGraceSeconds: 2, assertionMaxSeconds: 10,
-            launchTimeoutSeconds: 4, suspendedLifetimeSeconds: 25, suspend: .freeze)),
+        manifest(
+            "sim.b",
+            policy: Policy(
+                backgroundSeconds: 4, expiryGraceSeconds: 4, assertionMaxSeconds: 8,
+                launchTimeoutSeconds: 3, suspendedLifetimeSeconds: 15)),
+        manifest(
+            "sim.never",
+            policy: Policy(
+                backgroundSeconds: 6, expiryGraceSeconds: 2, assertionMaxSeconds: 12,
+                launchTimeoutSeconds: 4, suspendedLifetimeSeconds: 30, suspend: .never)),
+        manifest(
+            "sim.frozen",
+            policy: Policy(
+                backgroundSeconds: 5, expiryGraceSeconds: 2, assertionMaxSeconds: 10,
+                launchTimeoutSeconds: 4, suspendedLifetimeSeconds: 25, suspend: .freeze)),
     ]
     static let limits = testLimits {
         $0.maxRequestsPerHost = 3
@@ -550,7 +559,9 @@ final class Simulation: ProcessControlDelegate {
                 guard let p = live(id, g) else { break }
                 control.resume(p)
                 if let w = kernel.world(p.pid), w.anyHeld {
-                    fail("after the resume of \(id) a member is still held: \(w.members.sorted { $0.key < $1.key }), stop asked of \(w.stopAsked.sorted()), frozen \(w.frozen) (asked: \(w.freezeRequested))")
+                    fail(
+                        "after the resume of \(id) a member is still held: \(w.members.sorted { $0.key < $1.key }), stop asked of \(w.stopAsked.sorted()), frozen \(w.frozen) (asked: \(w.freezeRequested))"
+                    )
                 }
                 queued.append(.continueConfirmed(extensionID: id, generation: g))
                 schedule(id, g)
@@ -605,8 +616,8 @@ extension Event {
     var generationTarget: (String, UInt64)? {
         switch self {
         case let .spawned(id, g, _), let .spawnFailed(id, g, _), let .ready(id, g), let .stopConfirmed(id, g, _),
-             let .continueConfirmed(id, g), let .exited(id, g, _, _, _), let .acquire(id, g, _, _), let .release(id, g, _),
-             let .expireReceived(id, g, _), let .channelClosed(id, g, _), let .deliveryFailed(id, g, _, _):
+            let .continueConfirmed(id, g), let .exited(id, g, _, _, _), let .acquire(id, g, _, _), let .release(id, g, _),
+            let .expireReceived(id, g, _), let .channelClosed(id, g, _), let .deliveryFailed(id, g, _, _):
             (id, g)
         default: nil
         }
