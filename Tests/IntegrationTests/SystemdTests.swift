@@ -161,6 +161,46 @@ struct SystemdTests {
         try session.systemctl("stop", "extensiond.socket", "extensiond.service")
     }
 
+    /// `extctl reexec` under the real systemd: the service stays active with the same main PID
+    /// and no restart counted, the new program arms the watchdog again, and the extension
+    /// process is untouched (the suspended one stays stopped).
+    @Test func reexecKeepsTheMainPIDAndCountsNoRestart() throws {
+        let session = try SystemdSession()
+        defer { session.close() }
+        try session.writeTestManifest("widget.json", id: Self.id)
+        try session.installUnits(from: "units/user", serviceDropIn: Self.watchdogDropIn)
+        let properties = ["ActiveState", "SubState", "MainPID", "NRestarts", "StatusText"]
+        func service() throws -> [String: String] { try session.show("extensiond.service", properties) }
+        func describe() -> String { ((try? service()).map { "\($0)" } ?? "") + "\n" + session.log() }
+        try session.systemctl("start", "extensiond.socket")
+        #expect(try session.run([Self.extctl, "list"]).status == 0)
+        let before = try service()
+        let daemonPID = try #require(before["MainPID"].flatMap { Int32($0) })
+        // An extension opened, then dismissed: suspended.
+        let host = try session.start([Self.extctl, "open", Self.id])
+        let extensionPID = try #require(host.output.readLine(timeout: 30).flatMap { Int32($0) })
+        try host.input.close()
+        host.process.waitUntilExit()
+        try session.waitUntil("the extension is suspended", describe: describe) { try service()["StatusText"] == "1 extension: 1 suspended" }
+        #expect(processState(extensionPID) == "T")
+
+        let reexec = try session.run([Self.extctl, "reexec"])
+        #expect(reexec.status == 0, "extctl reexec: \(reexec.err)")
+        #expect(reexec.out.hasPrefix("extensiond 0.1.0 → 0.1.0 (pid \(daemonPID), 1 extension process kept)"), "\(reexec.out)")
+        let after = try service()
+        #expect(after["ActiveState"] == "active" && after["SubState"] == "running", "\(after)")
+        #expect(after["MainPID"] == before["MainPID"])
+        #expect(after["NRestarts"] == before["NRestarts"])
+        #expect(processState(extensionPID) == "T", "the suspended extension was not resumed")
+        // The new program took over in the same process and enabled the watchdog again.
+        let messages = try session.journal(["_PID=\(daemonPID)"]).compactMap { $0["MESSAGE"] }
+        #expect(messages.contains { $0.hasPrefix("took over from extensiond 0.1.0: 1 extension process(es)") }, "\(messages.suffix(10))")
+        #expect(messages.filter { $0.hasPrefix("watchdog: the event loop sends WATCHDOG=1") }.count == 2, "\(messages.suffix(10))")
+        try session.waitUntil("STATUS= is published by the new program", describe: describe) { try service()["StatusText"] == "1 extension: 1 suspended" }
+        #expect(try session.run([Self.extctl, "list"]).status == 0)
+        try session.systemctl("stop", "extensiond.socket", "extensiond.service")
+    }
+
     /// The system unit's stricter sandbox (no capabilities, no /home, private devices…) still
     /// lets the daemon spawn, signal and suspend its extensions and see them crash.
     @Test func systemUnitsSandboxStillSupervises() throws {
