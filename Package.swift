@@ -4,6 +4,7 @@
 //
 // Layout (see docs/architecture.md):
 //   ExtensionProtocol  pure wire format (no dependencies, no system calls)
+//   ExtensionStatus    the JSON documents of docs/json.md: Codable types and their writer (no dependencies)
 //   SupervisorCore     pure lifecycle/assertion/policy state machine (no system calls, time injected)
 //   ExtensionTransport sockets, descriptor passing, peer credentials (thin syscall layer)
 //   SupervisorShell    the daemon's event loop (sd-event), spawning, signals, control server
@@ -21,6 +22,7 @@ let package = Package(
         .executable(name: "extctl", targets: ["extctl"]),
         .library(name: "ExtensionRuntime", targets: ["ExtensionRuntime"]),
         .library(name: "ExtensionHost", targets: ["ExtensionHost"]),
+        .library(name: "ExtensionStatus", targets: ["ExtensionStatus"]),
         // The C ABI of the runtime (include/extension_runtime.h, pkg-config extension-runtime) is
         // not a SwiftPM product: libExtensionRuntimeC is a C library (runtime-c/) built by
         // scripts/build-runtime-c.sh, with no Swift runtime in it.
@@ -40,6 +42,9 @@ let package = Package(
             providers: [.apt(["libsystemd-dev"])]),
 
         .target(name: "ExtensionProtocol", swiftSettings: strict),
+        // The status, list, event and reload documents (docs/json.md): written by the daemon,
+        // decoded by extctl and other clients. No Foundation, no system calls.
+        .target(name: "ExtensionStatus", swiftSettings: strict),
         .target(
             name: "SupervisorCore",
             dependencies: ["ExtensionProtocol", .product(name: "HeapModule", package: "swift-collections")],
@@ -59,7 +64,7 @@ let package = Package(
         .target(
             name: "SupervisorShell",
             dependencies: [
-                "SupervisorCore", "SupervisorKernel", "ExtensionTransport", "ExtensionProtocol",
+                "SupervisorCore", "SupervisorKernel", "ExtensionTransport", "ExtensionProtocol", "ExtensionStatus",
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: strict),
@@ -84,7 +89,7 @@ let package = Package(
         .executableTarget(
             name: "extctl",
             dependencies: [
-                "ExtensionHost", "ExtensionProtocol", "CShims",
+                "ExtensionHost", "ExtensionProtocol", "ExtensionStatus", "CShims",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: strict),
@@ -117,6 +122,7 @@ let package = Package(
             name: "SupervisorCoreTests",
             dependencies: ["SupervisorCore", "SupervisorShell", "SupervisorKernel", .product(name: "Logging", package: "swift-log")],
             swiftSettings: strict),
+        .testTarget(name: "ExtensionStatusTests", dependencies: ["ExtensionStatus"], swiftSettings: strict),
         // The shell's pure pieces: the JSON writer, ISO 8601 times, event JSON, the process registry file.
         .testTarget(
             name: "SupervisorShellTests",

@@ -36,6 +36,9 @@ let package = Package(
         // The driver: starts the real daemon, measures every figure and its baseline, prints the table.
         .executableTarget(
             name: "extensiond-bench",
-            dependencies: ["CBenchShims", .product(name: "ExtensionHost", package: "extensiond")]),
+            dependencies: [
+                "CBenchShims", .product(name: "ExtensionHost", package: "extensiond"),
+                .product(name: "ExtensionStatus", package: "extensiond"),
+            ]),
     ]
 )

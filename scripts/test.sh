@@ -11,6 +11,8 @@ echo "==> checking the kernel boundary"
 bash scripts/check-kernel-boundary.sh
 echo "==> checking doc comments"
 python3 scripts/check-doc-comments.py
+echo "==> checking the format (swift format, .swift-format)"
+swift format lint --strict -r Sources Tests examples
 echo "==> building"
 swift build --build-tests
 bash scripts/build-runtime-c.sh >/dev/null

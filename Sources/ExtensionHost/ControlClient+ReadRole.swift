@@ -1,6 +1,7 @@
 import Dispatch
 import ExtensionProtocol
 import ExtensionTransport
+
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -114,11 +115,13 @@ extension ControlClient {
         guard start else { return }
         let box = Unmanaged.passRetained(self)
         var thread = pthread_t()
-        let rc = pthread_create(&thread, nil, { raw in
-            let me = Unmanaged<ControlClient>.fromOpaque(raw!).takeRetainedValue()
-            me.readerLoop()
-            return nil
-        }, box.toOpaque())
+        let rc = pthread_create(
+            &thread, nil,
+            { raw in
+                let me = Unmanaged<ControlClient>.fromOpaque(raw!).takeRetainedValue()
+                me.readerLoop()
+                return nil
+            }, box.toOpaque())
         if rc == 0 { pthread_detach(thread) } else { box.release() }
     }
 
@@ -152,7 +155,11 @@ extension ControlClient {
             (message, descriptor) = try channel.receive(into: buffer)
         } catch {
             let why: HostError
-            if case .closed = error { why = HostError("extensiond closed the connection") } else { why = HostError("connection to extensiond failed: \(error)") }
+            if case .closed = error {
+                why = HostError("extensiond closed the connection")
+            } else {
+                why = HostError("connection to extensiond failed: \(error)")
+            }
             closeDown(why)
             return false
         }
@@ -202,10 +209,10 @@ extension ControlClient {
             if let descriptor { Glibc.close(descriptor) }
             let handler = state.withLock { $0.onInterruption }
             handler?(requestID, reason)
-        case let .event(json):
+        case let .events(objects):
             if let descriptor { Glibc.close(descriptor) }
             let handler = state.withLock { $0.onEvent }
-            handler?(json)
+            if let handler { for json in objects { handler(json) } }
         default:
             if let descriptor { Glibc.close(descriptor) }
         }

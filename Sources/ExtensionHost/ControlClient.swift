@@ -2,6 +2,7 @@ import Dispatch
 import ExtensionProtocol
 import ExtensionTransport
 import Synchronization
+
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -138,7 +139,9 @@ public final class ControlClient: Sendable {
         startReader()
     }
 
-    /// Called (on the thread reading the connection) for each monitor event (a JSON object).
+    /// Called (on the thread reading the connection) for each monitor event (a JSON object of
+    /// docs/json.md, "Events", which `ExtensionStatus.ExtensionEvent` decodes), once per event and
+    /// in order, however many events each `events` message carries.
     public func setEventHandler(_ handler: @escaping @Sendable ([UInt8]) -> Void) {
         state.withLock { $0.onEvent = handler }
         startReader()

@@ -1,5 +1,6 @@
 import ExtensionProtocol
 import ExtensionTransport
+
 #if canImport(Glibc)
 import Glibc
 #endif

@@ -18,7 +18,7 @@ public enum Message: Equatable, Sendable {
     case kill(tag: UInt32, extensionID: String, signal: Int32)
     /// Re-read the manifests. Answered by `json` (the reload report) or `failure`.
     case reload(tag: UInt32)
-    /// Subscribe this connection to lifecycle events, streamed as `event` messages.
+    /// Subscribe this connection to lifecycle events, streamed as `events` messages.
     case monitor(tag: UInt32)
     /// Hint that the named extensions will soon be opened. Answered by `ok`.
     case prewarm(tag: UInt32, extensionIDs: [String])
@@ -56,8 +56,11 @@ public enum Message: Equatable, Sendable {
     case json(tag: UInt32, final: Bool, chunk: [UInt8])
     /// An open request was interrupted (the extension exited, crashed or was killed).
     case interrupted(requestID: UInt64, reason: String)
-    /// One lifecycle event (a JSON object) for a `monitor` subscriber.
-    case event(json: [UInt8])
+    /// Lifecycle events for a `monitor` subscriber, in the order they were recorded: every event of
+    /// one iteration of the daemon's loop, each a JSON object (docs/json.md, "Events"). At least
+    /// one; the events of an iteration that do not fit one datagram follow in more `events`
+    /// messages (`Message.events(carrying:)`).
+    case events(json: [[UInt8]])
     /// The extension completed the request, returning `payload` (`completeRequest`); the
     /// request is over: no `end` is needed, and a later one is answered `ok`.
     case completed(requestID: UInt64, payload: [UInt8])
@@ -182,7 +185,7 @@ extension Message {
         case .failure: .failure
         case .json: .json
         case .interrupted: .interrupted
-        case .event: .event
+        case .events: .events
         case .discovered: .discovered
         case .completed: .completed
         case .cancelled: .cancelled
@@ -205,9 +208,13 @@ extension Message {
 public enum MessageKind: UInt8, Sendable {
     /// Each case is the type of the `Message` case of the same name. These: host or `extctl`
     /// to daemon, on the control socket, numbered from 1.
-    case begin = 1, end = 2, query = 3, kill = 4, reload = 5, monitor = 6, prewarm = 7, discover = 8, post = 9, forceRefresh = 10, subscribe = 11, reset = 12, reexec = 13
-    /// Daemon to host or `extctl`, on the control socket, numbered from 32.
-    case begun = 32, ok = 33, failure = 34, json = 35, interrupted = 36, event = 37, discovered = 38, completed = 39, cancelled = 40, refreshed = 41, newData = 42
+    case begin = 1, end = 2, query = 3, kill = 4, reload = 5, monitor = 6, prewarm = 7, discover = 8, post = 9, forceRefresh = 10, subscribe = 11, reset = 12,
+        reexec = 13
+    /// Daemon to host or `extctl`, on the control socket, numbered from 32. 37 is not
+    /// assigned: it is reserved, never to be reused.
+    case begun = 32, ok = 33, failure = 34, json = 35, interrupted = 36, discovered = 38, completed = 39, cancelled = 40, refreshed = 41, newData = 42
+    /// Daemon to a monitor, on the control socket (numbered from 32, after the others).
+    case events = 43
     /// Extension runtime to daemon, on its private channel, numbered from 64.
     case ready = 64, acquire = 65, release = 66, expireReceived = 67, complete = 68, cancel = 69, observe = 70, refreshDone = 71
     /// Daemon to extension runtime, on its private channel, numbered from 96.

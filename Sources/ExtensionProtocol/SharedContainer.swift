@@ -8,13 +8,16 @@ public enum SharedContainer {
     /// upper-cased with every character other than a letter or digit replaced by `_`
     /// (`group.com.example.stocks` → `EXTENSION_SHARED_CONTAINER_GROUP_COM_EXAMPLE_STOCKS`).
     public static func environmentName(for name: String) -> String {
-        environmentPrefix + String(String.UnicodeScalarView(name.unicodeScalars.map { c -> Unicode.Scalar in
-            switch c.value {
-            case 0x30...0x39, 0x41...0x5A: return c
-            case 0x61...0x7A: return Unicode.Scalar(c.value - 0x20)!
-            default: return "_"
-            }
-        }))
+        environmentPrefix
+            + String(
+                String.UnicodeScalarView(
+                    name.unicodeScalars.map { c -> Unicode.Scalar in
+                        switch c.value {
+                        case 0x30...0x39, 0x41...0x5A: return c
+                        case 0x61...0x7A: return Unicode.Scalar(c.value - 0x20)!
+                        default: return "_"
+                        }
+                    }))
     }
 
     /// Why `name` is not a valid container name (reverse-DNS: at least two dot-separated

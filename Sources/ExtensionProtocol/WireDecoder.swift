@@ -110,8 +110,14 @@ public enum WireDecoder {
             return .json(tag: tag, final: final, chunk: try r.bytes("chunk", limit: WireLimits.maxChunk))
         case .interrupted:
             return .interrupted(requestID: try r.u64("requestID"), reason: try r.string("reason", limit: WireLimits.maxText))
-        case .event:
-            return .event(json: try r.bytes("json", limit: WireLimits.maxChunk))
+        case .events:
+            let n = Int(try r.u16("events"))
+            guard n > 0 else { throw .invalidValue("events") }
+            var objects: [[UInt8]] = []
+            // Each event takes at least its 4-byte length: no more room than the payload can fill.
+            objects.reserveCapacity(min(n, r.remaining / 4))
+            for _ in 0..<n { objects.append(try r.bytes("events", limit: WireLimits.maxChunk)) }
+            return .events(json: objects)
         case .completed:
             return .completed(requestID: try r.u64("requestID"), payload: try r.bytes("payload", limit: WireLimits.maxPayload))
         case .cancelled:

@@ -50,8 +50,10 @@ public struct WireEncoder: Sendable {
             put32(tag); bytes.append(final ? 1 : 0); try putBytes(chunk, field: "chunk", limit: WireLimits.maxChunk)
         case .interrupted(let requestID, let reason):
             put64(requestID); try putString(reason, field: "reason", limit: WireLimits.maxText)
-        case .event(let json):
-            try putBytes(json, field: "json", limit: WireLimits.maxChunk)
+        case .events(let objects):
+            guard !objects.isEmpty, objects.count <= Int(UInt16.max) else { throw .invalidValue("events") }
+            put16(UInt16(objects.count))
+            for json in objects { try putBytes(json, field: "events", limit: WireLimits.maxChunk) }
         case .discovered(let tag, let final, let extensions):
             put32(tag); bytes.append(final ? 1 : 0)
             guard extensions.count <= WireLimits.maxIdentifiers else { throw .fieldTooLong("extensions", extensions.count) }

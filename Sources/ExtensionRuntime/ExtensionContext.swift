@@ -1,5 +1,6 @@
 import ExtensionProtocol
 import Foundation
+
 #if canImport(Glibc)
 import Glibc
 #endif

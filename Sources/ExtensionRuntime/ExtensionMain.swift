@@ -1,6 +1,7 @@
-import ExtensionProtocol
 import Dispatch
+import ExtensionProtocol
 import Synchronization
+
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -116,7 +117,11 @@ final class RefreshCompletion: Sendable {
     }
 
     func complete(_ result: RefreshResult) {
-        guard done.withLock({ d in defer { d = true }; return !d }) else { return }
+        guard
+            done.withLock({ d in
+                defer { d = true }; return !d
+            })
+        else { return }
         channel.send(.refreshDone(refreshID: refreshID, answer: result.answer))
     }
 }

@@ -1,4 +1,5 @@
 import ExtensionProtocol
+
 #if canImport(Glibc)
 import Glibc
 #endif

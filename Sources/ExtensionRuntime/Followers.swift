@@ -1,5 +1,6 @@
 import Dispatch
 import Synchronization
+
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -77,10 +78,12 @@ enum RuntimeThread {
     static func spawn(_ body: @escaping @Sendable () -> Void) -> Bool {
         let box = Unmanaged.passRetained(Body(body))
         var thread = pthread_t()
-        let rc = pthread_create(&thread, nil, { raw in
-            Unmanaged<Body>.fromOpaque(raw!).takeRetainedValue().run()
-            return nil
-        }, box.toOpaque())
+        let rc = pthread_create(
+            &thread, nil,
+            { raw in
+                Unmanaged<Body>.fromOpaque(raw!).takeRetainedValue().run()
+                return nil
+            }, box.toOpaque())
         guard rc == 0 else {
             box.release()
             return false

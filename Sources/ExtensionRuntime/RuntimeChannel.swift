@@ -2,6 +2,7 @@ import Dispatch
 import ExtensionProtocol
 import ExtensionTransport
 import Synchronization
+
 #if canImport(Glibc)
 import Glibc
 #endif

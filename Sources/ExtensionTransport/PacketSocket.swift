@@ -1,5 +1,6 @@
 import CShims
 import ExtensionProtocol
+
 #if canImport(Glibc)
 import Glibc
 #endif

@@ -30,9 +30,10 @@ public struct AssertionLedger: Equatable, Sendable, Codable {
 
     /// Records a newly granted assertion.
     public mutating func grant(id: UInt64, reason: String, at now: Instant, maxSeconds: Double) {
-        assertions.append(Assertion(
-            id: id, reason: reason, grantedAt: now, hardDeadline: now.adding(seconds: maxSeconds),
-            expireSentAt: nil, expireAcknowledged: false))
+        assertions.append(
+            Assertion(
+                id: id, reason: reason, grantedAt: now, hardDeadline: now.adding(seconds: maxSeconds),
+                expireSentAt: nil, expireAcknowledged: false))
     }
 
     /// Removes an assertion; returns it, or nil when it was unknown (already released or revoked).

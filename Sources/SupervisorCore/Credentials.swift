@@ -183,13 +183,20 @@ public struct CredentialRules: Sendable {
             // The user session: extensions keep the daemon's uid, gid and groups (nothing is
             // switched in the child); the manifest may only name what they have.
             if uid != daemonUID {
-                return fail("user", "asks for user \(request.user!) (uid \(uid)), but this daemon runs as uid \(daemonUID) and is not root: it runs extensions as itself only")
+                return fail(
+                    "user",
+                    "asks for user \(request.user!) (uid \(uid)), but this daemon runs as uid \(daemonUID) and is not root: it runs extensions as itself only")
             }
             if gid != daemonGID {
-                return fail("group", "asks for group \(request.group!) (gid \(gid)), but this daemon (uid \(daemonUID), not root) runs extensions with its own group \(daemonGID) only")
+                return fail(
+                    "group",
+                    "asks for group \(request.group!) (gid \(gid)), but this daemon (uid \(daemonUID), not root) runs extensions with its own group \(daemonGID) only"
+                )
             }
             for (i, g) in groups.enumerated() where g != daemonGID && !daemonGroups.contains(g) {
-                return fail("supplementaryGroups[\(i)]", "asks for group \(request.supplementaryGroups[i]) (gid \(g)), which this daemon (uid \(daemonUID), not root) does not have")
+                return fail(
+                    "supplementaryGroups[\(i)]",
+                    "asks for group \(request.supplementaryGroups[i]) (gid \(g)), which this daemon (uid \(daemonUID), not root) does not have")
             }
             return .success(Credentials(uid: daemonUID, gid: daemonGID, groups: daemonGroups, ownUID: false))
         }
@@ -203,10 +210,13 @@ public struct CredentialRules: Sendable {
             return fail("user", "runs as root, which the configuration does not allow (set \"allowRootExtensions\": true in the daemon's configuration file)")
         }
         if gid == 0 && !rootAllowed {
-            return fail("group", "gid 0 (root's group) is refused for an extension not running as an allowed root (\"user\": \"root\" with allowRootExtensions)")
+            return fail(
+                "group", "gid 0 (root's group) is refused for an extension not running as an allowed root (\"user\": \"root\" with allowRootExtensions)")
         }
         for (i, g) in groups.enumerated() where g == 0 && !rootAllowed {
-            return fail("supplementaryGroups[\(i)]", "gid 0 (root's group) is refused for an extension not running as an allowed root (\"user\": \"root\" with allowRootExtensions)")
+            return fail(
+                "supplementaryGroups[\(i)]",
+                "gid 0 (root's group) is refused for an extension not running as an allowed root (\"user\": \"root\" with allowRootExtensions)")
         }
         for g in extraGroups where !groups.contains(g) { groups.append(g) }
         return .success(Credentials(uid: uid, gid: gid, groups: groups, ownUID: request.user == nil))

@@ -1,4 +1,5 @@
 import ExtensionProtocol
+
 #if canImport(FoundationEssentials)
 import FoundationEssentials  // JSONDecoder: the daemon does not load libFoundation and ICU
 #else
@@ -88,7 +89,8 @@ struct RawConfig: Decodable {
 
     init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: AnyKey.self)
-        try c.rejectUnknown(["points", "limits", "adminGroup", "allowRootExtensions", "allowUnsandboxedExtensions", "extensionUIDs", "sharedContainers"], prefix: "")
+        try c.rejectUnknown(
+            ["points", "limits", "adminGroup", "allowRootExtensions", "allowUnsandboxedExtensions", "extensionUIDs", "sharedContainers"], prefix: "")
         if c.contains(AnyKey(stringValue: "sharedContainers")) {
             let containers = try c.nestedContainer(keyedBy: AnyKey.self, forKey: AnyKey(stringValue: "sharedContainers"))
             for key in containers.allKeys {
@@ -96,7 +98,9 @@ struct RawConfig: Decodable {
                 if let problem = SharedContainer.problem(key.stringValue) { throw ManifestFieldError(field: prefix, problem: problem) }
                 let entry = try containers.nestedContainer(keyedBy: AnyKey.self, forKey: key)
                 try entry.rejectUnknown(["group"], prefix: prefix + ".")
-                guard let group = try entry.account("group", prefix: prefix + ".") else { throw ManifestFieldError(field: prefix + ".group", problem: "is required") }
+                guard let group = try entry.account("group", prefix: prefix + ".") else {
+                    throw ManifestFieldError(field: prefix + ".group", problem: "is required")
+                }
                 if group == .number(0) || group == .name("root") {
                     throw ManifestFieldError(field: prefix + ".group", problem: "root's group would admit every root process and is refused")
                 }

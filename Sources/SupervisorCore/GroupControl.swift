@@ -345,7 +345,8 @@ public struct GroupControl: Equatable, Sendable {
 
     private mutating func nextRetry() -> Double {
         guard case .stopping(let since, let last, let report, let blocked, let retry, let warned) = stop else { return GroupControl.firstRetrySeconds }
-        stop = .stopping(since: since, lastMembers: last, report: report, lastBlocked: blocked, retry: min(retry * 2, GroupControl.maxRetrySeconds), warned: warned)
+        stop = .stopping(
+            since: since, lastMembers: last, report: report, lastBlocked: blocked, retry: min(retry * 2, GroupControl.maxRetrySeconds), warned: warned)
         return retry
     }
 

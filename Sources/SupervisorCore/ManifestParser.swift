@@ -216,7 +216,9 @@ extension KeyedDecodingContainer where Key == AnyKey {
     func seconds(_ name: String, prefix: String) throws -> Double? {
         guard let v = try decodeIfPresent(Double.self, forKey: AnyKey(stringValue: name)) else { return nil }
         if !v.isFinite || v < 0 { throw ManifestFieldError(field: prefix + name, problem: "must be a non-negative number of seconds, got \(v)") }
-        if v > Policy.maximumSeconds { throw ManifestFieldError(field: prefix + name, problem: "must be at most \(Int(Policy.maximumSeconds)) seconds, got \(v)") }
+        if v > Policy.maximumSeconds {
+            throw ManifestFieldError(field: prefix + name, problem: "must be at most \(Int(Policy.maximumSeconds)) seconds, got \(v)")
+        }
         return v
     }
 
@@ -323,7 +325,8 @@ extension AccountReference {
     /// characters or spaces, not empty, not all digits, at most 64 bytes).
     static func named(_ name: String, field: String) throws -> AccountReference {
         let bytes = Array(name.utf8)
-        let valid = !bytes.isEmpty && bytes.count <= 64 && !bytes.allSatisfy { $0 >= 0x30 && $0 <= 0x39 }
+        let valid =
+            !bytes.isEmpty && bytes.count <= 64 && !bytes.allSatisfy { $0 >= 0x30 && $0 <= 0x39 }
             && bytes.allSatisfy { $0 > 0x20 && $0 != 0x7F && $0 != UInt8(ascii: ":") && $0 != UInt8(ascii: "/") }
         guard valid else { throw ManifestFieldError(field: field, problem: "'\(name)' is not a valid user or group name") }
         return .name(name)

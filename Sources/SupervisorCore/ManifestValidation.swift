@@ -195,7 +195,10 @@ public struct ManifestValidation: Sendable {
         case .failure(let e): return .failure(e)
         }
         if !manifest.sandboxed && !allowUnsandboxed {
-            return fail("sandbox", "'none' is refused: only trusted extensions may run unsandboxed, and the daemon's configuration does not allow it (set \"allowUnsandboxedExtensions\": true)")
+            return fail(
+                "sandbox",
+                "'none' is refused: only trusted extensions may run unsandboxed, and the daemon's configuration does not allow it (set \"allowUnsandboxedExtensions\": true)"
+            )
         }
         let rules = credentialRules
         let needsOwnUID = rules.needsOwnUID(manifest.credentialRequest)
@@ -224,7 +227,9 @@ public struct ManifestValidation: Sendable {
             return .failure(e)
         }
         if manifest.policy.suspend == .freeze, let problem = freezerProblem {
-            return fail("policy.suspend", "'freeze' (from the manifest or its extension point '\(manifest.point)') needs a cgroup per extension, and this daemon has none: \(problem)")
+            return fail(
+                "policy.suspend",
+                "'freeze' (from the manifest or its extension point '\(manifest.point)') needs a cgroup per extension, and this daemon has none: \(problem)")
         }
         return .success(Accepted(manifest: manifest, needsOwnUID: needsOwnUID, containers: containers))
     }

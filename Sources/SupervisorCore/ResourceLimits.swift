@@ -121,7 +121,9 @@ public struct LimitEnforcement: Equatable, Sendable {
     public var unenforcedReason: String? {
         guard by == .none else { return nil }
         switch key {
-        case "tasksMax": return "limits.tasksMax (\(value)) cannot be enforced: no pids controller in the extension's cgroup, and RLIMIT_NPROC counts every process of a uid, which this extension shares"
+        case "tasksMax":
+            return
+                "limits.tasksMax (\(value)) cannot be enforced: no pids controller in the extension's cgroup, and RLIMIT_NPROC counts every process of a uid, which this extension shares"
         case "cpuWeight": return "limits.cpuWeight (\(value)) cannot be enforced: no cpu controller in the extension's cgroup"
         default: return "limits.\(key) (\(value)) cannot be enforced"
         }

@@ -62,8 +62,9 @@ public struct SandboxDecision: Equatable, Sendable {
     ) -> Result<SandboxDecision, SandboxRefusal> {
         let network = manifest.policy.network
         guard manifest.sandboxed else {
-            return .success(SandboxDecision(
-                enforced: [], notEnforced: [(.filesystem, "the manifest says \"sandbox\": \"none\"")], network: network, enabled: false))
+            return .success(
+                SandboxDecision(
+                    enforced: [], notEnforced: [(.filesystem, "the manifest says \"sandbox\": \"none\"")], network: network, enabled: false))
         }
         let required = manifest.policy.sandboxRequires.map(Set.init) ?? requiredByDefault
         var enforced: [SandboxPart] = []

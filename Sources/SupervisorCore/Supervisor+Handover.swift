@@ -1,7 +1,7 @@
 /// The hand-over of a daemon that re-executes itself: the supervisor's state written as one
 /// document (`SupervisorSnapshot`) and a supervisor restored from it, which then behaves exactly
-/// as the one that wrote it would have: the same events produce the same effects, once it knows
-/// where the new shell armed its timer (`timerArmed(at:)`).
+/// as the one that wrote it would have: the same events produce the same effects, the new
+/// shell's timer armed again for `armedDeadline`.
 extension Supervisor {
     /// The hand-over document of a supervisor (`SupervisorSnapshot`).
     public typealias Snapshot = SupervisorSnapshot
@@ -33,20 +33,20 @@ extension Supervisor {
             default: break
             }
         }
-        return .success(SupervisorSnapshot(
-            takenAt: now, stateVersion: stateVersion, nextRequestID: nextRequestID, nextAssertionID: nextAssertionID, records: ordered,
-            refreshSubscribers: refreshSubscribers.sorted { $0.key < $1.key }.map { .init(extensionID: $0.key, hosts: $0.value.sorted()) },
-            finishedRequests: finishedRequests.sorted { $0.key < $1.key }.map { .init(host: $0.key, requestIDs: $0.value) }))
+        return .success(
+            SupervisorSnapshot(
+                takenAt: now, stateVersion: stateVersion, nextRequestID: nextRequestID, nextAssertionID: nextAssertionID, armed: armed,
+                records: ordered,
+                refreshSubscribers: refreshSubscribers.sorted { $0.key < $1.key }.map { .init(extensionID: $0.key, hosts: $0.value.sorted()) },
+                finishedRequests: finishedRequests.sorted { $0.key < $1.key }.map { .init(host: $0.key, requestIDs: $0.value) }))
     }
 
     /// The supervisor `snapshot` was taken of, with the new daemon's `limits`, at `now` (the
     /// monotonic clock of the same boot: every instant of the document keeps its meaning). The
-    /// lookups of `RecordIndex` are rebuilt from the records.
-    ///
-    /// The old shell's timer does not survive the exec, and the restored supervisor does not
-    /// know the new one's. The new shell either arms its timer at `nextDeadline()` itself and
-    /// says so (`timerArmed(at:)`), or sends an event (a `tick`), whose effects then end with
-    /// `armTimer` for the next deadline (nil: none), as do those of any first event.
+    /// lookups of `RecordIndex` are rebuilt from the records. The old shell's timer does not
+    /// survive the exec: the new shell arms its timer for `armedDeadline`, where the old one
+    /// had it, and the restored supervisor asks for another (`armTimer`) only when its next
+    /// deadline moves from there.
     ///
     /// Fails with `unsupportedVersion` for a document of a version other than
     /// `SupervisorSnapshot.version` (`decode(_:)` converts the older ones it reads), with
@@ -71,16 +71,12 @@ extension Supervisor {
         stateVersion = snapshot.stateVersion
         nextRequestID = snapshot.nextRequestID
         nextAssertionID = snapshot.nextAssertionID
-        armed = nil  // not known until `timerArmed(at:)`, or the next event's `armTimer`
+        armed = snapshot.armed
         for s in snapshot.refreshSubscribers where !s.hosts.isEmpty { refreshSubscribers[s.extensionID] = Set(s.hosts) }
         for f in snapshot.finishedRequests { finishedRequests[f.host] = f.requestIDs }
     }
 
-    /// Tells the supervisor that the shell armed its timer at `instant` (nil: none armed), as
-    /// an `armTimer` effect would have asked. A restored supervisor then asks for another only
-    /// when its next deadline moves from there, exactly as the one that wrote the document
-    /// would have; without it, the effects of its next event end with `armTimer`.
-    public mutating func timerArmed(at instant: Instant?) {
-        armed = .some(instant)
-    }
+    /// The deadline the latest `armTimer` effect asked for (nil: none). A shell that takes over
+    /// a restored supervisor arms its timer for it.
+    public var armedDeadline: Instant? { armed }
 }

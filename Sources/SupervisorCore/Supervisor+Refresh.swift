@@ -107,12 +107,13 @@ extension Supervisor {
     /// Records how the refresh ended, schedules the next, answers forced waiters and tells
     /// subscribed hosts about new data.
     mutating func refreshEnded(_ r: inout ExtensionRecord, answer: RefreshAnswer?, why: String?) {
-        let outcome: RefreshOutcome? = switch answer {
-        case .newData?: .newData
-        case .noData?: .noData
-        case .failed?, .unsupported?: .failed
-        case nil: nil
-        }
+        let outcome: RefreshOutcome? =
+            switch answer {
+            case .newData?: .newData
+            case .noData?: .noData
+            case .failed?, .unsupported?: .failed
+            case nil: nil
+            }
         r.refresh?.wanted = false
         r.refresh?.ended(outcome, at: now, watched: !r.requests.isEmpty)
         let id = r.manifest.id
@@ -126,11 +127,15 @@ extension Supervisor {
         for w in r.refresh?.waiters ?? [] {
             switch answer {
             case .unsupported?:
-                out.append(.reply(host: w.host, message: .failure(tag: w.tag, code: .badRequest, text: "'\(id)' does not support refresh (it registered no refresh handler)")))
+                out.append(
+                    .reply(
+                        host: w.host,
+                        message: .failure(tag: w.tag, code: .badRequest, text: "'\(id)' does not support refresh (it registered no refresh handler)")))
             case let a?:
                 out.append(.reply(host: w.host, message: .refreshed(tag: w.tag, answer: a)))
             case nil:
-                out.append(.reply(host: w.host, message: .failure(tag: w.tag, code: .interrupted, text: "'\(id)' did not answer its refresh: \(why ?? "lost")")))
+                out.append(
+                    .reply(host: w.host, message: .failure(tag: w.tag, code: .interrupted, text: "'\(id)' did not answer its refresh: \(why ?? "lost")")))
             }
         }
         r.refresh?.waiters.removeAll()
@@ -160,7 +165,10 @@ extension Supervisor {
                 return out.append(.reply(host: host, message: .failure(tag: tag, code: .unknownExtension, text: "no extension with id '\(id)'")))
             }
             guard mayOpen(r.manifest, peer) else {
-                return out.append(.reply(host: host, message: .failure(tag: tag, code: .notPermitted, text: "uid \(peer.uid) may not open '\(id)' (see the manifest's 'hosts')")))
+                return out.append(
+                    .reply(
+                        host: host, message: .failure(tag: tag, code: .notPermitted, text: "uid \(peer.uid) may not open '\(id)' (see the manifest's 'hosts')"))
+                )
             }
         }
         for id in ids { refreshSubscribers[id, default: []].insert(host) }

@@ -36,9 +36,7 @@ public struct Supervisor: Sendable {
     var refreshSubscribers: [String: Set<HostID>] = [:]
     var nextRequestID: UInt64 = 1
     var nextAssertionID: UInt64 = 1
-    /// The timer the shell has armed (the last `armTimer`): `.some(nil)` when none is; nil when
-    /// it is not known (restored from a hand-over), so that the next event asks for it.
-    var armed: Instant?? = .some(nil)
+    var armed: Instant?
     var out: [Effect] = []
     var now: Instant
 
@@ -233,9 +231,10 @@ public struct Supervisor: Sendable {
         r.lockGrace = .none  // in use again: its next stop gets the policy afresh
         r.refresh?.seen = true  // a host will see what the last refresh brought
         r.requests.append(OpenRequest(id: p.requestID, host: p.host, tag: p.tag, peer: p.peer, begunAt: now))
-        out.append(.openRequest(
-            extensionID: r.manifest.id, generation: r.generation, requestID: p.requestID, host: p.host,
-            tag: p.tag, pid: pid, channel: r.manifest.readiness == .runtime))
+        out.append(
+            .openRequest(
+                extensionID: r.manifest.id, generation: r.generation, requestID: p.requestID, host: p.host,
+                tag: p.tag, pid: pid, channel: r.manifest.readiness == .runtime))
         record(&r, .begin, requestID: p.requestID, detail: "host pid \(p.peer.pid) uid \(p.peer.uid)")
     }
 
@@ -499,7 +498,8 @@ public struct Supervisor: Sendable {
         r.lastExit = ExitRecord(status: status, reason: reason, at: now, pid: r.pid)
         setPhase(&r, .notRunning)
         r.hints = NotificationHints()
-        let detail = "\(reason.rawValue), \(describe)" + (dropped > 0 ? ", \(dropped) assertion(s) dropped" : "")
+        let detail =
+            "\(reason.rawValue), \(describe)" + (dropped > 0 ? ", \(dropped) assertion(s) dropped" : "")
             + (outlivedLeader ? ", processes that outlived the leader were killed" : "")
         record(&r, reason == .crashed || reason == .memoryLimit ? .crash : reason == .reclaimed ? .reclaim : .exit, detail: detail)
         r.pid = nil
@@ -705,7 +705,8 @@ public struct Supervisor: Sendable {
             r.resetWaiters.append(ResetWaiter(host: host, tag: tag))
             s.record(&r, .kill, detail: "reset by an administrator: ended, then its container emptied")
             let stopped = r.phase.mayBeStopped
-            if case .terminating = r.phase {} else {
+            if case .terminating = r.phase {
+            } else {
                 s.setPhase(&r, .terminating(reason: .killedByAdmin, killAt: s.now.adding(seconds: s.limits.terminateGraceSeconds)))
             }
             s.out.append(.signal(extensionID: id, generation: r.generation, signal: SignalNumber.kill, thenContinue: stopped))
@@ -747,7 +748,8 @@ public struct Supervisor: Sendable {
             return
         }
         for id in ids where !mayOpen(records[id]!.manifest, peer) {
-            out.append(.reply(host: host, message: .failure(tag: tag, code: .notPermitted, text: "uid \(peer.uid) may not open '\(id)' (see the manifest's 'hosts')")))
+            out.append(
+                .reply(host: host, message: .failure(tag: tag, code: .notPermitted, text: "uid \(peer.uid) may not open '\(id)' (see the manifest's 'hosts')")))
             return
         }
         if shuttingDown {

@@ -15,11 +15,10 @@ import Foundation
 /// deadlines in the phase; crash counters and backoff; prewarm, lock and reset bookkeeping;
 /// the refresh schedule, budget and waiters; observed and held notification hints; the recent
 /// events `extctl status` shows; the retired flag), the refresh subscribers, the requests each
-/// host may still `end`, the next request and assertion ids and the state version. Not kept:
-/// the lookups of `RecordIndex`, which `restore` rebuilds from the records; the limits, which
-/// are the new daemon's (from its configuration); and the timer the shell has armed, which does
-/// not survive the exec: the new shell arms its timer at the restored supervisor's next
-/// deadline, where the old one had it.
+/// host may still `end`, the next request and assertion ids, the state version, and the
+/// deadline the shell's timer was armed for, which the new shell arms again. Not kept: the
+/// lookups of `RecordIndex`, which `restore` rebuilds from the records, and the limits, which
+/// are the new daemon's (from its configuration).
 ///
 /// Instants are kept as they are, in nanoseconds of `CLOCK_MONOTONIC`: the new program runs in
 /// the same process on the same boot, so the clock goes on and every deadline keeps its
@@ -45,6 +44,10 @@ public struct SupervisorSnapshot: Equatable, Sendable, Codable {
     public var nextRequestID: UInt64
     /// The id the next assertion (or refresh) gets.
     public var nextAssertionID: UInt64
+    /// The deadline the shell's timer was last armed for (the last `armTimer`; nil: none).
+    /// The new shell arms its timer for it again (`Supervisor.armedDeadline`), one that
+    /// passed meanwhile firing at once.
+    public var armed: Instant?
     /// Every record, in id order.
     public var records: [ExtensionRecord]
     /// The hosts subscribed to each extension's new data (`subscribe`), in extension id order.
@@ -84,20 +87,21 @@ public struct SupervisorSnapshot: Equatable, Sendable, Codable {
     /// A document with these contents (`Supervisor.snapshot()` makes them).
     public init(
         version: Int = SupervisorSnapshot.version, takenAt: Instant, stateVersion: UInt64, nextRequestID: UInt64, nextAssertionID: UInt64,
-        records: [ExtensionRecord], refreshSubscribers: [Subscription], finishedRequests: [FinishedRequests]
+        armed: Instant?, records: [ExtensionRecord], refreshSubscribers: [Subscription], finishedRequests: [FinishedRequests]
     ) {
         self.version = version
         self.takenAt = takenAt
         self.stateVersion = stateVersion
         self.nextRequestID = nextRequestID
         self.nextAssertionID = nextAssertionID
+        self.armed = armed
         self.records = records
         self.refreshSubscribers = refreshSubscribers
         self.finishedRequests = finishedRequests
     }
 
     private enum CodingKeys: String, CodingKey {
-        case version, takenAt, stateVersion, nextRequestID, nextAssertionID, records, refreshSubscribers, finishedRequests
+        case version, takenAt, stateVersion, nextRequestID, nextAssertionID, armed, records, refreshSubscribers, finishedRequests
     }
 
     /// Reads `version` first and refuses one outside `readableVersions` with
@@ -112,6 +116,7 @@ public struct SupervisorSnapshot: Equatable, Sendable, Codable {
         stateVersion = try c.decode(UInt64.self, forKey: .stateVersion)
         nextRequestID = try c.decode(UInt64.self, forKey: .nextRequestID)
         nextAssertionID = try c.decode(UInt64.self, forKey: .nextAssertionID)
+        armed = try c.decodeIfPresent(Instant.self, forKey: .armed)
         records = try c.decode([ExtensionRecord].self, forKey: .records)
         refreshSubscribers = try c.decode([Subscription].self, forKey: .refreshSubscribers)
         finishedRequests = try c.decode([FinishedRequests].self, forKey: .finishedRequests)

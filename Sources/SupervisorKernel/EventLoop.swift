@@ -2,6 +2,7 @@ import CShims
 import CSystemd
 import ExtensionTransport
 import SupervisorCore
+
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -46,10 +47,12 @@ final class EventLoop {
     func addIO(fd: Int32, events: UInt32, handler: @escaping (UInt32) -> Void) throws(SystemError) -> EventSource {
         let box = Unmanaged.passRetained(CallbackBox(io: handler))
         var source: OpaquePointer?
-        let rc = sd_event_add_io(event, &source, fd, events, { _, _, revents, userdata in
-            Unmanaged<CallbackBox>.fromOpaque(userdata!).takeUnretainedValue().io?(revents)
-            return 0
-        }, box.toOpaque())
+        let rc = sd_event_add_io(
+            event, &source, fd, events,
+            { _, _, revents, userdata in
+                Unmanaged<CallbackBox>.fromOpaque(userdata!).takeUnretainedValue().io?(revents)
+                return 0
+            }, box.toOpaque())
         guard rc >= 0, let source else {
             box.release()
             throw SystemError("sd_event_add_io", errno: -rc)
@@ -66,10 +69,13 @@ final class EventLoop {
     func addSignal(_ signal: Int32, priority: Int64 = 0, handler: @escaping (_ pid: Int32, _ code: Int32) -> Void) throws(SystemError) -> EventSource {
         let box = Unmanaged.passRetained(CallbackBox(signal: handler))
         var source: OpaquePointer?
-        let rc = sd_event_add_signal(event, &source, signal, { _, si, userdata in
-            Unmanaged<CallbackBox>.fromOpaque(userdata!).takeUnretainedValue().signal?(Int32(bitPattern: si?.pointee.ssi_pid ?? 0), si?.pointee.ssi_code ?? 0)
-            return 0
-        }, box.toOpaque())
+        let rc = sd_event_add_signal(
+            event, &source, signal,
+            { _, si, userdata in
+                Unmanaged<CallbackBox>.fromOpaque(userdata!).takeUnretainedValue().signal?(
+                    Int32(bitPattern: si?.pointee.ssi_pid ?? 0), si?.pointee.ssi_code ?? 0)
+                return 0
+            }, box.toOpaque())
         guard rc >= 0, let source else {
             box.release()
             throw SystemError("sd_event_add_signal(\(signal))", errno: -rc)
@@ -85,10 +91,12 @@ final class EventLoop {
     func addTimer(at: Instant, priority: Int64 = 0, handler: @escaping () -> Void) throws(SystemError) -> EventSource {
         let box = Unmanaged.passRetained(CallbackBox(plain: handler))
         var source: OpaquePointer?
-        let rc = sd_event_add_time(event, &source, CLOCK_MONOTONIC, at.nanoseconds / 1000, 1000, { _, _, userdata in
-            Unmanaged<CallbackBox>.fromOpaque(userdata!).takeUnretainedValue().plain?()
-            return 0
-        }, box.toOpaque())
+        let rc = sd_event_add_time(
+            event, &source, CLOCK_MONOTONIC, at.nanoseconds / 1000, 1000,
+            { _, _, userdata in
+                Unmanaged<CallbackBox>.fromOpaque(userdata!).takeUnretainedValue().plain?()
+                return 0
+            }, box.toOpaque())
         guard rc >= 0, let source else {
             box.release()
             throw SystemError("sd_event_add_time", errno: -rc)
@@ -103,10 +111,12 @@ final class EventLoop {
     func addPost(handler: @escaping () -> Void) throws(SystemError) -> EventSource {
         let box = Unmanaged.passRetained(CallbackBox(plain: handler))
         var source: OpaquePointer?
-        let rc = sd_event_add_post(event, &source, { _, userdata in
-            Unmanaged<CallbackBox>.fromOpaque(userdata!).takeUnretainedValue().plain?()
-            return 0
-        }, box.toOpaque())
+        let rc = sd_event_add_post(
+            event, &source,
+            { _, userdata in
+                Unmanaged<CallbackBox>.fromOpaque(userdata!).takeUnretainedValue().plain?()
+                return 0
+            }, box.toOpaque())
         guard rc >= 0, let source else {
             box.release()
             throw SystemError("sd_event_add_post", errno: -rc)
@@ -131,10 +141,12 @@ final class EventLoop {
         }
         let unmanaged = Unmanaged.passUnretained(self)
         var source: OpaquePointer?
-        let rc = sd_event_add_time(event, &source, CLOCK_MONOTONIC, usec, 1000, { _, _, userdata in
-            Unmanaged<EventLoop>.fromOpaque(userdata!).takeUnretainedValue().timerHandler?()
-            return 0
-        }, unmanaged.toOpaque())
+        let rc = sd_event_add_time(
+            event, &source, CLOCK_MONOTONIC, usec, 1000,
+            { _, _, userdata in
+                Unmanaged<EventLoop>.fromOpaque(userdata!).takeUnretainedValue().timerHandler?()
+                return 0
+            }, unmanaged.toOpaque())
         if rc >= 0 { timer = source }
     }
 

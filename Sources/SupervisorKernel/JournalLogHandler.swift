@@ -1,5 +1,6 @@
 import CSystemd
 import Logging
+
 #if canImport(Glibc)
 import Glibc
 #endif

@@ -1,6 +1,7 @@
 import CShims
 import ExtensionTransport
 import SupervisorCore
+
 #if canImport(Glibc)
 import Glibc
 #endif

@@ -2,6 +2,7 @@ import CShims
 import CSystemd
 import ExtensionTransport
 import SupervisorCore
+
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -62,7 +63,10 @@ public final class LinuxKernel: Kernel {
             shim_sandbox_probe(filter, raw.baseAddress!.assumingMemoryBound(to: Int32.self))
         }
         let found = [errors.0, errors.1, errors.2, errors.3].map { $0 == 0 ? nil : SystemError(errno: $0) }
-        return (filter, rc == 0 ? nil : SystemError("seccomp filter", errno: -rc), SandboxProbe(errors: found, userNamespace: bits & Int32(SHIM_SANDBOX_USERNS) != 0))
+        return (
+            filter, rc == 0 ? nil : SystemError("seccomp filter", errno: -rc),
+            SandboxProbe(errors: found, userNamespace: bits & Int32(SHIM_SANDBOX_USERNS) != 0)
+        )
     }
 
     public func kill(_ pid: Int32, _ signal: Int32) -> SystemError? {
@@ -302,7 +306,6 @@ public final class LinuxKernel: Kernel {
         return .success(String(decoding: buffer[0..<n].map { UInt8(bitPattern: $0) }, as: UTF8.self))
     }
 
-
     public func open(_ path: String, directory: Bool) -> Result<Int32, SystemError> {
         let fd = Glibc.open(path, directory ? O_RDONLY | O_DIRECTORY | O_CLOEXEC : O_RDONLY | O_CLOEXEC)
         return fd >= 0 ? .success(fd) : .failure(SystemError(errno: errno))
@@ -325,29 +328,29 @@ public final class LinuxKernel: Kernel {
         let mountPaths = request.sandbox?.mounts.map(\.path) ?? []
         let pid: pid_t = withCStrings(mountPaths) { paths in
             withSandbox(request.sandbox, paths: paths) { sandbox in
-            withCStrings([request.path] + request.arguments) { argv in
-            withCStrings(request.environment) { envp in
-                request.path.withCString { path in
-                    withOptionalCString(request.directory) { cwd in
-                        groups.withUnsafeBufferPointer { groupList in
-                            limits.withUnsafeBufferPointer { limitList in
-                                withUnsafeMutablePointer(to: &step) { failedStep in
-                                    var options = shim_spawn_options(
-                                        path: path, argv: argv, envp: envp, cwd: cwd,
-                                        channel_fd: request.channelFD ?? -1, stdout_fd: -1, cgroup_fd: request.cgroupFD ?? -1,
-                                        set_credentials: request.credentials == nil ? 0 : 1,
-                                        uid: request.credentials?.uid ?? 0, gid: request.credentials?.gid ?? 0,
-                                        groups: groupList.baseAddress, ngroups: Int32(groupList.count),
-                                        rlimits: limitList.baseAddress, nrlimits: Int32(limitList.count), sandbox: sandbox,
-                                        failed_step: failedStep, memory_cgroup_procs_fd: request.memoryCgroupProcsFD ?? -1)
-                                    return shim_spawn(&options, &pidfd)
+                withCStrings([request.path] + request.arguments) { argv in
+                    withCStrings(request.environment) { envp in
+                        request.path.withCString { path in
+                            withOptionalCString(request.directory) { cwd in
+                                groups.withUnsafeBufferPointer { groupList in
+                                    limits.withUnsafeBufferPointer { limitList in
+                                        withUnsafeMutablePointer(to: &step) { failedStep in
+                                            var options = shim_spawn_options(
+                                                path: path, argv: argv, envp: envp, cwd: cwd,
+                                                channel_fd: request.channelFD ?? -1, stdout_fd: -1, cgroup_fd: request.cgroupFD ?? -1,
+                                                set_credentials: request.credentials == nil ? 0 : 1,
+                                                uid: request.credentials?.uid ?? 0, gid: request.credentials?.gid ?? 0,
+                                                groups: groupList.baseAddress, ngroups: Int32(groupList.count),
+                                                rlimits: limitList.baseAddress, nrlimits: Int32(limitList.count), sandbox: sandbox,
+                                                failed_step: failedStep, memory_cgroup_procs_fd: request.memoryCgroupProcsFD ?? -1)
+                                            return shim_spawn(&options, &pidfd)
+                                        }
+                                    }
                                 }
                             }
                         }
                     }
                 }
-            }
-            }
             }
         }
         return pid < 0 ? .failure(SystemError(LinuxKernel.spawnSteps[Int(step)] ?? "", errno: -pid)) : .success((pid, pidfd))
@@ -491,4 +494,3 @@ func withOptionalCString<R>(_ string: String?, _ body: (UnsafePointer<CChar>?) -
     guard let string else { return body(nil) }
     return string.withCString { body($0) }
 }
-

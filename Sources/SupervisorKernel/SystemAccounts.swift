@@ -1,4 +1,5 @@
 import SupervisorCore
+
 #if canImport(Glibc)
 import Glibc
 #endif

@@ -46,13 +46,17 @@ final class CgroupTree {
     /// Sets up the subtree, or says why it cannot be.
     static func setUp(kernel: any Kernel, underSystemd: Bool, socketPath: String, logger: Logger) -> Result<CgroupTree, Unavailable> {
         guard kernel.canSpawnIntoCgroup else {
-            return .failure(Unavailable(description: "clone3 is not permitted (ENOSYS from a seccomp filter, such as systemd's RestrictNamespaces=), so no process can start inside its cgroup"))
+            return .failure(
+                Unavailable(
+                    description:
+                        "clone3 is not permitted (ENOSYS from a seccomp filter, such as systemd's RestrictNamespaces=), so no process can start inside its cgroup"
+                ))
         }
         guard case .success(let mountinfo) = kernel.read("/proc/self/mountinfo"),
-              let mount = cgroup2Mount(String(decoding: mountinfo, as: UTF8.self))
+            let mount = cgroup2Mount(String(decoding: mountinfo, as: UTF8.self))
         else { return .failure(Unavailable(description: "no cgroup v2 file system is mounted")) }
         guard case .success(let selfCgroup) = kernel.read("/proc/self/cgroup"),
-              let own = unifiedPath(String(decoding: selfCgroup, as: UTF8.self))
+            let own = unifiedPath(String(decoding: selfCgroup, as: UTF8.self))
         else { return .failure(Unavailable(description: "the daemon's cgroup v2 path is not in /proc/self/cgroup")) }
         let ownPath = own == "/" ? mount : mount + own
         if underSystemd && own != "/" {

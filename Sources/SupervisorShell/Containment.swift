@@ -20,7 +20,8 @@ struct Containment {
     init(_ choice: DaemonOptions.ContainmentChoice, socketPath: String, kernel: any Kernel, logger: Logger) throws {
         switch choice == .processGroup
             ? .failure(CgroupTree.Unavailable(description: "process-group containment was asked for (--containment process-group)"))
-            : CgroupTree.setUp(kernel: kernel, underSystemd: kernel.underServiceManager, socketPath: socketPath, logger: logger) {
+            : CgroupTree.setUp(kernel: kernel, underSystemd: kernel.underServiceManager, socketPath: socketPath, logger: logger)
+        {
         case .success(let tree):
             cgroups = tree
             problem = nil
@@ -50,9 +51,13 @@ struct Containment {
     func endLeftovers(logger: Logger) {
         if let tree = cgroups {
             tree.endLeftovers(logger: logger)
-            logger.info("containment: one cgroup per extension under \(tree.extensionsPath)\(tree.controllers.isEmpty ? " (no controllers)" : " (controllers: \(tree.controllers.joined(separator: ", ")))")")
+            logger.info(
+                "containment: one cgroup per extension under \(tree.extensionsPath)\(tree.controllers.isEmpty ? " (no controllers)" : " (controllers: \(tree.controllers.joined(separator: ", ")))")"
+            )
         } else {
-            logger.warning("containment: process groups only, because \(problem ?? "?"); a process of an extension that leaves its process group (setsid) escapes suspension and termination")
+            logger.warning(
+                "containment: process groups only, because \(problem ?? "?"); a process of an extension that leaves its process group (setsid) escapes suspension and termination"
+            )
         }
         memoryCgroupsV1?.removeLeftovers(logger: logger)
     }

@@ -1,4 +1,5 @@
 import ExtensionProtocol
+import ExtensionStatus
 import ExtensionTransport
 import SupervisorCore
 import SupervisorKernel
@@ -50,11 +51,11 @@ extension Daemon: ControlServerDelegate {
         case let .reload(tag):
             guard isAdministrator(c.identity) else { return refuseAdmin(c, tag, "reload") }
             let report = reload()
-            server.sendJSON(.object([
-                "loaded": .integer(report.loaded),
-                "errors": .array(report.errors.map { .string($0.description) }),
-                "kept": .array(report.kept.map { .object(["id": .string($0.id), "file": .string($0.file)]) }),
-            ]), tag: tag, to: c.id)
+            server.sendJSON(
+                ExtensionStatus.ReloadReport(
+                    loaded: report.loaded, errors: report.errors.map(\.description),
+                    kept: report.kept.map { ExtensionStatus.ReloadReport.Kept(id: $0.id, file: $0.file) }),
+                tag: tag, to: c.id)
         case let .monitor(tag):
             c.startMonitoring()
             server.send(.ok(tag: tag), to: c.id)
@@ -62,7 +63,8 @@ extension Daemon: ControlServerDelegate {
             post(.prewarm(host: c.id, peer: c.identity, tag: tag, extensionIDs: ids))
         case let .post(tag, name):
             guard c.admitPost(at: kernel.iterationTime()) else {
-                return server.send(.failure(tag: tag, code: .limitReached, text: "over \(Int(MessageRate.postsPerSecond)) posts per second on this connection"), to: c.id)
+                return server.send(
+                    .failure(tag: tag, code: .limitReached, text: "over \(Int(MessageRate.postsPerSecond)) posts per second on this connection"), to: c.id)
             }
             post(.post(host: c.id, peer: c.identity, tag: tag, name: name))
         case let .forceRefresh(tag, id):
@@ -94,14 +96,22 @@ extension Daemon: ControlServerDelegate {
         let member = container.gid.map { c.identity.isMember(of: $0) } ?? false
         guard isAdministrator(c.identity) || member else {
             logger.notice("refused the path of shared container \(name) to pid \(c.identity.pid) uid \(c.identity.uid): not in its group")
-            return server.send(.failure(tag: tag, code: .notPermitted, text: "the shared container '\(name)' is shown only to root, the daemon's uid \(kernel.userID), the administrator group and members of its group\(container.gid.map { " \($0)" } ?? "")"), to: c.id)
+            return server.send(
+                .failure(
+                    tag: tag, code: .notPermitted,
+                    text:
+                        "the shared container '\(name)' is shown only to root, the daemon's uid \(kernel.userID), the administrator group and members of its group\(container.gid.map { " \($0)" } ?? "")"
+                ), to: c.id)
         }
-        server.sendJSON(.object(["name": .string(name), "path": .string(container.path), "gid": container.gid.map { .integer(Int($0)) } ?? .null]), tag: tag, to: c.id)
+        server.sendJSON(SharedContainerInfo(name: name, path: container.path, gid: container.gid), tag: tag, to: c.id)
     }
 
     func refuseAdmin(_ c: ControlConnection, _ tag: UInt32, _ operation: String) {
         logger.notice("refused \(operation) from pid \(c.identity.pid) uid \(c.identity.uid): not an administrator")
-        server.send(.failure(tag: tag, code: .notPermitted, text: "\(operation) needs root, the daemon's uid \(kernel.userID)\(config.adminGroup.map { " or group \($0)" } ?? "")"), to: c.id)
+        server.send(
+            .failure(
+                tag: tag, code: .notPermitted,
+                text: "\(operation) needs root, the daemon's uid \(kernel.userID)\(config.adminGroup.map { " or group \($0)" } ?? "")"), to: c.id)
     }
 
     func answerQuery(_ c: ControlConnection, tag: UInt32, kind: QueryKind, ids: [String]) {
@@ -119,13 +129,12 @@ extension Daemon: ControlServerDelegate {
         }
         let now = kernel.iterationTime()
         let clock = StatusDocument.Clock(monotonicNow: kernel.now(), wallClock: kernel.wallClock())
-        let document = kind == .list
-            ? StatusDocument.list(selected, clock)
-            : StatusDocument.status(
-                selected, now: now, clock,
-                containment: .init(mode: extensions.containment.mode, reason: extensions.containment.problem),
-                processes: extensions.processEntries, limits: extensions.containment.enforcement,
-                container: { [containers = extensions.containers] in containers.path(of: $0.id) }, sandbox: extensions.sandboxing.decide)
+        if kind == .list { return server.sendJSON(StatusDocument.list(selected, clock), tag: tag, to: c.id) }
+        let document = StatusDocument.status(
+            selected, now: now, clock,
+            containment: .init(mode: extensions.containment.mode, reason: extensions.containment.problem),
+            processes: extensions.processEntries, limits: extensions.containment.enforcement,
+            container: { [containers = extensions.containers] in containers.path(of: $0.id) }, sandbox: extensions.sandboxing.decide)
         server.sendJSON(document, tag: tag, to: c.id)
     }
 }

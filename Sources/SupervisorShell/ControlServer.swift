@@ -1,4 +1,5 @@
 import ExtensionProtocol
+import ExtensionStatus
 import ExtensionTransport
 import Logging
 import SupervisorCore
@@ -32,6 +33,8 @@ final class ControlServer {
     private var nextHostID: HostID = 1
     /// Nesting of `inBatch`: while above 0, messages to held connections wait.
     private var batchDepth = 0
+    /// The events of the current loop iteration, until they are sent to the monitors.
+    private var monitorFeed = MonitorFeed()
     private let buffers: WireBuffers
     weak var delegate: (any ControlServerDelegate)?
 
@@ -281,8 +284,6 @@ final class ControlServer {
             if let descriptor { PacketSocket.closeReceived(descriptor) }
             return
         }
-        // Events for monitors are written when the batch that produced them ends.
-        if c.isMonitor && batchDepth > 0 { hold(c) }
         switch buffers.send(message, on: c.endpoint, descriptor: descriptor) {
         case .accepted, .closed: break
         case .unencodable(let problem): logger.error("\(problem)")
@@ -309,8 +310,8 @@ final class ControlServer {
     }
 
     /// Sends a JSON document in chunks of at most `WireLimits.maxChunk` bytes.
-    func sendJSON(_ document: JSONValue, tag: UInt32, to host: HostID) {
-        let bytes = StatusDocument.encode(document)
+    func sendJSON(_ document: some JSONDocument, tag: UInt32, to host: HostID) {
+        let bytes = document.jsonBytes(capacity: 1024)
         var offset = 0
         repeat {
             let end = min(offset + WireLimits.maxChunk, bytes.count)
@@ -321,16 +322,45 @@ final class ControlServer {
 
     // MARK: - Batches
 
-    /// Runs `body` as one batch: messages to the connections held during it (monitors, and a
-    /// host sending a burst) are written when the outermost batch ends.
+    /// Runs `body` as one batch: the events it records go to the monitors, and messages to the
+    /// connections held during it (a host sending a burst) are written, when the outermost batch
+    /// ends.
     func inBatch(_ body: () -> Void) {
         batchDepth += 1
         body()
         batchDepth -= 1
         guard batchDepth == 0 else { return }
+        sendMonitorEvents()
         for c in connections.values where c.endpoint.isHeld {
             if let e = c.endpoint.release() { drop(c, reason: "write failed: \(e)") }
         }
+    }
+
+    // MARK: - Monitors
+
+    /// Holds `e` for the monitors, if any is connected, until the loop iteration's work ends
+    /// (`dispatchEnded`, or the end of the batch).
+    func publish(_ e: LifecycleEvent) {
+        if connections.values.contains(where: \.isMonitor) { monitorFeed.append(e) }
+    }
+
+    /// The core has handled an event and performed its effects: outside a batch, that ends the
+    /// loop iteration's work, and its events go to the monitors now.
+    func dispatchEnded() {
+        if batchDepth == 0 { sendMonitorEvents() }
+    }
+
+    /// Sends the events recorded since the last call to every monitor, in one `events` datagram
+    /// each unless they exceed one (`MonitorFeed`): once per loop iteration.
+    private func sendMonitorEvents() {
+        guard monitorFeed.beginSending() else { return }
+        repeat {
+            let messages = monitorFeed.take(StatusDocument.Clock(monotonicNow: kernel.now(), wallClock: kernel.wallClock()))
+            for c in Array(monitors) {
+                for m in messages { send(m, to: c.id) }
+            }
+        } while !monitorFeed.isEmpty
+        monitorFeed.endSending()
     }
 
     /// Holds the messages to `c` until the current batch ends.

@@ -2,6 +2,7 @@ import ExtensionProtocol
 import ExtensionTransport
 import SupervisorCore
 import SupervisorKernel
+
 #if canImport(FoundationEssentials)
 import FoundationEssentials  // JSONEncoder/JSONDecoder of the hand-over document
 #else
@@ -136,7 +137,8 @@ extension Daemon {
         }
         guard head.version == HandoverDocument.currentVersion else {
             throw DaemonError(
-                "\(path) is a hand-over document of version \(head.version) (from extensiond \(head.daemonVersion ?? "?")); this extensiond \(daemonVersion) reads version \(HandoverDocument.currentVersion)")
+                "\(path) is a hand-over document of version \(head.version) (from extensiond \(head.daemonVersion ?? "?")); this extensiond \(daemonVersion) reads version \(HandoverDocument.currentVersion)"
+            )
         }
         do {
             return try JSONDecoder().decode(HandoverDocument.self, from: Data(bytes))

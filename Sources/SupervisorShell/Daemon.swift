@@ -1,4 +1,5 @@
 import ExtensionProtocol
+import ExtensionStatus
 import ExtensionTransport
 import Logging
 import SupervisorCore
@@ -68,7 +69,7 @@ public final class Daemon {
         serviceManager.suffix = ServiceManager.suffix(containment.problem)
         sources = try ManifestSources(options: options, config: config, kernel: kernel, freezerProblem: containment.problem)
         let (loaded, errors) = sources.load()
-        for e in errors { logger.error("manifest refused: \(e)") }
+        for e in errors { logger.error("manifest refused: \(UntrustedText.escaped(e.description))") }
         if let handover {
             core = try Supervisor(restoring: handover.core, limits: config.limits, now: kernel.now())
         } else {
@@ -102,7 +103,8 @@ public final class Daemon {
             extensions.restore(handover.processes)
             if let requester = handover.requester { reexecution.owe(requester, previousVersion: handover.daemonVersion) }
             logger.notice(
-                "took over from extensiond \(handover.daemonVersion): \(handover.processes.count) extension process(es), \(handover.connections.count) connection(s)")
+                "took over from extensiond \(handover.daemonVersion): \(handover.processes.count) extension process(es), \(handover.connections.count) connection(s)"
+            )
         }
     }
 
@@ -111,19 +113,29 @@ public final class Daemon {
     /// recording kernel calls it instead of `run`.
     public func start() throws {
         for sig in [SignalNumber.terminate, SignalNumber.interrupt] {
-            if let e = kernel.watchSignal(sig, { [unowned self] _, _ in
-                logger.info("received signal \(sig): shutting down")
-                serviceManager.stopping(status: ServiceManager.statusLine(core, shuttingDown: true, containmentProblem: extensions.containment.problem))
-                post(.shutdown)
-            }) { throw e }
+            if let e = kernel.watchSignal(
+                sig,
+                { [unowned self] _, _ in
+                    logger.info("received signal \(sig): shutting down")
+                    serviceManager.stopping(status: ServiceManager.statusLine(core, shuttingDown: true, containmentProblem: extensions.containment.problem))
+                    post(.shutdown)
+                })
+            {
+                throw e
+            }
         }
         if let e = kernel.watchSignal(SignalNumber.hangup, { [unowned self] _, _ in _ = reload() }) { throw e }
         if let e = kernel.watchSignal(SignalNumber.user2, { [unowned self] _, _ in requestReexec(from: nil) }) { throw e }
         // After the ordinary events: a burst of dismisses is handled first, then the stops it
         // caused are collected together.
-        if let e = kernel.watchSignal(SignalNumber.child, priority: ProcessControl.childSignalPriority, { [unowned self] pid, code in
-            server.inBatch { childrenChanged(sender: pid, code: code) }
-        }) { throw e }
+        if let e = kernel.watchSignal(
+            SignalNumber.child, priority: ProcessControl.childSignalPriority,
+            { [unowned self] pid, code in
+                server.inBatch { childrenChanged(sender: pid, code: code) }
+            })
+        {
+            throw e
+        }
         try server.start()
         if kernel.enableWatchdog(), let usec = kernel.watchdogInterval() {
             logger.info("watchdog: the event loop sends WATCHDOG=1 every \(usec / 2000) ms (WATCHDOG_USEC=\(usec))")
@@ -131,13 +143,12 @@ public final class Daemon {
         serviceManager.ready(status: statusLine())
         if let (requester, previous) = reexecution.takeAnswer() {
             server.sendJSON(
-                .object([
-                    "previousVersion": .string(previous), "version": .string(daemonVersion), "pid": .integer(Int(kernel.processID)),
-                    "extensions": .integer(extensions.count),
-                ]), tag: requester.tag, to: requester.host)
+                ReexecReport(previousVersion: previous, version: daemonVersion, pid: kernel.processID, extensions: extensions.count),
+                tag: requester.tag, to: requester.host)
         }
-        // The core's deadline, from the records taken over (a tick handles what fell due meanwhile).
-        if core.records.values.contains(where: \.isRunning) { post(.tick) }
+        // The core's deadline, as the replaced daemon had armed it (one that passed meanwhile
+        // fires at once).
+        if let at = core.armedDeadline { kernel.setDeadline(at) { [unowned self] in post(.tick) } }
     }
 
     /// Closes the control socket and every connection, and leaves the registry and cgroup
@@ -160,9 +171,10 @@ public final class Daemon {
     /// nobody here asked for (a coalesced one goes unnoticed).
     private func childrenChanged(sender: Int32, code: Int32) {
         extensions.childrenChanged()
-        if code == childStoppedCode, let p = extensions.process(leader: sender), p.control.stop == .running,
-           let state = core.records[p.extensionID]?.state, [.active, .background, .expiring].contains(state),
-           extensions.control.table.stat(p.pid)?.isStopped == true {
+        if code == childStoppedCode, let p = extensions.process(leader: sender), p.group.stop == .running,
+            let state = core.records[p.extensionID]?.state, [.active, .background, .expiring].contains(state),
+            extensions.processControl.table.stat(p.pid)?.isStopped == true
+        {
             logger.warning("pid \(p.pid) of \(p.extensionID) was stopped by someone other than extensiond")
         }
     }
@@ -183,6 +195,7 @@ public final class Daemon {
             for effect in effects where !effect.isStop { perform(effect) }
         }
         afterDispatch()
+        server.dispatchEnded()
     }
 
     private func perform(_ effect: Effect) {
@@ -240,32 +253,34 @@ public final class Daemon {
             if let pid = e.pid { metadata["EXTENSION_PID"] = .string(String(pid)) }
             if let a = e.assertionID { metadata["ASSERTION_ID"] = .string(String(a)) }
             if let r = e.requestID { metadata["REQUEST_ID"] = .string(String(r)) }
+            // What an extension says (reasons, details, paths) is escaped: no control character
+            // reaches the journal or the console.
             if let d = e.detail {
-                metadata[e.assertionID != nil ? "ASSERTION_REASON" : "DETAIL"] = .string(d)
+                metadata[e.assertionID != nil ? "ASSERTION_REASON" : "DETAIL"] = .string(UntrustedText.escaped(d))
             }
             if let lock = e.lock {
-                metadata["LOCK_PATH"] = .string(lock.path)
+                metadata["LOCK_PATH"] = .string(UntrustedText.escaped(lock.path))
                 metadata["LOCK_KIND"] = .string(lock.kind.rawValue)
                 metadata["LOCK_DECISION"] = .string(lock.decision.rawValue)
             }
             logger.log(level: level, "\(e.extensionID): \(e.kind.rawValue)", metadata: metadata)
         }
-        var json: [UInt8]?
-        for c in server.monitors {
-            if json == nil { json = EventJSON.encode(e, time: StatusDocument.Clock(monotonicNow: kernel.now(), wallClock: kernel.wallClock()).iso(e.at)) }
-            server.send(.event(json: json!), to: c.id)
-        }
+        server.publish(e)
     }
 
     /// The priority of each kind of lifecycle entry (docs/operations.md). Assertion acquire and
     /// release are debug: an extension may take thousands a second, and each would be a
-    /// journal write on its hot path. So is `stop-sent`: the `suspend` that confirms it follows
-    /// within microseconds, and a stop that does not complete is a warning of its own.
+    /// journal write on its hot path. So are the four records of every request shown and
+    /// dismissed, `begin`, `end`, `suspend` and `resume`: they are on the daemon's hot path too,
+    /// and under sustained use they would fill the journal until its rate limit drops entries,
+    /// the ones operators need included. So is `stop-sent`: the `suspend` that confirms it
+    /// follows within microseconds, and a stop that does not complete is a warning of its own.
+    /// Every event stays in the extension's recent history (`extctl status`) and on `monitor`.
     static func logLevel(of kind: LifecycleEvent.Kind) -> Logger.Level {
         switch kind {
         case .crash, .launchFailed, .launchTimeout, .overrun, .expiryUnacknowledged, .lockHeldAtSuspend: .warning
         case .refuse, .throttle, .deny, .kill: .notice
-        case .acquire, .release, .stopSent: .debug
+        case .acquire, .release, .stopSent, .begin, .end, .suspend, .resume: .debug
         default: .info
         }
     }
@@ -288,7 +303,7 @@ public final class Daemon {
         logger.info("reloading manifests")
         serviceManager.reloading()
         var (manifests, errors) = sources.load()
-        for e in errors { logger.error("manifest refused: \(e)") }
+        for e in errors { logger.error("manifest refused: \(UntrustedText.escaped(e.description))") }
         extensions.containment.warnUnenforcedLimits(manifests, logger: logger)
         let broken = Set(errors.map(\.file))
         let defined = Set(manifests.map(\.id))
@@ -307,7 +322,9 @@ public final class Daemon {
     }
 }
 
-extension Daemon: EventSink {}
+extension Daemon: EventSink {
+    func batch(_ body: () -> Void) { server.inBatch(body) }
+}
 
 extension Effect {
     /// Whether this is a SIGSTOP of an extension's group.

@@ -10,34 +10,41 @@ extension ExtensionProcesses {
         guard let channel = p.channel else { return }
         if let e = channel.flush(events) { return cutOff(p, reason: "channel write failed: \(e)") }
         guard events & (Poll.input | Poll.hangup | Poll.error) != 0 else { return }
+        // One batch: the events of the messages read now go to the monitors together.
         var read = 0
-        let end = channel.read(into: buffers.receive, budget: ExtensionProcesses.readBudget) { message in
-            read += 1
-            guard p.admitMessage(at: kernel.iterationTime()) else {
-                cutOff(p, reason: "flooding its channel (over \(MessageRate.perSecond) messages per second)")
-                return false
+        var end: Peer.ReadEnd?
+        func readMessages() {
+            end = channel.read(into: buffers.receive, budget: ExtensionProcesses.readBudget) { message in
+                read += 1
+                guard p.admitMessage(at: kernel.iterationTime()) else {
+                    cutOff(p, reason: "flooding its channel (over \(MessageRate.perSecond) messages per second)")
+                    return false
+                }
+                let (id, g) = (p.extensionID, p.generation)
+                switch message {
+                case .ready: sink?.post(.ready(extensionID: id, generation: g))
+                case .acquire(let tag, let reason): sink?.post(.acquire(extensionID: id, generation: g, tag: tag, reason: reason))
+                case .release(let a): sink?.post(.release(extensionID: id, generation: g, assertionID: a))
+                case .expireReceived(let a): sink?.post(.expireReceived(extensionID: id, generation: g, assertionID: a))
+                case .observe(let name): sink?.post(.observe(extensionID: id, generation: g, name: name))
+                case .refreshDone(let r, let answer): sink?.post(.refreshDone(extensionID: id, generation: g, refreshID: r, answer: answer))
+                case .complete(let r, let payload):
+                    sink?.post(.requestFinished(extensionID: id, generation: g, requestID: r, outcome: .completed(payload)))
+                case .cancel(let r, let reason):
+                    sink?.post(.requestFinished(extensionID: id, generation: g, requestID: r, outcome: .cancelled(reason)))
+                default:
+                    cutOff(p, reason: "sent \(message.kind), which extensions may not send")
+                    return false
+                }
+                return true
             }
-            let (id, g) = (p.extensionID, p.generation)
-            switch message {
-            case .ready: sink?.post(.ready(extensionID: id, generation: g))
-            case .acquire(let tag, let reason): sink?.post(.acquire(extensionID: id, generation: g, tag: tag, reason: reason))
-            case .release(let a): sink?.post(.release(extensionID: id, generation: g, assertionID: a))
-            case .expireReceived(let a): sink?.post(.expireReceived(extensionID: id, generation: g, assertionID: a))
-            case .observe(let name): sink?.post(.observe(extensionID: id, generation: g, name: name))
-            case .refreshDone(let r, let answer): sink?.post(.refreshDone(extensionID: id, generation: g, refreshID: r, answer: answer))
-            case .complete(let r, let payload):
-                sink?.post(.requestFinished(extensionID: id, generation: g, requestID: r, outcome: .completed(payload)))
-            case .cancel(let r, let reason):
-                sink?.post(.requestFinished(extensionID: id, generation: g, requestID: r, outcome: .cancelled(reason)))
-            default:
-                cutOff(p, reason: "sent \(message.kind), which extensions may not send")
-                return false
-            }
-            return true
         }
+        if let sink { sink.batch(readMessages) } else { readMessages() }
         switch end {
         case nil:
-            if p.channel != nil, p.noteRead(read, budget: ExtensionProcesses.readBudget, at: kernel.iterationTime(), seconds: ExtensionProcesses.saturationSeconds) {
+            if p.channel != nil,
+                p.noteRead(read, budget: ExtensionProcesses.readBudget, at: kernel.iterationTime(), seconds: ExtensionProcesses.saturationSeconds)
+            {
                 cutOff(p, reason: "flooding its channel (it sent faster than the daemon reads for \(Int(ExtensionProcesses.saturationSeconds)) s)")
             }
         case .closed: channelEnded(p)
@@ -55,10 +62,13 @@ extension ExtensionProcesses {
     /// Ends `p` at `until` unless it has exited by then (its channel is closed).
     func armChannelGrace(_ p: SupervisedProcess, until: Instant) {
         let closed = Event.channelClosed(extensionID: p.extensionID, generation: p.generation, reason: "closed by the extension")
-        switch kernel.addTimer(at: until, { [unowned self, unowned p] in
-            p.endChannelGrace()
-            sink?.post(closed)
-        }) {
+        switch kernel.addTimer(
+            at: until,
+            { [unowned self, unowned p] in
+                p.endChannelGrace()
+                sink?.post(closed)
+            })
+        {
         case .success(let timer): p.startChannelGrace(timer, until: until)
         case .failure(let error):
             logger.warning("cannot arm the channel-close grace timer of \(p.extensionID) (\(error)); ending it now")

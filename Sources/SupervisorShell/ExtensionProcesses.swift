@@ -17,7 +17,7 @@ final class ExtensionProcesses {
     /// The same processes by leader pid, for the kernel's stop reports (which name a pid).
     private var byPID: [Int32: SupervisedProcess] = [:]
     /// Stops, resumes, signals and exits.
-    let control: ProcessControl
+    let processControl: ProcessControl
     /// How extensions are contained and limited here.
     let containment: Containment
     /// Each extension's own container.
@@ -52,8 +52,8 @@ final class ExtensionProcesses {
         self.registry = registry
         self.locks = locks
         self.buffers = buffers
-        control = ProcessControl(kernel: kernel, cgroups: containment.cgroups, isSubreaper: isSubreaper, logger: logger)
-        control.delegate = self
+        processControl = ProcessControl(kernel: kernel, cgroups: containment.cgroups, isSubreaper: isSubreaper, logger: logger)
+        processControl.delegate = self
     }
 
     /// Whether no extension process runs.
@@ -77,13 +77,13 @@ final class ExtensionProcesses {
     /// process group on the fallback.
     func owningExtension(of pid: Int32) -> String? {
         if let tree = containment.cgroups {
-            guard let path = control.table.cgroup(pid) else { return nil }
+            guard let path = processControl.table.cgroup(pid) else { return nil }
             let full = tree.mountRelative(path)
             guard full.hasPrefix(tree.extensionsPath + "/") else { return nil }
             let id = String(full.dropFirst(tree.extensionsPath.count + 1).prefix(while: { $0 != "/" }))
             return byID[id] != nil ? id : nil
         }
-        guard let group = control.table.stat(pid)?.processGroup else { return nil }
+        guard let group = processControl.table.stat(pid)?.processGroup else { return nil }
         return byID.values.first(where: { $0.processGroup == group })?.extensionID
     }
 
@@ -145,7 +145,7 @@ final class ExtensionProcesses {
             extensionID: id, generation: generation, pid: spawned.pid, pidfd: spawned.pidfd, cgroup: cgroup, memoryCgroupV1: memoryCgroup,
             mechanism: manifest.policy.suspend, channel: spawned.channel, queueLimit: ExtensionProcesses.channelQueueLimit)
         if let old = byID[id] {
-            control.forget(old)
+            processControl.forget(old)
             old.tearDown(kernel)
             byPID[old.pid] = nil
         }
@@ -170,7 +170,7 @@ final class ExtensionProcesses {
     private func watch(_ p: SupervisedProcess) -> Bool {
         var watched = true
         var exitWatch: (any Cancellable)?
-        switch kernel.watch(fd: p.pidfd, events: Poll.input, { [unowned self, unowned p] _ in control.leaderMayHaveExited(p) }) {
+        switch kernel.watch(fd: p.pidfd, events: Poll.input, { [unowned self, unowned p] _ in processControl.leaderMayHaveExited(p) }) {
         case .success(let source): exitWatch = source
         case .failure(let e):
             logger.error("cannot watch the pidfd of \(p.pid) (\(p.extensionID)): \(e)")
@@ -178,7 +178,7 @@ final class ExtensionProcesses {
         }
         var eventsWatch: (any Cancellable)?
         if let cgroup = p.cgroup {
-            switch kernel.watch(fd: cgroup.eventsFD, events: Poll.priority, { [unowned self, unowned p] _ in control.cgroupEventsChanged(p) }) {
+            switch kernel.watch(fd: cgroup.eventsFD, events: Poll.priority, { [unowned self, unowned p] _ in processControl.cgroupEventsChanged(p) }) {
             case .success(let source): eventsWatch = source
             case .failure(let e):
                 logger.error("cannot watch \(cgroup.path)/cgroup.events: \(e)")
@@ -195,8 +195,8 @@ final class ExtensionProcesses {
 
     /// Unsupervised a process must not run: it is ended, and its exit is still reported.
     private func endUnwatched(_ p: SupervisedProcess) {
-        control.signal(p, SignalNumber.kill, thenContinue: true)
-        if p.exitWatch == nil { control.leaderMayHaveExited(p) }
+        processControl.signal(p, SignalNumber.kill, thenContinue: true)
+        if p.exitWatch == nil { processControl.leaderMayHaveExited(p) }
     }
 
     // MARK: - Hand-over
@@ -204,19 +204,20 @@ final class ExtensionProcesses {
     /// Whether a stop is in flight, an exit has begun, or a channel has unsent messages: a
     /// hand-over waits until none is, so that none crosses the exec.
     var isBusy: Bool {
-        byID.values.contains { $0.control.snapshot == nil || $0.channel?.hasUnsent == true }
+        byID.values.contains { $0.group.snapshot == nil || $0.channel?.hasUnsent == true }
     }
 
     /// What crosses a hand-over, one entry per process; nil while `isBusy`.
     func handover() -> [HandoverDocument.Process]? {
         var list: [HandoverDocument.Process] = []
         for p in byID.values.sorted(by: { $0.extensionID < $1.extensionID }) {
-            guard let group = p.control.snapshot, p.channel?.hasUnsent != true else { return nil }
-            list.append(HandoverDocument.Process(
-                extensionID: p.extensionID, generation: p.generation, pid: p.pid, pidfd: p.pidfd, channel: p.channel?.socket.fd,
-                channelGraceUntil: p.channelGraceUntil, cgroup: p.cgroup?.path, freezer: p.cgroup?.freezeFD != nil,
-                memoryCgroupV1: p.memoryCgroupV1?.path, memoryOOMKillsAtStart: p.memoryCgroupV1?.oomKillsAtStart, mechanism: p.control.mechanism,
-                group: group))
+            guard let group = p.group.snapshot, p.channel?.hasUnsent != true else { return nil }
+            list.append(
+                HandoverDocument.Process(
+                    extensionID: p.extensionID, generation: p.generation, pid: p.pid, pidfd: p.pidfd, channel: p.channel?.socket.fd,
+                    channelGraceUntil: p.channelGraceUntil, cgroup: p.cgroup?.path, freezer: p.cgroup?.freezeFD != nil,
+                    memoryCgroupV1: p.memoryCgroupV1?.path, memoryOOMKillsAtStart: p.memoryCgroupV1?.oomKillsAtStart, mechanism: p.group.mechanism,
+                    group: group))
         }
         return list
     }
@@ -267,8 +268,8 @@ final class ExtensionProcesses {
     /// the locks it had at its stop).
     private func rewatch(_ p: SupervisedProcess) {
         guard watch(p) else { return endUnwatched(p) }
-        if p.control.stop == .stopped || p.control.stop == .frozen {
-            _ = locks.locksAtStop(p, members: control.memberPIDs(of: p))
+        if p.group.stop == .stopped || p.group.stop == .frozen {
+            _ = locks.locksAtStop(p, members: processControl.memberPIDs(of: p))
         }
     }
 
@@ -276,14 +277,14 @@ final class ExtensionProcesses {
 
     /// Stops every process of generation `generation` of `id` (the core's `stop`).
     func suspend(_ id: String, _ generation: UInt64) {
-        if let p = process(id, generation) { control.suspend(p) }
+        if let p = process(id, generation) { processControl.suspend(p) }
     }
 
     /// Resumes it (the core's `resume`); its lock watch ends.
     func resume(_ id: String, _ generation: UInt64) {
         guard let p = process(id, generation) else { return }
         p.locks.stop()
-        control.resume(p)
+        processControl.resume(p)
         sink?.post(.continueConfirmed(extensionID: id, generation: generation))
     }
 
@@ -291,11 +292,11 @@ final class ExtensionProcesses {
     func signal(_ id: String, _ generation: UInt64, _ signal: Int32, thenContinue: Bool) {
         guard let p = process(id, generation) else { return }
         p.locks.stop()
-        control.signal(p, signal, thenContinue: thenContinue)
+        processControl.signal(p, signal, thenContinue: thenContinue)
     }
 
     /// SIGCHLD: stop reports for the leaders waiting for one.
-    func childrenChanged() { control.childrenChanged() }
+    func childrenChanged() { processControl.childrenChanged() }
 
     // MARK: - Status
 
@@ -305,7 +306,7 @@ final class ExtensionProcesses {
     /// in every v2 cgroup). Where a counter is missing, status sums the members' /proc figures.
     func processEntries(_ r: ExtensionRecord) -> StatusDocument.ProcessesOfExtension {
         guard let p = byID[r.manifest.id] else { return .init() }
-        let table = control.table
+        let table = processControl.table
         let cgroups = containment.cgroups
         let pids = p.cgroup.map { cgroups?.processes(of: $0) ?? [] } ?? table.groupMembers(p.processGroup).map(\.pid)
         let entries = pids.sorted().compactMap { pid -> StatusDocument.ProcessEntry? in
@@ -320,8 +321,9 @@ final class ExtensionProcesses {
                 found.cgroupMemoryBytes = Int64(String(decoding: bytes.prefix(while: { $0 != UInt8(ascii: "\n") }), as: UTF8.self))
             }
             if case .success(let bytes) = kernel.read(path + "/cpu.stat"),
-               let line = bytes.split(separator: UInt8(ascii: "\n")).first(where: { $0.starts(with: Array("usage_usec ".utf8)) }),
-               let usec = Double(String(decoding: line.dropFirst(11), as: UTF8.self)) {
+                let line = bytes.split(separator: UInt8(ascii: "\n")).first(where: { $0.starts(with: Array("usage_usec ".utf8)) }),
+                let usec = Double(String(decoding: line.dropFirst(11), as: UTF8.self))
+            {
                 found.cgroupCPUSeconds = usec / 1e6
             }
         }

@@ -1,10 +1,11 @@
 import SupervisorCore
+import SupervisorKernel
+
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
 import Foundation
 #endif
-import SupervisorKernel
 
 /// The uid of each extension, kept in `<state directory>/ids.json` so that it is the same
 /// across launches and daemon restarts:

@@ -7,6 +7,9 @@ import SupervisorKernel
 /// Where the shell's parts report what they observe: the daemon, which feeds it to the core.
 protocol EventSink: AnyObject {
     func post(_ event: Event)
+    /// Runs `body`, which posts events, as one batch: what they record goes to the monitors
+    /// together when it ends.
+    func batch(_ body: () -> Void)
 }
 
 /// Suspended groups that hold a file lock another process waits for (0xdead10cc): the locks
@@ -101,7 +104,8 @@ final class LockWatch {
             case .success(let source): locks.openWatch = OpenWatch(fd: fd, source: source, kernel: kernel)
             case .failure(let error):
                 kernel.close(fd)
-                logger.warning("cannot watch the locked files of \(p.extensionID) (\(error)): checking them for waiters every \(LockWatch.checkSeconds)s instead")
+                logger.warning(
+                    "cannot watch the locked files of \(p.extensionID) (\(error)): checking them for waiters every \(LockWatch.checkSeconds)s instead")
                 armCheck(p)
             }
         case .failure(let error):

@@ -37,10 +37,10 @@ final class MemoryCgroupV1Tree {
     /// cgroups, or says why that cannot be done.
     static func setUp(kernel: any Kernel, underSystemd: Bool, socketPath: String) -> Result<MemoryCgroupV1Tree, CgroupTree.Unavailable> {
         guard case .success(let mountinfo) = kernel.read("/proc/self/mountinfo"),
-              let mount = memoryMount(String(decoding: mountinfo, as: UTF8.self))
+            let mount = memoryMount(String(decoding: mountinfo, as: UTF8.self))
         else { return .failure(CgroupTree.Unavailable(description: "no cgroup v1 hierarchy has the memory controller")) }
         guard case .success(let selfCgroup) = kernel.read("/proc/self/cgroup"),
-              let own = memoryPath(String(decoding: selfCgroup, as: UTF8.self))
+            let own = memoryPath(String(decoding: selfCgroup, as: UTF8.self))
         else { return .failure(CgroupTree.Unavailable(description: "the daemon's memory cgroup is not in /proc/self/cgroup")) }
         let ownPath = own == "/" ? mount : mount + own
         let standalone = !(underSystemd && own != "/")

@@ -1,5 +1,5 @@
-import Logging
 import ExtensionTransport
+import Logging
 import SupervisorCore
 import SupervisorKernel
 
@@ -72,8 +72,8 @@ final class ProcessControl {
     /// Changes `p`'s `GroupControl`, keeps `awaitingStopReport` derived from it, and carries
     /// out the actions it returned.
     private func apply(_ p: SupervisedProcess, _ change: (inout GroupControl) -> [GroupAction]) {
-        let actions = change(&p.control)
-        awaitingStopReport[ObjectIdentifier(p)] = p.control.awaitsStopReport ? p : nil
+        let actions = change(&p.group)
+        awaitingStopReport[ObjectIdentifier(p)] = p.group.awaitsStopReport ? p : nil
         perform(actions, for: p)
     }
 
@@ -175,10 +175,13 @@ final class ProcessControl {
                 p.check?.cancel()
                 // After the SIGCHLD source: when a burst of stops keeps the loop busy past the
                 // first retry, the kernel's stop reports confirm them before any re-check runs.
-                switch kernel.addTimer(at: kernel.now().adding(seconds: seconds), priority: ProcessControl.checkPriority, { [unowned self, unowned p] in
-                    p.check = nil
-                    observe(.checkDue, for: p)
-                }) {
+                switch kernel.addTimer(
+                    at: kernel.now().adding(seconds: seconds), priority: ProcessControl.checkPriority,
+                    { [unowned self, unowned p] in
+                        p.check = nil
+                        observe(.checkDue, for: p)
+                    })
+                {
                 case .success(let timer): p.check = timer
                 case .failure(let e):
                     p.check = nil
@@ -236,7 +239,7 @@ final class ProcessControl {
     /// /proc). The leader's state comes from the kernel's stop report when there is one (no
     /// /proc read).
     func members(of p: SupervisedProcess) -> [Member] {
-        let reported = p.control.leaderStopReported
+        let reported = p.group.leaderStopReported
         func state(_ pid: Int32) -> MemberState {
             if pid == p.pid && reported { return .stopped }
             switch table.threadsStopped(pid) {

@@ -1,12 +1,13 @@
 import ExtensionTransport
 import Logging
 import SupervisorCore
+import SupervisorKernel
+
 #if canImport(FoundationEssentials)
 import FoundationEssentials  // JSONDecoder only (libFoundation and ICU stay out of the daemon)
 #else
 import Foundation
 #endif
-import SupervisorKernel
 
 /// The extension processes a daemon has running, kept in a file next to the control socket
 /// (`control.sock` → `control.processes.json`), so that a daemon killed without a shutdown
@@ -155,10 +156,11 @@ final class ProcessRegistry {
 
             init(from decoder: any Decoder) throws {
                 guard let o = try? decoder.container(keyedBy: Key.self),
-                      let id = try? o.decode(String.self, forKey: .id), let pid = try? o.decode(Int.self, forKey: .pid),
-                      let group = try? o.decode(Int.self, forKey: .processGroup),
-                      let start = try? o.decode(Int.self, forKey: .startTicks),
-                      pid > 1, group > 1, start >= 0 else { return }
+                    let id = try? o.decode(String.self, forKey: .id), let pid = try? o.decode(Int.self, forKey: .pid),
+                    let group = try? o.decode(Int.self, forKey: .processGroup),
+                    let start = try? o.decode(Int.self, forKey: .startTicks),
+                    pid > 1, group > 1, start >= 0
+                else { return }
                 entry = Entry(
                     extensionID: id, pid: Int32(truncatingIfNeeded: pid), processGroup: Int32(truncatingIfNeeded: group),
                     startTicks: UInt64(start))

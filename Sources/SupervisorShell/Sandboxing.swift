@@ -1,5 +1,5 @@
-import Logging
 import ExtensionTransport
+import Logging
 import SupervisorCore
 import SupervisorKernel
 
@@ -41,7 +41,9 @@ final class Sandboxing {
         scratch = existing(["/tmp", "/var/tmp"])
         let enforced = SandboxPart.allCases.filter { missing[$0] == nil }.map(\.rawValue).joined(separator: ", ")
         let notEnforced = missing.isEmpty ? "" : "; not: " + missing.keys.sorted().map { "\($0.rawValue) (\(missing[$0]!))" }.joined(separator: ", ")
-        logger.info("sandbox: \(enforced.isEmpty ? "nothing" : enforced) can be enforced\(userNamespace ? " (in a user namespace of each extension)" : "")\(notEnforced)")
+        logger.info(
+            "sandbox: \(enforced.isEmpty ? "nothing" : enforced) can be enforced\(userNamespace ? " (in a user namespace of each extension)" : "")\(notEnforced)"
+        )
     }
 
     /// The sandbox `manifest` gets, or the part its point requires that cannot be built.

@@ -65,10 +65,13 @@ final class ServiceManager {
         guard isListening, summarizedVersion != version, heldBack == nil else { return }
         let now = kernel.now()
         if let last = publishedAt, now < last.adding(seconds: ServiceManager.statusInterval) {
-            switch kernel.addTimer(at: last.adding(seconds: ServiceManager.statusInterval), { [unowned self] in
-                heldBack = nil
-                publish(current(), at: kernel.now())
-            }) {
+            switch kernel.addTimer(
+                at: last.adding(seconds: ServiceManager.statusInterval),
+                { [unowned self] in
+                    heldBack = nil
+                    publish(current(), at: kernel.now())
+                })
+            {
             case .success(let timer):
                 heldBack = timer
                 return

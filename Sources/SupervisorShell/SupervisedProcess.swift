@@ -17,7 +17,7 @@ final class SupervisedProcess {
     let cgroup: ExtensionCgroup?
     /// The extension's cgroup v1 memory cgroup (hosts whose memory controller is on v1), or nil.
     let memoryCgroupV1: MemoryCgroupV1?
-    var control: GroupControl
+    var group: GroupControl
     /// The runtime channel (nil without one, or once closed). Extensions may not send descriptors.
     private(set) var channel: Peer?
     /// The leader's pidfd (owned here), and the watch of it becoming readable (exit).
@@ -48,7 +48,7 @@ final class SupervisedProcess {
         self.pidfd = pidfd
         self.cgroup = cgroup
         self.memoryCgroupV1 = memoryCgroupV1
-        self.control = group ?? GroupControl(leader: pid, containment: cgroup == nil ? .processGroup : .cgroup, mechanism: mechanism)
+        self.group = group ?? GroupControl(leader: pid, containment: cgroup == nil ? .processGroup : .cgroup, mechanism: mechanism)
         self.channel = channel.map { Peer(socket: $0, queueLimit: queueLimit, refusesDescriptors: true) }
     }
 

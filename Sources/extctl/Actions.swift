@@ -2,6 +2,7 @@ import ArgumentParser
 import CShims
 import ExtensionHost
 import ExtensionProtocol
+import ExtensionStatus
 import Foundation
 
 struct Kill: ParsableCommand {
@@ -43,19 +44,17 @@ struct Reload: ParsableCommand {
     func run() throws {
         let client = try connection.connect()
         let reply = try perform { () throws(HostError) in try client.call { .reload(tag: $0) } }
-        let object = try jsonObject(reply)
-        let errors = object["errors"] as? [String] ?? []
-        let kept = object["kept"] as? [[String: Any]] ?? []
+        let report = try decode(ReloadReport.self, reply)
         if json {
             try printJSON(reply)
         } else {
-            print("\(object["loaded"] as? Int ?? 0) extension(s) loaded, \(errors.count) manifest error(s)")
-            for e in errors { writeError(e) }
-            for k in kept {
-                writeError("'\(k["id"] as? String ?? "?")' keeps its previous definition until \(k["file"] as? String ?? "?") is fixed")
+            print("\(report.loaded) extension(s) loaded, \(report.errors.count) manifest error(s)")
+            for e in report.errors { writeError(e) }
+            for k in report.kept {
+                writeError("'\(k.id)' keeps its previous definition until \(k.file) is fixed")
             }
         }
-        if !errors.isEmpty { throw ExitCode(1) }
+        if !report.errors.isEmpty { throw ExitCode(1) }
     }
 }
 
@@ -199,9 +198,9 @@ struct Open: ParsableCommand {
     func notReadyMessage(_ host: ExtensionHostConnection) -> String {
         let within = "within \(Open.seconds(timeout))s (--timeout)"
         guard let reply = try? host.client.call(timeout: 1, { .query(tag: $0, kind: .list, extensionIDs: []) }),
-              let document = try? jsonObject(reply)
+            let document = try? decode(ListDocument.self, reply)
         else { return "extensiond did not answer \(within)" }
-        let state = (document["extensions"] as? [[String: Any]])?.first { $0["id"] as? String == id }?["state"] as? String
+        let state = document.extensions.first { $0.id == id }?.state
         return "'\(id)' did not become ready \(within); extensiond answers, and the extension is \(state ?? "not listed")"
     }
 }

@@ -1,5 +1,6 @@
 import ArgumentParser
 import ExtensionHost
+import ExtensionStatus
 
 /// Shell completion of extension ids (`extctl status <TAB>`): the ids the running daemon knows,
 /// asked over the control socket given on the command line (`--socket`) or the default one.
@@ -17,9 +18,8 @@ enum ExtensionIDCompletion {
         guard let client = try? ControlClient(socketPath: socket) else { return [] }
         defer { client.close() }
         guard let reply = try? client.call(timeout: 1, { .query(tag: $0, kind: .list, extensionIDs: []) }),
-              let document = try? jsonObject(reply),
-              let extensions = document["extensions"] as? [[String: Any]]
+            let document = try? decode(ListDocument.self, reply)
         else { return [] }
-        return extensions.compactMap { $0["id"] as? String }.filter { $0.hasPrefix(prefix) }.sorted()
+        return document.extensions.map(\.id).filter { $0.hasPrefix(prefix) }.sorted()
     }
 }

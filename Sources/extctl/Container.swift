@@ -1,6 +1,7 @@
 import ArgumentParser
 import ExtensionHost
 import ExtensionProtocol
+import ExtensionStatus
 
 /// `extctl container NAME`: the path of a shared container, for an app admitted to it.
 struct Container: ParsableCommand {
@@ -19,7 +20,6 @@ struct Container: ParsableCommand {
         let client = try connection.connect()
         let reply = try perform { () throws(HostError) in try client.call { .query(tag: $0, kind: .container, extensionIDs: [name]) } }
         if json { return try printJSON(reply) }
-        guard let path = try jsonObject(reply)["path"] as? String else { throw Failure("extensiond sent no path") }
-        print(path)
+        print(safe(try decode(SharedContainerInfo.self, reply).path))
     }
 }

@@ -1,5 +1,7 @@
 import ArgumentParser
 import ExtensionHost
+import ExtensionProtocol
+import ExtensionStatus
 import Foundation
 
 /// `extctl`: inspect and control extensiond, in the manner of `systemctl`.
@@ -43,12 +45,29 @@ func perform(_ body: () throws(HostError) -> Reply) throws -> Reply {
     do { return try body() } catch { throw Failure(error.message) }
 }
 
-/// Decodes a JSON reply into a dictionary.
-func jsonObject(_ reply: Reply) throws -> [String: Any] {
-    guard case .json(let bytes) = reply,
-          let object = try? JSONSerialization.jsonObject(with: Data(bytes)) as? [String: Any]
-    else { throw Failure("extensiond sent an unreadable reply") }
-    return object
+/// Decodes a JSON reply as the document `type` (docs/json.md).
+func decode<Document: JSONDocument>(_ type: Document.Type, _ reply: Reply) throws -> Document {
+    guard case .json(let bytes) = reply else { throw Failure("extensiond sent an unexpected reply") }
+    do {
+        return try JSONDecoder().decode(type, from: Data(bytes))
+    } catch let error as DecodingError {
+        throw Failure("extensiond sent an unreadable reply: \(describe(error))")
+    } catch {
+        throw Failure("extensiond sent an unreadable reply: \(error)")
+    }
+}
+
+/// What was wrong with a document, naming the field (`extensions.0.state`).
+func describe(_ error: DecodingError) -> String {
+    func field(_ path: [any CodingKey]) -> String {
+        path.map { $0.intValue.map(String.init) ?? $0.stringValue }.joined(separator: ".")
+    }
+    switch error {
+    case .keyNotFound(let key, let context): return "field '\(field(context.codingPath + [key]))' is missing"
+    case .typeMismatch(_, let context), .valueNotFound(_, let context), .dataCorrupted(let context):
+        return context.codingPath.isEmpty ? context.debugDescription : "field '\(field(context.codingPath))': \(context.debugDescription)"
+    @unknown default: return "\(error)"
+    }
 }
 
 func printJSON(_ reply: Reply) throws {
@@ -57,10 +76,16 @@ func printJSON(_ reply: Reply) throws {
 }
 
 /// Writes `extctl: LINE` on standard error, after whatever standard output holds buffered, so
-/// that the two keep their order when they go to the same file.
+/// that the two keep their order when they go to the same file. The line is escaped
+/// (`UntrustedText`): it can quote what extensiond relays from manifests and extensions.
 func writeError(_ line: String) {
     fflush(nil)
-    FileHandle.standardError.write(Data("extctl: \(line)\n".utf8))
+    FileHandle.standardError.write(Data("extctl: \(UntrustedText.escaped(line))\n".utf8))
+}
+
+/// Text from extensiond, which can come from a manifest or an extension, made safe to print.
+func safe(_ text: String) -> String {
+    UntrustedText.escaped(text)
 }
 
 @main

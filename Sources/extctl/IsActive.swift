@@ -1,5 +1,6 @@
 import ArgumentParser
 import ExtensionHost
+import ExtensionStatus
 
 /// `extctl is-active ID`: whether an extension is running unsuspended, for scripts, as
 /// `systemctl is-active` answers for units.
@@ -25,12 +26,12 @@ struct IsActive: ParsableCommand {
     func run() throws {
         let client = try connection.connect()
         let reply = try perform { () throws(HostError) in try client.call { .query(tag: $0, kind: .list, extensionIDs: []) } }
-        let extensions = try jsonObject(reply)["extensions"] as? [[String: Any]] ?? []
-        guard let state = extensions.first(where: { $0["id"] as? String == id })?["state"] as? String else {
+        let extensions = try decode(ListDocument.self, reply).extensions
+        guard let state = extensions.first(where: { $0.id == id })?.state else {
             if !quiet { print("unknown") }
             throw ExitCode(IsActive.unknownStatus)
         }
-        if !quiet { print(state) }
+        if !quiet { print(safe(state)) }
         if state != "active" && state != "background" { throw ExitCode(IsActive.inactiveStatus) }
     }
 }

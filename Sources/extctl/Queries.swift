@@ -1,6 +1,7 @@
 import ArgumentParser
 import ExtensionHost
 import ExtensionProtocol
+import ExtensionStatus
 import Foundation
 
 struct List: ParsableCommand {
@@ -28,12 +29,11 @@ struct List: ParsableCommand {
         let client = try connection.connect()
         let reply = try perform { () throws(HostError) in try client.call { .query(tag: $0, kind: .list, extensionIDs: []) } }
         if json { return try printJSON(reply) }
-        let extensions = try jsonObject(reply)["extensions"] as? [[String: Any]] ?? []
+        let extensions = try decode(ListDocument.self, reply).extensions
         var rows = [["ID", "STATE", "PID", "REQUESTS", "ASSERTIONS", "LAST EXIT"]]
         for e in extensions {
             rows.append([
-                e["id"] as? String ?? "?", e["state"] as? String ?? "?", (e["pid"] as? Int).map(String.init) ?? "-",
-                "\(e["requests"] as? Int ?? 0)", "\(e["assertions"] as? Int ?? 0)", Format.exit(e["lastExit"]),
+                safe(e.id), safe(e.state), e.pid.map(String.init) ?? "-", "\(e.requests)", "\(e.assertions)", Format.exit(e.lastExit),
             ])
         }
         print(Format.table(rows), terminator: "")
@@ -50,15 +50,12 @@ struct List: ParsableCommand {
         let reply = try perform { () throws(HostError) in try client.call { .discover(tag: $0, point: point ?? "", content: query) } }
         guard case .extensions(let found) = reply else { throw Failure("extensiond sent an unexpected reply") }
         if json {
-            let document: [String: Any] = [
-                "extensions": found.map { e -> [String: Any] in ["id": e.id, "point": e.point, "displayName": e.displayName ?? NSNull()] },
-            ]
-            let data = try JSONSerialization.data(withJSONObject: document, options: [.sortedKeys])
-            FileHandle.standardOutput.write(data + Data("\n".utf8))
+            let document = DiscoveryList(extensions: found.map { DiscoveryList.Extension(id: $0.id, point: $0.point, displayName: $0.displayName) })
+            FileHandle.standardOutput.write(Data(document.jsonBytes() + [UInt8(ascii: "\n")]))
             return
         }
         var rows = [["ID", "POINT", "NAME"]]
-        for e in found { rows.append([e.id, e.point, e.displayName ?? "-"]) }
+        for e in found { rows.append([safe(e.id), safe(e.point), e.displayName.map(safe) ?? "-"]) }
         print(Format.table(rows), terminator: "")
         print("\n\(found.count) extension(s) found.")
     }
@@ -83,13 +80,12 @@ struct Status: ParsableCommand {
         let client = try connection.connect()
         let reply = try perform { () throws(HostError) in try client.call { .query(tag: $0, kind: .status, extensionIDs: ids) } }
         if json { return try printJSON(reply) }
-        let document = try jsonObject(reply)
-        if let containment = document["containment"] as? [String: Any], containment["mode"] as? String == "process-group" {
-            print("Containment: process groups only (no cgroup per extension: \(containment["reason"] as? String ?? "unknown reason")).")
+        let document = try decode(StatusReport.self, reply)
+        if document.containment.mode == "process-group" {
+            print("Containment: process groups only (no cgroup per extension: \(document.containment.reason.map(safe) ?? "unknown reason")).")
             print("             A process that leaves its process group (setsid) escapes suspension and termination.\n")
         }
-        let extensions = document["extensions"] as? [[String: Any]] ?? []
-        print(extensions.map { Format.statusBlock($0, eventLines: lines) }.joined(separator: "\n"), terminator: "")
+        print(document.extensions.map { Format.statusBlock($0, eventLines: lines) }.joined(separator: "\n"), terminator: "")
     }
 }
 
@@ -110,11 +106,12 @@ struct Monitor: ParsableCommand {
         Signals.handle([SIGINT, SIGTERM, SIGPIPE]) { signal in _exit(Signals.exitStatus(signal)) }
         let client = try connection.connect()
         let asJSON = json
+        let decoder = JSONDecoder()
         client.setEventHandler { bytes in
             let line: [UInt8]
             if asJSON {
                 line = bytes + [UInt8(ascii: "\n")]
-            } else if let e = try? JSONSerialization.jsonObject(with: Data(bytes)) as? [String: Any] {
+            } else if let e = try? decoder.decode(ExtensionEvent.self, from: Data(bytes)) {
                 line = Array((Format.eventLine(e) + "\n").utf8)
             } else {
                 return

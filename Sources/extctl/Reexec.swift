@@ -1,6 +1,7 @@
 import ArgumentParser
 import ExtensionHost
 import ExtensionProtocol
+import ExtensionStatus
 
 /// `extctl reexec`: replace extensiond's program in place, keeping every extension.
 struct Reexec: ParsableCommand {
@@ -20,10 +21,10 @@ struct Reexec: ParsableCommand {
         // The daemon waits for stops in flight (up to 5 s) and runs the new program's check
         // (up to 10 s) before it execs.
         let reply = try perform { () throws(HostError) in try client.call(timeout: 60) { .reexec(tag: $0) } }
-        let answer = try jsonObject(reply)
-        guard let previous = answer["previousVersion"] as? String, let version = answer["version"] as? String,
-              let pid = answer["pid"] as? Int, let count = answer["extensions"] as? Int
-        else { throw Failure("extensiond sent an unreadable reply") }
-        print("extensiond \(previous) → \(version) (pid \(pid), \(count) extension process\(count == 1 ? "" : "es") kept)")
+        let answer = try decode(ReexecReport.self, reply)
+        let count = answer.extensions
+        print(
+            "extensiond \(safe(answer.previousVersion)) → \(safe(answer.version)) (pid \(answer.pid), \(count) extension process\(count == 1 ? "" : "es") kept)"
+        )
     }
 }

@@ -1,5 +1,6 @@
 import Dispatch
 import ExtensionHost
+import ExtensionStatus
 import Foundation
 import Synchronization
 
@@ -74,11 +75,12 @@ enum Format {
         }.joined(separator: "\n") + "\n"
     }
 
-    static func exit(_ value: Any?) -> String {
-        guard let e = value as? [String: Any] else { return "-" }
-        let reason = e["reason"] as? String ?? "?"
-        if let code = e["code"] as? Int { return "\(reason) (status \(code))" }
-        if let signal = e["signal"] as? Int { return "\(reason) (signal \(signal))" }
+    /// How a process ended, for a table cell: `crashed (signal 6)`.
+    static func exit(_ e: ExitInfo?) -> String {
+        guard let e else { return "-" }
+        let reason = safe(e.reason)
+        if let code = e.code { return "\(reason) (status \(code))" }
+        if let signal = e.signal { return "\(reason) (signal \(signal))" }
         return reason
     }
 
@@ -90,84 +92,86 @@ enum Format {
         return unit == 0 ? "\(n)B" : String(format: "%.1f%@", value, units[unit])
     }
 
-    /// One extension's `status` block, with its last `eventLines` events.
-    static func statusBlock(_ e: [String: Any], eventLines: Int = 10) -> String {
-        let state = e["state"] as? String ?? "?"
-        let dot = state == "active" ? "●" : state == "not-running" ? "○" : "◐"
-        var lines = ["\(dot) \(e["id"] as? String ?? "?") (\(e["point"] as? String ?? "?"))"]
+    /// One extension's `status` block, with its last `eventLines` events. Every text from
+    /// extensiond is escaped (`safe`): manifests and extensions choose some of it.
+    static func statusBlock(_ e: StatusReport.Extension, eventLines: Int = 10) -> String {
+        let dot = e.state == "active" ? "●" : e.state == "not-running" ? "○" : "◐"
+        var lines = ["\(dot) \(safe(e.id)) (\(safe(e.point)))"]
         func field(_ name: String, _ value: String) { lines.append(name.leftPadded(12) + ": " + value) }
-        field("State", "\(state) since \(e["since"] as? String ?? "?")")
-        field("Executable", e["executable"] as? String ?? "?")
-        field("PID", (e["pid"] as? Int).map(String.init) ?? "-")
-        if let cgroup = e["cgroup"] as? String { field("CGroup", cgroup) }
-        let processes = e["processes"] as? [[String: Any]] ?? []
-        for (i, p) in processes.enumerated() {
-            let line = "\(p["pid"] as? Int ?? 0) \(p["state"] as? String ?? "?") \(p["command"] as? String ?? "?")"
+        field("State", "\(safe(e.state)) since \(safe(e.since))")
+        field("Executable", safe(e.executable))
+        field("PID", e.pid.map(String.init) ?? "-")
+        if let cgroup = e.cgroup { field("CGroup", safe(cgroup)) }
+        for (i, p) in e.processes.enumerated() {
+            let line = "\(p.pid) \(safe(p.state)) \(safe(p.command))"
             if i == 0 { field("Processes", line) } else { lines.append(String(repeating: " ", count: 14) + line) }
         }
-        let requests = e["openRequests"] as? [[String: Any]] ?? []
-        field("Requests", requests.isEmpty ? "none" : requests.map {
-            "#\($0["id"] as? Int ?? 0) host pid \($0["hostPID"] as? Int ?? 0) uid \($0["hostUID"] as? Int ?? 0)"
-        }.joined(separator: "; "))
-        let assertions = e["assertions"] as? [[String: Any]] ?? []
-        field("Assertions", assertions.isEmpty ? "none" : "")
-        for a in assertions {
-            let age = String(format: "%.1fs", a["ageSeconds"] as? Double ?? 0)
-            let left = String(format: "%.1fs", a["remainingSeconds"] as? Double ?? 0)
-            let expire = (a["expireSent"] as? Bool ?? false) ? ", expire sent" : ""
-            lines.append("              #\(a["id"] as? Int ?? 0) \"\(a["reason"] as? String ?? "")\" age \(age), \(left) left\(expire)")
+        field(
+            "Requests",
+            e.openRequests.isEmpty
+                ? "none"
+                : e.openRequests.map {
+                    "#\($0.id) host pid \($0.hostPID) uid \($0.hostUID)"
+                }.joined(separator: "; "))
+        field("Assertions", e.assertions.isEmpty ? "none" : "")
+        for a in e.assertions {
+            let age = String(format: "%.1fs", a.ageSeconds)
+            let left = String(format: "%.1fs", a.remainingSeconds)
+            let expire = a.expireSent ? ", expire sent" : ""
+            lines.append("              #\(a.id) \"\(safe(a.reason))\" age \(age), \(left) left\(expire)")
         }
-        if let refresh = e["refresh"] as? [String: Any] {
-            let last = (refresh["lastResult"] as? String).map { r in "last \(r) at \(refresh["lastAt"] as? String ?? "?")" } ?? "never refreshed"
-            let next = (refresh["nextAt"] as? String).map { "next at \($0)" } ?? "no scheduled refresh"
-            let left = "\(refresh["budgetLeft"] as? Int ?? 0) of \(refresh["dailyBudget"] as? Int ?? 0) left today"
-            field("Refresh", "\(last); \(next); \(left)" + ((refresh["inFlight"] as? Bool ?? false) ? "; in progress" : ""))
+        if let refresh = e.refresh {
+            let last = refresh.lastResult.map { r in "last \(safe(r)) at \(refresh.lastAt.map(safe) ?? "?")" } ?? "never refreshed"
+            let next = refresh.nextAt.map { "next at \(safe($0))" } ?? "no scheduled refresh"
+            let left = "\(refresh.budgetLeft) of \(refresh.dailyBudget) left today"
+            field("Refresh", "\(last); \(next); \(left)" + (refresh.inFlight ? "; in progress" : ""))
         }
-        if let m = e["memoryBytes"] as? Int { field("Memory", bytes(m)) }
-        if let c = e["cpuSeconds"] as? Double { field("CPU", String(format: "%.2fs", c)) }
-        if let c = e["credentials"] as? [String: Any] {
-            let groups = (c["groups"] as? [Int] ?? []).map(String.init).joined(separator: ",")
-            field("User", "uid \(c["uid"] as? Int ?? -1) gid \(c["gid"] as? Int ?? -1)" + (groups.isEmpty ? "" : " groups \(groups)")
-                + ((c["ownUID"] as? Bool ?? false) ? " (its own uid)" : ""))
+        if let m = e.memoryBytes { field("Memory", bytes(Int(m))) }
+        if let c = e.cpuSeconds { field("CPU", String(format: "%.2fs", c)) }
+        if let c = e.credentials {
+            let groups = c.groups.map(String.init).joined(separator: ",")
+            field("User", "uid \(c.uid) gid \(c.gid)" + (groups.isEmpty ? "" : " groups \(groups)") + (c.ownUID ? " (its own uid)" : ""))
         }
-        if let limits = e["limits"] as? [String: Any], !limits.isEmpty {
+        if !e.limits.isEmpty {
             let order = ["memoryMaxBytes", "tasksMax", "openFilesMax", "cpuWeight"]
-            field("Limits", order.compactMap { key -> String? in
-                guard let l = limits[key] as? [String: Any], let v = l["value"] as? Int else { return nil }
-                let value = key == "memoryMaxBytes" ? bytes(v) : "\(v)"
-                return "\(key) \(value) (\(l["enforcedBy"] as? String ?? "?"))"
-            }.joined(separator: ", "))
+            field(
+                "Limits",
+                order.compactMap { key -> String? in
+                    guard let l = e.limits[key] else { return nil }
+                    let value = key == "memoryMaxBytes" ? bytes(Int(clamping: l.value)) : "\(l.value)"
+                    return "\(key) \(value) (\(safe(l.enforcedBy)))"
+                }.joined(separator: ", "))
             let controls = order.compactMap { key -> String? in
-                guard let control = (limits[key] as? [String: Any])?["enforcedWith"] as? String else { return nil }
-                return "\(key) \(control)" + (control == "memory.limit_in_bytes" ? " (cgroup v1)" : "")
+                guard let control = e.limits[key]?.enforcedWith else { return nil }
+                return "\(key) \(safe(control))" + (control == "memory.limit_in_bytes" ? " (cgroup v1)" : "")
             }
             if !controls.isEmpty { field("Enforcement", controls.joined(separator: ", ")) }
         }
-        if let container = e["container"] as? String { field("Container", container) }
-        if let sandbox = e["sandbox"] as? [String: Any], let summary = sandbox["summary"] as? String { field("Sandbox", summary) }
-        if let held = e["locksHeldAtSuspend"] as? Int, held > 0 {
-            field("Locks", "held a lock that blocks others when stopped, \(held) time(s)")
+        if let container = e.container { field("Container", safe(container)) }
+        if let sandbox = e.sandbox { field("Sandbox", safe(sandbox.summary)) }
+        if e.locksHeldAtSuspend > 0 {
+            field("Locks", "held a lock that blocks others when stopped, \(e.locksHeldAtSuspend) time(s)")
         }
-        field("Last exit", exit(e["lastExit"]) + ((e["lastExit"] as? [String: Any])?["time"].map { " at \($0)" } ?? ""))
-        if let crashes = e["consecutiveCrashes"] as? Int, crashes > 0 {
-            let until = (e["throttledUntil"] as? String).map { ", next launch after \($0)" } ?? ""
-            field("Crash loop", "\(crashes) consecutive crash(es)\(until)")
+        field("Last exit", exit(e.lastExit) + (e.lastExit.map { " at \(safe($0.time))" } ?? ""))
+        if e.consecutiveCrashes > 0 {
+            let until = e.throttledUntil.map { ", next launch after \(safe($0))" } ?? ""
+            field("Crash loop", "\(e.consecutiveCrashes) consecutive crash(es)\(until)")
         }
-        let events = e["recentEvents"] as? [[String: Any]] ?? []
-        if !events.isEmpty && eventLines > 0 {
+        if !e.recentEvents.isEmpty && eventLines > 0 {
             lines.append("")
-            for ev in events.suffix(eventLines) { lines.append("  " + eventLine(ev)) }
+            for ev in e.recentEvents.suffix(eventLines) { lines.append("  " + eventLine(ev)) }
         }
         return lines.joined(separator: "\n") + "\n"
     }
 
-    static func eventLine(_ e: [String: Any]) -> String {
-        var parts = [e["time"] as? String ?? "?", e["id"] as? String ?? "?", e["event"] as? String ?? "?"]
-        if let pid = e["pid"] as? Int { parts.append("pid=\(pid)") }
-        parts.append("state=\(e["state"] as? String ?? "?")")
-        if let a = e["assertion"] as? Int { parts.append("assertion=\(a)") }
-        if let r = e["request"] as? Int { parts.append("request=\(r)") }
-        if let d = e["detail"] as? String { parts.append("(\(d))") }
+    /// One event as `monitor` prints it: `TIME ID EVENT pid=P state=S … (DETAIL)`, escaped.
+    static func eventLine(_ e: ExtensionEvent) -> String {
+        var parts = [safe(e.time), safe(e.id), safe(e.event)]
+        if let pid = e.pid { parts.append("pid=\(pid)") }
+        parts.append("state=\(safe(e.state))")
+        if let a = e.assertion { parts.append("assertion=\(a)") }
+        if let r = e.request { parts.append("request=\(r)") }
+        if let d = e.detail { parts.append("(\(safe(d)))") }
         return parts.joined(separator: " ")
     }
 }

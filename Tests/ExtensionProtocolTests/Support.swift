@@ -14,7 +14,7 @@ struct SplitMix64: RandomNumberGenerator {
 }
 
 /// Every wire type number, in order.
-let allKinds: [UInt8] = Array(1...13) + Array(32...42) + Array(64...71) + Array(96...102)
+let allKinds: [UInt8] = Array(1...13) + Array(32...36) + Array(38...43) + Array(64...71) + Array(96...102)
 
 /// Little-endian field builders for hand-made datagrams.
 func le16(_ v: UInt16) -> [UInt8] { [UInt8(v & 0xFF), UInt8(v >> 8)] }
@@ -71,10 +71,12 @@ let sampleMessages: [Message] = [
     .discover(tag: 9, point: "", content: try! ActivationContent([:])),
     .discover(tag: 10, point: "share", content: try! ActivationContent(["url": 1, "image": 3, "application/pdf": 2, "text": 0])),
     .discovered(tag: 11, final: true, extensions: []),
-    .discovered(tag: 12, final: false, extensions: [
-        DiscoveredExtension(id: "com.example.a", point: "share", displayName: "Ä share"),
-        DiscoveredExtension(id: "com.example.b", point: "action", displayName: nil),
-    ]),
+    .discovered(
+        tag: 12, final: false,
+        extensions: [
+            DiscoveredExtension(id: "com.example.a", point: "share", displayName: "Ä share"),
+            DiscoveredExtension(id: "com.example.b", point: "action", displayName: nil),
+        ]),
     .begin(tag: 1, extensionID: "com.example.stocks.widget"),
     .begin(tag: .max, extensionID: String(repeating: "x", count: WireLimits.maxIdentifier)),
     .end(tag: 7, requestID: 0),
@@ -98,8 +100,8 @@ let sampleMessages: [Message] = [
     .json(tag: 15, final: true, chunk: []),
     .json(tag: 16, final: true, chunk: [0, 0xFF, 0x80, 0x7F]),  // bytes, not text: anything goes
     .interrupted(requestID: 17, reason: "'x' ended: crashed (signal 11)"),
-    .event(json: Array("{\"kind\":\"launch\"}".utf8)),
-    .event(json: []),
+    .events(json: [Array("{\"kind\":\"launch\"}".utf8)]),
+    .events(json: [[], Array("{\"kind\":\"ready\"}".utf8), Array("{}".utf8)]),
     .ready,
     .acquire(tag: 18, reason: "finish upload ✓"),
     .release(assertionID: 19),

@@ -30,20 +30,27 @@ struct WireRoundTripTests {
 
     @Test func headerAndFieldsAreLittleEndianInDeclarationOrder() throws {
         #expect(try WireEncoder.encoded(.ready) == [1, 64, 0, 0, 0, 0, 0, 0])
-        #expect(try WireEncoder.encoded(.begin(tag: 0x0403_0201, extensionID: "ab"))
-            == [1, 1, 0, 0, 8, 0, 0, 0, 1, 2, 3, 4, 2, 0, 0x61, 0x62])
-        #expect(try WireEncoder.encoded(.kill(tag: 1, extensionID: "x", signal: -1))
-            == [1, 4, 0, 0, 11, 0, 0, 0, 1, 0, 0, 0, 1, 0, 0x78, 0xFF, 0xFF, 0xFF, 0xFF])
-        #expect(try WireEncoder.encoded(.begun(tag: 2, requestID: 0x0102_0304_0506_0708, pid: 3, hasChannel: true))
-            == [1, 32, 0, 0, 17, 0, 0, 0, 2, 0, 0, 0, 8, 7, 6, 5, 4, 3, 2, 1, 3, 0, 0, 0, 1])
-        #expect(try WireEncoder.encoded(.failure(tag: 1, code: .throttled, text: "t"))
-            == [1, 34, 0, 0, 9, 0, 0, 0, 1, 0, 0, 0, 4, 0, 1, 0, 0x74])
-        #expect(try WireEncoder.encoded(.json(tag: 1, final: true, chunk: [9]))
-            == [1, 35, 0, 0, 10, 0, 0, 0, 1, 0, 0, 0, 1, 1, 0, 0, 0, 9])
-        #expect(try WireEncoder.encoded(.query(tag: 5, kind: .status, extensionIDs: ["a", "bc"]))
-            == [1, 3, 0, 0, 14, 0, 0, 0, 5, 0, 0, 0, 2, 2, 0, 1, 0, 0x61, 2, 0, 0x62, 0x63])
-        #expect(try WireEncoder.encoded(.granted(tag: 0xFFFF_FFFF, assertionID: 1))
-            == [1, 98, 0, 0, 12, 0, 0, 0, 0xFF, 0xFF, 0xFF, 0xFF, 1, 0, 0, 0, 0, 0, 0, 0])
+        #expect(
+            try WireEncoder.encoded(.begin(tag: 0x0403_0201, extensionID: "ab"))
+                == [1, 1, 0, 0, 8, 0, 0, 0, 1, 2, 3, 4, 2, 0, 0x61, 0x62])
+        #expect(
+            try WireEncoder.encoded(.kill(tag: 1, extensionID: "x", signal: -1))
+                == [1, 4, 0, 0, 11, 0, 0, 0, 1, 0, 0, 0, 1, 0, 0x78, 0xFF, 0xFF, 0xFF, 0xFF])
+        #expect(
+            try WireEncoder.encoded(.begun(tag: 2, requestID: 0x0102_0304_0506_0708, pid: 3, hasChannel: true))
+                == [1, 32, 0, 0, 17, 0, 0, 0, 2, 0, 0, 0, 8, 7, 6, 5, 4, 3, 2, 1, 3, 0, 0, 0, 1])
+        #expect(
+            try WireEncoder.encoded(.failure(tag: 1, code: .throttled, text: "t"))
+                == [1, 34, 0, 0, 9, 0, 0, 0, 1, 0, 0, 0, 4, 0, 1, 0, 0x74])
+        #expect(
+            try WireEncoder.encoded(.json(tag: 1, final: true, chunk: [9]))
+                == [1, 35, 0, 0, 10, 0, 0, 0, 1, 0, 0, 0, 1, 1, 0, 0, 0, 9])
+        #expect(
+            try WireEncoder.encoded(.query(tag: 5, kind: .status, extensionIDs: ["a", "bc"]))
+                == [1, 3, 0, 0, 14, 0, 0, 0, 5, 0, 0, 0, 2, 2, 0, 1, 0, 0x61, 2, 0, 0x62, 0x63])
+        #expect(
+            try WireEncoder.encoded(.granted(tag: 0xFFFF_FFFF, assertionID: 1))
+                == [1, 98, 0, 0, 12, 0, 0, 0, 0xFF, 0xFF, 0xFF, 0xFF, 1, 0, 0, 0, 0, 0, 0, 0])
     }
 
     @Test func theEncoderReplacesItsPreviousMessage() throws {
@@ -70,7 +77,7 @@ struct WireRoundTripTests {
             .denied(tag: 1, reason: String(repeating: "d", count: WireLimits.maxText)),
             .interrupted(requestID: 1, reason: String(repeating: "i", count: WireLimits.maxText)),
             .json(tag: 1, final: true, chunk: [UInt8](repeating: 0x20, count: WireLimits.maxChunk)),
-            .event(json: [UInt8](repeating: 0x7B, count: WireLimits.maxChunk)),
+            .events(json: [[UInt8](repeating: 0x7B, count: WireLimits.maxChunk)]),
             .prewarm(tag: 1, extensionIDs: Array(repeating: "p", count: WireLimits.maxIdentifiers)),
         ]
         for m in messages {
@@ -103,7 +110,8 @@ struct WireEncoderLimitTests {
         #expect(encodeError(.interrupted(requestID: 1, reason: String(repeating: "r", count: 4_097))) == .fieldTooLong("reason", 4_097))
         #expect(encodeError(.failure(tag: 1, code: .badRequest, text: String(repeating: "t", count: 4_097))) == .fieldTooLong("text", 4_097))
         #expect(encodeError(.json(tag: 1, final: false, chunk: [UInt8](repeating: 0, count: 60_001))) == .fieldTooLong("chunk", 60_001))
-        #expect(encodeError(.event(json: [UInt8](repeating: 0, count: 60_001))) == .fieldTooLong("json", 60_001))
+        #expect(encodeError(.events(json: [[UInt8](repeating: 0, count: 60_001)])) == .fieldTooLong("events", 60_001))
+        #expect(encodeError(.events(json: [])) == .invalidValue("events"))
         #expect(encodeError(.query(tag: 1, kind: .list, extensionIDs: Array(repeating: "a", count: 1_025))) == .fieldTooLong("extensionIDs", 1_025))
         #expect(encodeError(.prewarm(tag: 1, extensionIDs: Array(repeating: "a", count: 1_025))) == .fieldTooLong("extensionIDs", 1_025))
         #expect(encodeError(.prewarm(tag: 1, extensionIDs: ["ok", id256])) == .fieldTooLong("extensionIDs", 256))
@@ -167,8 +175,11 @@ struct WireDecoderErrorTests {
         BadDatagram("json: chunk length", frame(kind: 35, le32(1) + [1, 0, 0]), .truncatedField("chunk")),
         BadDatagram("json: chunk bytes", frame(kind: 35, le32(1) + [1] + le32(10) + [1, 2, 3]), .truncatedField("chunk")),
         BadDatagram("interrupted: reason", frame(kind: 36, le64(1)), .truncatedField("reason")),
-        BadDatagram("event: json length", frame(kind: 37, [1, 0, 0]), .truncatedField("json")),
-        BadDatagram("event: json bytes", frame(kind: 37, le32(2) + [0x7B]), .truncatedField("json")),
+        BadDatagram("events: count", frame(kind: 43, [1]), .truncatedField("events")),
+        BadDatagram("events: json bytes", frame(kind: 43, le16(1) + le32(2) + [0x7B]), .truncatedField("events")),
+        BadDatagram("events: second json", frame(kind: 43, le16(2) + le32(1) + [0x7B] + [0, 0, 0]), .truncatedField("events")),
+        BadDatagram("events: more than the payload holds", frame(kind: 43, le16(2) + le32(0)), .truncatedField("events")),
+        BadDatagram("events: 65535", frame(kind: 43, le16(.max) + le32(0)), .truncatedField("events")),
         BadDatagram("acquire: reason", frame(kind: 65, le32(1) + le16(4) + [0x61]), .truncatedField("reason")),
         BadDatagram("release: assertionID", frame(kind: 66, [1, 2, 3]), .truncatedField("assertionID")),
         BadDatagram("expireReceived: assertionID", frame(kind: 67, []), .truncatedField("assertionID")),
@@ -190,7 +201,7 @@ struct WireDecoderErrorTests {
         BadDatagram("failure: text 4097", frame(kind: 34, le32(1) + le16(1) + le16(4_097)), .fieldTooLong("text", 4_097)),
         BadDatagram("json: chunk 60001", frame(kind: 35, le32(1) + [0] + le32(60_001)), .fieldTooLong("chunk", 60_001)),
         BadDatagram("json: chunk 4 GiB", frame(kind: 35, le32(1) + [0] + le32(.max)), .fieldTooLong("chunk", Int(UInt32.max))),
-        BadDatagram("event: json 60001", frame(kind: 37, le32(60_001)), .fieldTooLong("json", 60_001)),
+        BadDatagram("events: json 60001", frame(kind: 43, le16(1) + le32(60_001)), .fieldTooLong("events", 60_001)),
         BadDatagram("query: 1025 ids", frame(kind: 3, le32(1) + [1] + le16(1_025)), .fieldTooLong("extensionIDs", 1_025)),
         BadDatagram("prewarm: 65535 ids", frame(kind: 7, le32(1) + le16(.max)), .fieldTooLong("extensionIDs", 65_535)),
         BadDatagram("prewarm: id 256", frame(kind: 7, le32(1) + le16(1) + le16(256)), .fieldTooLong("extensionIDs", 256)),
@@ -212,6 +223,7 @@ struct WireDecoderErrorTests {
         BadDatagram("failure: code 0", frame(kind: 34, le32(1) + le16(0) + str("x")), .invalidValue("code")),
         BadDatagram("failure: code 13", frame(kind: 34, le32(1) + le16(13) + str("x")), .invalidValue("code")),
         BadDatagram("failure: code 65535", frame(kind: 34, le32(1) + le16(.max) + str("x")), .invalidValue("code")),
+        BadDatagram("events: none", frame(kind: 43, le16(0)), .invalidValue("events")),
     ]
 
     static let trailing: [BadDatagram] = [
@@ -236,7 +248,7 @@ struct WireDecoderErrorTests {
 
     @Test func oversizedDatagramsAreRefusedBeforeTheirHeaderIsRead() {
         let payload = [UInt8](repeating: 0, count: WireLimits.maxMessageSize + 1 - WireLimits.headerSize)
-        #expect(decodeError(frame(kind: 37, payload)) == .tooLarge(WireLimits.maxMessageSize + 1))
+        #expect(decodeError(frame(kind: 43, payload)) == .tooLarge(WireLimits.maxMessageSize + 1))
         #expect(decodeError([UInt8](repeating: 0xFF, count: 200_000)) == .tooLarge(200_000))
     }
 

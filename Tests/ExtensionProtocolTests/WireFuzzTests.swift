@@ -129,7 +129,7 @@ struct WireFuzzTests {
                 message = .failure(tag: tag, code: code, text: text(WireLimits.maxText))
             case 10: message = .json(tag: tag, final: Bool.random(using: &rng), chunk: bytes(3_000))
             case 11: message = .interrupted(requestID: big, reason: text(WireLimits.maxText))
-            case 12: message = .event(json: bytes(3_000))
+            case 12: message = .events(json: (0..<Int.random(in: 1...4, using: &rng)).map { _ in bytes(3_000) })
             case 13: message = .ready
             case 14: message = .acquire(tag: tag, reason: text(WireLimits.maxReason))
             case 15: message = .release(assertionID: big)

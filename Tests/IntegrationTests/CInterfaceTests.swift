@@ -11,9 +11,11 @@ struct CInterfaceTests {
     /// Compiles examples/c-extension/main.c into `directory` and returns the binary's path.
     func buildCExtension(in directory: String) throws -> String {
         let binary = directory + "/c-extension"
-        let cc = try runProgram("/usr/bin/env", [
-            "cc", "-Wall", "-Werror", Self.packageRoot + "/examples/c-extension/main.c",
-        ] + (try RuntimeC.flags()) + ["-lpthread", "-o", binary])
+        let cc = try runProgram(
+            "/usr/bin/env",
+            [
+                "cc", "-Wall", "-Werror", Self.packageRoot + "/examples/c-extension/main.c",
+            ] + (try RuntimeC.flags()) + ["-lpthread", "-o", binary])
         try #require(cc.status == 0, "cc failed: \(cc.err)")
         return binary
     }
@@ -24,7 +26,7 @@ struct CInterfaceTests {
         let binary = try buildCExtension(in: directory)
         let state = directory + "/state.txt"
         let daemon = try TestDaemon(manifests: [
-            "c.json": ["id": "org.example.c", "executable": binary, "environment": ["C_EXTENSION_STATE": state]],
+            "c.json": ["id": "org.example.c", "executable": binary, "environment": ["C_EXTENSION_STATE": state]]
         ])
         try daemon.start()
         let host = try daemon.host()
@@ -66,7 +68,7 @@ struct CInterfaceTests {
                     "EXTENSION_RUNTIME_LIB": try RuntimeC.library(),
                     "PYTHONPATH": Self.packageRoot + "/bindings/python/src",
                 ],
-            ],
+            ]
         ])
         try daemon.start()
         let host = try daemon.host()

@@ -12,7 +12,8 @@ struct CRuntimeTests {
     /// Compiles the C files `sources` (package-relative) with `arguments` into `directory`.
     func compile(_ sources: [String], _ arguments: [String], into directory: String, named name: String) throws -> String {
         let binary = directory + "/" + name
-        let cc = try runProgram("/usr/bin/env", ["cc", "-Wall", "-Werror"] + sources.map { Self.packageRoot + "/" + $0 } + arguments + ["-lpthread", "-o", binary])
+        let cc = try runProgram(
+            "/usr/bin/env", ["cc", "-Wall", "-Werror"] + sources.map { Self.packageRoot + "/" + $0 } + arguments + ["-lpthread", "-o", binary])
         try #require(cc.status == 0, "cc failed: \(cc.err)")
         return binary
     }
@@ -63,20 +64,22 @@ struct CRuntimeTests {
     /// The library exports exactly the functions the header declares, under one version node.
     @Test func theLibraryExportsExactlyTheHeadersFunctions() throws {
         let header = try String(contentsOfFile: Self.packageRoot + "/include/extension_runtime.h", encoding: .utf8)
-        let declared = Set(header.split(separator: "\n").compactMap { line -> String? in
-            guard !line.hasPrefix(" "), !line.hasPrefix("typedef"), let open = line.firstIndex(of: "(") else { return nil }
-            let before = line[..<open].split(whereSeparator: { $0 == " " || $0 == "*" })
-            guard let name = before.last, name.hasPrefix("ext_") else { return nil }
-            return String(name)
-        })
+        let declared = Set(
+            header.split(separator: "\n").compactMap { line -> String? in
+                guard !line.hasPrefix(" "), !line.hasPrefix("typedef"), let open = line.firstIndex(of: "(") else { return nil }
+                let before = line[..<open].split(whereSeparator: { $0 == " " || $0 == "*" })
+                guard let name = before.last, name.hasPrefix("ext_") else { return nil }
+                return String(name)
+            })
         #expect(declared.contains("ext_shared_container_path") && declared.contains("ext_container_path") && declared.count == 11, "\(declared.sorted())")
         let nm = try runProgram("/usr/bin/env", ["nm", "-D", "--defined-only", try RuntimeC.library()])
         try #require(nm.status == 0, "\(nm.err)")
-        let exported = Set(nm.out.split(separator: "\n").compactMap { line -> String? in
-            let words = line.split(separator: " ")
-            guard words.count == 3, words[1] == "T" else { return nil }
-            return String(words[2].split(separator: "@").first!)
-        })
+        let exported = Set(
+            nm.out.split(separator: "\n").compactMap { line -> String? in
+                let words = line.split(separator: " ")
+                guard words.count == 3, words[1] == "T" else { return nil }
+                return String(words[2].split(separator: "@").first!)
+            })
         #expect(exported == declared)
         let soname = try runProgram("/usr/bin/env", ["readelf", "-d", try RuntimeC.library()])
         #expect(soname.out.contains("[libExtensionRuntimeC.so.0]"))
@@ -91,27 +94,28 @@ struct CRuntimeTests {
         let probe = try compile(["Tests/Fixtures/c-runtime-probe/main.c"], try RuntimeC.flags(), into: directory, named: "probe")
         let r = try runProgram(probe, ["unsupervised"])
         #expect(r.status == 0)
-        #expect(r.out == """
-            supervised 0
-            start 1
-            activity-null-reason 1
-            activity-empty-reason 1
-            activity-null-block 1
-            activity 0
-            denied calls 1 expired 1 cleanups 1
-            observe-bad-name 1
-            observe 1
-            on-refresh-null 1
-            on-refresh 1
-            refresh-complete-bad 1
-            refresh-complete 1
-            complete-null 1
-            complete-too-large 1
-            complete 1
-            cancel-null 1
-            cancel 1
+        #expect(
+            r.out == """
+                supervised 0
+                start 1
+                activity-null-reason 1
+                activity-empty-reason 1
+                activity-null-block 1
+                activity 0
+                denied calls 1 expired 1 cleanups 1
+                observe-bad-name 1
+                observe 1
+                on-refresh-null 1
+                on-refresh 1
+                refresh-complete-bad 1
+                refresh-complete 1
+                complete-null 1
+                complete-too-large 1
+                complete 1
+                cancel-null 1
+                cancel 1
 
-            """)
+                """)
     }
 
     /// ext_shared_container_path reads EXTENSION_SHARED_CONTAINER_<NAME>: the group upper-cased,
@@ -120,7 +124,8 @@ struct CRuntimeTests {
         let directory = try TestDaemon.makeTemporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let probe = try compile(["Tests/Fixtures/c-runtime-probe/main.c"], try RuntimeC.flags(), into: directory, named: "probe")
-        let set = try runProgram("/usr/bin/env", ["EXTENSION_SHARED_CONTAINER_GROUP_COM_EXAMPLE_NOTES_2=/srv/shared", probe, "container", "group.com.example-notes/2"])
+        let set = try runProgram(
+            "/usr/bin/env", ["EXTENSION_SHARED_CONTAINER_GROUP_COM_EXAMPLE_NOTES_2=/srv/shared", probe, "container", "group.com.example-notes/2"])
         #expect(set.out == "/srv/shared\n")
         let unset = try runProgram("/usr/bin/env", ["-u", "EXTENSION_SHARED_CONTAINER_GROUP_COM_EXAMPLE", probe, "container", "group.com.example"])
         #expect(unset.out == "(none)\n")
@@ -133,7 +138,8 @@ struct CRuntimeTests {
     @Test func theCCodecAgreesWithTheSwiftReference() throws {
         let directory = try TestDaemon.makeTemporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: directory) }
-        let filter = try compile(["Tests/Fixtures/c-wire/main.c", "runtime-c/wire.c"], ["-I", Self.packageRoot + "/runtime-c"], into: directory, named: "c-wire")
+        let filter = try compile(
+            ["Tests/Fixtures/c-wire/main.c", "runtime-c/wire.c"], ["-I", Self.packageRoot + "/runtime-c"], into: directory, named: "c-wire")
 
         let text = "é€𝄞 ok"
         func sized(_ n: Int) -> String { String(repeating: "a", count: n) }

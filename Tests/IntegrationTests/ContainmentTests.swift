@@ -109,9 +109,11 @@ struct ContainmentTests {
             while True:
                 signal.pause()
             """
-        let daemon = try TestDaemon(manifests: ["e.json": [
-            "id": Self.id, "point": "widget", "executable": "/usr/bin/python3", "readiness": "exec", "arguments": ["-c", script],
-        ]])
+        let daemon = try TestDaemon(manifests: [
+            "e.json": [
+                "id": Self.id, "point": "widget", "executable": "/usr/bin/python3", "readiness": "exec", "arguments": ["-c", script],
+            ]
+        ])
         try daemon.start()
         let host = try daemon.host()
         let first = try host.begin(Self.id)
@@ -138,7 +140,9 @@ struct ContainmentTests {
         try host.dismiss(second)
         try daemon.events.wait("suspend", of: Self.id, after: mark)
         #expect(isStoppedOrStopPending(first.pid))
-        #expect(isStoppedOrStopPending(helperPID), "the helper outside the leader's process group is stopped before suspend (state \(processState(helperPID).map(String.init) ?? "gone"))")
+        #expect(
+            isStoppedOrStopPending(helperPID),
+            "the helper outside the leader's process group is stopped before suspend (state \(processState(helperPID).map(String.init) ?? "gone"))")
 
         mark = daemon.events.count
         let third = try host.begin(Self.id)
@@ -180,8 +184,10 @@ struct ContainmentTests {
     }
 
     @Test func descendantsOfAnExitedLeaderAreEnded() throws {
-        let daemon = try TestDaemon(manifests: ["e.json": Self.manifest(
-            suspend: "stop", policy: ["suspend": "never"], script: "setsid sleep 100021 & sleep 0.2; exit 0")])
+        let daemon = try TestDaemon(manifests: [
+            "e.json": Self.manifest(
+                suspend: "stop", policy: ["suspend": "never"], script: "setsid sleep 100021 & sleep 0.2; exit 0")
+        ])
         try daemon.start()
         let host = try daemon.host()
         _ = try host.begin(Self.id)
@@ -213,15 +219,18 @@ struct ContainmentTests {
     /// mount is read-only), the daemon supervises process groups and says so.
     @Test func withoutAWritableCgroupTheDaemonFallsBackToProcessGroups() throws {
         let mountinfo = try String(contentsOfFile: "/proc/self/mountinfo", encoding: .utf8)
-        let mount = try #require(mountinfo.split(separator: "\n").compactMap { line -> String? in
-            let f = line.split(separator: " ")
-            guard let dash = f.firstIndex(of: "-"), dash + 1 < f.count, f[dash + 1] == "cgroup2" else { return nil }
-            return String(f[4])
-        }.first, "a cgroup2 mount")
+        let mount = try #require(
+            mountinfo.split(separator: "\n").compactMap { line -> String? in
+                let f = line.split(separator: " ")
+                guard let dash = f.firstIndex(of: "-"), dash + 1 < f.count, f[dash + 1] == "cgroup2" else { return nil }
+                return String(f[4])
+            }.first, "a cgroup2 mount")
         let daemon = try TestDaemon(manifests: [
             "e.json": Self.manifest(suspend: "stop", script: "sleep 100023 & wait"),
-            "f.json": ["id": "org.example.frozen", "point": "widget", "executable": "/bin/sh", "readiness": "exec",
-                       "arguments": ["-c", "sleep 100021"], "policy": ["suspend": "freeze"]],
+            "f.json": [
+                "id": "org.example.frozen", "point": "widget", "executable": "/bin/sh", "readiness": "exec",
+                "arguments": ["-c", "sleep 100021"], "policy": ["suspend": "freeze"],
+            ],
         ])
         let notify = try NotifySocket(path: daemon.directory + "/notify.sock")
         defer { notify.close() }

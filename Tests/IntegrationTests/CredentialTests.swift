@@ -121,8 +121,10 @@ struct CredentialTests {
         try refused.start()
         let list = try refused.extctl(["list"])
         #expect(!list.out.contains("org.example.root"))
-        #expect(refused.log().contains(
-            "root.json: field 'user': runs as root, which the configuration does not allow (set \"allowRootExtensions\": true in the daemon's configuration file)"))
+        #expect(
+            refused.log().contains(
+                "root.json: field 'user': runs as root, which the configuration does not allow (set \"allowRootExtensions\": true in the daemon's configuration file)"
+            ))
         #expect(refused.stop() == 0)
 
         let allowed = try TestDaemon(manifests: ["root.json": root], config: ["allowRootExtensions": true], extensionsAsRoot: false)
@@ -280,8 +282,9 @@ struct SessionCredentialTests {
             ], extensionsAsRoot: false)
         try daemon.startAsNobody()
         let file = daemon.extensionsDirectory + "/other.json"
-        #expect(daemon.log().contains(
-            "\(file): field 'user': asks for user 'root' (uid 0), but this daemon runs as uid 65534 and is not root: it runs extensions as itself only"),
+        #expect(
+            daemon.log().contains(
+                "\(file): field 'user': asks for user 'root' (uid 0), but this daemon runs as uid 65534 and is not root: it runs extensions as itself only"),
             "\(daemon.log())")
         let list = try daemon.extctl(["list"])
         #expect(!list.out.contains("org.example.other"))

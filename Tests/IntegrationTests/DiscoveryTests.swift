@@ -17,14 +17,16 @@ import Testing
         return TestDaemon.testExtension(id, extra: extra)
     }
 
-    static func manifests() -> [String: [String: Any]] { [
-        "a.json": share("com.example.a.notes", ["urls": 1, "images": 3, "text": true], name: "Notes"),
-        "b.json": share("com.example.b.links", ["urls": 1]),
-        "c.json": share("com.example.c.private", ["urls": 1, "images": 3], name: "Private", hosts: []),
-        "d.json": share("com.example.d.byid", nil),
-        "e.json": TestDaemon.testExtension("com.example.e.widget", extra: ["activation": ["urls": 5], "hosts": ["uids": [stranger]]]),
-        "f.json": share("com.example.f.pdf", ["contentTypes": [["type": "application/pdf", "max": 2]]]),
-    ] }
+    static func manifests() -> [String: [String: Any]] {
+        [
+            "a.json": share("com.example.a.notes", ["urls": 1, "images": 3, "text": true], name: "Notes"),
+            "b.json": share("com.example.b.links", ["urls": 1]),
+            "c.json": share("com.example.c.private", ["urls": 1, "images": 3], name: "Private", hosts: []),
+            "d.json": share("com.example.d.byid", nil),
+            "e.json": TestDaemon.testExtension("com.example.e.widget", extra: ["activation": ["urls": 5], "hosts": ["uids": [stranger]]]),
+            "f.json": share("com.example.f.pdf", ["contentTypes": [["type": "application/pdf", "max": 2]]]),
+        ]
+    }
 
     /// extctl run as uid `stranger` (group root, so it can reach the 0660 socket), or as root.
     func extctl(_ daemon: TestDaemon, _ arguments: [String], asStranger: Bool) throws -> (status: Int32, out: String, err: String) {
@@ -58,10 +60,12 @@ import Testing
         #expect(first["point"] as? String == "share")
 
         // One URL: b also matches; a PDF: only f; a point without content: every one it may open.
-        #expect(try ids(try extctl(daemon, ["list", "--point", "share", "--content", "url=1", "--json"], asStranger: true).out)
+        #expect(
+            try ids(try extctl(daemon, ["list", "--point", "share", "--content", "url=1", "--json"], asStranger: true).out)
                 == ["com.example.a.notes", "com.example.b.links"])
         #expect(try ids(try extctl(daemon, ["list", "--content", "application/pdf=2", "--json"], asStranger: true).out) == ["com.example.f.pdf"])
-        #expect(try ids(try extctl(daemon, ["list", "--point", "share", "--json"], asStranger: true).out)
+        #expect(
+            try ids(try extctl(daemon, ["list", "--point", "share", "--json"], asStranger: true).out)
                 == ["com.example.a.notes", "com.example.b.links", "com.example.d.byid", "com.example.f.pdf"])
         #expect(try ids(try extctl(daemon, ["list", "--content", "url=2", "--json"], asStranger: true).out) == ["com.example.e.widget"])
 
@@ -81,10 +85,11 @@ import Testing
         let host = try daemon.host()
         defer { host.close() }
         let found = try host.extensions(point: "share", content: try ActivationContent(["url": 1, "image": 3]))
-        #expect(found == [
-            DiscoveredExtension(id: "com.example.a.notes", point: "share", displayName: "Notes"),
-            DiscoveredExtension(id: "com.example.c.private", point: "share", displayName: "Private"),
-        ])
+        #expect(
+            found == [
+                DiscoveredExtension(id: "com.example.a.notes", point: "share", displayName: "Notes"),
+                DiscoveredExtension(id: "com.example.c.private", point: "share", displayName: "Private"),
+            ])
         // A discovered extension opens by its id.
         let session = try host.begin(found[0].id)
         try host.dismiss(session)

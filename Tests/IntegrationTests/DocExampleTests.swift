@@ -16,10 +16,12 @@ import Testing
                 "id": "org.example.sleeper", "executable": "/bin/sleep", "arguments": ["infinity"], "readiness": "exec",
                 "policy": ["suspend": "never"],
             ],
-            "notes-share.json": TestDaemon.testExtension("com.example.notes.share", extra: [
-                "point": "share", "displayName": "Notes",
-                "activation": ["text": true, "urls": 1, "images": 3, "contentTypes": [["type": "application/pdf", "max": 1]]],
-            ]),
+            "notes-share.json": TestDaemon.testExtension(
+                "com.example.notes.share",
+                extra: [
+                    "point": "share", "displayName": "Notes",
+                    "activation": ["text": true, "urls": 1, "images": 3, "contentTypes": [["type": "application/pdf", "max": 1]]],
+                ]),
             "stocks-widget.json": [
                 "id": "com.example.stocks.widget", "point": "widget", "executable": BuildProducts.path("stocks-widget"),
             ],
@@ -48,7 +50,9 @@ import Testing
     /// `…` alone is any number of lines, `…` in a line any text, `<PID>` a process id,
     /// `<TIME>` an ISO 8601 time, `<N>` a number; a run of spaces matches any run of spaces.
     static func pattern(_ expected: [String]) -> String {
-        let placeholders = [("<PID>", "[0-9]+"), ("<TIME>", "[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\\.[0-9]{3}Z"), ("<N>", "[0-9]+(?:\\.[0-9]+)?"), ("…", ".*?")]
+        let placeholders = [
+            ("<PID>", "[0-9]+"), ("<TIME>", "[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\\.[0-9]{3}Z"), ("<N>", "[0-9]+(?:\\.[0-9]+)?"), ("…", ".*?"),
+        ]
         var regex = "^"
         for line in expected {
             if line == "…" { regex += "(?:.*\\n)*?"; continue }
@@ -104,7 +108,9 @@ import Testing
             // stdout and stderr in one pipe, in the order written, as a terminal shows them.
             let r = try runProgram("/usr/bin/env", ["-i"] + environment + ["/bin/bash", "-c", "cd '\(scratch)' && exec 2>&1 && " + step.command])
             let output = r.out + r.err
-            #expect(try matches(output, step.expected), "\(block): `$ \(step.command)` printed\n\(output)\nwhere the doc shows\n\(step.expected.joined(separator: "\n"))")
+            #expect(
+                try matches(output, step.expected),
+                "\(block): `$ \(step.command)` printed\n\(output)\nwhere the doc shows\n\(step.expected.joined(separator: "\n"))")
         }
     }
 

@@ -113,7 +113,7 @@ import Testing
     @Test func ctrlCBeforeTheRequestIsBegunExitsAtOnce() throws {
         let slow = "org.example.slow"
         let daemon = try TestDaemon(manifests: [
-            "slow.json": TestDaemon.testExtension(slow, arguments: ["--never-ready"], policy: ["launchTimeoutSeconds": 30]),
+            "slow.json": TestDaemon.testExtension(slow, arguments: ["--never-ready"], policy: ["launchTimeoutSeconds": 30])
         ])
         try daemon.start()
         let run = try TerminalRun([Self.extctl, "open", "--socket", daemon.socketPath, slow], marker: nil)
@@ -206,7 +206,7 @@ import Testing
     @Test func openTimeoutIsFractionalValidatedAndNamesWhoDidNotAnswer() throws {
         let slow = "org.example.slow"
         let daemon = try TestDaemon(manifests: [
-            "slow.json": TestDaemon.testExtension(slow, arguments: ["--never-ready"], policy: ["launchTimeoutSeconds": 30]),
+            "slow.json": TestDaemon.testExtension(slow, arguments: ["--never-ready"], policy: ["launchTimeoutSeconds": 30])
         ])
         try daemon.start()
         for value in ["0", "-1", "-0.5", "nan"] {

@@ -10,8 +10,8 @@ struct FaultTests {
 
     func daemonRSS(_ daemon: TestDaemon) -> Int {
         guard let pid = daemon.process?.processIdentifier,
-              let text = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8),
-              let line = text.split(separator: "\n").first(where: { $0.hasPrefix("VmRSS:") })
+            let text = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8),
+            let line = text.split(separator: "\n").first(where: { $0.hasPrefix("VmRSS:") })
         else { return 0 }
         return Int(line.split(separator: " ").dropFirst().first ?? "0") ?? 0  // kB
     }
@@ -175,7 +175,7 @@ struct FaultTests {
     @Test(arguments: [false, true])
     func anExtensionProcessUsesTheControlSocketOnlyWhenItsManifestAllows(hostAccess: Bool) throws {
         let daemon = try TestDaemon(manifests: [
-            "f.json": TestDaemon.testExtension(Self.id, extra: hostAccess ? ["hostAccess": true] : [:]),
+            "f.json": TestDaemon.testExtension(Self.id, extra: hostAccess ? ["hostAccess": true] : [:])
         ])
         try daemon.start()
         let host = try daemon.host()

@@ -166,7 +166,9 @@ struct LifecycleTests {
     }
 
     @Test func launchTimeoutKillsAndReportsToTheHost() throws {
-        let daemon = try TestDaemon(manifests: ["test.json": TestDaemon.testExtension(Self.id, arguments: ["--never-ready"], policy: ["launchTimeoutSeconds": 0.5])])
+        let daemon = try TestDaemon(manifests: [
+            "test.json": TestDaemon.testExtension(Self.id, arguments: ["--never-ready"], policy: ["launchTimeoutSeconds": 0.5])
+        ])
         try daemon.start()
         let host = try daemon.host()
         let started = Date()
@@ -201,10 +203,11 @@ struct LifecycleTests {
     }
 
     @Test func sigtermOfTheDaemonEndsEveryExtensionAndExitsZero() throws {
-        let daemon = try TestDaemon(manifests: [
-            "a.json": TestDaemon.testExtension("com.example.a"),
-            "b.json": TestDaemon.testExtension("com.example.b", arguments: ["--ignore-term"]),
-        ], config: ["limits": ["terminateGraceSeconds": 1]])
+        let daemon = try TestDaemon(
+            manifests: [
+                "a.json": TestDaemon.testExtension("com.example.a"),
+                "b.json": TestDaemon.testExtension("com.example.b", arguments: ["--ignore-term"]),
+            ], config: ["limits": ["terminateGraceSeconds": 1]])
         try daemon.start()
         let host = try daemon.host()
         let a = try host.begin("com.example.a")

@@ -21,7 +21,8 @@ struct LoadTests {
 
     func rssKilobytes(_ pid: Int32) -> Int {
         guard let text = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8),
-              let line = text.split(separator: "\n").first(where: { $0.hasPrefix("VmRSS:") }) else { return 0 }
+            let line = text.split(separator: "\n").first(where: { $0.hasPrefix("VmRSS:") })
+        else { return 0 }
         return Int(line.split(separator: " ").dropFirst().first ?? "0") ?? 0
     }
 
@@ -101,8 +102,9 @@ struct LoadTests {
         // each is suspended (or, holding nothing, on its way there), never left running.
         try eventually("every extension is suspended", timeout: 20) {
             guard let out = try? daemon.extctl(["list", "--json"]).out,
-                  let doc = try? JSONSerialization.jsonObject(with: Data(out.utf8)) as? [String: Any],
-                  let list = doc["extensions"] as? [[String: Any]] else { return false }
+                let doc = try? JSONSerialization.jsonObject(with: Data(out.utf8)) as? [String: Any],
+                let list = doc["extensions"] as? [[String: Any]]
+            else { return false }
             return list.count == extensionCount && list.allSatisfy { $0["state"] as? String == "suspended" && $0["requests"] as? Int == 0 }
         }
         // Nothing is stopped that should not be: every stopped process belongs to a suspended extension.
@@ -116,8 +118,9 @@ struct LoadTests {
         }
         let after = rssKilobytes(daemonPID)
         #expect(after < baseline + 16_384, "daemon RSS \(after) kB after the load, baseline \(baseline) kB")
-        print("load: \(hostCount) hosts, \(extensionCount) extensions, \(Int(seconds)) s: \(result.requests) requests "
-              + "(\(Int(Double(result.requests) / seconds))/s), \(result.assertions) assertions, \(result.failures.count) failures; "
-              + "daemon RSS \(baseline) kB before, \(after) kB after")
+        print(
+            "load: \(hostCount) hosts, \(extensionCount) extensions, \(Int(seconds)) s: \(result.requests) requests "
+                + "(\(Int(Double(result.requests) / seconds))/s), \(result.assertions) assertions, \(result.failures.count) failures; "
+                + "daemon RSS \(baseline) kB before, \(after) kB after")
     }
 }

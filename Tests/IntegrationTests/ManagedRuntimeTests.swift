@@ -23,7 +23,8 @@ struct ManagedRuntimeTests {
     static let bridge: Result<String, HarnessError> = Result(catching: {
         let binary = ReachableCopies.directory + "/runtime-bridge"
         let sources = ["Tests/Fixtures/runtime-bridge/main.c", "runtime-c/runtime.c", "runtime-c/wire.c"].map { packageRoot + "/" + $0 }
-        let cc = try runProgram("/usr/bin/env", ["cc", "-std=gnu11", "-Wall", "-Werror", "-I", packageRoot + "/include"] + sources + ["-lpthread", "-o", binary])
+        let cc = try runProgram(
+            "/usr/bin/env", ["cc", "-std=gnu11", "-Wall", "-Werror", "-I", packageRoot + "/include"] + sources + ["-lpthread", "-o", binary])
         guard cc.status == 0 else { throw HarnessError("cc failed: \(cc.err)") }
         return binary
     }).mapError { ($0 as? HarnessError) ?? HarnessError("\($0)") }
@@ -73,7 +74,7 @@ struct ManagedRuntimeTests {
         let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task")) ?? []
         return tasks.compactMap { tid in
             guard let stat = try? String(contentsOfFile: "/proc/\(pid)/task/\(tid)/stat", encoding: .utf8),
-                  let close = stat.lastIndex(of: ")")
+                let close = stat.lastIndex(of: ")")
             else { return nil }
             return stat[stat.index(close, offsetBy: 2)...].first
         }
@@ -83,7 +84,7 @@ struct ManagedRuntimeTests {
     /// under the v1 memory mount), or nil.
     static func memoryCgroupV1(_ pid: Int32) -> String? {
         guard let text = try? String(contentsOfFile: "/proc/\(pid)/cgroup", encoding: .utf8),
-              let line = text.split(separator: "\n").first(where: { $0.split(separator: ":")[1].split(separator: ",").contains("memory") })
+            let line = text.split(separator: "\n").first(where: { $0.split(separator: ":")[1].split(separator: ",").contains("memory") })
         else { return nil }
         return "/sys/fs/cgroup/memory" + line.split(separator: ":", maxSplits: 2)[2]
     }

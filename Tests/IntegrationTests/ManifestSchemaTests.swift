@@ -49,7 +49,8 @@ import Testing
                 for (i, example) in (property["examples"] as? [Any] ?? []).enumerated() {
                     var manifest: [String: Any] = ["id": "org.example.schema", "executable": "/bin/true"]
                     if path.isEmpty { manifest[key] = example } else { manifest[path[0]] = [key: example] }
-                    samples.append(Sample(origin: "schema \((path + [key]).joined(separator: ".")) examples[\(i)]", json: try json(manifest), expectValid: true))
+                    samples.append(
+                        Sample(origin: "schema \((path + [key]).joined(separator: ".")) examples[\(i)]", json: try json(manifest), expectValid: true))
                 }
                 if path.isEmpty, let nested = property["properties"] as? [String: Any] { try walk(nested, path: [key]) }
             }
@@ -101,8 +102,9 @@ import Testing
         let verdicts = try schemaVerdicts(samples.map(\.json))
         for (sample, schemaError) in zip(samples, verdicts) {
             let parserError = parserVerdict(sample.json)
-            #expect((parserError == nil) == (schemaError == nil),
-                    "\(sample): the parser says \(parserError ?? "valid"), the schema says \(schemaError ?? "valid")\n\(sample.json)")
+            #expect(
+                (parserError == nil) == (schemaError == nil),
+                "\(sample): the parser says \(parserError ?? "valid"), the schema says \(schemaError ?? "valid")\n\(sample.json)")
             if let want = sample.expectValid {
                 #expect((parserError == nil) == want, "\(sample) is marked \(want ? "valid" : "invalid"): the parser says \(parserError ?? "valid")")
             }
@@ -132,7 +134,9 @@ import Testing
             Sample(origin: "policy.refresh with exec", json: "{\(base), \"readiness\": \"exec\", \"policy\": {\"refresh\": {}}}", expectValid: nil),
             Sample(origin: "policy.refresh over budget", json: "{\(base), \"policy\": {\"refresh\": {\"dailyBudget\": 1441}}}", expectValid: false),
         ]
-        #expect(Self.parserVerdict(samples[1].json) == "example.json: field 'policy.refresh': needs readiness 'runtime': an 'exec' extension has no runtime channel to be refreshed through")
+        #expect(
+            Self.parserVerdict(samples[1].json)
+                == "example.json: field 'policy.refresh': needs readiness 'runtime': an 'exec' extension has no runtime channel to be refreshed through")
         try Self.check([samples[0], samples[2]])
     }
 }

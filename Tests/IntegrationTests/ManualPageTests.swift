@@ -9,7 +9,8 @@ import Testing
 
     /// `MANWIDTH=80 man --warnings -l FILE` renders each page with no warning at all.
     @Test(arguments: pages) func eachPageRendersWithoutWarnings(page: String) throws {
-        let r = try runProgram("/usr/bin/env", ["MANWIDTH=80", "LC_ALL=C.UTF-8", "MAN_KEEP_FORMATTING=", "man", "--warnings", "-l", Self.packageRoot + "/man/" + page])
+        let r = try runProgram(
+            "/usr/bin/env", ["MANWIDTH=80", "LC_ALL=C.UTF-8", "MAN_KEEP_FORMATTING=", "man", "--warnings", "-l", Self.packageRoot + "/man/" + page])
         #expect(r.status == 0)
         #expect(r.err == "", "\(page): \(r.err)")
         #expect(r.out.count > 2000, "\(page) renders its content")
@@ -63,7 +64,8 @@ import Testing
     @Test func installPutsPagesAndCompletionsInTheStandardDirectories() throws {
         let destdir = try TestDaemon.makeTemporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: destdir) }
-        let install = try runProgram("/bin/bash", [Self.packageRoot + "/scripts/install.sh", "--from", BuildProducts.directory, "--destdir", destdir, "--prefix", "/usr"])
+        let install = try runProgram(
+            "/bin/bash", [Self.packageRoot + "/scripts/install.sh", "--from", BuildProducts.directory, "--destdir", destdir, "--prefix", "/usr"])
         try #require(install.status == 0, "\(install.err)\(install.out)")
         let root = destdir + "/usr"
         for (name, section) in [("extensiond", "8"), ("extctl", "1"), ("extensiond.conf", "5"), ("extensiond-manifest", "5")] {
@@ -72,7 +74,10 @@ import Testing
             let rendered = try runProgram("/usr/bin/env", ["MANWIDTH=80", "LC_ALL=C.UTF-8", "man", "--warnings", "-M", root + "/share/man", section, name])
             #expect(rendered.status == 0 && rendered.err == "", "\(name)(\(section)): \(rendered.err)")
         }
-        for (shell, path) in [("bash", "share/bash-completion/completions/extctl"), ("zsh", "share/zsh/site-functions/_extctl"), ("fish", "share/fish/vendor_completions.d/extctl.fish")] {
+        for (shell, path) in [
+            ("bash", "share/bash-completion/completions/extctl"), ("zsh", "share/zsh/site-functions/_extctl"),
+            ("fish", "share/fish/vendor_completions.d/extctl.fish"),
+        ] {
             let generated = try runProgram(BuildProducts.path("extctl"), ["--generate-completion-script", shell])
             let installed = try String(contentsOfFile: root + "/" + path, encoding: .utf8)
             #expect(installed == generated.out && !installed.isEmpty, "\(path)")
@@ -92,11 +97,13 @@ import Testing
         try daemon.start()
         let extctl = BuildProducts.path("extctl")
         for command in ["status", "kill", "open", "prewarm", "refresh"] {
-            let r = try runProgram(extctl, ["---completion", command, "--", "positional@0", "4", "6", "extctl", command, "--socket", daemon.socketPath, "org.ex"])
+            let r = try runProgram(
+                extctl, ["---completion", command, "--", "positional@0", "4", "6", "extctl", command, "--socket", daemon.socketPath, "org.ex"])
             #expect(r.status == 0, "\(r.err)")
             #expect(r.out == "org.example.alpha\norg.example.beta\n", "\(command): \(r.out)")
         }
-        let none = try runProgram(extctl, ["---completion", "status", "--", "positional@0", "4", "0", "extctl", "status", "--socket", daemon.directory + "/absent.sock", ""])
+        let none = try runProgram(
+            extctl, ["---completion", "status", "--", "positional@0", "4", "0", "extctl", "status", "--socket", daemon.directory + "/absent.sock", ""])
         #expect(none.status == 0 && none.out == "" && none.err == "", "\(none.out)\(none.err)")
     }
 }

@@ -28,42 +28,54 @@ struct PythonPackageTests {
 
     @Test func pipInstallsThePackageIntoAFreshVirtualEnvironment() throws {
         let python = try python()
-        let r = try runProgram(python, ["-c", """
-            import extension_runtime, os
-            print(os.path.exists(os.path.join(os.path.dirname(extension_runtime.__file__), "py.typed")))
-            print(extension_runtime.__file__.startswith(os.environ.get("VIRTUAL_ENV", "") or os.path.dirname(os.path.dirname(__import__("sys").executable))))
-            """])
+        let r = try runProgram(
+            python,
+            [
+                "-c",
+                """
+                import extension_runtime, os
+                print(os.path.exists(os.path.join(os.path.dirname(extension_runtime.__file__), "py.typed")))
+                print(extension_runtime.__file__.startswith(os.environ.get("VIRTUAL_ENV", "") or os.path.dirname(os.path.dirname(__import__("sys").executable))))
+                """,
+            ])
         #expect(r.status == 0, "\(r.err)")
         #expect(r.out == "True\nTrue\n")
     }
 
     /// Every public name has a docstring, and every public function and method is annotated.
     @Test func everyPublicNameIsDocumentedAndTyped() throws {
-        let r = try runProgram(try python(), ["-c", """
-            import inspect, extension_runtime as rt
-            missing = []
-            for name in rt.__all__:
-                obj = getattr(rt, name)
-                if not isinstance(obj, (int, str)) and not (obj.__doc__ or "").strip():
-                    missing.append(name)
-                members = [(name + "." + n, m) for n, m in vars(obj).items() if not n.startswith("_")] if inspect.isclass(obj) and obj.__module__ == rt.__name__ else []
-                for qualified, m in members + [(name, obj)]:
-                    f = m.fget if isinstance(m, property) else m
-                    if inspect.isfunction(f):
-                        if not (f.__doc__ or "").strip():
-                            missing.append(qualified)
-                        if "return" not in f.__annotations__:
-                            missing.append(qualified + " (annotations)")
-            print(" ".join(missing) or "ok")
-            """])
+        let r = try runProgram(
+            try python(),
+            [
+                "-c",
+                """
+                import inspect, extension_runtime as rt
+                missing = []
+                for name in rt.__all__:
+                    obj = getattr(rt, name)
+                    if not isinstance(obj, (int, str)) and not (obj.__doc__ or "").strip():
+                        missing.append(name)
+                    members = [(name + "." + n, m) for n, m in vars(obj).items() if not n.startswith("_")] if inspect.isclass(obj) and obj.__module__ == rt.__name__ else []
+                    for qualified, m in members + [(name, obj)]:
+                        f = m.fget if isinstance(m, property) else m
+                        if inspect.isfunction(f):
+                            if not (f.__doc__ or "").strip():
+                                missing.append(qualified)
+                            if "return" not in f.__annotations__:
+                                missing.append(qualified + " (annotations)")
+                print(" ".join(missing) or "ok")
+                """,
+            ])
         #expect(r.status == 0, "\(r.err)")
         #expect(r.out == "ok\n")
     }
 
     @Test func withoutExtensiondTheExampleSaysSo() throws {
-        let r = try runProgram("/usr/bin/env", [
-            "EXTENSION_RUNTIME_LIB=" + (try RuntimeC.library()), try python(), Self.packageRoot + "/examples/python-extension/extension.py",
-        ])
+        let r = try runProgram(
+            "/usr/bin/env",
+            [
+                "EXTENSION_RUNTIME_LIB=" + (try RuntimeC.library()), try python(), Self.packageRoot + "/examples/python-extension/extension.py",
+            ])
         #expect(r.status == 1)
         #expect(r.err == "python-extension: not launched by extensiond\n")
     }
@@ -71,18 +83,23 @@ struct PythonPackageTests {
     /// Without extensiond an activity is denied: `fn(True)` once, at once; the context manager's
     /// body runs with `granted` False and `expired` True.
     @Test func withoutExtensiondActivitiesAreDenied() throws {
-        let r = try runProgram("/usr/bin/env", ["EXTENSION_RUNTIME_LIB=" + (try RuntimeC.library()), try python(), "-c", """
-            import threading, extension_runtime as rt
-            calls, done = [], threading.Event()
-            rt.perform_expiring_activity("x", lambda expired: (calls.append(expired), done.set()))
-            done.wait(10)
-            with rt.expiring_activity("y") as activity:
-                print(calls, activity.granted, activity.expired)
-            try:
-                rt.perform_expiring_activity("", lambda expired: None)
-            except ValueError as e:
-                print(e)
-            """])
+        let r = try runProgram(
+            "/usr/bin/env",
+            [
+                "EXTENSION_RUNTIME_LIB=" + (try RuntimeC.library()), try python(), "-c",
+                """
+                import threading, extension_runtime as rt
+                calls, done = [], threading.Event()
+                rt.perform_expiring_activity("x", lambda expired: (calls.append(expired), done.set()))
+                done.wait(10)
+                with rt.expiring_activity("y") as activity:
+                    print(calls, activity.granted, activity.expired)
+                try:
+                    rt.perform_expiring_activity("", lambda expired: None)
+                except ValueError as e:
+                    print(e)
+                """,
+            ])
         #expect(r.status == 0, "\(r.err)")
         #expect(r.out == "[True] False True\nperform_expiring_activity: the reason must not be empty\n")
     }
@@ -95,12 +112,17 @@ struct PythonPackageTests {
         defer { try? FileManager.default.removeItem(atPath: prefix) }
         let install = try runProgram("/bin/bash", [Self.packageRoot + "/scripts/install.sh", "--from", BuildProducts.directory, "--prefix", prefix])
         try #require(install.status == 0, "\(install.err)")
-        let r = try runProgram("/usr/bin/env", ["-u", "EXTENSION_RUNTIME_LIB", "PKG_CONFIG_PATH=\(prefix)/lib/pkgconfig", try python(), "-c", """
-            import extension_runtime as rt
-            from extension_runtime import _library
-            print(_library.locate())
-            print(rt.is_supervised())
-            """])
+        let r = try runProgram(
+            "/usr/bin/env",
+            [
+                "-u", "EXTENSION_RUNTIME_LIB", "PKG_CONFIG_PATH=\(prefix)/lib/pkgconfig", try python(), "-c",
+                """
+                import extension_runtime as rt
+                from extension_runtime import _library
+                print(_library.locate())
+                print(rt.is_supervised())
+                """,
+            ])
         #expect(r.status == 0, "\(r.err)")
         #expect(r.out == "\(prefix)/lib/libExtensionRuntimeC.so.0\nFalse\n")
     }
@@ -112,7 +134,7 @@ struct PythonPackageTests {
                 "arguments": [Self.packageRoot + "/examples/python-extension/extension.py"],
                 "environment": ["PY_EXTENSION_STATE": directory + "/state.txt", "EXTENSION_RUNTIME_LIB": try RuntimeC.library()],
                 "policy": policy,
-            ],
+            ]
         ])
         try daemon.start()
         return daemon

@@ -16,7 +16,7 @@ struct SQLiteSeedTests {
     @Test func batchesSurviveDismissAndReopenLoopsWhileTheAppWrites() throws {
         let cycles = Int(ProcessInfo.processInfo.environment["EXTENSIOND_SQLITE_CYCLES"] ?? "") ?? 300
         let daemon = try TestDaemon(manifests: [
-            "s.json": sqliteLocksExtension(Self.id, policy: ["backgroundSeconds": 1.0, "expiryGraceSeconds": 0.5]),
+            "s.json": sqliteLocksExtension(Self.id, policy: ["backgroundSeconds": 1.0, "expiryGraceSeconds": 0.5])
         ])
         try daemon.start()
         let db = daemon.directory + "/app.db"
@@ -56,7 +56,8 @@ struct SQLiteSeedTests {
         #expect(check == "integrity ok batches \(committed) torn 0 extension-rows \(committed * Self.rows)", "\(check)")
         #expect(cutShort >= max(1, cycles / 26 - 1), "expiry interrupted \(cutShort) long runs")
         #expect(!daemon.events.all.contains { $0.kind == "lock-held-at-suspend" || $0.kind == "exit" || $0.kind == "crash" })
-        print("SQLite seed scenario: \(cycles) cycles, \(committed) batches committed, \(cutShort) runs cut by expiry, "
-              + "longest app write \(String(format: "%.1f", longestAppWrite * 1000)) ms")
+        print(
+            "SQLite seed scenario: \(cycles) cycles, \(committed) batches committed, \(cutShort) runs cut by expiry, "
+                + "longest app write \(String(format: "%.1f", longestAppWrite * 1000)) ms")
     }
 }

@@ -189,8 +189,13 @@ struct SandboxTests {
             ], config: ["points": ["offline": ["network": false]]], extensionsAsRoot: false)
         try daemon.start()
         let log = daemon.log()
-        #expect(log.contains("none.json: field 'sandbox': 'none' is refused: only trusted extensions may run unsandboxed, and the daemon's configuration does not allow it (set \"allowUnsandboxedExtensions\": true)"), "\(log)")
-        #expect(log.contains("wide.json: field 'network': its extension point 'offline' gives no network, and a manifest may only restrict what its point allows"), "\(log)")
+        #expect(
+            log.contains(
+                "none.json: field 'sandbox': 'none' is refused: only trusted extensions may run unsandboxed, and the daemon's configuration does not allow it (set \"allowUnsandboxedExtensions\": true)"
+            ), "\(log)")
+        #expect(
+            log.contains("wide.json: field 'network': its extension point 'offline' gives no network, and a manifest may only restrict what its point allows"),
+            "\(log)")
         let entry = try CredentialTests.statusEntry(daemon, "org.example.narrow")
         #expect((entry["sandbox"] as? [String: Any])?["network"] as? Bool == false)
         #expect(daemon.stop() == 0)
@@ -247,7 +252,10 @@ struct UnprivilegedSandboxTests {
         #expect(SandboxTests.ask(a, "write-file /etc/sandbox-probe") == "refused: Read-only file system")
         #expect(SandboxTests.ask(a, "syscall mount") == "refused: Operation not permitted")
         let status = try daemon.extctl(["status", "org.example.a"])
-        #expect(status.out.contains("     Sandbox: filesystem, syscalls; network allowed; not enforced: proc (mounting a /proc of its own needs a daemon with CAP_SYS_ADMIN"), "\(status.out)")
+        #expect(
+            status.out.contains(
+                "     Sandbox: filesystem, syscalls; network allowed; not enforced: proc (mounting a /proc of its own needs a daemon with CAP_SYS_ADMIN"),
+            "\(status.out)")
 
         #expect(throws: (any Error).self) { try host.begin("org.example.strict") }
         let failed = try daemon.events.wait("launch-failed", of: "org.example.strict")

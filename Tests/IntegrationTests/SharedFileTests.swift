@@ -14,7 +14,7 @@ struct SharedFileTests {
     @Test func recordsSurviveDismissAndReopenLoops() throws {
         let cycles = Int(ProcessInfo.processInfo.environment["EXTENSIOND_SEED_CYCLES"] ?? "") ?? 150
         let daemon = try TestDaemon(manifests: [
-            "r.json": TestDaemon.testExtension(Self.id, policy: ["backgroundSeconds": 1.0, "expiryGraceSeconds": 0.5]),
+            "r.json": TestDaemon.testExtension(Self.id, policy: ["backgroundSeconds": 1.0, "expiryGraceSeconds": 0.5])
         ])
         try daemon.start()
         let file = daemon.directory + "/shared.log"
@@ -87,7 +87,8 @@ struct SharedFileTests {
         #expect(hostRecords == cycles)
         #expect(expiredRuns >= max(1, cycles / 25 - 1), "expiry interrupted \(expiredRuns) long runs")
         #expect(!daemon.events.all.contains { $0.kind == "assertion-overrun" || $0.kind == "expiry-unacknowledged" })
-        print("seed scenario: \(cycles) cycles, \(extensionRecords) extension records, \(hostRecords) host records, "
-              + "\(expiredRuns) runs cut by expiry, host lock contended \(contended) times, longest wait \(String(format: "%.1f", longestWait * 1000)) ms")
+        print(
+            "seed scenario: \(cycles) cycles, \(extensionRecords) extension records, \(hostRecords) host records, "
+                + "\(expiredRuns) runs cut by expiry, host lock contended \(contended) times, longest wait \(String(format: "%.1f", longestWait * 1000)) ms")
     }
 }

@@ -76,51 +76,66 @@ struct CredentialTests {
 
     @Test func unknownNamesAreRefused() throws {
         #expect(try refusal(root, #""user": "mallory""#)?.description == "\(manifestFile): field 'user': no user named 'mallory' in the account database")
-        #expect(try refusal(root, #""user": "nobody", "group": "wheel""#)?.description == "\(manifestFile): field 'group': no group named 'wheel' in the account database")
-        #expect(try refusal(root, #""user": "nobody", "supplementaryGroups": ["audio", "wheel"]"#)?.description
-            == "\(manifestFile): field 'supplementaryGroups[1]': no group named 'wheel' in the account database")
+        #expect(
+            try refusal(root, #""user": "nobody", "group": "wheel""#)?.description
+                == "\(manifestFile): field 'group': no group named 'wheel' in the account database")
+        #expect(
+            try refusal(root, #""user": "nobody", "supplementaryGroups": ["audio", "wheel"]"#)?.description
+                == "\(manifestFile): field 'supplementaryGroups[1]': no group named 'wheel' in the account database")
     }
 
     @Test func aNumericUserWithoutAnAccountNeedsAGroup() throws {
-        #expect(try refusal(root, #""user": 4321"#)?.description
-            == "\(manifestFile): field 'group': user 4321 has no account entry, so it has no primary group: name one with \"group\"")
+        #expect(
+            try refusal(root, #""user": 4321"#)?.description
+                == "\(manifestFile): field 'group': user 4321 has no account entry, so it has no primary group: name one with \"group\"")
         #expect(try root.resolve(try request(#""user": 4321, "group": 4321"#), file: manifestFile).get() == Credentials(uid: 4321, gid: 4321))
     }
 
     @Test func rootIsRefusedUnlessTheConfigurationAllowsIt() throws {
-        #expect(try refusal(root, #""user": "root""#)?.description
-            == "\(manifestFile): field 'user': runs as root, which the configuration does not allow (set \"allowRootExtensions\": true in the daemon's configuration file)")
+        #expect(
+            try refusal(root, #""user": "root""#)?.description
+                == "\(manifestFile): field 'user': runs as root, which the configuration does not allow (set \"allowRootExtensions\": true in the daemon's configuration file)"
+        )
         #expect(try rootAllowing.resolve(try request(#""user": "root""#), file: manifestFile).get() == Credentials(uid: 0, gid: 0))
     }
 
     @Test func uid0ByNumberIsRefusedEvenWhenRootIsAllowed() throws {
         for rules in [root, rootAllowing] {
-            #expect(try refusal(rules, #""user": 0, "group": 0"#)?.description
-                == "\(manifestFile): field 'user': uid 0 is root: write \"user\": \"root\" (and allow it in the configuration) to run an extension as root")
+            #expect(
+                try refusal(rules, #""user": 0, "group": 0"#)?.description
+                    == "\(manifestFile): field 'user': uid 0 is root: write \"user\": \"root\" (and allow it in the configuration) to run an extension as root")
         }
     }
 
     @Test func rootsGroupIsRefusedForOthers() throws {
-        #expect(try refusal(root, #""user": "nobody", "group": 0"#)?.description
-            == "\(manifestFile): field 'group': gid 0 (root's group) is refused for an extension not running as an allowed root (\"user\": \"root\" with allowRootExtensions)")
+        #expect(
+            try refusal(root, #""user": "nobody", "group": 0"#)?.description
+                == "\(manifestFile): field 'group': gid 0 (root's group) is refused for an extension not running as an allowed root (\"user\": \"root\" with allowRootExtensions)"
+        )
         #expect(try refusal(rootAllowing, #""user": "nobody", "supplementaryGroups": [29, "root"]"#)?.field == "supplementaryGroups[1]")
         #expect(try refusal(root, #"  "supplementaryGroups": [0]"#, ownUID: 1_879_113_728)?.field == "supplementaryGroups[0]")
     }
 
     @Test func aSessionDaemonRunsExtensionsAsItself() throws {
         #expect(try session.resolve(CredentialRequest(), file: manifestFile).get() == Credentials(uid: 1000, gid: 1000, groups: [29]))
-        #expect(try session.resolve(try request(#""user": "alice", "group": 1000, "supplementaryGroups": ["audio"]"#), file: manifestFile).get()
-            == Credentials(uid: 1000, gid: 1000, groups: [29]), "what it has anyway")
+        #expect(
+            try session.resolve(try request(#""user": "alice", "group": 1000, "supplementaryGroups": ["audio"]"#), file: manifestFile).get()
+                == Credentials(uid: 1000, gid: 1000, groups: [29]), "what it has anyway")
     }
 
     @Test func aSessionDaemonRefusesAnotherUserOrGroup() throws {
-        #expect(try refusal(session, #""user": "nobody""#)?.description
-            == "\(manifestFile): field 'user': asks for user 'nobody' (uid 65534), but this daemon runs as uid 1000 and is not root: it runs extensions as itself only")
-        #expect(try refusal(session, #""group": "video""#)?.description
-            == "\(manifestFile): field 'group': asks for group 'video' (gid 44), but this daemon (uid 1000, not root) runs extensions with its own group 1000 only")
+        #expect(
+            try refusal(session, #""user": "nobody""#)?.description
+                == "\(manifestFile): field 'user': asks for user 'nobody' (uid 65534), but this daemon runs as uid 1000 and is not root: it runs extensions as itself only"
+        )
+        #expect(
+            try refusal(session, #""group": "video""#)?.description
+                == "\(manifestFile): field 'group': asks for group 'video' (gid 44), but this daemon (uid 1000, not root) runs extensions with its own group 1000 only"
+        )
         #expect(try refusal(session, #""group": "audio""#)?.field == "group", "a supplementary group of the daemon is not its primary group")
-        #expect(try refusal(session, #""supplementaryGroups": [29, 44]"#)?.description
-            == "\(manifestFile): field 'supplementaryGroups[1]': asks for group 44 (gid 44), which this daemon (uid 1000, not root) does not have")
+        #expect(
+            try refusal(session, #""supplementaryGroups": [29, 44]"#)?.description
+                == "\(manifestFile): field 'supplementaryGroups[1]': asks for group 44 (gid 44), which this daemon (uid 1000, not root) does not have")
         #expect(try refusal(session, #""user": "root""#)?.field == "user")
     }
 }

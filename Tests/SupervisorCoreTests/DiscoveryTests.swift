@@ -43,13 +43,18 @@ struct DiscoveryTests {
     }
 
     @Test func theManifestFormIsParsed() throws {
-        let m = try parseManifest(minimal("""
-            , "displayName": "Send to Notes", "activation": {"text": true, "urls": 1, "images": 3,
-              "contentTypes": [{"type": "application/pdf"}, {"type": "video/*", "max": 2}]}
-            """)).get()
+        let m = try parseManifest(
+            minimal(
+                """
+                , "displayName": "Send to Notes", "activation": {"text": true, "urls": 1, "images": 3,
+                  "contentTypes": [{"type": "application/pdf"}, {"type": "video/*", "max": 2}]}
+                """)
+        ).get()
         #expect(m.displayName == "Send to Notes")
-        #expect(m.activation == ActivationRule(
-            text: true, urls: 1, images: 3, contentTypes: [.init(type: "application/pdf", max: 1), .init(type: "video/*", max: 2)]))
+        #expect(
+            m.activation
+                == ActivationRule(
+                    text: true, urls: 1, images: 3, contentTypes: [.init(type: "application/pdf", max: 1), .init(type: "video/*", max: 2)]))
         #expect(try parseManifest(minimal()).get().activation == nil)
     }
 
@@ -92,13 +97,17 @@ struct DiscoveryTests {
         let sup = Supervisor(manifests: manifests, limits: testLimits(), now: .seconds(0))
         let urlAndImages = try Self.content(["url": 1, "image": 3])
         #expect(sup.discover(point: "share", content: urlAndImages, peer: stranger).map(\.id) == ["com.example.a.images"])
-        #expect(sup.discover(point: "share", content: urlAndImages, peer: ownPeer).map(\.id) == ["com.example.a.images", "com.example.c.private"],
-                "the daemon's uid may open every extension")
-        #expect(sup.discover(point: "share", content: try Self.content(["url": 1]), peer: stranger).map(\.id)
+        #expect(
+            sup.discover(point: "share", content: urlAndImages, peer: ownPeer).map(\.id) == ["com.example.a.images", "com.example.c.private"],
+            "the daemon's uid may open every extension")
+        #expect(
+            sup.discover(point: "share", content: try Self.content(["url": 1]), peer: stranger).map(\.id)
                 == ["com.example.a.images", "com.example.b.urls"], "sorted by id")
-        #expect(sup.discover(point: "share", content: try Self.content([:]), peer: stranger).map(\.id)
+        #expect(
+            sup.discover(point: "share", content: try Self.content([:]), peer: stranger).map(\.id)
                 == ["com.example.a.images", "com.example.b.urls", "com.example.d.norule"], "no content: every share extension it may open")
-        #expect(sup.discover(point: "", content: try Self.content(["url": 1]), peer: stranger).map(\.id)
+        #expect(
+            sup.discover(point: "", content: try Self.content(["url": 1]), peer: stranger).map(\.id)
                 == ["com.example.a.images", "com.example.b.urls", "com.example.widget"], "no point: every point")
         #expect(sup.discover(point: "action", content: try Self.content([:]), peer: stranger).isEmpty)
     }

@@ -21,8 +21,9 @@ struct GroupControlTests {
 
     @Test func aLoneLeaderIsConfirmedAfterItsReportAndAStableRead() {
         var g = GroupControl(leader: Self.leader, containment: .cgroup, mechanism: .stop)
-        #expect(g.suspend(at: Self.at(0)) == [.signal(SignalNumber.stop, .all), .checkAgain(afterSeconds: GroupControl.firstRetrySeconds)],
-                "every pid of cgroup.procs gets SIGSTOP at once, whatever its process group; no state is read")
+        #expect(
+            g.suspend(at: Self.at(0)) == [.signal(SignalNumber.stop, .all), .checkAgain(afterSeconds: GroupControl.firstRetrySeconds)],
+            "every pid of cgroup.procs gets SIGSTOP at once, whatever its process group; no state is read")
         #expect(g.leaderStopReported == false)
         #expect(g.observe(.leaderStopReported, at: Self.at(0.001)) == [.readMembers])
         #expect(g.leaderStopReported)
@@ -59,10 +60,15 @@ struct GroupControlTests {
         _ = g.suspend(at: Self.at(0))
         _ = g.observe(.leaderStopReported, at: Self.at(0.001))
         let vforkParent = [Member(pid: 100, state: .stopped), Member(pid: 101, state: .blockedInKernel)]
-        #expect(g.observe(.members(vforkParent), at: Self.at(0.001)) == [.signal(SignalNumber.stop, .pids([101])), .checkAgain(afterSeconds: GroupControl.firstRetrySeconds * 2)],
-                "signalled at its first blocked read, not confirmed yet")
+        #expect(
+            g.observe(.members(vforkParent), at: Self.at(0.001)) == [
+                .signal(SignalNumber.stop, .pids([101])), .checkAgain(afterSeconds: GroupControl.firstRetrySeconds * 2),
+            ],
+            "signalled at its first blocked read, not confirmed yet")
         #expect(g.observe(.checkDue, at: Self.at(0.05)) == [.readMembers])
-        #expect(g.observe(.members(vforkParent), at: Self.at(0.05)) == [.cancelCheck, .stopConfirmed(members: [100, 101])], "blocked in two reads in a row: stopped")
+        #expect(
+            g.observe(.members(vforkParent), at: Self.at(0.05)) == [.cancelCheck, .stopConfirmed(members: [100, 101])], "blocked in two reads in a row: stopped"
+        )
     }
 
     @Test func aMemberFirstSeenBlockedInTheKernelIsSignalledToo() {
@@ -111,8 +117,9 @@ struct GroupControlTests {
         var g = GroupControl(leader: Self.leader, containment: .processGroup, mechanism: .stop)
         #expect(g.suspend(at: Self.at(0)) == [.signal(SignalNumber.stop, .all), .checkAgain(afterSeconds: GroupControl.firstRetrySeconds)])
         #expect(g.observe(.leaderStopReported, at: Self.at(0.001)) == [.readDescendants])
-        #expect(g.observe(.descendants(.untracked), at: Self.at(0.001)) == [.readMembers],
-                "not a subreaper: the leader's children do not account for every descendant, so the group is read")
+        #expect(
+            g.observe(.descendants(.untracked), at: Self.at(0.001)) == [.readMembers],
+            "not a subreaper: the leader's children do not account for every descendant, so the group is read")
         #expect(g.observe(.members(Self.stopped(100)), at: Self.at(0.001)) == [.cancelCheck, .stopConfirmed(members: [100])])
     }
 
@@ -120,7 +127,8 @@ struct GroupControlTests {
         var g = GroupControl(leader: Self.leader, containment: .processGroup, mechanism: .stop)
         _ = g.suspend(at: Self.at(0))
         #expect(g.observe(.leaderStopReported, at: Self.at(0.001)) == [.readDescendants])
-        #expect(g.observe(.descendants(.tracked(leaderHasChildren: false, orphansAdopted: false)), at: Self.at(0.001))
+        #expect(
+            g.observe(.descendants(.tracked(leaderHasChildren: false, orphansAdopted: false)), at: Self.at(0.001))
                 == [.cancelCheck, .stopConfirmed(members: [Self.leader])], "no child and no orphan: the leader alone, with no scan")
         #expect(g.stop == .stopped)
         #expect(g.aloneAtLastStop)
@@ -194,7 +202,8 @@ struct GroupControlTests {
         _ = confirmed.observe(.checkDue, at: Self.at(0.02))
         _ = confirmed.observe(.members([Member(pid: Self.leader, state: .blockedInKernel)]), at: Self.at(0.02))
         _ = confirmed.observe(.checkDue, at: Self.at(0.06))
-        #expect(confirmed.observe(.members([Member(pid: Self.leader, state: .blockedInKernel)]), at: Self.at(0.06)).last
+        #expect(
+            confirmed.observe(.members([Member(pid: Self.leader, state: .blockedInKernel)]), at: Self.at(0.06)).last
                 == .stopConfirmed(members: [Self.leader]))
         #expect(!confirmed.awaitsStopReport, "confirmed without the report: no longer awaited")
 
@@ -229,8 +238,9 @@ struct GroupControlTests {
         _ = g.suspend(at: Self.at(0))
         _ = g.observe(.leaderStopReported, at: Self.at(0.001))
         _ = g.observe(.members(Self.stopped(102, 100, 101)), at: Self.at(0.001))
-        #expect(g.observe(.members(Self.stopped(101, 102, 100)), at: Self.at(0.001)) == [.cancelCheck, .stopConfirmed(members: [101, 102, 100])],
-                "the same set in another order is settled; the pids come as read")
+        #expect(
+            g.observe(.members(Self.stopped(101, 102, 100)), at: Self.at(0.001)) == [.cancelCheck, .stopConfirmed(members: [101, 102, 100])],
+            "the same set in another order is settled; the pids come as read")
     }
 
     @Test func aProcessGroupWithMembersNeedsTwoEqualReads() {
@@ -286,18 +296,21 @@ struct GroupControlTests {
         _ = g.observe(.leaderStopReported, at: Self.at(0.001))
         #expect(g.observe(.members(Self.stopped(100)), at: Self.at(0.001)) == [.cancelCheck, .stopConfirmed(members: [100])])
         #expect(g.aloneAtLastStop)
-        #expect(g.resume() == [.cancelCheck, .signal(SignalNumber.cont, .pids([Self.leader]))],
-                "confirmed alone, and stopped processes cannot fork: SIGCONT to the leader, no read")
+        #expect(
+            g.resume() == [.cancelCheck, .signal(SignalNumber.cont, .pids([Self.leader]))],
+            "confirmed alone, and stopped processes cannot fork: SIGCONT to the leader, no read")
     }
 
     @Test func aLeaderAloneAtItsLastStopIsStoppedThroughItsProcessGroupWithOneRead() {
         var g = GroupControl(leader: Self.leader, containment: .cgroup, mechanism: .stop)
         Self.stopAloneAndResume(&g)
-        #expect(g.suspend(at: Self.at(1)) == [.signal(SignalNumber.stop, .leaderGroup), .checkAgain(afterSeconds: GroupControl.firstRetrySeconds)],
-                "alone last time: kill(-pgid), no membership read before the signal")
+        #expect(
+            g.suspend(at: Self.at(1)) == [.signal(SignalNumber.stop, .leaderGroup), .checkAgain(afterSeconds: GroupControl.firstRetrySeconds)],
+            "alone last time: kill(-pgid), no membership read before the signal")
         #expect(g.observe(.leaderStopReported, at: Self.at(1.001)) == [.readMembers])
         // Since then it started a helper that called setsid(): the read finds it running.
-        #expect(g.observe(.members(Self.stopped(100) + Self.running(101)), at: Self.at(1.001))
+        #expect(
+            g.observe(.members(Self.stopped(100) + Self.running(101)), at: Self.at(1.001))
                 == [.signal(SignalNumber.stop, .pids([101])), .checkAgain(afterSeconds: GroupControl.firstRetrySeconds * 2)])
         #expect(g.observe(.checkDue, at: Self.at(1.05)) == [.readMembers])
         #expect(g.observe(.members(Self.stopped(100, 101)), at: Self.at(1.05)) == [.cancelCheck, .stopConfirmed(members: [100, 101])])
@@ -346,9 +359,10 @@ struct GroupControlTests {
         var g = GroupControl(leader: Self.leader, containment: .cgroup, mechanism: .freeze)
         _ = g.suspend(at: Self.at(0))
         _ = g.observe(.frozen(true), at: Self.at(0))
-        #expect(g.signal(SignalNumber.terminate, thenContinue: true) == [
-            .cancelCheck, .signal(SignalNumber.terminate, .all), .signal(SignalNumber.cont, .all), .setFrozen(false),
-        ])
+        #expect(
+            g.signal(SignalNumber.terminate, thenContinue: true) == [
+                .cancelCheck, .signal(SignalNumber.terminate, .all), .signal(SignalNumber.cont, .all), .setFrozen(false),
+            ])
     }
 
     @Test func aSignalToARunningGroupIsJustTheSignal() {
@@ -400,16 +414,18 @@ struct GroupControlTests {
 
     @Test func aProcessGroupLeaderExitKillsWhatIsLeftOfTheGroup() {
         var g = GroupControl(leader: Self.leader, containment: .processGroup, mechanism: .stop)
-        #expect(g.observe(.leaderExited(.exited(3), populated: nil), at: Self.at(1)) == [
-            .cancelCheck, .signal(SignalNumber.kill, .all), .signal(SignalNumber.cont, .all), .exited(.exited(3), outlivedLeader: false),
-        ])
+        #expect(
+            g.observe(.leaderExited(.exited(3), populated: nil), at: Self.at(1)) == [
+                .cancelCheck, .signal(SignalNumber.kill, .all), .signal(SignalNumber.cont, .all), .exited(.exited(3), outlivedLeader: false),
+            ])
         #expect(g.suspend(at: Self.at(2)) == [], "nothing to suspend after the exit")
     }
 
     @Test func aProcessGroupWithMembersLeftWhenTheLeaderExitedRecordsThatTheyOutlivedIt() {
         var g = GroupControl(leader: Self.leader, containment: .processGroup, mechanism: .stop)
-        #expect(g.observe(.leaderExited(.exited(0), populated: true), at: Self.at(1)) == [
-            .cancelCheck, .signal(SignalNumber.kill, .all), .signal(SignalNumber.cont, .all), .exited(.exited(0), outlivedLeader: true),
-        ])
+        #expect(
+            g.observe(.leaderExited(.exited(0), populated: true), at: Self.at(1)) == [
+                .cancelCheck, .signal(SignalNumber.kill, .all), .signal(SignalNumber.cont, .all), .exited(.exited(0), outlivedLeader: true),
+            ])
     }
 }

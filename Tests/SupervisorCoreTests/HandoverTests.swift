@@ -274,8 +274,10 @@ struct HandoverTests {
 
     @Test func aRestoredSupervisorBehavesExactlyAsTheOriginal() throws {
         let (w, active, finished) = Self.scene()
-        var restored = try Self.handOver(w.sup, at: w.now)
-        restored.timerArmed(at: restored.nextDeadline())  // the new shell's timer, where the old one was
+        let restored = try Self.handOver(w.sup, at: w.now)
+        // The new shell arms its timer where the old one had it.
+        #expect(restored.armedDeadline == w.log.timers.last!)
+        #expect(restored.armedDeadline == w.sup.nextDeadline())
         let original = Self.future(of: w.sup, from: w.now, activeRequest: active, finishedRequest: finished)
         let handedOver = Self.future(of: restored, from: w.now, activeRequest: active, finishedRequest: finished)
         #expect(original.steps.count == handedOver.steps.count)
@@ -293,24 +295,6 @@ struct HandoverTests {
         #expect(original.log.exits == 1)
     }
 
-    /// A restored supervisor does not know the new shell's timer: the effects of its first
-    /// event, whatever it is, end with `armTimer` for its next deadline; afterwards it asks
-    /// only when the deadline moves, as the original does.
-    @Test func aRestoredSupervisorAsksForItsTimerAtItsFirstEvent() throws {
-        let (w, _, _) = Self.scene()
-        var original = w
-        var restored = World(try Self.handOver(w.sup, at: w.now), now: w.now)
-        let next = w.sup.nextDeadline()
-        #expect(next != nil)
-        // A stale event changes nothing, and asks for the timer all the same.
-        let stale = Event.ready(extensionID: "h.active", generation: 1_000)
-        #expect(original.at(w.now, stale).isEmpty)
-        #expect(restored.at(w.now, stale) == [.armTimer(next)])
-        let post = Event.post(host: 9, peer: ownPeer, tag: 11, name: Self.hint)
-        #expect(original.at(w.now, post) == restored.at(w.now, post), "afterwards, the same effects")
-        #expect(!original.steps.last!.contains { if case .armTimer = $0 { true } else { false } })
-    }
-
     @Test func theDocumentIsJSONWithItsVersionAtTheTop() throws {
         let (w, _, _) = Self.scene()
         let bytes = try w.sup.snapshot().get().encode()
@@ -322,7 +306,13 @@ struct HandoverTests {
                 case number(UInt64), text(String), flag(Bool)
                 init(from decoder: any Decoder) throws {
                     let c = try decoder.singleValueContainer()
-                    if let n = try? c.decode(UInt64.self) { self = .number(n) } else if let b = try? c.decode(Bool.self) { self = .flag(b) } else { self = .text(try c.decode(String.self)) }
+                    if let n = try? c.decode(UInt64.self) {
+                        self = .number(n)
+                    } else if let b = try? c.decode(Bool.self) {
+                        self = .flag(b)
+                    } else {
+                        self = .text(try c.decode(String.self))
+                    }
                 }
             }
         }
@@ -391,7 +381,8 @@ struct HandoverTests {
         #expect(notAnInstant?.description.hasPrefix("the hand-over document is corrupt: takenAt: expected") == true, "\(String(describing: notAnInstant))")
 
         let notADocument = Self.refusal { _ = try SupervisorSnapshot.decode(Array("[1, 2]".utf8)) }
-        #expect(notADocument?.description.hasPrefix("the hand-over document is corrupt: the top level: expected") == true, "\(String(describing: notADocument))")
+        #expect(
+            notADocument?.description.hasPrefix("the hand-over document is corrupt: the top level: expected") == true, "\(String(describing: notADocument))")
     }
 
     @Test func anInconsistentDocumentIsRefusedNamingTheContradiction() throws {

@@ -1,8 +1,9 @@
 import ExtensionProtocol
-@testable import SupervisorShell
 import SupervisorCore
 import SupervisorKernel
 import Testing
+
+@testable import SupervisorShell
 
 @Suite("Guarantees over randomized event sequences")
 struct InvariantTests {
@@ -85,6 +86,29 @@ struct InvariantTests {
         #expect(a.stopsConfirmed == b.stopsConfirmed && a.forksDuringStops == b.forksDuringStops && a.now == b.now)
     }
 
+    /// A supervisor handed over at random points (snapshot, JSON, restore, as `extctl reexec`
+    /// does) behaves exactly as one that never was: the same effects in the same order, the
+    /// same timer instants, the same final records.
+    @Test(arguments: [SupervisorCore.Containment.cgroup, .processGroup])
+    func aHandOverAtRandomPointsChangesNoOutcome(containment: SupervisorCore.Containment) {
+        for seed in UInt64(1)...20 {
+            let plain = Simulation(seed: seed, containment: containment)
+            let handedOver = Simulation(seed: seed, containment: containment)
+            handedOver.handovers = (SplitMix64(seed: seed &* 7919), 0.2)
+            plain.run(steps: 300)
+            handedOver.run(steps: 300)
+            #expect(handedOver.handoverCount > 10, "seed \(seed): only \(handedOver.handoverCount) hand-overs")
+            #expect(handedOver.violations.isEmpty, "seed \(seed): \(handedOver.violations.prefix(3))")
+            #expect(handedOver.outcome == plain.outcome, "seed \(seed): the effects differ from the \(firstDifference(plain.outcome, handedOver.outcome))th on")
+            #expect(handedOver.armedInstants == plain.armedInstants, "seed \(seed)")
+            #expect(handedOver.sup.records == plain.sup.records, "seed \(seed)")
+        }
+    }
+
+    func firstDifference(_ a: [String], _ b: [String]) -> Int {
+        zip(a, b).enumerated().first { $0.element.0 != $0.element.1 }?.offset ?? min(a.count, b.count)
+    }
+
     /// The checker itself must catch a violation: feed it a stop while an unexpired assertion is held.
     @Test func theCheckerDetectsAStopWithAnUnexpiredAssertion() {
         let sim = Simulation(seed: 1)
@@ -122,7 +146,7 @@ struct InvariantTests {
         _ = wrong.suspend(at: alone.now)
         _ = wrong.observe(.leaderStopReported, at: alone.now)
         _ = wrong.observe(.members([Member(pid: q.pid, state: .stopped)]), at: alone.now)
-        q.control = wrong
+        q.group = wrong
         alone.stopConfirmed(q, members: [q.pid])
         #expect(alone.violations.contains { $0.contains("taken as the leader alone") })
 
@@ -146,8 +170,9 @@ struct InvariantTests {
     @Test func theCheckerDetectsWarningsStrayCallsAndStrayTimers() {
         let sim = Simulation(seed: 1, containment: .cgroup)
         sim.logged.logger(label: "test").warning("cannot read cgroup.events")
-        _ = sim.kernel.spawn(SpawnRequest(
-            path: "/bin/true", arguments: [], environment: [], directory: nil, channelFD: nil, cgroupFD: nil, credentials: nil))
+        _ = sim.kernel.spawn(
+            SpawnRequest(
+                path: "/bin/true", arguments: [], environment: [], directory: nil, channelFD: nil, cgroupFD: nil, credentials: nil))
         _ = sim.kernel.addTimer(at: .seconds(5), priority: 0) {}
         var found: [String] = []
         sim.checkShell { found.append($0) }

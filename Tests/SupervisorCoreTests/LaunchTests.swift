@@ -41,9 +41,10 @@ struct LaunchTests {
         h.step(.spawned(extensionID: extID, generation: 1, pid: 555), at: 1)
         let e = h.ready(at: 2)
         #expect(h.state == .active)
-        #expect(e.openRequests == [
-            OpenedRequest(extensionID: extID, generation: 1, requestID: 1, host: 3, tag: 42, pid: 555, channel: true)
-        ])
+        #expect(
+            e.openRequests == [
+                OpenedRequest(extensionID: extID, generation: 1, requestID: 1, host: 3, tag: 42, pid: 555, channel: true)
+            ])
         #expect(e.events.map(\.kind) == [.ready, .begin])
         #expect(e.events.last?.requestID == 1)
         #expect(e.timers == [nil])

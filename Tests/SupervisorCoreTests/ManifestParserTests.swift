@@ -78,7 +78,11 @@ struct ManifestParserTests {
     }
 
     @Test func overridesReplaceOnlyTheFieldsGiven() throws {
-        let m = try parseManifest(minimal(#", "point": "share", "policy": {"expiryGraceSeconds": 1, "assertionMaxSeconds": 90, "launchTimeoutSeconds": 2.5, "suspendedLifetimeSeconds": 0}"#)).get()
+        let m = try parseManifest(
+            minimal(
+                #", "point": "share", "policy": {"expiryGraceSeconds": 1, "assertionMaxSeconds": 90, "launchTimeoutSeconds": 2.5, "suspendedLifetimeSeconds": 0}"#
+            )
+        ).get()
         let share = ExtensionPoints.builtIn.policies["share"]!
         #expect(m.policy.backgroundSeconds == share.backgroundSeconds)
         #expect(m.policy.expiryGraceSeconds == 1)
@@ -89,7 +93,11 @@ struct ManifestParserTests {
     }
 
     @Test func boundaryDurationsAreAccepted() throws {
-        let m = try parseManifest(minimal(#", "policy": {"backgroundSeconds": 86400, "expiryGraceSeconds": 0, "assertionMaxSeconds": 86400, "suspendedLifetimeSeconds": 86400, "launchTimeoutSeconds": 0.001}"#)).get()
+        let m = try parseManifest(
+            minimal(
+                #", "policy": {"backgroundSeconds": 86400, "expiryGraceSeconds": 0, "assertionMaxSeconds": 86400, "suspendedLifetimeSeconds": 86400, "launchTimeoutSeconds": 0.001}"#
+            )
+        ).get()
         #expect(m.policy.backgroundSeconds == Policy.maximumSeconds)
         #expect(m.policy.expiryGraceSeconds == 0)
     }
@@ -164,7 +172,8 @@ struct ManifestParserTests {
         MalformedManifest("huge", minimal(#", "policy": {"launchTimeoutSeconds": 1e300}"#), "policy.launchTimeoutSeconds"),
         MalformedManifest("zero launch timeout", minimal(#", "policy": {"launchTimeoutSeconds": 0}"#), "policy.launchTimeoutSeconds"),
         MalformedManifest("grace over background", minimal(#", "policy": {"backgroundSeconds": 2, "expiryGraceSeconds": 3}"#), "policy.expiryGraceSeconds"),
-        MalformedManifest("grace over the point's background", minimal(#", "point": "widget", "policy": {"expiryGraceSeconds": 6}"#), "policy.expiryGraceSeconds"),
+        MalformedManifest(
+            "grace over the point's background", minimal(#", "point": "widget", "policy": {"expiryGraceSeconds": 6}"#), "policy.expiryGraceSeconds"),
         MalformedManifest("grace over assertion max", minimal(#", "policy": {"assertionMaxSeconds": 2}"#), "policy.expiryGraceSeconds"),
         // Executable paths.
         MalformedManifest("empty executable", minimal(executable: "\"\""), "executable"),

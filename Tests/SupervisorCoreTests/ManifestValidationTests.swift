@@ -71,8 +71,9 @@ struct ManifestValidationTests {
     @Test func anUnreadableDirectoryIsRefusedOnlyWhenNamedExplicitly() {
         let listing = [ManifestDirectory(path: "/nowhere", listing: .unreadable(reason: "No such file or directory"))]
         let named = validation(explicit: true)
-        #expect(named.finish(named.checkFiles(listing), executables: [:]).errors
-            == [ManifestError(file: "/nowhere", problem: "extension directory cannot be read: No such file or directory")])
+        #expect(
+            named.finish(named.checkFiles(listing), executables: [:]).errors
+                == [ManifestError(file: "/nowhere", problem: "extension directory cannot be read: No such file or directory")])
         let defaults = validation(explicit: false)
         #expect(defaults.finish(defaults.checkFiles(listing), executables: [:]).results.isEmpty)
     }
@@ -108,17 +109,24 @@ struct ManifestValidationTests {
 
     @Test func runningUnsandboxedNeedsTheConfiguration() {
         let f = file("v.json", json(#", "sandbox": "none""#))
-        #expect(refusal(validation(), f) == ManifestError(
-            file: f.path, field: "sandbox",
-            problem: "'none' is refused: only trusted extensions may run unsandboxed, and the daemon's configuration does not allow it (set \"allowUnsandboxedExtensions\": true)"))
+        #expect(
+            refusal(validation(), f)
+                == ManifestError(
+                    file: f.path, field: "sandbox",
+                    problem:
+                        "'none' is refused: only trusted extensions may run unsandboxed, and the daemon's configuration does not allow it (set \"allowUnsandboxedExtensions\": true)"
+                ))
         #expect(refusal(validation(allowUnsandboxed: true), f) == nil)
     }
 
     @Test func freezingNeedsACgroupPerExtension() {
         let f = file("v.json", json(#", "policy": {"suspend": "freeze"}"#))
-        #expect(refusal(validation(freezerProblem: "no cgroup v2"), f) == ManifestError(
-            file: f.path, field: "policy.suspend",
-            problem: "'freeze' (from the manifest or its extension point 'default') needs a cgroup per extension, and this daemon has none: no cgroup v2"))
+        #expect(
+            refusal(validation(freezerProblem: "no cgroup v2"), f)
+                == ManifestError(
+                    file: f.path, field: "policy.suspend",
+                    problem:
+                        "'freeze' (from the manifest or its extension point 'default') needs a cgroup per extension, and this daemon has none: no cgroup v2"))
         #expect(refusal(validation(), f) == nil)
         #expect(refusal(validation(freezerProblem: "no cgroup v2"), file("w.json", json())) == nil, "'stop' needs no cgroup")
     }
@@ -142,11 +150,12 @@ struct ManifestValidationTests {
         let f = file("v.json", json(#", "sharedContainers": ["group.a.one", "group.a.two", "group.a.three"]"#))
         let groups: [String: AccountReference] = ["group.a.one": .number(2001), "group.a.two": .name("audio")]
         let a = try #require(outcome(validation(rootDaemon, containerGroups: groups), [f]).accepted.first)
-        #expect(a.containers == [
-            .init(name: "group.a.one", field: "sharedContainers[0]", group: .configured(2001)),
-            .init(name: "group.a.two", field: "sharedContainers[1]", group: .configured(29)),
-            .init(name: "group.a.three", field: "sharedContainers[2]", group: .allocated),
-        ])
+        #expect(
+            a.containers == [
+                .init(name: "group.a.one", field: "sharedContainers[0]", group: .configured(2001)),
+                .init(name: "group.a.two", field: "sharedContainers[1]", group: .configured(29)),
+                .init(name: "group.a.three", field: "sharedContainers[2]", group: .allocated),
+            ])
         let user = try #require(outcome(validation(daemonUser, containerGroups: groups), [f]).accepted.first)
         #expect(user.containers.map(\.group) == [.none, .none, .none], "a daemon that is not root gives containers no group")
     }
@@ -154,9 +163,11 @@ struct ManifestValidationTests {
     @Test func aContainerGroupTheAccountDatabaseLacksIsRefused() {
         let f = file("v.json", json(#", "sharedContainers": ["group.a.one", "group.a.two"]"#))
         let e = refusal(validation(rootDaemon, containerGroups: ["group.a.two": .name("stocks")]), f)
-        #expect(e == ManifestError(
-            file: f.path, field: "sharedContainers[1]",
-            problem: "the configuration gives 'group.a.two' the group 'stocks', which does not exist"))
+        #expect(
+            e
+                == ManifestError(
+                    file: f.path, field: "sharedContainers[1]",
+                    problem: "the configuration gives 'group.a.two' the group 'stocks', which does not exist"))
     }
 
     @Test(arguments: [
@@ -198,20 +209,25 @@ struct ManifestValidationTests {
         ]
         let o = outcome(validation(), files, executables: ["/bin/missing": .missing(reason: "No such file or directory")])
         #expect(o.accepted.map(\.manifest.source) == [directory + "/b.json", directory + "/d.json"], "a refused manifest claims no id")
-        #expect(o.errors == [
-            ManifestError(file: directory + "/a.json", field: "executable", problem: "'/bin/missing' does not exist: No such file or directory"),
-            ManifestError(file: directory + "/c.json", field: "id", problem: "duplicate id 'com.example.same' (already declared by \(directory)/b.json)"),
-        ])
+        #expect(
+            o.errors == [
+                ManifestError(file: directory + "/a.json", field: "executable", problem: "'/bin/missing' does not exist: No such file or directory"),
+                ManifestError(file: directory + "/c.json", field: "id", problem: "duplicate id 'com.example.same' (already declared by \(directory)/b.json)"),
+            ])
     }
 
     @Test func idsAreClaimedAcrossDirectoriesInTheirOrder() {
         let v = validation()
-        let first = ManifestDirectory(path: "/first", listing: .files([
-            ManifestFile(path: "/first/z.json", directory: "/first", reading: file("z.json", json()).reading)
-        ]))
-        let second = ManifestDirectory(path: "/second", listing: .files([
-            ManifestFile(path: "/second/a.json", directory: "/second", reading: file("a.json", json()).reading)
-        ]))
+        let first = ManifestDirectory(
+            path: "/first",
+            listing: .files([
+                ManifestFile(path: "/first/z.json", directory: "/first", reading: file("z.json", json()).reading)
+            ]))
+        let second = ManifestDirectory(
+            path: "/second",
+            listing: .files([
+                ManifestFile(path: "/second/a.json", directory: "/second", reading: file("a.json", json()).reading)
+            ]))
         let pending = v.checkFiles([first, second])
         let o = v.finish(pending, executables: [program: .found(FileFacts(owner: 0, mode: 0o755), executable: true)])
         #expect(o.accepted.map(\.manifest.source) == ["/first/z.json"])

@@ -98,8 +98,9 @@ struct NotificationHintCoreTests {
         #expect(underPrivate.failures.map(\.code) == [.notPermitted])
         let text = underPrivate.replies.compactMap { if case let .failure(_, _, text) = $0.message { text } else { nil } }
         #expect(text == ["uid 3000 may not post 'com.example.private.x': it is under 'com.example.private', which it may not open"])
-        #expect(post(&h, "com.example.privateer", peer: stranger, at: 1).failures.map(\.code) == [.notPermitted],
-                "a longer name that is not under the id (no dot) is a system name")
+        #expect(
+            post(&h, "com.example.privateer", peer: stranger, at: 1).failures.map(\.code) == [.notPermitted],
+            "a longer name that is not under the id (no dot) is a system name")
         #expect(post(&h, "org.example.system", peer: stranger, at: 1).failures.map(\.code) == [.notPermitted])
         #expect(post(&h, "org.example.system", peer: ownPeer, at: 1).oks.count == 1, "the daemon's uid may post system names")
         #expect(post(&h, "bad name", at: 1).failures.map(\.code) == [.badRequest])

@@ -58,9 +58,11 @@ struct PolicyTests {
         o.launchTimeoutSeconds = 3
         o.suspendedLifetimeSeconds = 4
         o.suspend = .never
-        #expect(o.applied(to: testPolicy) == Policy(
-            backgroundSeconds: 1, expiryGraceSeconds: 0.5, assertionMaxSeconds: 2, launchTimeoutSeconds: 3,
-            suspendedLifetimeSeconds: 4, suspend: .never))
+        #expect(
+            o.applied(to: testPolicy)
+                == Policy(
+                    backgroundSeconds: 1, expiryGraceSeconds: 0.5, assertionMaxSeconds: 2, launchTimeoutSeconds: 3,
+                    suspendedLifetimeSeconds: 4, suspend: .never))
     }
 }
 
@@ -103,7 +105,7 @@ struct AssertionLedgerTests {
     @Test func nextDeadlineIsExpireTimeThenHardDeadline() {
         var l = AssertionLedger()
         #expect(l.nextDeadline(grace: 3) == nil)
-        l.grant(id: 1, reason: "a", at: .seconds(0), maxSeconds: 60)   // expire due 57
+        l.grant(id: 1, reason: "a", at: .seconds(0), maxSeconds: 60)  // expire due 57
         l.grant(id: 2, reason: "b", at: .seconds(10), maxSeconds: 20)  // expire due 27
         #expect(l.nextDeadline(grace: 3) == .seconds(27))
         _ = l.markExpireSent(2, at: .seconds(27))

@@ -156,22 +156,33 @@ struct HostAuthorizationTests {
 @Suite("Authorization by group")
 struct GroupAuthorizationTests {
     func manifest(gids: [UInt32]) -> Manifest {
-        Manifest(id: "g.ext", executable: "/bin/true", policy: ExtensionPoints.builtIn.policies["widget"]!,
-                 hosts: HostRestriction(uids: [], gids: gids))
+        Manifest(
+            id: "g.ext", executable: "/bin/true", policy: ExtensionPoints.builtIn.policies["widget"]!,
+            hosts: HostRestriction(uids: [], gids: gids))
     }
 
     @Test func aSupplementaryGroupListedInHostsMayOpen() {
-        var s = Supervisor(manifests: [manifest(gids: [500])], limits: { var l = SupervisorLimits(); l.daemonUID = 1000; return l }(), now: .seconds(0))
+        var s = Supervisor(
+            manifests: [manifest(gids: [500])],
+            limits: {
+                var l = SupervisorLimits(); l.daemonUID = 1000; return l
+            }(), now: .seconds(0))
         let stranger = PeerIdentity(pid: 9, uid: 2000, gid: 2000, groups: [500])
         let effects = s.handle(.begin(host: 1, peer: stranger, tag: 1, extensionID: "g.ext"), at: .seconds(0))
         #expect(effects.contains { if case .spawn = $0 { true } else { false } })
     }
 
     @Test func prewarmIsRefusedToHostsThatMayNotOpen() {
-        var s = Supervisor(manifests: [manifest(gids: [500])], limits: { var l = SupervisorLimits(); l.daemonUID = 1000; return l }(), now: .seconds(0))
+        var s = Supervisor(
+            manifests: [manifest(gids: [500])],
+            limits: {
+                var l = SupervisorLimits(); l.daemonUID = 1000; return l
+            }(), now: .seconds(0))
         let stranger = PeerIdentity(pid: 9, uid: 2000, gid: 2000, groups: [600])
         let effects = s.handle(.prewarm(host: 1, peer: stranger, tag: 4, extensionIDs: ["g.ext"]), at: .seconds(0))
-        #expect(effects.contains(.reply(host: 1, message: .failure(tag: 4, code: .notPermitted, text: "uid 2000 may not open 'g.ext' (see the manifest's 'hosts')"))))
+        #expect(
+            effects.contains(
+                .reply(host: 1, message: .failure(tag: 4, code: .notPermitted, text: "uid 2000 may not open 'g.ext' (see the manifest's 'hosts')"))))
         #expect(!effects.contains { if case .spawn = $0 { true } else { false } })
     }
 }

@@ -145,8 +145,11 @@ struct RefreshTests {
         var t = 60.0
         for _ in 0..<2 {
             let due = h.tick(at: t)
-            if due.spawns.count == 1 { h.spawned(at: t); _ = answer(&h, one(h.ready(at: t)), .newData, at: t + 1) }
-            else { _ = answer(&h, one(h.continueConfirmed(at: t)), .newData, at: t + 1) }
+            if due.spawns.count == 1 {
+                h.spawned(at: t); _ = answer(&h, one(h.ready(at: t)), .newData, at: t + 1)
+            } else {
+                _ = answer(&h, one(h.continueConfirmed(at: t)), .newData, at: t + 1)
+            }
             h.stopConfirmed(at: t + 1)
             t = h.record.refresh!.nextAt!.seconds(since: .seconds(0))
         }

@@ -10,7 +10,7 @@ struct CoreRegressionTests {
     // before the spawn was answered): the record stays `terminating` forever and `.exit` never comes.
     @Test func spawnFailureAfterShutdownStillCompletesTheShutdown() {
         var h = Harness()
-        h.begin(host: 1, tag: 7, at: 0)          // spawn effect out, no answer yet
+        h.begin(host: 1, tag: 7, at: 0)  // spawn effect out, no answer yet
         #expect(h.step(.shutdown, at: 0.5).exits == 0)
         let e = h.step(.spawnFailed(extensionID: extID, generation: 1, error: "ENOENT"), at: 1)
         #expect(h.state == .notRunning)
@@ -20,7 +20,7 @@ struct CoreRegressionTests {
     @Test func spawnFailureAfterALaunchTimeoutLeavesTheExtensionUsable() {
         var h = Harness()
         h.begin(host: 1, tag: 7, at: 0)
-        h.tick(at: 10)                            // launch timeout before the spawn was answered
+        h.tick(at: 10)  // launch timeout before the spawn was answered
         h.step(.spawnFailed(extensionID: extID, generation: 1, error: "ENOENT"), at: 11)
         #expect(h.state == .notRunning)
         #expect(h.begin(host: 1, tag: 8, at: 12).spawns.count == 1)
@@ -31,8 +31,8 @@ struct CoreRegressionTests {
         var h = Harness()
         let rid = h.activate(at: 0)
         let a = h.grant(at: 1)
-        h.end(request: rid, at: 20)               // expire due at 27, stop due at 30
-        let late = h.tick(at: 29)                 // the timer fired 2 s late
+        h.end(request: rid, at: 20)  // expire due at 27, stop due at 30
+        let late = h.tick(at: 29)  // the timer fired 2 s late
         #expect(late.expires == [a])
         #expect(h.tick(at: 30).stops.isEmpty, "expire went out at 29: the stop must wait until 32")
         #expect(h.tick(at: 32).stops == [extID])
@@ -43,7 +43,7 @@ struct CoreRegressionTests {
         let rid = h.activate(at: 0)
         _ = h.grant(at: 1)
         h.end(request: rid, at: 20)
-        let e = h.tick(at: 31)                    // past both deadlines
+        let e = h.tick(at: 31)  // past both deadlines
         #expect(e.expires.count == 1)
         #expect(e.stops.isEmpty, "the extension must get expiryGraceSeconds after its expire")
     }
@@ -74,7 +74,7 @@ struct CoreRegressionTests {
         h.spawned(at: 0)
         h.ready(at: 0)
         h.stopConfirmed(at: 0)
-        h.begin(host: 1, tag: 2, at: 1)          // used: resumed and served
+        h.begin(host: 1, tag: 2, at: 1)  // used: resumed and served
         let rid = h.continueConfirmed(at: 1).openRequests[0].requestID
         h.suspendIdle(request: rid, at: 2)
         let e = h.step(.prewarm(host: 1, peer: ownPeer, tag: 3, extensionIDs: ["p.b"]), at: 3)

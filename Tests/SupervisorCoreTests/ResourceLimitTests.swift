@@ -13,15 +13,19 @@ struct ResourceLimitTests {
     }
 
     @Test func theManifestOverridesTheConfigWhichOverridesTheBuiltInPoint() throws {
-        let config = try parseConfig(#"{"points": {"widget": {"limits": {"tasksMax": 32, "cpuWeight": 20}}, "gauge": {"limits": {"openFilesMax": 100}}}}"#).get()
+        let config = try parseConfig(#"{"points": {"widget": {"limits": {"tasksMax": 32, "cpuWeight": 20}}, "gauge": {"limits": {"openFilesMax": 100}}}}"#)
+            .get()
         let builtIn = ExtensionPoints.builtIn.policies["widget"]!.limits
-        #expect(config.points.policies["widget"]!.limits == ResourceLimits(
-            memoryMaxBytes: builtIn.memoryMaxBytes, tasksMax: 32, openFilesMax: builtIn.openFilesMax, cpuWeight: 20))
+        #expect(
+            config.points.policies["widget"]!.limits
+                == ResourceLimits(
+                    memoryMaxBytes: builtIn.memoryMaxBytes, tasksMax: 32, openFilesMax: builtIn.openFilesMax, cpuWeight: 20))
         #expect(config.points.policies["gauge"]!.limits.openFilesMax == 100)
         #expect(config.points.policies["gauge"]!.limits.tasksMax == ExtensionPoints.builtIn.policies["default"]!.limits.tasksMax)
         let m = try parseManifest(
             #"{"id": "com.example.w", "point": "widget", "executable": "/bin/true", "limits": {"openFilesMax": 64, "cpuWeight": 10}}"#,
-            points: config.points).get()
+            points: config.points
+        ).get()
         #expect(m.policy.limits == ResourceLimits(memoryMaxBytes: builtIn.memoryMaxBytes, tasksMax: 32, openFilesMax: 64, cpuWeight: 10))
     }
 
@@ -53,14 +57,16 @@ struct ResourceLimitTests {
     let all = ResourceLimits(memoryMaxBytes: 1 << 30, tasksMax: 64, openFilesMax: 256, cpuWeight: 50)
 
     @Test func withEveryControllerTheCgroupEnforcesAllButOpenFiles() {
-        #expect(all.enforcement(controllers: ["memory", "pids", "cpu"], ownUID: false) == [
-            LimitEnforcement(key: "memoryMaxBytes", value: 1 << 30, by: .cgroup, control: "memory.max"),
-            LimitEnforcement(key: "tasksMax", value: 64, by: .cgroup, control: "pids.max"),
-            LimitEnforcement(key: "openFilesMax", value: 256, by: .rlimit, control: "RLIMIT_NOFILE"),
-            LimitEnforcement(key: "cpuWeight", value: 50, by: .cgroup, control: "cpu.weight"),
-        ])
-        #expect(all.enforcement(controllers: ["memory", "pids", "cpu"], memoryCgroupV1: true, ownUID: false)[0].control == "memory.max",
-                "the v2 memory controller comes first")
+        #expect(
+            all.enforcement(controllers: ["memory", "pids", "cpu"], ownUID: false) == [
+                LimitEnforcement(key: "memoryMaxBytes", value: 1 << 30, by: .cgroup, control: "memory.max"),
+                LimitEnforcement(key: "tasksMax", value: 64, by: .cgroup, control: "pids.max"),
+                LimitEnforcement(key: "openFilesMax", value: 256, by: .rlimit, control: "RLIMIT_NOFILE"),
+                LimitEnforcement(key: "cpuWeight", value: 50, by: .cgroup, control: "cpu.weight"),
+            ])
+        #expect(
+            all.enforcement(controllers: ["memory", "pids", "cpu"], memoryCgroupV1: true, ownUID: false)[0].control == "memory.max",
+            "the v2 memory controller comes first")
     }
 
     @Test func withoutTheV2MemoryControllerMemoryIsAV1MemoryCgroupOrElseRLIMIT_DATA() {
@@ -85,6 +91,9 @@ struct ResourceLimitTests {
     }
 
     @Test func anUnsetLimitIsNotReported() {
-        #expect(ResourceLimits(openFilesMax: 64).enforcement(controllers: [], ownUID: false) == [LimitEnforcement(key: "openFilesMax", value: 64, by: .rlimit, control: "RLIMIT_NOFILE")])
+        #expect(
+            ResourceLimits(openFilesMax: 64).enforcement(controllers: [], ownUID: false) == [
+                LimitEnforcement(key: "openFilesMax", value: 64, by: .rlimit, control: "RLIMIT_NOFILE")
+            ])
     }
 }

@@ -52,11 +52,12 @@ struct SandboxViewTests {
         let view = SandboxView(
             scratch: ["/tmp", "/var/tmp"], masks: ["/home", "/root", "/var/lib/extensiond"],
             readOnly: ["/opt/widget/bin", "/tmp/ext"], writable: ["/var/lib/extensiond/extensions/a", "/var/lib/extensiond/containers/g"])
-        #expect(view.mounts == [
-            M("/home", .mask), M("/root", .mask), M("/tmp", .scratch),
-            M("/tmp/ext", .keepReadOnly), M("/var/tmp", .scratch), M("/var/lib/extensiond", .mask),
-            M("/var/lib/extensiond/containers/g", .keepWritable), M("/var/lib/extensiond/extensions/a", .keepWritable),
-        ], "/opt/widget/bin is visible (read-only) as it is")
+        #expect(
+            view.mounts == [
+                M("/home", .mask), M("/root", .mask), M("/tmp", .scratch),
+                M("/tmp/ext", .keepReadOnly), M("/var/tmp", .scratch), M("/var/lib/extensiond", .mask),
+                M("/var/lib/extensiond/containers/g", .keepWritable), M("/var/lib/extensiond/extensions/a", .keepWritable),
+            ], "/opt/widget/bin is visible (read-only) as it is")
     }
 
     @Test func aMaskBelowAHiddenDirectoryIsDroppedButNotBelowAKeptOne() {
@@ -64,9 +65,10 @@ struct SandboxViewTests {
         let below = SandboxView(scratch: ["/tmp"], masks: ["/tmp/t/state"], readOnly: [], writable: ["/tmp/t/state/extensions/a"])
         #expect(below.mounts == [M("/tmp", .scratch), M("/tmp/t/state/extensions/a", .keepWritable)])
         let kept = SandboxView(scratch: ["/tmp"], masks: ["/tmp/t/state"], readOnly: ["/tmp/t"], writable: ["/tmp/t/state/extensions/a"])
-        #expect(kept.mounts == [
-            M("/tmp", .scratch), M("/tmp/t", .keepReadOnly), M("/tmp/t/state", .mask), M("/tmp/t/state/extensions/a", .keepWritable),
-        ])
+        #expect(
+            kept.mounts == [
+                M("/tmp", .scratch), M("/tmp/t", .keepReadOnly), M("/tmp/t/state", .mask), M("/tmp/t/state/extensions/a", .keepWritable),
+            ])
     }
 
     @Test func aPathAskedTwiceKeepsItsMostOpenKindAndSlashesAreIgnored() {
@@ -94,9 +96,12 @@ struct SandboxManifestTests {
         offline.network = false
         points.policies["offline"] = offline
         let wide = parseManifest(minimal(", \"point\": \"offline\", \"network\": true"), points: points)
-        #expect(wide == .failure(ManifestError(
-            file: manifestFile, field: "network",
-            problem: "its extension point 'offline' gives no network, and a manifest may only restrict what its point allows")))
+        #expect(
+            wide
+                == .failure(
+                    ManifestError(
+                        file: manifestFile, field: "network",
+                        problem: "its extension point 'offline' gives no network, and a manifest may only restrict what its point allows")))
         let bad = parseManifest(minimal(", \"sandbox\": \"off\""))
         #expect(bad == .failure(ManifestError(file: manifestFile, field: "sandbox", problem: "unknown value 'off'")))
     }
@@ -104,13 +109,18 @@ struct SandboxManifestTests {
     @Test func aPointNamesItsNetworkAndRequiredParts() throws {
         let config = try DaemonConfig.parse(
             Array(#"{"points": {"kiosk": {"network": false, "sandboxRequires": ["filesystem", "syscalls"]}}, "allowUnsandboxedExtensions": true}"#.utf8),
-            file: "c.json").get()
+            file: "c.json"
+        ).get()
         #expect(config.points.policies["kiosk"]?.network == false)
         #expect(config.points.policies["kiosk"]?.sandboxRequires == [.filesystem, .syscalls])
         #expect(config.allowUnsandboxedExtensions)
         let bad = DaemonConfig.parse(Array(#"{"points": {"kiosk": {"sandboxRequires": ["everything"]}}}"#.utf8), file: "c.json")
-        #expect(bad == .failure(ManifestError(
-            file: "c.json", field: "points.kiosk.sandboxRequires[0]", problem: "unknown sandbox part 'everything' (known: filesystem, proc, network, syscalls)")))
+        #expect(
+            bad
+                == .failure(
+                    ManifestError(
+                        file: "c.json", field: "points.kiosk.sandboxRequires[0]",
+                        problem: "unknown sandbox part 'everything' (known: filesystem, proc, network, syscalls)")))
     }
 }
 

@@ -10,7 +10,9 @@ struct SharedContainerTests {
     }
 
     @Test func aManifestNamesContainers() throws {
-        let m = try parseManifest(#"{"id": "com.example.s", "executable": "/bin/true", "sharedContainers": ["group.com.example.stocks", "group.com.example.news"]}"#).get()
+        let m = try parseManifest(
+            #"{"id": "com.example.s", "executable": "/bin/true", "sharedContainers": ["group.com.example.stocks", "group.com.example.news"]}"#
+        ).get()
         #expect(m.sharedContainers == ["group.com.example.stocks", "group.com.example.news"])
         #expect(m.containerPaths.isEmpty, "paths are filled in by the daemon")
     }

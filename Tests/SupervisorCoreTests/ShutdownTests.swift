@@ -13,8 +13,9 @@ struct ShutdownTests {
     }
 
     @Test func everyRunningExtensionIsTerminatedAndExitWaitsForAllOfThem() {
-        var h = Harness([manifest("a.active"), manifest("b.suspended"), manifest("c.launching"), manifest("d.idle")],
-                        limits: testLimits { $0.terminateGraceSeconds = 5 })
+        var h = Harness(
+            [manifest("a.active"), manifest("b.suspended"), manifest("c.launching"), manifest("d.idle")],
+            limits: testLimits { $0.terminateGraceSeconds = 5 })
         h.id = "a.active"
         h.activate(host: 1, at: 0)
         h.id = "b.suspended"

@@ -1,11 +1,13 @@
+import Logging
+import SupervisorCore
+import SupervisorKernel
+import Testing
+
+@testable import SupervisorShell
+
 #if canImport(Glibc)
 import Glibc
 #endif
-import Logging
-@testable import SupervisorShell
-import SupervisorKernel
-import SupervisorCore
-import Testing
 
 /// The cgroup v2 path of resource limits, through the recording fake of the kernel interface
 /// (the development machines have no controllers in their v2 tree; the rlimit path runs for
@@ -30,11 +32,12 @@ struct CgroupLimitTests {
         let plan = limits.enforcement(controllers: Set(tree.controllers), ownUID: true)
         k.calls.removeAll()
         #expect(CgroupTree.applyLimits(plan, to: Self.cgroup, kernel: k) == nil)
-        #expect(k.calls == [
-            .write(Self.cgroup + "/memory.max", "268435456"),
-            .write(Self.cgroup + "/pids.max", "32"),
-            .write(Self.cgroup + "/cpu.weight", "50"),
-        ])
+        #expect(
+            k.calls == [
+                .write(Self.cgroup + "/memory.max", "268435456"),
+                .write(Self.cgroup + "/pids.max", "32"),
+                .write(Self.cgroup + "/cpu.weight", "50"),
+            ])
         #expect(Spawner.rlimits(plan) == [ResourceLimit(resource: .openFiles, value: 64)])
     }
 
@@ -45,11 +48,12 @@ struct CgroupLimitTests {
         k.calls.removeAll()
         #expect(CgroupTree.applyLimits(plan, to: Self.cgroup, kernel: k) == nil)
         #expect(k.calls.isEmpty)
-        #expect(Spawner.rlimits(plan) == [
-            ResourceLimit(resource: .data, value: 256 << 20),
-            ResourceLimit(resource: .processes, value: 32),
-            ResourceLimit(resource: .openFiles, value: 64),
-        ])
+        #expect(
+            Spawner.rlimits(plan) == [
+                ResourceLimit(resource: .data, value: 256 << 20),
+                ResourceLimit(resource: .processes, value: 32),
+                ResourceLimit(resource: .openFiles, value: 64),
+            ])
     }
 
     @Test func aFailedLimitWriteIsReportedNamingTheKeyAndFile() {
@@ -90,8 +94,9 @@ struct CgroupLimitTests {
     @Test func theV1MemoryHierarchyIsFoundFromMountinfoAndProcSelfCgroup() {
         #expect(MemoryCgroupV1Tree.memoryMount(Self.hybridMountinfo) == "/sys/fs/cgroup/memory")
         #expect(MemoryCgroupV1Tree.memoryMount("36 31 0:33 / /sys/fs/cgroup/cpu,cpuacct rw - cgroup cgroup rw,cpu,cpuacct\n") == nil)
-        #expect(MemoryCgroupV1Tree.memoryMount("30 25 0:26 / /sys/fs/cgroup rw shared:9 - cgroup2 cgroup2 rw,memory_recursiveprot\n") == nil,
-                "a cgroup2 mount option is not the v1 controller")
+        #expect(
+            MemoryCgroupV1Tree.memoryMount("30 25 0:26 / /sys/fs/cgroup rw shared:9 - cgroup2 cgroup2 rw,memory_recursiveprot\n") == nil,
+            "a cgroup2 mount option is not the v1 controller")
         #expect(MemoryCgroupV1Tree.memoryPath("4:memory:/a/b\n0::/\n") == "/a/b")
         #expect(MemoryCgroupV1Tree.memoryPath("7:cpuset,memory:/x\n") == "/x")
         #expect(MemoryCgroupV1Tree.memoryPath("0::/user.slice\n") == nil)
@@ -126,22 +131,25 @@ struct CgroupLimitTests {
         k.calls.removeAll()
         #expect(CgroupTree.applyLimits(plan, to: Self.cgroup, kernel: k) == nil)
         #expect(k.calls.isEmpty, "no v2 controller file is written")
-        #expect(Spawner.rlimits(plan) == [
-            ResourceLimit(resource: .processes, value: 32),
-            ResourceLimit(resource: .openFiles, value: 64),
-        ])
+        #expect(
+            Spawner.rlimits(plan) == [
+                ResourceLimit(resource: .processes, value: 32),
+                ResourceLimit(resource: .openFiles, value: 64),
+            ])
         let path = tree.path(of: "org.example.x")
         k.files[path + "/memory.oom_control"] = "oom_kill_disable 0\nunder_oom 0\noom_kill 0\n"
         let memory = try tree.create("org.example.x", limit: try #require(plan.first { $0.byMemoryCgroupV1 }).value).get()
-        #expect(k.calls == [
-            .makeDirectory(path),
-            .write(path + "/memory.limit_in_bytes", "268435456"),
-            .read(path + "/memory.oom_control"),
-            .openForWriting(path + "/cgroup.procs"),
-        ])
+        #expect(
+            k.calls == [
+                .makeDirectory(path),
+                .write(path + "/memory.limit_in_bytes", "268435456"),
+                .read(path + "/memory.oom_control"),
+                .openForWriting(path + "/cgroup.procs"),
+            ])
         #expect(memory.oomKillsAtStart == 0)
 
-        let manifest = Manifest(id: "org.example.x", executable: "/bin/true", readiness: .exec, policy: try #require(ExtensionPoints.builtIn.policies["widget"]))
+        let manifest = Manifest(
+            id: "org.example.x", executable: "/bin/true", readiness: .exec, policy: try #require(ExtensionPoints.builtIn.policies["widget"]))
         _ = try Spawner.spawn(manifest, kernel: k, cgroupFD: 7, limits: plan, memoryCgroupProcsFD: memory.procsFD)
         let request = try #require(k.spawnRequests.last)
         #expect(request.cgroupFD == 7 && request.memoryCgroupProcsFD == memory.procsFD, "the v2 cgroup to start in, the v1 one to join")

@@ -1,6 +1,7 @@
-@testable import SupervisorShell
 import SupervisorCore
 import Testing
+
+@testable import SupervisorShell
 
 /// A channel that holds more than one read takes at every wake-up for a whole second is a
 /// flood, whatever rate the daemon manages; one read that is not full starts the count anew.

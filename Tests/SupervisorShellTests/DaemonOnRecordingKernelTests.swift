@@ -1,13 +1,15 @@
-#if canImport(Glibc)
-import Glibc
-#endif
 import ExtensionProtocol
 import ExtensionTransport
 import Logging
 import SupervisorCore
-@testable import SupervisorShell
 import SupervisorKernel
 import Testing
+
+@testable import SupervisorShell
+
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// The whole daemon, the real `Daemon` with its control server, process control and core, run
 /// on the recording kernel as an embedded loop (in the manner of NIOEmbedded): the test plays

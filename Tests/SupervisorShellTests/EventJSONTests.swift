@@ -1,21 +1,26 @@
 import Foundation  // the tests only: JSONSerialization is the reference, and extctl parses with it
 import SupervisorCore
-@testable import SupervisorShell
 import SupervisorKernel
 import Testing
+
+@testable import SupervisorShell
 
 /// `EventJSON` writes the event object of docs/json.md as `StatusDocument.event` and
 /// JSONSerialization did, and `status` embeds the same bytes in `recentEvents`.
 struct EventJSONTests {
     static let events = [
-        LifecycleEvent(at: Instant(nanoseconds: 793_259_880_000), kind: .launch, extensionID: "org.example.test", pid: 17816,
-                       state: .launching, detail: "/tmp/extd/.build/debug/test-extension"),
-        LifecycleEvent(at: Instant(nanoseconds: 793_270_737_000), kind: .acquire, extensionID: "org.example.test", pid: 17816,
-                       state: .active, assertionID: 1, detail: "upload \"photos\"\n\ttab/\u{1}"),
-        LifecycleEvent(at: Instant(nanoseconds: 795_252_156_000), kind: .end, extensionID: "org.example.test", pid: 17816,
-                       state: .active, requestID: 1),
-        LifecycleEvent(at: Instant(nanoseconds: 5_000_000_000), kind: .launchFailed, extensionID: "é.x", pid: nil, state: .notRunning,
-                       detail: "No such file or directory"),
+        LifecycleEvent(
+            at: Instant(nanoseconds: 793_259_880_000), kind: .launch, extensionID: "org.example.test", pid: 17816,
+            state: .launching, detail: "/tmp/extd/.build/debug/test-extension"),
+        LifecycleEvent(
+            at: Instant(nanoseconds: 793_270_737_000), kind: .acquire, extensionID: "org.example.test", pid: 17816,
+            state: .active, assertionID: 1, detail: "upload \"photos\"\n\ttab/\u{1}"),
+        LifecycleEvent(
+            at: Instant(nanoseconds: 795_252_156_000), kind: .end, extensionID: "org.example.test", pid: 17816,
+            state: .active, requestID: 1),
+        LifecycleEvent(
+            at: Instant(nanoseconds: 5_000_000_000), kind: .launchFailed, extensionID: "é.x", pid: nil, state: .notRunning,
+            detail: "No such file or directory"),
     ]
 
     /// The dictionary the daemon serialized with JSONSerialization before (StatusDocument.event).
@@ -39,10 +44,13 @@ struct EventJSONTests {
 
     @Test func documentedExample() {
         let e = Self.events[2]
-        #expect(String(decoding: EventJSON.encode(e, time: "2026-11-21T02:56:55.569Z"), as: UTF8.self)
-                == #"{"event":"end","id":"org.example.test","monotonic":795.252156,"pid":17816,"request":1,"state":"active","time":"2026-11-21T02:56:55.569Z"}"#)
+        #expect(
+            String(decoding: EventJSON.encode(e, time: "2026-11-21T02:56:55.569Z"), as: UTF8.self)
+                == #"{"event":"end","id":"org.example.test","monotonic":795.252156,"pid":17816,"request":1,"state":"active","time":"2026-11-21T02:56:55.569Z"}"#
+        )
         let failed = Self.events[3]
-        #expect(String(decoding: EventJSON.encode(failed, time: "t"), as: UTF8.self)
+        #expect(
+            String(decoding: EventJSON.encode(failed, time: "t"), as: UTF8.self)
                 == #"{"detail":"No such file or directory","event":"launch-failed","id":"é.x","monotonic":5,"pid":null,"state":"not-running","time":"t"}"#)
     }
 

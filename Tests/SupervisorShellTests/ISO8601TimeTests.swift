@@ -1,8 +1,9 @@
 import Foundation  // the tests only: Date.formatted is the reference the formatter must match
 import SupervisorCore
-@testable import SupervisorShell
 import SupervisorKernel
 import Testing
+
+@testable import SupervisorShell
 
 /// `StatusDocument.Clock.iso8601` prints the times of docs/json.md exactly as Foundation's
 /// `Date.formatted(.iso8601…)` did when the daemon used it.

@@ -1,7 +1,8 @@
 import Foundation  // the tests only: JSONSerialization is the reference the writer must match
-@testable import SupervisorShell
 import SupervisorKernel
 import Testing
+
+@testable import SupervisorShell
 
 /// `JSONWriter` prints what `JSONSerialization` with `.sortedKeys` printed for the daemon's
 /// documents (docs/json.md), byte for byte.
@@ -25,8 +26,10 @@ struct JSONWriterTests {
     }
 
     @Test func objectKeysAreSorted() throws {
-        let keys = ["z", "a", "aa", "B", "_", "assertions", "assertionOverruns", "expireSent", "expireAcknowledged",
-                    "hostUID", "hostPID", "suspend", "suspendedLifetimeSeconds", "id", "ID", "Id", "iD", "a_", "A_"]
+        let keys = [
+            "z", "a", "aa", "B", "_", "assertions", "assertionOverruns", "expireSent", "expireAcknowledged",
+            "hostUID", "hostPID", "suspend", "suspendedLifetimeSeconds", "id", "ID", "Id", "iD", "a_", "A_",
+        ]
         var value: [String: JSONValue] = [:]
         var object: [String: Any] = [:]
         for (i, k) in keys.enumerated() {
@@ -59,15 +62,19 @@ struct JSONWriterTests {
         }
         var random = SystemRandomNumberGenerator()
         for _ in 0..<2_000 {
-            let d = [Double.random(in: 0..<1_000, using: &random), Double(bitPattern: random.next()), Double(Int32.random(in: .min ... .max, using: &random)) / 1e6]
-                .filter(\.isFinite)
+            let d = [
+                Double.random(in: 0..<1_000, using: &random), Double(bitPattern: random.next()), Double(Int32.random(in: .min ... .max, using: &random)) / 1e6,
+            ]
+            .filter(\.isFinite)
             #expect(text(.array(d.map { .number($0) })) == (try foundation(d)))
         }
         #expect(text(.array([.number(.nan), .number(.infinity), .number(-.infinity)])) == "[null,null,null]")
     }
 
     @Test func integers() throws {
-        #expect(text(.array([.integer(0), .integer(-3), .integer(Int.max), .integer(Int.min), .integer(42)])) == "[0,-3,9223372036854775807,-9223372036854775808,42]")
+        #expect(
+            text(.array([.integer(0), .integer(-3), .integer(Int.max), .integer(Int.min), .integer(42)]))
+                == "[0,-3,9223372036854775807,-9223372036854775808,42]")
         var w = JSONWriter()
         w.beginArray()
         w.element(); w.integer(UInt64.max)
@@ -97,10 +104,12 @@ struct JSONWriterTests {
 
     @Test func outputParsesBackAsExtctlReadsIt() throws {
         let value: JSONValue = .object([
-            "extensions": .array([.object([
-                "id": "org.example.test", "pid": .integer(17816), "lastExit": .null, "cpuSeconds": .number(0.02),
-                "requests": .integer(1), "since": "2026-11-21T02:56:53.584Z", "executable": "/usr/lib/x/y",
-            ])]),
+            "extensions": .array([
+                .object([
+                    "id": "org.example.test", "pid": .integer(17816), "lastExit": .null, "cpuSeconds": .number(0.02),
+                    "requests": .integer(1), "since": "2026-11-21T02:56:53.584Z", "executable": "/usr/lib/x/y",
+                ])
+            ])
         ])
         let parsed = try #require(try JSONSerialization.jsonObject(with: Data(JSONWriter.encode(value))) as? [String: Any])
         let e = try #require((parsed["extensions"] as? [[String: Any]])?.first)

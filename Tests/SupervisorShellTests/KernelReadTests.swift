@@ -1,9 +1,11 @@
+import SupervisorKernel
+import Testing
+
+@testable import SupervisorShell
+
 #if canImport(Glibc)
 import Glibc
 #endif
-@testable import SupervisorShell
-import SupervisorKernel
-import Testing
 
 /// Reads of open files through the real kernel interface: a read of short-record files stops
 /// at a short first read, and nothing is cut from files longer than one read.

@@ -1,6 +1,7 @@
-@testable import SupervisorShell
 import SupervisorKernel
 import Testing
+
+@testable import SupervisorShell
 
 /// Which entries of /proc/locks make the survey read a stopped group's descriptors: each read
 /// is a directory listing and a file per descriptor, so a lock the group cannot hold must not

@@ -1,11 +1,13 @@
+import ExtensionTransport
+import SupervisorCore
+import SupervisorKernel
+import Testing
+
+@testable import SupervisorShell
+
 #if canImport(Glibc)
 import Glibc
 #endif
-import ExtensionTransport
-@testable import SupervisorShell
-import SupervisorKernel
-import SupervisorCore
-import Testing
 
 /// Loading through the recording kernel: what `ManifestFiles` reads, and what `Provisioner`
 /// changes on disk (only what is missing or wrong) or refuses.
@@ -19,7 +21,9 @@ struct ManifestLoadingTests {
     static let ids = state + "/ids.json"
 
     /// A root daemon's kernel with one manifest naming one shared container, and its program.
-    func kernel(_ manifest: String = #"{"id": "com.example.x", "executable": "/usr/lib/x/run", "sharedContainers": ["group.com.example.stocks"]}"#) -> RecordingKernel {
+    func kernel(_ manifest: String = #"{"id": "com.example.x", "executable": "/usr/lib/x/run", "sharedContainers": ["group.com.example.stocks"]}"#)
+        -> RecordingKernel
+    {
         let k = RecordingKernel()
         k.directories[Self.directory] = ["x.json", "notes.txt"]
         k.files[Self.directory + "/x.json"] = manifest
@@ -62,8 +66,9 @@ struct ManifestLoadingTests {
         #expect(m.credentials == Credentials(uid: uid, gid: uid, groups: [uid + 1], ownUID: true))
         #expect(m.containerPaths == [Self.container: Self.containerPath])
         let made = changes(k)
-        #expect(made.filter { if case .replaceFile = $0 { return true } else { return false } } == [.replaceFile(Self.ids), .replaceFile(Self.ids)],
-                "ids.json is written once for the uid, once for the container's gid")
+        #expect(
+            made.filter { if case .replaceFile = $0 { return true } else { return false } } == [.replaceFile(Self.ids), .replaceFile(Self.ids)],
+            "ids.json is written once for the uid, once for the container's gid")
         #expect(made.contains(.changeOwner(Self.containerPath, 0, uid + 1)))
         #expect(made.last == .changeMode(Self.containerPath, 0o2770))
 
@@ -97,26 +102,41 @@ struct ManifestLoadingTests {
         let sources = try sources(k)
         let result = sources.load()
         #expect(result.manifests.isEmpty)
-        #expect(result.errors.map(\.description) == [
-            "\(Self.directory)/x.json: field 'executable': '/usr/lib/x/missing' does not exist: No such file or directory"
-        ])
+        #expect(
+            result.errors.map(\.description) == [
+                "\(Self.directory)/x.json: field 'executable': '/usr/lib/x/missing' does not exist: No such file or directory"
+            ])
         #expect(changes(k) == [], "no uid, gid or directory for a manifest that is refused")
         #expect(sources.identities?.map == IdentityMap())
     }
 
     @Test func withoutAStateDirectoryAnOwnUIDIsRefused() throws {
         let k = kernel()
-        let m = try #require(try? ManifestParser.parse(Array(#"{"id": "com.example.x", "executable": "/usr/lib/x/run"}"#.utf8), file: Self.directory + "/x.json", directory: Self.directory, points: .builtIn).get())
-        #expect(provisionWithoutState(k, .init(manifest: m, needsOwnUID: true)) == .failure(ManifestError(
-            file: Self.directory + "/x.json", field: "user", problem: "no state directory to keep extension uids in")))
+        let m = try #require(
+            try? ManifestParser.parse(
+                Array(#"{"id": "com.example.x", "executable": "/usr/lib/x/run"}"#.utf8), file: Self.directory + "/x.json", directory: Self.directory,
+                points: .builtIn
+            ).get())
+        #expect(
+            provisionWithoutState(k, .init(manifest: m, needsOwnUID: true))
+                == .failure(
+                    ManifestError(
+                        file: Self.directory + "/x.json", field: "user", problem: "no state directory to keep extension uids in")))
     }
 
     @Test func withoutAStateDirectoryAContainersGroupIsRefused() throws {
         let k = kernel()
-        let m = try #require(try? ManifestParser.parse(Array(#"{"id": "com.example.x", "executable": "/usr/lib/x/run", "user": 65534}"#.utf8), file: Self.directory + "/x.json", directory: Self.directory, points: .builtIn).get())
+        let m = try #require(
+            try? ManifestParser.parse(
+                Array(#"{"id": "com.example.x", "executable": "/usr/lib/x/run", "user": 65534}"#.utf8), file: Self.directory + "/x.json",
+                directory: Self.directory, points: .builtIn
+            ).get())
         let need = ManifestValidation.ContainerNeed(name: Self.container, field: "sharedContainers[0]", group: .allocated)
-        #expect(provisionWithoutState(k, .init(manifest: m, containers: [need])) == .failure(ManifestError(
-            file: Self.directory + "/x.json", field: "sharedContainers[0]", problem: "no state directory to keep container groups in")))
+        #expect(
+            provisionWithoutState(k, .init(manifest: m, containers: [need]))
+                == .failure(
+                    ManifestError(
+                        file: Self.directory + "/x.json", field: "sharedContainers[0]", problem: "no state directory to keep container groups in")))
         #expect(changes(k) == [])
     }
 
@@ -125,18 +145,25 @@ struct ManifestLoadingTests {
         var config = DaemonConfig()
         config.extensionUIDs = IdentityRange(first: 5000, count: 0)
         let result = try sources(k, config: config).load()
-        #expect(result.errors == [ManifestError(
-            file: Self.directory + "/x.json", field: "user",
-            problem: "no uid could be allocated for this extension: every uid of extensionUIDs (5000, 0 uids) is taken")])
+        #expect(
+            result.errors == [
+                ManifestError(
+                    file: Self.directory + "/x.json", field: "user",
+                    problem: "no uid could be allocated for this extension: every uid of extensionUIDs (5000, 0 uids) is taken")
+            ])
     }
 
     @Test func aContainerThatCannotBePreparedRefusesTheExtensionNamingItsField() throws {
         let k = kernel()
-        k.statuses[Self.containerPath] = FileStatus(kind: .regular, permissions: 0o644, owner: 0, group: 0, size: 0, identity: FileIdentity(device: 1, inode: 3))
+        k.statuses[Self.containerPath] = FileStatus(
+            kind: .regular, permissions: 0o644, owner: 0, group: 0, size: 0, identity: FileIdentity(device: 1, inode: 3))
         let result = try sources(k).load()
         #expect(result.manifests.isEmpty)
-        #expect(result.errors == [ManifestError(
-            file: Self.directory + "/x.json", field: "sharedContainers[0]", problem: "\(Self.containerPath) is not a directory")])
+        #expect(
+            result.errors == [
+                ManifestError(
+                    file: Self.directory + "/x.json", field: "sharedContainers[0]", problem: "\(Self.containerPath) is not a directory")
+            ])
     }
 
     @Test func theFilesAreReadThroughTheKernel() {
@@ -145,19 +172,24 @@ struct ManifestLoadingTests {
         k.files["/d/b.json"] = "{}"
         k.statuses["/d/b.json"] = FileStatus(kind: .regular, permissions: 0o600, owner: 7, group: 0, size: 2, identity: FileIdentity(device: 1, inode: 4))
         let read = ManifestFiles(kernel: k).read(["/d", "/absent"])
-        #expect(read == [
-            ManifestDirectory(path: "/d", listing: .files([
-                ManifestFile(path: "/d/a.json", directory: "/d", reading: .notOpened(reason: String(cString: strerror(ENOENT)))),
-                ManifestFile(path: "/d/b.json", directory: "/d", reading: .examined(FileFacts(owner: 7, mode: 0o600, size: 2), contents: Array("{}".utf8))),
-            ])),
-            ManifestDirectory(path: "/absent", listing: .unreadable(reason: String(cString: strerror(ENOENT)))),
-        ])
+        #expect(
+            read == [
+                ManifestDirectory(
+                    path: "/d",
+                    listing: .files([
+                        ManifestFile(path: "/d/a.json", directory: "/d", reading: .notOpened(reason: String(cString: strerror(ENOENT)))),
+                        ManifestFile(
+                            path: "/d/b.json", directory: "/d", reading: .examined(FileFacts(owner: 7, mode: 0o600, size: 2), contents: Array("{}".utf8))),
+                    ])),
+                ManifestDirectory(path: "/absent", listing: .unreadable(reason: String(cString: strerror(ENOENT)))),
+            ])
         k.statuses["/bin/dir"] = FileStatus(kind: .directory, permissions: 0o755, owner: 0, group: 0, size: 0, identity: FileIdentity(device: 1, inode: 5))
         k.statuses["/bin/plain"] = FileStatus(kind: .regular, permissions: 0o644, owner: 0, group: 0, size: 1, identity: FileIdentity(device: 1, inode: 6))
-        #expect(ManifestFiles(kernel: k).examine(["/bin/dir", "/bin/plain", "/bin/none"]) == [
-            "/bin/dir": .found(FileFacts(isRegular: false, owner: 0, mode: 0o755), executable: false),
-            "/bin/plain": .found(FileFacts(owner: 0, mode: 0o644, size: 1), executable: false),
-            "/bin/none": .missing(reason: String(cString: strerror(ENOENT))),
-        ])
+        #expect(
+            ManifestFiles(kernel: k).examine(["/bin/dir", "/bin/plain", "/bin/none"]) == [
+                "/bin/dir": .found(FileFacts(isRegular: false, owner: 0, mode: 0o755), executable: false),
+                "/bin/plain": .found(FileFacts(owner: 0, mode: 0o644, size: 1), executable: false),
+                "/bin/none": .missing(reason: String(cString: strerror(ENOENT))),
+            ])
     }
 }

@@ -1,11 +1,13 @@
+import ExtensionProtocol
+import ExtensionTransport
+import SupervisorKernel
+import Testing
+
+@testable import SupervisorShell
+
 #if canImport(Glibc)
 import Glibc
 #endif
-import ExtensionProtocol
-import ExtensionTransport
-@testable import SupervisorShell
-import SupervisorKernel
-import Testing
 
 /// A held peer writes nothing until it is released, then everything it held, in order.
 struct PeerTests {

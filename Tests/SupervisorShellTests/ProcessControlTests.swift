@@ -1,11 +1,13 @@
+import Logging
+import SupervisorCore
+import SupervisorKernel
+import Testing
+
+@testable import SupervisorShell
+
 #if canImport(Glibc)
 import Glibc
 #endif
-import Logging
-@testable import SupervisorShell
-import SupervisorKernel
-import SupervisorCore
-import Testing
 
 /// The exact kernel calls of one suspend, one resume and one kill, through the recording fake
 /// of the kernel interface; and the cgroup subtree's set-up on both cgroup v2 layouts.
@@ -132,25 +134,28 @@ struct ProcessControlTests {
         k.clearCalls()
         let frozen = try tree.create("org.example.y", freezer: true, logger: logger).get()
         let path = tree.path(of: "org.example.y")
-        #expect(k.calls == [
-            .makeDirectory(path), .open(path), .open(path + "/cgroup.events"), .open(path + "/cgroup.procs"), .openForWriting(path + "/cgroup.freeze"),
-        ])
+        #expect(
+            k.calls == [
+                .makeDirectory(path), .open(path), .open(path + "/cgroup.events"), .open(path + "/cgroup.procs"), .openForWriting(path + "/cgroup.freeze"),
+            ])
         #expect(frozen.freezeFD != nil)
     }
 
     @Test func oneSuspendInACgroup() throws {
         let (k, control, p, recorder) = try controlled(.stop)
         control.suspend(p)
-        #expect(k.calls == [
-            .readFD(62), .kill(100, SignalNumber.stop), .addTimer(at: k.clock.adding(seconds: GroupControl.firstRetrySeconds)),
-        ], "no /proc read: every pid of the cgroup gets SIGSTOP")
+        #expect(
+            k.calls == [
+                .readFD(62), .kill(100, SignalNumber.stop), .addTimer(at: k.clock.adding(seconds: GroupControl.firstRetrySeconds)),
+            ], "no /proc read: every pid of the cgroup gets SIGSTOP")
         k.clearCalls()
         k.stopped = [7]
         control.childrenChanged()
-        #expect(k.calls == [
-            .stopReported(pidfd: 7), .readFD(62),
-            .cancelTimer(at: .seconds(100).adding(seconds: GroupControl.firstRetrySeconds)),
-        ], "the leader's state comes from the kernel's report: no /proc read")
+        #expect(
+            k.calls == [
+                .stopReported(pidfd: 7), .readFD(62),
+                .cancelTimer(at: .seconds(100).adding(seconds: GroupControl.firstRetrySeconds)),
+            ], "the leader's state comes from the kernel's report: no /proc read")
         #expect(recorder.confirmed == 1)
         #expect(recorder.confirmedMembers == [[100]], "the members of the confirming read, with no further read")
     }
@@ -173,14 +178,16 @@ struct ProcessControlTests {
         control.resume(p)
         k.clearCalls()
         control.suspend(p)
-        #expect(k.calls == [.kill(-100, SignalNumber.stop), .addTimer(at: k.clock.adding(seconds: GroupControl.firstRetrySeconds))],
-                "alone at its last stop: kill(-pgid), no cgroup.procs read before the signal")
+        #expect(
+            k.calls == [.kill(-100, SignalNumber.stop), .addTimer(at: k.clock.adding(seconds: GroupControl.firstRetrySeconds))],
+            "alone at its last stop: kill(-pgid), no cgroup.procs read before the signal")
         k.clearCalls()
         k.stopped = [7]
         control.childrenChanged()
-        #expect(k.calls == [
-            .stopReported(pidfd: 7), .readFD(62), .cancelTimer(at: k.clock.adding(seconds: GroupControl.firstRetrySeconds)),
-        ], "the one read: after the leader's report, which finds any member outside the group")
+        #expect(
+            k.calls == [
+                .stopReported(pidfd: 7), .readFD(62), .cancelTimer(at: k.clock.adding(seconds: GroupControl.firstRetrySeconds)),
+            ], "the one read: after the leader's report, which finds any member outside the group")
         #expect(recorder.confirmed == 2)
     }
 
@@ -192,10 +199,11 @@ struct ProcessControlTests {
         k.exits[7] = .signaled(9)
         k.descriptors[61] = "populated 0\nfrozen 0\n"
         control.leaderMayHaveExited(p)
-        #expect(k.calls == [
-            .exitStatus(pidfd: 7, reap: false), .readFD(61), .exitStatus(pidfd: 7, reap: true),
-            .listDirectory("/proc/\(k.processID)/task"), .removeDirectory(Self.cgroup),
-        ])
+        #expect(
+            k.calls == [
+                .exitStatus(pidfd: 7, reap: false), .readFD(61), .exitStatus(pidfd: 7, reap: true),
+                .listDirectory("/proc/\(k.processID)/task"), .removeDirectory(Self.cgroup),
+            ])
         #expect(recorder.exits.count == 1)
         #expect(recorder.exits.first?.0 == .signaled(9))
         #expect(recorder.exits.first?.1 == false)
@@ -205,15 +213,17 @@ struct ProcessControlTests {
         let (k, control, p, recorder) = try controlled(.freeze)
         k.descriptors[61] = "populated 1\nfrozen 0\n"
         control.suspend(p)
-        #expect(k.calls == [
-            .writeFD(63, "1"), .addTimer(at: k.clock.adding(seconds: GroupControl.slowStopSeconds)), .readFD(61),
-        ], "frozen is read once right after the write; not frozen yet: the notification confirms it")
+        #expect(
+            k.calls == [
+                .writeFD(63, "1"), .addTimer(at: k.clock.adding(seconds: GroupControl.slowStopSeconds)), .readFD(61),
+            ], "frozen is read once right after the write; not frozen yet: the notification confirms it")
         #expect(recorder.confirmed == 0)
         k.clearCalls()
         k.descriptors[61] = "populated 1\nfrozen 1\n"
         control.cgroupEventsChanged(p)
-        #expect(k.calls == [.readFD(61), .cancelTimer(at: k.clock.adding(seconds: GroupControl.slowStopSeconds)), .readFD(62)],
-                "a freeze is confirmed with no member read; the members are read once for the confirmation")
+        #expect(
+            k.calls == [.readFD(61), .cancelTimer(at: k.clock.adding(seconds: GroupControl.slowStopSeconds)), .readFD(62)],
+            "a freeze is confirmed with no member read; the members are read once for the confirmation")
         #expect(recorder.confirmed == 1)
         k.clearCalls()
         control.resume(p)
@@ -224,10 +234,11 @@ struct ProcessControlTests {
         let (k, control, p, recorder) = try controlled(.freeze)
         k.descriptors[61] = "populated 1\nfrozen 1\n"
         control.suspend(p)
-        #expect(k.calls == [
-            .writeFD(63, "1"), .addTimer(at: k.clock.adding(seconds: GroupControl.slowStopSeconds)), .readFD(61),
-            .cancelTimer(at: k.clock.adding(seconds: GroupControl.slowStopSeconds)), .readFD(62),
-        ], "confirmed with no timer left armed")
+        #expect(
+            k.calls == [
+                .writeFD(63, "1"), .addTimer(at: k.clock.adding(seconds: GroupControl.slowStopSeconds)), .readFD(61),
+                .cancelTimer(at: k.clock.adding(seconds: GroupControl.slowStopSeconds)), .readFD(62),
+            ], "confirmed with no timer left armed")
         #expect(recorder.confirmed == 1)
     }
 
@@ -251,11 +262,12 @@ struct ProcessControlTests {
         k.clearCalls()
         k.stopped = [7]
         control.childrenChanged()
-        #expect(k.calls == [
-            .stopReported(pidfd: 7), .listDirectory("/proc/\(k.processID)/task"),
-            .listDirectory("/proc/100/task"), .read("/proc/100/task/100/children"),
-            .cancelTimer(at: k.clock.adding(seconds: GroupControl.firstRetrySeconds)),
-        ], "no orphan adopted, no child: the leader alone, with no scan of /proc")
+        #expect(
+            k.calls == [
+                .stopReported(pidfd: 7), .listDirectory("/proc/\(k.processID)/task"),
+                .listDirectory("/proc/100/task"), .read("/proc/100/task/100/children"),
+                .cancelTimer(at: k.clock.adding(seconds: GroupControl.firstRetrySeconds)),
+            ], "no orphan adopted, no child: the leader alone, with no scan of /proc")
         #expect(recorder.confirmedMembers == [[100]])
         k.clearCalls()
         control.childrenChanged()
@@ -281,9 +293,10 @@ struct ProcessControlTests {
             .listDirectory("/proc"), .read("/proc/100/stat"), .read("/proc/101/stat"),
             .listDirectory("/proc/101/task"), .read("/proc/101/task/101/stat"),
         ]
-        #expect(k.calls == [.stopReported(pidfd: 7)] + descendants + scan + descendants + scan + [
-            .cancelTimer(at: k.clock.adding(seconds: GroupControl.firstRetrySeconds)),
-        ], "a child: the group is scanned (the leader's state from its report), and read again until the set is stable")
+        #expect(
+            k.calls == [.stopReported(pidfd: 7)] + descendants + scan + descendants + scan + [
+                .cancelTimer(at: k.clock.adding(seconds: GroupControl.firstRetrySeconds))
+            ], "a child: the group is scanned (the leader's state from its report), and read again until the set is stable")
         #expect(recorder.confirmedMembers == [[100, 101]])
     }
 }

@@ -1,8 +1,9 @@
 import Foundation  // the tests only: writes a registry as JSONSerialization would
 import Logging
-@testable import SupervisorShell
 import SupervisorKernel
 import Testing
+
+@testable import SupervisorShell
 
 /// The registry file keeps its format (`{"daemonPID":…,"processes":[…],"version":1}`) and is read
 /// back entry by entry, without Foundation in the daemon.
@@ -23,8 +24,14 @@ struct ProcessRegistryTests {
         #expect(registry.flush())
         let text = try String(contentsOfFile: path, encoding: .utf8)
         let start = try #require(registry.entries[getpid()]?.startTicks)
-        #expect(text == #"{"daemonPID":\#(getpid()),"processes":[{"id":"org.example.\"quoted\"\/x","pid":\#(getpid()),"processGroup":\#(getpgrp()),"startTicks":\#(start)}],"version":1}"# + "\n")
-        #expect(ProcessRegistry.read(path, kernel: kernel) == [ProcessRegistry.Entry(extensionID: "org.example.\"quoted\"/x", pid: getpid(), processGroup: getpgrp(), startTicks: start)])
+        #expect(
+            text
+                == #"{"daemonPID":\#(getpid()),"processes":[{"id":"org.example.\"quoted\"\/x","pid":\#(getpid()),"processGroup":\#(getpgrp()),"startTicks":\#(start)}],"version":1}"#
+                + "\n")
+        #expect(
+            ProcessRegistry.read(path, kernel: kernel) == [
+                ProcessRegistry.Entry(extensionID: "org.example.\"quoted\"/x", pid: getpid(), processGroup: getpgrp(), startTicks: start)
+            ])
         registry.removeFile()
         #expect(ProcessRegistry.read(path, kernel: kernel).isEmpty)
     }
@@ -44,10 +51,11 @@ struct ProcessRegistryTests {
             ],
         ]
         try JSONSerialization.data(withJSONObject: document).write(to: URL(fileURLWithPath: path))
-        #expect(ProcessRegistry.read(path, kernel: kernel) == [
-            .init(extensionID: "good", pid: 4242, processGroup: 4242, startTicks: 99),
-            .init(extensionID: "also-good", pid: 4246, processGroup: 4246, startTicks: 0),
-        ])
+        #expect(
+            ProcessRegistry.read(path, kernel: kernel) == [
+                .init(extensionID: "good", pid: 4242, processGroup: 4242, startTicks: 99),
+                .init(extensionID: "also-good", pid: 4246, processGroup: 4246, startTicks: 0),
+            ])
     }
 
     @Test func unreadableFilesGiveNothing() throws {

@@ -67,7 +67,9 @@ ExtensionMain.onRefresh { completion in
 
 ExtensionMain.run(
     onRequest: { request in
-        let shown = views.withLock { v -> Int in v += 1; return v }
+        let shown = views.withLock { v -> Int in
+            v += 1; return v
+        }
         saveState()
         request.channel.write("stocks-widget pid \(getpid()), shown \(shown) time(s)\n" + fetchQuotes().text)
         while let line = request.channel.readLine() {

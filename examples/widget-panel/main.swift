@@ -32,8 +32,8 @@ func fail(_ message: String) -> Never {
 /// The extension's state and group members as extensiond reports them.
 func describe(_ client: ControlClient) -> String {
     guard case .json(let bytes)? = try? client.call(timeout: 5, { .query(tag: $0, kind: .status, extensionIDs: [extensionID]) }),
-          let doc = try? JSONSerialization.jsonObject(with: Data(bytes)) as? [String: Any],
-          let e = (doc["extensions"] as? [[String: Any]])?.first
+        let doc = try? JSONSerialization.jsonObject(with: Data(bytes)) as? [String: Any],
+        let e = (doc["extensions"] as? [[String: Any]])?.first
     else { return "(status unavailable)" }
     let group = (e["processGroup"] as? [[String: Any]] ?? []).map { "\($0["pid"] as? Int ?? 0):\($0["state"] as? String ?? "?")" }
     return "state=\(e["state"] as? String ?? "?") pid=\((e["pid"] as? Int).map(String.init) ?? "-") /proc=\(group.joined(separator: ","))"

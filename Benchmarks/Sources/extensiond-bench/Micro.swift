@@ -1,9 +1,10 @@
 import ExtensionProtocol
+import ExtensionStatus
 import Foundation
 
 /// In-process costs of the per-message work on the hot paths, in nanoseconds per operation.
-/// What cannot be called from here (the daemon's StatusDocument and log handler are internal to
-/// SupervisorShell) is reproduced line for line, and says so.
+/// What cannot be called from here (the daemon's log handler is in no library product)
+/// is reproduced line for line, and says so.
 enum Micro {
     /// Runs `body` `n` times after a warm-up; returns nanoseconds per call (best of 5 rounds).
     static func time(_ n: Int, _ body: () throws -> Void) rethrows -> Double {
@@ -43,34 +44,31 @@ enum Micro {
             sink &+= Int(buffer[sink & 1023])
         }, "runtime and hosts: MessageChannel.receive allocates this per message"))
 
-        // StatusDocument.event + encode, as the daemon runs them for every event when a monitor
-        // is attached (Sources/SupervisorShell/StatusDocument.swift, reproduced).
+        // A monitor event as the daemon writes it (`MonitorFeed.take`: `EventJSON.encode` with
+        // the time from one `WallClock` per loop iteration; the daemon's `EventJSON.object` only
+        // copies the `LifecycleEvent`'s fields into the `ExtensionEvent`), and the `events`
+        // message of an iteration.
         var ts = timespec()
         clock_gettime(CLOCK_REALTIME, &ts)
-        let offset = Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9 - now()
-        results.append(("monitor event JSON (StatusDocument.event + JSONSerialization, sortedKeys)", time(n / 20) {
-            let at = now()
-            let date = Date(timeIntervalSince1970: at + offset)
-            let iso = date.formatted(.iso8601.year().month().day().time(includingFractionalSeconds: true).timeZone(separator: .omitted))
-            let o: [String: Any] = [
-                "time": iso, "monotonic": at, "event": "acquire", "id": "com.example.stocks.widget", "state": "active",
-                "pid": 4242, "assertion": 17, "detail": "save model",
-            ]
-            let data = (try? JSONSerialization.data(withJSONObject: o, options: [.sortedKeys])) ?? Data()
-            sink &+= [UInt8](data).count
+        let clock = WallClock(monotonicNanoseconds: UInt64(now() * 1e9), wallClock: Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9)
+        func event(_ at: UInt64) -> ExtensionEvent {
+            ExtensionEvent(
+                time: clock.iso(monotonicNanoseconds: at), monotonic: Double(at) / 1e9, event: "acquire", id: "com.example.stocks.widget",
+                state: "active", pid: 4242, assertion: 17, detail: "save model")
+        }
+        results.append(("monitor event JSON (ExtensionEvent + WallClock.iso + jsonBytes)", time(n) {
+            sink &+= event(UInt64(now() * 1e9)).jsonBytes().count
         }, "daemon: every event, with a monitor attached"))
-
-        results.append(("  of which the ISO 8601 time (Date.formatted(.iso8601…))", time(n / 20) {
-            let date = Date(timeIntervalSince1970: now() + offset)
-            sink &+= date.formatted(.iso8601.year().month().day().time(includingFractionalSeconds: true).timeZone(separator: .omitted)).utf8.count
+        results.append(("  of which the ISO 8601 time (WallClock.iso)", time(n) {
+            sink &+= clock.iso(monotonicNanoseconds: UInt64(now() * 1e9)).utf8.count
         }, ""))
-        results.append(("  of which JSONSerialization.data(sortedKeys) of the 8 keys", time(n / 20) {
-            let o: [String: Any] = [
-                "time": "2026-11-21T02:56:53.587Z", "monotonic": 793.270737, "event": "acquire", "id": "com.example.stocks.widget",
-                "state": "active", "pid": 4242, "assertion": 17, "detail": "save model",
-            ]
-            sink &+= ((try? JSONSerialization.data(withJSONObject: o, options: [.sortedKeys])) ?? Data()).count
-        }, ""))
+        let objects = (0..<64).map { event(UInt64($0) * 1_000 + 793_270_737_000).jsonBytes() }
+        results.append(("events message of 64 events: Message.events + WireEncoder.encode, per event", try time(n / 64) {
+            for m in Message.events(carrying: objects) {
+                try encoder.encode(m)
+                sink &+= encoder.bytes.count
+            }
+        } / 64, "daemon: each monitor, each loop iteration with events"))
 
         // ConsoleLogHandler.log + the metadata Daemon.record builds, reproduced; the write(2) goes
         // to /dev/null here (a journal stream or a file costs more).

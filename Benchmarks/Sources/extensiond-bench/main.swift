@@ -38,7 +38,7 @@ if arguments.first == "--helper" {
 // MARK: - Options
 
 /// The phases, in the order they run.
-let allPhases = ["micro", "baselines", "rtt", "cold", "prewarm", "resume", "throughput", "assert", "suspend", "legs", "behaviour", "mass", "freeze"]
+let allPhases = ["micro", "baselines", "rtt", "cold", "prewarm", "resume", "throughput", "monitor", "assert", "suspend", "legs", "behaviour", "mass", "freeze"]
 
 struct Options {
     var quick = false
@@ -178,6 +178,8 @@ final class Suite {
     var suspendFreeze = Samples(), resumeFreeze = Samples(), massFreeze = Samples()
 
     var micro: [(String, Double, String)] = []
+    /// What a monitor costs the daemon per event (phase `monitor`).
+    var monitorCosts: [MonitorCost] = []
     var daemon: DaemonUnderTest!
     var host: ExtensionHostConnection!
     var manifestCount = 0
@@ -469,18 +471,10 @@ final class Suite {
         func round(pairs: Int, chains: Int) throws -> (rate: Double, cpuPerPair: Double, extensionCPUPerPair: Double, denied: Int) {
             let cpu0 = cpuSeconds(daemon.pid)
             let ext0 = sessions.reduce(0.0) { $0 + cpuSeconds($1.pid) }
-            for fd in channels { try writeAll(fd, [UInt8(ascii: "t")] + le32(UInt32(pairs)) + le32(UInt32(chains))) }
-            var first = Double.infinity, last = 0.0, total = 0, denied = 0
-            for fd in channels {
-                let r = try readExactly(fd, 24)
-                first = min(first, Double(u64(r[0..<8])) / 1e9)
-                last = max(last, Double(u64(r[8..<16])) / 1e9)
-                total += Int(u32(r[16..<20]))
-                denied += Int(u32(r[20..<24]))
-            }
+            let r = try pairRound(sessions, pairs: pairs, chains: chains)
             let cpu = cpuSeconds(daemon.pid) - cpu0
             let ext = sessions.reduce(0.0) { $0 + cpuSeconds($1.pid) } - ext0
-            return (Double(total) / (last - first), cpu / Double(total), ext / Double(total), denied)
+            return (Double(r.completed) / r.seconds, cpu / Double(r.completed), ext / Double(r.completed), r.denied)
         }
         _ = try round(pairs: 20, chains: 1)  // warm-up: threads, queues
         for chains in [1, 16] {
@@ -491,6 +485,23 @@ final class Suite {
         for fd in channels { close(fd) }
         for id in ids.throughput { try host.kill(id) }
         try daemon.waitStates(ids.throughput, "not-running", via: host)
+    }
+
+    /// Has every session's extension run `pairs` acquire+release pairs as `chains` concurrent
+    /// chains, all at once; returns the pairs completed and denied, and the time from the first
+    /// start to the last end (the extensions' clocks).
+    func pairRound(_ sessions: [Session], pairs: Int, chains: Int) throws -> (completed: Int, denied: Int, seconds: Double) {
+        let channels = sessions.map { $0.channel! }
+        for fd in channels { try writeAll(fd, [UInt8(ascii: "t")] + le32(UInt32(pairs)) + le32(UInt32(chains))) }
+        var first = Double.infinity, last = 0.0, total = 0, denied = 0
+        for fd in channels {
+            let r = try readExactly(fd, 24)
+            first = min(first, Double(u64(r[0..<8])) / 1e9)
+            last = max(last, Double(u64(r[8..<16])) / 1e9)
+            total += Int(u32(r[16..<20]))
+            denied += Int(u32(r[20..<24]))
+        }
+        return (total, denied, last - first)
     }
 
     /// Microseconds between two measured operations (assertions, round trips): the daemon and the
@@ -857,6 +868,7 @@ final class Suite {
         if on("prewarm") { try profiled("prewarm") { try prewarm() } }
         if on("resume") { try profiled("resume") { try resumes() } }
         if on("throughput") { try throughput() }
+        if on("monitor") { try profiled("monitor") { try measureMonitorCosts() } }
         if on("assert") { try acquires() }
         // From here on the monitor is attached: supervisor-side figures use the daemon's timestamps.
         try daemon.attachMonitor()
@@ -906,6 +918,15 @@ final class Suite {
         for r in throughputRates {
             rows.append(Row(figure: "throughput (\(ids.throughput.count) ext. × \(r.chains) chain\(r.chains == 1 ? "" : "s"))",
                             kind: .value(String(format: "%.0f/s", r.rate), baseline: "—", ratio: "—", met: r.rate >= 50_000), target: "≥ 50,000/s"))
+        }
+        for c in monitorCosts {
+            rows.append(Row(
+                figure: "monitor attached, daemon CPU per event (\(c.label))",
+                kind: .value(
+                    String(format: "%.2f µs", c.perEvent * 1e6),
+                    baseline: c.floor.map { String(format: "%.2f µs (one send waking a reader)", $0.p50 * 1e6) } ?? "—",
+                    ratio: c.floor.map { String(format: "%.2f×", c.perEvent / $0.p50) } ?? "—", met: c.perEvent <= 5e-6),
+                target: "≤ 5 µs per event"))
         }
         rows.append(Row(figure: "mass dismiss (\(ids.mass.count))", kind: .latency(mass, baseline: rawMass, factor: 2), target: "≤ 2× baseline"))
         if let rawMassFreeze, massFreeze.count > 0 {

@@ -329,14 +329,18 @@ ExtensionMain.run { request in
             reply(channel, ExtensionContext.sharedContainerURL(forGroup: word(1, "")).map { "container \($0.path)" } ?? "no container")
         case "write-file":
             let fd = open(word(1, "/dev/null"), O_WRONLY | O_CREAT | O_TRUNC, 0o660)
-            if fd < 0 { reply(channel, "refused: \(String(cString: strerror(errno)))") } else {
+            if fd < 0 {
+                reply(channel, "refused: \(String(cString: strerror(errno)))")
+            } else {
                 _ = write(fd, "hello", 5)
                 close(fd)
                 reply(channel, "written")
             }
         case "read-file":
             let fd = open(word(1, "/dev/null"), O_RDONLY)
-            if fd < 0 { reply(channel, "refused: \(String(cString: strerror(errno)))") } else {
+            if fd < 0 {
+                reply(channel, "refused: \(String(cString: strerror(errno)))")
+            } else {
                 close(fd)
                 reply(channel, "read")
             }

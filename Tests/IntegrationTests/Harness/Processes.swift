@@ -4,7 +4,8 @@ import Foundation
 /// The /proc state letter of a process (R, S, T…), or nil when it is gone (or a zombie).
 func processState(_ pid: Int32) -> Character? {
     guard let text = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
-          let close = text.lastIndex(of: ")") else { return nil }
+        let close = text.lastIndex(of: ")")
+    else { return nil }
     let rest = text[text.index(close, offsetBy: 2)...]
     guard let state = rest.first, state != "Z", state != "X" else { return nil }
     return state
@@ -26,7 +27,8 @@ func groupMembers(_ pgid: Int32) -> [Int32] {
     let entries = (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []
     return entries.compactMap(Int32.init).filter { pid in
         guard let text = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
-              let close = text.lastIndex(of: ")") else { return false }
+            let close = text.lastIndex(of: ")")
+        else { return false }
         let fields = text[text.index(close, offsetBy: 2)...].split(separator: " ")
         return fields.count > 2 && Int32(fields[2]) == pgid && fields[0] != "Z"
     }

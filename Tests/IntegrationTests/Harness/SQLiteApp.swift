@@ -3,7 +3,8 @@ import Foundation
 /// The containing app of the lock tests: `sqlite_locks.py app` (real SQLite through python3's
 /// sqlite3 module), driven line by line over a socketpair.
 final class SQLiteApp {
-    static let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+    static let script =
+        URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
         .deletingLastPathComponent().path + "/Fixtures/sqlite-locks/sqlite_locks.py"
 
     let process = Process()

@@ -23,7 +23,9 @@ final class SystemdSession: @unchecked Sendable {
     /// Why a private systemd cannot run here, or nil when it can.
     static let unavailability: String? = {
         if geteuid() != 0 { return "needs root (mount namespaces, cgroups, systemd --user as root)" }
-        for tool in ["/lib/systemd/systemd", "/lib/systemd/systemd-journald", "/usr/bin/unshare", "/usr/bin/nsenter", "/usr/bin/systemctl", "/usr/bin/journalctl"]
+        for tool in [
+            "/lib/systemd/systemd", "/lib/systemd/systemd-journald", "/usr/bin/unshare", "/usr/bin/nsenter", "/usr/bin/systemctl", "/usr/bin/journalctl",
+        ]
         where !FileManager.default.isExecutableFile(atPath: tool) {
             return "\(tool) is not installed (scripts/dependencies.sh installs systemd)"
         }
@@ -79,7 +81,9 @@ final class SystemdSession: @unchecked Sendable {
     /// `timeout` seconds.
     @discardableResult
     func run(_ arguments: [String], stdin: String? = nil, timeout: Int = 60) throws -> (status: Int32, out: String, err: String) {
-        try runProgram("/usr/bin/nsenter", ["--target", "\(namespacePID)", "--mount", "--", "env", "XDG_RUNTIME_DIR=\(runtimeDirectory)", "timeout", "\(timeout)"] + arguments, stdin: stdin)
+        try runProgram(
+            "/usr/bin/nsenter",
+            ["--target", "\(namespacePID)", "--mount", "--", "env", "XDG_RUNTIME_DIR=\(runtimeDirectory)", "timeout", "\(timeout)"] + arguments, stdin: stdin)
     }
 
     /// `systemctl --user ARGS…`; throws when it fails.

@@ -101,8 +101,8 @@ final class TerminalRun: Sendable {
     func result() throws -> Result {
         process.waitUntilExit()
         guard let last = lines.withLock({ $0.last }),
-              let o = try JSONSerialization.jsonObject(with: Data(last.utf8)) as? [String: Any],
-              let status = o["status"] as? Int, let ms = o["ms"] as? Double
+            let o = try JSONSerialization.jsonObject(with: Data(last.utf8)) as? [String: Any],
+            let status = o["status"] as? Int, let ms = o["ms"] as? Double
         else { throw HarnessError("the terminal run reported nothing usable: \(lines.withLock { $0 })") }
         return Result(status: status, milliseconds: ms, output: o["output"] as? String ?? "")
     }

@@ -19,7 +19,11 @@ final class CapturedLog: Sendable {
     func append(_ entry: Entry) { entries.withLock { $0.append(entry) } }
 
     /// The entries so far, which are forgotten.
-    func take() -> [Entry] { entries.withLock { taken in defer { taken = [] }; return taken } }
+    func take() -> [Entry] {
+        entries.withLock { taken in
+            defer { taken = [] }; return taken
+        }
+    }
 }
 
 /// A `LogHandler` that appends to a `CapturedLog`.

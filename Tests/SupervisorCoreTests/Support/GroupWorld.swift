@@ -214,10 +214,16 @@ final class GroupWorld {
                     members[pid]!.state = .running
                 }
             case .running where !frozen:
-                if chance(0.15) && members.count < 8 { fork(by: pid) }
-                else if chance(0.1) { members[pid]!.state = .blocked }
-                else if inCgroup && pid != leader && chance(0.05) { members[pid]!.group = pid }  // setsid()
-                else if pid != leader && chance(0.04) { die(pid, .exited(0)) }  // a helper that double-forked exits: its children are orphans
+                if chance(0.15) && members.count < 8 {
+                    fork(by: pid)
+                } else if chance(0.1) {
+                    members[pid]!.state = .blocked
+                } else if inCgroup && pid != leader && chance(0.05) {
+                    members[pid]!.group = pid
+                }  // setsid()
+                else if pid != leader && chance(0.04) {
+                    die(pid, .exited(0))
+                }  // a helper that double-forked exits: its children are orphans
             default: break
             }
         }

@@ -176,7 +176,9 @@ extension Array where Element == Effect {
         compactMap {
             if case let .openRequest(id, g, r, h, t, p, c) = $0 {
                 OpenedRequest(extensionID: id, generation: g, requestID: r, host: h, tag: t, pid: p, channel: c)
-            } else { nil }
+            } else {
+                nil
+            }
         }
     }
     var replies: [(host: HostID, message: Message)] {

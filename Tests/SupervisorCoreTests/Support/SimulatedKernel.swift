@@ -1,10 +1,12 @@
+import ExtensionTransport
+import SupervisorCore
+import SupervisorKernel
+
+@testable import SupervisorShell
+
 #if canImport(Glibc)
 import Glibc
 #endif
-import ExtensionTransport
-@testable import SupervisorShell
-import SupervisorCore
-import SupervisorKernel
 
 /// The kernel interface answered from simulated processes, one `GroupWorld` per extension
 /// generation: `kill` (a pid or a process group), `waitid` on the leaders' pidfds, the open

@@ -1,7 +1,9 @@
 import ExtensionProtocol
+import Foundation  // JSONEncoder/JSONDecoder: the hand-over document as the daemon writes it
 import Logging
-@testable import SupervisorShell
 import SupervisorCore
+
+@testable import SupervisorShell
 
 /// A randomized, deterministic driver for the supervisor and the shell's process handling:
 /// it runs the core (`Supervisor`) and the shell's real `ProcessControl`, with a real
@@ -45,19 +47,27 @@ final class Simulation: ProcessControlDelegate {
 
     static let ids = ["sim.a", "sim.b", "sim.never", "sim.frozen"]
     static let manifests: [Manifest] = [
-        manifest("sim.a", policy: Policy(
-            backgroundSeconds: 10, expiryGraceSeconds: 3, assertionMaxSeconds: 20,
-            launchTimeoutSeconds: 5, suspendedLifetimeSeconds: 40)),
+        manifest(
+            "sim.a",
+            policy: Policy(
+                backgroundSeconds: 10, expiryGraceSeconds: 3, assertionMaxSeconds: 20,
+                launchTimeoutSeconds: 5, suspendedLifetimeSeconds: 40)),
         // Grace equal to the whole background time: expire goes out at the dismissal.
-        manifest("sim.b", policy: Policy(
-            backgroundSeconds: 4, expiryGraceSeconds: 4, assertionMaxSeconds: 8,
-            launchTimeoutSeconds: 3, suspendedLifetimeSeconds: 15)),
-        manifest("sim.never", policy: Policy(
-            backgroundSeconds: 6, expiryGraceSeconds: 2, assertionMaxSeconds: 12,
-            launchTimeoutSeconds: 4, suspendedLifetimeSeconds: 30, suspend: .never)),
-        manifest("sim.frozen", policy: Policy(
-            backgroundSeconds: 5, expiryGraceSeconds: 2, assertionMaxSeconds: 10,
-            launchTimeoutSeconds: 4, suspendedLifetimeSeconds: 25, suspend: .freeze)),
+        manifest(
+            "sim.b",
+            policy: Policy(
+                backgroundSeconds: 4, expiryGraceSeconds: 4, assertionMaxSeconds: 8,
+                launchTimeoutSeconds: 3, suspendedLifetimeSeconds: 15)),
+        manifest(
+            "sim.never",
+            policy: Policy(
+                backgroundSeconds: 6, expiryGraceSeconds: 2, assertionMaxSeconds: 12,
+                launchTimeoutSeconds: 4, suspendedLifetimeSeconds: 30, suspend: .never)),
+        manifest(
+            "sim.frozen",
+            policy: Policy(
+                backgroundSeconds: 5, expiryGraceSeconds: 2, assertionMaxSeconds: 10,
+                launchTimeoutSeconds: 4, suspendedLifetimeSeconds: 25, suspend: .freeze)),
     ]
     static let limits = testLimits {
         $0.maxRequestsPerHost = 3
@@ -104,11 +114,6 @@ final class Simulation: ProcessControlDelegate {
     /// When set, every event and its effects (lifecycle records left out) are logged, for debugging a seed.
     var trace = false
     var log: [String] = []
-    /// Called by `run` after each random event with the supervisor, which it may replace (the
-    /// hand-over test restores it from its snapshot here), and the current instant.
-    var betweenEvents: ((inout Supervisor, Instant) -> Void)?
-    /// Called with every event delivered and the effects the supervisor returned for it.
-    var onEffects: ((Event, [Effect]) -> Void)?
 
     /// Guarantee violations, described for people. Empty when all is well.
     var violations: [String] = []
@@ -153,12 +158,21 @@ final class Simulation: ProcessControlDelegate {
 
     // MARK: Driving
 
+    /// Hands the supervisor over between events (`extctl reexec`): with this probability per
+    /// step, drawn from its own generator so the simulation's stream is the same as without.
+    var handovers: (rng: SplitMix64, probability: Double)?
+    var handoverCount = 0
+    /// What the run produced, for comparing runs: every effect but timer arming, in order,
+    /// and each distinct instant the timer was armed for.
+    var outcome: [String] = []
+    var armedInstants: [Instant?] = []
+
     /// Runs `steps` random events, then shuts down and drains every duty.
     func run(steps: Int) {
         for _ in 0..<steps {
             advance()
             randomEvent()
-            betweenEvents?(&sup, now)
+            handOverSometimes()
         }
         deliver(.shutdown)
         var guardCount = 0
@@ -308,7 +322,7 @@ final class Simulation: ProcessControlDelegate {
     func busy(_ p: SupervisedProcess) -> Bool {
         guard let w = kernel.world(p.pid) else { return false }
         if w.busy || p.check != nil { return true }
-        switch p.control.stop {
+        switch p.group.stop {
         case .stopping, .freezing: return true
         default: return false
         }
@@ -330,7 +344,7 @@ final class Simulation: ProcessControlDelegate {
     func kernelStep(_ id: String, _ g: UInt64) {
         guard let p = live(id, g), let w = kernel.world(p.pid) else { return }
         var stoppingBefore = false
-        if case .stopping = p.control.stop { stoppingBefore = true }
+        if case .stopping = p.group.stop { stoppingBefore = true }
         let countBefore = w.members.count
         w.step { kernel.chance($0) }
         if stoppingBefore && w.members.count > countBefore { forksDuringStops += 1 }
@@ -360,11 +374,11 @@ final class Simulation: ProcessControlDelegate {
         if members.sorted() != w.members.keys.sorted() {
             violations.append("at \(now): stop of \(id) confirmed with the members \(members) but its processes are \(w.members.keys.sorted())")
         }
-        if p.control.aloneAtLastStop && w.members.keys.sorted() != [p.pid] {
+        if p.group.aloneAtLastStop && w.members.keys.sorted() != [p.pid] {
             violations.append("at \(now): stop of \(id) taken as the leader alone, but its processes are \(w.members.keys.sorted())")
         }
-        if p.control.aloneAtLastStop && !w.inCgroup { confirmedAloneWithoutARead += 1 }
-        if p.control.mechanism == .freeze && w.inCgroup { freezesConfirmed += 1 } else { stopsConfirmed += 1 }
+        if p.group.aloneAtLastStop && !w.inCgroup { confirmedAloneWithoutARead += 1 }
+        if p.group.mechanism == .freeze && w.inCgroup { freezesConfirmed += 1 } else { stopsConfirmed += 1 }
         if w.members.values.contains(where: { $0.state == .blocked }) { blockedAtConfirm += 1 }
         if w.children(of: p.pid).isEmpty && w.members.contains(where: { $0.key != p.pid && $0.value.parent == kernel.daemon }) {
             orphansOnlyAtConfirm += 1
@@ -404,13 +418,35 @@ final class Simulation: ProcessControlDelegate {
         draining = false
     }
 
+    /// Replaces the supervisor by the one restored from its snapshot, through the JSON the
+    /// daemon writes, when the hand-over generator says so and the core allows it now.
+    func handOverSometimes() {
+        guard var h = handovers else { return }
+        defer { handovers = h }
+        guard Double.random(in: 0..<1, using: &h.rng) < h.probability, case .success(let snapshot) = sup.snapshot() else { return }
+        do {
+            let json = try JSONEncoder().encode(snapshot)
+            let decoded = try JSONDecoder().decode(Supervisor.Snapshot.self, from: json)
+            sup = try Supervisor(restoring: decoded, limits: Simulation.limits, now: now)
+            handoverCount += 1
+        } catch {
+            violations.append("at \(now): the hand-over failed: \(error)")
+        }
+    }
+
     // MARK: Checking
 
     func deliver(_ event: Event, at instant: Instant? = nil) {
         if let instant { now = instant }
         let before = sup.records
         let effects = sup.handle(event, at: now)
-        onEffects?(event, effects)
+        for effect in effects {
+            if case .armTimer(let at) = effect {
+                if armedInstants.last != .some(at) { armedInstants.append(at) }
+            } else {
+                outcome.append("\(now) \(effect)")
+            }
+        }
         if trace { log.append("\(now) \(event) -> \(effects.filter { if case .record = $0 { false } else { true } })") }
         check(event, effects, before)
         if spawnAnswersImmediately {
@@ -428,12 +464,12 @@ final class Simulation: ProcessControlDelegate {
     /// no call outside process handling.
     func checkShell(_ fail: (String) -> Void) {
         for (id, p) in processes.sorted(by: { $0.key < $1.key }) {
-            switch p.control.stop {
+            switch p.group.stop {
             case .stopped, .frozen:
                 // A confirmed suspension costs no wakeup.
-                if p.check != nil { fail("\(id) is held (\(p.control.stop)) with a stop check still armed") }
+                if p.check != nil { fail("\(id) is held (\(p.group.stop)) with a stop check still armed") }
                 if let w = kernel.world(p.pid), w.anyRunsUserCode {
-                    fail("\(id) is held (\(p.control.stop)) while a member runs: \(w.members.sorted { $0.key < $1.key })")
+                    fail("\(id) is held (\(p.group.stop)) while a member runs: \(w.members.sorted { $0.key < $1.key })")
                 }
             default: break
             }
@@ -523,7 +559,9 @@ final class Simulation: ProcessControlDelegate {
                 guard let p = live(id, g) else { break }
                 control.resume(p)
                 if let w = kernel.world(p.pid), w.anyHeld {
-                    fail("after the resume of \(id) a member is still held: \(w.members.sorted { $0.key < $1.key }), stop asked of \(w.stopAsked.sorted()), frozen \(w.frozen) (asked: \(w.freezeRequested))")
+                    fail(
+                        "after the resume of \(id) a member is still held: \(w.members.sorted { $0.key < $1.key }), stop asked of \(w.stopAsked.sorted()), frozen \(w.frozen) (asked: \(w.freezeRequested))"
+                    )
                 }
                 queued.append(.continueConfirmed(extensionID: id, generation: g))
                 schedule(id, g)
@@ -578,8 +616,8 @@ extension Event {
     var generationTarget: (String, UInt64)? {
         switch self {
         case let .spawned(id, g, _), let .spawnFailed(id, g, _), let .ready(id, g), let .stopConfirmed(id, g, _),
-             let .continueConfirmed(id, g), let .exited(id, g, _, _, _), let .acquire(id, g, _, _), let .release(id, g, _),
-             let .expireReceived(id, g, _), let .channelClosed(id, g, _), let .deliveryFailed(id, g, _, _):
+            let .continueConfirmed(id, g), let .exited(id, g, _, _, _), let .acquire(id, g, _, _), let .release(id, g, _),
+            let .expireReceived(id, g, _), let .channelClosed(id, g, _), let .deliveryFailed(id, g, _, _):
             (id, g)
         default: nil
         }

@@ -1,7 +1,9 @@
 import ExtensionTransport
-@testable import SupervisorShell
 import SupervisorCore
 import SupervisorKernel
+
+@testable import SupervisorShell
+
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -221,8 +223,10 @@ final class RecordingKernel: Kernel {
     func inspectFile(_ path: String, limit: Int64) -> Result<(status: FileStatus, contents: [UInt8]?), SystemError> {
         calls.append(.read(path))
         guard let text = files[path] else { return .failure(SystemError("open", errno: ENOENT)) }
-        let status = statuses[path] ?? FileStatus(
-            kind: .regular, permissions: 0o644, owner: 0, group: 0, size: Int64(text.utf8.count), identity: FileIdentity(device: 1, inode: 1))
+        let status =
+            statuses[path]
+            ?? FileStatus(
+                kind: .regular, permissions: 0o644, owner: 0, group: 0, size: Int64(text.utf8.count), identity: FileIdentity(device: 1, inode: 1))
         return .success((status, status.kind == .regular && status.size <= limit ? Array(text.utf8) : nil))
     }
 
