@@ -11,11 +11,9 @@ extension ExtensionProcesses {
         if let e = channel.flush(events) { return cutOff(p, reason: "channel write failed: \(e)") }
         guard events & (Poll.input | Poll.hangup | Poll.error) != 0 else { return }
         // One batch: the events of the messages read now go to the monitors together.
-        var read = 0
         var end: Peer.ReadEnd?
         func readMessages() {
             end = channel.read(into: buffers.receive, budget: ExtensionProcesses.readBudget) { message in
-                read += 1
                 guard p.admitMessage(at: kernel.iterationTime()) else {
                     cutOff(p, reason: "flooding its channel (over \(MessageRate.perSecond) messages per second)")
                     return false
@@ -41,12 +39,7 @@ extension ExtensionProcesses {
         }
         if let sink { sink.batch(readMessages) } else { readMessages() }
         switch end {
-        case nil:
-            if p.channel != nil,
-                p.noteRead(read, budget: ExtensionProcesses.readBudget, at: kernel.iterationTime(), seconds: ExtensionProcesses.saturationSeconds)
-            {
-                cutOff(p, reason: "flooding its channel (it sent faster than the daemon reads for \(Int(ExtensionProcesses.saturationSeconds)) s)")
-            }
+        case nil: return
         case .closed: channelEnded(p)
         case .failed(let reason), .violation(let reason): cutOff(p, reason: reason)
         }

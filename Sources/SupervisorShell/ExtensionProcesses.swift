@@ -34,9 +34,6 @@ final class ExtensionProcesses {
     static let channelQueueLimit = 1 << 20
     /// Datagrams read from one runtime channel per wake-up.
     static let readBudget = 64
-    /// How long an extension may keep its channel fuller than one read takes, at every wake-up,
-    /// before it is cut off as flooding.
-    static let saturationSeconds = 1.0
     /// How long a process may live after closing its runtime channel before it is ended.
     static let channelCloseGraceSeconds = 0.5
 

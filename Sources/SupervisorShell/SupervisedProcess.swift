@@ -33,8 +33,6 @@ final class SupervisedProcess {
     private(set) var channelGraceUntil: Instant?
     /// Admits runtime-channel messages at a sustained rate; a flood cuts the channel off.
     private var admission = MessageRate()
-    /// Since when every wake-up found more messages on the channel than one read takes.
-    private var saturatedSince: Instant?
     /// The locks the group holds while suspended, and their watch (`LockWatch`).
     let locks = SuspendedLocks()
 
@@ -66,23 +64,6 @@ final class SupervisedProcess {
 
     /// Whether a runtime-channel message at `now` is within the extension's rate.
     func admitMessage(at now: Instant) -> Bool { admission.admit(at: now) }
-
-    /// Notes one wake-up's read of the channel: `read` messages of the `budget` one read
-    /// takes. Returns whether the channel has been saturated (every read full) for at least
-    /// `seconds`: the extension sends faster than the daemon reads, whatever the rate the
-    /// daemon manages (a flood the rate limit alone misses on a machine too slow to read
-    /// faster than it).
-    func noteRead(_ read: Int, budget: Int, at now: Instant, seconds: Double) -> Bool {
-        guard read >= budget else {
-            saturatedSince = nil
-            return false
-        }
-        guard let since = saturatedSince else {
-            saturatedSince = now
-            return false
-        }
-        return now.seconds(since: since) >= seconds
-    }
 
     /// Closes the runtime channel and its grace timer.
     func closeChannel() {

@@ -170,6 +170,8 @@ final class Suite {
     var coldSandboxed = Samples(), coldUnsandboxed = Samples()
     var hostRTT = Samples(), rawRTT = Samples(), coldLaunch = Samples(), coldDynamic = Samples(), coldC = Samples(), afterPrewarm = Samples()
     var resume = Samples(), acquire = Samples(), release = Samples(), suspend = Samples(), mass = Samples()
+    /// The re-exec's hand-over, from `reexec` sent to the new program's answer.
+    var handoverSeconds: Double?
     var throughputRates: [(chains: Int, rate: Double, cpuPerPair: Double, extensionCPUPerPair: Double)] = []
     var idleRSS = 0, footprintRSS = 0, idleSwitches: Int?
     // The freeze mechanism: its baselines (nil without a writable cgroup v2) and figures.
@@ -805,6 +807,7 @@ final class Suite {
         footprintRSS = residentBytes(daemon.pid) ?? 0
         let fds = descriptorUsage(daemon.pid)
         other.append("daemon with \(ids.mass.count) extensions (half suspended): \(memoryBreakdown(daemon.pid)); \(contextSwitches(daemon.pid).threads) thread(s); \(fds.open) descriptors open, limit \(fds.limit.map(String.init) ?? "?")")
+        try handover()
         var endTags: [UInt32] = []
         let mark = daemon.events.count
         for s in open {
@@ -828,6 +831,28 @@ final class Suite {
         let after = contextSwitches(daemon.pid)
         idleSwitches = after.switches - before.switches
         other.append(String(format: "idle: %d context switches and %.3f s of CPU in %.0f s over %d daemon thread(s)", idleSwitches!, cpuSeconds(daemon.pid) - cpu0, o.idleSeconds, after.threads))
+    }
+
+    /// The re-exec's hand-over with every mass extension running, half of them suspended:
+    /// from `reexec` sent to the new program's answer (target ≤ 100 ms), then a check that no
+    /// extension was launched or resumed for it and that the daemon kept its pid.
+    func handover() throws {
+        log("hand-over: extctl reexec with \(ids.mass.count) extensions, half suspended")
+        let client = try ControlClient(socketPath: daemon.socketPath)
+        defer { client.close() }
+        let pid = daemon.pid
+        let mark = daemon.events.count
+        let t0 = now()
+        let reply = try client.call(timeout: 120) { .reexec(tag: $0) }
+        let elapsed = now() - t0
+        guard case .json = reply else { throw BenchError("reexec was not answered with the new program's report: \(reply)") }
+        guard daemon.pid == pid, kill(pid, 0) == 0 else { throw BenchError("the daemon's pid changed across the re-exec") }
+        // A round trip through the new program, so every event it sent is in.
+        try host.prewarm([])
+        let disturbed = daemon.events.since(mark).filter { $0.kind == "launch" || $0.kind == "resume" }
+        guard disturbed.isEmpty else { throw BenchError("the re-exec launched or resumed \(disturbed.count) extension(s)") }
+        handoverSeconds = elapsed
+        other.append(String(format: "hand-over (extctl reexec) with %d extensions, half suspended: answered in %@ (target ≤ 100 ms: %@); none launched or resumed, same pid", ids.mass.count, duration(elapsed), elapsed <= 0.1 ? "met" : "NOT met"))
     }
 
     /// The freeze mechanism's figures: suspend, resume and mass dismiss of extensions with
