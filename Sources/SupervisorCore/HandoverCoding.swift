@@ -1,4 +1,4 @@
-/// The JSON shapes the hand-over document (`SupervisorSnapshot`) gives the core's enums whose
+/// The shapes the hand-over document (`SupervisorSnapshot`) gives the core's enums whose
 /// shape is chosen by hand rather than synthesized: an enum with associated values is an object
 /// naming its case, so a later version can add a case or a field without changing the shape of
 /// the others; a plain enum is its case's name. Elsewhere: an instant is one number of
@@ -122,7 +122,7 @@ extension LockGrace {
     }
 }
 
-/// An account is written as a manifest writes it: a name is a JSON string, a number a number.
+/// An account is written as a manifest writes it: a name is a string, a number a number.
 extension AccountReference {
     /// Reads a string as a name and a number as a uid or gid.
     public init(from decoder: any Decoder) throws {

@@ -11,8 +11,8 @@ public enum HandoverError: Error, Equatable, Sendable, CustomStringConvertible {
     case stopInFlight(extensionID: String)
     /// The document's version is not one this daemon reads (`readable`).
     case unsupportedVersion(found: Int, readable: ClosedRange<Int>)
-    /// The bytes are not a hand-over document: not JSON, or a member missing or of the wrong
-    /// type. The detail names the member, by its path from the top.
+    /// The bytes are not a hand-over document: not in its form, or a member missing or of the
+    /// wrong type. The detail names the member, by its path from the top.
     case corrupt(String)
     /// The document decodes but contradicts itself (two records with one id, a running record
     /// without a pid, a request id held twice…). The detail names the contradiction.
@@ -20,7 +20,7 @@ public enum HandoverError: Error, Equatable, Sendable, CustomStringConvertible {
     /// The document was written at a later instant of the monotonic clock than the restore's
     /// `now`: it comes from another boot, whose instants mean nothing here.
     case clockBehind(takenAt: Instant, now: Instant)
-    /// The state could not be written as JSON (a number that is not finite).
+    /// The state could not be written in the document's form.
     case unencodable(String)
 
     /// One sentence naming what is wrong.
@@ -43,7 +43,7 @@ public enum HandoverError: Error, Equatable, Sendable, CustomStringConvertible {
         case let .clockBehind(takenAt, now):
             return "the hand-over document was written at \(takenAt) of the monotonic clock, later than now (\(now)): it comes from another boot"
         case .unencodable(let detail):
-            return "the supervisor's state cannot be written as JSON: \(detail)"
+            return "the supervisor's state cannot be written as a hand-over document: \(detail)"
         }
     }
 }

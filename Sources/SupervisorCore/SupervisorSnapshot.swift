@@ -1,13 +1,8 @@
-#if canImport(FoundationEssentials)
-import FoundationEssentials  // JSONEncoder and JSONDecoder: the daemon does not load libFoundation and ICU
-#else
-import Foundation
-#endif
-
 /// Everything a `Supervisor`'s behaviour depends on, as one versioned document: what a daemon
 /// that re-executes itself hands to the new program (docs/architecture.md, "The hand-over
 /// document"). Written by `Supervisor.snapshot()`, turned into a supervisor again by
-/// `Supervisor(restoring:limits:now:)`, and carried as JSON bytes by `encode()` and `decode(_:)`.
+/// `Supervisor(restoring:limits:now:)`, and carried as bytes in the compact binary form of
+/// `BinaryFormat` by `encode()` and `decode(_:)`.
 ///
 /// Kept: every record whole (the manifest as loaded; phase, generation and pid; open requests
 /// and pending begins with their hosts, tags and peers; assertions with their grant time, hard
@@ -124,13 +119,14 @@ public struct SupervisorSnapshot: Equatable, Sendable, Codable {
 
     // MARK: - Bytes
 
-    /// The document as UTF-8 JSON, `version` among its top-level members. Fails only for a
-    /// number JSON cannot hold (a policy value that is not finite).
+    /// The signature the document's bytes start with.
+    public static let signature = Array("extensiond supervisor snapshot\n".utf8)
+
+    /// The document in the compact binary form (`BinaryFormat`), after `signature`, `version`
+    /// among its top-level members. Fails only for a value the form cannot hold.
     public func encode() throws(HandoverError) -> [UInt8] {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.withoutEscapingSlashes]
         do {
-            return Array(try encoder.encode(self))
+            return try BinaryEncoder().encode(self, signature: Self.signature)
         } catch {
             throw .unencodable("\(error)")
         }
@@ -138,43 +134,25 @@ public struct SupervisorSnapshot: Equatable, Sendable, Codable {
 
     /// Reads a document written by `encode()` of this version or an older one. Fails with
     /// `unsupportedVersion` for a version this daemon does not read, and with `corrupt`, naming
-    /// the member at fault, for anything that is not such a document. The result is not checked
-    /// for consistency: `Supervisor(restoring:limits:now:)` does that.
+    /// the member at fault by its path, for anything that is not such a document. The result
+    /// is not checked for consistency: `Supervisor(restoring:limits:now:)` does that.
     public static func decode(_ bytes: [UInt8]) throws(HandoverError) -> SupervisorSnapshot {
         do {
-            return try JSONDecoder().decode(SupervisorSnapshot.self, from: Data(bytes))
-        } catch let error as HandoverError {
-            throw error
-        } catch let error as DecodingError {
-            throw .corrupt(describe(error))
-        } catch let error as ManifestFieldError {
-            throw .corrupt("\(error.field): \(error.problem)")
+            return try BinaryDecoder().decode(SupervisorSnapshot.self, from: bytes, signature: signature)
         } catch {
-            throw .corrupt("\(error)")
+            throw corrupt(error)
         }
     }
 
-    /// A decoding error as `path: problem`, the path from the top (`records[3].phase.deadline`).
-    static func describe(_ error: DecodingError) -> String {
-        func path(_ keys: [any CodingKey]) -> String {
-            var text = ""
-            for key in keys {
-                if let i = key.intValue { text += "[\(i)]" } else { text += (text.isEmpty ? "" : ".") + key.stringValue }
-            }
-            return text.isEmpty ? "the top level" : text
-        }
+    /// A decoding failure as a `HandoverError`: an unsupported version as it is, anything else
+    /// as `corrupt`, naming the member at fault.
+    public static func corrupt(_ error: any Error) -> HandoverError {
         switch error {
-        case .keyNotFound(let key, let ctx):
-            return "\(path(ctx.codingPath + [key])): missing"
-        case .typeMismatch(let type, let ctx):
-            return "\(path(ctx.codingPath)): expected \(type)"
-        case .valueNotFound(let type, let ctx):
-            return "\(path(ctx.codingPath)): expected \(type), found null"
-        case .dataCorrupted(let ctx):
-            if ctx.codingPath.isEmpty { return "not JSON: \(ctx.underlyingError.map { "\($0)" } ?? ctx.debugDescription)" }
-            return "\(path(ctx.codingPath)): \(ctx.debugDescription)"
-        @unknown default:
-            return "\(error)"
+        case let e as HandoverError: e
+        case let e as BinaryDecodingError: .corrupt(e.description)
+        case let e as DecodingError: .corrupt(BinaryDecodingError(path: e.pathNames, problem: e.problem).description)
+        case let e as ManifestFieldError: .corrupt("\(e.field): \(e.problem)")
+        default: .corrupt("\(error)")
         }
     }
 

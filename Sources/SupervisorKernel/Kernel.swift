@@ -178,8 +178,9 @@ public protocol Kernel: AnyObject {
     /// Spawns a process (clone3; see `shim_spawn`): its pid and pidfd.
     func spawn(_ request: SpawnRequest) -> Result<(pid: Int32, pidfd: Int32), SystemError>
     /// Builds the extensions' system-call filter once (an opaque program kept for the
-    /// daemon's life), and probes which sandbox parts a child can build with it.
-    func prepareSandbox() -> (filter: UnsafeRawPointer?, filterError: SystemError?, probe: SandboxProbe)
+    /// daemon's life), and probes which sandbox parts a child can build with it, unless
+    /// `known` is given: what the daemon this one replaced probed, on the same kernel.
+    func prepareSandbox(known: SandboxProbe?) -> (filter: UnsafeRawPointer?, filterError: SystemError?, probe: SandboxProbe)
 
     // MARK: Replacing the daemon
     /// The daemon's executable as a path on disk (`/proc/self/exe`, without the ` (deleted)`

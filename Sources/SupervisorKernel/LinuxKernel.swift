@@ -54,10 +54,11 @@ public final class LinuxKernel: Kernel {
 
     public func becomeChildSubreaper() -> Bool { shim_set_child_subreaper() == 0 }
 
-    public func prepareSandbox() -> (filter: UnsafeRawPointer?, filterError: SystemError?, probe: SandboxProbe) {
+    public func prepareSandbox(known: SandboxProbe?) -> (filter: UnsafeRawPointer?, filterError: SystemError?, probe: SandboxProbe) {
         var built: UnsafeRawPointer?
         let rc = shim_seccomp_filter(&built)
         let filter = rc == 0 ? built : nil
+        if let known { return (filter, rc == 0 ? nil : SystemError("seccomp filter", errno: -rc), known) }
         var errors: (Int32, Int32, Int32, Int32) = (0, 0, 0, 0)
         let bits = withUnsafeMutableBytes(of: &errors) { raw in
             shim_sandbox_probe(filter, raw.baseAddress!.assumingMemoryBound(to: Int32.self))

@@ -94,14 +94,6 @@ final class ControlServer {
     /// Whether a connection has messages its socket did not take yet, or a batch is open.
     var isBusy: Bool { batchDepth > 0 || connections.values.contains { $0.endpoint.hasUnsent } }
 
-    /// Stops watching every socket without closing any: they now belong to the program that
-    /// replaced this one (`execve` keeps them), or, if that failed, `resume` watches them again.
-    func suspendForHandover() {
-        listenerWatch?.cancel()
-        listenerWatch = nil
-        for c in connections.values { c.endpoint.stopWatching() }
-    }
-
     /// Starts accepting connections, and reading those there already are (handed over).
     func start() throws(SystemError) {
         listenerWatch = try kernel.watch(fd: listener.fd, events: Poll.input) { [unowned self] _ in acceptConnections() }.get()

@@ -3,21 +3,15 @@ import ExtensionTransport
 import SupervisorCore
 import SupervisorKernel
 
-#if canImport(FoundationEssentials)
-import FoundationEssentials  // JSONEncoder/JSONDecoder of the hand-over document
-#else
-import Foundation
-#endif
-
 /// Replacing the daemon's program without touching an extension (`extctl reexec`, SIGUSR2):
 /// the state goes into a `HandoverDocument`, the new program checks it, and the daemon execs
 /// it in place, keeping its pid and the document's descriptors.
 extension Daemon {
     /// Where the hand-over document is written: beside the control socket, in the daemon's
-    /// runtime directory (`control.sock` → `control.handover.json`).
+    /// runtime directory (`control.sock` → `control.handover`).
     var handoverPath: String {
         let socket = server.path
-        return (socket.hasSuffix(".sock") ? String(socket.dropLast(5)) : socket) + ".handover.json"
+        return (socket.hasSuffix(".sock") ? String(socket.dropLast(5)) : socket) + ".handover"
     }
 
     /// Asks for a re-exec; `requester` is answered by the new daemon, or with the reason it
@@ -66,12 +60,11 @@ extension Daemon {
         let document = HandoverDocument(
             version: HandoverDocument.currentVersion, daemonVersion: daemonVersion, core: snapshot, listener: server.listener, socketPath: self.server.path,
             ownedSocketPath: server.ownedPath, nextHostID: server.nextHostID, connections: server.connections, processes: processes,
-            requester: requester)
+            requester: requester, sandbox: HandoverDocument.Sandbox(extensions.sandboxing.probe), sharedContainers: sources.containers.known,
+            containersRoot: sources.containers.resolvedRoot)
         let bytes: [UInt8]
         do {
-            let encoder = JSONEncoder()
-            encoder.outputFormatting = [.sortedKeys]
-            bytes = [UInt8](try encoder.encode(document))
+            bytes = try BinaryEncoder().encode(document, signature: HandoverDocument.signature)
         } catch {
             return "the hand-over document cannot be encoded: \(error)"
         }
@@ -94,16 +87,10 @@ extension Daemon {
         logger.notice("re-executing \(executable) with \(processes.count) extension process(es) and \(server.connections.count) connection(s)")
         serviceManager.reexecuting()
         extensions.registry.flush()
-        self.server.suspendForHandover()
-        extensions.suspendForHandover()
+        // The watches stay as they are: the exec ends the loop with the program, and a failed
+        // exec leaves this daemon as it was.
         let failure = kernel.execute(executable, arguments: reexecution.commandLine + ["--handover", path], keeping: document.descriptors)
         // Still here: the exec failed, and this daemon goes on.
-        do {
-            try self.server.start()
-        } catch {
-            logger.critical("cannot listen again after a failed re-exec: \(error)")
-        }
-        extensions.resumeAfterFailedHandover()
         serviceManager.ready(status: statusLine())
         return withoutDocument("\(failure)")
     }
@@ -131,7 +118,7 @@ extension Daemon {
         struct Versioned: Decodable { var version: Int; var daemonVersion: String? }
         let head: Versioned
         do {
-            head = try JSONDecoder().decode(Versioned.self, from: Data(bytes))
+            head = try BinaryDecoder().decode(Versioned.self, from: bytes, signature: HandoverDocument.signature)
         } catch {
             throw DaemonError("\(path) is not a hand-over document: \(error)")
         }
@@ -141,9 +128,9 @@ extension Daemon {
             )
         }
         do {
-            return try JSONDecoder().decode(HandoverDocument.self, from: Data(bytes))
+            return try BinaryDecoder().decode(HandoverDocument.self, from: bytes, signature: HandoverDocument.signature)
         } catch {
-            throw DaemonError("\(path) is a corrupt hand-over document: \(error)")
+            throw DaemonError("\(path) is a corrupt hand-over document: \(Supervisor.Snapshot.corrupt(error))")
         }
     }
 

@@ -68,9 +68,12 @@ public final class Daemon {
         let containment = try Containment(options.containment, socketPath: options.socketPath, kernel: kernel, logger: logger)
         serviceManager.suffix = ServiceManager.suffix(containment.problem)
         sources = try ManifestSources(options: options, config: config, kernel: kernel, freezerProblem: containment.problem)
-        let (loaded, errors) = sources.load()
+        // After a hand-over the records carry their manifests, as loaded and provisioned by the
+        // replaced daemon (whose refusals and warnings were logged then): none is read again.
+        let (loaded, errors) = handover.map { h in (h.core.records.filter { !$0.retired }.map(\.manifest), [ManifestError]()) } ?? sources.load()
         for e in errors { logger.error("manifest refused: \(UntrustedText.escaped(e.description))") }
         if let handover {
+            sources.containers.restore(known: handover.sharedContainers, resolvedRoot: handover.containersRoot)
             core = try Supervisor(restoring: handover.core, limits: config.limits, now: kernel.now())
         } else {
             core = Supervisor(manifests: loaded, limits: config.limits, now: kernel.now())
@@ -88,14 +91,16 @@ public final class Daemon {
         extensions = ExtensionProcesses(
             kernel: kernel, logger: logger, containment: containment, isSubreaper: isSubreaper,
             containers: ExtensionContainers(stateDirectory: options.stateDirectory, kernel: kernel),
-            sandboxing: Sandboxing(stateDirectory: options.stateDirectory, kernel: kernel, logger: logger), registry: registry,
+            sandboxing: Sandboxing(stateDirectory: options.stateDirectory, kernel: kernel, logger: logger, known: handover?.sandbox.probe), registry: registry,
             locks: LockWatch(kernel: kernel, logger: logger, containersRoot: { sharedContainers.resolvedRoot }), buffers: buffers)
         if handover == nil {
             ProcessRegistry.reapLeftovers(at: registry.path, table: table, logger: logger)
             containment.endLeftovers(logger: logger)
         }
-        containment.warnUnenforcedLimits(loaded, logger: logger)
-        logger.info("loaded \(loaded.count) extension(s) from \(options.extensionDirectories.joined(separator: ":")); \(errors.count) manifest error(s)")
+        if handover == nil {
+            containment.warnUnenforcedLimits(loaded, logger: logger)
+            logger.info("loaded \(loaded.count) extension(s) from \(options.extensionDirectories.joined(separator: ":")); \(errors.count) manifest error(s)")
+        }
         server.delegate = self
         extensions.sink = self
         extensions.locks.sink = self

@@ -219,17 +219,6 @@ final class ExtensionProcesses {
         return list
     }
 
-    /// Stops every watch and timer of every process, closing nothing (see `SupervisedProcess.stopWatching`).
-    func suspendForHandover() {
-        for p in byID.values { p.stopWatching() }
-    }
-
-    /// Watches every process again after an exec that failed; each suspended group's locks
-    /// are watched again too.
-    func resumeAfterFailedHandover() {
-        for p in byID.values { rewatch(p) }
-    }
-
     /// Takes over the processes a previous daemon handed over: each keeps its pid, pidfd,
     /// channel and cgroup (re-opened by path), and its group control's settled state.
     func restore(_ processes: [HandoverDocument.Process]) {

@@ -1,8 +1,11 @@
+import ExtensionTransport
 import SupervisorCore
+import SupervisorKernel
 
 /// What one daemon hands the program that replaces it (`extctl reexec`, SIGUSR2): the core's
 /// state as the core writes it (`Supervisor.Snapshot`), and the shell's part, which names the
-/// descriptors that cross the `execve` and what each is. One versioned JSON document, written
+/// descriptors that cross the `execve` and what each is. One versioned document in the compact
+/// binary form of `BinaryFormat` (after `signature`), written
 /// to a file beside the control socket, checked by the new program (`--check-handover`)
 /// before the old one execs it, then read and removed by the new daemon (`--handover`).
 ///
@@ -16,6 +19,8 @@ import SupervisorCore
 struct HandoverDocument: Codable {
     /// The document's version; a daemon refuses one it does not know, naming both.
     static let currentVersion = 1
+    /// The bytes a hand-over document starts with.
+    static let signature = Array("extensiond hand-over\n".utf8)
 
     struct Connection: Codable, Equatable {
         var host: HostID
@@ -47,6 +52,30 @@ struct HandoverDocument: Codable {
         var group: GroupControl.Snapshot
     }
 
+    /// What the sandbox probe found, by part (`SandboxPart`'s raw value): the error number of the
+    /// step that failed, 0 when the part can be built. The new program takes it instead of
+    /// probing again; it probes when a part it knows is missing.
+    struct Sandbox: Codable, Equatable {
+        var errnos: [String: Int32]
+        var userNamespace: Bool
+
+        init(_ probe: SandboxProbe) {
+            errnos = [:]
+            for (part, error) in zip(SandboxPart.allCases, probe.errors) { errnos[part.rawValue] = error?.errno ?? 0 }
+            userNamespace = probe.userNamespace
+        }
+
+        /// The probe's result, or nil when the document lacks a part this program knows.
+        var probe: SandboxProbe? {
+            var errors: [SystemError?] = []
+            for part in SandboxPart.allCases {
+                guard let number = errnos[part.rawValue] else { return nil }
+                errors.append(number == 0 ? nil : SystemError(errno: number))
+            }
+            return SandboxProbe(errors: errors, userNamespace: userNamespace)
+        }
+    }
+
     /// The `extctl reexec` waiting for the new daemon's answer, if it came from one.
     struct Requester: Codable, Equatable {
         var host: HostID
@@ -66,6 +95,12 @@ struct HandoverDocument: Codable {
     var connections: [Connection]
     var processes: [Process]
     var requester: Requester?
+    var sandbox: Sandbox
+    /// The shared containers the manifests named, by name (the new program does not read the
+    /// manifests again: its records carry them).
+    var sharedContainers: [String: SharedContainers.Container]
+    /// The containers' directory with the state directory's links resolved.
+    var containersRoot: String
 
     /// Every descriptor the document names: what must cross the `execve`.
     var descriptors: [Int32] {

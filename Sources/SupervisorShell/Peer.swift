@@ -141,12 +141,6 @@ final class Peer {
     /// Withdraws the queued message sent with `key`; false if it was already written.
     func cancel(key: UInt64) -> Bool { outbound.cancel(key: key) }
 
-    /// Stops watching the socket, leaving it open (a hand-over passes it on).
-    func stopWatching() {
-        source?.cancel()
-        source = nil
-    }
-
     /// Stops watching and closes the socket, discarding anything unsent (and its descriptors).
     func close() {
         guard !isClosed else { return }

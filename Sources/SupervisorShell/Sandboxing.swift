@@ -10,6 +10,8 @@ final class Sandboxing {
     let kernel: any Kernel
     /// What can be built here, and why not where it cannot.
     let support: SandboxSupport
+    /// What the probe found (kept in a hand-over document: the new program does not probe again).
+    let probe: SandboxProbe
     /// The parts a point that names none requires: all of them under a root daemon.
     let requiredByDefault: Set<SandboxPart>
     /// The filter (`struct sock_fprog`), allocated once for the daemon's life; nil when it
@@ -21,11 +23,13 @@ final class Sandboxing {
     /// Private to each extension: the existing ones of /tmp and /var/tmp.
     private let scratch: [String]
 
-    init(stateDirectory: String, kernel: any Kernel, logger: Logger) {
+    /// Probes the sandbox, or takes `known` (a hand-over's) as what it would find.
+    init(stateDirectory: String, kernel: any Kernel, logger: Logger, known: SandboxProbe? = nil) {
         self.kernel = kernel
         let daemonIsRoot = kernel.userID == 0
-        let (filter, filterError, probe) = kernel.prepareSandbox()
+        let (filter, filterError, probe) = kernel.prepareSandbox(known: known.flatMap { $0.errors.count == SandboxPart.allCases.count ? $0 : nil })
         self.filter = filter
+        self.probe = probe
         let userNamespace = probe.userNamespace
         var missing: [SandboxPart: String] = [:]
         for (i, part) in SandboxPart.allCases.enumerated() {

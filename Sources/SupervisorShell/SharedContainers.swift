@@ -14,7 +14,7 @@ import SupervisorKernel
 /// provisioned (`Provisioner`); one that already has its owner, group and mode is left
 /// untouched. Owned by the daemon's loop thread.
 final class SharedContainers {
-    struct Container: Equatable {
+    struct Container: Equatable, Codable {
         var path: String
         /// Its group; nil under a daemon that is not root.
         var gid: UInt32?
@@ -37,6 +37,13 @@ final class SharedContainers {
     private(set) var resolvedRoot: String
 
     func path(of name: String) -> String { root + "/" + name }
+
+    /// Takes over what a replaced daemon had prepared (`known`, `resolvedRoot`): the
+    /// directories exist, and the manifests are not provisioned again.
+    func restore(known: [String: Container], resolvedRoot: String) {
+        self.known = known
+        self.resolvedRoot = resolvedRoot
+    }
 
     /// Prepares container `name` with group `gid` (nil: the daemon is not root). A directory
     /// that already has its owner, group and mode is not changed.

@@ -86,20 +86,6 @@ final class SupervisedProcess {
         channelGraceUntil = nil
     }
 
-    /// Stops every watch and timer of the process but closes nothing: a hand-over passes its
-    /// descriptors on (or, when the exec fails, they are watched again).
-    func stopWatching() {
-        locks.stop()
-        check?.cancel()
-        check = nil
-        stopExitWatch()
-        eventsWatch?.cancel()
-        eventsWatch = nil
-        channel?.stopWatching()
-        channelGrace?.cancel()
-        channelGrace = nil
-    }
-
     /// Releases every watch, timer and descriptor (the cgroup directory is removed by the caller).
     func tearDown(_ kernel: any Kernel) {
         locks.stop()

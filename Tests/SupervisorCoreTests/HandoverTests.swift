@@ -295,9 +295,10 @@ struct HandoverTests {
         #expect(original.log.exits == 1)
     }
 
-    @Test func theDocumentIsJSONWithItsVersionAtTheTop() throws {
+    @Test func theDocumentIsBinaryWithItsSignatureAndItsVersionAtTheTop() throws {
         let (w, _, _) = Self.scene()
         let bytes = try w.sup.snapshot().get().encode()
+        #expect(bytes.starts(with: SupervisorSnapshot.signature))
         struct Top: Decodable {
             var version: Int
             var records: [Record]
@@ -316,26 +317,30 @@ struct HandoverTests {
                 }
             }
         }
-        let top = try JSONDecoder().decode(Top.self, from: Data(bytes))
+        // Read by a type of its own, by key: the members are named as in the types.
+        let top = try BinaryDecoder().decode(Top.self, from: bytes, signature: SupervisorSnapshot.signature)
         #expect(top.version == 1)
         #expect(SupervisorSnapshot.version == 1)
-        // A phase is an object naming its case, its instants in nanoseconds (h.suspended was
-        // suspended at 2 s, to be reclaimed 600 s later).
+        // A phase is a keyed container naming its case, its instants in nanoseconds
+        // (h.suspended was suspended at 2 s, to be reclaimed 600 s later).
         let suspended = top.records.filter { if case .text("suspended")? = $0.phase["name"] { true } else { false } }
         let reclaims = suspended.compactMap { if case .number(let ns)? = $0.phase["reclaimAt"] { ns } else { nil } }
         #expect(reclaims.contains(Instant.seconds(602).nanoseconds), "\(suspended.map(\.phase))")
-        // An exit status names its case (h.crashy's last crash was a SIGSEGV).
-        #expect(Self.text(bytes).contains("\"status\":{\"signaled\":11}"))
     }
 
     // MARK: - Refusals
 
-    static func text(_ bytes: [UInt8]) -> String { String(decoding: bytes, as: UTF8.self) }
-
+    /// `bytes` with the one occurrence of `old` replaced by `new`, of the same length (the
+    /// lengths of the containers around it stay right).
     static func replacing(_ bytes: [UInt8], _ old: String, _ new: String) -> [UInt8] {
-        let s = text(bytes)
-        #expect(s.contains(old), "the document contains \(old)")
-        return Array(s.replacing(old, with: new).utf8)
+        let (o, n) = (Array(old.utf8), Array(new.utf8))
+        precondition(o.count == n.count)
+        let at = (0...(bytes.count - o.count)).filter { bytes[$0..<($0 + o.count)].elementsEqual(o) }
+        #expect(at.count == 1, "the document contains \(old) once")
+        guard let i = at.first else { return bytes }
+        var copy = bytes
+        copy.replaceSubrange(i..<(i + n.count), with: n)
+        return copy
     }
 
     static func refusal(_ body: () throws -> Void) -> HandoverError? {
@@ -352,13 +357,14 @@ struct HandoverTests {
 
     @Test func aNewerOrOlderVersionIsRefusedNamingBothVersions() throws {
         let (w, _, _) = Self.scene()
-        let bytes = try w.sup.snapshot().get().encode()
-        let newer = Self.refusal { _ = try SupervisorSnapshot.decode(Self.replacing(bytes, "\"version\":1", "\"version\":2")) }
+        var snapshot = try w.sup.snapshot().get()
+        snapshot.version = 2
+        let newer = Self.refusal { _ = try SupervisorSnapshot.decode(try snapshot.encode()) }
         #expect(newer == .unsupportedVersion(found: 2, readable: 1...1))
         #expect(newer?.description == "the hand-over document has version 2, newer than this daemon reads (version 1)")
-        let older = Self.refusal { _ = try SupervisorSnapshot.decode(Self.replacing(bytes, "\"version\":1", "\"version\":0")) }
+        snapshot.version = 0
+        let older = Self.refusal { _ = try SupervisorSnapshot.decode(try snapshot.encode()) }
         #expect(older?.description == "the hand-over document has version 0, older than this daemon reads (version 1)")
-        var snapshot = try w.sup.snapshot().get()
         snapshot.version = 7
         let restored = Self.refusal { _ = try Supervisor(restoring: snapshot, limits: testLimits(), now: w.now) }
         #expect(restored == .unsupportedVersion(found: 7, readable: 1...1))
@@ -368,21 +374,27 @@ struct HandoverTests {
         let (w, _, _) = Self.scene()
         let bytes = try w.sup.snapshot().get().encode()
         let truncated = Self.refusal { _ = try SupervisorSnapshot.decode(Array(bytes.prefix(bytes.count / 2))) }
-        #expect(truncated?.description.hasPrefix("the hand-over document is corrupt: not JSON") == true, "\(String(describing: truncated))")
+        #expect(truncated?.description.hasPrefix("the hand-over document is corrupt: the top level: truncated") == true, "\(String(describing: truncated))")
 
-        let noCounter = Self.refusal { _ = try SupervisorSnapshot.decode(Self.replacing(bytes, "\"nextRequestID\":", "\"nextRequestNumber\":")) }
+        let noCounter = Self.refusal { _ = try SupervisorSnapshot.decode(Self.replacing(bytes, "nextRequestID", "nextRequestXD")) }
         #expect(noCounter == .corrupt("nextRequestID: missing"))
 
-        let badPhase = Self.refusal { _ = try SupervisorSnapshot.decode(Self.replacing(bytes, "\"name\":\"launching\"", "\"name\":\"dozing\"")) }
+        let badPhase = Self.refusal { _ = try SupervisorSnapshot.decode(Self.replacing(bytes, "name\u{6}\u{9}launching", "name\u{6}\u{9}hibernate")) }
         let launchingIndex = try w.sup.snapshot().get().records.firstIndex { $0.manifest.id == "h.launching" }!
-        #expect(badPhase == .corrupt("records[\(launchingIndex)].phase.name: unknown phase 'dozing'"))
+        #expect(badPhase == .corrupt("records[\(launchingIndex)].phase.name: unknown phase 'hibernate'"), "\(String(describing: badPhase))")
 
-        let notAnInstant = Self.refusal { _ = try SupervisorSnapshot.decode(Self.replacing(bytes, "\"takenAt\":", "\"takenAt\":\"soon\",\"x\":")) }
-        #expect(notAnInstant?.description.hasPrefix("the hand-over document is corrupt: takenAt: expected") == true, "\(String(describing: notAnInstant))")
+        struct Impostor: Encodable { var version = 1; var takenAt = "soon" }
+        let impostor = try BinaryEncoder().encode(Impostor(), signature: SupervisorSnapshot.signature)
+        let notAnInstant = Self.refusal { _ = try SupervisorSnapshot.decode(impostor) }
+        #expect(notAnInstant == .corrupt("takenAt: expected an integer, found a string"), "\(String(describing: notAnInstant))")
 
         let notADocument = Self.refusal { _ = try SupervisorSnapshot.decode(Array("[1, 2]".utf8)) }
         #expect(
-            notADocument?.description.hasPrefix("the hand-over document is corrupt: the top level: expected") == true, "\(String(describing: notADocument))")
+            notADocument?.description == "the hand-over document is corrupt: the top level: not in the expected form: it does not start with its signature",
+            "\(String(describing: notADocument))")
+        let list = try BinaryEncoder().encode([1, 2], signature: SupervisorSnapshot.signature)
+        let notAKeyedDocument = Self.refusal { _ = try SupervisorSnapshot.decode(list) }
+        #expect(notAKeyedDocument == .corrupt("the top level: expected a keyed container, found an unkeyed container"))
     }
 
     @Test func anInconsistentDocumentIsRefusedNamingTheContradiction() throws {
@@ -394,7 +406,23 @@ struct HandoverTests {
 
         // A running record whose pid is gone (every "pid" of that process nulled in the JSON).
         let pid = snapshot.records.first { $0.manifest.id == "h.active" }!.pid!
-        let noPid = try SupervisorSnapshot.decode(Self.replacing(try snapshot.encode(), "\"pid\":\(pid)", "\"pid\":null"))
+        // Every "pid" member holding it renamed (same length): the record and its events read nil.
+        var leb: [UInt8] = []
+        var n = UInt64(pid)
+        while n >= 0x80 {
+            leb.append(UInt8(n & 0x7F) | 0x80)
+            n >>= 7
+        }
+        leb.append(UInt8(n))
+        let (old, new) = (Array("pid".utf8) + [3] + leb, Array("pix".utf8) + [3] + leb)
+        var bytes = try snapshot.encode()
+        var renamed = 0
+        for i in 0...(bytes.count - old.count) where bytes[i..<(i + old.count)].elementsEqual(old) {
+            bytes.replaceSubrange(i..<(i + new.count), with: new)
+            renamed += 1
+        }
+        #expect(renamed > 1)
+        let noPid = try SupervisorSnapshot.decode(bytes)
         #expect(restore(noPid) == .inconsistent("'h.active' is active but has no pid"))
 
         var twice = snapshot

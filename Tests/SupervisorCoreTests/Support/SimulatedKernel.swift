@@ -196,7 +196,7 @@ final class SimulatedKernel: Kernel {
     var canSpawnIntoCgroup: Bool { true }
     func spawn(_ request: SpawnRequest) -> Result<(pid: Int32, pidfd: Int32), SystemError> { refuse("spawn(\(request.path))") }
 
-    func prepareSandbox() -> (filter: UnsafeRawPointer?, filterError: SystemError?, probe: SandboxProbe) {
+    func prepareSandbox(known: SandboxProbe?) -> (filter: UnsafeRawPointer?, filterError: SystemError?, probe: SandboxProbe) {
         (nil, refused("prepare the sandbox"), SandboxProbe(errors: [], userNamespace: false))
     }
 

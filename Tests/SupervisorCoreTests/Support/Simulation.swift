@@ -1,5 +1,4 @@
 import ExtensionProtocol
-import Foundation  // JSONEncoder/JSONDecoder: the hand-over document as the daemon writes it
 import Logging
 import SupervisorCore
 
@@ -418,15 +417,14 @@ final class Simulation: ProcessControlDelegate {
         draining = false
     }
 
-    /// Replaces the supervisor by the one restored from its snapshot, through the JSON the
+    /// Replaces the supervisor by the one restored from its snapshot, through the bytes the
     /// daemon writes, when the hand-over generator says so and the core allows it now.
     func handOverSometimes() {
         guard var h = handovers else { return }
         defer { handovers = h }
         guard Double.random(in: 0..<1, using: &h.rng) < h.probability, case .success(let snapshot) = sup.snapshot() else { return }
         do {
-            let json = try JSONEncoder().encode(snapshot)
-            let decoded = try JSONDecoder().decode(Supervisor.Snapshot.self, from: json)
+            let decoded = try Supervisor.Snapshot.decode(try snapshot.encode())
             sup = try Supervisor(restoring: decoded, limits: Simulation.limits, now: now)
             handoverCount += 1
         } catch {

@@ -210,7 +210,7 @@ final class RecordingKernel: Kernel {
 
     func becomeChildSubreaper() -> Bool { true }
 
-    func prepareSandbox() -> (filter: UnsafeRawPointer?, filterError: SystemError?, probe: SandboxProbe) {
+    func prepareSandbox(known: SandboxProbe?) -> (filter: UnsafeRawPointer?, filterError: SystemError?, probe: SandboxProbe) {
         (nil, SystemError(errno: ENOSYS), SandboxProbe(errors: SandboxPart.allCases.map { _ in SystemError(errno: EPERM) }, userNamespace: false))
     }
 
