@@ -143,3 +143,41 @@ extension AccountReference {
         }
     }
 }
+
+/// A lifecycle event is a list of its nine fields in declaration order, a missing optional as
+/// nil: `[at, kind, extensionID, pid, state, assertionID, requestID, detail, lock]`. Each record
+/// keeps up to `ExtensionRecord.historyLimit` of them, so they are most of the document, and a
+/// list is read in order without looking up a key per field.
+extension LifecycleEvent {
+    /// Reads the list `encode(to:)` writes; a list of another length is an error.
+    public init(from decoder: any Decoder) throws {
+        var c = try decoder.unkeyedContainer()
+        guard c.count == 9 else {
+            throw DecodingError.dataCorrupted(
+                .init(codingPath: c.codingPath, debugDescription: "an event has 9 fields, not \(c.count.map(String.init) ?? "?")"))
+        }
+        at = try c.decode(Instant.self)
+        kind = try c.decode(Kind.self)
+        extensionID = try c.decode(String.self)
+        pid = try c.decodeNil() ? nil : try c.decode(Int32.self)
+        state = try c.decode(LifecycleState.self)
+        assertionID = try c.decodeNil() ? nil : try c.decode(UInt64.self)
+        requestID = try c.decodeNil() ? nil : try c.decode(UInt64.self)
+        detail = try c.decodeNil() ? nil : try c.decode(String.self)
+        lock = try c.decodeNil() ? nil : try c.decode(LockReport.self)
+    }
+
+    /// Writes the nine fields in order.
+    public func encode(to encoder: any Encoder) throws {
+        var c = encoder.unkeyedContainer()
+        try c.encode(at)
+        try c.encode(kind)
+        try c.encode(extensionID)
+        if let pid { try c.encode(pid) } else { try c.encodeNil() }
+        try c.encode(state)
+        if let assertionID { try c.encode(assertionID) } else { try c.encodeNil() }
+        if let requestID { try c.encode(requestID) } else { try c.encodeNil() }
+        if let detail { try c.encode(detail) } else { try c.encodeNil() }
+        if let lock { try c.encode(lock) } else { try c.encodeNil() }
+    }
+}

@@ -49,6 +49,7 @@ extension Daemon {
     /// Writes the document, has the new program check it, and execs it. Returns why not when
     /// it did not (the daemon goes on as before, nothing changed).
     private func reexec(requester: HandoverDocument.Requester?) -> String? {
+        let start = kernel.now()
         guard let executable = kernel.executablePath() else { return "the daemon's program cannot be found on disk (/proc/self/exe)" }
         let snapshot: Supervisor.Snapshot
         switch core.snapshot() {
@@ -68,6 +69,7 @@ extension Daemon {
         } catch {
             return "the hand-over document cannot be encoded: \(error)"
         }
+        let written = kernel.now()
         let path = handoverPath
         if let e = kernel.replaceFile(path, with: bytes, mode: 0o600, durable: false) { return "the hand-over document cannot be written: \(e)" }
         func withoutDocument(_ reason: String) -> String {
@@ -84,7 +86,10 @@ extension Daemon {
                 return withoutDocument("\(executable) refused the hand-over (\(how))\(said)")
             }
         }
-        logger.notice("re-executing \(executable) with \(processes.count) extension process(es) and \(server.connections.count) connection(s)")
+        let checked = kernel.now()
+        logger.notice(
+            "re-executing \(executable) with \(processes.count) extension process(es) and \(server.connections.count) connection(s); document of \(bytes.count) bytes written in \(Self.milliseconds(start, written)), checked in \(Self.milliseconds(written, checked))"
+        )
         serviceManager.reexecuting()
         extensions.registry.flush()
         // The watches stay as they are: the exec ends the loop with the program, and a failed
@@ -93,6 +98,12 @@ extension Daemon {
         // Still here: the exec failed, and this daemon goes on.
         serviceManager.ready(status: statusLine())
         return withoutDocument("\(failure)")
+    }
+
+    /// The time from `start` to `end` as `12.3 ms`.
+    static func milliseconds(_ start: Instant, _ end: Instant) -> String {
+        let tenths = (end.nanoseconds &- start.nanoseconds) / 100_000
+        return "\(tenths / 10).\(tenths % 10) ms"
     }
 
     private func refuseReexec(_ reason: String, to requester: HandoverDocument.Requester?) {

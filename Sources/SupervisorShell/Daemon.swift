@@ -39,6 +39,7 @@ public final class Daemon {
         self.kernel = kernel
         reexecution = Reexecution(commandLine: options.commandLine)
         // A hand-over document is read first and removed at once: it is read only once.
+        let start = kernel.now()
         let handover = try options.handoverPath.map { path in
             defer { if let e = kernel.removeFile(path), !e.isNoEntry { logger.warning("cannot remove \(path): \(e)") } }
             return try Daemon.readHandover(path, kernel: kernel)
@@ -108,7 +109,7 @@ public final class Daemon {
             extensions.restore(handover.processes)
             if let requester = handover.requester { reexecution.owe(requester, previousVersion: handover.daemonVersion) }
             logger.notice(
-                "took over from extensiond \(handover.daemonVersion): \(handover.processes.count) extension process(es), \(handover.connections.count) connection(s)"
+                "took over from extensiond \(handover.daemonVersion): \(handover.processes.count) extension process(es), \(handover.connections.count) connection(s) in \(Daemon.milliseconds(start, kernel.now())) from the start of this program"
             )
         }
     }

@@ -212,7 +212,8 @@ final class ExtensionProcesses {
             list.append(
                 HandoverDocument.Process(
                     extensionID: p.extensionID, generation: p.generation, pid: p.pid, pidfd: p.pidfd, channel: p.channel?.socket.fd,
-                    channelGraceUntil: p.channelGraceUntil, cgroup: p.cgroup?.path, freezer: p.cgroup?.freezeFD != nil,
+                    channelGraceUntil: p.channelGraceUntil, cgroup: p.cgroup?.path, cgroupEvents: p.cgroup?.eventsFD, cgroupProcs: p.cgroup?.procsFD,
+                    cgroupFreeze: p.cgroup?.freezeFD, freezer: p.cgroup?.freezeFD != nil,
                     memoryCgroupV1: p.memoryCgroupV1?.path, memoryOOMKillsAtStart: p.memoryCgroupV1?.oomKillsAtStart, mechanism: p.group.mechanism,
                     group: group))
         }
@@ -220,11 +221,14 @@ final class ExtensionProcesses {
     }
 
     /// Takes over the processes a previous daemon handed over: each keeps its pid, pidfd,
-    /// channel and cgroup (re-opened by path), and its group control's settled state.
+    /// channel and cgroup (its open files, or else re-opened by path), and its group control's
+    /// settled state.
     func restore(_ processes: [HandoverDocument.Process]) {
         for h in processes {
             var cgroup: ExtensionCgroup?
-            if let path = h.cgroup, let tree = containment.cgroups {
+            if let path = h.cgroup, let events = h.cgroupEvents, let procs = h.cgroupProcs {
+                cgroup = ExtensionCgroup(path: path, directoryFD: -1, eventsFD: events, procsFD: procs, freezeFD: h.cgroupFreeze)
+            } else if let path = h.cgroup, let tree = containment.cgroups {
                 switch tree.open(path, freezer: h.freezer) {
                 case .success(let c):
                     kernel.close(c.directoryFD)

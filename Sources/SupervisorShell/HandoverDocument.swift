@@ -9,8 +9,8 @@ import SupervisorKernel
 /// to a file beside the control socket, checked by the new program (`--check-handover`)
 /// before the old one execs it, then read and removed by the new daemon (`--handover`).
 ///
-/// Kept: every extension process (same pid, its pidfd, its runtime channel, its cgroup, which
-/// is re-opened by path, and how it was last stopped), every control connection (its socket
+/// Kept: every extension process (same pid, its pidfd, its runtime channel, its cgroup and the
+/// files of it the daemon keeps open, and how it was last stopped), every control connection (its socket
 /// and who it is, monitors included), the listening socket, and the next host id. Rebuilt by
 /// the new daemon: watches and timers (the core's deadline from its records; a closing
 /// channel's grace from its deadline), each suspended group's lock watch (its locks are read
@@ -41,8 +41,14 @@ struct HandoverDocument: Codable {
         var channel: Int32?
         /// When the channel closed and the process has until this instant to exit.
         var channelGraceUntil: Instant?
-        /// The extension's cgroup, re-opened by path; nil on the process-group fallback.
+        /// The extension's cgroup; nil on the process-group fallback.
         var cgroup: String?
+        /// Its `cgroup.events` and `cgroup.procs`, open: they cross the `execve` like the
+        /// pidfd, so the new program opens nothing again.
+        var cgroupEvents: Int32?
+        var cgroupProcs: Int32?
+        /// Its `cgroup.freeze`, when kept open (the freezer suspends it).
+        var cgroupFreeze: Int32?
         /// `cgroup.freeze` is kept open (the freezer suspends it).
         var freezer: Bool
         var memoryCgroupV1: String?
@@ -104,6 +110,7 @@ struct HandoverDocument: Codable {
 
     /// Every descriptor the document names: what must cross the `execve`.
     var descriptors: [Int32] {
-        [listener] + connections.map(\.fd) + processes.flatMap { [$0.pidfd] + ($0.channel.map { [$0] } ?? []) }
+        [listener] + connections.map(\.fd)
+            + processes.flatMap { [$0.pidfd] + [$0.channel, $0.cgroupEvents, $0.cgroupProcs, $0.cgroupFreeze].compactMap { $0 } }
     }
 }

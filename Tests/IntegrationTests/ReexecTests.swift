@@ -187,24 +187,23 @@ struct ReexecTests {
         struct Head: Encodable { var version: Int; var daemonVersion: String }
         let whole = try BinaryEncoder().encode(Head(version: 1, daemonVersion: "0.1.0"), signature: signature)
         let corrupt = directory + "/corrupt"
-        FileManager.default.createFile(atPath: corrupt, contents: Data(whole.prefix(whole.count - 3)))
+        try Data(whole.prefix(whole.count - 3)).write(to: URL(fileURLWithPath: corrupt))
         let c = try runProgram(BuildProducts.path("extensiond"), ["--check-handover", corrupt])
         #expect(c.status == 1)
         #expect(c.err.contains("/corrupt") && c.err.contains("not a hand-over document") && c.err.contains("truncated"), "\(c)")
         let notOne = directory + "/not-one"
-        FileManager.default.createFile(atPath: notOne, contents: Data(#"{"version": 1, "daemonVersion": "0.1.0"}"#.utf8))
+        try Data(#"{"version": 1, "daemonVersion": "0.1.0"}"#.utf8).write(to: URL(fileURLWithPath: notOne))
         let j = try runProgram(BuildProducts.path("extensiond"), ["--check-handover", notOne])
         #expect(j.status == 1)
         #expect(j.err.contains("not a hand-over document") && j.err.contains("signature"), "\(j)")
         let newer = directory + "/newer"
         let head = try BinaryEncoder().encode(Head(version: 99, daemonVersion: "9.0.0"), signature: signature)
-        FileManager.default.createFile(atPath: newer, contents: Data(head))
+        try Data(head).write(to: URL(fileURLWithPath: newer))
         let n = try runProgram(BuildProducts.path("extensiond"), ["--check-handover", newer])
         #expect(n.status == 1)
         #expect(n.err.contains("version 99") && n.err.contains("9.0.0") && n.err.contains("reads version 1"), "\(n)")
         let missing = directory + "/missing"
-        FileManager.default.createFile(
-            atPath: missing, contents: Data(try BinaryEncoder().encode(Head(version: 1, daemonVersion: "0.1.0"), signature: signature)))
+        try Data(try BinaryEncoder().encode(Head(version: 1, daemonVersion: "0.1.0"), signature: signature)).write(to: URL(fileURLWithPath: missing))
         let m = try runProgram(BuildProducts.path("extensiond"), ["--check-handover", missing])
         #expect(m.status == 1)
         #expect(m.err.contains("corrupt hand-over document") && m.err.contains("core: missing"), "\(m)")
