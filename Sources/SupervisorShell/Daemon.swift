@@ -15,7 +15,6 @@ import SupervisorKernel
 public final class Daemon {
     let kernel: any Kernel
     let logger: Logger
-    let config: DaemonConfig
     /// The pure state machine; changed only by `post`.
     private(set) var core: Supervisor
     /// Events waiting for the core while it handles one (it is never re-entered).
@@ -28,6 +27,8 @@ public final class Daemon {
     let sources: ManifestSources
     /// A re-exec under way, or the answer owed after one.
     let reexecution: Reexecution
+    /// The configuration read at start, which the manifest sources keep.
+    var config: DaemonConfig { sources.config }
 
     /// Loads the configuration and manifests, sets up containment, and opens (or adopts) the
     /// control socket, all through `kernel`. With `options.handoverPath`, takes over the state
@@ -61,7 +62,6 @@ public final class Daemon {
             }
         }
         config.limits.daemonUID = kernel.userID
-        self.config = config
         // Orphaned descendants of extensions become the daemon's children rather than init's:
         // they stay visible (and reapable) here, which lets stop verification skip /proc scans.
         let isSubreaper = kernel.becomeChildSubreaper()

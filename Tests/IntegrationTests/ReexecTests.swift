@@ -1,3 +1,4 @@
+import CShims
 import ExtensionHost
 import ExtensionProtocol
 import Foundation
@@ -178,6 +179,51 @@ struct ReexecTests {
         #expect(channel.readLine() == "pong \(session.pid)")
         try host.dismiss(session)
         try daemon.events.wait("suspend", of: Self.active)
+    }
+
+    /// A new program that passes the check but crashes once it has the state (after the
+    /// `execve`: the daemon's pid dies) is a crash like any other: the extensions it leaves,
+    /// one active and one stopped, are in the process registry, and the next daemon on the
+    /// socket ends them. None is left stopped or orphaned.
+    @Test func aNewProgramThatCrashesAfterTheExecLeavesNothingBehind() throws {
+        let daemon = try start()
+        defer { daemon.stop() }
+        let host = try daemon.host()
+        let active = try host.begin(Self.active)
+        let suspended = try host.begin(Self.suspended)
+        try host.dismiss(suspended)
+        try daemon.events.wait("suspend", of: Self.suspended)
+        #expect(processState(Int32(suspended.pid)) == "T")
+        // Pidfds taken now: each becomes readable when its process has exited.
+        let watched = [Int32(active.pid), Int32(suspended.pid)].map { shim_pidfd_open($0) }
+        defer { for fd in watched where fd >= 0 { close(fd) } }
+        #expect(watched.allSatisfy { $0 >= 0 })
+
+        // The new program checks like the real one, and kills itself when it would take over.
+        let real = daemon.directory + "/extensiond.real"
+        try FileManager.default.copyItem(atPath: BuildProducts.path("extensiond"), toPath: real)
+        let script = daemon.directory + "/crashing"
+        try "#!/bin/sh\ncase \" $* \" in *\" --handover \"*) kill -SEGV $$ ;; esac\nexec \(real) \"$@\"\n".write(
+            toFile: script, atomically: true, encoding: .utf8)
+        #expect(chmod(script, 0o755) == 0)
+        try replaceProgram(of: daemon, with: script)
+        let daemonPID = try #require(daemon.process?.processIdentifier)
+        _ = try? daemon.extctl(["reexec"])  // its connection ends with the program: no answer
+        #expect(daemon.waitForExit(timeout: 20), "the daemon's pid ended with the crash")
+        #expect(daemon.process?.terminationReason == .uncaughtSignal && daemon.process?.terminationStatus == SIGSEGV, "\(daemonPID)")
+        // Left running, and the stopped one still stopped: the crash alone ends nothing.
+        #expect(kill(Int32(active.pid), 0) == 0 && processState(Int32(suspended.pid)) == "T")
+
+        // The next daemon (the real program again) ends what was left.
+        try FileManager.default.removeItem(atPath: daemon.daemonExecutable)
+        try FileManager.default.copyItem(atPath: real, toPath: daemon.daemonExecutable)
+        try daemon.start()
+        for fd in watched {
+            var pfd = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+            #expect(poll(&pfd, 1, 20_000) == 1, "every process the crashed daemon left has exited")
+        }
+        #expect(daemon.log().contains("leftover"), "\(daemon.log().suffix(2000))")
+        #expect(try pids(daemon).isEmpty, "nothing runs under the new daemon until asked")
     }
 
     @Test func checkHandoverRefusesACorruptOrNewerDocumentNamingWhy() throws {
