@@ -10,7 +10,8 @@ in between breaks the link. A declaration on the line of what precedes it (`{ ca
 cannot have one, and is reported. `import` and `extension` themselves need no doc comment.
 
 Usage: check-doc-comments.py [--exclude FILE]... [DIRECTORY]...
-The directories default to Sources/SupervisorCore and Sources/ExtensionProtocol (relative to
+The directories default to Sources/SupervisorCore, Sources/ExtensionProtocol,
+Sources/ExtensionTransport, Sources/ExtensionStatus and Sources/SupervisorKernel (relative to
 the repository root). Prints `file:line: declaration` for each undocumented declaration and
 exits 1 if there is any, 0 if there is none, and 2 on bad arguments.
 """
@@ -19,7 +20,13 @@ import argparse
 import os
 import sys
 
-DEFAULT_DIRECTORIES = ["Sources/SupervisorCore", "Sources/ExtensionProtocol"]
+DEFAULT_DIRECTORIES = [
+    "Sources/SupervisorCore",
+    "Sources/ExtensionProtocol",
+    "Sources/ExtensionTransport",
+    "Sources/ExtensionStatus",
+    "Sources/SupervisorKernel",
+]
 
 # Words that may stand before a declaration's keyword. `class` is also a keyword; it is a
 # modifier when another modifier or a keyword follows it.

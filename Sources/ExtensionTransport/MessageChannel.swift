@@ -9,16 +9,24 @@ import Glibc
 ///
 /// Not thread-safe by itself: use one sender and one receiver at a time.
 public struct MessageChannel: Sendable {
+    /// The socket the channel sends and receives on. The channel never closes it: its owner does.
     public let socket: PacketSocket
 
+    /// A channel over `socket`, which stays the caller's.
     public init(socket: PacketSocket) { self.socket = socket }
 
     /// Errors a client sees.
     public enum Failure: Error, CustomStringConvertible, Sendable {
+        /// A send or receive system call failed.
         case system(SystemError)
+        /// A message could not be encoded, or a datagram received was truncated (`.tooLarge`) or
+        /// could not be decoded; a descriptor received with that datagram has been closed.
         case wire(WireError)
+        /// The peer closed the connection (end of file, ECONNRESET or ENOTCONN on a receive).
         case closed
 
+        /// A sentence for a person: the system error's text, "malformed message: …", or "the other
+        /// side closed the connection".
         public var description: String {
             switch self {
             case .system(let e): e.description

@@ -11,6 +11,8 @@ public struct PacketSocket: Sendable, Hashable {
     /// The descriptor (close-on-exec).
     public let fd: Int32
 
+    /// A value referring to `fd`, as it is: nothing is checked or changed, and the caller keeps
+    /// the duty to close it once.
     public init(fd: Int32) { self.fd = fd }
 
     /// A connected pair, both ends close-on-exec.
@@ -116,6 +118,7 @@ public struct PacketSocket: Sendable, Hashable {
 
     /// The outcome of a send.
     public enum SendResult: Equatable, Sendable {
+        /// The datagram was sent (a SOCK_SEQPACKET send queues it whole or fails).
         case sent
         /// The peer's buffer is full (non-blocking socket): try again when writable.
         case wouldBlock

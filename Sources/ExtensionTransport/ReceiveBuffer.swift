@@ -9,6 +9,7 @@ public final class ReceiveBuffer {
     /// The memory, `WireLimits.maxMessageSize` bytes.
     public let bytes: UnsafeMutableRawBufferPointer
 
+    /// Allocates `WireLimits.maxMessageSize` bytes, not zeroed; they are freed with the buffer.
     public init() {
         bytes = .allocate(byteCount: WireLimits.maxMessageSize, alignment: 16)
     }

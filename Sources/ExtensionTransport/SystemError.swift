@@ -4,9 +4,12 @@ import Glibc
 
 /// A failed system call: which operation, on what, and the kernel's errno.
 public struct SystemError: Error, Equatable, Sendable, CustomStringConvertible {
+    /// The step that failed, with what it was on (`open /path`); empty when none is named.
     public var operation: String
+    /// The errno value the system call failed with.
     public var errno: Int32
 
+    /// An error of `operation` with `errno`, stored as given.
     public init(_ operation: String, errno: Int32) {
         self.operation = operation
         self.errno = errno
@@ -18,6 +21,7 @@ public struct SystemError: Error, Equatable, Sendable, CustomStringConvertible {
         self.errno = errno
     }
 
+    /// `operation: text of the errno` (strerror(3)), or the text alone when no operation is named.
     public var description: String {
         operation.isEmpty ? String(cString: strerror(errno)) : "\(operation): \(String(cString: strerror(errno)))"
     }

@@ -7,17 +7,24 @@ import Glibc
 /// A swift-log handler writing one readable line per entry to stderr:
 /// `<level> message key=value …`. Used on a terminal; journald gets structured entries instead.
 public struct ConsoleLogHandler: LogHandler {
+    /// Metadata added to every entry; an entry's own value for the same key wins.
     public var metadata: Logger.Metadata = [:]
+    /// The least severe level a `Logger` passes to this handler; `.info` unless set.
     public var logLevel: Logger.Level = .info
     let label: String
 
+    /// A handler with no metadata at level `.info`; `label` is kept but not written.
     public init(label: String) { self.label = label }
 
+    /// The handler's metadata value for `key`, read or set.
     public subscript(metadataKey key: String) -> Logger.Metadata.Value? {
         get { metadata[key] }
         set { metadata[key] = newValue }
     }
 
+    /// Writes the level in upper case, the message and the merged metadata sorted by key
+    /// (`MESSAGE_ID` left out) as one line in one write(2) to fd 2, blocking as stderr does. A
+    /// failed or short write is not reported.
     public func log(event: LogEvent) {
         var line = event.level.rawValue.uppercased()
         line.reserveCapacity(192)

@@ -14,13 +14,17 @@ public enum DaemonProcess {
     /// The signals the event loop handles (`Daemon.run`).
     public static let loopSignals: [Int32] = [SIGTERM, SIGINT, SIGHUP, SIGCHLD, SIGUSR2]
 
-    /// Writes `line` and a newline to stderr (before any logger exists).
+    /// Writes `line` and a newline to stderr (before any logger exists) in one write(2); a
+    /// failed or short write is not reported.
     public static func printError(_ line: String) {
         var text = line + "\n"
         _ = text.withUTF8 { write(2, $0.baseAddress, $0.count) }
     }
 
-    /// Prepares this process; call first thing in `main`.
+    /// Prepares this process; call first thing in `main`, before any other thread starts:
+    /// blocks `loopSignals` in the calling thread (threads created later inherit the mask),
+    /// sets SIGPIPE to be ignored, and raises the soft RLIMIT_NOFILE to the hard limit. A
+    /// failure of any step is ignored and the others still run.
     public static func prepare() {
         let owned = loopSignals + [0]
         _ = owned.withUnsafeBufferPointer { shim_block_signals($0.baseAddress!) }

@@ -17,20 +17,28 @@ import Glibc
 /// console line instead. (When journald is not running at all, libsystemd drops entries
 /// without an error: `LogTarget` does not choose this handler then.)
 public struct JournalLogHandler: LogHandler {
+    /// Metadata added to every entry; an entry's own value for the same key wins.
     public var metadata: Logger.Metadata = [:]
+    /// The least severe level a `Logger` passes to this handler; `.info` unless set.
     public var logLevel: Logger.Level = .info
     /// `SYSLOG_IDENTIFIER` of every entry.
     public let identifier: String
 
+    /// A handler with no metadata at level `.info` whose entries carry `identifier`; `label` is
+    /// not used.
     public init(label: String, identifier: String = "extensiond") {
         self.identifier = identifier
     }
 
+    /// The handler's metadata value for `key`, read or set.
     public subscript(metadataKey key: String) -> Logger.Metadata.Value? {
         get { metadata[key] }
         set { metadata[key] = newValue }
     }
 
+    /// Sends one entry with sd_journal_sendv(3) on the calling thread; when that fails, writes
+    /// the entry to stderr as a `ConsoleLogHandler` line instead. Nothing is reported to the
+    /// caller.
     public func log(event: LogEvent) {
         let merged = metadata.isEmpty ? event.metadata ?? [:] : metadata.merging(event.metadata ?? [:]) { _, new in new }
         let fields = JournalLogHandler.fields(

@@ -3,8 +3,11 @@ import SupervisorCore
 
 /// Which file an open descriptor refers to: `st_dev` and `st_ino` of stat(2).
 public struct FileIdentity: Hashable, Sendable {
+    /// The device the file is on (`st_dev`).
     public var device: UInt64
+    /// The file's inode number on that device (`st_ino`).
     public var inode: UInt64
+    /// The identity of the given device and inode numbers, stored as given.
     public init(device: UInt64, inode: UInt64) {
         self.device = device
         self.inode = inode
@@ -13,14 +16,30 @@ public struct FileIdentity: Hashable, Sendable {
 
 /// What stat(2) says about a file: enough for the daemon's ownership and type checks.
 public struct FileStatus: Equatable, Sendable {
-    public enum Kind: Equatable, Sendable { case regular, directory, symbolicLink, other }
+    /// The file type bits of `st_mode` (`S_IFMT`).
+    public enum Kind: Equatable, Sendable {
+        /// `S_IFREG`: a regular file.
+        case regular
+        /// `S_IFDIR`: a directory.
+        case directory
+        /// `S_IFLNK`: a symbolic link (only seen when links are not followed: lstat, `O_NOFOLLOW`).
+        case symbolicLink
+        /// Any other type: a FIFO, a socket, a character or block device.
+        case other
+    }
+    /// The file's type.
     public var kind: Kind
     /// The permission bits (`st_mode & 07777`).
     public var permissions: UInt32
+    /// The owning user id (`st_uid`).
     public var owner: UInt32
+    /// The owning group id (`st_gid`).
     public var group: UInt32
+    /// The size in bytes (`st_size`).
     public var size: Int64
+    /// Which file it is (`st_dev`, `st_ino`).
     public var identity: FileIdentity
+    /// A status of these values, stored as given.
     public init(kind: Kind, permissions: UInt32, owner: UInt32, group: UInt32, size: Int64, identity: FileIdentity) {
         self.kind = kind
         self.permissions = permissions
@@ -37,6 +56,8 @@ public struct FileStatus: Equatable, Sendable {
 
 /// A watch or timer registered with the event loop; `cancel()` ends it (twice is harmless).
 public protocol Cancellable: AnyObject {
+    /// Ends the watch or timer: its handler is not called after this returns. Calling it
+    /// again does nothing.
     func cancel()
 }
 
@@ -48,9 +69,13 @@ public protocol Watch: Cancellable {
 
 /// What the spawn of one extension process needs.
 public struct SpawnRequest: Equatable {
+    /// The executable, run as it is named (no `$PATH` search); also the child's `argv[0]`.
     public var path: String
+    /// The arguments after `argv[0]`.
     public var arguments: [String]
+    /// The child's whole environment, `NAME=value` each (nothing of the daemon's is added).
     public var environment: [String]
+    /// The child's working directory; nil keeps the daemon's.
     public var directory: String?
     /// The descriptor to place at fd 3 in the child, or nil.
     public var channelFD: Int32?
@@ -65,6 +90,8 @@ public struct SpawnRequest: Equatable {
     /// `cgroup.procs` of the cgroup v1 memory cgroup the child joins first, open for writing, or nil.
     public var memoryCgroupProcsFD: Int32? = nil
 
+    /// A request of these values, stored as given. The descriptors stay the caller's: the
+    /// spawn neither closes them nor takes them over.
     public init(
         path: String, arguments: [String], environment: [String], directory: String?, channelFD: Int32?, cgroupFD: Int32?,
         credentials: Credentials?, resourceLimits: [ResourceLimit] = [], sandbox: SandboxPlan? = nil, memoryCgroupProcsFD: Int32? = nil
@@ -88,12 +115,16 @@ public struct SandboxPlan: Equatable {
     public var parts: Set<SandboxPart>
     /// Whether the child first enters a user namespace of its own (a daemon without root).
     public var userNamespace: Bool
+    /// The mounts of the child's file system view (`.filesystem`), applied in this order.
     public var mounts: [SandboxView.Mount]
     /// The system-call filter (from `Kernel.prepareSandbox`), installed with `.syscalls`.
     public var filter: UnsafeRawPointer?
-    /// The daemon's ids, mapped to themselves in the user namespace.
+    /// The daemon's user id, mapped to itself in the user namespace.
     public var uid: UInt32
+    /// The daemon's group id, mapped to itself in the user namespace.
     public var gid: UInt32
+    /// A plan of these values, stored as given. `filter` is not copied: it must stay valid
+    /// until the spawn that uses it returns.
     public init(parts: Set<SandboxPart>, userNamespace: Bool, mounts: [SandboxView.Mount], filter: UnsafeRawPointer?, uid: UInt32, gid: UInt32) {
         self.parts = parts
         self.userNamespace = userNamespace
@@ -106,9 +137,21 @@ public struct SandboxPlan: Equatable {
 
 /// One rlimit for a spawned child.
 public struct ResourceLimit: Equatable, Sendable {
-    public enum Resource: Equatable, Sendable { case data, openFiles, processes }
+    /// The limited resource.
+    public enum Resource: Equatable, Sendable {
+        /// `RLIMIT_DATA`: the size of the child's data (data segment, heap, private writable
+        /// mappings), in bytes.
+        case data
+        /// `RLIMIT_NOFILE`: one more than the highest descriptor number the child may open.
+        case openFiles
+        /// `RLIMIT_NPROC`: the number of processes (threads included) of the child's real user id.
+        case processes
+    }
+    /// Which resource is limited.
     public var resource: Resource
+    /// The limit, set as both the soft and the hard limit.
     public var value: UInt64
+    /// A limit of `value` on `resource`.
     public init(resource: Resource, value: UInt64) {
         self.resource = resource
         self.value = value
@@ -118,8 +161,13 @@ public struct ResourceLimit: Equatable, Sendable {
 /// What the sandbox probe found: for each part of `SandboxPart.allCases`, nil when it can be
 /// built, else the error of the step that failed; and whether a user namespace was needed.
 public struct SandboxProbe: Equatable, Sendable {
+    /// One entry per part, in the order of `SandboxPart.allCases`: nil when the part was
+    /// built, else the errno of the failure.
     public var errors: [SystemError?]
+    /// Whether the parts' namespaces are built inside a new user namespace: the file system
+    /// part failed with the daemon's own privilege and worked inside one.
     public var userNamespace: Bool
+    /// A probe result of these values, stored as given.
     public init(errors: [SystemError?], userNamespace: Bool) {
         self.errors = errors
         self.userNamespace = userNamespace
@@ -143,9 +191,11 @@ public protocol Kernel: AnyObject {
     func wallClock() -> Double
     /// getpid(2).
     var processID: Int32 { get }
-    /// getuid(2), getgid(2) and getgroups(2).
+    /// getuid(2): the daemon's real user id.
     var userID: UInt32 { get }
+    /// getgid(2): the daemon's real group id.
     var groupID: UInt32 { get }
+    /// getgroups(2): the daemon's supplementary group ids.
     var supplementaryGroups: [UInt32] { get }
     /// sysconf(_SC_CLK_TCK): the unit of /proc CPU times.
     var clockTicksPerSecond: Double { get }
@@ -222,6 +272,7 @@ public protocol Kernel: AnyObject {
     func replaceFile(_ path: String, with bytes: [UInt8], mode: UInt32, durable: Bool) -> SystemError?
     /// mkdir(2) with `mode` (the umask applies).
     func makeDirectory(_ path: String, mode: UInt32) -> SystemError?
+    /// rmdir(2): removes the directory at `path`, which must be empty.
     func removeDirectory(_ path: String) -> SystemError?
     /// unlink(2).
     func removeFile(_ path: String) -> SystemError?
@@ -244,6 +295,8 @@ public protocol Kernel: AnyObject {
     func open(_ path: String, directory: Bool) -> Result<Int32, SystemError>
     /// Opens a file that exists write-only, close-on-exec (a cgroup control file kept open).
     func openForWriting(_ path: String) -> Result<Int32, SystemError>
+    /// close(2) of a descriptor the caller owns. No error is reported: the descriptor is
+    /// released whatever close says.
     func close(_ fd: Int32)
     /// inotify(7): a non-blocking, close-on-exec descriptor that reports each open (`IN_OPEN`)
     /// of the files at `paths` (symbolic links followed, so `/proc/PID/fd/N` names the open
@@ -326,11 +379,15 @@ extension Kernel {
 
 /// epoll event bits (Glibc does not export the EPOLL* constants to Swift).
 public enum Poll {
+    /// EPOLLIN: there is data to read (or a connection to accept).
     public static let input: UInt32 = 0x001
     /// EPOLLPRI: a kernfs file such as `cgroup.events` changed.
     public static let priority: UInt32 = 0x002
+    /// EPOLLOUT: a write would not block.
     public static let output: UInt32 = 0x004
+    /// EPOLLERR: an error is pending; epoll reports it whether or not it was asked for.
     public static let error: UInt32 = 0x008
+    /// EPOLLHUP: the peer hung up; epoll reports it whether or not it was asked for.
     public static let hangup: UInt32 = 0x010
 }
 
@@ -339,7 +396,9 @@ public let childStoppedCode: Int32 = 5
 
 /// A startup failure with a message for the administrator.
 public struct DaemonError: Error, CustomStringConvertible {
+    /// The message, as given: a sentence naming what is wrong.
     public var description: String
+    /// An error with the message `description`.
     public init(_ description: String) { self.description = description }
 }
 

@@ -9,12 +9,24 @@ import Glibc
 /// Replacing the daemon's program: finding it on disk, running its check as a child, and the
 /// execve that keeps an explicit list of descriptors.
 extension LinuxKernel {
+    /// readlink(2) of `/proc/self/exe`, with a trailing ` (deleted)` removed; nil when the link
+    /// cannot be read.
     public func executablePath() -> String? {
         guard case .success(var path) = readLink("/proc/self/exe") else { return nil }
         if path.hasSuffix(" (deleted)") { path.removeLast(" (deleted)".count) }
         return path
     }
 
+    /// posix_spawn(3) of `path` (`argv[0]`; no `$PATH` search) with the daemon's environment,
+    /// an empty signal mask (signals the daemon ignores, SIGPIPE after `DaemonProcess.prepare`,
+    /// stay ignored), stdin inherited and stdout and stderr on one pipe; the child also inherits
+    /// any descriptor of the daemon that is not close-on-exec. Blocks the calling thread: reads
+    /// the pipe until end of file or the deadline (keeping what arrives until 64 KiB is held,
+    /// then reading and dropping the rest), then waits for the exit until the deadline, polling
+    /// every millisecond; a child still running then gets SIGKILL and is reaped. Both pipe ends
+    /// are closed before it returns, and the child is reaped unless waitpid fails. The output is
+    /// decoded as UTF-8 (invalid bytes replaced). Fails naming "pipe", "spawn PATH" or
+    /// "waitpid PID".
     public func runToCompletion(_ path: String, arguments: [String], seconds: Double) -> Result<(status: ExitStatus?, output: String), SystemError> {
         var pipeFDs: [Int32] = [-1, -1]
         guard pipe(&pipeFDs) == 0 else { return .failure(SystemError("pipe", errno: errno)) }
@@ -79,6 +91,10 @@ extension LinuxKernel {
         return .success((exit, String(decoding: output, as: UTF8.self)))
     }
 
+    /// Clears FD_CLOEXEC on each of `keeping`, then execve(2) of `path` (`argv[0]`; no `$PATH`
+    /// search) with the daemon's environment; every other descriptor keeps its flag. On failure
+    /// sets FD_CLOEXEC on each of `keeping` (also on one that lacked it before) and returns the
+    /// error naming "execve PATH".
     public func execute(_ path: String, arguments: [String], keeping: [Int32]) -> SystemError {
         for fd in keeping { _ = fcntl(fd, F_SETFD, 0) }
         let failure = withCStrings([path] + arguments) { argv -> SystemError in

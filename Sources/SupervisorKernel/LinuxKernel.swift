@@ -21,23 +21,35 @@ public final class LinuxKernel: Kernel {
         groupID = getgid()
     }
 
+    /// clock_gettime(CLOCK_MONOTONIC) read at the call, not the loop's cached iteration time;
+    /// works without a loop.
     public func now() -> Instant { EventLoop.clock() }
 
+    /// The loop's cached time of the current iteration (sd_event_now); the clock read now when
+    /// there is no loop or sd-event cannot say.
     public func iterationTime() -> Instant { loop?.now() ?? EventLoop.clock() }
 
+    /// clock_gettime(CLOCK_REALTIME) read at the call: seconds since 1970 with the nanoseconds
+    /// as the fraction.
     public func wallClock() -> Double {
         var ts = timespec()
         clock_gettime(CLOCK_REALTIME, &ts)
         return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
     }
 
+    /// getpid(2), read once when this kernel was made.
     public let processID: Int32
+    /// getuid(2), read once when this kernel was made.
     public let userID: UInt32
+    /// getgid(2), read once when this kernel was made.
     public let groupID: UInt32
 
+    /// sysconf(_SC_CLK_TCK), read once when this kernel was made.
     public let clockTicksPerSecond = Double(sysconf(Int32(_SC_CLK_TCK)))
+    /// sysconf(_SC_PAGESIZE), read once when this kernel was made.
     public let pageSize = Int64(sysconf(Int32(_SC_PAGESIZE)))
 
+    /// getgroups(2) at each read; empty when it fails.
     public var supplementaryGroups: [UInt32] {
         let count = getgroups(0, nil)
         var groups = [gid_t](repeating: 0, count: Int(max(count, 0)))
@@ -45,15 +57,23 @@ public final class LinuxKernel: Kernel {
         return Array(groups.prefix(Int(max(n, 0))))
     }
 
+    /// getenv(3) at each call: nil when unset, the value as it is otherwise (possibly empty).
     public func environment(_ name: String) -> String? {
         guard let v = getenv(name) else { return nil }
         return String(cString: v)
     }
 
+    /// `SystemAccounts.directory`: NSS answers each lookup when it is made.
     public var accounts: AccountDirectory { SystemAccounts.directory }
 
+    /// prctl(PR_SET_CHILD_SUBREAPER, 1): true when it succeeded.
     public func becomeChildSubreaper() -> Bool { shim_set_child_subreaper() == 0 }
 
+    /// Builds the filter with libseccomp (`shim_seccomp_filter`; on failure `filter` is nil and
+    /// `filterError` names "seccomp filter"). With `known`, returns it as the probe unchanged.
+    /// Otherwise probes each part by building it in a throwaway child, blocking until those
+    /// children have exited; a part's error carries the errno alone, and `.syscalls` reports
+    /// ENOSYS when there is no filter.
     public func prepareSandbox(known: SandboxProbe?) -> (filter: UnsafeRawPointer?, filterError: SystemError?, probe: SandboxProbe) {
         var built: UnsafeRawPointer?
         let rc = shim_seccomp_filter(&built)
@@ -70,21 +90,29 @@ public final class LinuxKernel: Kernel {
         )
     }
 
+    /// kill(2): nil on success, else the errno with no operation named.
     public func kill(_ pid: Int32, _ signal: Int32) -> SystemError? {
         let rc = shim_kill(pid, signal)
         return rc == 0 ? nil : SystemError(errno: -rc)
     }
 
+    /// pidfd_open(2): a new descriptor, close-on-exec (the kernel sets it on every pidfd), that
+    /// the caller owns and closes. Fails with the errno alone (ESRCH: no such process).
     public func openPidfd(_ pid: Int32) -> Result<Int32, SystemError> {
         let fd = shim_pidfd_open(pid)
         return fd >= 0 ? .success(fd) : .failure(SystemError(errno: -fd))
     }
 
+    /// pidfd_send_signal(2) with no siginfo: nil on success, else the errno alone. The pidfd
+    /// stays open.
     public func signal(pidfd: Int32, _ signal: Int32) -> SystemError? {
         let rc = shim_pidfd_send_signal(pidfd, signal)
         return rc == 0 ? nil : SystemError(errno: -rc)
     }
 
+    /// waitid(P_PIDFD, WSTOPPED | WNOHANG), retried on EINTR; never blocks. True when a state
+    /// change of code CLD_STOPPED or CLD_TRAPPED was reported (and so consumed), false when none
+    /// is pending. Fails with the errno alone.
     public func stopReported(pidfd: Int32) -> Result<Bool, SystemError> {
         var code: Int32 = 0, status: Int32 = 0
         let rc = shim_waitid_pidfd(pidfd, WSTOPPED, &code, &status)
@@ -92,6 +120,10 @@ public final class LinuxKernel: Kernel {
         return .success(rc == 1 && (code == Int32(CLD_STOPPED) || code == Int32(CLD_TRAPPED)))
     }
 
+    /// waitid(P_PIDFD, WEXITED | WNOHANG, and WNOWAIT unless `reap`), retried on EINTR; never
+    /// blocks. Nil while the process runs; `.exited` for CLD_EXITED, else `.signaled` with the
+    /// signal number. With `reap` the zombie is gone afterwards; the pidfd stays open either way.
+    /// Fails with the errno alone (ECHILD: not a child of this process, or already reaped).
     public func exitStatus(pidfd: Int32, reap: Bool) -> Result<ExitStatus?, SystemError> {
         var code: Int32 = 0, status: Int32 = 0
         let rc = shim_waitid_pidfd(pidfd, reap ? WEXITED : WEXITED | WNOWAIT, &code, &status)
@@ -100,11 +132,16 @@ public final class LinuxKernel: Kernel {
         return .success(code == Int32(CLD_EXITED) ? .exited(status) : .signaled(status))
     }
 
+    /// One waitid(P_PID, WEXITED | WNOHANG); never blocks. True only when it reaped `pid`; false
+    /// while it runs, when it is no child of this process, or when waitid fails.
     public func reapIfExited(_ pid: Int32) -> Bool {
         var info = siginfo_t()
         return waitid(P_PID, id_t(pid), &info, WEXITED | WNOHANG) == 0 && info._sifields._sigchld.si_pid == pid
     }
 
+    /// Opens `path` read-only and close-on-exec (links followed; blocks as the file does: a FIFO
+    /// waits for a writer), reads to end of file retrying EINTR, and closes the descriptor before
+    /// returning. Fails with the errno alone.
     public func read(_ path: String) -> Result<[UInt8], SystemError> {
         let fd = Glibc.open(path, O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else { return .failure(SystemError(errno: errno)) }
@@ -112,6 +149,10 @@ public final class LinuxKernel: Kernel {
         return readAll(fd, offset: nil)
     }
 
+    /// Opens `path` with O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK (a symbolic link fails
+    /// with ELOOP), fstats that descriptor, and when it is a regular file whose size is at most
+    /// `limit`, reads it from that descriptor to end of file. The descriptor is closed before
+    /// returning. Fails naming "open" or "fstat", or with the errno alone for the read.
     public func inspectFile(_ path: String, limit: Int64) -> Result<(status: FileStatus, contents: [UInt8]?), SystemError> {
         let fd = Glibc.open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK)
         guard fd >= 0 else { return .failure(SystemError("open", errno: errno)) }
@@ -126,10 +167,16 @@ public final class LinuxKernel: Kernel {
         }
     }
 
+    /// access(2) with X_OK, checked with the real user and group ids.
     public func isExecutable(_ path: String) -> Bool { access(path, X_OK) == 0 }
 
+    /// pread(2) from offset 0 in 4 KiB reads, retrying EINTR: stops at end of file, or after the
+    /// first read when it returned fewer than `completeSeqRead` bytes. The descriptor stays open
+    /// and its file offset unchanged. Fails with the errno alone.
     public func read(fd: Int32) -> Result<[UInt8], SystemError> { readAll(fd, offset: 0, shortRecords: true) }
 
+    /// pread(2) from offset 0 in 4 KiB reads, retrying EINTR, until one returns end of file. The
+    /// descriptor stays open and its file offset unchanged. Fails with the errno alone.
     public func readToEnd(fd: Int32) -> Result<[UInt8], SystemError> { readAll(fd, offset: 0) }
 
     /// A read from offset 0 of `cgroup.procs` or `cgroup.events` (kernfs seq files) that
@@ -159,6 +206,9 @@ public final class LinuxKernel: Kernel {
         }
     }
 
+    /// Opens `path` write-only and close-on-exec (never created: ENOENT when missing), writes
+    /// `text` in one write(2), and closes the descriptor. A short write is EIO; EINTR is not
+    /// retried. Errors carry the errno alone.
     public func write(_ path: String, _ text: String) -> SystemError? {
         let fd = Glibc.open(path, O_WRONLY | O_CLOEXEC)
         guard fd >= 0 else { return SystemError(errno: errno) }
@@ -169,6 +219,8 @@ public final class LinuxKernel: Kernel {
         return n == bytes.count ? nil : SystemError(errno: EIO)
     }
 
+    /// One pwrite(2) of `text` at offset 0; the descriptor stays open. A short write is EIO;
+    /// EINTR is not retried. Errors carry the errno alone.
     public func write(fd: Int32, _ text: String) -> SystemError? {
         var bytes = Array(text.utf8)
         let n = bytes.withUnsafeMutableBytes { pwrite(fd, $0.baseAddress, $0.count, 0) }
@@ -176,28 +228,35 @@ public final class LinuxKernel: Kernel {
         return n == bytes.count ? nil : SystemError(errno: EIO)
     }
 
+    /// mkdir(2): the errno alone on failure (EEXIST when something is at `path` already).
     public func makeDirectory(_ path: String, mode: UInt32) -> SystemError? {
         mkdir(path, mode_t(mode)) == 0 ? nil : SystemError(errno: errno)
     }
 
+    /// realpath(3); nil whenever it fails (a missing component, no permission to search).
     public func resolvePath(_ path: String) -> String? {
         guard let resolved = realpath(path, nil) else { return nil }
         defer { free(resolved) }
         return String(cString: resolved)
     }
 
+    /// unlink(2): a symbolic link is removed, not followed. The errno alone on failure.
     public func removeFile(_ path: String) -> SystemError? {
         unlink(path) == 0 ? nil : SystemError(errno: errno)
     }
 
+    /// chown(2), following links. The errno alone on failure.
     public func changeOwner(_ path: String, user: UInt32, group: UInt32) -> SystemError? {
         chown(path, user, group) == 0 ? nil : SystemError(errno: errno)
     }
 
+    /// chmod(2), following links. The errno alone on failure.
     public func changeMode(_ path: String, _ mode: UInt32) -> SystemError? {
         chmod(path, mode_t(mode)) == 0 ? nil : SystemError(errno: errno)
     }
 
+    /// fstatat(AT_FDCWD), with AT_SYMLINK_NOFOLLOW unless `followLinks`. The errno alone on
+    /// failure.
     public func status(_ path: String, followLinks: Bool) -> Result<FileStatus, SystemError> {
         var st = stat()
         guard fstatat(AT_FDCWD, path, &st, followLinks ? 0 : AT_SYMLINK_NOFOLLOW) == 0 else { return .failure(SystemError(errno: errno)) }
@@ -217,6 +276,12 @@ public final class LinuxKernel: Kernel {
             identity: FileIdentity(device: UInt64(st.st_dev), inode: UInt64(st.st_ino)))
     }
 
+    /// Removes a leftover `path.tmp`, creates it anew (O_EXCL | O_NOFOLLOW | O_CLOEXEC, `mode`
+    /// less the umask), writes `bytes` retrying EINTR, fsyncs it when `durable`, closes it and
+    /// renames it over `path` (a link at `path` is replaced, not followed); when `durable`, then
+    /// fsyncs the directory holding `path`, ignoring a failure of that last step. On any earlier
+    /// failure `path.tmp` is removed, `path` is untouched, and the error names the step and the
+    /// temporary path. No descriptor stays open.
     public func replaceFile(_ path: String, with bytes: [UInt8], mode: UInt32, durable: Bool) -> SystemError? {
         let temporary = path + ".tmp"
         unlink(temporary)  // a leftover of an interrupted write
@@ -257,6 +322,11 @@ public final class LinuxKernel: Kernel {
         return nil
     }
 
+    /// Opens `path` with O_DIRECTORY | O_NOFOLLOW (a symbolic link fails), then removes each
+    /// entry through descriptors relative to its parent: subdirectories opened with O_NOFOLLOW,
+    /// emptied and removed, other entries (symbolic links included) unlinked. An entry that
+    /// vanishes meanwhile is skipped. Stops at the first failure, naming the step and the entry.
+    /// Every descriptor it opens is closed before it returns.
     public func removeContents(ofDirectory path: String) -> SystemError? {
         let fd = Glibc.open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
         guard fd >= 0 else { return SystemError("open \(path)", errno: errno) }
@@ -288,18 +358,27 @@ public final class LinuxKernel: Kernel {
         return nil
     }
 
+    /// One poll(2) of up to `seconds` (rounded down to milliseconds, plus one), blocking the
+    /// calling thread. True when poll reported the descriptor: one of `events`, or POLLERR,
+    /// POLLHUP or POLLNVAL; false on timeout, on EINTR (not retried) and on failure.
     public func waitFor(fd: Int32, events: UInt32, seconds: Double) -> Bool {
         var pfd = pollfd(fd: fd, events: Int16(truncatingIfNeeded: events), revents: 0)
         let rc = poll(&pfd, 1, Int32(max(seconds, 0) * 1000) + 1)
         return rc > 0
     }
 
+    /// rmdir(2): the errno alone on failure (ENOTEMPTY when it still has entries).
     public func removeDirectory(_ path: String) -> SystemError? {
         rmdir(path) == 0 ? nil : SystemError(errno: errno)
     }
 
+    /// `directoryEntries`: opendir(3) (links followed) and readdir(3) in the order the file
+    /// system returns them; the stream is closed before returning. Nil when the directory cannot
+    /// be opened; a read error ends the list early.
     public func listDirectory(_ path: String) -> [String]? { directoryEntries(path) }
 
+    /// readlink(2) into a buffer of PATH_MAX bytes, decoded as UTF-8 (invalid bytes replaced).
+    /// The errno alone on failure (EINVAL: not a symbolic link).
     public func readLink(_ path: String) -> Result<String, SystemError> {
         var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
         let n = Glibc.readlink(path, &buffer, buffer.count - 1)
@@ -307,20 +386,37 @@ public final class LinuxKernel: Kernel {
         return .success(String(decoding: buffer[0..<n].map { UInt8(bitPattern: $0) }, as: UTF8.self))
     }
 
+    /// open(2) with O_RDONLY | O_CLOEXEC (and O_DIRECTORY for `directory`), links followed, in
+    /// blocking mode: a new descriptor the caller owns. The errno alone on failure.
     public func open(_ path: String, directory: Bool) -> Result<Int32, SystemError> {
         let fd = Glibc.open(path, directory ? O_RDONLY | O_DIRECTORY | O_CLOEXEC : O_RDONLY | O_CLOEXEC)
         return fd >= 0 ? .success(fd) : .failure(SystemError(errno: errno))
     }
 
+    /// open(2) with O_WRONLY | O_CLOEXEC, never creating the file, links followed: a new
+    /// descriptor the caller owns. The errno alone on failure.
     public func openForWriting(_ path: String) -> Result<Int32, SystemError> {
         let fd = Glibc.open(path, O_WRONLY | O_CLOEXEC)
         return fd >= 0 ? .success(fd) : .failure(SystemError(errno: errno))
     }
 
+    /// close(2), once (never retried); its result is ignored.
     public func close(_ fd: Int32) { Glibc.close(fd) }
 
+    /// Asks the kernel at each read: a clone3(2) call with no arguments, which only an absent or
+    /// filtered clone3 answers with ENOSYS.
     public var canSpawnIntoCgroup: Bool { shim_clone3_available() == 1 }
 
+    /// `shim_spawn`: clone3 into `cgroupFD` when given (fork or posix_spawn, then pidfd_open,
+    /// where clone3 is unavailable and there is no cgroup). The child runs in a new session with
+    /// default signal dispositions and an empty mask, stdin on /dev/null, stdout and stderr
+    /// inherited, `channelFD` at fd 3 and every other descriptor closed; what `shim_spawn`
+    /// lists after that (limits, sandbox, credentials, working directory) is applied before the
+    /// exec. Blocks until the child has exec'd or failed.
+    /// Returns its pid and a close-on-exec pidfd, both the caller's to reap and close. On failure
+    /// no child and no pidfd remain (a failed child is reaped); the error names the child's step
+    /// that failed, or nothing when no step was reported. The request's descriptors stay open in
+    /// the daemon.
     public func spawn(_ request: SpawnRequest) -> Result<(pid: Int32, pidfd: Int32), SystemError> {
         var pidfd: Int32 = -1
         var step: Int32 = -1
@@ -396,6 +492,9 @@ public final class LinuxKernel: Kernel {
         }
     }
 
+    /// A one-shot sd-event timer on CLOCK_MONOTONIC with 1 ms accuracy; `handler` runs on the
+    /// loop's thread. Releasing the returned value cancels the timer, so the caller keeps it.
+    /// Fails with `.notSupported` without a loop, or naming "sd_event_add_time".
     public func addTimer(at: Instant, priority: Int64, _ handler: @escaping () -> Void) -> Result<any Cancellable, SystemError> {
         guard let loop else { return .failure(.notSupported) }
         do {
@@ -405,6 +504,9 @@ public final class LinuxKernel: Kernel {
         }
     }
 
+    /// inotify_init1(IN_NONBLOCK | IN_CLOEXEC) and one IN_OPEN watch per path. The caller owns the
+    /// returned descriptor and closes it. When no path can be watched (`paths` empty included),
+    /// the descriptor is closed and the failure carries the errno of the last path tried.
     public func watchOpens(_ paths: [String]) -> Result<(fd: Int32, watches: [Int32?]), SystemError> {
         let fd = inotify_init1(Int32(IN_NONBLOCK) | Int32(IN_CLOEXEC))
         guard fd >= 0 else { return .failure(SystemError(errno: errno)) }
@@ -421,6 +523,9 @@ public final class LinuxKernel: Kernel {
         return .success((fd, watches))
     }
 
+    /// Reads `fd` until it would block (or fails or ends), retrying EINTR; never blocks on the
+    /// non-blocking descriptor of `watchOpens`. One watch descriptor per event, in order,
+    /// duplicates kept.
     public func readOpenEvents(fd: Int32) -> [Int32] {
         var found: [Int32] = []
         var buffer = [UInt8](repeating: 0, count: 4096)
@@ -438,6 +543,10 @@ public final class LinuxKernel: Kernel {
         }
     }
 
+    /// An sd-event I/O source: `handler` gets the returned epoll events, on the loop's thread.
+    /// The descriptor stays the caller's: cancel the watch before closing it. Releasing the
+    /// returned value cancels the watch, so the caller keeps it. Fails with `.notSupported`
+    /// without a loop, or naming "sd_event_add_io".
     public func watch(fd: Int32, events: UInt32, _ handler: @escaping (UInt32) -> Void) -> Result<any Watch, SystemError> {
         guard let loop else { return .failure(.notSupported) }
         do {
@@ -447,6 +556,10 @@ public final class LinuxKernel: Kernel {
         }
     }
 
+    /// An sd-event signal source, which needs `signal` blocked already (`DaemonProcess.prepare`);
+    /// handed to the loop, so it cannot be cancelled. A standard signal coalesces: instances
+    /// raised while one is pending reach `handler` once. Fails with `.notSupported` without a
+    /// loop, or naming "sd_event_add_signal".
     public func watchSignal(_ signal: Int32, priority: Int64, _ handler: @escaping (Int32, Int32) -> Void) -> SystemError? {
         guard let loop else { return .notSupported }
         do {
@@ -457,8 +570,13 @@ public final class LinuxKernel: Kernel {
         }
     }
 
+    /// Replaces the deadline's handler and arms its one timer (1 ms accuracy) or, for nil,
+    /// disables it. Nothing without a loop; a failure to create the timer is not reported.
     public func setDeadline(_ at: Instant?, _ handler: @escaping () -> Void) { loop?.setDeadline(at, handler: handler) }
 
+    /// An sd-event post source: `handler` runs on the loop's thread after every iteration in
+    /// which another source was dispatched. Releasing the returned value cancels it, so the
+    /// caller keeps it. Fails with `.notSupported` without a loop, or naming "sd_event_add_post".
     public func atEndOfIteration(_ handler: @escaping () -> Void) -> Result<any Cancellable, SystemError> {
         guard let loop else { return .failure(.notSupported) }
         do {
@@ -468,17 +586,26 @@ public final class LinuxKernel: Kernel {
         }
     }
 
+    /// sd_event_loop: blocks the calling thread, dispatching events, until `exitLoop`; returns
+    /// that code, a negative errno when sd-event fails, and -1 at once without a loop.
     public func runLoop() -> Int32 { loop?.run() ?? -1 }
 
+    /// sd_event_exit; nothing without a loop.
     public func exitLoop(_ code: Int32) { loop?.exit(code) }
 
+    /// sd_notify(0, state): `$NOTIFY_SOCKET` stays set for later calls, and the result is
+    /// ignored.
     public func notifyServiceManager(_ state: String) { _ = sd_notify(0, state) }
 
+    /// sd_watchdog_enabled(0): `$WATCHDOG_USEC` when it is set for this process, else nil (also
+    /// when it cannot be parsed).
     public func watchdogInterval() -> UInt64? {
         var usec: UInt64 = 0
         return sd_watchdog_enabled(0, &usec) > 0 ? usec : nil
     }
 
+    /// sd_event_set_watchdog: true when the loop will send WATCHDOG=1; false without a loop,
+    /// when the service manager did not ask for a watchdog, or when sd-event fails.
     public func enableWatchdog() -> Bool { loop?.enableWatchdog() ?? false }
 }
 

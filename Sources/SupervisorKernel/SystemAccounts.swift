@@ -6,7 +6,9 @@ import Glibc
 
 /// The account database through NSS (getpwnam_r, getpwuid_r, getgrnam_r).
 public enum SystemAccounts {
-    /// Lookups by name and uid, answered by NSS at each call.
+    /// Lookups by name and uid, answered by NSS at each call (the reentrant `_r` functions,
+    /// so any thread may call them; each may block on a remote NSS source). Each answers nil
+    /// when there is no such entry or the lookup fails.
     public static let directory = AccountDirectory(
         userNamed: { name in
             withPasswd { pw, buffer, result in getpwnam_r(name, &pw, buffer, 16384, &result) }.map { ($0.pw_uid, $0.pw_gid) }
