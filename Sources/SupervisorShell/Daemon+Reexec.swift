@@ -21,7 +21,20 @@ extension Daemon {
         if reexecution.isPending { return refuseReexec("a re-exec is already under way", to: requester) }
         logger.notice("re-exec asked\(requester.map { _ in " by extctl" } ?? " (SIGUSR2)"): waiting for stops in flight and unsent messages")
         reexecution.begin(requester: requester, deadline: kernel.now().adding(seconds: Reexecution.settleSeconds))
-        attemptReexec()
+        // A request arrives in the batch of its connection's messages, which holds the
+        // answers of that batch: the first look is on the loop's next turn, once it is sent.
+        lookAgain(at: kernel.now())
+    }
+
+    /// Arms the timer of the next `attemptReexec`; refuses the re-exec if it cannot.
+    private func lookAgain(at instant: Instant) {
+        switch kernel.addTimer(at: instant, { [unowned self] in attemptReexec() }) {
+        case .success(let timer): reexecution.keep(retry: timer)
+        case .failure(let e):
+            let requester = reexecution.requester
+            reexecution.end()
+            refuseReexec("cannot arm the re-exec's retry timer: \(e)", to: requester)
+        }
     }
 
     /// Hands over if the daemon is settled (no stop in flight, no unsent message), else looks
@@ -34,13 +47,7 @@ extension Daemon {
                 reexecution.end()
                 return refuseReexec("stops in flight or messages peers did not read did not settle within \(Int(Reexecution.settleSeconds)) s", to: requester)
             }
-            switch kernel.addTimer(at: kernel.now().adding(seconds: Reexecution.retrySeconds), { [unowned self] in attemptReexec() }) {
-            case .success(let timer): reexecution.keep(retry: timer)
-            case .failure(let e):
-                reexecution.end()
-                refuseReexec("cannot arm the re-exec's retry timer: \(e)", to: requester)
-            }
-            return
+            return lookAgain(at: kernel.now().adding(seconds: Reexecution.retrySeconds))
         }
         reexecution.end()
         if let reason = reexec(requester: requester) { refuseReexec(reason, to: requester) }

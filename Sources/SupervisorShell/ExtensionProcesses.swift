@@ -224,32 +224,35 @@ final class ExtensionProcesses {
     /// channel and cgroup (its open files, or else re-opened by path), and its group control's
     /// settled state.
     func restore(_ processes: [HandoverDocument.Process]) {
-        for h in processes {
-            var cgroup: ExtensionCgroup?
-            if let path = h.cgroup, let events = h.cgroupEvents, let procs = h.cgroupProcs {
-                cgroup = ExtensionCgroup(path: path, directoryFD: -1, eventsFD: events, procsFD: procs, freezeFD: h.cgroupFreeze)
-            } else if let path = h.cgroup, let tree = containment.cgroups {
-                switch tree.open(path, freezer: h.freezer) {
-                case .success(let c):
-                    kernel.close(c.directoryFD)
-                    cgroup = c
-                case .failure(let e):
-                    logger.error("\(h.extensionID): its cgroup \(path) cannot be opened after the hand-over (\(e)); it is ended")
+        // The suspended groups' locks are surveyed with one reading of /proc/locks.
+        locks.sharingOneReading {
+            for h in processes {
+                var cgroup: ExtensionCgroup?
+                if let path = h.cgroup, let events = h.cgroupEvents, let procs = h.cgroupProcs {
+                    cgroup = ExtensionCgroup(path: path, directoryFD: -1, eventsFD: events, procsFD: procs, freezeFD: h.cgroupFreeze)
+                } else if let path = h.cgroup, let tree = containment.cgroups {
+                    switch tree.open(path, freezer: h.freezer) {
+                    case .success(let c):
+                        kernel.close(c.directoryFD)
+                        cgroup = c
+                    case .failure(let e):
+                        logger.error("\(h.extensionID): its cgroup \(path) cannot be opened after the hand-over (\(e)); it is ended")
+                    }
                 }
+                let memory = h.memoryCgroupV1.map { MemoryCgroupV1(path: $0, procsFD: -1, oomKillsAtStart: h.memoryOOMKillsAtStart ?? 0) }
+                let p = SupervisedProcess(
+                    extensionID: h.extensionID, generation: h.generation, pid: h.pid, pidfd: h.pidfd, cgroup: cgroup, memoryCgroupV1: memory,
+                    mechanism: h.mechanism, channel: h.channel.map { PacketSocket(fd: $0) }, queueLimit: ExtensionProcesses.channelQueueLimit,
+                    group: GroupControl(leader: h.pid, containment: cgroup == nil ? .processGroup : .cgroup, mechanism: h.mechanism, restoring: h.group))
+                add(p)
+                if h.cgroup != nil && cgroup == nil {
+                    _ = watch(p)
+                    endUnwatched(p)
+                    continue
+                }
+                rewatch(p)
+                if let until = h.channelGraceUntil { armChannelGrace(p, until: until) }
             }
-            let memory = h.memoryCgroupV1.map { MemoryCgroupV1(path: $0, procsFD: -1, oomKillsAtStart: h.memoryOOMKillsAtStart ?? 0) }
-            let p = SupervisedProcess(
-                extensionID: h.extensionID, generation: h.generation, pid: h.pid, pidfd: h.pidfd, cgroup: cgroup, memoryCgroupV1: memory,
-                mechanism: h.mechanism, channel: h.channel.map { PacketSocket(fd: $0) }, queueLimit: ExtensionProcesses.channelQueueLimit,
-                group: GroupControl(leader: h.pid, containment: cgroup == nil ? .processGroup : .cgroup, mechanism: h.mechanism, restoring: h.group))
-            add(p)
-            if h.cgroup != nil && cgroup == nil {
-                _ = watch(p)
-                endUnwatched(p)
-                continue
-            }
-            rewatch(p)
-            if let until = h.channelGraceUntil { armChannelGrace(p, until: until) }
         }
     }
 

@@ -24,6 +24,8 @@ final class LockWatch {
     /// /proc/locks as read and parsed during the current loop iteration (a burst of stops reads
     /// and parses it once).
     private var snapshot: (at: Instant, entries: [FileLocks.Entry])?
+    /// While `sharingOneReading` runs: the snapshot serves every survey, whatever the time.
+    private var sharing = false
     /// /proc/locks, kept open and read from offset 0 at each stop confirmation (no path lookup
     /// per read); nil when it could not be opened, and it is then read by path.
     private let procLocks: Int32?
@@ -53,7 +55,7 @@ final class LockWatch {
     /// stops confirmed together shares one read and one parse).
     private func currentLocks() -> [FileLocks.Entry] {
         let iteration = kernel.iterationTime()
-        if let snapshot, snapshot.at == iteration { return snapshot.entries }
+        if let snapshot, sharing || snapshot.at == iteration { return snapshot.entries }
         let text: String
         switch procLocks.map({ kernel.readToEnd(fd: $0) }) ?? kernel.read("/proc/locks") {
         case .success(let bytes): text = String(decoding: bytes, as: UTF8.self)
@@ -64,6 +66,19 @@ final class LockWatch {
         let entries = FileLocks.entries(text)
         snapshot = (iteration, entries)
         return entries
+    }
+
+    /// Runs `body` with one reading of /proc/locks for every survey in it, as in one loop
+    /// iteration: the take-over of a hand-over surveys each suspended group before the loop
+    /// runs. (Reading /proc/locks takes the kernel's file-lock semaphore for writing, which can
+    /// wait for an RCU grace period: a read per group would add one per group.)
+    func sharingOneReading(_ body: () -> Void) {
+        sharing = true
+        defer {
+            sharing = false
+            snapshot = nil
+        }
+        body()
     }
 
     /// Every lock the stopped group `members` of `p` holds, for the core's decision; the
