@@ -609,6 +609,33 @@ final class Suite {
         details.append(Detail(name: "\(label): dismiss → daemon 'suspend' timestamp", samples: samples, note: "host clock → daemon timestamp"))
         details.append(Detail(name: "  upper bound: dismiss → 'suspend' event received", samples: seenByHost, note: "+ JSON + monitor delivery"))
         details.append(Detail(name: "  inside the daemon: 'end' → 'suspend' timestamps", samples: inDaemon))
+        // The same dismissal after the machine was quiet for a while, as most are on a device:
+        // the stop's lock survey reads /proc/locks, and a read after a quiet spell waits for an
+        // RCU grace period (the kernel takes its file-lock semaphore for writing). The baseline
+        // is that read alone, by this process, after the same quiet spell.
+        let quiet: useconds_t = 200_000
+        var afterQuiet = Samples(), procLocksAfterQuiet = Samples()
+        for _ in 0..<(o.quick ? 5 : 20) {
+            let session = try host.begin(id)
+            try ping(session.channel!)
+            close(session.channel!)
+            usleep(quiet)
+            let mark = daemon.events.count
+            try host.dismiss(session)
+            let stops = try daemon.events.wait(for: "suspend", of: mine, after: mark, timeout: 10)
+            if let end = daemon.events.since(mark).first(where: { $0.kind == "end" && $0.id == id }) { afterQuiet.add(stops[0].monotonic - end.monotonic) }
+        }
+        let locks = open("/proc/locks", O_RDONLY | O_CLOEXEC)
+        var buffer = [UInt8](repeating: 0, count: 65536)
+        for _ in 0..<(o.quick ? 5 : 20) where locks >= 0 {
+            usleep(quiet)
+            let t0 = now()
+            _ = pread(locks, &buffer, buffer.count, 0)
+            procLocksAfterQuiet.add(now() - t0)
+        }
+        if locks >= 0 { close(locks) }
+        details.append(Detail(name: "  after 200 ms quiet: 'end' → 'suspend' timestamps", samples: afterQuiet, note: "one dismissal after a quiet spell"))
+        details.append(Detail(name: "  baseline: a read of /proc/locks after 200 ms quiet", samples: procLocksAfterQuiet, note: "waits for an RCU grace period"))
         return samples
     }
 
