@@ -195,9 +195,9 @@ struct AnyKey: CodingKey {
 extension KeyedDecodingContainer where Key == AnyKey {
     /// Refuses members not in `known`, naming the first one found.
     func rejectUnknown(_ known: Set<String>, prefix: String) throws {
-        for key in allKeys.sorted(by: { $0.stringValue < $1.stringValue }) where !known.contains(key.stringValue) {
-            throw ManifestFieldError(field: prefix + key.stringValue, problem: "unknown key (known: \(known.sorted().joined(separator: ", ")))")
-        }
+        let unknown = allKeys.lazy.map(\.stringValue).filter { !known.contains($0) }
+        guard let first = unknown.min() else { return }
+        throw ManifestFieldError(field: prefix + first, problem: "unknown key (known: \(known.sorted().joined(separator: ", ")))")
     }
 
     func optional<T: Decodable>(_ type: T.Type, _ name: String) throws -> T? {
@@ -345,13 +345,16 @@ extension KeyedDecodingContainer where Key == AnyKey {
 }
 
 extension ResourceLimits: Decodable {
+    /// `keys` as a set, for `rejectUnknown`.
+    static let knownKeys = Set(keys)
+
     /// Decodes a `limits` object. Unknown keys, and values that are not integers within each
     /// key's range, are refused naming the field.
     public init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: AnyKey.self)
         // "limits." in a manifest, "points.<name>.limits." in the daemon configuration.
         let prefix = decoder.codingPath.map(\.stringValue).joined(separator: ".") + "."
-        try c.rejectUnknown(Set(Self.keys), prefix: prefix)
+        try c.rejectUnknown(Self.knownKeys, prefix: prefix)
         self.init()
         for key in Self.keys {
             guard let v = try c.decodeIfPresent(Double.self, forKey: AnyKey(stringValue: key)) else { continue }
