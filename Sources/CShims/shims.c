@@ -17,6 +17,7 @@
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -433,6 +434,11 @@ pid_t shim_spawn(const shim_spawn_options *o, int *pidfd) {
     }
     *pidfd = fd;
     return (pid_t)pid;
+}
+
+int shim_eventfd(void) {
+    int fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    return fd < 0 ? -errno : fd;
 }
 
 int shim_pidfd_open(pid_t pid) {

@@ -261,6 +261,11 @@ public protocol Kernel: AnyObject {
     /// Reads an open file from offset 0 to its end, whatever its records (`/proc/locks`, where
     /// one record is a lock and every waiter on it).
     func readToEnd(fd: Int32) -> Result<[UInt8], SystemError>
+    /// Reads an open file from offset 0 to its end on another thread, as `readToEnd` does, and
+    /// hands the result to `done` on the loop's thread, in a later iteration: for a file whose
+    /// read can wait in the kernel (`/proc/locks`), so that the loop goes on meanwhile.
+    /// Returns why the read could not start; `done` then never runs.
+    func readInBackground(fd: Int32, _ done: @escaping (Result<[UInt8], SystemError>) -> Void) -> SystemError?
     /// Writes `text` to a file that exists (cgroup control files).
     func write(_ path: String, _ text: String) -> SystemError?
     /// Writes `text` at offset 0 of a control file kept open (`cgroup.freeze`).

@@ -11,6 +11,8 @@ import Glibc
 public final class LinuxKernel: Kernel {
     /// The loop for timers, watches and signals; without one (tools reading /proc only) they fail.
     private let loop: EventLoop?
+    /// The reads done on threads of their own (`readInBackground`).
+    private let backgroundReads = BackgroundReads()
 
     /// A kernel with its own sd-event loop (the daemon's), or, with `withLoop` false, one for
     /// tools that only read and signal.
@@ -146,7 +148,7 @@ public final class LinuxKernel: Kernel {
         let fd = Glibc.open(path, O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else { return .failure(SystemError(errno: errno)) }
         defer { Glibc.close(fd) }
-        return readAll(fd, offset: nil)
+        return Self.readAll(fd, offset: nil)
     }
 
     /// Opens `path` with O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK (a symbolic link fails
@@ -161,7 +163,7 @@ public final class LinuxKernel: Kernel {
         guard fstat(fd, &st) == 0 else { return .failure(SystemError("fstat", errno: errno)) }
         let status = LinuxKernel.fileStatus(st)
         guard status.kind == .regular, status.size <= limit else { return .success((status, nil)) }
-        switch readAll(fd, offset: nil) {
+        switch Self.readAll(fd, offset: nil) {
         case .success(let bytes): return .success((status, bytes))
         case .failure(let e): return .failure(e)
         }
@@ -173,11 +175,19 @@ public final class LinuxKernel: Kernel {
     /// pread(2) from offset 0 in 4 KiB reads, retrying EINTR: stops at end of file, or after the
     /// first read when it returned fewer than `completeSeqRead` bytes. The descriptor stays open
     /// and its file offset unchanged. Fails with the errno alone.
-    public func read(fd: Int32) -> Result<[UInt8], SystemError> { readAll(fd, offset: 0, shortRecords: true) }
+    public func read(fd: Int32) -> Result<[UInt8], SystemError> { Self.readAll(fd, offset: 0, shortRecords: true) }
 
     /// pread(2) from offset 0 in 4 KiB reads, retrying EINTR, until one returns end of file. The
     /// descriptor stays open and its file offset unchanged. Fails with the errno alone.
-    public func readToEnd(fd: Int32) -> Result<[UInt8], SystemError> { readAll(fd, offset: 0) }
+    public func readToEnd(fd: Int32) -> Result<[UInt8], SystemError> { Self.readAll(fd, offset: 0) }
+
+    /// A detached thread per read (`BackgroundReads`), its result posted back through an
+    /// eventfd the loop watches. Fails with `.notSupported` without a loop, or naming
+    /// "eventfd" or "pthread_create".
+    public func readInBackground(fd: Int32, _ done: @escaping (Result<[UInt8], SystemError>) -> Void) -> SystemError? {
+        guard let loop else { return .notSupported }
+        return backgroundReads.read(fd: fd, loop: loop, done)
+    }
 
     /// A read from offset 0 of `cgroup.procs` or `cgroup.events` (kernfs seq files) that
     /// returns fewer bytes than this holds everything: a seq file fills each read with whole
@@ -188,7 +198,7 @@ public final class LinuxKernel: Kernel {
     /// files with long records (`/proc/locks`: a lock and all its waiters are one record).
     static let completeSeqRead = 2048
 
-    private func readAll(_ fd: Int32, offset: Int?, shortRecords: Bool = false) -> Result<[UInt8], SystemError> {
+    static func readAll(_ fd: Int32, offset: Int?, shortRecords: Bool = false) -> Result<[UInt8], SystemError> {
         withUnsafeTemporaryAllocation(byteCount: 4096, alignment: 8) { chunk in
             var data: [UInt8] = []
             var position = offset ?? 0

@@ -201,7 +201,7 @@ final class ExtensionProcesses {
     /// Whether a stop is in flight, an exit has begun, or a channel has unsent messages: a
     /// hand-over waits until none is, so that none crosses the exec.
     var isBusy: Bool {
-        byID.values.contains { $0.group.snapshot == nil || $0.channel?.hasUnsent == true }
+        locks.isReading || byID.values.contains { $0.group.snapshot == nil || $0.channel?.hasUnsent == true }
     }
 
     /// What crosses a hand-over, one entry per process; nil while `isBusy`.
@@ -339,9 +339,15 @@ final class ExtensionProcesses {
 // MARK: - ProcessControlDelegate
 
 extension ExtensionProcesses: ProcessControlDelegate {
+    /// The stop counts as confirmed once the group's locks are known (`LockWatch.survey`, which
+    /// may read /proc/locks on another thread while the loop goes on).
     func stopConfirmed(_ p: SupervisedProcess, members: [Int32]) {
-        let found = locks.locksAtStop(p, members: members)
-        sink?.post(.stopConfirmed(extensionID: p.extensionID, generation: p.generation, locks: found))
+        locks.survey(members: members) { [unowned self] found in
+            // The read may return after the process was ended and its entry removed.
+            guard byID[p.extensionID] === p else { return }
+            locks.watch(p, found)
+            sink?.post(.stopConfirmed(extensionID: p.extensionID, generation: p.generation, locks: found.map(\.lock)))
+        }
     }
 
     func exited(_ p: SupervisedProcess, status: ExitStatus, outlivedLeader: Bool) {

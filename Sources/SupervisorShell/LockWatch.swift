@@ -26,6 +26,10 @@ final class LockWatch {
     private var snapshot: (at: Instant, entries: [FileLocks.Entry])?
     /// While `sharingOneReading` runs: the snapshot serves every survey, whatever the time.
     private var sharing = false
+    /// The surveys waiting for the read of /proc/locks under way (`survey`).
+    private var waiting: [(members: [Int32], done: ([LockSurvey.Found]) -> Void)] = []
+    /// Whether a read in the background failed to start once (said once in the log).
+    private var backgroundFailed = false
     /// /proc/locks, kept open and read from offset 0 at each stop confirmation (no path lookup
     /// per read); nil when it could not be opened, and it is then read by path.
     private let procLocks: Int32?
@@ -54,18 +58,58 @@ final class LockWatch {
     /// The entries of /proc/locks, read and parsed at most once per loop iteration (a burst of
     /// stops confirmed together shares one read and one parse).
     private func currentLocks() -> [FileLocks.Entry] {
-        let iteration = kernel.iterationTime()
-        if let snapshot, sharing || snapshot.at == iteration { return snapshot.entries }
+        if let snapshot, sharing || snapshot.at == kernel.iterationTime() { return snapshot.entries }
+        return keep(procLocks.map { kernel.readToEnd(fd: $0) } ?? kernel.read("/proc/locks"))
+    }
+
+    /// Parses a read of /proc/locks and keeps it for the rest of the loop iteration.
+    private func keep(_ read: Result<[UInt8], SystemError>) -> [FileLocks.Entry] {
         let text: String
-        switch procLocks.map({ kernel.readToEnd(fd: $0) }) ?? kernel.read("/proc/locks") {
+        switch read {
         case .success(let bytes): text = String(decoding: bytes, as: UTF8.self)
         case .failure(let error):
             logger.warning("cannot read /proc/locks (\(error)): locks held at suspension go unnoticed")
             text = ""
         }
         let entries = FileLocks.entries(text)
-        snapshot = (iteration, entries)
+        snapshot = (kernel.iterationTime(), entries)
         return entries
+    }
+
+    /// Whether a read of /proc/locks is under way, with stops waiting for it.
+    var isReading: Bool { !waiting.isEmpty }
+
+    /// The locks the stopped group `members` holds, to `done`: at once when /proc/locks was
+    /// read in this loop iteration, else when a read on another thread returns. That read can
+    /// wait for an RCU grace period in the kernel (its file-lock semaphore is taken for
+    /// writing), and the loop goes on serving meanwhile; the stops that arrive until it returns
+    /// share it, and `done` runs for each in order, as one batch.
+    func survey(members: [Int32], _ done: @escaping ([LockSurvey.Found]) -> Void) {
+        if let snapshot, sharing || snapshot.at == kernel.iterationTime() { return done(surveyed(members, snapshot.entries)) }
+        waiting.append((members, done))
+        guard waiting.count == 1 else { return }
+        if let procLocks {
+            guard let error = kernel.readInBackground(fd: procLocks, { [unowned self] read in arrived(read) }) else { return }
+            if !backgroundFailed {
+                backgroundFailed = true
+                logger.warning("cannot read /proc/locks on another thread (\(error)): the loop waits for each read")
+            }
+            return arrived(kernel.readToEnd(fd: procLocks))
+        }
+        arrived(kernel.read("/proc/locks"))
+    }
+
+    /// The read of /proc/locks the waiting surveys needed.
+    private func arrived(_ read: Result<[UInt8], SystemError>) {
+        let entries = keep(read)
+        let surveys = waiting
+        waiting = []
+        let run = { for s in surveys { s.done(self.surveyed(s.members, entries)) } }
+        if let sink { sink.batch(run) } else { run() }
+    }
+
+    private func surveyed(_ members: [Int32], _ entries: [FileLocks.Entry]) -> [LockSurvey.Found] {
+        LockSurvey(kernel: kernel, ownPID: kernel.processID, containersRoot: containersRoot()).locks(heldBy: members, procLocks: entries)
     }
 
     /// Runs `body` with one reading of /proc/locks for every survey in it, as in one loop
@@ -84,8 +128,7 @@ final class LockWatch {
     /// Every lock the stopped group `members` of `p` holds, for the core's decision; the
     /// group's locked files are then watched while it stays suspended (the second line).
     func locksAtStop(_ p: SupervisedProcess, members: [Int32]) -> [HeldLock] {
-        let survey = LockSurvey(kernel: kernel, ownPID: kernel.processID, containersRoot: containersRoot())
-        let found = survey.locks(heldBy: members, procLocks: currentLocks())
+        let found = surveyed(members, currentLocks())
         watch(p, found)
         return found.map(\.lock)
     }
@@ -97,7 +140,7 @@ final class LockWatch {
     /// lock starts the check for blocked waiters (`armCheck`), since the opener may wait
     /// for an exclusive lock. A group holding a lock on a file already open elsewhere is
     /// checked from the start.
-    private func watch(_ p: SupervisedProcess, _ found: [LockSurvey.Found]) {
+    func watch(_ p: SupervisedProcess, _ found: [LockSurvey.Found]) {
         let locks = p.locks
         locks.stop()
         guard !found.isEmpty else { return }

@@ -130,6 +130,14 @@ struct DaemonOnRecordingKernelTests {
         k.stopped.insert(pidfd)
         k.raise(SignalNumber.child, sender: pid, code: childStoppedCode)
         #expect(k.calls.contains(.stopReported(pidfd: pidfd)))
+        // The lock survey's read of /proc/locks goes to another thread; until it returns the
+        // stop is not confirmed, and the loop serves meanwhile.
+        #expect(k.calls.contains { if case .readInBackground = $0 { true } else { false } }, "\(k.calls)")
+        #expect(daemon.core.records[Self.id]?.phase == .stopping(wasExpiring: false))
+        try send(.prewarm(tag: 20, extensionIDs: []), on: host)
+        #expect(k.fire(fd: connectionFD))
+        #expect(try messages(on: host).map(\.0) == [.ok(tag: 20)], "answered while the read is under way")
+        k.finishBackgroundReads()
         #expect(daemon.core.records[Self.id]?.state == .suspended)
 
         // begin again: resumed with SIGCONT, no new spawn. The leader was alone at its stop

@@ -614,7 +614,7 @@ final class Suite {
         // RCU grace period (the kernel takes its file-lock semaphore for writing). The baseline
         // is that read alone, by this process, after the same quiet spell.
         let quiet: useconds_t = 200_000
-        var afterQuiet = Samples(), procLocksAfterQuiet = Samples()
+        var afterQuiet = Samples(), procLocksAfterQuiet = Samples(), roundTripAfterQuiet = Samples()
         for _ in 0..<(o.quick ? 5 : 20) {
             let session = try host.begin(id)
             try ping(session.channel!)
@@ -622,6 +622,11 @@ final class Suite {
             usleep(quiet)
             let mark = daemon.events.count
             try host.dismiss(session)
+            // A control round trip right behind the dismissal: whether the loop serves while the
+            // stop's lock survey waits.
+            let t1 = now()
+            try host.prewarm([])
+            roundTripAfterQuiet.add(now() - t1)
             let stops = try daemon.events.wait(for: "suspend", of: mine, after: mark, timeout: 10)
             if let end = daemon.events.since(mark).first(where: { $0.kind == "end" && $0.id == id }) { afterQuiet.add(stops[0].monotonic - end.monotonic) }
         }
@@ -636,6 +641,7 @@ final class Suite {
         if locks >= 0 { close(locks) }
         details.append(Detail(name: "  after 200 ms quiet: 'end' → 'suspend' timestamps", samples: afterQuiet, note: "one dismissal after a quiet spell"))
         details.append(Detail(name: "  baseline: a read of /proc/locks after 200 ms quiet", samples: procLocksAfterQuiet, note: "waits for an RCU grace period"))
+        details.append(Detail(name: "  a control round trip sent right after that dismissal", samples: roundTripAfterQuiet, note: "prewarm([]) answered"))
         return samples
     }
 

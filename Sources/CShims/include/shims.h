@@ -105,6 +105,9 @@ int shim_clone3_available(void);
 /// pidfd_open(2). Returns a descriptor or -errno.
 int shim_pidfd_open(pid_t pid);
 
+/// eventfd(2) with a count of 0, non-blocking and close-on-exec. Returns a descriptor or -errno.
+int shim_eventfd(void);
+
 /// pidfd_send_signal(2). Returns 0 or -errno.
 int shim_pidfd_send_signal(int pidfd, int sig);
 

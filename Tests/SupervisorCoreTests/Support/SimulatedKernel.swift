@@ -196,6 +196,8 @@ final class SimulatedKernel: Kernel {
     var canSpawnIntoCgroup: Bool { true }
     func spawn(_ request: SpawnRequest) -> Result<(pid: Int32, pidfd: Int32), SystemError> { refuse("spawn(\(request.path))") }
 
+    func readInBackground(fd: Int32, _ done: @escaping (Result<[UInt8], SystemError>) -> Void) -> SystemError? { refused("read \(fd) in the background") }
+
     func prepareSandbox(known: SandboxProbe?) -> (filter: UnsafeRawPointer?, filterError: SystemError?, probe: SandboxProbe) {
         (nil, refused("prepare the sandbox"), SandboxProbe(errors: [], userNamespace: false))
     }

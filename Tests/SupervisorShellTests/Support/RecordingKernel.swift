@@ -24,6 +24,7 @@ final class RecordingKernel: Kernel {
         case reapIfExited(Int32)
         case read(String)
         case readFD(Int32)
+        case readInBackground(Int32)
         case write(String, String)
         case writeFD(Int32, String)
         case openForWriting(String)
@@ -55,6 +56,7 @@ final class RecordingKernel: Kernel {
             switch self {
             case let .kill(pid, sig): "kill(\(pid), \(sig))"
             case let .openPidfd(pid): "pidfd_open(\(pid))"
+            case let .readInBackground(fd): "read(\(fd)) on another thread"
             case let .signalPidfd(fd, sig): "pidfd_send_signal(\(fd), \(sig))"
             case let .stopReported(fd): "waitid(pidfd \(fd), WSTOPPED)"
             case let .exitStatus(fd, reap): "waitid(pidfd \(fd), WEXITED\(reap ? "" : "|WNOWAIT"))"
@@ -164,6 +166,8 @@ final class RecordingKernel: Kernel {
     var nextSpawn: (pid: Int32, pidfd: Int32) = (4242, 7)
     var environmentVariables: [String: String] = [:]
     var exitCode: Int32?
+    /// Reads started with `readInBackground` and not finished yet (`finishBackgroundReads`).
+    var backgroundReads: [(fd: Int32, done: (Result<[UInt8], SystemError>) -> Void)] = []
 
     func now() -> Instant { clock }
     func iterationTime() -> Instant { clock }
@@ -239,6 +243,12 @@ final class RecordingKernel: Kernel {
     }
 
     func readToEnd(fd: Int32) -> Result<[UInt8], SystemError> { read(fd: fd) }
+
+    func readInBackground(fd: Int32, _ done: @escaping (Result<[UInt8], SystemError>) -> Void) -> SystemError? {
+        calls.append(.readInBackground(fd))
+        backgroundReads.append((fd, done))
+        return nil
+    }
 
     func write(_ path: String, _ text: String) -> SystemError? {
         calls.append(.write(path, text))
@@ -468,6 +478,17 @@ final class RecordingKernel: Kernel {
         t.cancelled = true
         clock = max(clock, t.at)
         t.handler()
+    }
+
+    /// Finishes every read started in the background, with the descriptor's contents, as one
+    /// loop iteration (the eventfd of `BackgroundReads` becoming readable).
+    func finishBackgroundReads() {
+        let reads = backgroundReads
+        backgroundReads = []
+        for r in reads {
+            r.done(descriptors[r.fd].map { .success(Array($0.utf8)) } ?? .failure(SystemError(errno: EBADF)))
+        }
+        endIteration()
     }
 
     /// Forgets the calls recorded so far.
