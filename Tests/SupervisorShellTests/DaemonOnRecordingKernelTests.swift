@@ -154,6 +154,40 @@ struct DaemonOnRecordingKernelTests {
         for (_, fd) in begun { if let fd { close(fd) } }
         #expect(daemon.core.records[Self.id]?.state == .active)
 
+        // Dismissed again 5 ms later, within `LockWatch.warmSeconds` of the last read of
+        // /proc/locks: that read does not wait, so it is done on the loop's thread and the stop
+        // is confirmed in the same iteration.
+        k.advance(to: k.clock.adding(seconds: 0.005))
+        k.clearCalls()
+        try send(.end(tag: 5, requestID: second), on: host)
+        #expect(k.fire(fd: connectionFD))
+        #expect(try messages(on: host).map(\.0) == [.ok(tag: 5)])
+        k.stopped.insert(pidfd)
+        k.raise(SignalNumber.child, sender: pid, code: childStoppedCode)
+        #expect(!k.calls.contains { if case .readInBackground = $0 { true } else { false } }, "\(k.calls)")
+        #expect(k.calls.contains { if case .readFD = $0 { true } else { false } }, "\(k.calls)")
+        #expect(daemon.core.records[Self.id]?.state == .suspended)
+
+        // After a quiet spell the read goes to another thread again.
+        k.clearCalls()
+        k.stopped.remove(pidfd)
+        try send(.begin(tag: 6, extensionID: Self.id), on: host)
+        #expect(k.fire(fd: connectionFD))
+        guard case .deliver(let third)? = try messages(on: runtime).last?.0 else { Issue.record("no third deliver"); return }
+        for (_, fd) in try messages(on: host) { if let fd { close(fd) } }
+        k.advance(to: k.clock.adding(seconds: 0.05))
+        try send(.end(tag: 7, requestID: third), on: host)
+        #expect(k.fire(fd: connectionFD))
+        k.stopped.insert(pidfd)
+        k.raise(SignalNumber.child, sender: pid, code: childStoppedCode)
+        #expect(k.calls.contains { if case .readInBackground = $0 { true } else { false } }, "\(k.calls)")
+        #expect(daemon.core.records[Self.id]?.phase == .stopping(wasExpiring: false))
+        k.finishBackgroundReads()
+        #expect(daemon.core.records[Self.id]?.state == .suspended)
+        k.stopped.remove(pidfd)
+        _ = try messages(on: host)
+        _ = try messages(on: runtime)
+
         // An administrator's kill (the test runs as root): SIGKILL to the group.
         k.clearCalls()
         try send(.kill(tag: 4, extensionID: Self.id, signal: SignalNumber.kill), on: host)

@@ -622,8 +622,9 @@ final class Suite {
             usleep(quiet)
             let mark = daemon.events.count
             try host.dismiss(session)
-            // A control round trip right behind the dismissal: whether the loop serves while the
-            // stop's lock survey waits.
+            // A control round trip 1 ms behind the dismissal, once the extension has stopped and
+            // its lock survey begun: whether the loop serves while the survey's read waits.
+            usleep(1000)
             let t1 = now()
             try host.prewarm([])
             roundTripAfterQuiet.add(now() - t1)
@@ -641,7 +642,7 @@ final class Suite {
         if locks >= 0 { close(locks) }
         details.append(Detail(name: "  after 200 ms quiet: 'end' → 'suspend' timestamps", samples: afterQuiet, note: "one dismissal after a quiet spell"))
         details.append(Detail(name: "  baseline: a read of /proc/locks after 200 ms quiet", samples: procLocksAfterQuiet, note: "waits for an RCU grace period"))
-        details.append(Detail(name: "  a control round trip sent right after that dismissal", samples: roundTripAfterQuiet, note: "prewarm([]) answered"))
+        details.append(Detail(name: "  a control round trip 1 ms after that dismissal", samples: roundTripAfterQuiet, note: "prewarm([]) answered"))
         return samples
     }
 
