@@ -49,6 +49,9 @@ final class BinaryInput {
 
     /// The LEB128 number at `offset` and the offset after it.
     func leb128(_ offset: Int, within end: Int) throws(BinaryDecodingError) -> (value: UInt64, next: Int) {
+        // Most numbers (lengths, counts, small integers) are below 128: one byte.
+        let first = try byte(offset, within: end)
+        if first < 0x80 { return (UInt64(first), offset + 1) }
         var value: UInt64 = 0
         var shift: UInt64 = 0
         var at = offset

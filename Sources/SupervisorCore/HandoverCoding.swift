@@ -157,10 +157,20 @@ extension LifecycleEvent {
                 .init(codingPath: c.codingPath, debugDescription: "an event has 9 fields, not \(c.count.map(String.init) ?? "?")"))
         }
         at = try c.decode(Instant.self)
-        kind = try c.decode(Kind.self)
+        // The two names are read as strings and looked up here: the same bytes as their raw
+        // values' default coding, without its generic path (a tenth of a hand-over's decoding).
+        let kindName = try c.decode(String.self)
+        guard let kind = Kind(rawValue: kindName) else {
+            throw DecodingError.dataCorruptedError(in: c, debugDescription: "unknown event kind '\(kindName)'")
+        }
+        self.kind = kind
         extensionID = try c.decode(String.self)
         pid = try c.decodeNil() ? nil : try c.decode(Int32.self)
-        state = try c.decode(LifecycleState.self)
+        let stateName = try c.decode(String.self)
+        guard let state = LifecycleState(rawValue: stateName) else {
+            throw DecodingError.dataCorruptedError(in: c, debugDescription: "unknown state '\(stateName)'")
+        }
+        self.state = state
         assertionID = try c.decodeNil() ? nil : try c.decode(UInt64.self)
         requestID = try c.decodeNil() ? nil : try c.decode(UInt64.self)
         detail = try c.decodeNil() ? nil : try c.decode(String.self)
@@ -171,10 +181,10 @@ extension LifecycleEvent {
     public func encode(to encoder: any Encoder) throws {
         var c = encoder.unkeyedContainer()
         try c.encode(at)
-        try c.encode(kind)
+        try c.encode(kind.rawValue)
         try c.encode(extensionID)
         if let pid { try c.encode(pid) } else { try c.encodeNil() }
-        try c.encode(state)
+        try c.encode(state.rawValue)
         if let assertionID { try c.encode(assertionID) } else { try c.encodeNil() }
         if let requestID { try c.encode(requestID) } else { try c.encodeNil() }
         if let detail { try c.encode(detail) } else { try c.encodeNil() }

@@ -383,6 +383,23 @@ struct HandoverTests {
         let launchingIndex = try w.sup.snapshot().get().records.firstIndex { $0.manifest.id == "h.launching" }!
         #expect(badPhase == .corrupt("records[\(launchingIndex)].phase.name: unknown phase 'hibernate'"), "\(String(describing: badPhase))")
 
+        // An event's kind and state are names looked up when read: an unknown one is named.
+        let event = LifecycleEvent(at: .seconds(1), kind: .launch, extensionID: "a.b", pid: 7, state: .launching)
+        let eventBytes = try BinaryEncoder().encode(event)
+        #expect(try BinaryDecoder().decode(LifecycleEvent.self, from: eventBytes) == event)
+        for (old, new, problem) in [
+            ("\u{6}\u{6}launch", "\u{6}\u{6}lunchy", "unknown event kind 'lunchy'"), ("\u{9}launching", "\u{9}lunchtime", "unknown state 'lunchtime'"),
+        ] {
+            let error = #expect(throws: DecodingError.self) {
+                _ = try BinaryDecoder().decode(LifecycleEvent.self, from: Self.replacing(eventBytes, old, new))
+            }
+            guard case .dataCorrupted(let context)? = error else {
+                Issue.record("not dataCorrupted: \(String(describing: error))")
+                continue
+            }
+            #expect(context.debugDescription == problem)
+        }
+
         struct Impostor: Encodable { var version = 1; var takenAt = "soon" }
         let impostor = try BinaryEncoder().encode(Impostor(), signature: SupervisorSnapshot.signature)
         let notAnInstant = Self.refusal { _ = try SupervisorSnapshot.decode(impostor) }
