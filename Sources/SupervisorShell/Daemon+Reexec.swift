@@ -83,19 +83,21 @@ extension Daemon {
             if let e = kernel.removeFile(path), !e.isNoEntry { logger.warning("cannot remove \(path): \(e)") }
             return reason
         }
+        let report: String
         switch kernel.runToCompletion(executable, arguments: ["--check-handover", path], seconds: Reexecution.checkSeconds) {
         case .failure(let e):
             return withoutDocument("\(executable) cannot be run to check the hand-over: \(e)")
         case .success((let status, let output)):
+            let said = output.split(separator: "\n").last.map(String.init)
             guard status == .exited(0) else {
-                let said = output.split(separator: "\n").last.map { ": \($0)" } ?? ""
                 let how = status.map { "\($0)" } ?? "did not finish within \(Int(Reexecution.checkSeconds)) s"
-                return withoutDocument("\(executable) refused the hand-over (\(how))\(said)")
+                return withoutDocument("\(executable) refused the hand-over (\(how))\(said.map { ": \($0)" } ?? "")")
             }
+            report = said.map { " (\(UntrustedText.escaped($0)))" } ?? ""
         }
         let checked = kernel.now()
         logger.notice(
-            "re-executing \(executable) with \(processes.count) extension process(es) and \(server.connections.count) connection(s); document of \(bytes.count) bytes written in \(Self.milliseconds(start, written)), checked in \(Self.milliseconds(written, checked))"
+            "re-executing \(executable) with \(processes.count) extension process(es) and \(server.connections.count) connection(s); document of \(bytes.count) bytes written in \(Self.milliseconds(start, written)), checked in \(Self.milliseconds(written, checked))\(report)"
         )
         serviceManager.reexecuting()
         extensions.registry.flush()
@@ -153,14 +155,23 @@ extension Daemon {
     }
 
     /// `extensiond --check-handover FILE`: whether this program can take over the state in
-    /// FILE; nil when it can, else why not.
-    public static func checkHandover(at path: String, kernel: any Kernel) -> String? {
+    /// FILE. Succeeds with one line saying what it read and how long each part took
+    /// (`1455 extension record(s), 1000 process(es), 4 connection(s): decoded in 61.2 ms,
+    /// restored in 3.1 ms`); fails with why not.
+    public static func checkHandover(at path: String, kernel: any Kernel) -> Result<String, DaemonError> {
         do {
+            let start = kernel.now()
             let document = try readHandover(path, kernel: kernel)
-            _ = try Supervisor(restoring: document.core, limits: SupervisorLimits(), now: kernel.now())
-            return nil
+            let decoded = kernel.now()
+            let core = try Supervisor(restoring: document.core, limits: SupervisorLimits(), now: kernel.now())
+            let restored = kernel.now()
+            return .success(
+                "\(core.records.count) extension record(s), \(document.processes.count) process(es), \(document.connections.count) connection(s): decoded in \(milliseconds(start, decoded)), restored in \(milliseconds(decoded, restored))"
+            )
+        } catch let error as DaemonError {
+            return .failure(error)
         } catch {
-            return "\(error)"
+            return .failure(DaemonError("\(error)"))
         }
     }
 }

@@ -45,6 +45,7 @@ public final class Daemon {
             defer { if let e = kernel.removeFile(path), !e.isNoEntry { logger.warning("cannot remove \(path): \(e)") } }
             return try Daemon.readHandover(path, kernel: kernel)
         }
+        let decoded = kernel.now()
         // The socket the replaced daemon served, even when the service manager had passed it.
         if let handover { options.socketPath = handover.socketPath }
         serviceManager = ServiceManager(kernel: kernel)
@@ -109,7 +110,7 @@ public final class Daemon {
             extensions.restore(handover.processes)
             if let requester = handover.requester { reexecution.owe(requester, previousVersion: handover.daemonVersion) }
             logger.notice(
-                "took over from extensiond \(handover.daemonVersion): \(handover.processes.count) extension process(es), \(handover.connections.count) connection(s) in \(Daemon.milliseconds(start, kernel.now())) from the start of this program"
+                "took over from extensiond \(handover.daemonVersion): \(handover.processes.count) extension process(es), \(handover.connections.count) connection(s) in \(Daemon.milliseconds(start, kernel.now())) from the start of this program (the document decoded in \(Daemon.milliseconds(start, decoded)))"
             )
         }
     }

@@ -73,7 +73,7 @@ struct ExtensionDaemonCommand: ParsableCommand {
     @Option(
         name: .customLong("check-handover"),
         help: ArgumentHelp(
-            "Check that this program can take over the hand-over document, then exit: 0 when it can, 1 with the reason on stderr. The daemon runs it before it re-executes.",
+            "Check that this program can take over the hand-over document, then exit: 0 when it can (with what it read and how long that took on stdout), 1 with the reason on stderr. The daemon runs it before it re-executes.",
             valueName: "file"))
     var checkHandover: String?
 
@@ -99,7 +99,9 @@ struct ExtensionDaemonCommand: ParsableCommand {
     func run() throws {
         if let checkHandover {
             let kernel = try LinuxKernel(withLoop: false)
-            if let problem = Daemon.checkHandover(at: checkHandover, kernel: kernel) {
+            switch Daemon.checkHandover(at: checkHandover, kernel: kernel) {
+            case .success(let report): print(report)
+            case .failure(let problem):
                 DaemonProcess.printError("extensiond: \(problem)")
                 throw ExitCode(1)
             }

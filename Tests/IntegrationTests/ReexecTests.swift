@@ -120,7 +120,10 @@ struct ReexecTests {
         #expect(said.hasPrefix("extensiond 0.1.0 → 0.1.0"), "\(said)")
         #expect(duringHandover.status == 0 && duringHandover.out.contains(Self.active), "a list sent during the hand-over: \(duringHandover)")
 
-        // The new program took over (its log line), in the same process.
+        // The new program checked the document (its report, in the old daemon's log line) and
+        // took over (its own log line), in the same process.
+        let checked = daemon.log().split(separator: "\n").first { $0.contains("re-executing") }.map(String.init) ?? ""
+        #expect(checked.contains("extension record(s), 4 process(es), ") && checked.contains(": decoded in "), "\(checked)")
         #expect(daemon.log().contains("took over from extensiond 0.1.0: 4 extension process(es)"), "\(daemon.log().suffix(2000))")
         // Same daemon, same extension processes, same states.
         #expect(daemon.process?.isRunning == true)
