@@ -91,6 +91,11 @@ extension LinuxKernel {
         return .success((exit, String(decoding: output, as: UTF8.self)))
     }
 
+    /// Sets FD_CLOEXEC on `fd`; returns the error naming "fcntl(FD, F_SETFD)" when it cannot.
+    public func setCloseOnExec(_ fd: Int32) -> SystemError? {
+        fcntl(fd, F_SETFD, FD_CLOEXEC) == 0 ? nil : SystemError("fcntl(\(fd), F_SETFD)", errno: errno)
+    }
+
     /// Clears FD_CLOEXEC on each of `keeping`, then execve(2) of `path` (`argv[0]`; no `$PATH`
     /// search) with the daemon's environment; every other descriptor keeps its flag. On failure
     /// sets FD_CLOEXEC on each of `keeping` (also on one that lacked it before) and returns the

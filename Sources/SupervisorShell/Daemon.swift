@@ -46,8 +46,15 @@ public final class Daemon {
             return try Daemon.readHandover(path, kernel: kernel)
         }
         let decoded = kernel.now()
-        // The socket the replaced daemon served, even when the service manager had passed it.
-        if let handover { options.socketPath = handover.socketPath }
+        if let handover {
+            // The socket the replaced daemon served, even when the service manager had passed it.
+            options.socketPath = handover.socketPath
+            // The descriptors crossed the execve without close-on-exec: they get it back, so
+            // that no program this daemon starts inherits them.
+            for fd in handover.descriptors {
+                if let e = kernel.setCloseOnExec(fd) { logger.warning("cannot make descriptor \(fd) of the hand-over close-on-exec: \(e)") }
+            }
+        }
         serviceManager = ServiceManager(kernel: kernel)
         // The configuration first: a bad one stops the daemon before it creates anything.
         var config = DaemonConfig()

@@ -156,10 +156,10 @@ final class ExtensionProcesses {
         if manifest.readiness == .exec { sink?.post(.ready(extensionID: id, generation: generation)) }
     }
 
-    private func add(_ p: SupervisedProcess) {
+    private func add(_ p: SupervisedProcess, startTicks: UInt64? = nil) {
         byID[p.extensionID] = p
         byPID[p.pid] = p
-        registry.add(extensionID: p.extensionID, pid: p.pid, processGroup: p.processGroup)
+        registry.add(extensionID: p.extensionID, pid: p.pid, processGroup: p.processGroup, startTicks: startTicks)
     }
 
     /// Watches the leader's pidfd (its exit: a wake-up that cannot be lost), its cgroup's
@@ -211,11 +211,12 @@ final class ExtensionProcesses {
             guard let group = p.group.snapshot, p.channel?.hasUnsent != true else { return nil }
             list.append(
                 HandoverDocument.Process(
-                    extensionID: p.extensionID, generation: p.generation, pid: p.pid, pidfd: p.pidfd, channel: p.channel?.socket.fd,
+                    extensionID: p.extensionID, generation: p.generation, pid: p.pid, pidfd: p.pidfd, startTicks: registry.startTicks(of: p.pid),
+                    channel: p.channel?.socket.fd,
                     channelGraceUntil: p.channelGraceUntil, cgroup: p.cgroup?.path, cgroupEvents: p.cgroup?.eventsFD, cgroupProcs: p.cgroup?.procsFD,
                     cgroupFreeze: p.cgroup?.freezeFD, freezer: p.cgroup?.freezeFD != nil,
                     memoryCgroupV1: p.memoryCgroupV1?.path, memoryOOMKillsAtStart: p.memoryCgroupV1?.oomKillsAtStart, mechanism: p.group.mechanism,
-                    group: group))
+                    group: group, locks: locks.handover(of: p)))
         }
         return list
     }
@@ -224,45 +225,34 @@ final class ExtensionProcesses {
     /// channel and cgroup (its open files, or else re-opened by path), and its group control's
     /// settled state.
     func restore(_ processes: [HandoverDocument.Process]) {
-        // The suspended groups' locks are surveyed with one reading of /proc/locks.
-        locks.sharingOneReading {
-            for h in processes {
-                var cgroup: ExtensionCgroup?
-                if let path = h.cgroup, let events = h.cgroupEvents, let procs = h.cgroupProcs {
-                    cgroup = ExtensionCgroup(path: path, directoryFD: -1, eventsFD: events, procsFD: procs, freezeFD: h.cgroupFreeze)
-                } else if let path = h.cgroup, let tree = containment.cgroups {
-                    switch tree.open(path, freezer: h.freezer) {
-                    case .success(let c):
-                        kernel.close(c.directoryFD)
-                        cgroup = c
-                    case .failure(let e):
-                        logger.error("\(h.extensionID): its cgroup \(path) cannot be opened after the hand-over (\(e)); it is ended")
-                    }
+        for h in processes {
+            var cgroup: ExtensionCgroup?
+            if let path = h.cgroup, let events = h.cgroupEvents, let procs = h.cgroupProcs {
+                cgroup = ExtensionCgroup(path: path, directoryFD: -1, eventsFD: events, procsFD: procs, freezeFD: h.cgroupFreeze)
+            } else if let path = h.cgroup, let tree = containment.cgroups {
+                switch tree.open(path, freezer: h.freezer) {
+                case .success(let c):
+                    kernel.close(c.directoryFD)
+                    cgroup = c
+                case .failure(let e):
+                    logger.error("\(h.extensionID): its cgroup \(path) cannot be opened after the hand-over (\(e)); it is ended")
                 }
-                let memory = h.memoryCgroupV1.map { MemoryCgroupV1(path: $0, procsFD: -1, oomKillsAtStart: h.memoryOOMKillsAtStart ?? 0) }
-                let p = SupervisedProcess(
-                    extensionID: h.extensionID, generation: h.generation, pid: h.pid, pidfd: h.pidfd, cgroup: cgroup, memoryCgroupV1: memory,
-                    mechanism: h.mechanism, channel: h.channel.map { PacketSocket(fd: $0) }, queueLimit: ExtensionProcesses.channelQueueLimit,
-                    group: GroupControl(leader: h.pid, containment: cgroup == nil ? .processGroup : .cgroup, mechanism: h.mechanism, restoring: h.group))
-                add(p)
-                if h.cgroup != nil && cgroup == nil {
-                    _ = watch(p)
-                    endUnwatched(p)
-                    continue
-                }
-                rewatch(p)
-                if let until = h.channelGraceUntil { armChannelGrace(p, until: until) }
             }
-        }
-    }
-
-    /// Watches `p` again (after a hand-over, or an exec that failed); a stopped or frozen
-    /// group's locks are read again and watched (a stopped process takes no lock, so they are
-    /// the locks it had at its stop).
-    private func rewatch(_ p: SupervisedProcess) {
-        guard watch(p) else { return endUnwatched(p) }
-        if p.group.stop == .stopped || p.group.stop == .frozen {
-            _ = locks.locksAtStop(p, members: processControl.memberPIDs(of: p))
+            let memory = h.memoryCgroupV1.map { MemoryCgroupV1(path: $0, procsFD: -1, oomKillsAtStart: h.memoryOOMKillsAtStart ?? 0) }
+            let p = SupervisedProcess(
+                extensionID: h.extensionID, generation: h.generation, pid: h.pid, pidfd: h.pidfd, cgroup: cgroup, memoryCgroupV1: memory,
+                mechanism: h.mechanism, channel: h.channel.map { PacketSocket(fd: $0) }, queueLimit: ExtensionProcesses.channelQueueLimit,
+                group: GroupControl(leader: h.pid, containment: cgroup == nil ? .processGroup : .cgroup, mechanism: h.mechanism, restoring: h.group))
+            add(p, startTicks: h.startTicks)
+            guard watch(p), h.cgroup == nil || cgroup != nil else {
+                if let fd = h.locks?.openWatch { kernel.close(fd) }
+                endUnwatched(p)
+                continue
+            }
+            // A stopped group takes no lock: the locks it held at its stop still hold, and the
+            // opens of their files made during the hand-over wait in the watch's descriptor.
+            if let handed = h.locks { locks.restore(p, handed) }
+            if let until = h.channelGraceUntil { armChannelGrace(p, until: until) }
         }
     }
 

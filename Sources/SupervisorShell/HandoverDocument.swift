@@ -13,8 +13,9 @@ import SupervisorKernel
 /// files of it the daemon keeps open, and how it was last stopped), every control connection (its socket
 /// and who it is, monitors included), the listening socket, and the next host id. Rebuilt by
 /// the new daemon: watches and timers (the core's deadline from its records; a closing
-/// channel's grace from its deadline), each suspended group's lock watch (its locks are read
-/// again: a stopped group takes no lock), the process registry. A hand-over waits until no
+/// channel's grace from its deadline; a suspended group's lock watch from its locks and its
+/// inotify descriptor, which cross: a stopped group takes no lock), the process registry (with
+/// the start times the old one recorded). A hand-over waits until no
 /// stop is in flight and no peer has unsent messages, so neither crosses the exec.
 struct HandoverDocument: Codable {
     /// The document's version; a daemon refuses one it does not know, naming both.
@@ -37,6 +38,9 @@ struct HandoverDocument: Codable {
         var generation: UInt64
         var pid: Int32
         var pidfd: Int32
+        /// The leader's start time as the process registry recorded it (nil when it had none):
+        /// the new program records it without reading /proc again.
+        var startTicks: UInt64?
         /// The daemon's end of the runtime channel, if it is open.
         var channel: Int32?
         /// When the channel closed and the process has until this instant to exit.
@@ -56,6 +60,28 @@ struct HandoverDocument: Codable {
         var mechanism: SuspendMode
         /// How the group stands: running, stopped or frozen (a stop in flight never crosses).
         var group: GroupControl.Snapshot
+        /// The locks the suspended group holds and how they are watched; nil when it holds
+        /// none (or runs).
+        var locks: Locks?
+    }
+
+    /// A suspended group's locks as `LockWatch` watches them. The inotify descriptor crosses
+    /// the `execve`, so an open of a locked file made during the hand-over waits in it and is
+    /// seen by the new program; the locks are not read again (a stopped group takes none).
+    struct Locks: Codable, Equatable {
+        /// Members of the group that hold file locks.
+        var holders: [Int32]
+        /// The locks on each watched file, by the inotify watch descriptor of the file.
+        var files: [WatchedFile]
+        /// The inotify descriptor watching those files for opens, if they are watched.
+        var openWatch: Int32?
+        /// Whether the periodic check for blocked waiters is armed.
+        var checking: Bool
+
+        struct WatchedFile: Codable, Equatable {
+            var watch: Int32
+            var locks: [HeldLock]
+        }
     }
 
     /// What the sandbox probe found, by part (`SandboxPart`'s raw value): the error number of the
@@ -111,6 +137,6 @@ struct HandoverDocument: Codable {
     /// Every descriptor the document names: what must cross the `execve`.
     var descriptors: [Int32] {
         [listener] + connections.map(\.fd)
-            + processes.flatMap { [$0.pidfd] + [$0.channel, $0.cgroupEvents, $0.cgroupProcs, $0.cgroupFreeze].compactMap { $0 } }
+            + processes.flatMap { [$0.pidfd] + [$0.channel, $0.cgroupEvents, $0.cgroupProcs, $0.cgroupFreeze, $0.locks?.openWatch].compactMap { $0 } }
     }
 }

@@ -24,8 +24,6 @@ final class LockWatch {
     /// /proc/locks as read and parsed during the current loop iteration (a burst of stops reads
     /// and parses it once).
     private var snapshot: (at: Instant, entries: [FileLocks.Entry])?
-    /// While `sharingOneReading` runs: the snapshot serves every survey, whatever the time.
-    private var sharing = false
     /// The surveys waiting for the read of /proc/locks under way (`survey`).
     private var waiting: [(members: [Int32], done: ([LockSurvey.Found]) -> Void)] = []
     /// Whether a read in the background failed to start once (said once in the log).
@@ -65,7 +63,7 @@ final class LockWatch {
     /// The entries of /proc/locks, read and parsed at most once per loop iteration (a burst of
     /// stops confirmed together shares one read and one parse).
     private func currentLocks() -> [FileLocks.Entry] {
-        if let snapshot, sharing || snapshot.at == kernel.iterationTime() { return snapshot.entries }
+        if let snapshot, snapshot.at == kernel.iterationTime() { return snapshot.entries }
         return keep(procLocks.map { kernel.readToEnd(fd: $0) } ?? kernel.read("/proc/locks"))
     }
 
@@ -97,7 +95,7 @@ final class LockWatch {
         if waiting.isEmpty, let lastRead, kernel.now().seconds(since: lastRead) < Self.warmSeconds {
             return done(surveyed(members, currentLocks()))
         }
-        if let snapshot, sharing || snapshot.at == kernel.iterationTime() { return done(surveyed(members, snapshot.entries)) }
+        if let snapshot, snapshot.at == kernel.iterationTime() { return done(surveyed(members, snapshot.entries)) }
         waiting.append((members, done))
         guard waiting.count == 1 else { return }
         if let procLocks {
@@ -124,25 +122,34 @@ final class LockWatch {
         LockSurvey(kernel: kernel, ownPID: kernel.processID, containersRoot: containersRoot()).locks(heldBy: members, procLocks: entries)
     }
 
-    /// Runs `body` with one reading of /proc/locks for every survey in it, as in one loop
-    /// iteration: the take-over of a hand-over surveys each suspended group before the loop
-    /// runs. (Reading /proc/locks takes the kernel's file-lock semaphore for writing, which can
-    /// wait for an RCU grace period: a read per group would add one per group.)
-    func sharingOneReading(_ body: () -> Void) {
-        sharing = true
-        defer {
-            sharing = false
-            snapshot = nil
-        }
-        body()
+    /// The watch of `p`'s locks for a hand-over; nil when it holds none.
+    func handover(of p: SupervisedProcess) -> HandoverDocument.Locks? {
+        let locks = p.locks
+        guard !locks.holders.isEmpty else { return nil }
+        return HandoverDocument.Locks(
+            holders: locks.holders.sorted(), files: locks.files.keys.sorted().map { .init(watch: $0, locks: locks.files[$0] ?? []) },
+            openWatch: locks.openWatch?.fd, checking: locks.check != nil)
     }
 
-    /// Every lock the stopped group `members` of `p` holds, for the core's decision; the
-    /// group's locked files are then watched while it stays suspended (the second line).
-    func locksAtStop(_ p: SupervisedProcess, members: [Int32]) -> [HeldLock] {
-        let found = surveyed(members, currentLocks())
-        watch(p, found)
-        return found.map(\.lock)
+    /// Takes over the watch of `p`'s locks a replaced daemon handed over: its inotify
+    /// descriptor is watched again (an open made meanwhile is read at once), and the check for
+    /// waiters is armed again if it was.
+    func restore(_ p: SupervisedProcess, _ handed: HandoverDocument.Locks) {
+        let locks = p.locks
+        locks.stop()
+        locks.holders = Set(handed.holders)
+        for f in handed.files { locks.files[f.watch] = f.locks }
+        if let fd = handed.openWatch {
+            switch kernel.watch(fd: fd, events: Poll.input, { [unowned self, unowned p] _ in lockedFileOpened(p) }) {
+            case .success(let source): locks.openWatch = OpenWatch(fd: fd, source: source, kernel: kernel)
+            case .failure(let error):
+                kernel.close(fd)
+                logger.warning(
+                    "cannot watch the locked files of \(p.extensionID) (\(error)): checking them for waiters every \(LockWatch.checkSeconds)s instead")
+                return armCheck(p)
+            }
+        }
+        if handed.checking { armCheck(p) }
     }
 
     /// The second line, for a group suspended with locks that did not block anyone at the

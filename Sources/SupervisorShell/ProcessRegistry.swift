@@ -61,12 +61,16 @@ final class ProcessRegistry {
         return base + ".processes.json"
     }
 
-    /// Records a freshly spawned group leader (its start time is read from /proc now).
-    func add(extensionID: String, pid: Int32, processGroup: Int32) {
-        guard let start = table.stat(pid)?.startTicks else { return }
+    /// Records a group leader: freshly spawned (its start time is read from /proc now), or
+    /// handed over with the start time the replaced daemon had recorded.
+    func add(extensionID: String, pid: Int32, processGroup: Int32, startTicks known: UInt64? = nil) {
+        guard let start = known ?? table.stat(pid)?.startTicks else { return }
         entries[pid] = Entry(extensionID: extensionID, pid: pid, processGroup: processGroup, startTicks: start)
         dirty = true
     }
+
+    /// The recorded start time of the leader `pid`, if it is recorded.
+    func startTicks(of pid: Int32) -> UInt64? { entries[pid]?.startTicks }
 
     /// Forgets a leader whose exit has been handled (its group has been killed).
     func remove(pid: Int32) {

@@ -174,6 +174,43 @@ struct LocksAtSuspendTests {
         #expect(fcntl(fd, F_GETLK, &probe) == 0 && probe.l_type == Int16(F_UNLCK), "the lock went with the holder")
     }
 
+    /// The watch of a suspended holder's locks crosses a re-exec (its inotify descriptor and its
+    /// locks are handed over, not read again): an open of the locked file after the new
+    /// program took over ends the holder as before.
+    @Test func theLockWatchOfASuspendedHolderCrossesAReexec() throws {
+        let (daemon, _, _, mark) = try Self.suspended { "lock posix \($0)/instance.lock" }
+        let before = try statusJSON(daemon)["pid"] as? Int
+        let reexec = try daemon.extctl(["reexec"])
+        #expect(reexec.status == 0, "\(reexec)")
+        #expect(try statusJSON(daemon)["pid"] as? Int == before && before != nil, "the holder was kept, suspended")
+        #expect(try statusJSON(daemon)["state"] as? String == "suspended")
+        let path = "\(daemon.directory)/instance.lock"
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        #expect(fd >= 0)
+        defer { close(fd) }
+        let noticed = try daemon.events.wait("lock-held-while-suspended", of: Self.id, after: mark, timeout: 10)
+        #expect(noticed.detail?.contains("exclusive posix lock on \(path)") == true, "\(noticed)")
+        try daemon.events.wait("exit", of: Self.id, after: mark)
+    }
+
+    /// The same for a shared lock: after the re-exec, an open starts the check for waiters, and
+    /// a process blocked for an exclusive lock is noticed.
+    @Test func aWaiterBehindASharedLockIsNoticedAfterAReexec() throws {
+        let (daemon, _, _, mark) = try Self.suspended { "lock-shared flock \($0)/readers.lock" }
+        let reexec = try daemon.extctl(["reexec"])
+        #expect(reexec.status == 0, "\(reexec)")
+        let path = "\(daemon.directory)/readers.lock"
+        let waiter = Process()
+        waiter.executableURL = URL(fileURLWithPath: "/usr/bin/flock")
+        waiter.arguments = ["--exclusive", path, "/bin/true"]
+        try waiter.run()
+        let noticed = try daemon.events.wait("lock-held-while-suspended", of: Self.id, after: mark, timeout: 10)
+        #expect(noticed.detail?.contains("wait for") == true, "\(noticed)")
+        try daemon.events.wait("exit", of: Self.id, after: mark)
+        waiter.waitUntilExit()
+        #expect(waiter.terminationStatus == 0)
+    }
+
     /// A shared lock is no alarm at the stop, nor when another process opens the file; a
     /// process that then blocks for an exclusive lock is noticed by the check for waiters that
     /// the open started, and the holder is ended.

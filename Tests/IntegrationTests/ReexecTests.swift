@@ -62,6 +62,9 @@ struct ReexecTests {
     func keepsEverything(replacing: Bool) throws {
         let daemon = try start()
         let daemonPID = try #require(daemon.process?.processIdentifier)
+        // What the daemon inherited from whoever started it without close-on-exec (the test
+        // harness may leave one open): not the daemon's doing.
+        let inheritedAtStart = Set(try openDescriptors(of: daemonPID).filter { !$0.closeOnExec }.map(\.target))
         let host = try daemon.host()
         // Active, with an open request.
         let activeSession = try host.begin(Self.active)
@@ -133,6 +136,10 @@ struct ReexecTests {
         #expect(notStopped.withLock { $0 }.isEmpty, "the suspended extension left T: \(notStopped.withLock { $0 })")
         #expect(processState(suspendedPID) == "T")
         #expect(!daemon.events.all.dropFirst(eventsBefore).contains { $0.kind == "resume" || $0.kind == "launch" }, "nothing resumed or launched")
+        // The descriptors that crossed the execve are close-on-exec again: no program the new
+        // daemon starts (the next re-exec's check, say) inherits them.
+        let inheritable = try openDescriptors(of: daemonPID).filter { !$0.closeOnExec && !inheritedAtStart.contains($0.target) }
+        #expect(inheritable.isEmpty, "descriptors without close-on-exec after the hand-over: \(inheritable)")
 
         // The assertion expires at its original time, and the expiry is delivered.
         #expect(backgroundChannel.readLine() == "expired")
@@ -150,6 +157,21 @@ struct ReexecTests {
         let again = try idle.begin(Self.suspended)
         #expect(again.pid == suspendedSession.pid, "resumed, not relaunched")
         try daemon.events.wait("resume", of: Self.suspended, after: eventsBefore)
+    }
+
+    /// The descriptors above stderr of process `pid`, with what they are and whether they are
+    /// close-on-exec (`O_CLOEXEC` in the `flags:` line of /proc/PID/fdinfo/FD, in octal).
+    func openDescriptors(of pid: Int32) throws -> [(fd: Int, target: String, closeOnExec: Bool)] {
+        let names = try FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/fd")
+        // A descriptor closed between the listing and the read of its fdinfo is left out.
+        return names.compactMap(Int.init).filter { $0 > 2 }.sorted().compactMap { fd in
+            guard let info = try? String(contentsOfFile: "/proc/\(pid)/fdinfo/\(fd)", encoding: .utf8) else { return nil }
+            let flags = info.split(separator: "\n").first { $0.hasPrefix("flags:") }.flatMap {
+                Int($0.dropFirst(6).trimmingCharacters(in: .whitespaces), radix: 8)
+            }
+            let target = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(pid)/fd/\(fd)")) ?? "?"
+            return (fd, target, (flags ?? 0) & Int(O_CLOEXEC) != 0)
+        }
     }
 
     @Test func keepsEveryExtensionConnectionAndAssertion() throws {

@@ -212,6 +212,7 @@ final class SimulatedKernel: Kernel {
     }
 
     func execute(_ path: String, arguments: [String], keeping: [Int32]) -> SystemError { refused("execve \(path)") }
+    func setCloseOnExec(_ fd: Int32) -> SystemError? { refused("fcntl(\(fd), F_SETFD)") }
 
     // MARK: Kernel: files
 

@@ -373,12 +373,19 @@ final class RecordingKernel: Kernel {
     var childrenRun: [[String]] = []
     /// Each execve asked for: the program, its arguments and the descriptors kept.
     var executions: [(path: String, arguments: [String], keeping: [Int32])] = []
+    /// The descriptors made close-on-exec again (`setCloseOnExec`).
+    var closeOnExec: Set<Int32> = []
 
     func executablePath() -> String? { "/usr/bin/extensiond" }
 
     func runToCompletion(_ path: String, arguments: [String], seconds: Double) -> Result<(status: ExitStatus?, output: String), SystemError> {
         childrenRun.append([path] + arguments)
         return childResult
+    }
+
+    func setCloseOnExec(_ fd: Int32) -> SystemError? {
+        closeOnExec.insert(fd)
+        return nil
     }
 
     func execute(_ path: String, arguments: [String], keeping: [Int32]) -> SystemError {
