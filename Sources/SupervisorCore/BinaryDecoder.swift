@@ -15,12 +15,33 @@ public struct BinaryDecoder {
         guard bytes.count >= signature.count, bytes[0..<signature.count].elementsEqual(signature) else {
             throw BinaryDecodingError(problem: "not in the expected form: it does not start with its signature")
         }
+        guard signature.count < bytes.count else { throw BinaryDecodingError(problem: "no value: the bytes end after the signature") }
+        return try decode(type, from: bytes[signature.count...])
+    }
+
+    /// The value of type `T` that `bytes` hold exactly: one of several values written one after
+    /// another (`end(ofValueIn:at:)` tells where each ends), or a whole document without its
+    /// signature.
+    public func decode<T: Decodable>(_ type: T.Type, from bytes: ArraySlice<UInt8>) throws -> T {
+        guard !bytes.isEmpty else { throw BinaryDecodingError(problem: "no value: no bytes") }
         let input = BinaryInput(bytes)
-        let start = signature.count
-        guard start < bytes.count else { throw BinaryDecodingError(problem: "no value: the bytes end after the signature") }
-        let end = try input.skip(start, within: bytes.count)
+        let end = try input.skip(0, within: bytes.count)
         guard end == bytes.count else { throw BinaryDecodingError(problem: "\(bytes.count - end) byte(s) after the value") }
-        return try T(from: BinaryDecoding(input: input, offset: start, end: end))
+        return try T(from: BinaryDecoding(input: input, offset: 0, end: end))
+    }
+
+    /// The offset right after the container (keyed or unkeyed) that starts at `offset` in
+    /// `bytes`, read from its header alone; throws when there is no container there or it
+    /// runs past the end.
+    public func end(ofContainerIn bytes: [UInt8], at offset: Int) throws(BinaryDecodingError) -> Int {
+        guard offset >= 0, offset + 5 <= bytes.count else { throw BinaryInput.truncated }
+        let tag = bytes[offset]
+        guard tag == BinaryFormat.keyed || tag == BinaryFormat.unkeyed else {
+            throw BinaryDecodingError(problem: "expected a container, found \(BinaryFormat.name(of: tag))")
+        }
+        let length = bytes[(offset + 1)..<(offset + 5)].reversed().reduce(0) { $0 << 8 | Int($1) }
+        guard length >= 4, offset + 5 + length <= bytes.count else { throw BinaryInput.truncated }
+        return offset + 5 + length
     }
 }
 
@@ -28,7 +49,7 @@ public struct BinaryDecoder {
 final class BinaryInput {
     private let base: UnsafeMutableRawBufferPointer
 
-    init(_ bytes: [UInt8]) {
+    init(_ bytes: ArraySlice<UInt8>) {
         base = .allocate(byteCount: max(bytes.count, 1), alignment: 8)
         bytes.withUnsafeBytes { base.copyMemory(from: $0) }
     }

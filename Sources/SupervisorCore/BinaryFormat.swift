@@ -75,7 +75,7 @@ public struct BinaryDecodingError: Error, Equatable, Sendable, CustomStringConve
     /// A `DecodingError` thrown by a type's own `init(from:)` keeps its coding path and its
     /// description; errors of other kinds that are not about a place (`HandoverError`) pass
     /// through unchanged.
-    static func inside(_ part: String, _ error: any Error) -> any Error {
+    public static func inside(_ part: String, _ error: any Error) -> any Error {
         switch error {
         case var e as BinaryDecodingError:
             e.path.insert(part, at: 0)

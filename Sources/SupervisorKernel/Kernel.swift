@@ -269,6 +269,11 @@ public protocol Kernel: AnyObject {
     /// read can wait in the kernel (`/proc/locks`), so that the loop goes on meanwhile.
     /// Returns why the read could not start; `done` then never runs.
     func readInBackground(fd: Int32, _ done: @escaping (Result<[UInt8], SystemError>) -> Void) -> SystemError?
+    /// How many CPUs are online (at least 1).
+    var processorCount: Int { get }
+    /// Runs every one of `jobs`, several at once on threads of their own (CPU work that shares
+    /// nothing: the hand-over's record parts), and returns when all are done.
+    func concurrently(_ jobs: [@Sendable () -> Void])
     /// Writes `text` to a file that exists (cgroup control files).
     func write(_ path: String, _ text: String) -> SystemError?
     /// Writes `text` at offset 0 of a control file kept open (`cgroup.freeze`).

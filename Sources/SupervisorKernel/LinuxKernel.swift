@@ -189,6 +189,13 @@ public final class LinuxKernel: Kernel {
         return backgroundReads.read(fd: fd, loop: loop, done)
     }
 
+    /// The CPUs online (`sysconf(_SC_NPROCESSORS_ONLN)`), at least 1.
+    public var processorCount: Int { max(1, Int(sysconf(Int32(_SC_NPROCESSORS_ONLN)))) }
+
+    /// Runs `jobs` on threads of their own (the first on the calling thread) and returns when
+    /// all are done (`Concurrently`).
+    public func concurrently(_ jobs: [@Sendable () -> Void]) { Concurrently.run(jobs) }
+
     /// A read from offset 0 of `cgroup.procs` or `cgroup.events` (kernfs seq files) that
     /// returns fewer bytes than this holds everything: a seq file fills each read with whole
     /// records up to one page, and stops short of that only at its end or when the next record

@@ -66,13 +66,14 @@ extension Daemon {
         guard let processes = extensions.handover() else { return "a stop is in flight" }
         let server = server.handover()
         let document = HandoverDocument(
-            version: HandoverDocument.currentVersion, daemonVersion: daemonVersion, core: snapshot, listener: server.listener, socketPath: self.server.path,
+            version: HandoverDocument.currentVersion, daemonVersion: daemonVersion, core: snapshot, recordParts: 0, listener: server.listener,
+            socketPath: self.server.path,
             ownedSocketPath: server.ownedPath, nextHostID: server.nextHostID, connections: server.connections, processes: processes,
             requester: requester, sandbox: HandoverDocument.Sandbox(extensions.sandboxing.probe), sharedContainers: sources.containers.known,
             containersRoot: sources.containers.resolvedRoot)
         let bytes: [UInt8]
         do {
-            bytes = try BinaryEncoder().encode(document, signature: HandoverDocument.signature)
+            bytes = try HandoverFile.encode(document, kernel: kernel)
         } catch {
             return "the hand-over document cannot be encoded: \(error)"
         }
@@ -129,28 +130,23 @@ extension Daemon {
         case .success(let b): bytes = b
         case .failure(let e): throw DaemonError("the hand-over document \(path) cannot be read: \(e)")
         }
-        return try decodeHandover(bytes, path: path)
+        return try decodeHandover(bytes, path: path, kernel: kernel)
     }
 
     /// The document in `bytes`, checked: its version is this daemon's, and the core accepts its
     /// state. Throws naming what is wrong.
-    static func decodeHandover(_ bytes: [UInt8], path: String) throws -> HandoverDocument {
-        struct Versioned: Decodable { var version: Int; var daemonVersion: String? }
-        let head: Versioned
+    static func decodeHandover(_ bytes: [UInt8], path: String, kernel: any Kernel) throws -> HandoverDocument {
         do {
-            head = try BinaryDecoder().decode(Versioned.self, from: bytes, signature: HandoverDocument.signature)
+            return try HandoverFile.decode(bytes, kernel: kernel)
         } catch {
-            throw DaemonError("\(path) is not a hand-over document: \(error)")
-        }
-        guard head.version == HandoverDocument.currentVersion else {
-            throw DaemonError(
-                "\(path) is a hand-over document of version \(head.version) (from extensiond \(head.daemonVersion ?? "?")); this extensiond \(daemonVersion) reads version \(HandoverDocument.currentVersion)"
-            )
-        }
-        do {
-            return try BinaryDecoder().decode(HandoverDocument.self, from: bytes, signature: HandoverDocument.signature)
-        } catch {
-            throw DaemonError("\(path) is a corrupt hand-over document: \(Supervisor.Snapshot.corrupt(error))")
+            switch error {
+            case .notADocument(let why): throw DaemonError("\(path) is not a hand-over document: \(why)")
+            case .version(let found, let writer):
+                throw DaemonError(
+                    "\(path) is a hand-over document of version \(found) (from extensiond \(writer ?? "?")); this extensiond \(daemonVersion) reads version \(HandoverDocument.currentVersion)"
+                )
+            case .corrupt(let why): throw DaemonError("\(path) is a corrupt hand-over document: \(why)")
+            }
         }
     }
 

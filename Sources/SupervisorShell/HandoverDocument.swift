@@ -19,7 +19,7 @@ import SupervisorKernel
 /// stop is in flight and no peer has unsent messages, so neither crosses the exec.
 struct HandoverDocument: Codable {
     /// The document's version; a daemon refuses one it does not know, naming both.
-    static let currentVersion = 1
+    static let currentVersion = 2
     /// The bytes a hand-over document starts with.
     static let signature = Array("extensiond hand-over\n".utf8)
 
@@ -117,7 +117,11 @@ struct HandoverDocument: Codable {
     var version: Int
     /// `extensiond --version` of the daemon that wrote it.
     var daemonVersion: String
+    /// The core's state. In the file its records are not here but in the `recordParts` values
+    /// that follow this one (`HandoverFile`).
     var core: Supervisor.Snapshot
+    /// How many parts of the core's records follow this value in the file.
+    var recordParts: Int
     var listener: Int32
     /// Where the control socket is (its registry and hand-over files are named after it).
     var socketPath: String

@@ -256,7 +256,7 @@ struct ReexecTests {
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let signature = Array("extensiond hand-over\n".utf8)
         struct Head: Encodable { var version: Int; var daemonVersion: String }
-        let whole = try BinaryEncoder().encode(Head(version: 1, daemonVersion: "0.1.0"), signature: signature)
+        let whole = try BinaryEncoder().encode(Head(version: 2, daemonVersion: "0.1.0"), signature: signature)
         let corrupt = directory + "/corrupt"
         try Data(whole.prefix(whole.count - 3)).write(to: URL(fileURLWithPath: corrupt))
         let c = try runProgram(BuildProducts.path("extensiond"), ["--check-handover", corrupt])
@@ -272,9 +272,9 @@ struct ReexecTests {
         try Data(head).write(to: URL(fileURLWithPath: newer))
         let n = try runProgram(BuildProducts.path("extensiond"), ["--check-handover", newer])
         #expect(n.status == 1)
-        #expect(n.err.contains("version 99") && n.err.contains("9.0.0") && n.err.contains("reads version 1"), "\(n)")
+        #expect(n.err.contains("version 99") && n.err.contains("9.0.0") && n.err.contains("reads version 2"), "\(n)")
         let missing = directory + "/missing"
-        try Data(try BinaryEncoder().encode(Head(version: 1, daemonVersion: "0.1.0"), signature: signature)).write(to: URL(fileURLWithPath: missing))
+        try Data(try BinaryEncoder().encode(Head(version: 2, daemonVersion: "0.1.0"), signature: signature)).write(to: URL(fileURLWithPath: missing))
         let m = try runProgram(BuildProducts.path("extensiond"), ["--check-handover", missing])
         #expect(m.status == 1)
         #expect(m.err.contains("corrupt hand-over document") && m.err.contains("core: missing"), "\(m)")

@@ -196,6 +196,9 @@ final class SimulatedKernel: Kernel {
     var canSpawnIntoCgroup: Bool { true }
     func spawn(_ request: SpawnRequest) -> Result<(pid: Int32, pidfd: Int32), SystemError> { refuse("spawn(\(request.path))") }
 
+    var processorCount: Int { 1 }
+    func concurrently(_ jobs: [@Sendable () -> Void]) { for job in jobs { job() } }
+
     func readInBackground(fd: Int32, _ done: @escaping (Result<[UInt8], SystemError>) -> Void) -> SystemError? { refused("read \(fd) in the background") }
 
     func prepareSandbox(known: SandboxProbe?) -> (filter: UnsafeRawPointer?, filterError: SystemError?, probe: SandboxProbe) {

@@ -244,6 +244,15 @@ final class RecordingKernel: Kernel {
 
     func readToEnd(fd: Int32) -> Result<[UInt8], SystemError> { read(fd: fd) }
 
+    /// The CPUs a test says there are (one unless it says otherwise), and the number of jobs
+    /// each `concurrently` was given; the jobs run in order, on the test's thread.
+    var processorCount = 1
+    var concurrentJobs: [Int] = []
+    func concurrently(_ jobs: [@Sendable () -> Void]) {
+        concurrentJobs.append(jobs.count)
+        for job in jobs { job() }
+    }
+
     func readInBackground(fd: Int32, _ done: @escaping (Result<[UInt8], SystemError>) -> Void) -> SystemError? {
         calls.append(.readInBackground(fd))
         backgroundReads.append((fd, done))

@@ -1,0 +1,127 @@
+import SupervisorCore
+import SupervisorKernel
+import Synchronization
+
+/// The hand-over document as a file: the signature, the document with the core's records left
+/// out, then those records in `recordParts` parts, each an unkeyed container of records, one
+/// after another, all in the compact binary form of `BinaryFormat`. The parts are written and
+/// read at once, one per CPU (at least `recordsPerPart` records each), and their concatenation
+/// is the core's `records`: the document of 1,000 extensions is mostly records.
+enum HandoverFile {
+    /// The fewest records worth a part (and a thread) of their own.
+    static let recordsPerPart = 256
+
+    /// The results of the parts, filled in by the threads that write or read them.
+    private final class Parts<Value: Sendable>: Sendable {
+        let results: Mutex<[Int: Result<Value, any Error>]> = Mutex([:])
+    }
+
+    /// `document` as the file's bytes, its record parts encoded concurrently.
+    static func encode(_ document: HandoverDocument, kernel: any Kernel) throws -> [UInt8] {
+        let records = document.core.records
+        let count = max(1, min(kernel.processorCount, records.count / recordsPerPart))
+        var head = document
+        head.core.records = []
+        head.recordParts = count
+        var bytes = try BinaryEncoder().encode(head, signature: HandoverDocument.signature)
+        let parts = Parts<[UInt8]>()
+        kernel.concurrently(
+            (0..<count).map { k in
+                let part = Array(records[(records.count * k / count)..<(records.count * (k + 1) / count)])
+                return { @Sendable in
+                    let encoded = Result<[UInt8], any Error> { try BinaryEncoder().encode(part) }
+                    parts.results.withLock { $0[k] = encoded }
+                }
+            })
+        let results = parts.results.withLock { $0 }
+        for k in 0..<count {
+            guard let part = results[k] else { throw HandoverError.corrupt("record part \(k) was not written") }
+            bytes += try part.get()
+        }
+        return bytes
+    }
+
+    /// The document in `bytes` (a file `encode` wrote), its record parts decoded concurrently.
+    /// Throws `Failure` saying whether the bytes are no hand-over document at all, one of
+    /// another version, or a corrupt one, naming what is wrong.
+    static func decode(_ bytes: [UInt8], kernel: any Kernel) throws(Failure) -> HandoverDocument {
+        let decoder = BinaryDecoder()
+        let signature = HandoverDocument.signature
+        let headEnd: Int
+        struct Versioned: Decodable { var version: Int; var daemonVersion: String? }
+        let versioned: Versioned
+        do {
+            guard bytes.starts(with: signature) else {
+                throw BinaryDecodingError(problem: "not in the expected form: it does not start with its signature")
+            }
+            headEnd = try decoder.end(ofContainerIn: bytes, at: signature.count)
+            versioned = try decoder.decode(Versioned.self, from: bytes[signature.count..<headEnd])
+        } catch {
+            throw .notADocument("\(error)")
+        }
+        guard versioned.version == HandoverDocument.currentVersion else {
+            throw .version(found: versioned.version, writer: versioned.daemonVersion)
+        }
+        do {
+            var document = try decoder.decode(HandoverDocument.self, from: bytes[signature.count..<headEnd])
+            guard document.core.records.isEmpty, document.recordParts >= 1 else {
+                throw HandoverError.corrupt("recordParts: \(document.recordParts) part(s) and \(document.core.records.count) record(s) in the head")
+            }
+            var ranges: [Range<Int>] = []
+            var offset = headEnd
+            for k in 0..<document.recordParts {
+                do {
+                    let end = try decoder.end(ofContainerIn: bytes, at: offset)
+                    ranges.append(offset..<end)
+                    offset = end
+                } catch {
+                    throw HandoverError.corrupt("record part \(k): \(error.problem)")
+                }
+            }
+            guard offset == bytes.count else { throw HandoverError.corrupt("\(bytes.count - offset) byte(s) after the last record part") }
+            let parts = Parts<[ExtensionRecord]>()
+            kernel.concurrently(
+                ranges.enumerated().map { k, range in
+                    let slice = bytes[range]
+                    return { @Sendable in
+                        let decoded = Result<[ExtensionRecord], any Error> { try BinaryDecoder().decode([ExtensionRecord].self, from: slice) }
+                        parts.results.withLock { $0[k] = decoded }
+                    }
+                })
+            let results = parts.results.withLock { $0 }
+            for k in ranges.indices {
+                let first = document.core.records.count
+                guard let part = results[k] else { throw HandoverError.corrupt("record part \(k) was not read") }
+                do {
+                    document.core.records += try part.get()
+                } catch {
+                    throw renumbered(error, from: first)
+                }
+            }
+            return document
+        } catch {
+            throw .corrupt(Supervisor.Snapshot.corrupt(error).description)
+        }
+    }
+
+    /// `error` of a part whose first record is record `first` of the core, with its path
+    /// starting at `core.records[N]`, N counted over every part.
+    private static func renumbered(_ error: any Error, from first: Int) -> any Error {
+        guard var e = BinaryDecodingError.inside("records", error) as? BinaryDecodingError else { return error }
+        if e.path.count > 1, e.path[1].hasPrefix("["), let n = Int(e.path[1].dropFirst().dropLast()) {
+            e.path[1] = "[\(n + first)]"
+        }
+        e.path.insert("core", at: 0)
+        return e
+    }
+
+    /// Why bytes are not a document this program can take over.
+    enum Failure: Error {
+        /// Not a hand-over document (no signature, no document after it).
+        case notADocument(String)
+        /// A document of another version, and the version of the daemon that wrote it.
+        case version(found: Int, writer: String?)
+        /// A document of this version that cannot be read whole, or whose state is corrupt.
+        case corrupt(String)
+    }
+}
