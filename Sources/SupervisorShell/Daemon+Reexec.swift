@@ -101,7 +101,7 @@ extension Daemon {
             "re-executing \(executable) with \(processes.count) extension process(es) and \(server.connections.count) connection(s); document of \(bytes.count) bytes written in \(Self.milliseconds(start, written)), checked in \(Self.milliseconds(written, checked))\(report)"
         )
         serviceManager.reexecuting()
-        extensions.registry.flush()
+        extensions.registry.flush(includingRemovals: true)
         // The watches stay as they are: the exec ends the loop with the program, and a failed
         // exec leaves this daemon as it was.
         let failure = kernel.execute(executable, arguments: reexecution.commandLine + ["--handover", path], keeping: document.descriptors)

@@ -4,7 +4,8 @@ import SupervisorKernel
 /// What the daemon does after each dispatch for the service manager and for its successor.
 extension Daemon {
     /// Runs once the event queue is drained: writes the process registry if a process was
-    /// spawned or reaped, and publishes `STATUS=` if the summary changed.
+    /// spawned (an exit alone waits for the next write: `ProcessRegistry`), and publishes
+    /// `STATUS=` if the summary changed.
     func afterDispatch() {
         extensions.registry.flush()
         attemptReexec()

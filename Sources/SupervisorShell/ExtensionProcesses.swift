@@ -321,7 +321,7 @@ final class ExtensionProcesses {
             containment.cgroups?.removeSubtree(logger: logger)
             containment.memoryCgroupsV1?.removeSubtree(logger: logger)
         } else {
-            registry.flush()
+            registry.flush(includingRemovals: true)
         }
     }
 }

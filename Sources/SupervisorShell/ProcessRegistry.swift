@@ -16,9 +16,13 @@ import Foundation
 /// Each entry is a process group leader: pid, process group, start time (field 22 of
 /// /proc/PID/stat, which tells a live process from a later one that reused its pid) and the
 /// extension id. The file is replaced atomically (written to a temporary file, then renamed)
-/// at the end of a dispatch in which an extension was spawned or exited, never on the
-/// suspend/resume path. It is not fsynced: it lives in a runtime directory (tmpfs) and only has to survive
-/// the daemon, not the machine.
+/// at the end of a dispatch in which an extension was spawned, never on the suspend/resume
+/// path. An exit alone does not write it: the entry of a leader that exited stays in the file
+/// until the next write (a spawn, a hand-over, the shutdown), and is harmless meanwhile, since
+/// a successor checks each entry's start time before it ends anything. A mass exit thus writes
+/// nothing, where a write per exit would write the whole list once per exit. It is not
+/// fsynced: it lives in a runtime directory (tmpfs) and only has to survive the daemon, not
+/// the machine.
 ///
 /// At startup, `reapLeftovers` ends the groups of the previous instance; see
 /// docs/operations.md for why they are terminated rather than re-adopted.
@@ -45,7 +49,10 @@ final class ProcessRegistry {
     let logger: Logger
     let table: ProcessTable
     private(set) var entries: [Int32: Entry] = [:]
+    /// A leader was added since the last write.
     private var dirty = false
+    /// A leader was removed since the last write.
+    private var stale = false
     /// The last write failed (logged once, until a write succeeds again).
     private var failing = false
 
@@ -72,16 +79,18 @@ final class ProcessRegistry {
     /// The recorded start time of the leader `pid`, if it is recorded.
     func startTicks(of pid: Int32) -> UInt64? { entries[pid]?.startTicks }
 
-    /// Forgets a leader whose exit has been handled (its group has been killed).
+    /// Forgets a leader whose exit has been handled (its group has been killed); the file
+    /// loses its entry at the next write.
     func remove(pid: Int32) {
-        if entries.removeValue(forKey: pid) != nil { dirty = true }
+        if entries.removeValue(forKey: pid) != nil { stale = true }
     }
 
-    /// Writes the file if anything changed since the last write. Returns false (and keeps
-    /// the changes pending) when it cannot be written; the first failure is logged.
+    /// Writes the file if a leader was added since the last write (or, with
+    /// `includingRemovals`, if anything changed). Returns false (and keeps the changes
+    /// pending) when it cannot be written; the first failure is logged.
     @discardableResult
-    func flush() -> Bool {
-        guard dirty else { return true }
+    func flush(includingRemovals: Bool = false) -> Bool {
+        guard dirty || (includingRemovals && stale) else { return true }
         let error = write()
         if let error, !failing {
             logger.warning("cannot write the process registry \(path): \(error); a crash would leave extension processes behind")
@@ -114,6 +123,7 @@ final class ProcessRegistry {
         json.newline()
         if let error = table.kernel.replaceFile(path, with: json.bytes, mode: 0o600, durable: false) { return error }
         dirty = false
+        stale = false
         return nil
     }
 
@@ -122,6 +132,7 @@ final class ProcessRegistry {
         if let e = table.kernel.removeFile(path), !e.isNoEntry { logger.warning("cannot remove the process registry \(path): \(e)") }
         entries.removeAll()
         dirty = false
+        stale = false
     }
 
     /// The entries of a registry file; empty when it is absent or unreadable. A file that is

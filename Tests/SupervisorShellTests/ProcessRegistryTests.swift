@@ -36,6 +36,30 @@ struct ProcessRegistryTests {
         #expect(ProcessRegistry.read(path, kernel: kernel).isEmpty)
     }
 
+    /// An exit alone does not rewrite the file (a stale entry is harmless: its start time is
+    /// checked before anything is ended); the next spawn's write, or a write that asks for the
+    /// removals (a hand-over, the shutdown), drops it.
+    @Test func anExitAloneWaitsForTheNextWrite() throws {
+        let path = directory + "/exits.processes.json"
+        let registry = ProcessRegistry(path: path, logger: logger, table: ProcessTable(kernel: kernel))
+        func pids() -> [Int32] { ProcessRegistry.read(path, kernel: kernel).map(\.pid).sorted() }
+        registry.add(extensionID: "a", pid: getpid(), processGroup: getpgrp())
+        registry.add(extensionID: "b", pid: getppid(), processGroup: getppid(), startTicks: 17)
+        #expect(registry.flush())
+        #expect(pids() == [getpid(), getppid()].sorted())
+        registry.remove(pid: getppid())
+        #expect(registry.flush())
+        #expect(pids() == [getpid(), getppid()].sorted(), "not written for an exit alone")
+        #expect(registry.flush(includingRemovals: true))
+        #expect(pids() == [getpid()])
+        registry.remove(pid: getpid())
+        registry.add(extensionID: "b", pid: getppid(), processGroup: getppid(), startTicks: 17)
+        #expect(registry.flush())
+        #expect(pids() == [getppid()], "a spawn's write carries the exits before it")
+        #expect(ProcessRegistry.read(path, kernel: kernel).first?.startTicks == 17, "a known start time is kept as given")
+        registry.removeFile()
+    }
+
     @Test func skipsMalformedEntriesOneByOne() throws {
         let path = directory + "/skips.processes.json"
         let document: [String: Any] = [
