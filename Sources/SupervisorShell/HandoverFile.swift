@@ -10,6 +10,8 @@ import Synchronization
 enum HandoverFile {
     /// The fewest records worth a part (and a thread) of their own.
     static let recordsPerPart = 256
+    /// The most parts a file may have beyond one per CPU of the reader.
+    static let maximumParts = 64
 
     /// The results of the parts, filled in by the threads that write or read them.
     private final class Parts<Value: Sendable>: Sendable {
@@ -64,7 +66,8 @@ enum HandoverFile {
         }
         do {
             var document = try decoder.decode(HandoverDocument.self, from: bytes[signature.count..<headEnd])
-            guard document.core.records.isEmpty, document.recordParts >= 1 else {
+            // A thread per part: never more parts than a writer makes (one per CPU).
+            guard document.core.records.isEmpty, (1...max(maximumParts, kernel.processorCount)).contains(document.recordParts) else {
                 throw HandoverError.corrupt("recordParts: \(document.recordParts) part(s) and \(document.core.records.count) record(s) in the head")
             }
             var ranges: [Range<Int>] = []

@@ -73,6 +73,15 @@ struct HandoverFileTests {
         // The last part cut short, or bytes after it.
         #expect(refusal(Array(bytes.dropLast(10))).contains("record part 1: truncated"), "\(refusal(Array(bytes.dropLast(10))))")
         #expect(refusal(bytes + [0]).contains("1 byte(s) after the last record part"), "\(refusal(bytes + [0]))")
+        // More parts than any writer makes: refused before a thread is started.
+        var many = document
+        many.core.records = []
+        many.recordParts = 100_000
+        let head = try BinaryEncoder().encode(many, signature: HandoverDocument.signature)
+        let empty = try BinaryEncoder().encode([ExtensionRecord]())
+        let manyParts = head + Array((0..<100_000).map { _ in empty }.joined())
+        #expect(refusal(manyParts).hasPrefix("corrupt: the hand-over document is corrupt: recordParts: 100000 part(s)"), "\(refusal(manyParts))")
+        #expect(kernel.concurrentJobs.allSatisfy { $0 <= 2 })
         // Not a document at all, and one of another version.
         #expect(refusal(Array("{}".utf8)).hasPrefix("not a document: the top level: not in the expected form"))
         var older = document
