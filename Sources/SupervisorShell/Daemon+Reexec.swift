@@ -85,13 +85,17 @@ extension Daemon {
             return reason
         }
         let report: String
-        switch kernel.runToCompletion(executable, arguments: ["--check-handover", path], seconds: Reexecution.checkSeconds) {
+        // The check blocks the loop, and with it the watchdog's pings: one goes first, and the
+        // check gets at most half the watchdog's interval.
+        let checkSeconds = Reexecution.checkSeconds(watchdogMicroseconds: kernel.watchdogInterval())
+        serviceManager.watchdogPing()
+        switch kernel.runToCompletion(executable, arguments: reexecution.commandLine + ["--check-handover", path], seconds: checkSeconds) {
         case .failure(let e):
             return withoutDocument("\(executable) cannot be run to check the hand-over: \(e)")
         case .success((let status, let output)):
             let said = output.split(separator: "\n").last.map(String.init)
             guard status == .exited(0) else {
-                let how = status.map { "\($0)" } ?? "did not finish within \(Int(Reexecution.checkSeconds)) s"
+                let how = status.map { "\($0)" } ?? "did not finish within \(checkSeconds) s"
                 return withoutDocument("\(executable) refused the hand-over (\(how))\(said.map { ": \($0)" } ?? "")")
             }
             report = said.map { " (\(UntrustedText.escaped($0)))" } ?? ""
@@ -150,16 +154,19 @@ extension Daemon {
         }
     }
 
-    /// `extensiond --check-handover FILE`: whether this program can take over the state in
-    /// FILE. Succeeds with one line saying what it read and how long each part took
-    /// (`1455 extension record(s), 1000 process(es), 4 connection(s): decoded in 61.2 ms,
-    /// restored in 3.1 ms`); fails with why not.
-    public static func checkHandover(at path: String, kernel: any Kernel) -> Result<String, DaemonError> {
+    /// `extensiond --check-handover FILE`, given the daemon's own arguments: whether this
+    /// program can take over the state in FILE with the configuration in `configFile` (read and
+    /// checked as the take-over will). Succeeds with one line saying what it read and how long
+    /// each part took (`1455 extension record(s), 1000 process(es), 4 connection(s): decoded in
+    /// 61.2 ms, restored in 3.1 ms`); fails with why not.
+    public static func checkHandover(at path: String, configFile: String?, kernel: any Kernel) -> Result<String, DaemonError> {
         do {
+            var limits = try configuration(configFile, kernel: kernel).limits
+            limits.daemonUID = kernel.userID
             let start = kernel.now()
             let document = try readHandover(path, kernel: kernel)
             let decoded = kernel.now()
-            let core = try Supervisor(restoring: document.core, limits: SupervisorLimits(), now: kernel.now())
+            let core = try Supervisor(restoring: document.core, limits: limits, now: kernel.now())
             let restored = kernel.now()
             return .success(
                 "\(core.records.count) extension record(s), \(document.processes.count) process(es), \(document.connections.count) connection(s): decoded in \(milliseconds(start, decoded)), restored in \(milliseconds(decoded, restored))"

@@ -57,18 +57,7 @@ public final class Daemon {
         }
         serviceManager = ServiceManager(kernel: kernel)
         // The configuration first: a bad one stops the daemon before it creates anything.
-        var config = DaemonConfig()
-        if let file = options.configFile {
-            let bytes: [UInt8]
-            switch kernel.read(file) {
-            case .success(let b): bytes = b
-            case .failure(let e): throw DaemonError("\(file): cannot be read: \(e)")
-            }
-            switch DaemonConfig.parse(bytes, file: file) {
-            case .success(let c): config = c
-            case .failure(let e): throw DaemonError(e.description)
-            }
-        }
+        var config = try Daemon.configuration(options.configFile, kernel: kernel)
         config.limits.daemonUID = kernel.userID
         // Orphaned descendants of extensions become the daemon's children rather than init's:
         // they stay visible (and reapable) here, which lets stop verification skip /proc scans.
@@ -119,6 +108,20 @@ public final class Daemon {
             logger.notice(
                 "took over from extensiond \(handover.daemonVersion): \(handover.processes.count) extension process(es), \(handover.connections.count) connection(s) in \(Daemon.milliseconds(start, kernel.now())) from the start of this program (the document decoded in \(Daemon.milliseconds(start, decoded)))"
             )
+        }
+    }
+
+    /// The configuration in `file` (the defaults without one); throws naming what is wrong.
+    static func configuration(_ file: String?, kernel: any Kernel) throws -> DaemonConfig {
+        guard let file else { return DaemonConfig() }
+        let bytes: [UInt8]
+        switch kernel.read(file) {
+        case .success(let b): bytes = b
+        case .failure(let e): throw DaemonError("\(file): cannot be read: \(e)")
+        }
+        switch DaemonConfig.parse(bytes, file: file) {
+        case .success(let c): return c
+        case .failure(let e): throw DaemonError(e.description)
         }
     }
 

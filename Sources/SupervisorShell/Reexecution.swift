@@ -35,8 +35,13 @@ final class Reexecution {
     static let settleSeconds = 5.0
     /// How often it looks again meanwhile.
     static let retrySeconds = 0.01
-    /// How long the new program's check of the document may take.
-    static let checkSeconds = 10.0
+    /// How long the new program's check of the document may take: 10 s, or half the
+    /// watchdog's interval when the service manager asked for one (the check blocks the loop,
+    /// which sends the watchdog's pings).
+    static func checkSeconds(watchdogMicroseconds: UInt64?) -> Double {
+        guard let usec = watchdogMicroseconds, usec > 0 else { return 10 }
+        return min(10, Double(usec) / 2e6)
+    }
 
     /// Whether a re-exec is under way.
     var isPending: Bool { deadline != nil }

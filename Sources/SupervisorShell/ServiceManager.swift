@@ -11,7 +11,7 @@ import SupervisorKernel
 /// * `RELOADING=1` and `MONOTONIC_USEC=` before a manifest reload, `READY=1` after it;
 /// * `STOPPING=1` as soon as shutdown starts.
 ///
-/// `WATCHDOG=1` is not sent from here: the event loop sends it (`EventLoop.enableWatchdog`),
+/// `WATCHDOG=1` is sent from here only before the re-exec's check blocks the loop; otherwise the event loop sends it (`EventLoop.enableWatchdog`),
 /// so a wedged loop stops it. Without `$NOTIFY_SOCKET` every call is a no-op.
 /// Owned by the daemon's loop thread.
 final class ServiceManager {
@@ -93,6 +93,13 @@ final class ServiceManager {
     func reloading() {
         let usec = kernel.now().nanoseconds / 1000
         notify("RELOADING=1\nSTATUS=reloading manifests\nMONOTONIC_USEC=\(usec)")
+    }
+
+    /// `WATCHDOG=1` now, before the loop is blocked (the re-exec's check), when the service
+    /// manager asked for a watchdog.
+    func watchdogPing() {
+        guard kernel.watchdogInterval() != nil else { return }
+        notify("WATCHDOG=1")
     }
 
     /// The daemon is about to exec its replacement, which sends `READY=1` once it serves.

@@ -99,7 +99,7 @@ struct ExtensionDaemonCommand: ParsableCommand {
     func run() throws {
         if let checkHandover {
             let kernel = try LinuxKernel(withLoop: false)
-            switch Daemon.checkHandover(at: checkHandover, kernel: kernel) {
+            switch Daemon.checkHandover(at: checkHandover, configFile: config, kernel: kernel) {
             case .success(let report): print(report)
             case .failure(let problem):
                 DaemonProcess.printError("extensiond: \(problem)")

@@ -206,6 +206,22 @@ struct ReexecTests {
         try daemon.events.wait("suspend", of: Self.active)
     }
 
+    /// The check runs with the daemon's own arguments, so a configuration the new program would
+    /// refuse (broken on disk since the daemon started) refuses the re-exec before the
+    /// `execve`, naming the file and what is wrong; the old daemon serves on.
+    @Test func aConfigurationTheNewProgramRefusesRefusesTheReexec() throws {
+        let daemon = try start()
+        let pid = try #require(daemon.process?.processIdentifier)
+        let config = daemon.directory + "/config.json"
+        #expect(FileManager.default.fileExists(atPath: config), "the daemon was started with --config")
+        try #"{"allowRootExtensions": "yes"}"#.write(toFile: config, atomically: true, encoding: .utf8)
+        let refused = try daemon.extctl(["reexec"])
+        #expect(refused.status != 0)
+        #expect(refused.err.contains("refused") && refused.err.contains("config.json") && refused.err.contains("allowRootExtensions"), "\(refused)")
+        #expect(daemon.process?.processIdentifier == pid && daemon.process?.isRunning == true)
+        #expect(try daemon.extctl(["list"]).status == 0)
+    }
+
     /// A new program that passes the check but crashes once it has the state (after the
     /// `execve`: the daemon's pid dies) is a crash like any other: the extensions it leaves,
     /// one active and one stopped, are in the process registry, and the next daemon on the
