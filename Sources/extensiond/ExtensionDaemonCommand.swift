@@ -73,7 +73,7 @@ struct ExtensionDaemonCommand: ParsableCommand {
     @Option(
         name: .customLong("check-handover"),
         help: ArgumentHelp(
-            "Check that this program can take over the hand-over document, then exit: 0 when it can (with what it read and how long that took on stdout), 1 with the reason on stderr. The daemon runs it before it re-executes.",
+            "Check that this program can take over the hand-over document, then exit: 0 when it can (with what it read and how long that took on stdout), 1 with the reason on stderr. Give it the daemon's other options: its --config is read and checked too. The daemon runs it, with its own arguments, before it re-executes.",
             valueName: "file"))
     var checkHandover: String?
 
