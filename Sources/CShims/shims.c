@@ -8,6 +8,7 @@
 #include <linux/capability.h>
 #include <linux/sockios.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <spawn.h>
 #include <stdint.h>
@@ -434,6 +435,13 @@ pid_t shim_spawn(const shim_spawn_options *o, int *pidfd) {
     }
     *pidfd = fd;
     return (pid_t)pid;
+}
+
+int shim_usable_cpus(void) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    if (sched_getaffinity(0, sizeof set, &set) != 0) return 0;
+    return CPU_COUNT(&set);
 }
 
 int shim_eventfd(void) {

@@ -20,7 +20,7 @@ public struct BinaryDecoder {
     }
 
     /// The value of type `T` that `bytes` hold exactly: one of several values written one after
-    /// another (`end(ofValueIn:at:)` tells where each ends), or a whole document without its
+    /// another (`end(ofContainerIn:at:)` tells where each ends), or a whole document without its
     /// signature.
     public func decode<T: Decodable>(_ type: T.Type, from bytes: ArraySlice<UInt8>) throws -> T {
         guard !bytes.isEmpty else { throw BinaryDecodingError(problem: "no value: no bytes") }
@@ -40,7 +40,7 @@ public struct BinaryDecoder {
             throw BinaryDecodingError(problem: "expected a container, found \(BinaryFormat.name(of: tag))")
         }
         let length = bytes[(offset + 1)..<(offset + 5)].reversed().reduce(0) { $0 << 8 | Int($1) }
-        guard length >= 4, offset + 5 + length <= bytes.count else { throw BinaryInput.truncated }
+        guard length >= 4, length <= bytes.count - offset - 5 else { throw BinaryInput.truncated }
         return offset + 5 + length
     }
 }

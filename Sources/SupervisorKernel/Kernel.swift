@@ -269,7 +269,7 @@ public protocol Kernel: AnyObject {
     /// read can wait in the kernel (`/proc/locks`), so that the loop goes on meanwhile.
     /// Returns why the read could not start; `done` then never runs.
     func readInBackground(fd: Int32, _ done: @escaping (Result<[UInt8], SystemError>) -> Void) -> SystemError?
-    /// How many CPUs are online (at least 1).
+    /// How many CPUs this process may run on (at least 1).
     var processorCount: Int { get }
     /// Runs every one of `jobs`, several at once on threads of their own (CPU work that shares
     /// nothing: the hand-over's record parts), and returns when all are done.

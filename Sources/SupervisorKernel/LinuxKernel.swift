@@ -189,8 +189,12 @@ public final class LinuxKernel: Kernel {
         return backgroundReads.read(fd: fd, loop: loop, done)
     }
 
-    /// The CPUs online (`sysconf(_SC_NPROCESSORS_ONLN)`), at least 1.
-    public var processorCount: Int { max(1, Int(sysconf(Int32(_SC_NPROCESSORS_ONLN)))) }
+    /// The CPUs this process may run on (its affinity mask, which a cpuset narrows), else the
+    /// CPUs online; at least 1.
+    public var processorCount: Int {
+        let usable = Int(shim_usable_cpus())
+        return max(1, usable > 0 ? usable : Int(sysconf(Int32(_SC_NPROCESSORS_ONLN))))
+    }
 
     /// Runs `jobs` on threads of their own (the first on the calling thread) and returns when
     /// all are done (`Concurrently`).

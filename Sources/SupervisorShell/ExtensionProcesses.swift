@@ -249,9 +249,17 @@ final class ExtensionProcesses {
                 endUnwatched(p)
                 continue
             }
-            // A stopped group takes no lock: the locks it held at its stop still hold, and the
-            // opens of their files made during the hand-over wait in the watch's descriptor.
-            if let handed = h.locks { locks.restore(p, handed) }
+            // A stopped group takes no lock: the locks it held at its stop still hold (but those
+            // of a member killed meanwhile), and the opens of their files made during the
+            // hand-over wait in the watch's descriptor.
+            if let handed = h.locks {
+                let gone = Set(handed.holders.filter { processControl.table.stat($0)?.isGone ?? true })
+                if let left = handed.without(gone) {
+                    locks.restore(p, left)
+                } else if let fd = handed.openWatch {
+                    kernel.close(fd)
+                }
+            }
             if let until = h.channelGraceUntil { armChannelGrace(p, until: until) }
         }
     }

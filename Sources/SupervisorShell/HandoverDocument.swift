@@ -82,6 +82,20 @@ struct HandoverDocument: Codable {
             var watch: Int32
             var locks: [HeldLock]
         }
+
+        /// These locks without those of the holders in `gone` (members that died meanwhile:
+        /// their locks went with them); nil when no holder is left.
+        func without(_ gone: Set<Int32>) -> Locks? {
+            let left = holders.filter { !gone.contains($0) }
+            guard !left.isEmpty else { return nil }
+            var kept = self
+            kept.holders = left
+            kept.files = files.compactMap { f in
+                let locks = f.locks.filter { !gone.contains($0.pid) }
+                return locks.isEmpty ? nil : WatchedFile(watch: f.watch, locks: locks)
+            }
+            return kept
+        }
     }
 
     /// What the sandbox probe found, by part (`SandboxPart`'s raw value): the error number of the

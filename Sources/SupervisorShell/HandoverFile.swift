@@ -10,7 +10,7 @@ import Synchronization
 enum HandoverFile {
     /// The fewest records worth a part (and a thread) of their own.
     static let recordsPerPart = 256
-    /// The most parts a file may have beyond one per CPU of the reader.
+    /// The most parts a reader takes: this many, or one per CPU of its own if it has more.
     static let maximumParts = 64
 
     /// The results of the parts, filled in by the threads that write or read them.
@@ -66,9 +66,15 @@ enum HandoverFile {
         }
         do {
             var document = try decoder.decode(HandoverDocument.self, from: bytes[signature.count..<headEnd])
-            // A thread per part: never more parts than a writer makes (one per CPU).
+            // A thread per part: no more than `maximumParts`, or one per CPU if there are more.
             guard document.core.records.isEmpty, (1...max(maximumParts, kernel.processorCount)).contains(document.recordParts) else {
                 throw HandoverError.corrupt("recordParts: \(document.recordParts) part(s) and \(document.core.records.count) record(s) in the head")
+            }
+            // Each descriptor the document names crosses once, and none is stdin, stdout or
+            // stderr: a corrupt document must not make two owners of one descriptor.
+            let descriptors = document.descriptors
+            guard Set(descriptors).count == descriptors.count, descriptors.allSatisfy({ $0 > 2 }) else {
+                throw HandoverError.corrupt("descriptors: one named twice, or one of 0, 1 and 2 (\(descriptors.sorted()))")
             }
             var ranges: [Range<Int>] = []
             var offset = headEnd

@@ -17,12 +17,11 @@ import Foundation
 /// /proc/PID/stat, which tells a live process from a later one that reused its pid) and the
 /// extension id. The file is replaced atomically (written to a temporary file, then renamed)
 /// at the end of a dispatch in which an extension was spawned, never on the suspend/resume
-/// path. An exit alone does not write it: the entry of a leader that exited stays in the file
-/// until the next write (a spawn, a hand-over, the shutdown), and is harmless meanwhile, since
-/// a successor checks each entry's start time before it ends anything. A mass exit thus writes
-/// nothing, where a write per exit would write the whole list once per exit. It is not
-/// fsynced: it lives in a runtime directory (tmpfs) and only has to survive the daemon, not
-/// the machine.
+/// path. Exits are written within `removalDelaySeconds` of the first of them, all at once: a
+/// mass exit writes the list a few times rather than once per exit. The entry of a leader that
+/// exited stays in the file no longer than that, because a successor ends the members of a
+/// gone leader's group by its id, which a later session could reuse. It is not fsynced: it
+/// lives in a runtime directory (tmpfs) and only has to survive the daemon, not the machine.
 ///
 /// At startup, `reapLeftovers` ends the groups of the previous instance; see
 /// docs/operations.md for why they are terminated rather than re-adopted.
@@ -53,6 +52,8 @@ final class ProcessRegistry {
     private var dirty = false
     /// A leader was removed since the last write.
     private var stale = false
+    /// The timer that writes the removals, while one is pending.
+    private var removalWrite: (any Cancellable)?
     /// The last write failed (logged once, until a write succeeds again).
     private var failing = false
 
@@ -79,10 +80,27 @@ final class ProcessRegistry {
     /// The recorded start time of the leader `pid`, if it is recorded.
     func startTicks(of pid: Int32) -> UInt64? { entries[pid]?.startTicks }
 
+    /// How soon after an exit the file loses its entry (with every exit until then).
+    static let removalDelaySeconds = 0.1
+
     /// Forgets a leader whose exit has been handled (its group has been killed); the file
-    /// loses its entry at the next write.
+    /// loses its entry within `removalDelaySeconds`, or at the end of the dispatch when no
+    /// timer can be armed.
     func remove(pid: Int32) {
-        if entries.removeValue(forKey: pid) != nil { stale = true }
+        guard entries.removeValue(forKey: pid) != nil else { return }
+        stale = true
+        guard removalWrite == nil else { return }
+        let kernel = table.kernel
+        switch kernel.addTimer(
+            at: kernel.now().adding(seconds: Self.removalDelaySeconds),
+            { [unowned self] in
+                removalWrite = nil
+                flush(includingRemovals: true)
+            })
+        {
+        case .success(let timer): removalWrite = timer
+        case .failure: dirty = true
+        }
     }
 
     /// Writes the file if a leader was added since the last write (or, with
@@ -91,6 +109,8 @@ final class ProcessRegistry {
     @discardableResult
     func flush(includingRemovals: Bool = false) -> Bool {
         guard dirty || (includingRemovals && stale) else { return true }
+        removalWrite?.cancel()
+        removalWrite = nil
         let error = write()
         if let error, !failing {
             logger.warning("cannot write the process registry \(path): \(error); a crash would leave extension processes behind")
@@ -102,7 +122,7 @@ final class ProcessRegistry {
     /// Replaces the file; returns what failed, if anything. The file is
     /// `{"daemonPID":P,"processes":[{"id":…,"pid":…,"processGroup":…,"startTicks":…},…],"version":1}`
     /// and a newline, entries sorted by pid, written member by member with `JSONWriter` (it is
-    /// rewritten after every spawn and exit, so it avoids Foundation's serializer).
+    /// rewritten after every spawn and burst of exits, so it avoids Foundation's serializer).
     private func write() -> SystemError? {
         var json = JSONWriter(capacity: 64 + 96 * entries.count)
         json.beginObject()
@@ -133,6 +153,8 @@ final class ProcessRegistry {
         entries.removeAll()
         dirty = false
         stale = false
+        removalWrite?.cancel()
+        removalWrite = nil
     }
 
     /// The entries of a registry file; empty when it is absent or unreadable. A file that is

@@ -88,4 +88,19 @@ struct HandoverFileTests {
         older.version = 1
         #expect(refusal(try BinaryEncoder().encode(older, signature: HandoverDocument.signature)) == "version 1 from 0.1.0")
     }
+
+    /// A handed-over lock watch loses the locks of a holder that died meanwhile (its locks went
+    /// with it), and is nothing once no holder is left.
+    @Test func aLockWatchLosesTheLocksOfHoldersGoneMeanwhile() {
+        func lock(_ pid: Int32, _ path: String) -> HeldLock { HeldLock(kind: .flock, exclusive: true, path: path, pid: pid, openElsewhere: false) }
+        let handed = HandoverDocument.Locks(
+            holders: [10, 11], files: [.init(watch: 1, locks: [lock(10, "/a")]), .init(watch: 2, locks: [lock(10, "/b"), lock(11, "/b")])], openWatch: 40,
+            checking: false)
+        #expect(handed.without([]) == handed)
+        let left = handed.without([10])
+        #expect(left?.holders == [11])
+        #expect(left?.files == [.init(watch: 2, locks: [lock(11, "/b")])])
+        #expect(left?.openWatch == 40)
+        #expect(handed.without([10, 11]) == nil)
+    }
 }

@@ -36,10 +36,37 @@ struct ProcessRegistryTests {
         #expect(ProcessRegistry.read(path, kernel: kernel).isEmpty)
     }
 
-    /// An exit alone does not rewrite the file (a stale entry is harmless: its start time is
-    /// checked before anything is ended); the next spawn's write, or a write that asks for the
-    /// removals (a hand-over, the shutdown), drops it.
-    @Test func anExitAloneWaitsForTheNextWrite() throws {
+    /// Exits are written together, within `removalDelaySeconds` of the first (a timer), not
+    /// once each; a spawn's write, or one that asks for the removals (a hand-over, the
+    /// shutdown), carries them at once.
+    @Test func exitsAreWrittenTogetherWithinTheirDelay() throws {
+        let k = RecordingKernel()
+        let path = "/run/test/control.processes.json"
+        let registry = ProcessRegistry(path: path, logger: logger, table: ProcessTable(kernel: k))
+        func pids() -> [Int32] {
+            let written = k.files[path] ?? ""
+            return [100, 101, 102].filter { written.contains("\"pid\":\($0),") }
+        }
+        for pid: Int32 in [100, 101, 102] { registry.add(extensionID: "e\(pid)", pid: pid, processGroup: pid, startTicks: 17) }
+        #expect(registry.flush())
+        #expect(pids() == [100, 101, 102])
+        k.clearCalls()
+        registry.remove(pid: 100)
+        registry.remove(pid: 101)
+        #expect(registry.flush())
+        #expect(pids() == [100, 101, 102], "not written at the end of the dispatch")
+        #expect(k.timers.filter { !$0.cancelled }.map(\.at) == [k.clock.adding(seconds: ProcessRegistry.removalDelaySeconds)], "one timer for both")
+        k.advance(to: k.clock.adding(seconds: ProcessRegistry.removalDelaySeconds))
+        #expect(pids() == [102], "both exits written by the timer")
+        #expect(k.calls.filter { $0 == .replaceFile(path) }.count == 1)
+        registry.remove(pid: 102)
+        #expect(registry.flush(includingRemovals: true))
+        #expect(pids() == [], "a write that asks for the removals carries them at once")
+        #expect(k.timers.allSatisfy { $0.cancelled }, "and its timer is cancelled")
+    }
+
+    /// Without a loop (no timer), an exit is written at the end of its dispatch.
+    @Test func withoutATimerAnExitIsWrittenAtOnce() throws {
         let path = directory + "/exits.processes.json"
         let registry = ProcessRegistry(path: path, logger: logger, table: ProcessTable(kernel: kernel))
         func pids() -> [Int32] { ProcessRegistry.read(path, kernel: kernel).map(\.pid).sorted() }
@@ -49,14 +76,8 @@ struct ProcessRegistryTests {
         #expect(pids() == [getpid(), getppid()].sorted())
         registry.remove(pid: getppid())
         #expect(registry.flush())
-        #expect(pids() == [getpid(), getppid()].sorted(), "not written for an exit alone")
-        #expect(registry.flush(includingRemovals: true))
         #expect(pids() == [getpid()])
-        registry.remove(pid: getpid())
-        registry.add(extensionID: "b", pid: getppid(), processGroup: getppid(), startTicks: 17)
-        #expect(registry.flush())
-        #expect(pids() == [getppid()], "a spawn's write carries the exits before it")
-        #expect(ProcessRegistry.read(path, kernel: kernel).first?.startTicks == 17, "a known start time is kept as given")
+        #expect(ProcessRegistry.read(path, kernel: kernel).first?.startTicks == registry.startTicks(of: getpid()))
         registry.removeFile()
     }
 

@@ -106,6 +106,8 @@ int shim_clone3_available(void);
 int shim_pidfd_open(pid_t pid);
 
 /// eventfd(2) with a count of 0, non-blocking and close-on-exec. Returns a descriptor or -errno.
+/* The CPUs this process may run on (sched_getaffinity), or 0 when that cannot be read. */
+int shim_usable_cpus(void);
 int shim_eventfd(void);
 
 /// pidfd_send_signal(2). Returns 0 or -errno.
