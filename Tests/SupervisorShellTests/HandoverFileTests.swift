@@ -82,6 +82,13 @@ struct HandoverFileTests {
         let manyParts = head + Array((0..<100_000).map { _ in empty }.joined())
         #expect(refusal(manyParts).hasPrefix("corrupt: the hand-over document is corrupt: recordParts: 100000 part(s)"), "\(refusal(manyParts))")
         #expect(kernel.concurrentJobs.allSatisfy { $0 <= 2 })
+        // A descriptor named twice (the listener's, by a connection), or stdin.
+        for fd: Int32 in [3, 0] {
+            var twice = try Self.document(records: 10)
+            twice.connections = [.init(host: 1, fd: fd, pid: 7, uid: 0, gid: 0, groups: [], isMonitor: false)]
+            let refused = refusal(try HandoverFile.encode(twice, kernel: kernel))
+            #expect(refused.contains("descriptors: one named twice, or one of 0, 1 and 2"), "\(refused)")
+        }
         // Not a document at all, and one of another version.
         #expect(refusal(Array("{}".utf8)).hasPrefix("not a document: the top level: not in the expected form"))
         var older = document
