@@ -193,6 +193,42 @@ struct LocksAtSuspendTests {
         try daemon.events.wait("exit", of: Self.id, after: mark)
     }
 
+    /// An open of the locked file made *during* the hand-over (after the old daemon's last
+    /// loop turn, before the new one watches anything) is seen by the new program: the watch's
+    /// inotify descriptor crossed the `execve` with the event waiting in it. The program on
+    /// disk is a wrapper whose check opens the file first, as an app would at that moment.
+    @Test func anOpenOfTheLockedFileDuringTheHandOverIsSeenByTheNewProgram() throws {
+        let daemon = try TestDaemon(manifests: ["s.json": sqliteLocksExtension(Self.id, policy: [:])])
+        let program = daemon.directory + "/extensiond"
+        let real = daemon.directory + "/extensiond.real"
+        for copy in [program, real] { try FileManager.default.copyItem(atPath: BuildProducts.path("extensiond"), toPath: copy) }
+        daemon.daemonExecutable = program
+        try daemon.start()
+        let host = try daemon.host()
+        let session = try host.begin(Self.id)
+        let channel = try session.hostChannel()
+        let path = "\(daemon.directory)/instance.lock"
+        channel.send("lock posix \(path)")
+        #expect(channel.readLine(timeout: 20) == "locked")
+        let mark = daemon.events.count
+        try host.dismiss(session)
+        try daemon.events.wait("suspend", of: Self.id, after: mark)
+        let wrapper = daemon.directory + "/extensiond.wrapper"
+        try """
+            #!/bin/sh
+            for a in "$@"; do [ "$a" = --check-handover ] && exec 3<'\(path)'; done
+            exec '\(real)' "$@"
+
+            """.write(toFile: wrapper, atomically: true, encoding: .utf8)
+        #expect(chmod(wrapper, 0o755) == 0)
+        #expect(rename(wrapper, program) == 0)
+        let reexec = try daemon.extctl(["reexec"])
+        #expect(reexec.status == 0, "\(reexec)")
+        let noticed = try daemon.events.wait("lock-held-while-suspended", of: Self.id, after: mark, timeout: 10)
+        #expect(noticed.detail?.contains("exclusive posix lock on \(path)") == true, "\(noticed)")
+        try daemon.events.wait("exit", of: Self.id, after: mark)
+    }
+
     /// The same for a shared lock: after the re-exec, an open starts the check for waiters, and
     /// a process blocked for an exclusive lock is noticed.
     @Test func aWaiterBehindASharedLockIsNoticedAfterAReexec() throws {
