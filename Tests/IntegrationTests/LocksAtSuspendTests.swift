@@ -215,11 +215,11 @@ struct LocksAtSuspendTests {
         try daemon.events.wait("suspend", of: Self.id, after: mark)
         let wrapper = daemon.directory + "/extensiond.wrapper"
         try """
-            #!/bin/sh
-            for a in "$@"; do [ "$a" = --check-handover ] && exec 3<'\(path)'; done
-            exec '\(real)' "$@"
+        #!/bin/sh
+        for a in "$@"; do [ "$a" = --check-handover ] && exec 3<'\(path)'; done
+        exec '\(real)' "$@"
 
-            """.write(toFile: wrapper, atomically: true, encoding: .utf8)
+        """.write(toFile: wrapper, atomically: true, encoding: .utf8)
         #expect(chmod(wrapper, 0o755) == 0)
         #expect(rename(wrapper, program) == 0)
         let reexec = try daemon.extctl(["reexec"])
