@@ -139,17 +139,8 @@ final class LockWatch {
         locks.stop()
         locks.holders = Set(handed.holders)
         for f in handed.files { locks.files[f.watch] = f.locks }
-        if let fd = handed.openWatch {
-            switch kernel.watch(fd: fd, events: Poll.input, { [unowned self, unowned p] _ in lockedFileOpened(p) }) {
-            case .success(let source): locks.openWatch = OpenWatch(fd: fd, source: source, kernel: kernel)
-            case .failure(let error):
-                kernel.close(fd)
-                logger.warning(
-                    "cannot watch the locked files of \(p.extensionID) (\(error)): checking them for waiters every \(LockWatch.checkSeconds)s instead")
-                return armCheck(p)
-            }
-        }
-        if handed.checking { armCheck(p) }
+        if let fd = handed.openWatch { watchOpens(of: p, fd: fd) }
+        if handed.checking && locks.check == nil { armCheck(p) }
     }
 
     /// The second line, for a group suspended with locks that did not block anyone at the
@@ -177,18 +168,26 @@ final class LockWatch {
                 guard let wd else { continue }
                 locks.files[wd, default: []] += locksByLink[link] ?? []
             }
-            switch kernel.watch(fd: fd, events: Poll.input, { [unowned self, unowned p] _ in lockedFileOpened(p) }) {
-            case .success(let source): locks.openWatch = OpenWatch(fd: fd, source: source, kernel: kernel)
-            case .failure(let error):
-                kernel.close(fd)
-                logger.warning(
-                    "cannot watch the locked files of \(p.extensionID) (\(error)): checking them for waiters every \(LockWatch.checkSeconds)s instead")
-                armCheck(p)
-            }
-        case .failure(let error):
-            logger.warning("cannot watch the locked files of \(p.extensionID) (\(error)): checking them for waiters every \(LockWatch.checkSeconds)s instead")
-            armCheck(p)
+            watchOpens(of: p, fd: fd)
+        case .failure(let error): checkInstead(p, error)
         }
+    }
+
+    /// Watches the inotify descriptor `fd` on `p`'s locked files for opens; when the loop
+    /// cannot, closes it and checks for waiters instead.
+    private func watchOpens(of p: SupervisedProcess, fd: Int32) {
+        switch kernel.watch(fd: fd, events: Poll.input, { [unowned self, unowned p] _ in lockedFileOpened(p) }) {
+        case .success(let source): p.locks.openWatch = OpenWatch(fd: fd, source: source, kernel: kernel)
+        case .failure(let error):
+            kernel.close(fd)
+            checkInstead(p, error)
+        }
+    }
+
+    /// `p`'s locked files cannot be watched (`error`): the check for waiters runs instead.
+    private func checkInstead(_ p: SupervisedProcess, _ error: SystemError) {
+        logger.warning("cannot watch the locked files of \(p.extensionID) (\(error)): checking them for waiters every \(LockWatch.checkSeconds)s instead")
+        armCheck(p)
     }
 
     /// A process opened a file the suspended group holds a lock on (a stopped or frozen

@@ -12,11 +12,13 @@ struct LocksAtSuspendTests {
     static let appWriteBound = 1.0
 
     /// A daemon whose extension took a lock (`command`, given the daemon's directory), was
-    /// dismissed and is suspended; `mark` is the event count before the dismiss.
-    static func suspended(holding command: (String) -> String) throws
+    /// dismissed and is suspended; `mark` is the event count before the dismiss. `prepare`
+    /// runs before the daemon starts.
+    static func suspended(prepare: (TestDaemon) throws -> Void = { _ in }, holding command: (String) -> String) throws
         -> (daemon: TestDaemon, host: ExtensionHostConnection, session: ExtensionSession, mark: Int)
     {
         let daemon = try TestDaemon(manifests: ["s.json": sqliteLocksExtension(id, policy: [:])])
+        try prepare(daemon)
         try daemon.start()
         let host = try daemon.host()
         let session = try host.begin(id)
@@ -27,6 +29,30 @@ struct LocksAtSuspendTests {
         try host.dismiss(session)
         try daemon.events.wait("suspend", of: id, after: mark)
         return (daemon, host, session, mark)
+    }
+
+    /// Waits until the daemon notices the open of `path`, which the suspended extension holds
+    /// an exclusive POSIX lock on, and ends the holder; returns its exit event.
+    @discardableResult
+    static func holderEndedForTheOpen(of path: String, _ daemon: TestDaemon, after mark: Int) throws -> StreamedEvent {
+        let noticed = try daemon.events.wait("lock-held-while-suspended", of: id, after: mark, timeout: 10)
+        #expect(noticed.detail?.contains("exclusive posix lock on \(path)") == true, "\(noticed)")
+        return try daemon.events.wait("exit", of: id, after: mark)
+    }
+
+    /// Starts a process that waits for an exclusive flock on `path`, which the suspended
+    /// extension holds a shared lock on, and waits until the daemon notices it and ends the
+    /// holder and the waiter has finished; returns the waiter.
+    static func waiterNoticed(on path: String, _ daemon: TestDaemon, after mark: Int) throws -> Process {
+        let waiter = Process()
+        waiter.executableURL = URL(fileURLWithPath: "/usr/bin/flock")
+        waiter.arguments = ["--exclusive", path, "/bin/true"]
+        try waiter.run()
+        let noticed = try daemon.events.wait("lock-held-while-suspended", of: id, after: mark, timeout: 10)
+        #expect(noticed.detail?.contains("wait for") == true, "\(noticed)")
+        try daemon.events.wait("exit", of: id, after: mark)
+        waiter.waitUntilExit()
+        return waiter
     }
 
     func statusJSON(_ daemon: TestDaemon) throws -> [String: Any] {
@@ -166,9 +192,7 @@ struct LocksAtSuspendTests {
         let fd = open(path, O_RDONLY | O_CLOEXEC)
         #expect(fd >= 0)
         defer { close(fd) }
-        let noticed = try daemon.events.wait("lock-held-while-suspended", of: Self.id, after: mark, timeout: 10)
-        #expect(noticed.detail?.contains("exclusive posix lock on \(path)") == true, "\(noticed)")
-        let exit = try daemon.events.wait("exit", of: Self.id, after: mark)
+        let exit = try Self.holderEndedForTheOpen(of: path, daemon, after: mark)
         #expect(exit.detail?.hasPrefix("lock-held-while-suspended") == true, "\(exit)")
         var probe = flock(l_type: Int16(F_WRLCK), l_whence: Int16(SEEK_SET), l_start: 0, l_len: 0, l_pid: 0)
         #expect(fcntl(fd, F_GETLK, &probe) == 0 && probe.l_type == Int16(F_UNLCK), "the lock went with the holder")
@@ -188,9 +212,7 @@ struct LocksAtSuspendTests {
         let fd = open(path, O_RDONLY | O_CLOEXEC)
         #expect(fd >= 0)
         defer { close(fd) }
-        let noticed = try daemon.events.wait("lock-held-while-suspended", of: Self.id, after: mark, timeout: 10)
-        #expect(noticed.detail?.contains("exclusive posix lock on \(path)") == true, "\(noticed)")
-        try daemon.events.wait("exit", of: Self.id, after: mark)
+        try Self.holderEndedForTheOpen(of: path, daemon, after: mark)
     }
 
     /// An open of the locked file made *during* the hand-over (after the old daemon's last
@@ -198,21 +220,14 @@ struct LocksAtSuspendTests {
     /// inotify descriptor crossed the `execve` with the event waiting in it. The program on
     /// disk is a wrapper whose check opens the file first, as an app would at that moment.
     @Test func anOpenOfTheLockedFileDuringTheHandOverIsSeenByTheNewProgram() throws {
-        let daemon = try TestDaemon(manifests: ["s.json": sqliteLocksExtension(Self.id, policy: [:])])
-        let program = daemon.directory + "/extensiond"
-        let real = daemon.directory + "/extensiond.real"
-        for copy in [program, real] { try FileManager.default.copyItem(atPath: BuildProducts.path("extensiond"), toPath: copy) }
-        daemon.daemonExecutable = program
-        try daemon.start()
-        let host = try daemon.host()
-        let session = try host.begin(Self.id)
-        let channel = try session.hostChannel()
+        var program = "", real = ""
+        let (daemon, _, _, mark) = try Self.suspended(prepare: { daemon in
+            program = daemon.directory + "/extensiond"
+            real = daemon.directory + "/extensiond.real"
+            for copy in [program, real] { try FileManager.default.copyItem(atPath: BuildProducts.path("extensiond"), toPath: copy) }
+            daemon.daemonExecutable = program
+        }) { "lock posix \($0)/instance.lock" }
         let path = "\(daemon.directory)/instance.lock"
-        channel.send("lock posix \(path)")
-        #expect(channel.readLine(timeout: 20) == "locked")
-        let mark = daemon.events.count
-        try host.dismiss(session)
-        try daemon.events.wait("suspend", of: Self.id, after: mark)
         let wrapper = daemon.directory + "/extensiond.wrapper"
         try """
         #!/bin/sh
@@ -224,9 +239,7 @@ struct LocksAtSuspendTests {
         #expect(rename(wrapper, program) == 0)
         let reexec = try daemon.extctl(["reexec"])
         #expect(reexec.status == 0, "\(reexec)")
-        let noticed = try daemon.events.wait("lock-held-while-suspended", of: Self.id, after: mark, timeout: 10)
-        #expect(noticed.detail?.contains("exclusive posix lock on \(path)") == true, "\(noticed)")
-        try daemon.events.wait("exit", of: Self.id, after: mark)
+        try Self.holderEndedForTheOpen(of: path, daemon, after: mark)
     }
 
     /// The same for a shared lock: after the re-exec, an open starts the check for waiters, and
@@ -235,15 +248,7 @@ struct LocksAtSuspendTests {
         let (daemon, _, _, mark) = try Self.suspended { "lock-shared flock \($0)/readers.lock" }
         let reexec = try daemon.extctl(["reexec"])
         #expect(reexec.status == 0, "\(reexec)")
-        let path = "\(daemon.directory)/readers.lock"
-        let waiter = Process()
-        waiter.executableURL = URL(fileURLWithPath: "/usr/bin/flock")
-        waiter.arguments = ["--exclusive", path, "/bin/true"]
-        try waiter.run()
-        let noticed = try daemon.events.wait("lock-held-while-suspended", of: Self.id, after: mark, timeout: 10)
-        #expect(noticed.detail?.contains("wait for") == true, "\(noticed)")
-        try daemon.events.wait("exit", of: Self.id, after: mark)
-        waiter.waitUntilExit()
+        let waiter = try Self.waiterNoticed(on: "\(daemon.directory)/readers.lock", daemon, after: mark)
         #expect(waiter.terminationStatus == 0)
     }
 
@@ -252,15 +257,7 @@ struct LocksAtSuspendTests {
     /// the open started, and the holder is ended.
     @Test func aWaiterBlockedBehindASharedLockOfTheSuspendedExtensionIsNoticed() throws {
         let (daemon, _, _, mark) = try Self.suspended { "lock-shared flock \($0)/readers.lock" }
-        let path = "\(daemon.directory)/readers.lock"
-        let waiter = Process()
-        waiter.executableURL = URL(fileURLWithPath: "/usr/bin/flock")
-        waiter.arguments = ["--exclusive", path, "/bin/true"]
-        try waiter.run()
-        let noticed = try daemon.events.wait("lock-held-while-suspended", of: Self.id, after: mark, timeout: 10)
-        #expect(noticed.detail?.contains("wait for") == true, "\(noticed)")
-        try daemon.events.wait("exit", of: Self.id, after: mark)
-        waiter.waitUntilExit()
+        let waiter = try Self.waiterNoticed(on: "\(daemon.directory)/readers.lock", daemon, after: mark)
         #expect(waiter.terminationStatus == 0, "the waiter got the lock once the holder was gone")
         #expect(!daemon.events.all.contains { $0.kind == "lock-held-at-suspend" }, "a shared lock is no alarm at the stop")
     }
