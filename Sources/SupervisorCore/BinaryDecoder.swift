@@ -7,6 +7,10 @@
 /// for is an error, not a truncation or a rounding. Only the values a type asks for are read: the others
 /// are skipped by their lengths.
 public struct BinaryDecoder {
+    /// Whether `BinaryDirectCodable` types read themselves directly (always, but in the tests
+    /// that compare the two paths).
+    var directCoding = true
+
     /// A decoder.
     public init() {}
 
@@ -24,7 +28,7 @@ public struct BinaryDecoder {
     /// signature.
     public func decode<T: Decodable>(_ type: T.Type, from bytes: ArraySlice<UInt8>) throws -> T {
         guard !bytes.isEmpty else { throw BinaryDecodingError(problem: "no value: no bytes") }
-        let input = BinaryInput(bytes)
+        let input = BinaryInput(bytes, directCoding: directCoding)
         let end = try input.skip(0, within: bytes.count)
         guard end == bytes.count else { throw BinaryDecodingError(problem: "\(bytes.count - end) byte(s) after the value") }
         return try T(from: BinaryDecoding(input: input, offset: 0, end: end))
@@ -48,8 +52,11 @@ public struct BinaryDecoder {
 /// A copy of the bytes being read, with bounds-checked reads. Owned by one `decode`.
 final class BinaryInput {
     private let base: UnsafeMutableRawBufferPointer
+    /// Whether `BinaryDirectCodable` types read themselves directly.
+    let directCoding: Bool
 
-    init(_ bytes: ArraySlice<UInt8>) {
+    init(_ bytes: ArraySlice<UInt8>, directCoding: Bool = true) {
+        self.directCoding = directCoding
         base = .allocate(byteCount: max(bytes.count, 1), alignment: 8)
         bytes.withUnsafeBytes { base.copyMemory(from: $0) }
     }
@@ -109,6 +116,17 @@ final class BinaryInput {
             }
             return true
         }
+    }
+
+    /// Whether the bytes in `range` are `bytes`.
+    func matches(_ range: Range<Int>, _ bytes: UnsafeRawBufferPointer) -> Bool {
+        guard bytes.count == range.count else { return false }
+        var i = range.lowerBound
+        for b in bytes {
+            if base[i] != b { return false }
+            i += 1
+        }
+        return true
     }
 
     /// The offset right after the value at `offset`.
@@ -235,6 +253,21 @@ struct BinaryDecoding: Decoder, SingleValueDecodingContainer {
     func decode(_ type: UInt32.Type) throws -> UInt32 { try input.integer(type, offset, within: end) }
     func decode(_ type: UInt64.Type) throws -> UInt64 { try input.integer(type, offset, within: end) }
     func decode<T: Decodable>(_ type: T.Type) throws -> T { try T(from: self) }
+}
+
+extension BinaryDecoding {
+    /// The keys of the keyed container this value is that are not in `known`.
+    func keys(notIn known: Set<String>) throws(BinaryDecodingError) -> [String] {
+        let (entries, count, end) = try input.container(BinaryFormat.keyed, at: offset, within: self.end)
+        var unknown: [String] = []
+        var at = entries
+        for _ in 0..<count {
+            let key = try input.text(at, within: end)
+            if !known.contains(where: { input.matches(key, $0) }) { unknown.append(input.string(key)) }
+            at = try input.skip(key.upperBound, within: end)
+        }
+        return unknown
+    }
 }
 
 /// Where a keyed container looks for the next key: the entry after the last one found.

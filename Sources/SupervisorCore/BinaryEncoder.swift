@@ -8,12 +8,17 @@
 /// long, a write into a container after a container nested in it was closed by a write to an
 /// outer one, or a `superEncoder()`, which it does not support.
 public struct BinaryEncoder {
+    /// Whether `BinaryDirectCodable` types write themselves directly (always, but in the tests
+    /// that compare the two paths).
+    var directCoding = true
+
     /// An encoder.
     public init() {}
 
     /// `value` in the binary form, after `signature` (which `BinaryDecoder.decode` expects).
     public func encode<T: Encodable>(_ value: T, signature: [UInt8] = []) throws -> [UInt8] {
         let output = BinaryOutput()
+        output.directCoding = directCoding
         output.append(signature)
         let start = output.count
         try value.encode(to: BinaryEncoding(output: output, level: 0))
@@ -37,6 +42,8 @@ final class BinaryOutput {
     private var counts: [UInt32] = []
     /// The first thing that could not be written; `encode` throws it.
     var failure: String?
+    /// Whether `BinaryDirectCodable` types write themselves directly.
+    var directCoding = true
 
     init(capacity: Int = 64 * 1024) {
         self.capacity = capacity

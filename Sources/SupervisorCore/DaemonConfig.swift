@@ -138,7 +138,7 @@ struct RawLimits: Decodable {
 
     init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: AnyKey.self)
-        try c.rejectUnknown(Self.keys, prefix: "limits.")
+        try c.rejectUnknown(Self.keys, prefix: "limits.", in: decoder)
         for key in c.allKeys {
             let v = try c.decode(Double.self, forKey: key)
             if !v.isFinite || v < 0 || v > 1_000_000 {

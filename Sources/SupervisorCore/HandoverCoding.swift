@@ -151,6 +151,10 @@ extension AccountReference {
 extension LifecycleEvent {
     /// Reads the list `encode(to:)` writes; a list of another length is an error.
     public init(from decoder: any Decoder) throws {
+        if let direct = try Self.directly(from: decoder) {
+            self = direct
+            return
+        }
         var c = try decoder.unkeyedContainer()
         guard c.count == 9 else {
             throw DecodingError.dataCorrupted(
@@ -161,14 +165,14 @@ extension LifecycleEvent {
         // values' default coding, without its generic path (a tenth of a hand-over's decoding).
         let kindName = try c.decode(String.self)
         guard let kind = Kind(rawValue: kindName) else {
-            throw DecodingError.dataCorruptedError(in: c, debugDescription: "unknown event kind '\(kindName)'")
+            throw DecodingError.dataCorrupted(.init(codingPath: c.codingPath, debugDescription: "unknown event kind '\(kindName)'"))
         }
         self.kind = kind
         extensionID = try c.decode(String.self)
         pid = try c.decodeNil() ? nil : try c.decode(Int32.self)
         let stateName = try c.decode(String.self)
         guard let state = LifecycleState(rawValue: stateName) else {
-            throw DecodingError.dataCorruptedError(in: c, debugDescription: "unknown state '\(stateName)'")
+            throw DecodingError.dataCorrupted(.init(codingPath: c.codingPath, debugDescription: "unknown state '\(stateName)'"))
         }
         self.state = state
         assertionID = try c.decodeNil() ? nil : try c.decode(UInt64.self)
@@ -179,6 +183,7 @@ extension LifecycleEvent {
 
     /// Writes the nine fields in order.
     public func encode(to encoder: any Encoder) throws {
+        if try wroteDirectly(to: encoder) { return }
         var c = encoder.unkeyedContainer()
         try c.encode(at)
         try c.encode(kind.rawValue)
@@ -189,5 +194,50 @@ extension LifecycleEvent {
         if let requestID { try c.encode(requestID) } else { try c.encodeNil() }
         if let detail { try c.encode(detail) } else { try c.encodeNil() }
         if let lock { try c.encode(lock) } else { try c.encodeNil() }
+    }
+}
+
+/// The same list, written and read directly (`BinaryDirectCodable`): a hand-over document holds
+/// tens of thousands of events.
+extension LifecycleEvent: BinaryDirectCodable {
+    func write(to output: BinaryOutput, level: Int) throws {
+        _ = output.openContainer(BinaryFormat.unkeyed, level: level)
+        func element(_ write: () -> Void) {
+            output.countEntry(level: level)
+            write()
+        }
+        element { output.integer(at.nanoseconds) }
+        element { output.string(kind.rawValue) }
+        element { output.string(extensionID) }
+        element { if let pid { output.integer(pid) } else { output.null() } }
+        element { output.string(state.rawValue) }
+        element { if let assertionID { output.integer(assertionID) } else { output.null() } }
+        element { if let requestID { output.integer(requestID) } else { output.null() } }
+        element { if let detail { output.string(detail) } else { output.null() } }
+        output.countEntry(level: level)
+        if let lock { try output.value(lock, level: level + 1) } else { output.null() }
+    }
+
+    private static let kindNames = BinaryNames(Kind.allCases.map { ($0.rawValue, $0) })
+    private static let stateNames = BinaryNames(LifecycleState.allCases.map { ($0.rawValue, $0) })
+
+    init(binary input: BinaryInput, at offset: Int, within end: Int) throws {
+        var fields = try BinaryElements(input, at: offset, within: end)
+        guard fields.count == 9 else { throw BinaryDecodingError(problem: "an event has 9 fields, not \(fields.count)") }
+        at = Instant(nanoseconds: try fields.next { try input.integer(UInt64.self, $0, within: $1) })
+        let kindAt = fields.offset
+        let kind = try fields.next { try Self.kindNames.value(input, at: $0, within: $1) }
+        guard let kind else { throw BinaryDecodingError(problem: "unknown event kind '\(try input.string(kindAt, within: fields.end))'") }
+        self.kind = kind
+        extensionID = try fields.next { try input.string($0, within: $1) }
+        pid = try fields.nextUnlessNil { try input.integer(Int32.self, $0, within: $1) }
+        let stateAt = fields.offset
+        let state = try fields.next { try Self.stateNames.value(input, at: $0, within: $1) }
+        guard let state else { throw BinaryDecodingError(problem: "unknown state '\(try input.string(stateAt, within: fields.end))'") }
+        self.state = state
+        assertionID = try fields.nextUnlessNil { try input.integer(UInt64.self, $0, within: $1) }
+        requestID = try fields.nextUnlessNil { try input.integer(UInt64.self, $0, within: $1) }
+        detail = try fields.nextUnlessNil { try input.string($0, within: $1) }
+        lock = try fields.nextUnlessNil { try LockReport(from: BinaryDecoding(input: input, offset: $0, end: $1)) }
     }
 }

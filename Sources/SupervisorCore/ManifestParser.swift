@@ -193,10 +193,17 @@ struct AnyKey: CodingKey {
 }
 
 extension KeyedDecodingContainer where Key == AnyKey {
-    /// Refuses members not in `known`, naming the first one found.
-    func rejectUnknown(_ known: Set<String>, prefix: String) throws {
-        let unknown = allKeys.lazy.map(\.stringValue).filter { !known.contains($0) }
-        guard let first = unknown.min() else { return }
+    /// Refuses members not in `known`, naming the first one in sorted order. `decoder` is the
+    /// decoder the container came from, when there is one: a hand-over document's
+    /// (`BinaryDecoder`) has its keys compared where they lie, without a `String` made of each.
+    func rejectUnknown(_ known: Set<String>, prefix: String, in decoder: (any Decoder)? = nil) throws {
+        let unknown: String?
+        if let binary = decoder as? BinaryDecoding {
+            unknown = try binary.keys(notIn: known).min()
+        } else {
+            unknown = allKeys.lazy.map(\.stringValue).filter { !known.contains($0) }.min()
+        }
+        guard let first = unknown else { return }
         throw ManifestFieldError(field: prefix + first, problem: "unknown key (known: \(known.sorted().joined(separator: ", ")))")
     }
 
@@ -274,7 +281,7 @@ struct RawManifest: Decodable {
 
     init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: AnyKey.self)
-        try c.rejectUnknown(Self.keys, prefix: "")
+        try c.rejectUnknown(Self.keys, prefix: "", in: decoder)
         id = try c.decode(String.self, forKey: AnyKey(stringValue: "id"))
         point = try c.optional(String.self, "point")
         executable = try c.decode(String.self, forKey: AnyKey(stringValue: "executable"))
@@ -354,7 +361,7 @@ extension ResourceLimits: Decodable {
         let c = try decoder.container(keyedBy: AnyKey.self)
         // "limits." in a manifest, "points.<name>.limits." in the daemon configuration.
         let prefix = decoder.codingPath.map(\.stringValue).joined(separator: ".") + "."
-        try c.rejectUnknown(Self.knownKeys, prefix: prefix)
+        try c.rejectUnknown(Self.knownKeys, prefix: prefix, in: decoder)
         self.init()
         for key in Self.keys {
             guard let v = try c.decodeIfPresent(Double.self, forKey: AnyKey(stringValue: key)) else { continue }
@@ -380,7 +387,7 @@ extension RefreshSchedule: Decodable {
         var prefix = ""
         for key in decoder.codingPath { prefix += (prefix.isEmpty ? "" : ".") + key.stringValue }
         prefix += "."
-        try c.rejectUnknown(["minimumIntervalSeconds", "dailyBudget"], prefix: prefix)
+        try c.rejectUnknown(["minimumIntervalSeconds", "dailyBudget"], prefix: prefix, in: decoder)
         self.init()
         if let v = try c.seconds("minimumIntervalSeconds", prefix: prefix) { minimumIntervalSeconds = v }
         dailyBudget = try c.count("dailyBudget", prefix: prefix, default: 48)
@@ -395,7 +402,7 @@ extension ActivationRule: Decodable {
     /// bad counts and a MIME type listed twice are refused naming the field.
     public init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: AnyKey.self)
-        try c.rejectUnknown(Self.keys, prefix: "activation.")
+        try c.rejectUnknown(Self.keys, prefix: "activation.", in: decoder)
         self.init()
         text = try c.optional(Bool.self, "text") ?? false
         urls = try c.count("urls", prefix: "activation.")
@@ -419,7 +426,7 @@ extension ActivationRule.ContentTypeLimit: Decodable {
             if let i = key.intValue { prefix += "[\(i)]" } else { prefix += (prefix.isEmpty ? "" : ".") + key.stringValue }
         }
         prefix += "."
-        try c.rejectUnknown(["type", "max"], prefix: prefix)
+        try c.rejectUnknown(["type", "max"], prefix: prefix, in: decoder)
         let type = try c.decode(String.self, forKey: AnyKey(stringValue: "type"))
         guard ActivationContent.isMIMEType(type, allowingWildcard: true) else {
             throw ManifestFieldError(field: prefix + "type", problem: "'\(type)' is not a MIME type such as application/pdf or image/*")
@@ -445,7 +452,7 @@ extension PolicyOverrides: Decodable {
         let prefix = decoder.codingPath.isEmpty ? "policy." : decoder.codingPath.map(\.stringValue).joined(separator: ".") + "."
         // A manifest gives its limits at the top level (`limits`), a configured point inside it.
         let inManifest = decoder.codingPath.map(\.stringValue) == ["policy"] || decoder.codingPath.isEmpty
-        try c.rejectUnknown(inManifest ? Self.keys : Self.keys.union(Self.pointKeys), prefix: prefix)
+        try c.rejectUnknown(inManifest ? Self.keys : Self.keys.union(Self.pointKeys), prefix: prefix, in: decoder)
         self.init()
         backgroundSeconds = try c.seconds("backgroundSeconds", prefix: prefix)
         expiryGraceSeconds = try c.seconds("expiryGraceSeconds", prefix: prefix)
@@ -480,7 +487,7 @@ extension HostRestriction: Decodable {
     /// invalid ids are refused naming the field.
     public init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: AnyKey.self)
-        try c.rejectUnknown(["uids", "gids"], prefix: "hosts.")
+        try c.rejectUnknown(["uids", "gids"], prefix: "hosts.", in: decoder)
         self.init(uids: try c.ids("uids", prefix: "hosts."), gids: try c.ids("gids", prefix: "hosts."))
     }
 }

@@ -1,0 +1,131 @@
+import Foundation
+import Testing
+
+@testable import SupervisorCore
+
+/// The types that write and read their binary form directly (`BinaryDirectCodable`) agree with
+/// their `Codable` conformance through the same encoder and decoder: the same bytes, the same
+/// values, and the same error for every damaged copy of the bytes. And the manifest's nested
+/// values, read from a hand-over document, refuse unknown keys as a manifest file does.
+struct BinaryDirectCodingTests {
+    /// Every kind of event, with each optional field present and absent.
+    static let events: [LifecycleEvent] = LifecycleEvent.Kind.allCases.enumerated().map { i, kind in
+        LifecycleEvent(
+            at: Instant(nanoseconds: UInt64(i) * 1_234_567_891), kind: kind, extensionID: "com.example.widget-\(i)",
+            pid: i % 2 == 0 ? Int32(1000 + i) : nil, state: LifecycleState.allCases[i % LifecycleState.allCases.count],
+            assertionID: i % 3 == 0 ? UInt64(i) : nil, requestID: i % 4 == 1 ? UInt64.max - UInt64(i) : nil,
+            detail: i % 2 == 1 ? "détail \(i) \u{1B}[31m" : nil,
+            lock: kind == .lockHeldAtSuspend ? LockReport(path: "/var/lib/x.db", kind: .posix, decision: .resume) : nil)
+    }
+
+    private func encoded<T: Encodable>(_ value: T, direct: Bool) throws -> [UInt8] {
+        var encoder = BinaryEncoder()
+        encoder.directCoding = direct
+        return try encoder.encode(value)
+    }
+
+    /// A value read, or the error that refused the bytes.
+    enum Outcome<T: Equatable>: Equatable {
+        case read(T)
+        case refused(String)
+
+        func get() throws -> T {
+            guard case .read(let value) = self else { throw BinaryDecodingError(problem: "\(self)") }
+            return value
+        }
+    }
+
+    private func decoded<T: Decodable & Equatable>(_ type: T.Type, _ bytes: [UInt8], direct: Bool) -> Outcome<T> {
+        var decoder = BinaryDecoder()
+        decoder.directCoding = direct
+        do {
+            return .read(try decoder.decode(type, from: bytes))
+        } catch {
+            return .refused("\(error)")
+        }
+    }
+
+    @Test func eventsAreWrittenAsTheirCodableConformanceWritesThem() throws {
+        // Alone, in a list, and nested in a record as the hand-over holds them.
+        #expect(try encoded(Self.events, direct: true) == encoded(Self.events, direct: false))
+        for event in Self.events {
+            #expect(try encoded(event, direct: true) == encoded(event, direct: false), "\(event.kind)")
+        }
+        struct Holder: Codable, Equatable {
+            var before = "x"
+            var events: [LifecycleEvent]
+            var after = [1, 2]
+        }
+        let holder = Holder(events: Self.events)
+        let bytes = try encoded(holder, direct: true)
+        #expect(try bytes == encoded(holder, direct: false))
+        #expect(try decoded(Holder.self, bytes, direct: true).get() == holder)
+        #expect(try decoded(Holder.self, bytes, direct: false).get() == holder)
+    }
+
+    @Test func eventsReadBackAsWrittenAndByJSONAlike() throws {
+        let bytes = try encoded(Self.events, direct: true)
+        #expect(try decoded([LifecycleEvent].self, bytes, direct: true).get() == Self.events)
+        #expect(try decoded([LifecycleEvent].self, bytes, direct: false).get() == Self.events)
+        // The conformance itself still serves other coders.
+        let json = try JSONEncoder().encode(Self.events)
+        #expect(try JSONDecoder().decode([LifecycleEvent].self, from: json) == Self.events)
+    }
+
+    /// Every truncation and a change of every byte: both paths accept the same copies, read the
+    /// same values from them, and refuse the others with the same error.
+    @Test func damagedEventsAreRefusedAlikeByBothPaths() throws {
+        let events = Array(Self.events.prefix(6)) + Self.events.filter { $0.lock != nil }
+        let bytes = try encoded(events, direct: true)
+        var damaged: [[UInt8]] = (0..<bytes.count).map { Array(bytes.prefix($0)) }
+        for i in bytes.indices {
+            for change: UInt8 in [1, 0x80, 0xFF] {
+                var copy = bytes
+                copy[i] ^= change
+                damaged.append(copy)
+            }
+        }
+        var refused = 0
+        for copy in damaged {
+            let direct = decoded([LifecycleEvent].self, copy, direct: true)
+            let generic = decoded([LifecycleEvent].self, copy, direct: false)
+            #expect(direct == generic)
+            if case .refused = direct { refused += 1 }
+        }
+        // Most damage is caught; what is not reads back the same either way (a changed digit).
+        #expect(refused > damaged.count / 2)
+    }
+
+    @Test func anUnknownEventKindOrStateIsNamed() throws {
+        var bytes = try encoded([Self.events[0]], direct: true)
+        let launch = Array("launch".utf8)
+        let at = try #require(bytes.firstRange(of: launch))
+        bytes.replaceSubrange(at, with: Array("lunchh".utf8))
+        #expect(decoded([LifecycleEvent].self, bytes, direct: true) == .refused("[0]: unknown event kind 'lunchh'"))
+        #expect(decoded([LifecycleEvent].self, bytes, direct: false) == .refused("[0]: unknown event kind 'lunchh'"))
+    }
+
+    /// The manifest's nested values refuse a key they do not know when read from the binary form,
+    /// with the error a manifest file gets.
+    @Test func unknownKeysInAManifestsNestedValuesAreRefusedAsInAFile() throws {
+        func both<T: Decodable & Equatable>(_ type: T.Type, _ object: [String: Double]) throws -> (binary: Outcome<T>, json: Outcome<T>) {
+            let json: Outcome<T>
+            do {
+                json = .read(try JSONDecoder().decode(type, from: try JSONEncoder().encode(object)))
+            } catch {
+                json = .refused("\(error)")
+            }
+            return (decoded(type, try encoded(object, direct: true), direct: true), json)
+        }
+        let limits = try both(ResourceLimits.self, ["memoryMaxBytes": 1_048_576, "bogus": 1])
+        #expect(limits.binary == limits.json)
+        #expect(String(describing: limits.binary).contains("bogus"))
+        let refresh = try both(RefreshSchedule.self, ["dailyBudget": 4, "minimumIntervalSeconds": 60, "zzz": 0])
+        #expect(refresh.binary == refresh.json)
+        #expect(String(describing: refresh.binary).contains("zzz"))
+        // Known keys only: read alike.
+        let known = try both(RefreshSchedule.self, ["dailyBudget": 4, "minimumIntervalSeconds": 60])
+        #expect(known.binary == known.json)
+        #expect((try? known.binary.get())?.dailyBudget == 4)
+    }
+}
