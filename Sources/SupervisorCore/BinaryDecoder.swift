@@ -153,7 +153,11 @@ final class BinaryInput {
         guard found == tag else { throw BinaryDecodingError(problem: "expected \(BinaryFormat.name(of: tag)), found \(BinaryFormat.name(of: found))") }
         let length = try uint32(offset + 1, within: end)
         guard length >= 4, offset + 5 + length <= end else { throw Self.truncated }
-        return (offset + BinaryFormat.containerHeader, try uint32(offset + 5, within: end), offset + 5 + length)
+        // Every entry takes a byte at least (a value's tag): a count the bytes cannot hold is
+        // refused here, before a reader reserves room for that many.
+        let count = try uint32(offset + 5, within: end)
+        guard count <= length - 4 else { throw BinaryDecodingError(problem: "a container of \(length - 4) byte(s) cannot hold \(count) entries") }
+        return (offset + BinaryFormat.containerHeader, count, offset + 5 + length)
     }
 
     // MARK: Single values

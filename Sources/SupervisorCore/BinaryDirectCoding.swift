@@ -38,9 +38,38 @@ extension BinaryDirectCodable {
     }
 }
 
-/// The elements of an unkeyed container, read one after another by a `BinaryDirectCodable`
-/// type. An error reading an element gets the element's index in front of its path (`[3]`),
-/// as `BinaryDecoder`'s unkeyed container gives it.
+/// The single values a `BinaryDirectCodable` type reads, each with the offset right after it,
+/// so a value is not looked at twice (once to read it, once to skip it). Each reads what the
+/// `BinaryDecoder`'s single-value reads of the same type read, and fails where they fail.
+extension BinaryInput {
+    func integerAndNext<T: FixedWidthInteger>(_ type: T.Type, _ offset: Int, within end: Int) throws(BinaryDecodingError) -> (T, next: Int) {
+        if try byte(offset, within: end) == BinaryFormat.unsigned {
+            let (n, next) = try leb128(offset + 1, within: end)
+            if let value = T(exactly: n) { return (value, next) }
+        }
+        // Negative, a double, or an error: as `integer` reads it.
+        return (try integer(type, offset, within: end), try skip(offset, within: end))
+    }
+
+    func stringAndNext(_ offset: Int, within end: Int) throws(BinaryDecodingError) -> (String, next: Int) {
+        let tag = try byte(offset, within: end)
+        guard tag == BinaryFormat.string else { throw BinaryDecodingError(problem: "expected a string, found \(BinaryFormat.name(of: tag))") }
+        let range = try text(offset + 1, within: end)
+        return (string(range), range.upperBound)
+    }
+
+    func boolAndNext(_ offset: Int, within end: Int) throws(BinaryDecodingError) -> (Bool, next: Int) {
+        (try bool(offset, within: end), offset + 1)
+    }
+
+    func doubleAndNext(_ offset: Int, within end: Int) throws(BinaryDecodingError) -> (Double, next: Int) {
+        (try double(offset, within: end), try skip(offset, within: end))
+    }
+}
+
+/// The elements of an unkeyed container, read in order by a `BinaryDirectCodable` type. An
+/// error reading an element gets the element's index in front of its path (`[3]`), and reading
+/// past the last element is an error naming it, as `BinaryDecoder`'s unkeyed container does.
 struct BinaryElements {
     let input: BinaryInput
     /// How many elements the container has.
@@ -60,13 +89,48 @@ struct BinaryElements {
         end = container.end
     }
 
-    /// The next element, read by `body` from its offset and the container's end; moves past it.
-    mutating func next<T>(_ body: (_ offset: Int, _ end: Int) throws -> T) throws -> T {
+    /// The next element, read by `read`, which returns it with the offset after it.
+    private mutating func next<T>(_ read: (_ offset: Int, _ end: Int) throws(BinaryDecodingError) -> (T, next: Int)) throws -> T {
         guard index < count else {
             throw BinaryDecodingError(path: ["[\(index)]"], problem: "missing: the container has \(count) element(s)")
         }
         do {
-            let value = try body(offset, end)
+            let (value, next) = try read(offset, end)
+            offset = next
+            index += 1
+            return value
+        } catch {
+            throw BinaryDecodingError.inside("[\(index)]", error)
+        }
+    }
+
+    /// Whether the next element is nil; moves past it when it is.
+    private mutating func skipNil() throws -> Bool {
+        guard index < count, try input.null(offset, within: end) else { return false }
+        offset += 1
+        index += 1
+        return true
+    }
+
+    mutating func integer<T: FixedWidthInteger>(_ type: T.Type) throws -> T {
+        try next { [input] o, e throws(BinaryDecodingError) in try input.integerAndNext(type, o, within: e) }
+    }
+    mutating func integerOrNil<T: FixedWidthInteger>(_ type: T.Type) throws -> T? { try skipNil() ? nil : try integer(type) }
+    mutating func string() throws -> String { try next { [input] o, e throws(BinaryDecodingError) in try input.stringAndNext(o, within: e) } }
+    mutating func stringOrNil() throws -> String? { try skipNil() ? nil : try string() }
+
+    /// The value of the next element, a name in `names`, or nil when no name matches.
+    mutating func name<Value>(in names: BinaryNames<Value>) throws -> Value? {
+        try next { [input] o, e throws(BinaryDecodingError) in (try names.value(input, at: o, within: e), try input.skip(o, within: e)) }
+    }
+
+    /// The next element, of any decodable type, read by its `init(from:)`.
+    mutating func value<T: Decodable>(_ type: T.Type) throws -> T {
+        guard index < count else {
+            throw BinaryDecodingError(path: ["[\(index)]"], problem: "missing: the container has \(count) element(s)")
+        }
+        do {
+            let value = try T(from: BinaryDecoding(input: input, offset: offset, end: end))
             offset = try input.skip(offset, within: end)
             index += 1
             return value
@@ -75,14 +139,213 @@ struct BinaryElements {
         }
     }
 
-    /// The next element, or nil when it is nil (and then moves past it).
-    mutating func nextUnlessNil<T>(_ body: (_ offset: Int, _ end: Int) throws -> T) throws -> T? {
-        if index < count, try input.null(offset, within: end) {
-            offset += 1
-            index += 1
-            return nil
+    mutating func valueOrNil<T: Decodable>(_ type: T.Type) throws -> T? { try skipNil() ? nil : try value(type) }
+
+    /// The next element, of a `BinaryDirectCodable` type, read directly.
+    mutating func direct<T: BinaryDirectCodable>(_ type: T.Type) throws -> T {
+        guard index < count else {
+            throw BinaryDecodingError(path: ["[\(index)]"], problem: "missing: the container has \(count) element(s)")
         }
-        return try next(body)
+        do {
+            let value = try T(binary: input, at: offset, within: end)
+            offset = try input.skip(offset, within: end)
+            index += 1
+            return value
+        } catch {
+            throw BinaryDecodingError.inside("[\(index)]", error)
+        }
+    }
+
+    /// Every element, each of a `BinaryDirectCodable` type, read directly: what `[T]`'s
+    /// `init(from:)` reads.
+    static func list<T: BinaryDirectCodable>(_ type: T.Type, _ input: BinaryInput, at offset: Int, within end: Int) throws -> [T] {
+        var elements = try BinaryElements(input, at: offset, within: end)
+        var list: [T] = []
+        list.reserveCapacity(elements.count)
+        for _ in 0..<elements.count { list.append(try elements.direct(type)) }
+        return list
+    }
+
+    /// Writes `values`, each of a `BinaryDirectCodable` type, directly at `level`: what `[T]`'s
+    /// `encode(to:)` writes.
+    static func write<T: BinaryDirectCodable>(_ values: [T], to output: BinaryOutput, level: Int) throws {
+        _ = output.openContainer(BinaryFormat.unkeyed, level: level)
+        for value in values {
+            output.countEntry(level: level)
+            try value.write(to: output, level: level + 1)
+            output.close(above: level)
+        }
+    }
+}
+
+/// The members of a keyed container, found by their keys and read by a `BinaryDirectCodable`
+/// type as `BinaryDecoder`'s keyed container reads them: a key is looked for from the member
+/// after the last one found, around once; a required member that is absent is `missing`; an
+/// optional one absent or nil is nil; an error reading a member gets its key in front of its
+/// path.
+struct BinaryFields {
+    let input: BinaryInput
+    private let entries: Int
+    private let count: Int
+    /// Where the container ends.
+    let end: Int
+    private var cursor: Int
+    private var cursorIndex = 0
+
+    /// The members of the keyed container at `offset`, inside a container ending at `limit`.
+    init(_ input: BinaryInput, at offset: Int, within limit: Int) throws(BinaryDecodingError) {
+        self.input = input
+        (entries, count, end) = try input.container(BinaryFormat.keyed, at: offset, within: limit)
+        cursor = entries
+    }
+
+    /// The offset of `key`'s value, or nil when the container has no such key.
+    private mutating func find(_ key: StaticString) throws(BinaryDecodingError) -> Int? {
+        var offset = cursor
+        var index = cursorIndex
+        for _ in 0..<count {
+            if index == count {
+                index = 0
+                offset = entries
+            }
+            let keyRange = try input.text(offset, within: end)
+            let value = keyRange.upperBound
+            let next = try input.skip(value, within: end)
+            index += 1
+            if key.withUTF8Buffer({ input.matches(keyRange, UnsafeRawBufferPointer($0)) }) {
+                cursor = next
+                cursorIndex = index
+                return value
+            }
+            offset = next
+        }
+        return nil
+    }
+
+    /// `key`'s value, read by `read`; `missing` when there is none.
+    private mutating func required<T>(_ key: StaticString, _ read: (_ offset: Int) throws -> T) throws -> T {
+        guard let offset = try find(key) else { throw BinaryDecodingError(path: ["\(key)"], problem: "missing") }
+        do {
+            return try read(offset)
+        } catch {
+            throw BinaryDecodingError.inside("\(key)", error)
+        }
+    }
+
+    /// `key`'s value, read by `read`; nil when there is none or it is nil.
+    private mutating func optional<T>(_ key: StaticString, _ read: (_ offset: Int) throws -> T) throws -> T? {
+        guard let offset = try find(key), try !input.null(offset, within: end) else { return nil }
+        do {
+            return try read(offset)
+        } catch {
+            throw BinaryDecodingError.inside("\(key)", error)
+        }
+    }
+
+    mutating func bool(_ key: StaticString) throws -> Bool { try required(key) { [input, end] in try input.bool($0, within: end) } }
+    mutating func boolIfPresent(_ key: StaticString) throws -> Bool? { try optional(key) { [input, end] in try input.bool($0, within: end) } }
+    mutating func double(_ key: StaticString) throws -> Double { try required(key) { [input, end] in try input.double($0, within: end) } }
+    mutating func doubleIfPresent(_ key: StaticString) throws -> Double? { try optional(key) { [input, end] in try input.double($0, within: end) } }
+    mutating func string(_ key: StaticString) throws -> String { try required(key) { [input, end] in try input.string($0, within: end) } }
+    mutating func stringIfPresent(_ key: StaticString) throws -> String? { try optional(key) { [input, end] in try input.string($0, within: end) } }
+    mutating func integer<T: FixedWidthInteger>(_ type: T.Type, _ key: StaticString) throws -> T {
+        try required(key) { [input, end] in try input.integer(type, $0, within: end) }
+    }
+    mutating func integerIfPresent<T: FixedWidthInteger>(_ type: T.Type, _ key: StaticString) throws -> T? {
+        try optional(key) { [input, end] in try input.integer(type, $0, within: end) }
+    }
+    mutating func instant(_ key: StaticString) throws -> Instant { Instant(nanoseconds: try integer(UInt64.self, key)) }
+    mutating func instantIfPresent(_ key: StaticString) throws -> Instant? { try integerIfPresent(UInt64.self, key).map(Instant.init(nanoseconds:)) }
+
+    /// `key`'s value of a `BinaryDirectCodable` type, read directly.
+    mutating func direct<T: BinaryDirectCodable>(_ type: T.Type, _ key: StaticString) throws -> T {
+        try required(key) { [input, end] in try T(binary: input, at: $0, within: end) }
+    }
+    mutating func directIfPresent<T: BinaryDirectCodable>(_ type: T.Type, _ key: StaticString) throws -> T? {
+        try optional(key) { [input, end] in try T(binary: input, at: $0, within: end) }
+    }
+
+    /// `key`'s value of any decodable type, read by its `init(from:)`.
+    mutating func value<T: Decodable>(_ type: T.Type, _ key: StaticString) throws -> T {
+        try required(key) { [input, end] in try T(from: BinaryDecoding(input: input, offset: $0, end: end)) }
+    }
+    mutating func valueIfPresent<T: Decodable>(_ type: T.Type, _ key: StaticString) throws -> T? {
+        try optional(key) { [input, end] in try T(from: BinaryDecoding(input: input, offset: $0, end: end)) }
+    }
+
+    /// `key`'s list of values of a `BinaryDirectCodable` type, each read directly.
+    mutating func directList<T: BinaryDirectCodable>(_ type: T.Type, _ key: StaticString) throws -> [T] {
+        try required(key) { [input, end] in try BinaryElements.list(type, input, at: $0, within: end) }
+    }
+}
+
+/// Writes the members of one keyed container for a `BinaryDirectCodable` type, as `BinaryEncoder`
+/// writes what a synthesized `encode(to:)` asks for: each member's key, then its value; an absent
+/// optional as an explicit nil.
+struct BinaryFieldWriter {
+    let output: BinaryOutput
+    let level: Int
+
+    /// Opens the container at `level`.
+    init(_ output: BinaryOutput, level: Int) {
+        self.output = output
+        self.level = level
+        _ = output.openContainer(BinaryFormat.keyed, level: level)
+    }
+
+    private func key(_ key: StaticString) {
+        output.countEntry(level: level)
+        key.withUTF8Buffer { utf8 in
+            output.leb128(UInt64(utf8.count))
+            output.append(utf8)
+        }
+    }
+
+    func bool(_ value: Bool, _ k: StaticString) {
+        key(k)
+        output.bool(value)
+    }
+    func double(_ value: Double, _ k: StaticString) {
+        key(k)
+        output.double(value)
+    }
+    func string(_ value: String, _ k: StaticString) {
+        key(k)
+        output.string(value)
+    }
+    func integer<T: BinaryInteger>(_ value: T, _ k: StaticString) {
+        key(k)
+        output.integer(value)
+    }
+    func instant(_ value: Instant, _ k: StaticString) { integer(value.nanoseconds, k) }
+
+    /// Writes nil when `value` is, else `write(value)` after the key.
+    func optional<T>(_ value: T?, _ k: StaticString, _ write: (T) throws -> Void) rethrows {
+        if let value { try write(value) } else { null(k) }
+    }
+    func null(_ k: StaticString) {
+        key(k)
+        output.null()
+    }
+
+    /// A value of a `BinaryDirectCodable` type, written directly.
+    func direct<T: BinaryDirectCodable>(_ value: T, _ k: StaticString) throws {
+        key(k)
+        try value.write(to: output, level: level + 1)
+        output.close(above: level)
+    }
+
+    /// A list of values of a `BinaryDirectCodable` type, each written directly.
+    func directList<T: BinaryDirectCodable>(_ values: [T], _ k: StaticString) throws {
+        key(k)
+        try BinaryElements.write(values, to: output, level: level + 1)
+        output.close(above: level)
+    }
+
+    /// A value of any encodable type, written by its `encode(to:)`.
+    func value<T: Encodable>(_ value: T, _ k: StaticString) throws {
+        key(k)
+        try output.value(value, level: level + 1)
     }
 }
 
@@ -121,5 +384,32 @@ struct BinaryNames<Value>: Sendable where Value: Sendable {
             }
             return nil
         }
+    }
+}
+
+extension BinaryEncoder {
+    /// `records` in the binary form: the bytes `encode(records)` writes, each record written
+    /// directly (`BinaryDirectCodable`).
+    public func encode(records: [ExtensionRecord]) throws -> [UInt8] {
+        guard directCoding else { return try encode(records) }
+        let output = BinaryOutput()
+        try BinaryElements.write(records, to: output, level: 0)
+        output.close(above: -1)
+        if let failure = output.failure { throw EncodingError.invalidValue(records, .init(codingPath: [], debugDescription: failure)) }
+        return output.bytes
+    }
+}
+
+extension BinaryDecoder {
+    /// The records `encode(records:)` wrote, which `bytes` hold exactly: what
+    /// `decode([ExtensionRecord].self, from: bytes)` reads, each record read directly
+    /// (`BinaryDirectCodable`), failing with the same errors.
+    public func decode(records bytes: ArraySlice<UInt8>) throws -> [ExtensionRecord] {
+        guard directCoding else { return try decode([ExtensionRecord].self, from: bytes) }
+        guard !bytes.isEmpty else { throw BinaryDecodingError(problem: "no value: no bytes") }
+        let input = BinaryInput(bytes, directCoding: true)
+        let end = try input.skip(0, within: bytes.count)
+        guard end == bytes.count else { throw BinaryDecodingError(problem: "\(bytes.count - end) byte(s) after the value") }
+        return try BinaryElements.list(ExtensionRecord.self, input, at: 0, within: end)
     }
 }

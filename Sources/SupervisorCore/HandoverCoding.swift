@@ -224,20 +224,22 @@ extension LifecycleEvent: BinaryDirectCodable {
     init(binary input: BinaryInput, at offset: Int, within end: Int) throws {
         var fields = try BinaryElements(input, at: offset, within: end)
         guard fields.count == 9 else { throw BinaryDecodingError(problem: "an event has 9 fields, not \(fields.count)") }
-        at = Instant(nanoseconds: try fields.next { try input.integer(UInt64.self, $0, within: $1) })
+        at = Instant(nanoseconds: try fields.integer(UInt64.self))
         let kindAt = fields.offset
-        let kind = try fields.next { try Self.kindNames.value(input, at: $0, within: $1) }
-        guard let kind else { throw BinaryDecodingError(problem: "unknown event kind '\(try input.string(kindAt, within: fields.end))'") }
+        guard let kind = try fields.name(in: Self.kindNames) else {
+            throw BinaryDecodingError(problem: "unknown event kind '\(try input.string(kindAt, within: fields.end))'")
+        }
         self.kind = kind
-        extensionID = try fields.next { try input.string($0, within: $1) }
-        pid = try fields.nextUnlessNil { try input.integer(Int32.self, $0, within: $1) }
+        extensionID = try fields.string()
+        pid = try fields.integerOrNil(Int32.self)
         let stateAt = fields.offset
-        let state = try fields.next { try Self.stateNames.value(input, at: $0, within: $1) }
-        guard let state else { throw BinaryDecodingError(problem: "unknown state '\(try input.string(stateAt, within: fields.end))'") }
+        guard let state = try fields.name(in: Self.stateNames) else {
+            throw BinaryDecodingError(problem: "unknown state '\(try input.string(stateAt, within: fields.end))'")
+        }
         self.state = state
-        assertionID = try fields.nextUnlessNil { try input.integer(UInt64.self, $0, within: $1) }
-        requestID = try fields.nextUnlessNil { try input.integer(UInt64.self, $0, within: $1) }
-        detail = try fields.nextUnlessNil { try input.string($0, within: $1) }
-        lock = try fields.nextUnlessNil { try LockReport(from: BinaryDecoding(input: input, offset: $0, end: $1)) }
+        assertionID = try fields.integerOrNil(UInt64.self)
+        requestID = try fields.integerOrNil(UInt64.self)
+        detail = try fields.stringOrNil()
+        lock = try fields.valueOrNil(LockReport.self)
     }
 }

@@ -174,3 +174,42 @@ public struct RefreshState: Equatable, Sendable, Codable {
         return Instant(nanoseconds: (n + step - 1) / step * step)
     }
 }
+
+/// Written and read directly in a hand-over document (`BinaryDirectCodable`, see
+/// RecordDirectCoding.swift): the members its synthesized `Codable` conformance gives, its
+/// private ones included.
+extension RefreshState: BinaryDirectCodable {
+    func write(to output: BinaryOutput, level: Int) throws {
+        let w = BinaryFieldWriter(output, level: level)
+        try w.value(schedule, "schedule")
+        w.optional(nextAt, "nextAt") { w.instant($0, "nextAt") }
+        w.optional(lastOutcome, "lastOutcome") { w.string($0.rawValue, "lastOutcome") }
+        w.optional(lastAt, "lastAt") { w.instant($0, "lastAt") }
+        w.optional(inFlight, "inFlight") { w.integer($0, "inFlight") }
+        w.bool(wanted, "wanted")
+        try w.value(waiters, "waiters")
+        w.bool(seen, "seen")
+        w.optional(windowStart, "windowStart") { w.instant($0, "windowStart") }
+        w.integer(used, "used")
+        w.double(unseenFactor, "unseenFactor")
+        w.double(noDataFactor, "noDataFactor")
+        w.double(backoff, "backoff")
+    }
+
+    init(binary input: BinaryInput, at offset: Int, within end: Int) throws {
+        var r = try BinaryFields(input, at: offset, within: end)
+        schedule = try r.value(RefreshSchedule.self, "schedule")
+        nextAt = try r.instantIfPresent("nextAt")
+        lastOutcome = try r.valueIfPresent(RefreshOutcome.self, "lastOutcome")
+        lastAt = try r.instantIfPresent("lastAt")
+        inFlight = try r.integerIfPresent(UInt64.self, "inFlight")
+        wanted = try r.bool("wanted")
+        waiters = try r.value([Waiter].self, "waiters")
+        seen = try r.bool("seen")
+        windowStart = try r.instantIfPresent("windowStart")
+        used = try r.integer(Int.self, "used")
+        unseenFactor = try r.double("unseenFactor")
+        noDataFactor = try r.double("noDataFactor")
+        backoff = try r.double("backoff")
+    }
+}

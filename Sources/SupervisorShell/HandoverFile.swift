@@ -31,7 +31,7 @@ enum HandoverFile {
             (0..<count).map { k in
                 let part = Array(records[(records.count * k / count)..<(records.count * (k + 1) / count)])
                 return { @Sendable in
-                    let encoded = Result<[UInt8], any Error> { try BinaryEncoder().encode(part) }
+                    let encoded = Result<[UInt8], any Error> { try BinaryEncoder().encode(records: part) }
                     parts.results.withLock { $0[k] = encoded }
                 }
             })
@@ -93,7 +93,7 @@ enum HandoverFile {
                 ranges.enumerated().map { k, range in
                     let slice = bytes[range]
                     return { @Sendable in
-                        let decoded = Result<[ExtensionRecord], any Error> { try BinaryDecoder().decode([ExtensionRecord].self, from: slice) }
+                        let decoded = Result<[ExtensionRecord], any Error> { try BinaryDecoder().decode(records: slice) }
                         parts.results.withLock { $0[k] = decoded }
                     }
                 })

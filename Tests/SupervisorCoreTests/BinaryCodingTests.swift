@@ -193,4 +193,19 @@ struct BinaryCodingTests {
         let trailing = bytes + [0]
         #expect(throws: BinaryDecodingError(problem: "1 byte(s) after the value")) { try BinaryDecoder().decode(Everything.self, from: trailing) }
     }
+
+    /// A count larger than its container's bytes can hold is refused before anything is
+    /// reserved for it: a list of events whose count was changed to 2^32 - 1 once made the
+    /// reader ask for a terabyte.
+    @Test func aContainerCountTheBytesCannotHoldIsRefused() throws {
+        var bytes = try BinaryEncoder().encode([[1, 2, 3]])
+        // The inner list's count: after the outer header (tag, length, count) and the inner
+        // list's tag and length.
+        let countAt = 9 + 5
+        #expect(bytes[countAt] == 3)
+        bytes.replaceSubrange(countAt..<(countAt + 4), with: [0xFF, 0xFF, 0xFF, 0xFF])
+        #expect(throws: BinaryDecodingError(path: ["[0]"], problem: "a container of 6 byte(s) cannot hold 4294967295 entries")) {
+            try BinaryDecoder().decode([[Int]].self, from: bytes)
+        }
+    }
 }

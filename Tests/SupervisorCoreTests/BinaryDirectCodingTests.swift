@@ -128,4 +128,74 @@ struct BinaryDirectCodingTests {
         #expect(known.binary == known.json)
         #expect((try? known.binary.get())?.dailyBudget == 4)
     }
+
+    /// The records of the hand-over suite's supervisor (every lifecycle state, requests,
+    /// assertions, crashes, refreshes, hints, reset waiters), one of them with every optional
+    /// member of its manifest given.
+    static func records() throws -> [ExtensionRecord] {
+        var records = try HandoverTests.scene().world.sup.snapshot().get().records
+        var full = records[0].manifest
+        full.arguments = ["--flag", "ünïcode"]
+        full.environment = ["A": "1", "B": "two"]
+        full.hosts = HostRestriction(uids: [1000], gids: [27, 100])
+        full.hostAccess = true
+        full.displayName = "Weather"
+        full.activation = ActivationRule(text: true, urls: 2, contentTypes: [.init(type: "image/*", max: 3)])
+        full.credentialRequest = CredentialRequest(user: .name("widget"), group: .number(100), supplementaryGroups: [.name("audio")])
+        full.credentials = Credentials(uid: 61_234, gid: 61_234, groups: [29], ownUID: true)
+        full.sharedContainers = ["group.weather"]
+        full.containerPaths = ["group.weather": "/var/lib/extensiond/shared/group.weather"]
+        full.sandboxed = false
+        full.policy.limits = ResourceLimits(memoryMaxBytes: 64 << 20, tasksMax: 32, openFilesMax: 128, cpuWeight: 50)
+        full.policy.sandboxRequires = [.network, .proc]
+        full.policy.network = false
+        full.policy.suspend = .freeze
+        records[0].manifest = full
+        return records
+    }
+
+    @Test func recordsAreWrittenAsTheirCodableConformanceWritesThem() throws {
+        let records = try Self.records()
+        #expect(records.contains { $0.refresh != nil } && records.contains { $0.lastExit != nil } && records.contains { !$0.requests.isEmpty })
+        var generic = BinaryEncoder()
+        generic.directCoding = false
+        let bytes = try BinaryEncoder().encode(records: records)
+        #expect(try bytes == generic.encode(records))
+        // Read back alike, whole, by both paths.
+        #expect(try BinaryDecoder().decode(records: bytes[...]) == records)
+        #expect(try BinaryDecoder().decode([ExtensionRecord].self, from: bytes[...]) == records)
+        var genericDecoder = BinaryDecoder()
+        genericDecoder.directCoding = false
+        #expect(try genericDecoder.decode(records: bytes[...]) == records)
+    }
+
+    /// Every truncation and a change of every byte of a record: both paths accept the same copies,
+    /// read the same values from them, and refuse the others with the same error.
+    @Test func damagedRecordsAreRefusedAlikeByBothPaths() throws {
+        let records = try Self.records()
+        // The record with every optional manifest member, and one with a refresh schedule in flight.
+        let chosen = [records[0]] + records.filter { $0.refresh?.inFlight != nil }.prefix(1)
+        #expect(chosen.count == 2)
+        let bytes = try BinaryEncoder().encode(records: chosen)
+        var damaged: [[UInt8]] = (0..<bytes.count).map { Array(bytes.prefix($0)) }
+        for i in bytes.indices {
+            for change: UInt8 in [1, 0x80] {
+                var copy = bytes
+                copy[i] ^= change
+                damaged.append(copy)
+            }
+        }
+        var generic = BinaryDecoder()
+        generic.directCoding = false
+        var refused = 0
+        for copy in damaged {
+            let direct: Outcome<[ExtensionRecord]>
+            let slow: Outcome<[ExtensionRecord]>
+            do { direct = .read(try BinaryDecoder().decode(records: copy[...])) } catch { direct = .refused("\(error)") }
+            do { slow = .read(try generic.decode(records: copy[...])) } catch { slow = .refused("\(error)") }
+            #expect(direct == slow)
+            if case .refused = direct { refused += 1 }
+        }
+        #expect(refused > damaged.count / 2)
+    }
 }

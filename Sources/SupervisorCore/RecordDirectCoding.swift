@@ -1,0 +1,141 @@
+/// The records of a hand-over document (`ExtensionRecord`, with its `Manifest` and `Policy`)
+/// written and read directly (`BinaryDirectCodable`): the same members, in the same order and
+/// form, as their synthesized `Codable` conformances give `BinaryEncoder`, without the generic
+/// calls per member that are most of the cost of reading 1,000 records. Nested values of other
+/// types go through their own conformances.
+
+extension ExtensionRecord: BinaryDirectCodable {
+    func write(to output: BinaryOutput, level: Int) throws {
+        let w = BinaryFieldWriter(output, level: level)
+        try w.direct(manifest, "manifest")
+        try w.value(phase, "phase")
+        w.instant(since, "since")
+        w.integer(generation, "generation")
+        w.optional(pid, "pid") { w.integer($0, "pid") }
+        w.optional(startedAt, "startedAt") { w.instant($0, "startedAt") }
+        try w.value(requests, "requests")
+        try w.value(pending, "pending")
+        try w.value(assertions, "assertions")
+        try w.optional(lastExit, "lastExit") { try w.value($0, "lastExit") }
+        w.integer(consecutiveCrashes, "consecutiveCrashes")
+        w.optional(throttledUntil, "throttledUntil") { w.instant($0, "throttledUntil") }
+        try w.directList(recentEvents, "recentEvents")
+        w.bool(retired, "retired")
+        w.bool(adminSignaled, "adminSignaled")
+        try w.value(resetWaiters, "resetWaiters")
+        w.integer(overruns, "overruns")
+        w.integer(unacknowledgedExpiries, "unacknowledgedExpiries")
+        w.bool(prewarmed, "prewarmed")
+        w.optional(reprieveUntil, "reprieveUntil") { w.instant($0, "reprieveUntil") }
+        w.integer(locksHeldAtSuspend, "locksHeldAtSuspend")
+        try w.value(lockGrace, "lockGrace")
+        try w.value(hints, "hints")
+        try w.optional(refresh, "refresh") { try w.direct($0, "refresh") }
+    }
+
+    init(binary input: BinaryInput, at offset: Int, within end: Int) throws {
+        var r = try BinaryFields(input, at: offset, within: end)
+        manifest = try r.direct(Manifest.self, "manifest")
+        phase = try r.value(Phase.self, "phase")
+        since = try r.instant("since")
+        generation = try r.integer(UInt64.self, "generation")
+        pid = try r.integerIfPresent(Int32.self, "pid")
+        startedAt = try r.instantIfPresent("startedAt")
+        requests = try r.value([OpenRequest].self, "requests")
+        pending = try r.value([PendingBegin].self, "pending")
+        assertions = try r.value(AssertionLedger.self, "assertions")
+        lastExit = try r.valueIfPresent(ExitRecord.self, "lastExit")
+        consecutiveCrashes = try r.integer(Int.self, "consecutiveCrashes")
+        throttledUntil = try r.instantIfPresent("throttledUntil")
+        recentEvents = try r.directList(LifecycleEvent.self, "recentEvents")
+        retired = try r.bool("retired")
+        adminSignaled = try r.bool("adminSignaled")
+        resetWaiters = try r.value([ResetWaiter].self, "resetWaiters")
+        overruns = try r.integer(Int.self, "overruns")
+        unacknowledgedExpiries = try r.integer(Int.self, "unacknowledgedExpiries")
+        prewarmed = try r.bool("prewarmed")
+        reprieveUntil = try r.instantIfPresent("reprieveUntil")
+        locksHeldAtSuspend = try r.integer(Int.self, "locksHeldAtSuspend")
+        lockGrace = try r.value(LockGrace.self, "lockGrace")
+        hints = try r.value(NotificationHints.self, "hints")
+        refresh = try r.directIfPresent(RefreshState.self, "refresh")
+    }
+}
+
+extension Manifest: BinaryDirectCodable {
+    func write(to output: BinaryOutput, level: Int) throws {
+        let w = BinaryFieldWriter(output, level: level)
+        w.string(id, "id")
+        w.string(point, "point")
+        w.string(executable, "executable")
+        try w.value(arguments, "arguments")
+        try w.value(environment, "environment")
+        w.string(readiness.rawValue, "readiness")
+        try w.direct(policy, "policy")
+        try w.value(hosts, "hosts")
+        w.bool(hostAccess, "hostAccess")
+        w.optional(displayName, "displayName") { w.string($0, "displayName") }
+        try w.optional(activation, "activation") { try w.value($0, "activation") }
+        w.string(source, "source")
+        try w.value(credentialRequest, "credentialRequest")
+        try w.optional(credentials, "credentials") { try w.value($0, "credentials") }
+        try w.value(sharedContainers, "sharedContainers")
+        try w.value(containerPaths, "containerPaths")
+        w.bool(sandboxed, "sandboxed")
+    }
+
+    init(binary input: BinaryInput, at offset: Int, within end: Int) throws {
+        var r = try BinaryFields(input, at: offset, within: end)
+        id = try r.string("id")
+        point = try r.string("point")
+        executable = try r.string("executable")
+        arguments = try r.value([String].self, "arguments")
+        environment = try r.value([String: String].self, "environment")
+        readiness = try r.value(Readiness.self, "readiness")
+        policy = try r.direct(Policy.self, "policy")
+        hosts = try r.value(HostRestriction.self, "hosts")
+        hostAccess = try r.bool("hostAccess")
+        displayName = try r.stringIfPresent("displayName")
+        activation = try r.valueIfPresent(ActivationRule.self, "activation")
+        source = try r.string("source")
+        credentialRequest = try r.value(CredentialRequest.self, "credentialRequest")
+        credentials = try r.valueIfPresent(Credentials.self, "credentials")
+        sharedContainers = try r.value([String].self, "sharedContainers")
+        containerPaths = try r.value([String: String].self, "containerPaths")
+        sandboxed = try r.bool("sandboxed")
+    }
+}
+
+extension Policy: BinaryDirectCodable {
+    func write(to output: BinaryOutput, level: Int) throws {
+        let w = BinaryFieldWriter(output, level: level)
+        w.double(backgroundSeconds, "backgroundSeconds")
+        w.double(expiryGraceSeconds, "expiryGraceSeconds")
+        w.double(assertionMaxSeconds, "assertionMaxSeconds")
+        w.double(launchTimeoutSeconds, "launchTimeoutSeconds")
+        w.double(suspendedLifetimeSeconds, "suspendedLifetimeSeconds")
+        w.string(suspend.rawValue, "suspend")
+        w.string(lockedWhileSuspended.rawValue, "lockedWhileSuspended")
+        w.double(refreshSeconds, "refreshSeconds")
+        try w.optional(refresh, "refresh") { try w.value($0, "refresh") }
+        try w.value(limits, "limits")
+        w.bool(network, "network")
+        try w.optional(sandboxRequires, "sandboxRequires") { try w.value($0, "sandboxRequires") }
+    }
+
+    init(binary input: BinaryInput, at offset: Int, within end: Int) throws {
+        var r = try BinaryFields(input, at: offset, within: end)
+        backgroundSeconds = try r.double("backgroundSeconds")
+        expiryGraceSeconds = try r.double("expiryGraceSeconds")
+        assertionMaxSeconds = try r.double("assertionMaxSeconds")
+        launchTimeoutSeconds = try r.double("launchTimeoutSeconds")
+        suspendedLifetimeSeconds = try r.double("suspendedLifetimeSeconds")
+        suspend = try r.value(SuspendMode.self, "suspend")
+        lockedWhileSuspended = try r.value(LockContentionPolicy.self, "lockedWhileSuspended")
+        refreshSeconds = try r.double("refreshSeconds")
+        refresh = try r.valueIfPresent(RefreshSchedule.self, "refresh")
+        limits = try r.value(ResourceLimits.self, "limits")
+        network = try r.bool("network")
+        sandboxRequires = try r.valueIfPresent([SandboxPart].self, "sandboxRequires")
+    }
+}
