@@ -90,12 +90,12 @@ struct BinaryElements {
     }
 
     /// The next element, read by `read`, which returns it with the offset after it.
-    private mutating func next<T>(_ read: (_ offset: Int, _ end: Int) throws(BinaryDecodingError) -> (T, next: Int)) throws -> T {
+    private mutating func next<T>(_ read: (_ input: BinaryInput, _ offset: Int, _ end: Int) throws(BinaryDecodingError) -> (T, next: Int)) throws -> T {
         guard index < count else {
             throw BinaryDecodingError(path: ["[\(index)]"], problem: "missing: the container has \(count) element(s)")
         }
         do {
-            let (value, next) = try read(offset, end)
+            let (value, next) = try read(input, offset, end)
             offset = next
             index += 1
             return value
@@ -113,15 +113,15 @@ struct BinaryElements {
     }
 
     mutating func integer<T: FixedWidthInteger>(_ type: T.Type) throws -> T {
-        try next { [input] o, e throws(BinaryDecodingError) in try input.integerAndNext(type, o, within: e) }
+        try next { input, o, e throws(BinaryDecodingError) in try input.integerAndNext(type, o, within: e) }
     }
     mutating func integerOrNil<T: FixedWidthInteger>(_ type: T.Type) throws -> T? { try skipNil() ? nil : try integer(type) }
-    mutating func string() throws -> String { try next { [input] o, e throws(BinaryDecodingError) in try input.stringAndNext(o, within: e) } }
+    mutating func string() throws -> String { try next { input, o, e throws(BinaryDecodingError) in try input.stringAndNext(o, within: e) } }
     mutating func stringOrNil() throws -> String? { try skipNil() ? nil : try string() }
 
     /// The value of the next element, a name in `names`, or nil when no name matches.
     mutating func name<Value>(in names: BinaryNames<Value>) throws -> Value? {
-        try next { [input] o, e throws(BinaryDecodingError) in (try names.value(input, at: o, within: e), try input.skip(o, within: e)) }
+        try next { input, o, e throws(BinaryDecodingError) in (try names.value(input, at: o, within: e), try input.skip(o, within: e)) }
     }
 
     /// The next element, of any decodable type, read by its `init(from:)`.
@@ -357,18 +357,25 @@ struct BinaryNames<Value>: Sendable where Value: Sendable {
     /// Where each name starts in `bytes`, and where the last one ends.
     private let starts: [Int]
     private let values: [Value]
+    /// For each length, the names of that length (their indexes).
+    private let byLength: [[Int]]
 
     /// A table of `pairs`, each a name and the value it stands for.
     init(_ pairs: [(String, Value)]) {
         var bytes: [UInt8] = []
         var starts: [Int] = []
-        for (name, _) in pairs {
+        var byLength: [[Int]] = []
+        for (i, (name, _)) in pairs.enumerated() {
             starts.append(bytes.count)
             bytes += Array(name.utf8)
+            let length = name.utf8.count
+            if byLength.count <= length { byLength += Array(repeating: [], count: length + 1 - byLength.count) }
+            byLength[length].append(i)
         }
         starts.append(bytes.count)
         self.bytes = bytes
         self.starts = starts
+        self.byLength = byLength
         values = pairs.map(\.1)
     }
 
@@ -378,9 +385,10 @@ struct BinaryNames<Value>: Sendable where Value: Sendable {
         let tag = try input.byte(offset, within: end)
         guard tag == BinaryFormat.string else { throw BinaryDecodingError(problem: "expected a string, found \(BinaryFormat.name(of: tag))") }
         let range = try input.text(offset + 1, within: end)
+        guard range.count < byLength.count else { return nil }
         return bytes.withUnsafeBytes { names in
-            for i in values.indices where starts[i + 1] - starts[i] == range.count {
-                if input.matches(range, UnsafeRawBufferPointer(rebasing: names[starts[i]..<starts[i + 1]])) { return values[i] }
+            for i in byLength[range.count] where input.matches(range, UnsafeRawBufferPointer(rebasing: names[starts[i]..<starts[i + 1]])) {
+                return values[i]
             }
             return nil
         }

@@ -5,8 +5,9 @@ import Synchronization
 /// The hand-over document as a file: the signature, the document with the core's records left
 /// out, then those records in `recordParts` parts, each an unkeyed container of records, one
 /// after another, all in the compact binary form of `BinaryFormat`. The parts are written and
-/// read at once, one per CPU (at least `recordsPerPart` records each), and their concatenation
-/// is the core's `records`: the document of 1,000 extensions is mostly records.
+/// read at once, one per CPU (at least `recordsPerPart` records each), the rest of the document
+/// (most of it the processes) read at the same time as them; the parts' concatenation is the
+/// core's `records`: the document of 1,000 extensions is mostly records.
 enum HandoverFile {
     /// The fewest records worth a part (and a thread) of their own.
     static let recordsPerPart = 256
@@ -65,20 +66,18 @@ enum HandoverFile {
             throw .version(found: versioned.version, writer: versioned.daemonVersion)
         }
         do {
-            var document = try decoder.decode(HandoverDocument.self, from: bytes[signature.count..<headEnd])
+            let head = bytes[signature.count..<headEnd]
             // A thread per part: no more than `maximumParts`, or one per CPU if there are more.
-            guard document.core.records.isEmpty, (1...max(maximumParts, kernel.processorCount)).contains(document.recordParts) else {
+            let mostParts = max(maximumParts, kernel.processorCount)
+            struct Layout: Decodable { var recordParts: Int }
+            guard let parts = (try? decoder.decode(Layout.self, from: head))?.recordParts, (1...mostParts).contains(parts) else {
+                // No count of parts to go by: the head read whole says what is wrong.
+                let document = try decoder.decode(HandoverDocument.self, from: head)
                 throw HandoverError.corrupt("recordParts: \(document.recordParts) part(s) and \(document.core.records.count) record(s) in the head")
-            }
-            // Each descriptor the document names crosses once, and none is stdin, stdout or
-            // stderr: a corrupt document must not make two owners of one descriptor.
-            let descriptors = document.descriptors
-            guard Set(descriptors).count == descriptors.count, descriptors.allSatisfy({ $0 > 2 }) else {
-                throw HandoverError.corrupt("descriptors: one named twice, or one of 0, 1 and 2 (\(descriptors.sorted()))")
             }
             var ranges: [Range<Int>] = []
             var offset = headEnd
-            for k in 0..<document.recordParts {
+            for k in 0..<parts {
                 do {
                     let end = try decoder.end(ofContainerIn: bytes, at: offset)
                     ranges.append(offset..<end)
@@ -88,19 +87,37 @@ enum HandoverFile {
                 }
             }
             guard offset == bytes.count else { throw HandoverError.corrupt("\(bytes.count - offset) byte(s) after the last record part") }
-            let parts = Parts<[ExtensionRecord]>()
+            // The head (most of it the processes) is read at the same time as the parts.
+            let headResult = Parts<HandoverDocument>()
+            let results = Parts<[ExtensionRecord]>()
             kernel.concurrently(
-                ranges.enumerated().map { k, range in
-                    let slice = bytes[range]
-                    return { @Sendable in
-                        let decoded = Result<[ExtensionRecord], any Error> { try BinaryDecoder().decode(records: slice) }
-                        parts.results.withLock { $0[k] = decoded }
+                [
+                    { @Sendable in
+                        let decoded = Result<HandoverDocument, any Error> { try BinaryDecoder().decode(HandoverDocument.self, from: head) }
+                        headResult.results.withLock { $0[0] = decoded }
                     }
-                })
-            let results = parts.results.withLock { $0 }
+                ]
+                    + ranges.enumerated().map { k, range in
+                        let slice = bytes[range]
+                        return { @Sendable in
+                            let decoded = Result<[ExtensionRecord], any Error> { try BinaryDecoder().decode(records: slice) }
+                            results.results.withLock { $0[k] = decoded }
+                        }
+                    })
+            guard var document = try headResult.results.withLock({ $0[0] })?.get() else { throw HandoverError.corrupt("the head was not read") }
+            guard document.core.records.isEmpty, document.recordParts == parts else {
+                throw HandoverError.corrupt("recordParts: \(document.recordParts) part(s) and \(document.core.records.count) record(s) in the head")
+            }
+            // Each descriptor the document names crosses once, and none is stdin, stdout or
+            // stderr: a corrupt document must not make two owners of one descriptor.
+            let descriptors = document.descriptors
+            guard Set(descriptors).count == descriptors.count, descriptors.allSatisfy({ $0 > 2 }) else {
+                throw HandoverError.corrupt("descriptors: one named twice, or one of 0, 1 and 2 (\(descriptors.sorted()))")
+            }
+            let decoded = results.results.withLock { $0 }
             for k in ranges.indices {
                 let first = document.core.records.count
-                guard let part = results[k] else { throw HandoverError.corrupt("record part \(k) was not read") }
+                guard let part = decoded[k] else { throw HandoverError.corrupt("record part \(k) was not read") }
                 do {
                     document.core.records += try part.get()
                 } catch {
