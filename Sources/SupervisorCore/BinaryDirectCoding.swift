@@ -166,6 +166,16 @@ struct BinaryElements {
         return list
     }
 
+    /// Every element, of any decodable type, each read by its `init(from:)`: what `[T]`'s
+    /// `init(from:)` reads.
+    static func values<T: Decodable>(_ type: T.Type, _ input: BinaryInput, at offset: Int, within end: Int) throws -> [T] {
+        var elements = try BinaryElements(input, at: offset, within: end)
+        var list: [T] = []
+        list.reserveCapacity(elements.count)
+        for _ in 0..<elements.count { list.append(try elements.value(type)) }
+        return list
+    }
+
     /// Writes `values`, each of a `BinaryDirectCodable` type, directly at `level`: what `[T]`'s
     /// `encode(to:)` writes.
     static func write<T: BinaryDirectCodable>(_ values: [T], to output: BinaryOutput, level: Int) throws {
@@ -273,6 +283,15 @@ struct BinaryFields {
         try optional(key) { [input, end] in try T(from: BinaryDecoding(input: input, offset: $0, end: end)) }
     }
 
+    /// `key`'s list of values of any decodable type, each read by its `init(from:)`: what
+    /// `[T]`'s `init(from:)` reads, without its generic container.
+    mutating func list<T: Decodable>(_ type: T.Type, _ key: StaticString) throws -> [T] {
+        try required(key) { [input, end] in try BinaryElements.values(type, input, at: $0, within: end) }
+    }
+    mutating func listIfPresent<T: Decodable>(_ type: T.Type, _ key: StaticString) throws -> [T]? {
+        try optional(key) { [input, end] in try BinaryElements.values(type, input, at: $0, within: end) }
+    }
+
     /// `key`'s list of values of a `BinaryDirectCodable` type, each read directly.
     mutating func directList<T: BinaryDirectCodable>(_ type: T.Type, _ key: StaticString) throws -> [T] {
         try required(key) { [input, end] in try BinaryElements.list(type, input, at: $0, within: end) }
@@ -339,6 +358,18 @@ struct BinaryFieldWriter {
     func directList<T: BinaryDirectCodable>(_ values: [T], _ k: StaticString) throws {
         key(k)
         try BinaryElements.write(values, to: output, level: level + 1)
+        output.close(above: level)
+    }
+
+    /// A list of values of any encodable type, each written by its `encode(to:)`: what `[T]`'s
+    /// `encode(to:)` writes, without its generic container.
+    func list<S: Sequence>(_ values: S, _ k: StaticString) throws where S.Element: Encodable {
+        key(k)
+        _ = output.openContainer(BinaryFormat.unkeyed, level: level + 1)
+        for value in values {
+            output.countEntry(level: level + 1)
+            try output.value(value, level: level + 2)
+        }
         output.close(above: level)
     }
 

@@ -55,3 +55,19 @@ public struct NotificationHints: Equatable, Sendable, Codable {
         Identifier.problem(name)
     }
 }
+
+/// Written and read directly in a hand-over document (`BinaryDirectCodable`, see
+/// RecordDirectCoding.swift): the members its synthesized `Codable` conformance gives.
+extension NotificationHints: BinaryDirectCodable {
+    func write(to output: BinaryOutput, level: Int) throws {
+        let w = BinaryFieldWriter(output, level: level)
+        try w.list(observed, "observed")
+        try w.list(held, "held")
+    }
+
+    init(binary input: BinaryInput, at offset: Int, within end: Int) throws {
+        var r = try BinaryFields(input, at: offset, within: end)
+        observed = Set(try r.list(String.self, "observed"))
+        held = try r.list(String.self, "held")
+    }
+}

@@ -13,8 +13,8 @@ extension ExtensionRecord: BinaryDirectCodable {
         w.integer(generation, "generation")
         w.optional(pid, "pid") { w.integer($0, "pid") }
         w.optional(startedAt, "startedAt") { w.instant($0, "startedAt") }
-        try w.value(requests, "requests")
-        try w.value(pending, "pending")
+        try w.list(requests, "requests")
+        try w.list(pending, "pending")
         try w.value(assertions, "assertions")
         try w.optional(lastExit, "lastExit") { try w.value($0, "lastExit") }
         w.integer(consecutiveCrashes, "consecutiveCrashes")
@@ -22,14 +22,14 @@ extension ExtensionRecord: BinaryDirectCodable {
         try w.directList(recentEvents, "recentEvents")
         w.bool(retired, "retired")
         w.bool(adminSignaled, "adminSignaled")
-        try w.value(resetWaiters, "resetWaiters")
+        try w.list(resetWaiters, "resetWaiters")
         w.integer(overruns, "overruns")
         w.integer(unacknowledgedExpiries, "unacknowledgedExpiries")
         w.bool(prewarmed, "prewarmed")
         w.optional(reprieveUntil, "reprieveUntil") { w.instant($0, "reprieveUntil") }
         w.integer(locksHeldAtSuspend, "locksHeldAtSuspend")
         try w.value(lockGrace, "lockGrace")
-        try w.value(hints, "hints")
+        try w.direct(hints, "hints")
         try w.optional(refresh, "refresh") { try w.direct($0, "refresh") }
     }
 
@@ -41,8 +41,8 @@ extension ExtensionRecord: BinaryDirectCodable {
         generation = try r.integer(UInt64.self, "generation")
         pid = try r.integerIfPresent(Int32.self, "pid")
         startedAt = try r.instantIfPresent("startedAt")
-        requests = try r.value([OpenRequest].self, "requests")
-        pending = try r.value([PendingBegin].self, "pending")
+        requests = try r.list(OpenRequest.self, "requests")
+        pending = try r.list(PendingBegin.self, "pending")
         assertions = try r.value(AssertionLedger.self, "assertions")
         lastExit = try r.valueIfPresent(ExitRecord.self, "lastExit")
         consecutiveCrashes = try r.integer(Int.self, "consecutiveCrashes")
@@ -50,14 +50,14 @@ extension ExtensionRecord: BinaryDirectCodable {
         recentEvents = try r.directList(LifecycleEvent.self, "recentEvents")
         retired = try r.bool("retired")
         adminSignaled = try r.bool("adminSignaled")
-        resetWaiters = try r.value([ResetWaiter].self, "resetWaiters")
+        resetWaiters = try r.list(ResetWaiter.self, "resetWaiters")
         overruns = try r.integer(Int.self, "overruns")
         unacknowledgedExpiries = try r.integer(Int.self, "unacknowledgedExpiries")
         prewarmed = try r.bool("prewarmed")
         reprieveUntil = try r.instantIfPresent("reprieveUntil")
         locksHeldAtSuspend = try r.integer(Int.self, "locksHeldAtSuspend")
         lockGrace = try r.value(LockGrace.self, "lockGrace")
-        hints = try r.value(NotificationHints.self, "hints")
+        hints = try r.direct(NotificationHints.self, "hints")
         refresh = try r.directIfPresent(RefreshState.self, "refresh")
     }
 }
@@ -68,7 +68,7 @@ extension Manifest: BinaryDirectCodable {
         w.string(id, "id")
         w.string(point, "point")
         w.string(executable, "executable")
-        try w.value(arguments, "arguments")
+        try w.list(arguments, "arguments")
         try w.value(environment, "environment")
         w.string(readiness.rawValue, "readiness")
         try w.direct(policy, "policy")
@@ -77,9 +77,9 @@ extension Manifest: BinaryDirectCodable {
         w.optional(displayName, "displayName") { w.string($0, "displayName") }
         try w.optional(activation, "activation") { try w.value($0, "activation") }
         w.string(source, "source")
-        try w.value(credentialRequest, "credentialRequest")
+        try w.direct(credentialRequest, "credentialRequest")
         try w.optional(credentials, "credentials") { try w.value($0, "credentials") }
-        try w.value(sharedContainers, "sharedContainers")
+        try w.list(sharedContainers, "sharedContainers")
         try w.value(containerPaths, "containerPaths")
         w.bool(sandboxed, "sandboxed")
     }
@@ -89,7 +89,7 @@ extension Manifest: BinaryDirectCodable {
         id = try r.string("id")
         point = try r.string("point")
         executable = try r.string("executable")
-        arguments = try r.value([String].self, "arguments")
+        arguments = try r.list(String.self, "arguments")
         environment = try r.value([String: String].self, "environment")
         readiness = try r.value(Readiness.self, "readiness")
         policy = try r.direct(Policy.self, "policy")
@@ -98,9 +98,9 @@ extension Manifest: BinaryDirectCodable {
         displayName = try r.stringIfPresent("displayName")
         activation = try r.valueIfPresent(ActivationRule.self, "activation")
         source = try r.string("source")
-        credentialRequest = try r.value(CredentialRequest.self, "credentialRequest")
+        credentialRequest = try r.direct(CredentialRequest.self, "credentialRequest")
         credentials = try r.valueIfPresent(Credentials.self, "credentials")
-        sharedContainers = try r.value([String].self, "sharedContainers")
+        sharedContainers = try r.list(String.self, "sharedContainers")
         containerPaths = try r.value([String: String].self, "containerPaths")
         sandboxed = try r.bool("sandboxed")
     }
@@ -120,7 +120,7 @@ extension Policy: BinaryDirectCodable {
         try w.optional(refresh, "refresh") { try w.value($0, "refresh") }
         try w.value(limits, "limits")
         w.bool(network, "network")
-        try w.optional(sandboxRequires, "sandboxRequires") { try w.value($0, "sandboxRequires") }
+        try w.optional(sandboxRequires, "sandboxRequires") { try w.list($0, "sandboxRequires") }
     }
 
     init(binary input: BinaryInput, at offset: Int, within end: Int) throws {
@@ -136,6 +136,22 @@ extension Policy: BinaryDirectCodable {
         refresh = try r.valueIfPresent(RefreshSchedule.self, "refresh")
         limits = try r.value(ResourceLimits.self, "limits")
         network = try r.bool("network")
-        sandboxRequires = try r.valueIfPresent([SandboxPart].self, "sandboxRequires")
+        sandboxRequires = try r.listIfPresent(SandboxPart.self, "sandboxRequires")
+    }
+}
+
+extension CredentialRequest: BinaryDirectCodable {
+    func write(to output: BinaryOutput, level: Int) throws {
+        let w = BinaryFieldWriter(output, level: level)
+        try w.optional(user, "user") { try w.value($0, "user") }
+        try w.optional(group, "group") { try w.value($0, "group") }
+        try w.list(supplementaryGroups, "supplementaryGroups")
+    }
+
+    init(binary input: BinaryInput, at offset: Int, within end: Int) throws {
+        var r = try BinaryFields(input, at: offset, within: end)
+        user = try r.valueIfPresent(AccountReference.self, "user")
+        group = try r.valueIfPresent(AccountReference.self, "group")
+        supplementaryGroups = try r.list(AccountReference.self, "supplementaryGroups")
     }
 }

@@ -187,7 +187,7 @@ extension RefreshState: BinaryDirectCodable {
         w.optional(lastAt, "lastAt") { w.instant($0, "lastAt") }
         w.optional(inFlight, "inFlight") { w.integer($0, "inFlight") }
         w.bool(wanted, "wanted")
-        try w.value(waiters, "waiters")
+        try w.list(waiters, "waiters")
         w.bool(seen, "seen")
         w.optional(windowStart, "windowStart") { w.instant($0, "windowStart") }
         w.integer(used, "used")
@@ -204,7 +204,7 @@ extension RefreshState: BinaryDirectCodable {
         lastAt = try r.instantIfPresent("lastAt")
         inFlight = try r.integerIfPresent(UInt64.self, "inFlight")
         wanted = try r.bool("wanted")
-        waiters = try r.value([Waiter].self, "waiters")
+        waiters = try r.list(Waiter.self, "waiters")
         seen = try r.bool("seen")
         windowStart = try r.instantIfPresent("windowStart")
         used = try r.integer(Int.self, "used")
