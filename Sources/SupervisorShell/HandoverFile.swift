@@ -19,26 +19,34 @@ enum HandoverFile {
         let results: Mutex<[Int: Result<Value, any Error>]> = Mutex([:])
     }
 
-    /// `document` as the file's bytes, its record parts encoded concurrently.
+    /// `document` as the file's bytes, its record parts encoded concurrently, and the rest of
+    /// the document beside them.
     static func encode(_ document: HandoverDocument, kernel: any Kernel) throws -> [UInt8] {
         let records = document.core.records
         let count = max(1, min(kernel.processorCount, records.count / recordsPerPart))
         var head = document
         head.core.records = []
         head.recordParts = count
-        var bytes = try BinaryEncoder().encode(head, signature: HandoverDocument.signature)
-        let parts = Parts<[UInt8]>()
+        let written = Parts<[UInt8]>()
+        // Job 0 writes the head; job k + 1 writes part k.
         kernel.concurrently(
-            (0..<count).map { k in
-                let part = Array(records[(records.count * k / count)..<(records.count * (k + 1) / count)])
-                return { @Sendable in
-                    let encoded = Result<[UInt8], any Error> { try BinaryEncoder().encode(records: part) }
-                    parts.results.withLock { $0[k] = encoded }
+            [
+                { @Sendable [head] in
+                    let encoded = Result<[UInt8], any Error> { try BinaryEncoder().encode(head, signature: HandoverDocument.signature) }
+                    written.results.withLock { $0[0] = encoded }
                 }
-            })
-        let results = parts.results.withLock { $0 }
-        for k in 0..<count {
-            guard let part = results[k] else { throw HandoverError.corrupt("record part \(k) was not written") }
+            ]
+                + (0..<count).map { k in
+                    let part = Array(records[(records.count * k / count)..<(records.count * (k + 1) / count)])
+                    return { @Sendable in
+                        let encoded = Result<[UInt8], any Error> { try BinaryEncoder().encode(records: part) }
+                        written.results.withLock { $0[k + 1] = encoded }
+                    }
+                })
+        let results = written.results.withLock { $0 }
+        var bytes: [UInt8] = []
+        for k in 0...count {
+            guard let part = results[k] else { throw HandoverError.corrupt(k == 0 ? "the head was not written" : "record part \(k - 1) was not written") }
             bytes += try part.get()
         }
         return bytes
