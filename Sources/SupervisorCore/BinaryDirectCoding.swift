@@ -1,16 +1,20 @@
-/// A type that `BinaryEncoder` writes and `BinaryDecoder` reads without going through the
-/// `Encoder` and `Decoder` protocols: its own code writes and reads its values in the binary
-/// form (`BinaryFormat`), with no existential container, no generic call per field and no
-/// allocation per value. For the values a hand-over document holds by the tens of thousands
-/// (a record's recent events, instants), where the protocols' generic calls are most of the
-/// cost of reading the document.
+/// A type that writes and reads its values in the binary form (`BinaryFormat`) with its own
+/// code, besides going through the `Encoder` and `Decoder` protocols: no existential container,
+/// no generic call per member, no metadata lookup per container. For the values a hand-over
+/// document holds by the thousands (its records, and in them the manifests and lifecycle
+/// events), where those generic calls were most of the cost of reading it.
+///
+/// The direct path is taken from a parent on the direct path (`BinaryFields.direct`,
+/// `BinaryElements.direct`), from `BinaryEncoder.encode(records:)` and
+/// `BinaryDecoder.decode(records:)`, and by a type whose `init(from:)` and `encode(to:)` start
+/// with `directly(from:)` and `wroteDirectly(to:)` (a lifecycle event).
 ///
 /// A conforming type keeps its `Codable` conformance, and the two must agree: `write(to:level:)`
 /// writes exactly the bytes `encode(to:)` writes through `BinaryEncoder`, and
 /// `init(binary:at:within:)` accepts exactly what `init(from:)` accepts through `BinaryDecoder`,
 /// reading the same value and failing with the same error. So the form of the document does not
-/// depend on which path wrote it, and `BinaryDirectCodingTests` checks both paths of every
-/// conforming type against each other.
+/// depend on which path wrote it; `BinaryDirectCodingTests` checks the two paths against each
+/// other on records that hold every conforming type.
 protocol BinaryDirectCodable: Codable {
     /// Writes the value at `level` (the level of the containers it opens), as `encode(to:)`
     /// would through `BinaryEncoder`.

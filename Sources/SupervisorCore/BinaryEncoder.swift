@@ -31,15 +31,19 @@ public struct BinaryEncoder {
 
 /// The buffer the containers of one `encode` write into, and the containers still open in it:
 /// `open[i]` is the offset of the header of the open container at nesting level `i`, and
-/// `counts[i]` how many entries it has so far. The bytes are kept in memory it manages itself:
+/// `open[i].count` how many entries it has so far (a stack in memory of its own: it changes at
+/// every container, and an `Array` checks uniqueness and capacity each time). The bytes are
+/// kept in memory it manages itself too:
 /// each value is a few bytes, and an `Array` append checks uniqueness and capacity each time.
 final class BinaryOutput {
     private var base: UnsafeMutablePointer<UInt8>
     private var capacity: Int
     /// How many bytes are written.
     private(set) var count = 0
-    private var open: [Int] = []
-    private var counts: [UInt32] = []
+    /// The open containers, outermost first: `depth` of them, in room for `stackCapacity`.
+    private var open: UnsafeMutablePointer<(header: Int, count: UInt32)>
+    private var depth = 0
+    private var stackCapacity = 16
     /// The first thing that could not be written; `encode` throws it.
     var failure: String?
     /// Whether `BinaryDirectCodable` types write themselves directly.
@@ -48,9 +52,13 @@ final class BinaryOutput {
     init(capacity: Int = 64 * 1024) {
         self.capacity = capacity
         base = .allocate(capacity: capacity)
+        open = .allocate(capacity: stackCapacity)
     }
 
-    deinit { base.deallocate() }
+    deinit {
+        base.deallocate()
+        open.deallocate()
+    }
 
     /// The bytes written.
     var bytes: [UInt8] { Array(UnsafeBufferPointer(start: base, count: count)) }
@@ -84,9 +92,9 @@ final class BinaryOutput {
     /// Fills in the length and count of every open container deeper than `level`, innermost
     /// first.
     func close(above level: Int) {
-        while open.count > level + 1 {
-            let header = open.removeLast()
-            let entries = counts.removeLast()
+        while depth > level + 1 {
+            depth -= 1
+            let (header, entries) = open[depth]
             let length = count - header - 5
             guard length <= Int(UInt32.max) else {
                 failure = failure ?? "a container is longer than 4 GiB"
@@ -100,7 +108,7 @@ final class BinaryOutput {
     /// Whether the container whose header is at `header`, at `level`, may be written to: it is
     /// still open (closing whatever is nested in it), else records why not.
     func reopen(_ header: Int, level: Int) -> Bool {
-        guard open.count > level, open[level] == header else {
+        guard depth > level, open[level].header == header else {
             failure = failure ?? "a container was written to after a container nested in it was closed"
             return false
         }
@@ -116,14 +124,21 @@ final class BinaryOutput {
         base[count] = tag
         (base + count + 1).initialize(repeating: 0, count: 8)
         count += BinaryFormat.containerHeader
-        open.append(header)
-        counts.append(0)
+        if depth == stackCapacity {
+            let bigger = UnsafeMutablePointer<(header: Int, count: UInt32)>.allocate(capacity: stackCapacity * 2)
+            bigger.moveInitialize(from: open, count: depth)
+            open.deallocate()
+            open = bigger
+            stackCapacity *= 2
+        }
+        (open + depth).initialize(to: (header, 0))
+        depth += 1
         return header
     }
 
     /// Counts one more entry in the open container at `level` (`reopen` made it the innermost).
     func countEntry(level: Int) {
-        counts[level] &+= 1
+        open[level].count &+= 1
     }
 
     func writeEmptyContainer() {

@@ -3,7 +3,8 @@
 /// naming its case, so a later version can add a case or a field without changing the shape of
 /// the others; a plain enum is its case's name. Elsewhere: an instant is one number of
 /// nanoseconds (`Instant.encode(to:)`), an enum with a string raw value is its raw value, and
-/// the structs of the records use synthesized coding, with their property names as keys. The
+/// the structs of the records use synthesized coding, with their property names as keys (and
+/// the hottest of them the same shape written directly: RecordDirectCoding.swift). The
 /// manifest's nested values (`limits`, `refresh`, `activation`, `hosts`) are read back by the
 /// manifest file's own decoders, whose key names they share.
 
