@@ -107,15 +107,7 @@ final class BinaryInput {
     /// Whether the bytes in `range` are the UTF-8 of `key`.
     func matches(_ range: Range<Int>, _ key: String) -> Bool {
         var key = key
-        return key.withUTF8 { utf8 in
-            guard utf8.count == range.count else { return false }
-            var i = range.lowerBound
-            for b in utf8 {
-                if base[i] != b { return false }
-                i += 1
-            }
-            return true
-        }
+        return key.withUTF8 { matches(range, UnsafeRawBufferPointer($0)) }
     }
 
     /// Whether the bytes in `range` are `bytes`.
@@ -127,6 +119,29 @@ final class BinaryInput {
             i += 1
         }
         return true
+    }
+
+    /// The key of a keyed container (whose entries start at `entries`, `count` of them, ending at
+    /// `end`) for which `isKey` holds, looked for from the entry at `offset` (the `index`th),
+    /// around once: its value's offset, and the offset and index of the entry after it.
+    func find(
+        from offset: Int, index: Int, entries: Int, count: Int, end: Int, _ isKey: (Range<Int>) -> Bool
+    ) throws(BinaryDecodingError) -> (value: Int, next: Int, nextIndex: Int)? {
+        var offset = offset
+        var index = index
+        for _ in 0..<count {
+            if index == count {
+                index = 0
+                offset = entries
+            }
+            let keyRange = try text(offset, within: end)
+            let value = keyRange.upperBound
+            let next = try skip(value, within: end)
+            index += 1
+            if isKey(keyRange) { return (value, next, index) }
+            offset = next
+        }
+        return nil
     }
 
     /// The offset right after the value at `offset`.
@@ -299,25 +314,11 @@ struct BinaryKeyedDecoding<Key: CodingKey>: KeyedDecodingContainerProtocol {
     /// entry after the last one found, around once.
     private func find(_ key: Key) throws -> Int? {
         let name = key.stringValue
-        var offset = cursor.offset
-        var index = cursor.index
-        for _ in 0..<count {
-            if index == count {
-                index = 0
-                offset = entries
-            }
-            let keyRange = try input.text(offset, within: end)
-            let value = keyRange.upperBound
-            let next = try input.skip(value, within: end)
-            index += 1
-            if input.matches(keyRange, name) {
-                cursor.offset = next
-                cursor.index = index
-                return value
-            }
-            offset = next
-        }
-        return nil
+        guard let found = try input.find(from: cursor.offset, index: cursor.index, entries: entries, count: count, end: end, { input.matches($0, name) })
+        else { return nil }
+        cursor.offset = found.next
+        cursor.index = found.nextIndex
+        return found.value
     }
 
     private func value(_ key: Key) throws -> Int {

@@ -62,13 +62,6 @@ extension BinaryInput {
         return (string(range), range.upperBound)
     }
 
-    func boolAndNext(_ offset: Int, within end: Int) throws(BinaryDecodingError) -> (Bool, next: Int) {
-        (try bool(offset, within: end), offset + 1)
-    }
-
-    func doubleAndNext(_ offset: Int, within end: Int) throws(BinaryDecodingError) -> (Double, next: Int) {
-        (try double(offset, within: end), try skip(offset, within: end))
-    }
 }
 
 /// The elements of an unkeyed container, read in order by a `BinaryDirectCodable` type. An
@@ -163,20 +156,21 @@ struct BinaryElements {
     /// Every element, each of a `BinaryDirectCodable` type, read directly: what `[T]`'s
     /// `init(from:)` reads.
     static func list<T: BinaryDirectCodable>(_ type: T.Type, _ input: BinaryInput, at offset: Int, within end: Int) throws -> [T] {
-        var elements = try BinaryElements(input, at: offset, within: end)
-        var list: [T] = []
-        list.reserveCapacity(elements.count)
-        for _ in 0..<elements.count { list.append(try elements.direct(type)) }
-        return list
+        try all(input, at: offset, within: end) { try $0.direct(type) }
     }
 
     /// Every element, of any decodable type, each read by its `init(from:)`: what `[T]`'s
     /// `init(from:)` reads.
     static func values<T: Decodable>(_ type: T.Type, _ input: BinaryInput, at offset: Int, within end: Int) throws -> [T] {
+        try all(input, at: offset, within: end) { try $0.value(type) }
+    }
+
+    /// Every element of the unkeyed container at `offset`, each read by `next`.
+    private static func all<T>(_ input: BinaryInput, at offset: Int, within end: Int, _ next: (inout BinaryElements) throws -> T) throws -> [T] {
         var elements = try BinaryElements(input, at: offset, within: end)
         var list: [T] = []
         list.reserveCapacity(elements.count)
-        for _ in 0..<elements.count { list.append(try elements.value(type)) }
+        for _ in 0..<elements.count { list.append(try next(&elements)) }
         return list
     }
 
@@ -215,25 +209,15 @@ struct BinaryFields {
 
     /// The offset of `key`'s value, or nil when the container has no such key.
     private mutating func find(_ key: StaticString) throws(BinaryDecodingError) -> Int? {
-        var offset = cursor
-        var index = cursorIndex
-        for _ in 0..<count {
-            if index == count {
-                index = 0
-                offset = entries
-            }
-            let keyRange = try input.text(offset, within: end)
-            let value = keyRange.upperBound
-            let next = try input.skip(value, within: end)
-            index += 1
-            if key.withUTF8Buffer({ input.matches(keyRange, UnsafeRawBufferPointer($0)) }) {
-                cursor = next
-                cursorIndex = index
-                return value
-            }
-            offset = next
-        }
-        return nil
+        let input = input
+        guard
+            let found = try input.find(
+                from: cursor, index: cursorIndex, entries: entries, count: count, end: end,
+                { range in key.withUTF8Buffer { input.matches(range, UnsafeRawBufferPointer($0)) } })
+        else { return nil }
+        cursor = found.next
+        cursorIndex = found.nextIndex
+        return found.value
     }
 
     /// `key`'s value, read by `read`; `missing` when there is none.
@@ -257,9 +241,7 @@ struct BinaryFields {
     }
 
     mutating func bool(_ key: StaticString) throws -> Bool { try required(key) { [input, end] in try input.bool($0, within: end) } }
-    mutating func boolIfPresent(_ key: StaticString) throws -> Bool? { try optional(key) { [input, end] in try input.bool($0, within: end) } }
     mutating func double(_ key: StaticString) throws -> Double { try required(key) { [input, end] in try input.double($0, within: end) } }
-    mutating func doubleIfPresent(_ key: StaticString) throws -> Double? { try optional(key) { [input, end] in try input.double($0, within: end) } }
     mutating func string(_ key: StaticString) throws -> String { try required(key) { [input, end] in try input.string($0, within: end) } }
     mutating func stringIfPresent(_ key: StaticString) throws -> String? { try optional(key) { [input, end] in try input.string($0, within: end) } }
     mutating func integer<T: FixedWidthInteger>(_ type: T.Type, _ key: StaticString) throws -> T {
@@ -342,9 +324,9 @@ struct BinaryFieldWriter {
     }
     func instant(_ value: Instant, _ k: StaticString) { integer(value.nanoseconds, k) }
 
-    /// Writes nil when `value` is, else `write(value)` after the key.
-    func optional<T>(_ value: T?, _ k: StaticString, _ write: (T) throws -> Void) rethrows {
-        if let value { try write(value) } else { null(k) }
+    /// Writes `k` with nil when `value` is nil, else `write(value, k)`.
+    func optional<T>(_ value: T?, _ k: StaticString, _ write: (T, StaticString) throws -> Void) rethrows {
+        if let value { try write(value, k) } else { null(k) }
     }
     func null(_ k: StaticString) {
         key(k)

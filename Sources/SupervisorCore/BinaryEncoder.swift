@@ -30,8 +30,8 @@ public struct BinaryEncoder {
 }
 
 /// The buffer the containers of one `encode` write into, and the containers still open in it:
-/// `open[i]` is the offset of the header of the open container at nesting level `i`, and
-/// `open[i].count` how many entries it has so far (a stack in memory of its own: it changes at
+/// `open[i].header` is the offset of the header of the open container at nesting level `i`,
+/// and `open[i].count` how many entries it has so far (a stack in memory of its own: it changes at
 /// every container, and an `Array` checks uniqueness and capacity each time). The bytes are
 /// kept in memory it manages itself too:
 /// each value is a few bytes, and an `Array` append checks uniqueness and capacity each time.
@@ -138,6 +138,7 @@ final class BinaryOutput {
 
     /// Counts one more entry in the open container at `level` (`reopen` made it the innermost).
     func countEntry(level: Int) {
+        assert(level < depth, "an entry counted in a container that is not open")
         open[level].count &+= 1
     }
 

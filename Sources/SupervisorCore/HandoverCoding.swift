@@ -219,23 +219,28 @@ extension LifecycleEvent: BinaryDirectCodable {
         if let lock { try output.value(lock, level: level + 1) } else { output.null() }
     }
 
+    /// The error `init(from:)` throws for the same fault: the event itself is corrupt.
+    private static func corrupt(_ problem: String) -> DecodingError {
+        DecodingError.dataCorrupted(.init(codingPath: [], debugDescription: problem))
+    }
+
     private static let kindNames = BinaryNames(Kind.allCases.map { ($0.rawValue, $0) })
     private static let stateNames = BinaryNames(LifecycleState.allCases.map { ($0.rawValue, $0) })
 
     init(binary input: BinaryInput, at offset: Int, within end: Int) throws {
         var fields = try BinaryElements(input, at: offset, within: end)
-        guard fields.count == 9 else { throw BinaryDecodingError(problem: "an event has 9 fields, not \(fields.count)") }
+        guard fields.count == 9 else { throw Self.corrupt("an event has 9 fields, not \(fields.count)") }
         at = Instant(nanoseconds: try fields.integer(UInt64.self))
         let kindAt = fields.offset
         guard let kind = try fields.name(in: Self.kindNames) else {
-            throw BinaryDecodingError(problem: "unknown event kind '\(try input.string(kindAt, within: fields.end))'")
+            throw Self.corrupt("unknown event kind '\(try input.string(kindAt, within: fields.end))'")
         }
         self.kind = kind
         extensionID = try fields.string()
         pid = try fields.integerOrNil(Int32.self)
         let stateAt = fields.offset
         guard let state = try fields.name(in: Self.stateNames) else {
-            throw BinaryDecodingError(problem: "unknown state '\(try input.string(stateAt, within: fields.end))'")
+            throw Self.corrupt("unknown state '\(try input.string(stateAt, within: fields.end))'")
         }
         self.state = state
         assertionID = try fields.integerOrNil(UInt64.self)

@@ -1,8 +1,8 @@
-/// The records of a hand-over document (`ExtensionRecord`, with its `Manifest` and `Policy`)
-/// written and read directly (`BinaryDirectCodable`): the same members, in the same order and
-/// form, as their synthesized `Codable` conformances give `BinaryEncoder`, without the generic
-/// calls per member that are most of the cost of reading 1,000 records. Nested values of other
-/// types go through their own conformances.
+/// The records of a hand-over document (`ExtensionRecord`, with its `Manifest`, `Policy` and
+/// `CredentialRequest`) written and read directly (`BinaryDirectCodable`): the same members, in
+/// the same order and form, as their synthesized `Codable` conformances give `BinaryEncoder`,
+/// without the generic calls per member that were most of the cost of reading 1,000 records.
+/// Nested values of other types go through their own conformances.
 
 extension ExtensionRecord: BinaryDirectCodable {
     func write(to output: BinaryOutput, level: Int) throws {
@@ -11,14 +11,14 @@ extension ExtensionRecord: BinaryDirectCodable {
         try w.value(phase, "phase")
         w.instant(since, "since")
         w.integer(generation, "generation")
-        w.optional(pid, "pid") { w.integer($0, "pid") }
-        w.optional(startedAt, "startedAt") { w.instant($0, "startedAt") }
+        w.optional(pid, "pid") { w.integer($0, $1) }
+        w.optional(startedAt, "startedAt") { w.instant($0, $1) }
         try w.list(requests, "requests")
         try w.list(pending, "pending")
         try w.value(assertions, "assertions")
-        try w.optional(lastExit, "lastExit") { try w.value($0, "lastExit") }
+        try w.optional(lastExit, "lastExit") { try w.value($0, $1) }
         w.integer(consecutiveCrashes, "consecutiveCrashes")
-        w.optional(throttledUntil, "throttledUntil") { w.instant($0, "throttledUntil") }
+        w.optional(throttledUntil, "throttledUntil") { w.instant($0, $1) }
         try w.directList(recentEvents, "recentEvents")
         w.bool(retired, "retired")
         w.bool(adminSignaled, "adminSignaled")
@@ -26,11 +26,11 @@ extension ExtensionRecord: BinaryDirectCodable {
         w.integer(overruns, "overruns")
         w.integer(unacknowledgedExpiries, "unacknowledgedExpiries")
         w.bool(prewarmed, "prewarmed")
-        w.optional(reprieveUntil, "reprieveUntil") { w.instant($0, "reprieveUntil") }
+        w.optional(reprieveUntil, "reprieveUntil") { w.instant($0, $1) }
         w.integer(locksHeldAtSuspend, "locksHeldAtSuspend")
         try w.value(lockGrace, "lockGrace")
         try w.direct(hints, "hints")
-        try w.optional(refresh, "refresh") { try w.direct($0, "refresh") }
+        try w.optional(refresh, "refresh") { try w.direct($0, $1) }
     }
 
     init(binary input: BinaryInput, at offset: Int, within end: Int) throws {
@@ -74,11 +74,11 @@ extension Manifest: BinaryDirectCodable {
         try w.direct(policy, "policy")
         try w.value(hosts, "hosts")
         w.bool(hostAccess, "hostAccess")
-        w.optional(displayName, "displayName") { w.string($0, "displayName") }
-        try w.optional(activation, "activation") { try w.value($0, "activation") }
+        w.optional(displayName, "displayName") { w.string($0, $1) }
+        try w.optional(activation, "activation") { try w.value($0, $1) }
         w.string(source, "source")
         try w.direct(credentialRequest, "credentialRequest")
-        try w.optional(credentials, "credentials") { try w.value($0, "credentials") }
+        try w.optional(credentials, "credentials") { try w.value($0, $1) }
         try w.list(sharedContainers, "sharedContainers")
         try w.value(containerPaths, "containerPaths")
         w.bool(sandboxed, "sandboxed")
@@ -117,10 +117,10 @@ extension Policy: BinaryDirectCodable {
         w.string(suspend.rawValue, "suspend")
         w.string(lockedWhileSuspended.rawValue, "lockedWhileSuspended")
         w.double(refreshSeconds, "refreshSeconds")
-        try w.optional(refresh, "refresh") { try w.value($0, "refresh") }
+        try w.optional(refresh, "refresh") { try w.value($0, $1) }
         try w.value(limits, "limits")
         w.bool(network, "network")
-        try w.optional(sandboxRequires, "sandboxRequires") { try w.list($0, "sandboxRequires") }
+        try w.optional(sandboxRequires, "sandboxRequires") { try w.list($0, $1) }
     }
 
     init(binary input: BinaryInput, at offset: Int, within end: Int) throws {
@@ -143,8 +143,8 @@ extension Policy: BinaryDirectCodable {
 extension CredentialRequest: BinaryDirectCodable {
     func write(to output: BinaryOutput, level: Int) throws {
         let w = BinaryFieldWriter(output, level: level)
-        try w.optional(user, "user") { try w.value($0, "user") }
-        try w.optional(group, "group") { try w.value($0, "group") }
+        try w.optional(user, "user") { try w.value($0, $1) }
+        try w.optional(group, "group") { try w.value($0, $1) }
         try w.list(supplementaryGroups, "supplementaryGroups")
     }
 

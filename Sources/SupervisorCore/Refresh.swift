@@ -182,14 +182,14 @@ extension RefreshState: BinaryDirectCodable {
     func write(to output: BinaryOutput, level: Int) throws {
         let w = BinaryFieldWriter(output, level: level)
         try w.value(schedule, "schedule")
-        w.optional(nextAt, "nextAt") { w.instant($0, "nextAt") }
-        w.optional(lastOutcome, "lastOutcome") { w.string($0.rawValue, "lastOutcome") }
-        w.optional(lastAt, "lastAt") { w.instant($0, "lastAt") }
-        w.optional(inFlight, "inFlight") { w.integer($0, "inFlight") }
+        w.optional(nextAt, "nextAt") { w.instant($0, $1) }
+        w.optional(lastOutcome, "lastOutcome") { w.string($0.rawValue, $1) }
+        w.optional(lastAt, "lastAt") { w.instant($0, $1) }
+        w.optional(inFlight, "inFlight") { w.integer($0, $1) }
         w.bool(wanted, "wanted")
         try w.list(waiters, "waiters")
         w.bool(seen, "seen")
-        w.optional(windowStart, "windowStart") { w.instant($0, "windowStart") }
+        w.optional(windowStart, "windowStart") { w.instant($0, $1) }
         w.integer(used, "used")
         w.double(unseenFactor, "unseenFactor")
         w.double(noDataFactor, "noDataFactor")

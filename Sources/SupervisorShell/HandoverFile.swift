@@ -14,7 +14,8 @@ enum HandoverFile {
     /// The most parts a reader takes: this many, or one per CPU of its own if it has more.
     static let maximumParts = 64
 
-    /// The results of the parts, filled in by the threads that write or read them.
+    /// The results of the jobs of one `concurrently` (the parts, or the head), by job, filled
+    /// in by the threads that run them.
     private final class Parts<Value: Sendable>: Sendable {
         let results: Mutex<[Int: Result<Value, any Error>]> = Mutex([:])
     }
@@ -83,18 +84,38 @@ enum HandoverFile {
                 let document = try decoder.decode(HandoverDocument.self, from: head)
                 throw HandoverError.corrupt("recordParts: \(document.recordParts) part(s) and \(document.core.records.count) record(s) in the head")
             }
+            // The head's own faults (records in it, a count of parts it does not agree with, a
+            // descriptor named twice) are named first, then the parts' layout, then the parts.
+            func checked(_ document: HandoverDocument) throws -> HandoverDocument {
+                guard document.core.records.isEmpty, document.recordParts == parts else {
+                    throw HandoverError.corrupt("recordParts: \(document.recordParts) part(s) and \(document.core.records.count) record(s) in the head")
+                }
+                // Each descriptor the document names crosses once, and none is stdin, stdout or
+                // stderr: a corrupt document must not make two owners of one descriptor.
+                let descriptors = document.descriptors
+                guard Set(descriptors).count == descriptors.count, descriptors.allSatisfy({ $0 > 2 }) else {
+                    throw HandoverError.corrupt("descriptors: one named twice, or one of 0, 1 and 2 (\(descriptors.sorted()))")
+                }
+                return document
+            }
             var ranges: [Range<Int>] = []
             var offset = headEnd
+            var layoutFault: HandoverError?
             for k in 0..<parts {
                 do {
                     let end = try decoder.end(ofContainerIn: bytes, at: offset)
                     ranges.append(offset..<end)
                     offset = end
                 } catch {
-                    throw HandoverError.corrupt("record part \(k): \(error.problem)")
+                    layoutFault = .corrupt("record part \(k): \(error.problem)")
+                    break
                 }
             }
-            guard offset == bytes.count else { throw HandoverError.corrupt("\(bytes.count - offset) byte(s) after the last record part") }
+            if layoutFault == nil, offset != bytes.count { layoutFault = .corrupt("\(bytes.count - offset) byte(s) after the last record part") }
+            if let layoutFault {
+                _ = try checked(try decoder.decode(HandoverDocument.self, from: head))
+                throw layoutFault
+            }
             // The head (most of it the processes) is read at the same time as the parts.
             let headResult = Parts<HandoverDocument>()
             let results = Parts<[ExtensionRecord]>()
@@ -112,16 +133,8 @@ enum HandoverFile {
                             results.results.withLock { $0[k] = decoded }
                         }
                     })
-            guard var document = try headResult.results.withLock({ $0[0] })?.get() else { throw HandoverError.corrupt("the head was not read") }
-            guard document.core.records.isEmpty, document.recordParts == parts else {
-                throw HandoverError.corrupt("recordParts: \(document.recordParts) part(s) and \(document.core.records.count) record(s) in the head")
-            }
-            // Each descriptor the document names crosses once, and none is stdin, stdout or
-            // stderr: a corrupt document must not make two owners of one descriptor.
-            let descriptors = document.descriptors
-            guard Set(descriptors).count == descriptors.count, descriptors.allSatisfy({ $0 > 2 }) else {
-                throw HandoverError.corrupt("descriptors: one named twice, or one of 0, 1 and 2 (\(descriptors.sorted()))")
-            }
+            guard let read = try headResult.results.withLock({ $0[0] })?.get() else { throw HandoverError.corrupt("the head was not read") }
+            var document = try checked(read)
             let decoded = results.results.withLock { $0 }
             for k in ranges.indices {
                 let first = document.core.records.count

@@ -92,6 +92,13 @@ struct BinaryDirectCodingTests {
             #expect(direct == generic)
             if case .refused = direct { refused += 1 }
         }
+        // An event alone, at the top level: the same error there too.
+        let one = try encoded(Self.events.first { $0.lock != nil }!, direct: true)
+        for i in one.indices {
+            var copy = one
+            copy[i] ^= 0x01
+            #expect(decoded(LifecycleEvent.self, copy, direct: true) == decoded(LifecycleEvent.self, copy, direct: false))
+        }
         // Most damage is caught; what is not reads back the same either way (a changed digit).
         #expect(refused > damaged.count / 2)
     }
@@ -133,7 +140,11 @@ struct BinaryDirectCodingTests {
     /// assertions, crashes, refreshes, hints, reset waiters), one of them with every optional
     /// member of its manifest given.
     static func records() throws -> [ExtensionRecord] {
-        var records = try HandoverTests.scene().world.sup.snapshot().get().records
+        let (world, active, finished) = HandoverTests.scene()
+        var records = try world.sup.snapshot().get().records
+        // Refreshes that ran and ended, with their outcome, time and budget window.
+        let later = HandoverTests.future(of: world.sup, from: world.now, activeRequest: active, finishedRequest: finished)
+        records += ["h.widget", "h.refreshing"].compactMap { later.sup.records[$0] }
         var full = records[0].manifest
         full.arguments = ["--flag", "ünïcode"]
         full.environment = ["A": "1", "B": "two"]
@@ -157,6 +168,7 @@ struct BinaryDirectCodingTests {
     @Test func recordsAreWrittenAsTheirCodableConformanceWritesThem() throws {
         let records = try Self.records()
         #expect(records.contains { $0.refresh != nil } && records.contains { $0.lastExit != nil } && records.contains { !$0.requests.isEmpty })
+        #expect(records.contains { $0.refresh?.lastOutcome != nil && $0.refresh?.lastAt != nil })
         var generic = BinaryEncoder()
         generic.directCoding = false
         let bytes = try BinaryEncoder().encode(records: records)
@@ -169,33 +181,43 @@ struct BinaryDirectCodingTests {
         #expect(try genericDecoder.decode(records: bytes[...]) == records)
     }
 
-    /// Every truncation and a change of every byte of a record: both paths accept the same copies,
-    /// read the same values from them, and refuse the others with the same error.
+    /// A change of every byte of each record that holds something the others do not (every
+    /// optional member of the manifest, a crash with its backoff, a reprieve, held hints, a
+    /// pending begin, a reset waiter, a refresh in flight with its waiters, refreshes ended):
+    /// both paths read the same record from each changed copy, or refuse it with the same
+    /// error. (A copy cut short is refused alike too, but by the lengths around the record.)
     @Test func damagedRecordsAreRefusedAlikeByBothPaths() throws {
         let records = try Self.records()
-        // The record with every optional manifest member, and one with a refresh schedule in flight.
-        let chosen = [records[0]] + records.filter { $0.refresh?.inFlight != nil }.prefix(1)
-        #expect(chosen.count == 2)
-        let bytes = try BinaryEncoder().encode(records: chosen)
-        var damaged: [[UInt8]] = (0..<bytes.count).map { Array(bytes.prefix($0)) }
-        for i in bytes.indices {
-            for change: UInt8 in [1, 0x80] {
-                var copy = bytes
-                copy[i] ^= change
-                damaged.append(copy)
-            }
-        }
+        let chosen = records.enumerated().filter { i, r in
+            i == 0 || i >= records.count - 2 || r.throttledUntil != nil || r.reprieveUntil != nil || !r.hints.held.isEmpty || !r.pending.isEmpty
+                || !r.resetWaiters.isEmpty || r.refresh?.waiters.isEmpty == false
+        }.map(\.element)
+        #expect(chosen.count >= 8)
         var generic = BinaryDecoder()
         generic.directCoding = false
+        var copies = 0
         var refused = 0
-        for copy in damaged {
-            let direct: Outcome<[ExtensionRecord]>
-            let slow: Outcome<[ExtensionRecord]>
-            do { direct = .read(try BinaryDecoder().decode(records: copy[...])) } catch { direct = .refused("\(error)") }
-            do { slow = .read(try generic.decode(records: copy[...])) } catch { slow = .refused("\(error)") }
-            #expect(direct == slow)
-            if case .refused = direct { refused += 1 }
+        for record in chosen {
+            let bytes = try BinaryEncoder().encode(records: [record])
+            #expect(try BinaryDecoder().decode(records: bytes[...]) == [record])
+            var damaged: [[UInt8]] = (0..<bytes.count).map { Array(bytes.prefix($0)) }
+            for i in bytes.indices {
+                for change: UInt8 in [1, 0x80] {
+                    var copy = bytes
+                    copy[i] ^= change
+                    damaged.append(copy)
+                }
+            }
+            for copy in damaged {
+                let direct: Outcome<[ExtensionRecord]>
+                let slow: Outcome<[ExtensionRecord]>
+                do { direct = .read(try BinaryDecoder().decode(records: copy[...])) } catch { direct = .refused("\(error)") }
+                do { slow = .read(try generic.decode(records: copy[...])) } catch { slow = .refused("\(error)") }
+                #expect(direct == slow)
+                if case .refused = direct { refused += 1 }
+            }
+            copies += damaged.count
         }
-        #expect(refused > damaged.count / 2)
+        #expect(refused > copies / 2)
     }
 }

@@ -82,6 +82,16 @@ struct HandoverFileTests {
         let head = try BinaryEncoder().encode(many, signature: HandoverDocument.signature)
         let empty = try BinaryEncoder().encode([ExtensionRecord]())
         let manyParts = head + Array((0..<100_000).map { _ in empty }.joined())
+        // Records in the head, though it counts its parts right.
+        var crowded = try Self.document(records: 10)
+        crowded.recordParts = 1
+        let crowdedFile = try BinaryEncoder().encode(crowded, signature: HandoverDocument.signature) + BinaryEncoder().encode([ExtensionRecord]())
+        #expect(refusal(crowdedFile).hasSuffix("recordParts: 1 part(s) and 10 record(s) in the head"), "\(refusal(crowdedFile))")
+        // A fault of the head is named before one of the parts' layout.
+        var doubled = try Self.document(records: 10)
+        doubled.connections = [.init(host: 1, fd: 3, pid: 7, uid: 0, gid: 0, groups: [], isMonitor: false)]
+        let both = try HandoverFile.encode(doubled, kernel: kernel) + [0]
+        #expect(refusal(both).contains("descriptors: one named twice"), "\(refusal(both))")
         let jobs = kernel.concurrentJobs
         #expect(refusal(manyParts).hasPrefix("corrupt: the hand-over document is corrupt: recordParts: 100000 part(s)"), "\(refusal(manyParts))")
         #expect(kernel.concurrentJobs == jobs)
