@@ -1,5 +1,5 @@
-/// The records of a hand-over document (`ExtensionRecord`, with its `Manifest`, `Policy` and
-/// `CredentialRequest`) written and read directly (`BinaryDirectCodable`): the same members, in
+/// The records of a hand-over document (`ExtensionRecord`, with its `Manifest`, `Policy`,
+/// `CredentialRequest`, `Credentials`, requests and assertions) written and read directly (`BinaryDirectCodable`): the same members, in
 /// the same order and form, as their synthesized `Codable` conformances give `BinaryEncoder`,
 /// without the generic calls per member that were most of the cost of reading 1,000 records.
 /// Nested values of other types go through their own conformances.
@@ -13,9 +13,9 @@ extension ExtensionRecord: BinaryDirectCodable {
         w.integer(generation, "generation")
         w.optional(pid, "pid") { w.integer($0, $1) }
         w.optional(startedAt, "startedAt") { w.instant($0, $1) }
-        try w.list(requests, "requests")
-        try w.list(pending, "pending")
-        try w.value(assertions, "assertions")
+        try w.directList(requests, "requests")
+        try w.directList(pending, "pending")
+        try w.direct(assertions, "assertions")
         try w.optional(lastExit, "lastExit") { try w.value($0, $1) }
         w.integer(consecutiveCrashes, "consecutiveCrashes")
         w.optional(throttledUntil, "throttledUntil") { w.instant($0, $1) }
@@ -41,9 +41,9 @@ extension ExtensionRecord: BinaryDirectCodable {
         generation = try r.integer(UInt64.self, "generation")
         pid = try r.integerIfPresent(Int32.self, "pid")
         startedAt = try r.instantIfPresent("startedAt")
-        requests = try r.list(OpenRequest.self, "requests")
-        pending = try r.list(PendingBegin.self, "pending")
-        assertions = try r.value(AssertionLedger.self, "assertions")
+        requests = try r.directList(OpenRequest.self, "requests")
+        pending = try r.directList(PendingBegin.self, "pending")
+        assertions = try r.direct(AssertionLedger.self, "assertions")
         lastExit = try r.valueIfPresent(ExitRecord.self, "lastExit")
         consecutiveCrashes = try r.integer(Int.self, "consecutiveCrashes")
         throttledUntil = try r.instantIfPresent("throttledUntil")
@@ -78,7 +78,7 @@ extension Manifest: BinaryDirectCodable {
         try w.optional(activation, "activation") { try w.value($0, $1) }
         w.string(source, "source")
         try w.direct(credentialRequest, "credentialRequest")
-        try w.optional(credentials, "credentials") { try w.value($0, $1) }
+        try w.optional(credentials, "credentials") { try w.direct($0, $1) }
         try w.list(sharedContainers, "sharedContainers")
         try w.value(containerPaths, "containerPaths")
         w.bool(sandboxed, "sandboxed")
@@ -99,7 +99,7 @@ extension Manifest: BinaryDirectCodable {
         activation = try r.valueIfPresent(ActivationRule.self, "activation")
         source = try r.string("source")
         credentialRequest = try r.direct(CredentialRequest.self, "credentialRequest")
-        credentials = try r.valueIfPresent(Credentials.self, "credentials")
+        credentials = try r.directIfPresent(Credentials.self, "credentials")
         sharedContainers = try r.list(String.self, "sharedContainers")
         containerPaths = try r.value([String: String].self, "containerPaths")
         sandboxed = try r.bool("sandboxed")
@@ -153,5 +153,101 @@ extension CredentialRequest: BinaryDirectCodable {
         user = try r.valueIfPresent(AccountReference.self, "user")
         group = try r.valueIfPresent(AccountReference.self, "group")
         supplementaryGroups = try r.list(AccountReference.self, "supplementaryGroups")
+    }
+}
+
+extension Credentials: BinaryDirectCodable {
+    func write(to output: BinaryOutput, level: Int) throws {
+        let w = BinaryFieldWriter(output, level: level)
+        w.integer(uid, "uid")
+        w.integer(gid, "gid")
+        try w.list(groups, "groups")
+        w.bool(ownUID, "ownUID")
+    }
+
+    init(binary input: BinaryInput, at offset: Int, within end: Int) throws {
+        var r = try BinaryFields(input, at: offset, within: end)
+        uid = try r.integer(UInt32.self, "uid")
+        gid = try r.integer(UInt32.self, "gid")
+        groups = try r.list(UInt32.self, "groups")
+        ownUID = try r.bool("ownUID")
+    }
+}
+
+extension PeerIdentity: BinaryDirectCodable {
+    func write(to output: BinaryOutput, level: Int) throws {
+        let w = BinaryFieldWriter(output, level: level)
+        w.integer(pid, "pid")
+        w.integer(uid, "uid")
+        w.integer(gid, "gid")
+        try w.list(groups, "groups")
+    }
+
+    init(binary input: BinaryInput, at offset: Int, within end: Int) throws {
+        var r = try BinaryFields(input, at: offset, within: end)
+        pid = try r.integer(Int32.self, "pid")
+        uid = try r.integer(UInt32.self, "uid")
+        gid = try r.integer(UInt32.self, "gid")
+        groups = try r.list(UInt32.self, "groups")
+    }
+}
+
+extension OpenRequest: BinaryDirectCodable {
+    func write(to output: BinaryOutput, level: Int) throws {
+        let w = BinaryFieldWriter(output, level: level)
+        w.integer(id, "id")
+        w.integer(host, "host")
+        w.integer(tag, "tag")
+        try w.direct(peer, "peer")
+        w.instant(begunAt, "begunAt")
+    }
+
+    init(binary input: BinaryInput, at offset: Int, within end: Int) throws {
+        var r = try BinaryFields(input, at: offset, within: end)
+        id = try r.integer(UInt64.self, "id")
+        host = try r.integer(HostID.self, "host")
+        tag = try r.integer(UInt32.self, "tag")
+        peer = try r.direct(PeerIdentity.self, "peer")
+        begunAt = try r.instant("begunAt")
+    }
+}
+
+extension PendingBegin: BinaryDirectCodable {
+    func write(to output: BinaryOutput, level: Int) throws {
+        let w = BinaryFieldWriter(output, level: level)
+        w.integer(host, "host")
+        try w.direct(peer, "peer")
+        w.integer(tag, "tag")
+        w.integer(requestID, "requestID")
+    }
+
+    init(binary input: BinaryInput, at offset: Int, within end: Int) throws {
+        var r = try BinaryFields(input, at: offset, within: end)
+        host = try r.integer(HostID.self, "host")
+        peer = try r.direct(PeerIdentity.self, "peer")
+        tag = try r.integer(UInt32.self, "tag")
+        requestID = try r.integer(UInt64.self, "requestID")
+    }
+}
+
+extension Assertion: BinaryDirectCodable {
+    func write(to output: BinaryOutput, level: Int) throws {
+        let w = BinaryFieldWriter(output, level: level)
+        w.integer(id, "id")
+        w.string(reason, "reason")
+        w.instant(grantedAt, "grantedAt")
+        w.instant(hardDeadline, "hardDeadline")
+        w.optional(expireSentAt, "expireSentAt") { w.instant($0, $1) }
+        w.bool(expireAcknowledged, "expireAcknowledged")
+    }
+
+    init(binary input: BinaryInput, at offset: Int, within end: Int) throws {
+        var r = try BinaryFields(input, at: offset, within: end)
+        id = try r.integer(UInt64.self, "id")
+        reason = try r.string("reason")
+        grantedAt = try r.instant("grantedAt")
+        hardDeadline = try r.instant("hardDeadline")
+        expireSentAt = try r.instantIfPresent("expireSentAt")
+        expireAcknowledged = try r.bool("expireAcknowledged")
     }
 }
