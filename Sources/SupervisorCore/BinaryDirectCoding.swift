@@ -269,6 +269,15 @@ struct BinaryFields {
         try optional(key) { [input, end] in try T(from: BinaryDecoding(input: input, offset: $0, end: end)) }
     }
 
+    /// `key`'s value of a `BinaryCanonicalReadable` type: read without the generic containers
+    /// when its bytes are in its encoder's form, else by its `init(from:)`.
+    mutating func canonical<T: BinaryCanonicalReadable>(_ type: T.Type, _ key: StaticString) throws -> T {
+        try required(key) { [input, end] in try T.read(input, at: $0, within: end) }
+    }
+    mutating func canonicalIfPresent<T: BinaryCanonicalReadable>(_ type: T.Type, _ key: StaticString) throws -> T? {
+        try optional(key) { [input, end] in try T.read(input, at: $0, within: end) }
+    }
+
     /// `key`'s list of values of any decodable type, each read by its `init(from:)`: what
     /// `[T]`'s `init(from:)` reads, without its generic container.
     mutating func list<T: Decodable>(_ type: T.Type, _ key: StaticString) throws -> [T] {

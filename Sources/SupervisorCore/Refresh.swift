@@ -198,7 +198,7 @@ extension RefreshState: BinaryDirectCodable {
 
     init(binary input: BinaryInput, at offset: Int, within end: Int) throws {
         var r = try BinaryFields(input, at: offset, within: end)
-        schedule = try r.value(RefreshSchedule.self, "schedule")
+        schedule = try r.canonical(RefreshSchedule.self, "schedule")
         nextAt = try r.instantIfPresent("nextAt")
         lastOutcome = try r.valueIfPresent(RefreshOutcome.self, "lastOutcome")
         lastAt = try r.instantIfPresent("lastAt")
