@@ -69,6 +69,55 @@ extension Phase {
     }
 }
 
+/// The same object, written and read directly (`BinaryDirectCodable`): every record has one.
+extension Phase: BinaryDirectCodable {
+    func write(to output: BinaryOutput, level: Int) throws {
+        let w = BinaryFieldWriter(output, level: level)
+        switch self {
+        case .notRunning: w.string("not-running", "name")
+        case .launching(let deadline):
+            w.string("launching", "name")
+            w.instant(deadline, "deadline")
+        case .active: w.string("active", "name")
+        case .background(let expireAt, let stopAt):
+            w.string("background", "name")
+            w.optional(expireAt, "expireAt") { w.instant($0, $1) }
+            w.optional(stopAt, "stopAt") { w.instant($0, $1) }
+        case .expiring(let stopAt):
+            w.string("expiring", "name")
+            w.instant(stopAt, "stopAt")
+        case .stopping(let wasExpiring):
+            w.string("stopping", "name")
+            w.bool(wasExpiring, "wasExpiring")
+        case .suspended(let reclaimAt):
+            w.string("suspended", "name")
+            w.instant(reclaimAt, "reclaimAt")
+        case .resuming: w.string("resuming", "name")
+        case .terminating(let reason, let killAt):
+            w.string("terminating", "name")
+            w.string(reason.rawValue, "reason")
+            w.optional(killAt, "killAt") { w.instant($0, $1) }
+        }
+    }
+
+    init(binary input: BinaryInput, at offset: Int, within end: Int) throws {
+        var r = try BinaryFields(input, at: offset, within: end)
+        let name = try r.string("name")
+        switch name {
+        case "not-running": self = .notRunning
+        case "launching": self = .launching(deadline: try r.instant("deadline"))
+        case "active": self = .active
+        case "background": self = .background(expireAt: try r.instantIfPresent("expireAt"), stopAt: try r.instantIfPresent("stopAt"))
+        case "expiring": self = .expiring(stopAt: try r.instant("stopAt"))
+        case "stopping": self = .stopping(wasExpiring: try r.bool("wasExpiring"))
+        case "suspended": self = .suspended(reclaimAt: try r.instant("reclaimAt"))
+        case "resuming": self = .resuming
+        case "terminating": self = .terminating(reason: try r.value(ExitReason.self, "reason"), killAt: try r.instantIfPresent("killAt"))
+        default: throw DecodingError.dataCorrupted(.init(codingPath: [Key.name], debugDescription: "unknown phase '\(name)'"))
+        }
+    }
+}
+
 /// An exit status is an object with one member naming its case: `{"exited": 0}` or
 /// `{"signaled": 9}`.
 extension ExitStatus {

@@ -1,5 +1,5 @@
 /// The records of a hand-over document (`ExtensionRecord`, with its `Manifest`, `Policy`,
-/// `CredentialRequest`, `Credentials`, requests and assertions) written and read directly (`BinaryDirectCodable`): the same members, in
+/// `CredentialRequest`, `Credentials`, requests, assertions and last exit) written and read directly (`BinaryDirectCodable`): the same members, in
 /// the same order and form, as their synthesized `Codable` conformances give `BinaryEncoder`,
 /// without the generic calls per member that were most of the cost of reading 1,000 records.
 /// Nested values of other types go through their own conformances.
@@ -8,7 +8,7 @@ extension ExtensionRecord: BinaryDirectCodable {
     func write(to output: BinaryOutput, level: Int) throws {
         let w = BinaryFieldWriter(output, level: level)
         try w.direct(manifest, "manifest")
-        try w.value(phase, "phase")
+        try w.direct(phase, "phase")
         w.instant(since, "since")
         w.integer(generation, "generation")
         w.optional(pid, "pid") { w.integer($0, $1) }
@@ -16,7 +16,7 @@ extension ExtensionRecord: BinaryDirectCodable {
         try w.directList(requests, "requests")
         try w.directList(pending, "pending")
         try w.direct(assertions, "assertions")
-        try w.optional(lastExit, "lastExit") { try w.value($0, $1) }
+        try w.optional(lastExit, "lastExit") { try w.direct($0, $1) }
         w.integer(consecutiveCrashes, "consecutiveCrashes")
         w.optional(throttledUntil, "throttledUntil") { w.instant($0, $1) }
         try w.directList(recentEvents, "recentEvents")
@@ -36,7 +36,7 @@ extension ExtensionRecord: BinaryDirectCodable {
     init(binary input: BinaryInput, at offset: Int, within end: Int) throws {
         var r = try BinaryFields(input, at: offset, within: end)
         manifest = try r.direct(Manifest.self, "manifest")
-        phase = try r.value(Phase.self, "phase")
+        phase = try r.direct(Phase.self, "phase")
         since = try r.instant("since")
         generation = try r.integer(UInt64.self, "generation")
         pid = try r.integerIfPresent(Int32.self, "pid")
@@ -44,7 +44,7 @@ extension ExtensionRecord: BinaryDirectCodable {
         requests = try r.directList(OpenRequest.self, "requests")
         pending = try r.directList(PendingBegin.self, "pending")
         assertions = try r.direct(AssertionLedger.self, "assertions")
-        lastExit = try r.valueIfPresent(ExitRecord.self, "lastExit")
+        lastExit = try r.directIfPresent(ExitRecord.self, "lastExit")
         consecutiveCrashes = try r.integer(Int.self, "consecutiveCrashes")
         throttledUntil = try r.instantIfPresent("throttledUntil")
         recentEvents = try r.directList(LifecycleEvent.self, "recentEvents")
@@ -249,5 +249,23 @@ extension Assertion: BinaryDirectCodable {
         hardDeadline = try r.instant("hardDeadline")
         expireSentAt = try r.instantIfPresent("expireSentAt")
         expireAcknowledged = try r.bool("expireAcknowledged")
+    }
+}
+
+extension ExitRecord: BinaryDirectCodable {
+    func write(to output: BinaryOutput, level: Int) throws {
+        let w = BinaryFieldWriter(output, level: level)
+        try w.optional(status, "status") { try w.value($0, $1) }
+        w.string(reason.rawValue, "reason")
+        w.instant(at, "at")
+        w.optional(pid, "pid") { w.integer($0, $1) }
+    }
+
+    init(binary input: BinaryInput, at offset: Int, within end: Int) throws {
+        var r = try BinaryFields(input, at: offset, within: end)
+        status = try r.valueIfPresent(ExitStatus.self, "status")
+        reason = try r.value(ExitReason.self, "reason")
+        at = try r.instant("at")
+        pid = try r.integerIfPresent(Int32.self, "pid")
     }
 }

@@ -181,16 +181,20 @@ struct BinaryDirectCodingTests {
         #expect(try genericDecoder.decode(records: bytes[...]) == records)
     }
 
-    /// A change of every byte of each record that holds something the others do not (every
-    /// optional member of the manifest, a crash with its backoff, a reprieve, held hints, a
+    /// A change of every byte of each record that holds something the others do not (the first
+    /// of each lifecycle state, every optional member of the manifest, a crash with its backoff,
+    /// a reprieve, held hints, a
     /// pending begin, a reset waiter, a refresh in flight with its waiters, refreshes ended):
     /// both paths read the same record from each changed copy, or refuse it with the same
     /// error. (A copy cut short is refused alike too, but by the lengths around the record.)
     @Test func damagedRecordsAreRefusedAlikeByBothPaths() throws {
         let records = try Self.records()
+        var states: Set<String> = []
         let chosen = records.enumerated().filter { i, r in
-            i == 0 || i >= records.count - 2 || r.throttledUntil != nil || r.reprieveUntil != nil || !r.hints.held.isEmpty || !r.pending.isEmpty
-                || !r.resetWaiters.isEmpty || r.refresh?.waiters.isEmpty == false
+            // The first of each lifecycle state, for its phase.
+            let firstOfItsState = states.insert("\(r.state)").inserted
+            return firstOfItsState || i == 0 || i >= records.count - 2 || r.throttledUntil != nil || r.reprieveUntil != nil
+                || !r.hints.held.isEmpty || !r.pending.isEmpty || !r.resetWaiters.isEmpty || r.refresh?.waiters.isEmpty == false
         }.map(\.element)
         #expect(chosen.count >= 8)
         var generic = BinaryDecoder()
