@@ -190,9 +190,15 @@ final class BinaryInput {
     }
 
     func string(_ offset: Int, within end: Int) throws(BinaryDecodingError) -> String {
+        string(try stringBytes(offset, within: end))
+    }
+
+    /// Where the UTF-8 bytes of the string value at `offset` lie (which is also where the value
+    /// ends); throws when there is no string there.
+    func stringBytes(_ offset: Int, within end: Int) throws(BinaryDecodingError) -> Range<Int> {
         let tag = try byte(offset, within: end)
         guard tag == BinaryFormat.string else { throw BinaryDecodingError(problem: "expected a string, found \(BinaryFormat.name(of: tag))") }
-        return string(try text(offset + 1, within: end))
+        return try text(offset + 1, within: end)
     }
 
     /// A floating-point number, or an integer a double holds exactly (a type may write a

@@ -56,12 +56,9 @@ extension BinaryInput {
     }
 
     func stringAndNext(_ offset: Int, within end: Int) throws(BinaryDecodingError) -> (String, next: Int) {
-        let tag = try byte(offset, within: end)
-        guard tag == BinaryFormat.string else { throw BinaryDecodingError(problem: "expected a string, found \(BinaryFormat.name(of: tag))") }
-        let range = try text(offset + 1, within: end)
+        let range = try stringBytes(offset, within: end)
         return (string(range), range.upperBound)
     }
-
 }
 
 /// The elements of an unkeyed container, read in order by a `BinaryDirectCodable` type. An
@@ -87,7 +84,7 @@ struct BinaryElements {
     }
 
     /// The next element, read by `read`, which returns it with the offset after it.
-    private mutating func next<T>(_ read: (_ input: BinaryInput, _ offset: Int, _ end: Int) throws(BinaryDecodingError) -> (T, next: Int)) throws -> T {
+    private mutating func next<T>(_ read: (_ input: BinaryInput, _ offset: Int, _ end: Int) throws -> (T, next: Int)) throws -> T {
         guard index < count else {
             throw BinaryDecodingError(path: ["[\(index)]"], problem: "missing: the container has \(count) element(s)")
         }
@@ -110,47 +107,27 @@ struct BinaryElements {
     }
 
     mutating func integer<T: FixedWidthInteger>(_ type: T.Type) throws -> T {
-        try next { input, o, e throws(BinaryDecodingError) in try input.integerAndNext(type, o, within: e) }
+        try next { input, o, e in try input.integerAndNext(type, o, within: e) }
     }
     mutating func integerOrNil<T: FixedWidthInteger>(_ type: T.Type) throws -> T? { try skipNil() ? nil : try integer(type) }
-    mutating func string() throws -> String { try next { input, o, e throws(BinaryDecodingError) in try input.stringAndNext(o, within: e) } }
+    mutating func string() throws -> String { try next { input, o, e in try input.stringAndNext(o, within: e) } }
     mutating func stringOrNil() throws -> String? { try skipNil() ? nil : try string() }
 
     /// The value of the next element, a name in `names`, or nil when no name matches.
     mutating func name<Value>(in names: BinaryNames<Value>) throws -> Value? {
-        try next { input, o, e throws(BinaryDecodingError) in (try names.value(input, at: o, within: e), try input.skip(o, within: e)) }
+        try next { input, o, e in (try names.value(input, at: o, within: e), try input.skip(o, within: e)) }
     }
 
     /// The next element, of any decodable type, read by its `init(from:)`.
     mutating func value<T: Decodable>(_ type: T.Type) throws -> T {
-        guard index < count else {
-            throw BinaryDecodingError(path: ["[\(index)]"], problem: "missing: the container has \(count) element(s)")
-        }
-        do {
-            let value = try T(from: BinaryDecoding(input: input, offset: offset, end: end))
-            offset = try input.skip(offset, within: end)
-            index += 1
-            return value
-        } catch {
-            throw BinaryDecodingError.inside("[\(index)]", error)
-        }
+        try next { input, o, e in (try T(from: BinaryDecoding(input: input, offset: o, end: e)), try input.skip(o, within: e)) }
     }
 
     mutating func valueOrNil<T: Decodable>(_ type: T.Type) throws -> T? { try skipNil() ? nil : try value(type) }
 
     /// The next element, of a `BinaryDirectCodable` type, read directly.
     mutating func direct<T: BinaryDirectCodable>(_ type: T.Type) throws -> T {
-        guard index < count else {
-            throw BinaryDecodingError(path: ["[\(index)]"], problem: "missing: the container has \(count) element(s)")
-        }
-        do {
-            let value = try T(binary: input, at: offset, within: end)
-            offset = try input.skip(offset, within: end)
-            index += 1
-            return value
-        } catch {
-            throw BinaryDecodingError.inside("[\(index)]", error)
-        }
+        try next { input, o, e in (try T(binary: input, at: o, within: e), try input.skip(o, within: e)) }
     }
 
     /// Every element, each of a `BinaryDirectCodable` type, read directly: what `[T]`'s
@@ -177,10 +154,16 @@ struct BinaryElements {
     /// Writes `values`, each of a `BinaryDirectCodable` type, directly at `level`: what `[T]`'s
     /// `encode(to:)` writes.
     static func write<T: BinaryDirectCodable>(_ values: [T], to output: BinaryOutput, level: Int) throws {
+        try write(values, to: output, level: level) { try $0.write(to: output, level: level + 1) }
+    }
+
+    /// Writes an unkeyed container at `level` of `values`, each written by `one` (at
+    /// `level + 1`).
+    static func write<S: Sequence>(_ values: S, to output: BinaryOutput, level: Int, _ one: (S.Element) throws -> Void) rethrows {
         _ = output.openContainer(BinaryFormat.unkeyed, level: level)
         for value in values {
             output.countEntry(level: level)
-            try value.write(to: output, level: level + 1)
+            try one(value)
             output.close(above: level)
         }
     }
@@ -360,11 +343,7 @@ struct BinaryFieldWriter {
     /// `encode(to:)` writes, without its generic container.
     func list<S: Sequence>(_ values: S, _ k: StaticString) throws where S.Element: Encodable {
         key(k)
-        _ = output.openContainer(BinaryFormat.unkeyed, level: level + 1)
-        for value in values {
-            output.countEntry(level: level + 1)
-            try output.value(value, level: level + 2)
-        }
+        try BinaryElements.write(values, to: output, level: level + 1) { [output, level] in try output.value($0, level: level + 2) }
         output.close(above: level)
     }
 
@@ -408,9 +387,7 @@ struct BinaryNames<Value>: Sendable where Value: Sendable {
     /// The value named by the string at `offset`, nil when no name matches; throws when there is
     /// no string there.
     func value(_ input: BinaryInput, at offset: Int, within end: Int) throws(BinaryDecodingError) -> Value? {
-        let tag = try input.byte(offset, within: end)
-        guard tag == BinaryFormat.string else { throw BinaryDecodingError(problem: "expected a string, found \(BinaryFormat.name(of: tag))") }
-        let range = try input.text(offset + 1, within: end)
+        let range = try input.stringBytes(offset, within: end)
         guard range.count < byLength.count else { return nil }
         return bytes.withUnsafeBytes { names in
             for i in byLength[range.count] where input.matches(range, UnsafeRawBufferPointer(rebasing: names[starts[i]..<starts[i + 1]])) {
