@@ -84,7 +84,7 @@ struct BinaryElements {
     }
 
     /// The next element, read by `read`, which returns it with the offset after it.
-    private mutating func next<T>(_ read: (_ input: BinaryInput, _ offset: Int, _ end: Int) throws -> (T, next: Int)) throws -> T {
+    fileprivate mutating func next<T>(_ read: (_ input: BinaryInput, _ offset: Int, _ end: Int) throws -> (T, next: Int)) throws -> T {
         guard index < count else {
             throw BinaryDecodingError(path: ["[\(index)]"], problem: "missing: the container has \(count) element(s)")
         }
@@ -134,6 +134,14 @@ struct BinaryElements {
     /// `init(from:)` reads.
     static func list<T: BinaryDirectCodable>(_ type: T.Type, _ input: BinaryInput, at offset: Int, within end: Int) throws -> [T] {
         try all(input, at: offset, within: end) { try $0.direct(type) }
+    }
+
+    /// Every element, of a `BinaryCanonicalReadable` type, each read by `read`: what `[T]`'s
+    /// `init(from:)` reads.
+    static func canonicalValues<T: BinaryCanonicalReadable>(_ type: T.Type, _ input: BinaryInput, at offset: Int, within end: Int) throws -> [T] {
+        try all(input, at: offset, within: end) { elements in
+            try elements.next { input, o, e in (try T.read(input, at: o, within: e), try input.skip(o, within: e)) }
+        }
     }
 
     /// Every element, of any decodable type, each read by its `init(from:)`: what `[T]`'s
@@ -259,6 +267,15 @@ struct BinaryFields {
     }
     mutating func canonicalIfPresent<T: BinaryCanonicalReadable>(_ type: T.Type, _ key: StaticString) throws -> T? {
         try optional(key) { [input, end] in try T.read(input, at: $0, within: end) }
+    }
+
+    /// `key`'s list of values of a `BinaryCanonicalReadable` type, each read as `canonical`
+    /// reads one: what `[T]`'s `init(from:)` reads, without the generic containers.
+    mutating func canonicalList<T: BinaryCanonicalReadable>(_ type: T.Type, _ key: StaticString) throws -> [T] {
+        try required(key) { [input, end] in try BinaryElements.canonicalValues(type, input, at: $0, within: end) }
+    }
+    mutating func canonicalListIfPresent<T: BinaryCanonicalReadable>(_ type: T.Type, _ key: StaticString) throws -> [T]? {
+        try optional(key) { [input, end] in try BinaryElements.canonicalValues(type, input, at: $0, within: end) }
     }
 
     /// `key`'s list of values of any decodable type, each read by its `init(from:)`: what

@@ -1,10 +1,11 @@
-/// The manifest's nested values that the hand-over document holds once or twice per record
-/// (`ResourceLimits`, `RefreshSchedule`, `HostRestriction`), read without the generic
-/// containers when their bytes are in the form their encoders write: each member in its
-/// place, of its type, within what the manifest file's decoder accepts. Anything else (a
-/// member missing, extra or out of order, a number out of range or written as a double)
-/// is read by the type's own `init(from:)`, the manifest file's decoder, so the value read and
-/// the error thrown are always the ones that decoder gives.
+/// Values that the hand-over document holds once or more per record, read without the generic
+/// containers when their bytes are in the form their encoders write: the manifest's limits,
+/// refresh schedules and host lists (each member in its place, of its type, within what the
+/// manifest file's decoder accepts), the enums written as their names, accounts, exit
+/// statuses, and string lists and dictionaries. Anything else (a member missing, extra or out
+/// of order, a number out of range or written as a double, an unknown name, a damaged entry)
+/// is read by the type's own `init(from:)` (for the manifest's values, the manifest file's
+/// decoder), so the value read and the error thrown are always the ones it gives.
 protocol BinaryCanonicalReadable: Decodable {
     /// The value at `offset` when its bytes are in the form the type's encoder writes and the
     /// manifest file's decoder accepts them; nil for anything else.
@@ -118,5 +119,94 @@ extension HostRestriction: BinaryCanonicalReadable {
             let uids = m.unsignedList("uids", maximum: UInt64(UInt32.max)), let gids = m.unsignedList("gids", maximum: UInt64(UInt32.max))
         else { return nil }
         return HostRestriction(uids: uids.map(UInt32.init), gids: gids.map(UInt32.init))
+    }
+}
+
+/// A case named by its raw value, read as a string, without the generic single-value
+/// container: nil when the bytes are not a string or name no case, which `init(from:)` then
+/// refuses with its own error.
+extension BinaryCanonicalReadable where Self: RawRepresentable, RawValue == String {
+    static func canonical(_ input: BinaryInput, at offset: Int, within end: Int) -> Self? {
+        guard let name = try? input.string(offset, within: end) else { return nil }
+        return Self(rawValue: name)
+    }
+}
+
+extension ExitReason: BinaryCanonicalReadable {}
+extension Readiness: BinaryCanonicalReadable {}
+extension SuspendMode: BinaryCanonicalReadable {}
+extension LockContentionPolicy: BinaryCanonicalReadable {}
+extension SandboxPart: BinaryCanonicalReadable {}
+extension RefreshOutcome: BinaryCanonicalReadable {}
+
+extension LockGrace: BinaryCanonicalReadable {
+    /// One of the three names `init(from:)` reads.
+    static func canonical(_ input: BinaryInput, at offset: Int, within end: Int) -> LockGrace? {
+        switch try? input.string(offset, within: end) {
+        case "none": LockGrace.none
+        case "resuming": LockGrace.resuming
+        case "spent": LockGrace.spent
+        default: nil
+        }
+    }
+}
+
+extension AccountReference: BinaryCanonicalReadable {
+    /// What `init(from:)` reads, without the error its first attempt throws for a name: an
+    /// integer that fits a uid or gid is a number, else a string is a name.
+    static func canonical(_ input: BinaryInput, at offset: Int, within end: Int) -> AccountReference? {
+        if let number = try? input.integer(UInt32.self, offset, within: end) { return .number(number) }
+        return (try? input.string(offset, within: end)).map(AccountReference.name)
+    }
+}
+
+extension ExitStatus: BinaryCanonicalReadable {
+    /// One member, `exited` or `signaled`, an integer that fits an `Int32`.
+    static func canonical(_ input: BinaryInput, at offset: Int, within end: Int) -> ExitStatus? {
+        guard let container = try? input.container(BinaryFormat.keyed, at: offset, within: end), container.count == 1,
+            let key = try? input.text(container.entries, within: container.end),
+            let number = try? input.integer(Int32.self, key.upperBound, within: container.end)
+        else { return nil }
+        if input.matches(key, "exited") { return .exited(number) }
+        if input.matches(key, "signaled") { return .signaled(number) }
+        return nil
+    }
+}
+
+/// The manifest's environment and container paths: `Dictionary.init(from:)` reads every key
+/// `allKeys` lists, in order, and each key's value, the next entry under that key.
+extension Dictionary: BinaryCanonicalReadable where Key == String, Value == String {
+    /// Every entry a key of valid UTF-8 (one that finds itself where it lies) and a string; a
+    /// key written twice keeps its last value, as `init(from:)` does.
+    static func canonical(_ input: BinaryInput, at offset: Int, within end: Int) -> [String: String]? {
+        guard let container = try? input.container(BinaryFormat.keyed, at: offset, within: end) else { return nil }
+        var entries: [String: String] = [:]
+        entries.reserveCapacity(container.count)
+        var at = container.entries
+        for _ in 0..<container.count {
+            guard let range = try? input.text(at, within: container.end) else { return nil }
+            let key = input.string(range)
+            guard input.matches(range, key), let value = try? input.string(range.upperBound, within: container.end),
+                let next = try? input.skip(range.upperBound, within: container.end)
+            else { return nil }
+            entries[key] = value
+            at = next
+        }
+        return entries
+    }
+}
+
+/// A list of strings (a manifest's arguments, shared containers, the hints' names).
+extension Array: BinaryCanonicalReadable where Element == String {
+    /// Every element a string.
+    static func canonical(_ input: BinaryInput, at offset: Int, within end: Int) -> [String]? {
+        guard var elements = try? BinaryElements(input, at: offset, within: end) else { return nil }
+        var strings: [String] = []
+        strings.reserveCapacity(elements.count)
+        for _ in 0..<elements.count {
+            guard let string = try? elements.string() else { return nil }
+            strings.append(string)
+        }
+        return strings
     }
 }

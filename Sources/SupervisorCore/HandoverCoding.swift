@@ -112,7 +112,7 @@ extension Phase: BinaryDirectCodable {
         case "stopping": self = .stopping(wasExpiring: try r.bool("wasExpiring"))
         case "suspended": self = .suspended(reclaimAt: try r.instant("reclaimAt"))
         case "resuming": self = .resuming
-        case "terminating": self = .terminating(reason: try r.value(ExitReason.self, "reason"), killAt: try r.instantIfPresent("killAt"))
+        case "terminating": self = .terminating(reason: try r.canonical(ExitReason.self, "reason"), killAt: try r.instantIfPresent("killAt"))
         default: throw DecodingError.dataCorrupted(.init(codingPath: [Key.name], debugDescription: "unknown phase '\(name)'"))
         }
     }

@@ -67,7 +67,7 @@ extension NotificationHints: BinaryDirectCodable {
 
     init(binary input: BinaryInput, at offset: Int, within end: Int) throws {
         var r = try BinaryFields(input, at: offset, within: end)
-        observed = Set(try r.list(String.self, "observed"))
-        held = try r.list(String.self, "held")
+        observed = Set(try r.canonical([String].self, "observed"))
+        held = try r.canonical([String].self, "held")
     }
 }

@@ -56,7 +56,7 @@ extension ExtensionRecord: BinaryDirectCodable {
         prewarmed = try r.bool("prewarmed")
         reprieveUntil = try r.instantIfPresent("reprieveUntil")
         locksHeldAtSuspend = try r.integer(Int.self, "locksHeldAtSuspend")
-        lockGrace = try r.value(LockGrace.self, "lockGrace")
+        lockGrace = try r.canonical(LockGrace.self, "lockGrace")
         hints = try r.direct(NotificationHints.self, "hints")
         refresh = try r.directIfPresent(RefreshState.self, "refresh")
     }
@@ -89,9 +89,9 @@ extension Manifest: BinaryDirectCodable {
         id = try r.string("id")
         point = try r.string("point")
         executable = try r.string("executable")
-        arguments = try r.list(String.self, "arguments")
-        environment = try r.value([String: String].self, "environment")
-        readiness = try r.value(Readiness.self, "readiness")
+        arguments = try r.canonical([String].self, "arguments")
+        environment = try r.canonical([String: String].self, "environment")
+        readiness = try r.canonical(Readiness.self, "readiness")
         policy = try r.direct(Policy.self, "policy")
         hosts = try r.canonical(HostRestriction.self, "hosts")
         hostAccess = try r.bool("hostAccess")
@@ -100,8 +100,8 @@ extension Manifest: BinaryDirectCodable {
         source = try r.string("source")
         credentialRequest = try r.direct(CredentialRequest.self, "credentialRequest")
         credentials = try r.directIfPresent(Credentials.self, "credentials")
-        sharedContainers = try r.list(String.self, "sharedContainers")
-        containerPaths = try r.value([String: String].self, "containerPaths")
+        sharedContainers = try r.canonical([String].self, "sharedContainers")
+        containerPaths = try r.canonical([String: String].self, "containerPaths")
         sandboxed = try r.bool("sandboxed")
     }
 }
@@ -130,13 +130,13 @@ extension Policy: BinaryDirectCodable {
         assertionMaxSeconds = try r.double("assertionMaxSeconds")
         launchTimeoutSeconds = try r.double("launchTimeoutSeconds")
         suspendedLifetimeSeconds = try r.double("suspendedLifetimeSeconds")
-        suspend = try r.value(SuspendMode.self, "suspend")
-        lockedWhileSuspended = try r.value(LockContentionPolicy.self, "lockedWhileSuspended")
+        suspend = try r.canonical(SuspendMode.self, "suspend")
+        lockedWhileSuspended = try r.canonical(LockContentionPolicy.self, "lockedWhileSuspended")
         refreshSeconds = try r.double("refreshSeconds")
         refresh = try r.canonicalIfPresent(RefreshSchedule.self, "refresh")
         limits = try r.canonical(ResourceLimits.self, "limits")
         network = try r.bool("network")
-        sandboxRequires = try r.listIfPresent(SandboxPart.self, "sandboxRequires")
+        sandboxRequires = try r.canonicalListIfPresent(SandboxPart.self, "sandboxRequires")
     }
 }
 
@@ -150,9 +150,9 @@ extension CredentialRequest: BinaryDirectCodable {
 
     init(binary input: BinaryInput, at offset: Int, within end: Int) throws {
         var r = try BinaryFields(input, at: offset, within: end)
-        user = try r.valueIfPresent(AccountReference.self, "user")
-        group = try r.valueIfPresent(AccountReference.self, "group")
-        supplementaryGroups = try r.list(AccountReference.self, "supplementaryGroups")
+        user = try r.canonicalIfPresent(AccountReference.self, "user")
+        group = try r.canonicalIfPresent(AccountReference.self, "group")
+        supplementaryGroups = try r.canonicalList(AccountReference.self, "supplementaryGroups")
     }
 }
 
@@ -263,8 +263,8 @@ extension ExitRecord: BinaryDirectCodable {
 
     init(binary input: BinaryInput, at offset: Int, within end: Int) throws {
         var r = try BinaryFields(input, at: offset, within: end)
-        status = try r.valueIfPresent(ExitStatus.self, "status")
-        reason = try r.value(ExitReason.self, "reason")
+        status = try r.canonicalIfPresent(ExitStatus.self, "status")
+        reason = try r.canonical(ExitReason.self, "reason")
         at = try r.instant("at")
         pid = try r.integerIfPresent(Int32.self, "pid")
     }

@@ -200,7 +200,7 @@ extension RefreshState: BinaryDirectCodable {
         var r = try BinaryFields(input, at: offset, within: end)
         schedule = try r.canonical(RefreshSchedule.self, "schedule")
         nextAt = try r.instantIfPresent("nextAt")
-        lastOutcome = try r.valueIfPresent(RefreshOutcome.self, "lastOutcome")
+        lastOutcome = try r.canonicalIfPresent(RefreshOutcome.self, "lastOutcome")
         lastAt = try r.instantIfPresent("lastAt")
         inFlight = try r.integerIfPresent(UInt64.self, "inFlight")
         wanted = try r.bool("wanted")

@@ -109,6 +109,31 @@ public struct SpawnRequest: Equatable {
     }
 }
 
+/// A child program `Kernel.startChild` started, until `Kernel.finish` or `Kernel.abandon`
+/// ends it: its pid, its pidfd, the daemon's ends of its stdin and output pipes, and the
+/// instant by which it must have exited.
+public struct ChildProgram: Equatable, Sendable {
+    /// The child's process id.
+    public let pid: Int32
+    /// A pidfd of the child, which the daemon owns.
+    public let pidfd: Int32
+    /// The write end of the child's stdin.
+    public let input: Int32
+    /// The read end of the child's stdout and stderr.
+    public let output: Int32
+    /// When the child is killed if it has not exited.
+    public let deadline: Instant
+
+    /// A child with these descriptors, which the caller hands over.
+    public init(pid: Int32, pidfd: Int32, input: Int32, output: Int32, deadline: Instant) {
+        self.pid = pid
+        self.pidfd = pidfd
+        self.input = input
+        self.output = output
+        self.deadline = deadline
+    }
+}
+
 /// What the child of one launch builds (sandbox.h) before it switches credentials.
 public struct SandboxPlan: Equatable {
     /// The parts built.
@@ -236,10 +261,17 @@ public protocol Kernel: AnyObject {
     /// The daemon's executable as a path on disk (`/proc/self/exe`, without the ` (deleted)`
     /// the kernel appends once a package upgrade has replaced the file), or nil.
     func executablePath() -> String?
-    /// Runs `path` with `arguments` as a child and waits up to `seconds` for it to exit: its
-    /// exit status and what it wrote on stdout and stderr (a child still running then is
-    /// killed, and its status is nil). The daemon's loop does not run meanwhile.
-    func runToCompletion(_ path: String, arguments: [String], seconds: Double) -> Result<(status: ExitStatus?, output: String), SystemError>
+    /// Starts `path` with `arguments` as a child whose stdin is a pipe `finish` writes and whose
+    /// stdout and stderr are collected; it has `seconds` from now to exit. Every child started
+    /// is ended by exactly one `finish` or `abandon`.
+    func startChild(_ path: String, arguments: [String], seconds: Double) -> Result<ChildProgram, SystemError>
+    /// Writes `input` on `child`'s stdin and closes it, calls `whileItRuns` (once, whatever
+    /// happens), then waits until its deadline at most for it to exit: its exit status and what
+    /// it wrote on stdout and stderr (a child still running at the deadline is killed, and its
+    /// status is nil). The daemon's loop does not run meanwhile.
+    func finish(_ child: ChildProgram, input: [UInt8], whileItRuns: () -> Void) -> Result<(status: ExitStatus?, output: String), SystemError>
+    /// Kills `child` and reaps it.
+    func abandon(_ child: ChildProgram)
     /// execve(2) of `path` in place of this process, with this environment, the descriptors
     /// `keeping` inherited (every other one stays close-on-exec). Returns only on failure,
     /// with `keeping` close-on-exec again.

@@ -17,28 +17,40 @@ extension LinuxKernel {
         return path
     }
 
+    /// F_SETPIPE_SZ (F_LINUX_SPECIFIC_BASE + 7), which Glibc exports only with _GNU_SOURCE.
+    static let setPipeSize: Int32 = 1031
+
     /// posix_spawn(3) of `path` (`argv[0]`; no `$PATH` search) with the daemon's environment,
     /// an empty signal mask (signals the daemon ignores, SIGPIPE after `DaemonProcess.prepare`,
-    /// stay ignored), stdin inherited and stdout and stderr on one pipe; the child also inherits
-    /// any descriptor of the daemon that is not close-on-exec. Blocks the calling thread: reads
-    /// the pipe until end of file or the deadline (keeping what arrives until 64 KiB is held,
-    /// then reading and dropping the rest), then waits for the exit until the deadline, polling
-    /// every millisecond; a child still running then gets SIGKILL and is reaped. Both pipe ends
-    /// are closed before it returns, and the child is reaped unless waitpid fails. The output is
-    /// decoded as UTF-8 (invalid bytes replaced). Fails naming "pipe", "spawn PATH" or
-    /// "waitpid PID".
-    public func runToCompletion(_ path: String, arguments: [String], seconds: Double) -> Result<(status: ExitStatus?, output: String), SystemError> {
-        var pipeFDs: [Int32] = [-1, -1]
-        guard pipe(&pipeFDs) == 0 else { return .failure(SystemError("pipe", errno: errno)) }
-        let (readEnd, writeEnd) = (pipeFDs[0], pipeFDs[1])
+    /// stay ignored), stdin the read end of one pipe (raised to 1 MiB when the kernel allows)
+    /// and stdout and stderr the write end of another; the child also inherits any descriptor
+    /// of the daemon that is not close-on-exec. The daemon's ends are close-on-exec, its stdin
+    /// end non-blocking; the child's pidfd is opened at once. Its deadline is `seconds` from
+    /// now. On failure nothing is left open or running. Fails naming "pipe", "spawn PATH" or
+    /// "pidfd_open PID".
+    public func startChild(_ path: String, arguments: [String], seconds: Double) -> Result<ChildProgram, SystemError> {
+        var inputFDs: [Int32] = [-1, -1]
+        var outputFDs: [Int32] = [-1, -1]
         // The daemon's loop thread is the only one that starts programs: nothing can inherit
-        // these two before they are close-on-exec.
-        _ = fcntl(readEnd, F_SETFD, FD_CLOEXEC)
-        _ = fcntl(writeEnd, F_SETFD, FD_CLOEXEC)
+        // these before they are close-on-exec.
+        guard pipe(&inputFDs) == 0 else { return .failure(SystemError("pipe", errno: errno)) }
+        guard pipe(&outputFDs) == 0 else {
+            let e = errno
+            inputFDs.forEach { _ = Glibc.close($0) }
+            return .failure(SystemError("pipe", errno: e))
+        }
+        for fd in inputFDs + outputFDs { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }
+        let (childInput, input) = (inputFDs[0], inputFDs[1])
+        let (output, childOutput) = (outputFDs[0], outputFDs[1])
+        // A larger pipe takes the document in fewer rounds; the default (64 KiB) works too.
+        _ = fcntl(input, LinuxKernel.setPipeSize, 1 << 20)
+        // Only the daemon's end: the child's stdin blocks as usual.
+        _ = fcntl(input, F_SETFL, fcntl(input, F_GETFL) | O_NONBLOCK)
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
-        posix_spawn_file_actions_adddup2(&actions, writeEnd, 1)
-        posix_spawn_file_actions_adddup2(&actions, writeEnd, 2)
+        posix_spawn_file_actions_adddup2(&actions, childInput, 0)
+        posix_spawn_file_actions_adddup2(&actions, childOutput, 1)
+        posix_spawn_file_actions_adddup2(&actions, childOutput, 2)
         var attributes = posix_spawnattr_t()
         posix_spawnattr_init(&attributes)
         // The child starts with no blocked signal (the daemon blocks those its loop reads).
@@ -50,45 +62,112 @@ extension LinuxKernel {
         let rc = withCStrings([path] + arguments) { argv in posix_spawn(&pid, path, &actions, &attributes, argv, environ) }
         posix_spawn_file_actions_destroy(&actions)
         posix_spawnattr_destroy(&attributes)
-        Glibc.close(writeEnd)
+        Glibc.close(childInput)
+        Glibc.close(childOutput)
         guard rc == 0 else {
-            Glibc.close(readEnd)
+            Glibc.close(input)
+            Glibc.close(output)
             return .failure(SystemError("spawn \(path)", errno: rc))
         }
-        let deadline = now().adding(seconds: seconds)
+        let pidfd = shim_pidfd_open(pid)
+        guard pidfd >= 0 else {
+            Glibc.kill(pid, SIGKILL)
+            var status: Int32 = 0
+            waitpid(pid, &status, 0)
+            Glibc.close(input)
+            Glibc.close(output)
+            return .failure(SystemError("pidfd_open \(pid)", errno: -pidfd))
+        }
+        return .success(ChildProgram(pid: pid, pidfd: pidfd, input: input, output: output, deadline: now().adding(seconds: seconds)))
+    }
+
+    /// Blocks the calling thread until `child`'s deadline at most: writes `input` on the
+    /// child's stdin while reading its output (so that neither side waits on the other), closes
+    /// its stdin once all is written (or at once when the child stops reading: EPIPE), then
+    /// calls `whileItRuns` (also when the deadline came first, or the output ended), reads its
+    /// output to end of file (keeping what arrives until 64 KiB is held, then reading and
+    /// dropping the rest), then waits for its exit on its pidfd. A child still running at the
+    /// deadline gets SIGKILL and is reaped; its status is nil. Every descriptor of `child` is
+    /// closed before it returns. The output is decoded as UTF-8 (invalid bytes replaced).
+    /// SIGPIPE is blocked on the calling thread meanwhile, and one its writes raised is taken
+    /// before it is unblocked: a child that stops reading is an EPIPE, whether or not the
+    /// process ignores SIGPIPE. Fails naming "waitpid PID".
+    public func finish(_ child: ChildProgram, input: [UInt8], whileItRuns: () -> Void) -> Result<(status: ExitStatus?, output: String), SystemError> {
+        var brokenPipe = sigset_t()
+        sigemptyset(&brokenPipe)
+        sigaddset(&brokenPipe, SIGPIPE)
+        var mask = sigset_t()
+        pthread_sigmask(SIG_BLOCK, &brokenPipe, &mask)
+        defer {
+            var now = timespec()
+            while sigtimedwait(&brokenPipe, nil, &now) == SIGPIPE {}
+            pthread_sigmask(SIG_SETMASK, &mask, nil)
+        }
+        var stdin = child.input
+        var written = 0
+        var ran = false
+        func closeInput() {
+            if stdin >= 0 { Glibc.close(stdin) }
+            stdin = -1
+            if !ran {
+                ran = true
+                whileItRuns()
+            }
+        }
+        if input.isEmpty { closeInput() }
         var output: [UInt8] = []
-        var chunk = [UInt8](repeating: 0, count: 4096)
+        withUnsafeTemporaryAllocation(byteCount: 4096, alignment: 8) { chunk in
+            while true {
+                let left = child.deadline.seconds(since: now())
+                if left <= 0 { break }
+                var fds = [pollfd(fd: child.output, events: Int16(POLLIN), revents: 0), pollfd(fd: stdin, events: Int16(POLLOUT), revents: 0)]
+                let ready = poll(&fds, stdin >= 0 ? 2 : 1, Int32(left * 1000) + 1)
+                if ready < 0 && errno == EINTR { continue }
+                if ready <= 0 { break }
+                if stdin >= 0 && fds[1].revents != 0 {
+                    let n = input.withUnsafeBytes { Glibc.write(stdin, $0.baseAddress! + written, $0.count - written) }
+                    if n > 0 { written += n }
+                    if written == input.count || (n < 0 && errno != EAGAIN && errno != EINTR) { closeInput() }
+                }
+                if fds[0].revents != 0 {
+                    let n = Glibc.read(child.output, chunk.baseAddress, chunk.count)
+                    if n < 0 && (errno == EINTR || errno == EAGAIN) { continue }
+                    if n <= 0 { break }  // EOF: the child closed its output, normally by exiting
+                    if output.count < 65536 { output.append(contentsOf: UnsafeRawBufferPointer(rebasing: chunk[0..<n])) }
+                }
+            }
+        }
+        closeInput()
+        Glibc.close(child.output)
+        defer { Glibc.close(child.pidfd) }
+        // Give it until the deadline to exit after closing its output, then end it.
         while true {
-            let left = deadline.seconds(since: now())
-            if left <= 0 { break }
-            var pfd = pollfd(fd: readEnd, events: Int16(POLLIN), revents: 0)
+            let left = child.deadline.seconds(since: now())
+            guard left > 0 else { break }
+            var pfd = pollfd(fd: child.pidfd, events: Int16(POLLIN), revents: 0)
             let ready = poll(&pfd, 1, Int32(left * 1000) + 1)
             if ready < 0 && errno == EINTR { continue }
-            if ready <= 0 { break }
-            let n = Glibc.read(readEnd, &chunk, chunk.count)
-            if n < 0 && errno == EINTR { continue }
-            if n <= 0 { break }  // EOF: the child closed its output, normally by exiting
-            if output.count < 65536 { output += chunk[0..<n] }
+            break
         }
-        Glibc.close(readEnd)
         var status: Int32 = 0
-        var reaped = waitpid(pid, &status, WNOHANG)
+        var reaped = waitpid(child.pid, &status, WNOHANG)
         if reaped == 0 {
-            // Give it until the deadline to exit after closing its output, then end it.
-            while reaped == 0 && deadline.seconds(since: now()) > 0 {
-                usleep(1000)
-                reaped = waitpid(pid, &status, WNOHANG)
-            }
-            if reaped == 0 {
-                Glibc.kill(pid, SIGKILL)
-                waitpid(pid, &status, 0)
-                return .success((nil, String(decoding: output, as: UTF8.self)))
-            }
+            Glibc.kill(child.pid, SIGKILL)
+            reaped = waitpid(child.pid, &status, 0)
+            if reaped == child.pid { return .success((nil, String(decoding: output, as: UTF8.self))) }
         }
-        guard reaped == pid else { return .failure(SystemError("waitpid \(pid)", errno: errno)) }
+        guard reaped == child.pid else { return .failure(SystemError("waitpid \(child.pid)", errno: errno)) }
         // WIFEXITED / WEXITSTATUS / WTERMSIG, spelled out (macros Swift cannot import).
         let exit: ExitStatus = status & 0x7f == 0 ? .exited((status >> 8) & 0xff) : .signaled(status & 0x7f)
         return .success((exit, String(decoding: output, as: UTF8.self)))
+    }
+
+    /// SIGKILL to `child`, which is then reaped; every descriptor of `child` is closed.
+    public func abandon(_ child: ChildProgram) {
+        Glibc.kill(child.pid, SIGKILL)
+        var status: Int32 = 0
+        while waitpid(child.pid, &status, 0) < 0 && errno == EINTR {}
+        for fd in [child.input, child.output, child.pidfd] { Glibc.close(fd) }
     }
 
     /// Sets FD_CLOEXEC on `fd`; returns the error naming "fcntl(FD, F_SETFD)" when it cannot.

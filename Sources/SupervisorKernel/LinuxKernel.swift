@@ -143,12 +143,40 @@ public final class LinuxKernel: Kernel {
 
     /// Opens `path` read-only and close-on-exec (links followed; blocks as the file does: a FIFO
     /// waits for a writer), reads to end of file retrying EINTR, and closes the descriptor before
-    /// returning. Fails with the errno alone.
+    /// returning. A regular file larger than a page is read straight into one buffer of the
+    /// size fstat(2) gives (grown if the file grew), a pipe 1 MiB at a time, anything else a
+    /// page at a time. Fails with the errno alone.
     public func read(_ path: String) -> Result<[UInt8], SystemError> {
         let fd = Glibc.open(path, O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else { return .failure(SystemError(errno: errno)) }
         defer { Glibc.close(fd) }
-        return Self.readAll(fd, offset: nil)
+        var st = stat()
+        guard fstat(fd, &st) == 0 else { return Self.readAll(fd, offset: nil) }
+        switch st.st_mode & S_IFMT {
+        case S_IFREG where st.st_size > 4096: return Self.readSized(fd, size: Int(st.st_size))
+        case S_IFIFO: return Self.readAll(fd, offset: nil, chunk: 1 << 20)
+        default: return Self.readAll(fd, offset: nil)
+        }
+    }
+
+    /// Reads `fd` to end of file into a buffer of `size` bytes and one more (so that the end is
+    /// seen without growing it), doubled whenever it fills; retries EINTR.
+    static func readSized(_ fd: Int32, size: Int) -> Result<[UInt8], SystemError> {
+        var data = [UInt8](repeating: 0, count: size + 1)
+        var count = 0
+        while true {
+            if count == data.count { data += repeatElement(0, count: data.count) }
+            let n = data.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress! + count, $0.count - count) }
+            if n < 0 {
+                if errno == EINTR { continue }
+                return .failure(SystemError(errno: errno))
+            }
+            if n == 0 {
+                data.removeSubrange(count...)
+                return .success(data)
+            }
+            count += n
+        }
     }
 
     /// Opens `path` with O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK (a symbolic link fails
@@ -209,8 +237,11 @@ public final class LinuxKernel: Kernel {
     /// files with long records (`/proc/locks`: a lock and all its waiters are one record).
     static let completeSeqRead = 2048
 
-    static func readAll(_ fd: Int32, offset: Int?, shortRecords: Bool = false) -> Result<[UInt8], SystemError> {
-        withUnsafeTemporaryAllocation(byteCount: 4096, alignment: 8) { chunk in
+    /// Reads `fd` to end of file, `size` bytes per call: with pread(2) from `offset`, else with
+    /// read(2) from the file position; with `shortRecords`, stops after a first read shorter
+    /// than `completeSeqRead`. Retries EINTR; fails with the errno alone.
+    static func readAll(_ fd: Int32, offset: Int?, shortRecords: Bool = false, chunk size: Int = 4096) -> Result<[UInt8], SystemError> {
+        withUnsafeTemporaryAllocation(byteCount: size, alignment: 8) { chunk in
             var data: [UInt8] = []
             var position = offset ?? 0
             while true {

@@ -228,17 +228,24 @@ struct BinaryDirectCodingTests {
     /// The limits, refresh schedules and host lists read without the generic containers give
     /// what the manifest file's decoders give, value or error, in range and out of it, and
     /// the fast reading is taken for the bytes their encoders write.
+    /// Reads `value`'s bytes as `T` both by `T.read` (the canonical reading first) and by
+    /// `init(from:)`, expecting the same value or error, and the canonical reading to be taken
+    /// when `expected`.
+    static func both<T: BinaryCanonicalReadable & Equatable>(_ type: T.Type, _ value: some Encodable, fast expected: Bool) throws {
+        let bytes = try BinaryEncoder().encode(value)
+        let input = BinaryInput(bytes[...])
+        func outcome(_ read: () throws -> T) -> Outcome<T> {
+            do { return .read(try read()) } catch { return .refused("\(error)") }
+        }
+        let quick = outcome { try T.read(input, at: 0, within: bytes.count) }
+        let slow = outcome { try T(from: BinaryDecoding(input: input, offset: 0, end: bytes.count)) }
+        #expect(quick == slow, "\(value)")
+        #expect((T.canonical(input, at: 0, within: bytes.count) != nil) == expected, "\(value)")
+    }
+
     @Test func canonicalReadingsAgreeWithTheManifestDecoders() throws {
         func both<T: BinaryCanonicalReadable & Equatable>(_ type: T.Type, _ value: some Encodable, fast expected: Bool) throws {
-            let bytes = try BinaryEncoder().encode(value)
-            let input = BinaryInput(bytes[...])
-            func outcome(_ read: () throws -> T) -> Outcome<T> {
-                do { return .read(try read()) } catch { return .refused("\(error)") }
-            }
-            let quick = outcome { try T.read(input, at: 0, within: bytes.count) }
-            let slow = outcome { try T(from: BinaryDecoding(input: input, offset: 0, end: bytes.count)) }
-            #expect(quick == slow, "\(value)")
-            #expect((T.canonical(input, at: 0, within: bytes.count) != nil) == expected, "\(value)")
+            try Self.both(type, value, fast: expected)
         }
         struct Limits: Encodable {
             var memoryMaxBytes: UInt64?
@@ -275,5 +282,52 @@ struct BinaryDirectCodingTests {
         try both(HostRestriction.self, HostRestriction(uids: [0, 1000, UInt32.max], gids: []), fast: true)
         try both(HostRestriction.self, Hosts(uids: [Int64(UInt32.max) + 1], gids: []), fast: false)
         try both(HostRestriction.self, Hosts(uids: [], gids: [-1]), fast: false)
+    }
+
+    /// The names, accounts, exit statuses, string lists and dictionaries read without the
+    /// generic containers give what their `init(from:)` gives, value or error, and the fast
+    /// reading is taken for the bytes their encoders write.
+    @Test func canonicalReadingsOfNamesAccountsStatusesListsAndDictionariesAgree() throws {
+        for reason in [ExitReason.crashed, .killedByAdmin, .lockHeldAtSuspend] { try Self.both(ExitReason.self, reason, fast: true) }
+        try Self.both(ExitReason.self, "bogus", fast: false)
+        try Self.both(ExitReason.self, 3, fast: false)
+        try Self.both(SandboxPart.self, SandboxPart.network, fast: true)
+        try Self.both(RefreshOutcome.self, "later", fast: false)
+        for grace in [LockGrace.none, .resuming, .spent] { try Self.both(LockGrace.self, grace, fast: true) }
+        try Self.both(LockGrace.self, "later", fast: false)
+        try Self.both(LockGrace.self, true, fast: false)
+
+        try Self.both(AccountReference.self, AccountReference.name("audio"), fast: true)
+        try Self.both(AccountReference.self, AccountReference.number(100), fast: true)
+        try Self.both(AccountReference.self, AccountReference.name("100"), fast: true)
+        for number in [Int64(-1), Int64(UInt32.max) + 1] { try Self.both(AccountReference.self, number, fast: false) }
+        try Self.both(AccountReference.self, 1.5, fast: false)
+
+        struct Status: Encodable {
+            var exited: Int64?
+            var signaled: Int64?
+            var other: Int64?
+            enum Key: CodingKey { case exited, signaled, other }
+            func encode(to encoder: any Encoder) throws {
+                var c = encoder.container(keyedBy: Key.self)
+                if let exited { try c.encode(exited, forKey: .exited) }
+                if let signaled { try c.encode(signaled, forKey: .signaled) }
+                if let other { try c.encode(other, forKey: .other) }
+            }
+        }
+        try Self.both(ExitStatus.self, ExitStatus.exited(0), fast: true)
+        try Self.both(ExitStatus.self, ExitStatus.signaled(9), fast: true)
+        for status in [Status(exited: 1, signaled: 2), Status(signaled: 1 << 40), Status(other: 1), Status(exited: -(1 << 40)), Status()] {
+            try Self.both(ExitStatus.self, status, fast: false)
+        }
+
+        try Self.both([String: String].self, ["A": "1", "B": "two", "ü": ""], fast: true)
+        try Self.both([String: String].self, [String: String](), fast: true)
+        try Self.both([String: String].self, ["A": 1], fast: false)
+        try Self.both([String: String].self, ["A", "B"], fast: false)
+        try Self.both([String].self, ["--flag", "ünïcode", ""], fast: true)
+        try Self.both([String].self, [String](), fast: true)
+        try Self.both([String].self, ["a": "b"], fast: false)
+        try Self.both([String].self, [1, 2], fast: false)
     }
 }

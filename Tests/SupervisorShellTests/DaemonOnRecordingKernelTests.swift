@@ -204,4 +204,52 @@ struct DaemonOnRecordingKernelTests {
         let last = try messages(on: host).map(\.0)
         #expect(last.contains(.ok(tag: 4)), "the kill is answered: \(last)")
     }
+
+    /// A re-exec starts the new program's check before it takes the snapshot, gives it the
+    /// document on its stdin, writes the very same bytes to the file the new program takes over
+    /// while the check runs, and execs the program only once the check accepted them. A refused
+    /// document is removed and nothing is executed.
+    @Test func reexecFeedsTheDocumentToACheckStartedFirst() throws {
+        let k = kernel
+        defer {
+            daemon.finish()
+            buffer.deallocate()
+        }
+        let path = daemon.handoverPath
+        func index(_ matches: (RecordingKernel.Call) -> Bool) throws -> Int {
+            let found = k.calls.firstIndex(where: matches)
+            return try #require(found, "\(k.calls)")
+        }
+
+        // Refused by the check.
+        k.clearCalls()
+        k.childResult = .success((.exited(1), "/dev/stdin is a corrupt hand-over document: damaged"))
+        daemon.requestReexec(from: nil)
+        k.advance(to: k.clock)
+        #expect(k.childrenRun.map { Array($0.suffix(2)) } == [["--check-handover", "/dev/stdin"]])
+        let started = try index { if case .startChild = $0 { true } else { false } }
+        let written = try index { $0 == .replaceFile(path) }
+        let fed = try index { if case .finishChild = $0 { true } else { false } }
+        #expect(started < fed && fed < written, "the check starts first, and the file is written while it runs: \(k.calls)")
+        #expect(!k.calls.contains { if case .execute = $0 { true } else { false } }, "a refused document is not taken over")
+        #expect(k.files[path] == nil, "the refused document is removed")
+        let input = try #require(k.childInputs.last ?? nil)
+        #expect(k.lastReplacement[path] == input, "the file holds what the check read")
+        let document = try HandoverFile.decode(input, kernel: k)
+        #expect(document.socketPath == socketPath)
+        #expect(document.core.records.map(\.manifest.id) == [Self.id])
+
+        // Accepted: the program is executed on the document (which the recording kernel's
+        // execve refuses, so this daemon goes on, and removes it).
+        k.clearCalls()
+        k.childResult = .success((.exited(0), "1 extension record(s), 0 process(es), 0 connection(s)"))
+        daemon.requestReexec(from: nil)
+        k.advance(to: k.clock)
+        #expect(k.childInputs.count == 2 && k.childInputs.allSatisfy { $0 != nil }, "neither check was abandoned")
+        let execution = try #require(k.executions.last)
+        #expect(Array(execution.arguments.suffix(2)) == ["--handover", path])
+        let checked = try index { if case .finishChild = $0 { true } else { false } }
+        #expect(try checked < index { if case .execute = $0 { true } else { false } })
+        #expect(k.files[path] == nil)
+    }
 }

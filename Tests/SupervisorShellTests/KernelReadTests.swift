@@ -1,3 +1,4 @@
+import Foundation
 import SupervisorKernel
 import Testing
 
@@ -43,5 +44,30 @@ struct KernelReadTests {
         defer { close(fd) }
         let byPath = try kernel.read("/proc/self/mountinfo").get()
         #expect(try kernel.readToEnd(fd: fd).get() == byPath)
+    }
+
+    @Test func aFileLargerThanAPageAndAPipeAreReadWholeByPath() throws {
+        let content = (0..<300_000).map { UInt8(truncatingIfNeeded: $0 % 253) }
+        let (path, fd) = try temporaryFile(content)
+        defer { close(fd); unlink(path) }
+        #expect(try kernel.read(path).get() == content)
+
+        var ends: [Int32] = [-1, -1]
+        try #require(pipe(&ends) == 0)
+        defer { close(ends[0]) }
+        let writer = ends[1]
+        let thread = Thread {
+            _ = content.withUnsafeBytes { bytes in
+                var done = 0
+                while done < bytes.count {
+                    let n = write(writer, bytes.baseAddress! + done, bytes.count - done)
+                    if n <= 0 { break }
+                    done += n
+                }
+            }
+            close(writer)
+        }
+        thread.start()
+        #expect(try kernel.read("/proc/self/fd/\(ends[0])").get() == content, "a pipe is read to its end of file")
     }
 }

@@ -210,9 +210,15 @@ final class SimulatedKernel: Kernel {
         return nil
     }
 
-    func runToCompletion(_ path: String, arguments: [String], seconds: Double) -> Result<(status: ExitStatus?, output: String), SystemError> {
+    func startChild(_ path: String, arguments: [String], seconds: Double) -> Result<ChildProgram, SystemError> {
         refuse("run \(path)")
     }
+
+    func finish(_ child: ChildProgram, input: [UInt8], whileItRuns: () -> Void) -> Result<(status: ExitStatus?, output: String), SystemError> {
+        refuse("finish \(child.pid)")
+    }
+
+    func abandon(_ child: ChildProgram) { unexpected.append("abandon \(child.pid)") }
 
     func execute(_ path: String, arguments: [String], keeping: [Int32]) -> SystemError { refused("execve \(path)") }
     func setCloseOnExec(_ fd: Int32) -> SystemError? { refused("fcntl(\(fd), F_SETFD)") }

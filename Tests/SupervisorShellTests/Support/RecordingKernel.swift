@@ -51,6 +51,10 @@ final class RecordingKernel: Kernel {
         case notify(String)
         case watchOpens([String])
         case readOpenEvents(fd: Int32)
+        case startChild([String])
+        case finishChild(Int32)
+        case abandonChild(Int32)
+        case execute([String])
 
         var description: String {
             switch self {
@@ -89,6 +93,10 @@ final class RecordingKernel: Kernel {
             case let .notify(state): "sd_notify(\(state))"
             case let .watchOpens(paths): "inotify IN_OPEN \(paths)"
             case let .readOpenEvents(fd): "read inotify(\(fd))"
+            case let .startChild(argv): "posix_spawn(\(argv.joined(separator: " ")))"
+            case let .finishChild(pid): "feed and wait(\(pid))"
+            case let .abandonChild(pid): "kill and reap(\(pid))"
+            case let .execute(argv): "execve(\(argv.joined(separator: " ")))"
             }
         }
     }
@@ -269,9 +277,13 @@ final class RecordingKernel: Kernel {
         return nil
     }
 
+    /// The bytes each path was last replaced with (`replaceFile`), kept after its removal.
+    var lastReplacement: [String: [UInt8]] = [:]
+
     func replaceFile(_ path: String, with bytes: [UInt8], mode: UInt32, durable: Bool) -> SystemError? {
         calls.append(.replaceFile(path))
         files[path] = String(decoding: bytes, as: UTF8.self)
+        lastReplacement[path] = bytes
         return nil
     }
 
@@ -377,9 +389,11 @@ final class RecordingKernel: Kernel {
 
     func waitFor(fd: Int32, events: UInt32, seconds: Double) -> Bool { false }
 
-    /// What `runToCompletion` answers, and each program it was asked to run.
+    /// What `finish` answers; each program started (`startChild`), and the input each child
+    /// was given, or nil when it was abandoned.
     var childResult: Result<(status: ExitStatus?, output: String), SystemError> = .success((.exited(0), ""))
     var childrenRun: [[String]] = []
+    var childInputs: [[UInt8]?] = []
     /// Each execve asked for: the program, its arguments and the descriptors kept.
     var executions: [(path: String, arguments: [String], keeping: [Int32])] = []
     /// The descriptors made close-on-exec again (`setCloseOnExec`).
@@ -387,9 +401,22 @@ final class RecordingKernel: Kernel {
 
     func executablePath() -> String? { "/usr/bin/extensiond" }
 
-    func runToCompletion(_ path: String, arguments: [String], seconds: Double) -> Result<(status: ExitStatus?, output: String), SystemError> {
+    func startChild(_ path: String, arguments: [String], seconds: Double) -> Result<ChildProgram, SystemError> {
         childrenRun.append([path] + arguments)
+        calls.append(.startChild([path] + arguments))
+        return .success(ChildProgram(pid: 90_000 + Int32(childrenRun.count), pidfd: -1, input: -1, output: -1, deadline: now().adding(seconds: seconds)))
+    }
+
+    func finish(_ child: ChildProgram, input: [UInt8], whileItRuns: () -> Void) -> Result<(status: ExitStatus?, output: String), SystemError> {
+        childInputs.append(input)
+        calls.append(.finishChild(child.pid))
+        whileItRuns()
         return childResult
+    }
+
+    func abandon(_ child: ChildProgram) {
+        childInputs.append(nil)
+        calls.append(.abandonChild(child.pid))
     }
 
     func setCloseOnExec(_ fd: Int32) -> SystemError? {
@@ -399,6 +426,7 @@ final class RecordingKernel: Kernel {
 
     func execute(_ path: String, arguments: [String], keeping: [Int32]) -> SystemError {
         executions.append((path, arguments, keeping))
+        calls.append(.execute([path] + arguments))
         return SystemError("execve \(path)", errno: ENOSYS)
     }
 

@@ -1,0 +1,84 @@
+import Foundation
+import SupervisorCore
+import SupervisorKernel
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// `LinuxKernel.startChild` and `finish`, the re-exec's check of the document, with real
+/// programs: the input reaches the child whole, its output comes back, and a child that stops
+/// reading or outlives its deadline is dealt with.
+struct ChildProgramTests {
+    let kernel = try! LinuxKernel(withLoop: false)
+
+    /// What `child`'s descriptors refer to: its two pipes and its pidfd.
+    func identities(of child: ChildProgram) throws -> Set<String> {
+        let pipes = try [child.input, child.output].map { try kernel.readLink("/proc/self/fd/\($0)").get() }
+        #expect(pipes.allSatisfy { $0.hasPrefix("pipe:[") }, "\(pipes)")
+        return Set(pipes + ["pidfd of \(child.pid)"])
+    }
+
+    /// Which of `identities` a descriptor of this process still refers to (other tests open
+    /// and close descriptors meanwhile, so their numbers are not compared).
+    func stillOpen(_ identities: Set<String>) -> Set<String> {
+        var open: Set<String> = []
+        for fd in kernel.listDirectory("/proc/self/fd") ?? [] {
+            if case .success(let target) = kernel.readLink("/proc/self/fd/\(fd)"), identities.contains(target) { open.insert(target) }
+            if case .success(let info) = kernel.read("/proc/self/fdinfo/\(fd)"),
+                let pid = String(decoding: info, as: UTF8.self).split(separator: "\n").first(where: { $0.hasPrefix("Pid:") })?.split(separator: "\t").last,
+                identities.contains("pidfd of \(pid)")
+            {
+                open.insert("pidfd of \(pid)")
+            }
+        }
+        return open
+    }
+
+    @Test func theInputReachesTheChildWholeAndItsOutputComesBack() throws {
+        // More than the pipe holds, so that writing and reading interleave.
+        let input = (0..<3_000_000).map { UInt8(truncatingIfNeeded: $0 % 241) }
+        let child = try kernel.startChild("/bin/sh", arguments: ["-c", "wc -c; echo done >&2; exit 3"], seconds: 10).get()
+        let identities = try identities(of: child)
+        #expect(stillOpen(identities) == identities)
+        let (status, output) = try kernel.finish(child, input: input) {}.get()
+        #expect(status == .exited(3))
+        #expect(output.split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) } == ["3000000", "done"], "\(output)")
+        #expect(stillOpen(identities).isEmpty, "every descriptor of the child is closed")
+    }
+
+    @Test func aChildThatStopsReadingIsReapedWithItsStatus() throws {
+        let input = [UInt8](repeating: 7, count: 4_000_000)
+        let child = try kernel.startChild("/bin/sh", arguments: ["-c", "head -c 10 >/dev/null; echo read ten"], seconds: 10).get()
+        let (status, output) = try kernel.finish(child, input: input) {}.get()
+        #expect(status == .exited(0))
+        #expect(output == "read ten\n")
+    }
+
+    @Test func aChildStillRunningAtItsDeadlineIsKilled() throws {
+        let child = try kernel.startChild("/bin/sh", arguments: ["-c", "exec sleep 30"], seconds: 0.2).get()
+        let identities = try identities(of: child)
+        let (status, _) = try kernel.finish(child, input: []) {}.get()
+        #expect(status == nil)
+        #expect(kill(child.pid, 0) != 0, "the child is gone")
+        #expect(stillOpen(identities).isEmpty)
+    }
+
+    @Test func anAbandonedChildIsKilledAndReaped() throws {
+        let child = try kernel.startChild("/bin/sh", arguments: ["-c", "exec sleep 30"], seconds: 10).get()
+        let identities = try identities(of: child)
+        kernel.abandon(child)
+        #expect(kill(child.pid, 0) != 0, "the child is gone")
+        #expect(stillOpen(identities).isEmpty)
+    }
+
+    @Test func aProgramThatCannotBeStartedIsNamed() throws {
+        let result = kernel.startChild("/nonexistent/extensiond", arguments: [], seconds: 1)
+        guard case .failure(let e) = result else {
+            Issue.record("started: \(result)")
+            return
+        }
+        #expect("\(e)".contains("spawn /nonexistent/extensiond"), "\(e)")
+    }
+}
