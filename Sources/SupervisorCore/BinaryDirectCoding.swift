@@ -59,6 +59,35 @@ extension BinaryInput {
         let range = try stringBytes(offset, within: end)
         return (string(range), range.upperBound)
     }
+
+    // MARK: Plain values: the common form, or nil for a reader to fall back on
+
+    /// The integer at `offset` written as unsigned and fitting `T`, with the offset after it;
+    /// nil for anything else (a negative number, a double, another value, a fault).
+    func plainUnsigned<T: FixedWidthInteger>(_ type: T.Type, _ offset: Int, within end: Int) -> (T, next: Int)? {
+        guard (try? byte(offset, within: end)) == BinaryFormat.unsigned, let (n, next) = try? leb128(offset + 1, within: end),
+            let value = T(exactly: n)
+        else { return nil }
+        return (value, next)
+    }
+
+    /// `.some(nil)` with the offset after a nil at `offset`, else `plainUnsigned`.
+    func plainUnsignedOrNil<T: FixedWidthInteger>(_ type: T.Type, _ offset: Int, within end: Int) -> (T?, next: Int)? {
+        if (try? null(offset, within: end)) == true { return (nil, offset + 1) }
+        return plainUnsigned(type, offset, within: end).map { ($0.0, $0.next) }
+    }
+
+    /// The string at `offset` with the offset after it; nil when there is none.
+    func plainString(_ offset: Int, within end: Int) -> (String, next: Int)? {
+        guard let range = try? stringBytes(offset, within: end) else { return nil }
+        return (string(range), range.upperBound)
+    }
+
+    /// `.some(nil)` with the offset after a nil at `offset`, else `plainString`.
+    func plainStringOrNil(_ offset: Int, within end: Int) -> (String?, next: Int)? {
+        if (try? null(offset, within: end)) == true { return (nil, offset + 1) }
+        return plainString(offset, within: end).map { ($0.0, $0.next) }
+    }
 }
 
 /// The elements of an unkeyed container, read in order by a `BinaryDirectCodable` type. An
@@ -404,7 +433,11 @@ struct BinaryNames<Value>: Sendable where Value: Sendable {
     /// The value named by the string at `offset`, nil when no name matches; throws when there is
     /// no string there.
     func value(_ input: BinaryInput, at offset: Int, within end: Int) throws(BinaryDecodingError) -> Value? {
-        let range = try input.stringBytes(offset, within: end)
+        value(input, in: try input.stringBytes(offset, within: end))
+    }
+
+    /// The value named by the bytes in `range`, nil when no name matches.
+    func value(_ input: BinaryInput, in range: Range<Int>) -> Value? {
         guard range.count < byLength.count else { return nil }
         return bytes.withUnsafeBytes { names in
             for i in byLength[range.count] where input.matches(range, UnsafeRawBufferPointer(rebasing: names[starts[i]..<starts[i + 1]])) {

@@ -273,10 +273,36 @@ extension LifecycleEvent: BinaryDirectCodable {
         DecodingError.dataCorrupted(.init(codingPath: [], debugDescription: problem))
     }
 
+    /// The event at `offset` when its nine fields are in the form `write(to:level:)` writes
+    /// (integers unsigned, names known) and it has no lock report: read without a throw or a
+    /// closure per field, the value `init(binary:at:within:)` reads. Nil for anything else,
+    /// which that reader then reads or refuses.
+    private static func plain(_ input: BinaryInput, at offset: Int, within limit: Int) -> LifecycleEvent? {
+        guard let list = try? input.container(BinaryFormat.unkeyed, at: offset, within: limit), list.count == 9 else { return nil }
+        let end = list.end
+        guard let (at, afterAt) = input.plainUnsigned(UInt64.self, list.entries, within: end),
+            let kindBytes = try? input.stringBytes(afterAt, within: end), let kind = kindNames.value(input, in: kindBytes),
+            let (extensionID, afterID) = input.plainString(kindBytes.upperBound, within: end),
+            let (pid, afterPID) = input.plainUnsignedOrNil(Int32.self, afterID, within: end),
+            let stateBytes = try? input.stringBytes(afterPID, within: end), let state = stateNames.value(input, in: stateBytes),
+            let (assertionID, afterAssertion) = input.plainUnsignedOrNil(UInt64.self, stateBytes.upperBound, within: end),
+            let (requestID, afterRequest) = input.plainUnsignedOrNil(UInt64.self, afterAssertion, within: end),
+            let (detail, afterDetail) = input.plainStringOrNil(afterRequest, within: end),
+            (try? input.null(afterDetail, within: end)) == true
+        else { return nil }
+        return LifecycleEvent(
+            at: Instant(nanoseconds: at), kind: kind, extensionID: extensionID, pid: pid, state: state, assertionID: assertionID,
+            requestID: requestID, detail: detail, lock: nil)
+    }
+
     private static let kindNames = BinaryNames(Kind.allCases.map { ($0.rawValue, $0) })
     private static let stateNames = BinaryNames(LifecycleState.allCases.map { ($0.rawValue, $0) })
 
     init(binary input: BinaryInput, at offset: Int, within end: Int) throws {
+        if let plain = Self.plain(input, at: offset, within: end) {
+            self = plain
+            return
+        }
         var fields = try BinaryElements(input, at: offset, within: end)
         guard fields.count == 9 else { throw Self.corrupt("an event has 9 fields, not \(fields.count)") }
         at = Instant(nanoseconds: try fields.integer(UInt64.self))

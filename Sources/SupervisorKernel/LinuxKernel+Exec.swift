@@ -115,6 +115,10 @@ extension LinuxKernel {
             }
         }
         if input.isEmpty { closeInput() }
+        // A pipe that holds the whole input takes it in one write: the child then reads it
+        // without waking this thread between its reads. Only as large as the kernel allows
+        // (past /proc/sys/fs/pipe-max-size only with CAP_SYS_RESOURCE); else as it is.
+        if input.count > 1 << 20 { _ = fcntl(stdin, LinuxKernel.setPipeSize, Int32(clamping: input.count)) }
         var output: [UInt8] = []
         withUnsafeTemporaryAllocation(byteCount: 4096, alignment: 8) { chunk in
             while true {

@@ -160,22 +160,25 @@ public final class LinuxKernel: Kernel {
     }
 
     /// Reads `fd` to end of file into a buffer of `size` bytes and one more (so that the end is
-    /// seen without growing it), doubled whenever it fills; retries EINTR.
+    /// seen without growing it), the rest (a file that grew) a page at a time; retries EINTR.
     static func readSized(_ fd: Int32, size: Int) -> Result<[UInt8], SystemError> {
-        var data = [UInt8](repeating: 0, count: size + 1)
-        var count = 0
-        while true {
-            if count == data.count { data += repeatElement(0, count: data.count) }
-            let n = data.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress! + count, $0.count - count) }
-            if n < 0 {
-                if errno == EINTR { continue }
-                return .failure(SystemError(errno: errno))
+        var failure: Int32?
+        // Read into the array's uninitialized storage: no pass over the buffer before the read.
+        let data = [UInt8](unsafeUninitializedCapacity: size + 1) { buffer, initialized in
+            while initialized < buffer.count {
+                let n = Glibc.read(fd, buffer.baseAddress! + initialized, buffer.count - initialized)
+                if n < 0 && errno == EINTR { continue }
+                if n < 0 { failure = errno }
+                if n <= 0 { return }
+                initialized += n
             }
-            if n == 0 {
-                data.removeSubrange(count...)
-                return .success(data)
-            }
-            count += n
+        }
+        if let failure { return .failure(SystemError(errno: failure)) }
+        guard data.count == size + 1 else { return .success(data) }
+        // The file grew past its size: the rest as any other file.
+        switch readAll(fd, offset: nil) {
+        case .success(let rest): return .success(data + rest)
+        case .failure(let e): return .failure(e)
         }
     }
 
