@@ -454,6 +454,12 @@ int shim_pidfd_open(pid_t pid) {
     return fd < 0 ? -errno : (int)fd;
 }
 
+int shim_close_range_cloexec(unsigned int first, unsigned int last) {
+    /* CLOSE_RANGE_CLOEXEC (linux/close_range.h), spelled out for older headers. */
+    long rc = syscall(SYS_close_range, first, last, 1u << 2);
+    return rc == 0 ? 0 : -errno;
+}
+
 int shim_pidfd_send_signal(int pidfd, int sig) {
     long rc = syscall(SYS_pidfd_send_signal, pidfd, sig, NULL, 0);
     return rc < 0 ? -errno : 0;

@@ -82,12 +82,12 @@ public struct AssertionLedger: Equatable, Sendable, Codable {
 /// Written and read directly in a hand-over document (`BinaryDirectCodable`, see
 /// RecordDirectCoding.swift): the members its synthesized `Codable` conformance gives.
 extension AssertionLedger: BinaryDirectCodable {
-    func write(to output: BinaryOutput, level: Int) throws {
+    package func write(to output: BinaryOutput, level: Int) throws {
         let w = BinaryFieldWriter(output, level: level)
         try w.directList(assertions, "assertions")
     }
 
-    init(binary input: BinaryInput, at offset: Int, within end: Int) throws {
+    package init(binary input: BinaryInput, at offset: Int, within end: Int) throws {
         var r = try BinaryFields(input, at: offset, within: end)
         assertions = try r.directList(Assertion.self, "assertions")
     }

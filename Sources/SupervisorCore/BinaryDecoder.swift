@@ -31,7 +31,7 @@ public struct BinaryDecoder {
         let input = BinaryInput(bytes, directCoding: directCoding)
         let end = try input.skip(0, within: bytes.count)
         guard end == bytes.count else { throw BinaryDecodingError(problem: "\(bytes.count - end) byte(s) after the value") }
-        return try T(from: BinaryDecoding(input: input, offset: 0, end: end))
+        return try BinaryDecoding.value(T.self, input, at: 0, within: end)
     }
 
     /// The offset right after the container (keyed or unkeyed) that starts at `offset` in
@@ -50,7 +50,7 @@ public struct BinaryDecoder {
 }
 
 /// A copy of the bytes being read, with bounds-checked reads. Owned by one `decode`.
-final class BinaryInput {
+package final class BinaryInput {
     private let base: UnsafeMutableRawBufferPointer
     /// Whether `BinaryDirectCodable` types read themselves directly.
     let directCoding: Bool
@@ -277,10 +277,21 @@ struct BinaryDecoding: Decoder, SingleValueDecodingContainer {
     func decode(_ type: UInt16.Type) throws -> UInt16 { try input.integer(type, offset, within: end) }
     func decode(_ type: UInt32.Type) throws -> UInt32 { try input.integer(type, offset, within: end) }
     func decode(_ type: UInt64.Type) throws -> UInt64 { try input.integer(type, offset, within: end) }
-    func decode<T: Decodable>(_ type: T.Type) throws -> T { try T(from: self) }
+    func decode<T: Decodable>(_ type: T.Type) throws -> T { try Self.value(T.self, input, at: offset, within: end) }
 }
 
 extension BinaryDecoding {
+    /// The value of type `T` at `offset`: read directly when `T` is `BinaryDirectCodable` and
+    /// `input` reads directly (the same value or error, by that protocol's contract), else by
+    /// `init(from:)`. Every nested value is read through here.
+    static func value<T: Decodable>(_ type: T.Type, _ input: BinaryInput, at offset: Int, within end: Int) throws -> T {
+        if input.directCoding, let direct = T.self as? any BinaryDirectCodable.Type {
+            // The cast cannot fail: `direct` is `T.self`.
+            return try direct.init(binary: input, at: offset, within: end) as! T
+        }
+        return try T(from: BinaryDecoding(input: input, offset: offset, end: end))
+    }
+
     /// The keys of the keyed container this value is that are not in `known`.
     func keys(notIn known: Set<String>) throws(BinaryDecodingError) -> [String] {
         let (entries, count, end) = try input.container(BinaryFormat.keyed, at: offset, within: self.end)
@@ -370,7 +381,7 @@ struct BinaryKeyedDecoding<Key: CodingKey>: KeyedDecodingContainerProtocol {
     func decode(_ type: UInt32.Type, forKey key: Key) throws -> UInt32 { try read(key) { try input.integer(type, $0, within: end) } }
     func decode(_ type: UInt64.Type, forKey key: Key) throws -> UInt64 { try read(key) { try input.integer(type, $0, within: end) } }
     func decode<T: Decodable>(_ type: T.Type, forKey key: Key) throws -> T {
-        try read(key) { try T(from: BinaryDecoding(input: input, offset: $0, end: end)) }
+        try read(key) { try BinaryDecoding.value(T.self, input, at: $0, within: end) }
     }
 
     /// The value of `key` read by `body`, or nil when the key is absent or its value is nil:
@@ -400,7 +411,7 @@ struct BinaryKeyedDecoding<Key: CodingKey>: KeyedDecodingContainerProtocol {
     func decodeIfPresent(_ type: UInt32.Type, forKey key: Key) throws -> UInt32? { try present(key) { try input.integer(type, $0, within: end) } }
     func decodeIfPresent(_ type: UInt64.Type, forKey key: Key) throws -> UInt64? { try present(key) { try input.integer(type, $0, within: end) } }
     func decodeIfPresent<T: Decodable>(_ type: T.Type, forKey key: Key) throws -> T? {
-        try present(key) { try T(from: BinaryDecoding(input: input, offset: $0, end: end)) }
+        try present(key) { try BinaryDecoding.value(T.self, input, at: $0, within: end) }
     }
 
     func nestedContainer<NestedKey: CodingKey>(keyedBy type: NestedKey.Type, forKey key: Key) throws -> KeyedDecodingContainer<NestedKey> {
@@ -474,7 +485,7 @@ struct BinaryUnkeyedDecoding: UnkeyedDecodingContainer {
     mutating func decode(_ type: UInt32.Type) throws -> UInt32 { try next { try $0.integer(type, $1, within: $2) } }
     mutating func decode(_ type: UInt64.Type) throws -> UInt64 { try next { try $0.integer(type, $1, within: $2) } }
     mutating func decode<T: Decodable>(_ type: T.Type) throws -> T {
-        try next { try T(from: BinaryDecoding(input: $0, offset: $1, end: $2)) }
+        try next { try BinaryDecoding.value(T.self, $0, at: $1, within: $2) }
     }
 
     mutating func nestedContainer<NestedKey: CodingKey>(keyedBy type: NestedKey.Type) throws -> KeyedDecodingContainer<NestedKey> {

@@ -15,7 +15,7 @@
 /// reading the same value and failing with the same error. So the form of the document does not
 /// depend on which path wrote it; `BinaryDirectCodingTests` checks the two paths against each
 /// other on records that hold every conforming type.
-protocol BinaryDirectCodable: Codable {
+package protocol BinaryDirectCodable: Codable {
     /// Writes the value at `level` (the level of the containers it opens), as `encode(to:)`
     /// would through `BinaryEncoder`.
     func write(to output: BinaryOutput, level: Int) throws
@@ -149,7 +149,7 @@ struct BinaryElements {
 
     /// The next element, of any decodable type, read by its `init(from:)`.
     mutating func value<T: Decodable>(_ type: T.Type) throws -> T {
-        try next { input, o, e in (try T(from: BinaryDecoding(input: input, offset: o, end: e)), try input.skip(o, within: e)) }
+        try next { input, o, e in (try BinaryDecoding.value(T.self, input, at: o, within: e), try input.skip(o, within: e)) }
     }
 
     mutating func valueOrNil<T: Decodable>(_ type: T.Type) throws -> T? { try skipNil() ? nil : try value(type) }
@@ -211,7 +211,7 @@ struct BinaryElements {
 /// after the last one found, around once; a required member that is absent is `missing`; an
 /// optional one absent or nil is nil; an error reading a member gets its key in front of its
 /// path.
-struct BinaryFields {
+package struct BinaryFields {
     let input: BinaryInput
     private let entries: Int
     private let count: Int
@@ -221,7 +221,7 @@ struct BinaryFields {
     private var cursorIndex = 0
 
     /// The members of the keyed container at `offset`, inside a container ending at `limit`.
-    init(_ input: BinaryInput, at offset: Int, within limit: Int) throws(BinaryDecodingError) {
+    package init(_ input: BinaryInput, at offset: Int, within limit: Int) throws(BinaryDecodingError) {
         self.input = input
         (entries, count, end) = try input.container(BinaryFormat.keyed, at: offset, within: limit)
         cursor = entries
@@ -241,7 +241,7 @@ struct BinaryFields {
     }
 
     /// `key`'s value, read by `read`; `missing` when there is none.
-    private mutating func required<T>(_ key: StaticString, _ read: (_ offset: Int) throws -> T) throws -> T {
+    mutating func required<T>(_ key: StaticString, _ read: (_ offset: Int) throws -> T) throws -> T {
         guard let offset = try find(key) else { throw BinaryDecodingError(path: ["\(key)"], problem: "missing") }
         do {
             return try read(offset)
@@ -251,7 +251,7 @@ struct BinaryFields {
     }
 
     /// `key`'s value, read by `read`; nil when there is none or it is nil.
-    private mutating func optional<T>(_ key: StaticString, _ read: (_ offset: Int) throws -> T) throws -> T? {
+    mutating func optional<T>(_ key: StaticString, _ read: (_ offset: Int) throws -> T) throws -> T? {
         guard let offset = try find(key), try !input.null(offset, within: end) else { return nil }
         do {
             return try read(offset)
@@ -260,64 +260,81 @@ struct BinaryFields {
         }
     }
 
-    mutating func bool(_ key: StaticString) throws -> Bool { try required(key) { [input, end] in try input.bool($0, within: end) } }
-    mutating func double(_ key: StaticString) throws -> Double { try required(key) { [input, end] in try input.double($0, within: end) } }
-    mutating func string(_ key: StaticString) throws -> String { try required(key) { [input, end] in try input.string($0, within: end) } }
-    mutating func stringIfPresent(_ key: StaticString) throws -> String? { try optional(key) { [input, end] in try input.string($0, within: end) } }
-    mutating func integer<T: FixedWidthInteger>(_ type: T.Type, _ key: StaticString) throws -> T {
+    package mutating func bool(_ key: StaticString) throws -> Bool { try required(key) { [input, end] in try input.bool($0, within: end) } }
+    package mutating func double(_ key: StaticString) throws -> Double { try required(key) { [input, end] in try input.double($0, within: end) } }
+    package mutating func string(_ key: StaticString) throws -> String { try required(key) { [input, end] in try input.string($0, within: end) } }
+    package mutating func stringIfPresent(_ key: StaticString) throws -> String? { try optional(key) { [input, end] in try input.string($0, within: end) } }
+    package mutating func integer<T: FixedWidthInteger>(_ type: T.Type, _ key: StaticString) throws -> T {
         try required(key) { [input, end] in try input.integer(type, $0, within: end) }
     }
-    mutating func integerIfPresent<T: FixedWidthInteger>(_ type: T.Type, _ key: StaticString) throws -> T? {
+    package mutating func integerIfPresent<T: FixedWidthInteger>(_ type: T.Type, _ key: StaticString) throws -> T? {
         try optional(key) { [input, end] in try input.integer(type, $0, within: end) }
     }
-    mutating func instant(_ key: StaticString) throws -> Instant { Instant(nanoseconds: try integer(UInt64.self, key)) }
-    mutating func instantIfPresent(_ key: StaticString) throws -> Instant? { try integerIfPresent(UInt64.self, key).map(Instant.init(nanoseconds:)) }
+    // The integer types other modules read, not generic: a generic method called from another
+    // module runs unspecialized, at several times the cost.
+    package mutating func integer(_ type: Int32.Type, _ key: StaticString) throws -> Int32 {
+        try required(key) { [input, end] in try input.integer(type, $0, within: end) }
+    }
+    package mutating func integer(_ type: UInt64.Type, _ key: StaticString) throws -> UInt64 {
+        try required(key) { [input, end] in try input.integer(type, $0, within: end) }
+    }
+    package mutating func integerIfPresent(_ type: Int32.Type, _ key: StaticString) throws -> Int32? {
+        try optional(key) { [input, end] in try input.integer(type, $0, within: end) }
+    }
+    package mutating func integerIfPresent(_ type: UInt64.Type, _ key: StaticString) throws -> UInt64? {
+        try optional(key) { [input, end] in try input.integer(type, $0, within: end) }
+    }
+    package mutating func integerIfPresent(_ type: Int.Type, _ key: StaticString) throws -> Int? {
+        try optional(key) { [input, end] in try input.integer(type, $0, within: end) }
+    }
+    package mutating func instant(_ key: StaticString) throws -> Instant { Instant(nanoseconds: try integer(UInt64.self, key)) }
+    package mutating func instantIfPresent(_ key: StaticString) throws -> Instant? { try integerIfPresent(UInt64.self, key).map(Instant.init(nanoseconds:)) }
 
     /// `key`'s value of a `BinaryDirectCodable` type, read directly.
-    mutating func direct<T: BinaryDirectCodable>(_ type: T.Type, _ key: StaticString) throws -> T {
+    package mutating func direct<T: BinaryDirectCodable>(_ type: T.Type, _ key: StaticString) throws -> T {
         try required(key) { [input, end] in try T(binary: input, at: $0, within: end) }
     }
-    mutating func directIfPresent<T: BinaryDirectCodable>(_ type: T.Type, _ key: StaticString) throws -> T? {
+    package mutating func directIfPresent<T: BinaryDirectCodable>(_ type: T.Type, _ key: StaticString) throws -> T? {
         try optional(key) { [input, end] in try T(binary: input, at: $0, within: end) }
     }
 
     /// `key`'s value of any decodable type, read by its `init(from:)`.
-    mutating func value<T: Decodable>(_ type: T.Type, _ key: StaticString) throws -> T {
-        try required(key) { [input, end] in try T(from: BinaryDecoding(input: input, offset: $0, end: end)) }
+    package mutating func value<T: Decodable>(_ type: T.Type, _ key: StaticString) throws -> T {
+        try required(key) { [input, end] in try BinaryDecoding.value(T.self, input, at: $0, within: end) }
     }
-    mutating func valueIfPresent<T: Decodable>(_ type: T.Type, _ key: StaticString) throws -> T? {
-        try optional(key) { [input, end] in try T(from: BinaryDecoding(input: input, offset: $0, end: end)) }
+    package mutating func valueIfPresent<T: Decodable>(_ type: T.Type, _ key: StaticString) throws -> T? {
+        try optional(key) { [input, end] in try BinaryDecoding.value(T.self, input, at: $0, within: end) }
     }
 
     /// `key`'s value of a `BinaryCanonicalReadable` type: read without the generic containers
     /// when its bytes are in its encoder's form, else by its `init(from:)`.
-    mutating func canonical<T: BinaryCanonicalReadable>(_ type: T.Type, _ key: StaticString) throws -> T {
+    package mutating func canonical<T: BinaryCanonicalReadable>(_ type: T.Type, _ key: StaticString) throws -> T {
         try required(key) { [input, end] in try T.read(input, at: $0, within: end) }
     }
-    mutating func canonicalIfPresent<T: BinaryCanonicalReadable>(_ type: T.Type, _ key: StaticString) throws -> T? {
+    package mutating func canonicalIfPresent<T: BinaryCanonicalReadable>(_ type: T.Type, _ key: StaticString) throws -> T? {
         try optional(key) { [input, end] in try T.read(input, at: $0, within: end) }
     }
 
     /// `key`'s list of values of a `BinaryCanonicalReadable` type, each read as `canonical`
     /// reads one: what `[T]`'s `init(from:)` reads, without the generic containers.
-    mutating func canonicalList<T: BinaryCanonicalReadable>(_ type: T.Type, _ key: StaticString) throws -> [T] {
+    package mutating func canonicalList<T: BinaryCanonicalReadable>(_ type: T.Type, _ key: StaticString) throws -> [T] {
         try required(key) { [input, end] in try BinaryElements.canonicalValues(type, input, at: $0, within: end) }
     }
-    mutating func canonicalListIfPresent<T: BinaryCanonicalReadable>(_ type: T.Type, _ key: StaticString) throws -> [T]? {
+    package mutating func canonicalListIfPresent<T: BinaryCanonicalReadable>(_ type: T.Type, _ key: StaticString) throws -> [T]? {
         try optional(key) { [input, end] in try BinaryElements.canonicalValues(type, input, at: $0, within: end) }
     }
 
     /// `key`'s list of values of any decodable type, each read by its `init(from:)`: what
     /// `[T]`'s `init(from:)` reads, without its generic container.
-    mutating func list<T: Decodable>(_ type: T.Type, _ key: StaticString) throws -> [T] {
+    package mutating func list<T: Decodable>(_ type: T.Type, _ key: StaticString) throws -> [T] {
         try required(key) { [input, end] in try BinaryElements.values(type, input, at: $0, within: end) }
     }
-    mutating func listIfPresent<T: Decodable>(_ type: T.Type, _ key: StaticString) throws -> [T]? {
+    package mutating func listIfPresent<T: Decodable>(_ type: T.Type, _ key: StaticString) throws -> [T]? {
         try optional(key) { [input, end] in try BinaryElements.values(type, input, at: $0, within: end) }
     }
 
     /// `key`'s list of values of a `BinaryDirectCodable` type, each read directly.
-    mutating func directList<T: BinaryDirectCodable>(_ type: T.Type, _ key: StaticString) throws -> [T] {
+    package mutating func directList<T: BinaryDirectCodable>(_ type: T.Type, _ key: StaticString) throws -> [T] {
         try required(key) { [input, end] in try BinaryElements.list(type, input, at: $0, within: end) }
     }
 }
@@ -325,18 +342,18 @@ struct BinaryFields {
 /// Writes the members of one keyed container for a `BinaryDirectCodable` type, as `BinaryEncoder`
 /// writes what a synthesized `encode(to:)` asks for: each member's key, then its value; an absent
 /// optional as an explicit nil.
-struct BinaryFieldWriter {
+package struct BinaryFieldWriter {
     let output: BinaryOutput
     let level: Int
 
     /// Opens the container at `level`.
-    init(_ output: BinaryOutput, level: Int) {
+    package init(_ output: BinaryOutput, level: Int) {
         self.output = output
         self.level = level
         _ = output.openContainer(BinaryFormat.keyed, level: level)
     }
 
-    private func key(_ key: StaticString) {
+    func key(_ key: StaticString) {
         output.countEntry(level: level)
         key.withUTF8Buffer { utf8 in
             output.leb128(UInt64(utf8.count))
@@ -344,42 +361,55 @@ struct BinaryFieldWriter {
         }
     }
 
-    func bool(_ value: Bool, _ k: StaticString) {
+    package func bool(_ value: Bool, _ k: StaticString) {
         key(k)
         output.bool(value)
     }
-    func double(_ value: Double, _ k: StaticString) {
+    package func double(_ value: Double, _ k: StaticString) {
         key(k)
         output.double(value)
     }
-    func string(_ value: String, _ k: StaticString) {
+    package func string(_ value: String, _ k: StaticString) {
         key(k)
         output.string(value)
     }
-    func integer<T: BinaryInteger>(_ value: T, _ k: StaticString) {
+    package func integer<T: BinaryInteger>(_ value: T, _ k: StaticString) {
         key(k)
         output.integer(value)
     }
-    func instant(_ value: Instant, _ k: StaticString) { integer(value.nanoseconds, k) }
+    // The integer types other modules write, not generic (see `BinaryFields.integer`).
+    package func integer(_ value: Int32, _ k: StaticString) {
+        key(k)
+        output.integer(value)
+    }
+    package func integer(_ value: UInt64, _ k: StaticString) {
+        key(k)
+        output.integer(value)
+    }
+    package func integer(_ value: Int, _ k: StaticString) {
+        key(k)
+        output.integer(value)
+    }
+    package func instant(_ value: Instant, _ k: StaticString) { integer(value.nanoseconds, k) }
 
     /// Writes `k` with nil when `value` is nil, else `write(value, k)`.
-    func optional<T>(_ value: T?, _ k: StaticString, _ write: (T, StaticString) throws -> Void) rethrows {
+    package func optional<T>(_ value: T?, _ k: StaticString, _ write: (T, StaticString) throws -> Void) rethrows {
         if let value { try write(value, k) } else { null(k) }
     }
-    func null(_ k: StaticString) {
+    package func null(_ k: StaticString) {
         key(k)
         output.null()
     }
 
     /// A value of a `BinaryDirectCodable` type, written directly.
-    func direct<T: BinaryDirectCodable>(_ value: T, _ k: StaticString) throws {
+    package func direct<T: BinaryDirectCodable>(_ value: T, _ k: StaticString) throws {
         key(k)
         try value.write(to: output, level: level + 1)
         output.close(above: level)
     }
 
     /// A list of values of a `BinaryDirectCodable` type, each written directly.
-    func directList<T: BinaryDirectCodable>(_ values: [T], _ k: StaticString) throws {
+    package func directList<T: BinaryDirectCodable>(_ values: [T], _ k: StaticString) throws {
         key(k)
         try BinaryElements.write(values, to: output, level: level + 1)
         output.close(above: level)
@@ -387,14 +417,14 @@ struct BinaryFieldWriter {
 
     /// A list of values of any encodable type, each written by its `encode(to:)`: what `[T]`'s
     /// `encode(to:)` writes, without its generic container.
-    func list<S: Sequence>(_ values: S, _ k: StaticString) throws where S.Element: Encodable {
+    package func list<S: Sequence>(_ values: S, _ k: StaticString) throws where S.Element: Encodable {
         key(k)
         try BinaryElements.write(values, to: output, level: level + 1) { [output, level] in try output.value($0, level: level + 2) }
         output.close(above: level)
     }
 
     /// A value of any encodable type, written by its `encode(to:)`.
-    func value<T: Encodable>(_ value: T, _ k: StaticString) throws {
+    package func value<T: Encodable>(_ value: T, _ k: StaticString) throws {
         key(k)
         try output.value(value, level: level + 1)
     }

@@ -35,7 +35,7 @@ public struct BinaryEncoder {
 /// every container, and an `Array` checks uniqueness and capacity each time). The bytes are
 /// kept in memory it manages itself too:
 /// each value is a few bytes, and an `Array` append checks uniqueness and capacity each time.
-final class BinaryOutput {
+package final class BinaryOutput {
     private var base: UnsafeMutablePointer<UInt8>
     private var capacity: Int
     /// How many bytes are written.
@@ -201,10 +201,17 @@ final class BinaryOutput {
         }
     }
 
-    /// Writes `value` at `level` (the level of the containers it makes), then closes them.
+    /// Writes `value` at `level` (the level of the containers it makes), then closes them:
+    /// directly when it is `BinaryDirectCodable` and this output writes directly (the same
+    /// bytes, by that protocol's contract), else by `encode(to:)`. Every nested value is written
+    /// through here.
     func value<T: Encodable>(_ value: T, level: Int) throws {
         let start = count
-        try value.encode(to: BinaryEncoding(output: self, level: level))
+        if directCoding, let direct = value as? any BinaryDirectCodable {
+            try direct.write(to: self, level: level)
+        } else {
+            try value.encode(to: BinaryEncoding(output: self, level: level))
+        }
         close(above: level - 1)
         if count == start { writeEmptyContainer() }
     }

@@ -6,7 +6,7 @@
 /// of order, a number out of range or written as a double, an unknown name, a damaged entry)
 /// is read by the type's own `init(from:)` (for the manifest's values, the manifest file's
 /// decoder), so the value read and the error thrown are always the ones it gives.
-protocol BinaryCanonicalReadable: Decodable {
+package protocol BinaryCanonicalReadable: Decodable {
     /// The value at `offset` when its bytes are in the form the type's encoder writes and the
     /// manifest file's decoder accepts them; nil for anything else.
     static func canonical(_ input: BinaryInput, at offset: Int, within end: Int) -> Self?
@@ -14,7 +14,7 @@ protocol BinaryCanonicalReadable: Decodable {
 
 extension BinaryCanonicalReadable {
     /// The value at `offset`: the canonical reading when there is one, else `init(from:)`.
-    static func read(_ input: BinaryInput, at offset: Int, within end: Int) throws -> Self {
+    package static func read(_ input: BinaryInput, at offset: Int, within end: Int) throws -> Self {
         if let value = canonical(input, at: offset, within: end) { return value }
         return try Self(from: BinaryDecoding(input: input, offset: offset, end: end))
     }
@@ -90,7 +90,7 @@ struct BinaryCanonicalMembers {
 
 extension ResourceLimits: BinaryCanonicalReadable {
     /// Each limit nil or an integer within `ranges`, in the order of `keys`.
-    static func canonical(_ input: BinaryInput, at offset: Int, within end: Int) -> ResourceLimits? {
+    package static func canonical(_ input: BinaryInput, at offset: Int, within end: Int) -> ResourceLimits? {
         guard var m = BinaryCanonicalMembers(input, at: offset, within: end, count: 4),
             let memory = m.unsignedOrNil("memoryMaxBytes", in: ranges["memoryMaxBytes"]!),
             let tasks = m.unsignedOrNil("tasksMax", in: ranges["tasksMax"]!),
@@ -103,7 +103,7 @@ extension ResourceLimits: BinaryCanonicalReadable {
 
 extension RefreshSchedule: BinaryCanonicalReadable {
     /// The interval a double and the budget an integer, both as `violation()` allows them.
-    static func canonical(_ input: BinaryInput, at offset: Int, within end: Int) -> RefreshSchedule? {
+    package static func canonical(_ input: BinaryInput, at offset: Int, within end: Int) -> RefreshSchedule? {
         guard var m = BinaryCanonicalMembers(input, at: offset, within: end, count: 2), let interval = m.double("minimumIntervalSeconds"),
             let budget = m.unsigned("dailyBudget", maximum: 1_440)
         else { return nil }
@@ -114,7 +114,7 @@ extension RefreshSchedule: BinaryCanonicalReadable {
 
 extension HostRestriction: BinaryCanonicalReadable {
     /// Two lists of integers that fit a uid or gid.
-    static func canonical(_ input: BinaryInput, at offset: Int, within end: Int) -> HostRestriction? {
+    package static func canonical(_ input: BinaryInput, at offset: Int, within end: Int) -> HostRestriction? {
         guard var m = BinaryCanonicalMembers(input, at: offset, within: end, count: 2),
             let uids = m.unsignedList("uids", maximum: UInt64(UInt32.max)), let gids = m.unsignedList("gids", maximum: UInt64(UInt32.max))
         else { return nil }
@@ -126,7 +126,7 @@ extension HostRestriction: BinaryCanonicalReadable {
 /// container: nil when the bytes are not a string or name no case, which `init(from:)` then
 /// refuses with its own error.
 extension BinaryCanonicalReadable where Self: RawRepresentable, RawValue == String {
-    static func canonical(_ input: BinaryInput, at offset: Int, within end: Int) -> Self? {
+    package static func canonical(_ input: BinaryInput, at offset: Int, within end: Int) -> Self? {
         guard let name = try? input.string(offset, within: end) else { return nil }
         return Self(rawValue: name)
     }
@@ -141,7 +141,7 @@ extension RefreshOutcome: BinaryCanonicalReadable {}
 
 extension LockGrace: BinaryCanonicalReadable {
     /// One of the three names `init(from:)` reads.
-    static func canonical(_ input: BinaryInput, at offset: Int, within end: Int) -> LockGrace? {
+    package static func canonical(_ input: BinaryInput, at offset: Int, within end: Int) -> LockGrace? {
         switch try? input.string(offset, within: end) {
         case "none": LockGrace.none
         case "resuming": LockGrace.resuming
@@ -154,7 +154,7 @@ extension LockGrace: BinaryCanonicalReadable {
 extension AccountReference: BinaryCanonicalReadable {
     /// What `init(from:)` reads, without the error its first attempt throws for a name: an
     /// integer that fits a uid or gid is a number, else a string is a name.
-    static func canonical(_ input: BinaryInput, at offset: Int, within end: Int) -> AccountReference? {
+    package static func canonical(_ input: BinaryInput, at offset: Int, within end: Int) -> AccountReference? {
         if let number = try? input.integer(UInt32.self, offset, within: end) { return .number(number) }
         return (try? input.string(offset, within: end)).map(AccountReference.name)
     }
@@ -162,7 +162,7 @@ extension AccountReference: BinaryCanonicalReadable {
 
 extension ExitStatus: BinaryCanonicalReadable {
     /// One member, `exited` or `signaled`, an integer that fits an `Int32`.
-    static func canonical(_ input: BinaryInput, at offset: Int, within end: Int) -> ExitStatus? {
+    package static func canonical(_ input: BinaryInput, at offset: Int, within end: Int) -> ExitStatus? {
         guard let container = try? input.container(BinaryFormat.keyed, at: offset, within: end), container.count == 1,
             let key = try? input.text(container.entries, within: container.end),
             let number = try? input.integer(Int32.self, key.upperBound, within: container.end)
@@ -178,7 +178,7 @@ extension ExitStatus: BinaryCanonicalReadable {
 extension Dictionary: BinaryCanonicalReadable where Key == String, Value == String {
     /// Every entry a key of valid UTF-8 (one that finds itself where it lies) and a string; a
     /// key written twice keeps its last value, as `init(from:)` does.
-    static func canonical(_ input: BinaryInput, at offset: Int, within end: Int) -> [String: String]? {
+    package static func canonical(_ input: BinaryInput, at offset: Int, within end: Int) -> [String: String]? {
         guard let container = try? input.container(BinaryFormat.keyed, at: offset, within: end) else { return nil }
         var entries: [String: String] = [:]
         entries.reserveCapacity(container.count)
@@ -199,7 +199,7 @@ extension Dictionary: BinaryCanonicalReadable where Key == String, Value == Stri
 /// A list of strings (a manifest's arguments, shared containers, the hints' names).
 extension Array: BinaryCanonicalReadable where Element == String {
     /// Every element a string.
-    static func canonical(_ input: BinaryInput, at offset: Int, within end: Int) -> [String]? {
+    package static func canonical(_ input: BinaryInput, at offset: Int, within end: Int) -> [String]? {
         guard var elements = try? BinaryElements(input, at: offset, within: end) else { return nil }
         var strings: [String] = []
         strings.reserveCapacity(elements.count)

@@ -71,7 +71,7 @@ extension Phase {
 
 /// The same object, written and read directly (`BinaryDirectCodable`): every record has one.
 extension Phase: BinaryDirectCodable {
-    func write(to output: BinaryOutput, level: Int) throws {
+    package func write(to output: BinaryOutput, level: Int) throws {
         let w = BinaryFieldWriter(output, level: level)
         switch self {
         case .notRunning: w.string("not-running", "name")
@@ -100,7 +100,7 @@ extension Phase: BinaryDirectCodable {
         }
     }
 
-    init(binary input: BinaryInput, at offset: Int, within end: Int) throws {
+    package init(binary input: BinaryInput, at offset: Int, within end: Int) throws {
         var r = try BinaryFields(input, at: offset, within: end)
         let name = try r.string("name")
         switch name {
@@ -250,7 +250,7 @@ extension LifecycleEvent {
 /// The same list, written and read directly (`BinaryDirectCodable`): a hand-over document holds
 /// tens of thousands of events.
 extension LifecycleEvent: BinaryDirectCodable {
-    func write(to output: BinaryOutput, level: Int) throws {
+    package func write(to output: BinaryOutput, level: Int) throws {
         _ = output.openContainer(BinaryFormat.unkeyed, level: level)
         func element(_ write: () -> Void) {
             output.countEntry(level: level)
@@ -298,7 +298,7 @@ extension LifecycleEvent: BinaryDirectCodable {
     private static let kindNames = BinaryNames(Kind.allCases.map { ($0.rawValue, $0) })
     private static let stateNames = BinaryNames(LifecycleState.allCases.map { ($0.rawValue, $0) })
 
-    init(binary input: BinaryInput, at offset: Int, within end: Int) throws {
+    package init(binary input: BinaryInput, at offset: Int, within end: Int) throws {
         if let plain = Self.plain(input, at: offset, within: end) {
             self = plain
             return

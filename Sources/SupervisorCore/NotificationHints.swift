@@ -59,13 +59,13 @@ public struct NotificationHints: Equatable, Sendable, Codable {
 /// Written and read directly in a hand-over document (`BinaryDirectCodable`, see
 /// RecordDirectCoding.swift): the members its synthesized `Codable` conformance gives.
 extension NotificationHints: BinaryDirectCodable {
-    func write(to output: BinaryOutput, level: Int) throws {
+    package func write(to output: BinaryOutput, level: Int) throws {
         let w = BinaryFieldWriter(output, level: level)
         try w.list(observed, "observed")
         try w.list(held, "held")
     }
 
-    init(binary input: BinaryInput, at offset: Int, within end: Int) throws {
+    package init(binary input: BinaryInput, at offset: Int, within end: Int) throws {
         var r = try BinaryFields(input, at: offset, within: end)
         observed = Set(try r.canonical([String].self, "observed"))
         held = try r.canonical([String].self, "held")

@@ -5,7 +5,7 @@
 /// Nested values of other types go through their own conformances.
 
 extension ExtensionRecord: BinaryDirectCodable {
-    func write(to output: BinaryOutput, level: Int) throws {
+    package func write(to output: BinaryOutput, level: Int) throws {
         let w = BinaryFieldWriter(output, level: level)
         try w.direct(manifest, "manifest")
         try w.direct(phase, "phase")
@@ -33,7 +33,7 @@ extension ExtensionRecord: BinaryDirectCodable {
         try w.optional(refresh, "refresh") { try w.direct($0, $1) }
     }
 
-    init(binary input: BinaryInput, at offset: Int, within end: Int) throws {
+    package init(binary input: BinaryInput, at offset: Int, within end: Int) throws {
         var r = try BinaryFields(input, at: offset, within: end)
         manifest = try r.direct(Manifest.self, "manifest")
         phase = try r.direct(Phase.self, "phase")
@@ -63,7 +63,7 @@ extension ExtensionRecord: BinaryDirectCodable {
 }
 
 extension Manifest: BinaryDirectCodable {
-    func write(to output: BinaryOutput, level: Int) throws {
+    package func write(to output: BinaryOutput, level: Int) throws {
         let w = BinaryFieldWriter(output, level: level)
         w.string(id, "id")
         w.string(point, "point")
@@ -84,7 +84,7 @@ extension Manifest: BinaryDirectCodable {
         w.bool(sandboxed, "sandboxed")
     }
 
-    init(binary input: BinaryInput, at offset: Int, within end: Int) throws {
+    package init(binary input: BinaryInput, at offset: Int, within end: Int) throws {
         var r = try BinaryFields(input, at: offset, within: end)
         id = try r.string("id")
         point = try r.string("point")
@@ -107,7 +107,7 @@ extension Manifest: BinaryDirectCodable {
 }
 
 extension Policy: BinaryDirectCodable {
-    func write(to output: BinaryOutput, level: Int) throws {
+    package func write(to output: BinaryOutput, level: Int) throws {
         let w = BinaryFieldWriter(output, level: level)
         w.double(backgroundSeconds, "backgroundSeconds")
         w.double(expiryGraceSeconds, "expiryGraceSeconds")
@@ -123,7 +123,7 @@ extension Policy: BinaryDirectCodable {
         try w.optional(sandboxRequires, "sandboxRequires") { try w.list($0, $1) }
     }
 
-    init(binary input: BinaryInput, at offset: Int, within end: Int) throws {
+    package init(binary input: BinaryInput, at offset: Int, within end: Int) throws {
         var r = try BinaryFields(input, at: offset, within: end)
         backgroundSeconds = try r.double("backgroundSeconds")
         expiryGraceSeconds = try r.double("expiryGraceSeconds")
@@ -141,14 +141,14 @@ extension Policy: BinaryDirectCodable {
 }
 
 extension CredentialRequest: BinaryDirectCodable {
-    func write(to output: BinaryOutput, level: Int) throws {
+    package func write(to output: BinaryOutput, level: Int) throws {
         let w = BinaryFieldWriter(output, level: level)
         try w.optional(user, "user") { try w.value($0, $1) }
         try w.optional(group, "group") { try w.value($0, $1) }
         try w.list(supplementaryGroups, "supplementaryGroups")
     }
 
-    init(binary input: BinaryInput, at offset: Int, within end: Int) throws {
+    package init(binary input: BinaryInput, at offset: Int, within end: Int) throws {
         var r = try BinaryFields(input, at: offset, within: end)
         user = try r.canonicalIfPresent(AccountReference.self, "user")
         group = try r.canonicalIfPresent(AccountReference.self, "group")
@@ -157,7 +157,7 @@ extension CredentialRequest: BinaryDirectCodable {
 }
 
 extension Credentials: BinaryDirectCodable {
-    func write(to output: BinaryOutput, level: Int) throws {
+    package func write(to output: BinaryOutput, level: Int) throws {
         let w = BinaryFieldWriter(output, level: level)
         w.integer(uid, "uid")
         w.integer(gid, "gid")
@@ -165,7 +165,7 @@ extension Credentials: BinaryDirectCodable {
         w.bool(ownUID, "ownUID")
     }
 
-    init(binary input: BinaryInput, at offset: Int, within end: Int) throws {
+    package init(binary input: BinaryInput, at offset: Int, within end: Int) throws {
         var r = try BinaryFields(input, at: offset, within: end)
         uid = try r.integer(UInt32.self, "uid")
         gid = try r.integer(UInt32.self, "gid")
@@ -175,7 +175,7 @@ extension Credentials: BinaryDirectCodable {
 }
 
 extension PeerIdentity: BinaryDirectCodable {
-    func write(to output: BinaryOutput, level: Int) throws {
+    package func write(to output: BinaryOutput, level: Int) throws {
         let w = BinaryFieldWriter(output, level: level)
         w.integer(pid, "pid")
         w.integer(uid, "uid")
@@ -183,7 +183,7 @@ extension PeerIdentity: BinaryDirectCodable {
         try w.list(groups, "groups")
     }
 
-    init(binary input: BinaryInput, at offset: Int, within end: Int) throws {
+    package init(binary input: BinaryInput, at offset: Int, within end: Int) throws {
         var r = try BinaryFields(input, at: offset, within: end)
         pid = try r.integer(Int32.self, "pid")
         uid = try r.integer(UInt32.self, "uid")
@@ -193,7 +193,7 @@ extension PeerIdentity: BinaryDirectCodable {
 }
 
 extension OpenRequest: BinaryDirectCodable {
-    func write(to output: BinaryOutput, level: Int) throws {
+    package func write(to output: BinaryOutput, level: Int) throws {
         let w = BinaryFieldWriter(output, level: level)
         w.integer(id, "id")
         w.integer(host, "host")
@@ -202,7 +202,7 @@ extension OpenRequest: BinaryDirectCodable {
         w.instant(begunAt, "begunAt")
     }
 
-    init(binary input: BinaryInput, at offset: Int, within end: Int) throws {
+    package init(binary input: BinaryInput, at offset: Int, within end: Int) throws {
         var r = try BinaryFields(input, at: offset, within: end)
         id = try r.integer(UInt64.self, "id")
         host = try r.integer(HostID.self, "host")
@@ -213,7 +213,7 @@ extension OpenRequest: BinaryDirectCodable {
 }
 
 extension PendingBegin: BinaryDirectCodable {
-    func write(to output: BinaryOutput, level: Int) throws {
+    package func write(to output: BinaryOutput, level: Int) throws {
         let w = BinaryFieldWriter(output, level: level)
         w.integer(host, "host")
         try w.direct(peer, "peer")
@@ -221,7 +221,7 @@ extension PendingBegin: BinaryDirectCodable {
         w.integer(requestID, "requestID")
     }
 
-    init(binary input: BinaryInput, at offset: Int, within end: Int) throws {
+    package init(binary input: BinaryInput, at offset: Int, within end: Int) throws {
         var r = try BinaryFields(input, at: offset, within: end)
         host = try r.integer(HostID.self, "host")
         peer = try r.direct(PeerIdentity.self, "peer")
@@ -231,7 +231,7 @@ extension PendingBegin: BinaryDirectCodable {
 }
 
 extension Assertion: BinaryDirectCodable {
-    func write(to output: BinaryOutput, level: Int) throws {
+    package func write(to output: BinaryOutput, level: Int) throws {
         let w = BinaryFieldWriter(output, level: level)
         w.integer(id, "id")
         w.string(reason, "reason")
@@ -241,7 +241,7 @@ extension Assertion: BinaryDirectCodable {
         w.bool(expireAcknowledged, "expireAcknowledged")
     }
 
-    init(binary input: BinaryInput, at offset: Int, within end: Int) throws {
+    package init(binary input: BinaryInput, at offset: Int, within end: Int) throws {
         var r = try BinaryFields(input, at: offset, within: end)
         id = try r.integer(UInt64.self, "id")
         reason = try r.string("reason")
@@ -253,7 +253,7 @@ extension Assertion: BinaryDirectCodable {
 }
 
 extension ExitRecord: BinaryDirectCodable {
-    func write(to output: BinaryOutput, level: Int) throws {
+    package func write(to output: BinaryOutput, level: Int) throws {
         let w = BinaryFieldWriter(output, level: level)
         try w.optional(status, "status") { try w.value($0, $1) }
         w.string(reason.rawValue, "reason")
@@ -261,11 +261,49 @@ extension ExitRecord: BinaryDirectCodable {
         w.optional(pid, "pid") { w.integer($0, $1) }
     }
 
-    init(binary input: BinaryInput, at offset: Int, within end: Int) throws {
+    package init(binary input: BinaryInput, at offset: Int, within end: Int) throws {
         var r = try BinaryFields(input, at: offset, within: end)
         status = try r.canonicalIfPresent(ExitStatus.self, "status")
         reason = try r.canonical(ExitReason.self, "reason")
         at = try r.instant("at")
         pid = try r.integerIfPresent(Int32.self, "pid")
+    }
+}
+
+/// A process group's settled state, which the shell's part of the document holds once per
+/// process: written and read directly, as its synthesized conformance gives `BinaryEncoder`.
+extension GroupControl.Snapshot: BinaryDirectCodable {
+    package func write(to output: BinaryOutput, level: Int) throws {
+        let w = BinaryFieldWriter(output, level: level)
+        w.string(state.rawValue, "state")
+        w.bool(aloneAtLastStop, "aloneAtLastStop")
+    }
+
+    package init(binary input: BinaryInput, at offset: Int, within end: Int) throws {
+        var r = try BinaryFields(input, at: offset, within: end)
+        state = try r.canonical(State.self, "state")
+        aloneAtLastStop = try r.bool("aloneAtLastStop")
+    }
+}
+
+extension GroupControl.Snapshot.State: BinaryCanonicalReadable {}
+
+/// The shell's process entries read and write a group's snapshot and its suspension mechanism
+/// through these, not the generic `direct` and `canonical`: a generic method called from
+/// another module runs unspecialized, at several times the cost.
+extension BinaryFields {
+    package mutating func direct(_ type: GroupControl.Snapshot.Type, _ key: StaticString) throws -> GroupControl.Snapshot {
+        try required(key) { [input, end] in try GroupControl.Snapshot(binary: input, at: $0, within: end) }
+    }
+    package mutating func canonical(_ type: SuspendMode.Type, _ key: StaticString) throws -> SuspendMode {
+        try required(key) { [input, end] in try SuspendMode.read(input, at: $0, within: end) }
+    }
+}
+
+extension BinaryFieldWriter {
+    package func direct(_ value: GroupControl.Snapshot, _ k: StaticString) throws {
+        key(k)
+        try value.write(to: output, level: level + 1)
+        output.close(above: level)
     }
 }

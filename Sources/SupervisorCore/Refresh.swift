@@ -179,7 +179,7 @@ public struct RefreshState: Equatable, Sendable, Codable {
 /// RecordDirectCoding.swift): the members its synthesized `Codable` conformance gives, its
 /// private ones included.
 extension RefreshState: BinaryDirectCodable {
-    func write(to output: BinaryOutput, level: Int) throws {
+    package func write(to output: BinaryOutput, level: Int) throws {
         let w = BinaryFieldWriter(output, level: level)
         try w.value(schedule, "schedule")
         w.optional(nextAt, "nextAt") { w.instant($0, $1) }
@@ -196,7 +196,7 @@ extension RefreshState: BinaryDirectCodable {
         w.double(backoff, "backoff")
     }
 
-    init(binary input: BinaryInput, at offset: Int, within end: Int) throws {
+    package init(binary input: BinaryInput, at offset: Int, within end: Int) throws {
         var r = try BinaryFields(input, at: offset, within: end)
         schedule = try r.canonical(RefreshSchedule.self, "schedule")
         nextAt = try r.instantIfPresent("nextAt")

@@ -276,9 +276,10 @@ public protocol Kernel: AnyObject {
     /// `keeping` inherited (every other one stays close-on-exec). Returns only on failure,
     /// with `keeping` close-on-exec again.
     func execute(_ path: String, arguments: [String], keeping: [Int32]) -> SystemError
-    /// Makes `fd` close-on-exec again: a descriptor inherited across `execute` is not, and a
-    /// program this daemon starts later must not inherit it.
-    func setCloseOnExec(_ fd: Int32) -> SystemError?
+    /// Makes each of `fds` close-on-exec again: a descriptor inherited across `execute` is not,
+    /// and a program this daemon starts later must not inherit it. Returns those it could not
+    /// set, each with its error.
+    func setCloseOnExec(_ fds: [Int32]) -> [(fd: Int32, error: SystemError)]
 
     // MARK: Files
     /// The whole contents of a file (`/proc`, cgroup files, configuration).

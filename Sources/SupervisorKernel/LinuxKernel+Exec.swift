@@ -174,9 +174,29 @@ extension LinuxKernel {
         for fd in [child.input, child.output, child.pidfd] { Glibc.close(fd) }
     }
 
-    /// Sets FD_CLOEXEC on `fd`; returns the error naming "fcntl(FD, F_SETFD)" when it cannot.
-    public func setCloseOnExec(_ fd: Int32) -> SystemError? {
-        fcntl(fd, F_SETFD, FD_CLOEXEC) == 0 ? nil : SystemError("fcntl(\(fd), F_SETFD)", errno: errno)
+    /// Sets FD_CLOEXEC on each of `fds`: each run of consecutive numbers in one close_range(2)
+    /// with CLOSE_RANGE_CLOEXEC, or with fcntl(2) one by one where close_range cannot (a kernel
+    /// before 5.11). Returns each descriptor that could not be set with its error, naming
+    /// "fcntl(FD, F_SETFD)" (close_range fails only as a whole, and is then not used).
+    public func setCloseOnExec(_ fds: [Int32]) -> [(fd: Int32, error: SystemError)] {
+        var failed: [(fd: Int32, error: SystemError)] = []
+        func oneByOne(_ run: ClosedRange<Int32>) {
+            for fd in run where fcntl(fd, F_SETFD, FD_CLOEXEC) != 0 { failed.append((fd, SystemError("fcntl(\(fd), F_SETFD)", errno: errno))) }
+        }
+        var rangesWork = true
+        let sorted = Set(fds.filter { $0 >= 0 }).sorted()
+        var i = 0
+        while i < sorted.count {
+            var j = i
+            while j + 1 < sorted.count && sorted[j + 1] == sorted[j] + 1 { j += 1 }
+            let run = sorted[i]...sorted[j]
+            if rangesWork && run.count > 1 {
+                rangesWork = shim_close_range_cloexec(UInt32(run.lowerBound), UInt32(run.upperBound)) == 0
+            }
+            if !rangesWork || run.count == 1 { oneByOne(run) }
+            i = j + 1
+        }
+        return failed
     }
 
     /// Clears FD_CLOEXEC on each of `keeping`, then execve(2) of `path` (`argv[0]`; no `$PATH`

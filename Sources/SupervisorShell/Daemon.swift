@@ -51,8 +51,8 @@ public final class Daemon {
             options.socketPath = handover.socketPath
             // The descriptors crossed the execve without close-on-exec: they get it back, so
             // that no program this daemon starts inherits them.
-            for fd in handover.descriptors {
-                if let e = kernel.setCloseOnExec(fd) { logger.warning("cannot make descriptor \(fd) of the hand-over close-on-exec: \(e)") }
+            for (fd, e) in kernel.setCloseOnExec(handover.descriptors) {
+                logger.warning("cannot make descriptor \(fd) of the hand-over close-on-exec: \(e)")
             }
         }
         serviceManager = ServiceManager(kernel: kernel)
@@ -68,13 +68,14 @@ public final class Daemon {
         sources = try ManifestSources(options: options, config: config, kernel: kernel, freezerProblem: containment.problem)
         // After a hand-over the records carry their manifests, as loaded and provisioned by the
         // replaced daemon (whose refusals and warnings were logged then): none is read again.
-        let (loaded, errors) = handover.map { h in (h.core.records.filter { !$0.retired }.map(\.manifest), [ManifestError]()) } ?? sources.load()
-        for e in errors { logger.error("manifest refused: \(UntrustedText.escaped(e.description))") }
+        var loaded: (manifests: [Manifest], errors: [ManifestError]) = ([], [])
         if let handover {
             sources.containers.restore(known: handover.sharedContainers, resolvedRoot: handover.containersRoot)
             core = try Supervisor(restoring: handover.core, limits: config.limits, now: kernel.now())
         } else {
-            core = Supervisor(manifests: loaded, limits: config.limits, now: kernel.now())
+            loaded = sources.load()
+            for e in loaded.errors { logger.error("manifest refused: \(UntrustedText.escaped(e.description))") }
+            core = Supervisor(manifests: loaded.manifests, limits: config.limits, now: kernel.now())
         }
         let buffers = WireBuffers()
         if let handover {
@@ -96,8 +97,10 @@ public final class Daemon {
             containment.endLeftovers(logger: logger)
         }
         if handover == nil {
-            containment.warnUnenforcedLimits(loaded, logger: logger)
-            logger.info("loaded \(loaded.count) extension(s) from \(options.extensionDirectories.joined(separator: ":")); \(errors.count) manifest error(s)")
+            containment.warnUnenforcedLimits(loaded.manifests, logger: logger)
+            logger.info(
+                "loaded \(loaded.manifests.count) extension(s) from \(options.extensionDirectories.joined(separator: ":")); \(loaded.errors.count) manifest error(s)"
+            )
         }
         server.delegate = self
         extensions.sink = self

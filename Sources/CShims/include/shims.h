@@ -105,6 +105,11 @@ int shim_clone3_available(void);
 /// pidfd_open(2). Returns a descriptor or -errno.
 int shim_pidfd_open(pid_t pid);
 
+/// close_range(2) of `first` through `last` with CLOSE_RANGE_CLOEXEC: every open descriptor in
+/// the range becomes close-on-exec, none is closed. Returns 0 or -errno (-ENOSYS or -EINVAL on
+/// kernels before 5.11).
+int shim_close_range_cloexec(unsigned int first, unsigned int last);
+
 /// eventfd(2) with a count of 0, non-blocking and close-on-exec. Returns a descriptor or -errno.
 /* The CPUs this process may run on (sched_getaffinity), or 0 when that cannot be read. */
 int shim_usable_cpus(void);

@@ -221,7 +221,7 @@ final class SimulatedKernel: Kernel {
     func abandon(_ child: ChildProgram) { unexpected.append("abandon \(child.pid)") }
 
     func execute(_ path: String, arguments: [String], keeping: [Int32]) -> SystemError { refused("execve \(path)") }
-    func setCloseOnExec(_ fd: Int32) -> SystemError? { refused("fcntl(\(fd), F_SETFD)") }
+    func setCloseOnExec(_ fds: [Int32]) -> [(fd: Int32, error: SystemError)] { fds.map { ($0, refused("fcntl(\($0), F_SETFD)")) } }
 
     // MARK: Kernel: files
 

@@ -419,9 +419,9 @@ final class RecordingKernel: Kernel {
         calls.append(.abandonChild(child.pid))
     }
 
-    func setCloseOnExec(_ fd: Int32) -> SystemError? {
-        closeOnExec.insert(fd)
-        return nil
+    func setCloseOnExec(_ fds: [Int32]) -> [(fd: Int32, error: SystemError)] {
+        closeOnExec.formUnion(fds)
+        return []
     }
 
     func execute(_ path: String, arguments: [String], keeping: [Int32]) -> SystemError {
