@@ -25,7 +25,8 @@ extension Supervisor {
     /// same process generation, which the document keeps.
     public func snapshot() -> Result<SupervisorSnapshot, HandoverError> {
         if shuttingDown { return .failure(.shuttingDown) }
-        let ordered = records.values.sorted { $0.manifest.id < $1.manifest.id }
+        // The ids are sorted, not the records: a record is a large value to move.
+        let ordered = records.keys.sorted().compactMap { records[$0] }
         for r in ordered {
             if r.isRunning && r.pid == nil { return .failure(.spawnInFlight(extensionID: r.manifest.id)) }
             switch r.phase {

@@ -45,11 +45,15 @@ enum HandoverFile {
                     }
                 })
         let results = written.results.withLock { $0 }
-        var bytes: [UInt8] = []
+        var parts: [[UInt8]] = []
         for k in 0...count {
             guard let part = results[k] else { throw HandoverError.corrupt(k == 0 ? "the head was not written" : "record part \(k - 1) was not written") }
-            bytes += try part.get()
+            parts.append(try part.get())
         }
+        // One buffer of the file's size: the parts are copied once, with no growth.
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(parts.reduce(0) { $0 + $1.count })
+        for part in parts { bytes += part }
         return bytes
     }
 
