@@ -97,8 +97,7 @@ import Testing
         try FileManager.default.createDirectory(atPath: bin, withIntermediateDirectories: true)
         try FileManager.default.createDirectory(atPath: scratch, withIntermediateDirectories: true)
         let wrapper = "#!/bin/sh\nexec '\(BuildProducts.path("extctl"))' --socket '\(daemon.socketPath)' \"$@\"\n"
-        try wrapper.write(toFile: bin + "/extctl", atomically: true, encoding: .utf8)
-        chmod(bin + "/extctl", 0o755)
+        try Executables.write(wrapper, to: bin + "/extctl")
         try FileManager.default.createSymbolicLink(atPath: bin + "/extensiond", withDestinationPath: BuildProducts.path("extensiond"))
         let environment = [
             "PATH=\(bin):/usr/local/bin:/usr/bin:/bin", "EXTENSIONS=\(daemon.extensionsDirectory)", "LC_ALL=C.UTF-8",

@@ -224,18 +224,18 @@ struct LocksAtSuspendTests {
         let (daemon, _, _, mark) = try Self.suspended(prepare: { daemon in
             program = daemon.directory + "/extensiond"
             real = daemon.directory + "/extensiond.real"
-            for copy in [program, real] { try FileManager.default.copyItem(atPath: BuildProducts.path("extensiond"), toPath: copy) }
+            for copy in [program, real] { try Executables.copy(BuildProducts.path("extensiond"), to: copy) }
             daemon.daemonExecutable = program
         }) { "lock posix \($0)/instance.lock" }
         let path = "\(daemon.directory)/instance.lock"
         let wrapper = daemon.directory + "/extensiond.wrapper"
-        try """
-        #!/bin/sh
-        for a in "$@"; do [ "$a" = --check-handover ] && exec 3<'\(path)'; done
-        exec '\(real)' "$@"
+        try Executables.write(
+            """
+            #!/bin/sh
+            for a in "$@"; do [ "$a" = --check-handover ] && exec 3<'\(path)'; done
+            exec '\(real)' "$@"
 
-        """.write(toFile: wrapper, atomically: true, encoding: .utf8)
-        #expect(chmod(wrapper, 0o755) == 0)
+            """, to: wrapper)
         #expect(rename(wrapper, program) == 0)
         let reexec = try daemon.extctl(["reexec"])
         #expect(reexec.status == 0, "\(reexec)")

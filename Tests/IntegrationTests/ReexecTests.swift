@@ -27,7 +27,7 @@ struct ReexecTests {
             "p.json": TestDaemon.testExtension(Self.prewarmed),
         ])
         let copy = daemon.directory + "/extensiond"
-        try FileManager.default.copyItem(atPath: BuildProducts.path("extensiond"), toPath: copy)
+        try Executables.copy(BuildProducts.path("extensiond"), to: copy)
         daemon.daemonExecutable = copy
         try daemon.start()
         return daemon
@@ -36,7 +36,7 @@ struct ReexecTests {
     /// Replaces the daemon's program on disk by a new file (a new inode, as a package upgrade does).
     func replaceProgram(of daemon: TestDaemon, with source: String) throws {
         let staged = daemon.directory + "/extensiond.new"
-        try FileManager.default.copyItem(atPath: source, toPath: staged)
+        try Executables.copy(source, to: staged)
         #expect(rename(staged, daemon.daemonExecutable) == 0)
     }
 
@@ -189,8 +189,7 @@ struct ReexecTests {
         let pid = try #require(daemon.process?.processIdentifier)
         // The "new" program exits at once, whatever it is asked.
         let script = daemon.directory + "/broken"
-        try "#!/bin/sh\necho 'this extensiond cannot start' >&2\nexit 3\n".write(toFile: script, atomically: true, encoding: .utf8)
-        #expect(chmod(script, 0o755) == 0)
+        try Executables.write("#!/bin/sh\necho 'this extensiond cannot start' >&2\nexit 3\n", to: script)
         try replaceProgram(of: daemon, with: script)
         let refused = try daemon.extctl(["reexec"])
         #expect(refused.status != 0)
@@ -242,11 +241,9 @@ struct ReexecTests {
 
         // The new program checks like the real one, and kills itself when it would take over.
         let real = daemon.directory + "/extensiond.real"
-        try FileManager.default.copyItem(atPath: BuildProducts.path("extensiond"), toPath: real)
+        try Executables.copy(BuildProducts.path("extensiond"), to: real)
         let script = daemon.directory + "/crashing"
-        try "#!/bin/sh\ncase \" $* \" in *\" --handover \"*) kill -SEGV $$ ;; esac\nexec \(real) \"$@\"\n".write(
-            toFile: script, atomically: true, encoding: .utf8)
-        #expect(chmod(script, 0o755) == 0)
+        try Executables.write("#!/bin/sh\ncase \" $* \" in *\" --handover \"*) kill -SEGV $$ ;; esac\nexec \(real) \"$@\"\n", to: script)
         try replaceProgram(of: daemon, with: script)
         let daemonPID = try #require(daemon.process?.processIdentifier)
         _ = try? daemon.extctl(["reexec"])  // its connection ends with the program: no answer
@@ -256,8 +253,7 @@ struct ReexecTests {
         #expect(kill(Int32(active.pid), 0) == 0 && processState(Int32(suspended.pid)) == "T")
 
         // The next daemon (the real program again) ends what was left.
-        try FileManager.default.removeItem(atPath: daemon.daemonExecutable)
-        try FileManager.default.copyItem(atPath: real, toPath: daemon.daemonExecutable)
+        try Executables.copy(real, to: daemon.daemonExecutable)
         try daemon.start()
         for fd in watched {
             var pfd = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
