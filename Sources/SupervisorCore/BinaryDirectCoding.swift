@@ -27,14 +27,18 @@ package protocol BinaryDirectCodable: Codable {
 
 extension BinaryDirectCodable {
     /// The value `decoder` holds, read directly when `decoder` is `BinaryDecoder`'s; nil for any
-    /// other decoder. A conforming type's `init(from:)` starts with it.
+    /// other decoder. A conforming type whose `init(from:)` is written by hand starts with it,
+    /// so that a single-value container's `decode` of it is read directly too (the keyed and
+    /// unkeyed containers reach every direct type through `BinaryDecoding.value`).
     static func directly(from decoder: any Decoder) throws -> Self? {
         guard let binary = decoder as? BinaryDecoding, binary.input.directCoding else { return nil }
         return try Self(binary: binary.input, at: binary.offset, within: binary.end)
     }
 
     /// Writes the value directly when `encoder` is `BinaryEncoder`'s, and says whether it did.
-    /// A conforming type's `encode(to:)` starts with it.
+    /// A conforming type whose `encode(to:)` is written by hand starts with it, so that a
+    /// single-value container's `encode` of it is written directly too (the keyed and unkeyed
+    /// containers reach every direct type through `BinaryOutput.value`).
     func wroteDirectly(to encoder: any Encoder) throws -> Bool {
         guard let binary = encoder as? BinaryEncoding, binary.output.directCoding else { return false }
         try write(to: binary.output, level: binary.level)
@@ -260,40 +264,54 @@ package struct BinaryFields {
         }
     }
 
+    /// `key`'s boolean; `missing` when there is no such member.
     package mutating func bool(_ key: StaticString) throws -> Bool { try required(key) { [input, end] in try input.bool($0, within: end) } }
+    /// `key`'s number as a `Double` (an integer it holds exactly too).
     package mutating func double(_ key: StaticString) throws -> Double { try required(key) { [input, end] in try input.double($0, within: end) } }
+    /// `key`'s string.
     package mutating func string(_ key: StaticString) throws -> String { try required(key) { [input, end] in try input.string($0, within: end) } }
+    /// `key`'s string, or nil when the member is absent or nil.
     package mutating func stringIfPresent(_ key: StaticString) throws -> String? { try optional(key) { [input, end] in try input.string($0, within: end) } }
+    /// `key`'s integer, which must fit `T`.
     package mutating func integer<T: FixedWidthInteger>(_ type: T.Type, _ key: StaticString) throws -> T {
         try required(key) { [input, end] in try input.integer(type, $0, within: end) }
     }
+    /// `key`'s integer, which must fit `T`, or nil when the member is absent or nil.
     package mutating func integerIfPresent<T: FixedWidthInteger>(_ type: T.Type, _ key: StaticString) throws -> T? {
         try optional(key) { [input, end] in try input.integer(type, $0, within: end) }
     }
-    // The integer types other modules read, not generic: a generic method called from another
-    // module runs unspecialized, at several times the cost.
+    /// `key`'s integer, which must fit an `Int32`. This and the other concrete integer
+    /// overloads are for other modules: a generic method called from another module runs
+    /// unspecialized, at several times the cost.
     package mutating func integer(_ type: Int32.Type, _ key: StaticString) throws -> Int32 {
         try required(key) { [input, end] in try input.integer(type, $0, within: end) }
     }
+    /// `key`'s integer, which must fit a `UInt64`.
     package mutating func integer(_ type: UInt64.Type, _ key: StaticString) throws -> UInt64 {
         try required(key) { [input, end] in try input.integer(type, $0, within: end) }
     }
+    /// `key`'s `Int32`, or nil when the member is absent or nil.
     package mutating func integerIfPresent(_ type: Int32.Type, _ key: StaticString) throws -> Int32? {
         try optional(key) { [input, end] in try input.integer(type, $0, within: end) }
     }
+    /// `key`'s `UInt64`, or nil when the member is absent or nil.
     package mutating func integerIfPresent(_ type: UInt64.Type, _ key: StaticString) throws -> UInt64? {
         try optional(key) { [input, end] in try input.integer(type, $0, within: end) }
     }
+    /// `key`'s `Int`, or nil when the member is absent or nil.
     package mutating func integerIfPresent(_ type: Int.Type, _ key: StaticString) throws -> Int? {
         try optional(key) { [input, end] in try input.integer(type, $0, within: end) }
     }
+    /// `key`'s instant: its nanoseconds, as `Instant` writes itself.
     package mutating func instant(_ key: StaticString) throws -> Instant { Instant(nanoseconds: try integer(UInt64.self, key)) }
+    /// `key`'s instant, or nil when the member is absent or nil.
     package mutating func instantIfPresent(_ key: StaticString) throws -> Instant? { try integerIfPresent(UInt64.self, key).map(Instant.init(nanoseconds:)) }
 
     /// `key`'s value of a `BinaryDirectCodable` type, read directly.
     package mutating func direct<T: BinaryDirectCodable>(_ type: T.Type, _ key: StaticString) throws -> T {
         try required(key) { [input, end] in try T(binary: input, at: $0, within: end) }
     }
+    /// `key`'s value read directly, or nil when the member is absent or nil.
     package mutating func directIfPresent<T: BinaryDirectCodable>(_ type: T.Type, _ key: StaticString) throws -> T? {
         try optional(key) { [input, end] in try T(binary: input, at: $0, within: end) }
     }
@@ -302,6 +320,7 @@ package struct BinaryFields {
     package mutating func value<T: Decodable>(_ type: T.Type, _ key: StaticString) throws -> T {
         try required(key) { [input, end] in try BinaryDecoding.value(T.self, input, at: $0, within: end) }
     }
+    /// `key`'s value read by its `init(from:)` (directly for a direct type), or nil when the member is absent or nil.
     package mutating func valueIfPresent<T: Decodable>(_ type: T.Type, _ key: StaticString) throws -> T? {
         try optional(key) { [input, end] in try BinaryDecoding.value(T.self, input, at: $0, within: end) }
     }
@@ -311,6 +330,7 @@ package struct BinaryFields {
     package mutating func canonical<T: BinaryCanonicalReadable>(_ type: T.Type, _ key: StaticString) throws -> T {
         try required(key) { [input, end] in try T.read(input, at: $0, within: end) }
     }
+    /// `key`'s value read canonically, or nil when the member is absent or nil.
     package mutating func canonicalIfPresent<T: BinaryCanonicalReadable>(_ type: T.Type, _ key: StaticString) throws -> T? {
         try optional(key) { [input, end] in try T.read(input, at: $0, within: end) }
     }
@@ -320,6 +340,7 @@ package struct BinaryFields {
     package mutating func canonicalList<T: BinaryCanonicalReadable>(_ type: T.Type, _ key: StaticString) throws -> [T] {
         try required(key) { [input, end] in try BinaryElements.canonicalValues(type, input, at: $0, within: end) }
     }
+    /// `key`'s list read canonically, element by element, or nil when the member is absent or nil.
     package mutating func canonicalListIfPresent<T: BinaryCanonicalReadable>(_ type: T.Type, _ key: StaticString) throws -> [T]? {
         try optional(key) { [input, end] in try BinaryElements.canonicalValues(type, input, at: $0, within: end) }
     }
@@ -329,6 +350,7 @@ package struct BinaryFields {
     package mutating func list<T: Decodable>(_ type: T.Type, _ key: StaticString) throws -> [T] {
         try required(key) { [input, end] in try BinaryElements.values(type, input, at: $0, within: end) }
     }
+    /// `key`'s list, each element read by its `init(from:)`, or nil when the member is absent or nil.
     package mutating func listIfPresent<T: Decodable>(_ type: T.Type, _ key: StaticString) throws -> [T]? {
         try optional(key) { [input, end] in try BinaryElements.values(type, input, at: $0, within: end) }
     }
@@ -361,41 +383,50 @@ package struct BinaryFieldWriter {
         }
     }
 
+    /// Writes `k` with `value`.
     package func bool(_ value: Bool, _ k: StaticString) {
         key(k)
         output.bool(value)
     }
+    /// Writes `k` with `value`.
     package func double(_ value: Double, _ k: StaticString) {
         key(k)
         output.double(value)
     }
+    /// Writes `k` with `value`.
     package func string(_ value: String, _ k: StaticString) {
         key(k)
         output.string(value)
     }
+    /// Writes `k` with `value`, unsigned or negative as its sign says.
     package func integer<T: BinaryInteger>(_ value: T, _ k: StaticString) {
         key(k)
         output.integer(value)
     }
-    // The integer types other modules write, not generic (see `BinaryFields.integer`).
+    /// Writes `k` with `value`. This and the other concrete integer overloads are for other
+    /// modules (see `BinaryFields.integer(_:_:)`).
     package func integer(_ value: Int32, _ k: StaticString) {
         key(k)
         output.integer(value)
     }
+    /// Writes `k` with `value`.
     package func integer(_ value: UInt64, _ k: StaticString) {
         key(k)
         output.integer(value)
     }
+    /// Writes `k` with `value`.
     package func integer(_ value: Int, _ k: StaticString) {
         key(k)
         output.integer(value)
     }
+    /// Writes `k` with `value`'s nanoseconds.
     package func instant(_ value: Instant, _ k: StaticString) { integer(value.nanoseconds, k) }
 
     /// Writes `k` with nil when `value` is nil, else `write(value, k)`.
     package func optional<T>(_ value: T?, _ k: StaticString, _ write: (T, StaticString) throws -> Void) rethrows {
         if let value { try write(value, k) } else { null(k) }
     }
+    /// Writes `k` with nil.
     package func null(_ k: StaticString) {
         key(k)
         output.null()

@@ -203,8 +203,9 @@ package final class BinaryOutput {
 
     /// Writes `value` at `level` (the level of the containers it makes), then closes them:
     /// directly when it is `BinaryDirectCodable` and this output writes directly (the same
-    /// bytes, by that protocol's contract), else by `encode(to:)`. Every nested value is written
-    /// through here.
+    /// bytes, by that protocol's contract), else by `encode(to:)`. Every value of a keyed or
+    /// unkeyed container is written through here; a single-value container's goes to its
+    /// `encode(to:)`.
     func value<T: Encodable>(_ value: T, level: Int) throws {
         let start = count
         if directCoding, let direct = value as? any BinaryDirectCodable {

@@ -126,6 +126,7 @@ extension HostRestriction: BinaryCanonicalReadable {
 /// container: nil when the bytes are not a string or name no case, which `init(from:)` then
 /// refuses with its own error.
 extension BinaryCanonicalReadable where Self: RawRepresentable, RawValue == String {
+    /// The case whose raw value is the string at `offset`; nil for anything else.
     package static func canonical(_ input: BinaryInput, at offset: Int, within end: Int) -> Self? {
         guard let name = try? input.string(offset, within: end) else { return nil }
         return Self(rawValue: name)

@@ -292,15 +292,18 @@ extension GroupControl.Snapshot.State: BinaryCanonicalReadable {}
 /// through these, not the generic `direct` and `canonical`: a generic method called from
 /// another module runs unspecialized, at several times the cost.
 extension BinaryFields {
+    /// `key`'s group snapshot, read directly.
     package mutating func direct(_ type: GroupControl.Snapshot.Type, _ key: StaticString) throws -> GroupControl.Snapshot {
         try required(key) { [input, end] in try GroupControl.Snapshot(binary: input, at: $0, within: end) }
     }
+    /// `key`'s suspension mechanism, read canonically.
     package mutating func canonical(_ type: SuspendMode.Type, _ key: StaticString) throws -> SuspendMode {
         try required(key) { [input, end] in try SuspendMode.read(input, at: $0, within: end) }
     }
 }
 
 extension BinaryFieldWriter {
+    /// Writes `k` with the group snapshot `value`, directly.
     package func direct(_ value: GroupControl.Snapshot, _ k: StaticString) throws {
         key(k)
         try value.write(to: output, level: level + 1)

@@ -277,8 +277,8 @@ public protocol Kernel: AnyObject {
     /// with `keeping` close-on-exec again.
     func execute(_ path: String, arguments: [String], keeping: [Int32]) -> SystemError
     /// Makes each of `fds` close-on-exec again: a descriptor inherited across `execute` is not,
-    /// and a program this daemon starts later must not inherit it. Returns those it could not
-    /// set, each with its error.
+    /// and a program this daemon starts later must not inherit it. Returns those it found it
+    /// could not set, each with its error.
     func setCloseOnExec(_ fds: [Int32]) -> [(fd: Int32, error: SystemError)]
 
     // MARK: Files

@@ -24,28 +24,28 @@ extension LinuxKernel {
     /// an empty signal mask (signals the daemon ignores, SIGPIPE after `DaemonProcess.prepare`,
     /// stay ignored), stdin the read end of one pipe (raised to 1 MiB when the kernel allows)
     /// and stdout and stderr the write end of another; the child also inherits any descriptor
-    /// of the daemon that is not close-on-exec. The daemon's ends are close-on-exec, its stdin
-    /// end non-blocking; the child's pidfd is opened at once. Its deadline is `seconds` from
+    /// of the daemon that is not close-on-exec. Both pipes are made close-on-exec (pipe2), the
+    /// daemon's ends non-blocking; the child's pidfd is opened at once. Its deadline is `seconds` from
     /// now. On failure nothing is left open or running. Fails naming "pipe", "spawn PATH" or
     /// "pidfd_open PID".
     public func startChild(_ path: String, arguments: [String], seconds: Double) -> Result<ChildProgram, SystemError> {
         var inputFDs: [Int32] = [-1, -1]
         var outputFDs: [Int32] = [-1, -1]
-        // The daemon's loop thread is the only one that starts programs: nothing can inherit
-        // these before they are close-on-exec.
-        guard pipe(&inputFDs) == 0 else { return .failure(SystemError("pipe", errno: errno)) }
-        guard pipe(&outputFDs) == 0 else {
-            let e = errno
+        // Close-on-exec from the start: no program another thread starts meanwhile inherits
+        // an end (which would hold the child's stdin or output open past its exit).
+        let inputRC = shim_pipe_cloexec(&inputFDs)
+        guard inputRC == 0 else { return .failure(SystemError("pipe", errno: -inputRC)) }
+        let outputRC = shim_pipe_cloexec(&outputFDs)
+        guard outputRC == 0 else {
             inputFDs.forEach { _ = Glibc.close($0) }
-            return .failure(SystemError("pipe", errno: e))
+            return .failure(SystemError("pipe", errno: -outputRC))
         }
-        for fd in inputFDs + outputFDs { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }
         let (childInput, input) = (inputFDs[0], inputFDs[1])
         let (output, childOutput) = (outputFDs[0], outputFDs[1])
         // A larger pipe takes the document in fewer rounds; the default (64 KiB) works too.
         _ = fcntl(input, LinuxKernel.setPipeSize, 1 << 20)
-        // Only the daemon's end: the child's stdin blocks as usual.
-        _ = fcntl(input, F_SETFL, fcntl(input, F_GETFL) | O_NONBLOCK)
+        // Only the daemon's ends: the child's stdin and output block as usual.
+        for fd in [input, output] { _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK) }
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         posix_spawn_file_actions_adddup2(&actions, childInput, 0)
@@ -85,8 +85,9 @@ extension LinuxKernel {
     /// child's stdin while reading its output (so that neither side waits on the other), closes
     /// its stdin once all is written (or at once when the child stops reading: EPIPE), then
     /// calls `whileItRuns` (also when the deadline came first, or the output ended), reads its
-    /// output to end of file (keeping what arrives until 64 KiB is held, then reading and
-    /// dropping the rest), then waits for its exit on its pidfd. A child still running at the
+    /// output until its end of file or the child's exit, whichever comes first (keeping what
+    /// arrives until 64 KiB is held, then reading and dropping the rest), then waits for its
+    /// exit on its pidfd. A child still running at the
     /// deadline gets SIGKILL and is reaped; its status is nil. Every descriptor of `child` is
     /// closed before it returns. The output is decoded as UTF-8 (invalid bytes replaced).
     /// SIGPIPE is blocked on the calling thread meanwhile, and one its writes raised is taken
@@ -121,23 +122,36 @@ extension LinuxKernel {
         if input.count > 1 << 20 { _ = fcntl(stdin, LinuxKernel.setPipeSize, Int32(clamping: input.count)) }
         var output: [UInt8] = []
         withUnsafeTemporaryAllocation(byteCount: 4096, alignment: 8) { chunk in
+            /// Reads what the output holds now; false at its end of file.
+            func drain() -> Bool {
+                while true {
+                    let n = Glibc.read(child.output, chunk.baseAddress, chunk.count)
+                    if n < 0 && errno == EINTR { continue }
+                    if n < 0 { return true }  // EAGAIN: nothing more for now
+                    if n == 0 { return false }
+                    if output.count < 65536 { output.append(contentsOf: UnsafeRawBufferPointer(rebasing: chunk[0..<n])) }
+                }
+            }
             while true {
                 let left = child.deadline.seconds(since: now())
                 if left <= 0 { break }
-                var fds = [pollfd(fd: child.output, events: Int16(POLLIN), revents: 0), pollfd(fd: stdin, events: Int16(POLLOUT), revents: 0)]
-                let ready = poll(&fds, stdin >= 0 ? 2 : 1, Int32(left * 1000) + 1)
+                var fds = [
+                    pollfd(fd: child.output, events: Int16(POLLIN), revents: 0), pollfd(fd: child.pidfd, events: Int16(POLLIN), revents: 0),
+                    pollfd(fd: stdin, events: Int16(POLLOUT), revents: 0),
+                ]
+                let ready = poll(&fds, stdin >= 0 ? 3 : 2, Int32(left * 1000) + 1)
                 if ready < 0 && errno == EINTR { continue }
                 if ready <= 0 { break }
-                if stdin >= 0 && fds[1].revents != 0 {
+                if stdin >= 0 && fds[2].revents != 0 {
                     let n = input.withUnsafeBytes { Glibc.write(stdin, $0.baseAddress! + written, $0.count - written) }
                     if n > 0 { written += n }
                     if written == input.count || (n < 0 && errno != EAGAIN && errno != EINTR) { closeInput() }
                 }
-                if fds[0].revents != 0 {
-                    let n = Glibc.read(child.output, chunk.baseAddress, chunk.count)
-                    if n < 0 && (errno == EINTR || errno == EAGAIN) { continue }
-                    if n <= 0 { break }  // EOF: the child closed its output, normally by exiting
-                    if output.count < 65536 { output.append(contentsOf: UnsafeRawBufferPointer(rebasing: chunk[0..<n])) }
+                // The end of the output, or the child's exit (with what it wrote before).
+                if fds[0].revents != 0 && !drain() { break }
+                if fds[1].revents != 0 {
+                    _ = drain()
+                    break
                 }
             }
         }
@@ -157,7 +171,7 @@ extension LinuxKernel {
         var reaped = waitpid(child.pid, &status, WNOHANG)
         if reaped == 0 {
             Glibc.kill(child.pid, SIGKILL)
-            reaped = waitpid(child.pid, &status, 0)
+            repeat { reaped = waitpid(child.pid, &status, 0) } while reaped < 0 && errno == EINTR
             if reaped == child.pid { return .success((nil, String(decoding: output, as: UTF8.self))) }
         }
         guard reaped == child.pid else { return .failure(SystemError("waitpid \(child.pid)", errno: errno)) }
@@ -174,10 +188,12 @@ extension LinuxKernel {
         for fd in [child.input, child.output, child.pidfd] { Glibc.close(fd) }
     }
 
-    /// Sets FD_CLOEXEC on each of `fds`: each run of consecutive numbers in one close_range(2)
-    /// with CLOSE_RANGE_CLOEXEC, or with fcntl(2) one by one where close_range cannot (a kernel
-    /// before 5.11). Returns each descriptor that could not be set with its error, naming
-    /// "fcntl(FD, F_SETFD)" (close_range fails only as a whole, and is then not used).
+    /// Sets FD_CLOEXEC on each of `fds` (negative numbers are ignored): each run of
+    /// consecutive numbers in one close_range(2) with CLOSE_RANGE_CLOEXEC, a number alone, or
+    /// every number where close_range cannot (a kernel before 5.11), with fcntl(2). Returns
+    /// each descriptor fcntl could not set with its error, naming "fcntl(FD, F_SETFD)"; a
+    /// number that is not open is named there, but passed over inside a run (close_range has
+    /// nothing to set on it).
     public func setCloseOnExec(_ fds: [Int32]) -> [(fd: Int32, error: SystemError)] {
         var failed: [(fd: Int32, error: SystemError)] = []
         func oneByOne(_ run: ClosedRange<Int32>) {

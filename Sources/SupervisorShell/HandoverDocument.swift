@@ -6,8 +6,9 @@ import SupervisorKernel
 /// state as the core writes it (`Supervisor.Snapshot`), and the shell's part, which names the
 /// descriptors that cross the `execve` and what each is. One versioned document in the compact
 /// binary form of `BinaryFormat` (after `signature`), written
-/// to a file beside the control socket, checked by the new program (`--check-handover`)
-/// before the old one execs it, then read and removed by the new daemon (`--handover`).
+/// to a file beside the control socket while the new program's check (`--check-handover`)
+/// reads the same bytes on its stdin, before the old one execs it; then read and removed by
+/// the new daemon (`--handover`).
 ///
 /// Kept: every extension process (same pid, its pidfd, its runtime channel, its cgroup and the
 /// files of it the daemon keeps open, and how it was last stopped), every control connection (its socket

@@ -225,9 +225,6 @@ struct BinaryDirectCodingTests {
         #expect(refused > copies / 2)
     }
 
-    /// The limits, refresh schedules and host lists read without the generic containers give
-    /// what the manifest file's decoders give, value or error, in range and out of it, and
-    /// the fast reading is taken for the bytes their encoders write.
     /// Reads `value`'s bytes as `T` both by `T.read` (the canonical reading first) and by
     /// `init(from:)`, expecting the same value or error, and the canonical reading to be taken
     /// when `expected`.
@@ -243,20 +240,20 @@ struct BinaryDirectCodingTests {
         #expect((T.canonical(input, at: 0, within: bytes.count) != nil) == expected, "\(value)")
     }
 
+    /// The limits, refresh schedules and host lists read without the generic containers give
+    /// what the manifest file's decoders give, value or error, in range and out of it, and
+    /// the fast reading is taken for the bytes their encoders write.
     @Test func canonicalReadingsAgreeWithTheManifestDecoders() throws {
-        func both<T: BinaryCanonicalReadable & Equatable>(_ type: T.Type, _ value: some Encodable, fast expected: Bool) throws {
-            try Self.both(type, value, fast: expected)
-        }
         struct Limits: Encodable {
             var memoryMaxBytes: UInt64?
             var tasksMax: UInt64?
             var openFilesMax: UInt64?
             var cpuWeight: UInt64?
         }
-        try both(ResourceLimits.self, ResourceLimits(memoryMaxBytes: 1 << 20, tasksMax: 1, openFilesMax: 16, cpuWeight: 10_000), fast: true)
-        try both(ResourceLimits.self, ResourceLimits(), fast: true)
+        try Self.both(ResourceLimits.self, ResourceLimits(memoryMaxBytes: 1 << 20, tasksMax: 1, openFilesMax: 16, cpuWeight: 10_000), fast: true)
+        try Self.both(ResourceLimits.self, ResourceLimits(), fast: true)
         for limits in [Limits(tasksMax: 0), Limits(tasksMax: 4_194_305), Limits(memoryMaxBytes: 1 << 51), Limits(openFilesMax: 15), Limits(cpuWeight: 10_001)] {
-            try both(ResourceLimits.self, limits, fast: false)
+            try Self.both(ResourceLimits.self, limits, fast: false)
         }
         struct Schedule: Encodable {
             var minimumIntervalSeconds: Double
@@ -266,22 +263,22 @@ struct BinaryDirectCodingTests {
             var dailyBudget = 4
             var minimumIntervalSeconds = 60.0
         }
-        try both(RefreshSchedule.self, RefreshSchedule(minimumIntervalSeconds: 90, dailyBudget: 3), fast: true)
-        try both(RefreshSchedule.self, Reversed(), fast: false)
+        try Self.both(RefreshSchedule.self, RefreshSchedule(minimumIntervalSeconds: 90, dailyBudget: 3), fast: true)
+        try Self.both(RefreshSchedule.self, Reversed(), fast: false)
         for schedule in [
             Schedule(minimumIntervalSeconds: 0.5, dailyBudget: 1), Schedule(minimumIntervalSeconds: .infinity, dailyBudget: 1),
             Schedule(minimumIntervalSeconds: 60, dailyBudget: 1_441), Schedule(minimumIntervalSeconds: 60, dailyBudget: -1),
             Schedule(minimumIntervalSeconds: Policy.maximumSeconds + 1, dailyBudget: 1),
         ] {
-            try both(RefreshSchedule.self, schedule, fast: false)
+            try Self.both(RefreshSchedule.self, schedule, fast: false)
         }
         struct Hosts: Encodable {
             var uids: [Int64]
             var gids: [Int64]
         }
-        try both(HostRestriction.self, HostRestriction(uids: [0, 1000, UInt32.max], gids: []), fast: true)
-        try both(HostRestriction.self, Hosts(uids: [Int64(UInt32.max) + 1], gids: []), fast: false)
-        try both(HostRestriction.self, Hosts(uids: [], gids: [-1]), fast: false)
+        try Self.both(HostRestriction.self, HostRestriction(uids: [0, 1000, UInt32.max], gids: []), fast: true)
+        try Self.both(HostRestriction.self, Hosts(uids: [Int64(UInt32.max) + 1], gids: []), fast: false)
+        try Self.both(HostRestriction.self, Hosts(uids: [], gids: [-1]), fast: false)
     }
 
     /// The names, accounts, exit statuses, string lists and dictionaries read without the

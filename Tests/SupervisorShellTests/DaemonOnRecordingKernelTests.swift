@@ -251,5 +251,15 @@ struct DaemonOnRecordingKernelTests {
         let checked = try index { if case .finishChild = $0 { true } else { false } }
         #expect(try checked < index { if case .execute = $0 { true } else { false } })
         #expect(k.files[path] == nil)
+
+        // The file cannot be written: refused, though the check accepted, and nothing executed.
+        k.clearCalls()
+        k.replaceFileFailure = SystemError(errno: ENOSPC)
+        let executions = k.executions.count
+        daemon.requestReexec(from: nil)
+        k.advance(to: k.clock)
+        #expect(k.calls.contains { if case .finishChild = $0 { true } else { false } })
+        #expect(k.executions.count == executions, "a document that could not be written is not taken over")
+        #expect(k.calls.contains(.removeFile(path)), "whatever was written of it is removed")
     }
 }

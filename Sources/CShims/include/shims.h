@@ -105,6 +105,9 @@ int shim_clone3_available(void);
 /// pidfd_open(2). Returns a descriptor or -errno.
 int shim_pidfd_open(pid_t pid);
 
+/// pipe2(2) with O_CLOEXEC: both ends close-on-exec from the start. Returns 0 or -errno.
+int shim_pipe_cloexec(int fds[2]);
+
 /// close_range(2) of `first` through `last` with CLOSE_RANGE_CLOEXEC: every open descriptor in
 /// the range becomes close-on-exec, none is closed. Returns 0 or -errno (-ENOSYS or -EINVAL on
 /// kernels before 5.11).

@@ -24,12 +24,8 @@ enum ReachableCopies {
         // through a close-on-exec descriptor: a daemon another test starts meanwhile must not
         // inherit it, or every exec of the copy fails with ETXTBSY while that daemon lives.
         let contents = try Data(contentsOf: URL(fileURLWithPath: source).resolvingSymlinksInPath())
-        let fd = open(partial, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
-        guard fd >= 0 else { throw HarnessError("cannot create \(partial): \(String(cString: strerror(errno)))") }
-        let written = contents.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
-        close(fd)
-        guard written == contents.count else { throw HarnessError("cannot write \(partial)") }
-        guard chmod(partial, executable ? 0o755 : 0o644) == 0, rename(partial, target) == 0 else {
+        try Executables.write(Array(contents), to: partial, mode: executable ? 0o755 : 0o644)
+        guard rename(partial, target) == 0 else {
             throw HarnessError("cannot place a copy of \(source) in \(directory): \(String(cString: strerror(errno)))")
         }
         return target

@@ -279,9 +279,12 @@ final class RecordingKernel: Kernel {
 
     /// The bytes each path was last replaced with (`replaceFile`), kept after its removal.
     var lastReplacement: [String: [UInt8]] = [:]
+    /// What `replaceFile` fails with, when set (the file is then not written).
+    var replaceFileFailure: SystemError?
 
     func replaceFile(_ path: String, with bytes: [UInt8], mode: UInt32, durable: Bool) -> SystemError? {
         calls.append(.replaceFile(path))
+        if let replaceFileFailure { return replaceFileFailure }
         files[path] = String(decoding: bytes, as: UTF8.self)
         lastReplacement[path] = bytes
         return nil
