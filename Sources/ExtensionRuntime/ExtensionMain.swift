@@ -21,7 +21,9 @@ public enum ExtensionMain {
     ///
     /// `onRequest` runs for each request a host begins, on a runtime thread of its own (it may
     /// block, e.g. reading the request's channel); `onEnd` runs likewise when a host ends a
-    /// request (the host's end of the channel also reaches end-of-file).
+    /// request (the host's end of the channel also reaches end-of-file). When that end
+    /// suspends the extension at once, `onEnd` runs once it is resumed (its message arrives
+    /// before the next request's).
     /// Never returns. Without a supervisor it serves nothing and waits to be killed.
     public static func run(
         onRequest: @escaping @Sendable (ExtensionRequest) -> Void,

@@ -34,6 +34,12 @@ public struct Supervisor: Sendable {
     public static let finishedRemembered = 64
     /// For each extension, the hosts told when a refresh of it brings new data (`subscribe`).
     var refreshSubscribers: [String: Set<HostID>] = [:]
+    /// For each extension whose dismissal stopped it, the requests that dismissal closed: their
+    /// `ended` goes to the extension once it has left `stopping` (the stop confirmed, or ended
+    /// otherwise), when the message no longer wakes a thread the stop waits for or competes
+    /// with. Held only while its record is `stopping`, so no snapshot carries it (no stop in
+    /// flight crosses a hand-over).
+    var endedAfterStop: [String: [UInt64]] = [:]
     var nextRequestID: UInt64 = 1
     var nextAssertionID: UInt64 = 1
     var armed: Instant?
@@ -146,7 +152,18 @@ public struct Supervisor: Sendable {
             r.since = now
             stateVersion &+= 1
         }
+        if case .stopping = r.phase, !endedAfterStop.isEmpty { sendEndedAfterStop(&r, leavingFor: phase) }
         r.phase = phase
+    }
+
+    /// Sends the `ended` held for `r` while it was stopping, now that it leaves `stopping` for
+    /// `phase`; drops them when its process is gone.
+    private mutating func sendEndedAfterStop(_ r: inout ExtensionRecord, leavingFor phase: Phase) {
+        if case .stopping = phase { return }
+        guard let held = endedAfterStop.removeValue(forKey: r.manifest.id), phase != .notRunning else { return }
+        for requestID in held {
+            out.append(.send(extensionID: r.manifest.id, generation: r.generation, message: .ended(requestID: requestID)))
+        }
     }
 
     mutating func record(
@@ -299,18 +316,23 @@ public struct Supervisor: Sendable {
         closeRequests(&r, detail: detail) { $0.id == requestID }
     }
 
-    /// Ends the matching requests (telling the extension) and backgrounds it when none is left.
+    /// Ends the matching requests and backgrounds the extension when none is left. The extension
+    /// is told (`ended`) at once, or, when that backgrounding stops it, once it has left
+    /// `stopping` (`endedAfterStop`).
     private mutating func closeRequests(_ r: inout ExtensionRecord, detail: String? = nil, where match: (OpenRequest) -> Bool) {
         let closing = r.requests.filter(match)
         guard !closing.isEmpty else { return }
         r.requests.removeAll(where: match)
-        for q in closing {
-            if r.manifest.readiness == .runtime {
-                out.append(.send(extensionID: r.manifest.id, generation: r.generation, message: .ended(requestID: q.id)))
-            }
-            record(&r, .end, requestID: q.id, detail: detail)
-        }
+        for q in closing { record(&r, .end, requestID: q.id, detail: detail) }
         if r.requests.isEmpty && r.phase == .active { enterBackground(&r) }
+        guard r.manifest.readiness == .runtime else { return }
+        if case .stopping = r.phase {
+            endedAfterStop[r.manifest.id, default: []].append(contentsOf: closing.map(\.id))
+            return
+        }
+        for q in closing {
+            out.append(.send(extensionID: r.manifest.id, generation: r.generation, message: .ended(requestID: q.id)))
+        }
     }
 
     private mutating func deliveryFailed(_ r: inout ExtensionRecord, requestID: UInt64, error: String) {

@@ -188,14 +188,41 @@ struct LaunchTests {
         #expect(h.record.requests.count == 1)
     }
 
-    @Test func endRepliesOkAndTellsTheExtension() {
+    @Test func endRepliesOkAndTellsTheExtensionOnceItsStopIsConfirmed() {
         var h = Harness()
         let rid = h.activate(host: 1, at: 0)
         let e = h.end(host: 1, tag: 12, request: rid, at: 1)
         #expect(e.oks.map(\.tag) == [12])
         #expect(e.oks.first?.host == 1)
-        #expect(e.endedRequests == [rid])
+        #expect(e.stops == [extID])
+        #expect(e.endedRequests.isEmpty, "not while the stop is in flight: the message would wake the extension")
         #expect(e.events(.end).first?.requestID == rid)
+        #expect(h.stopConfirmed(at: 1.001).endedRequests == [rid])
+    }
+
+    @Test func endTellsTheExtensionAtOnceWhenItIsNotStopped() {
+        var h = Harness()
+        let rid = h.activate(host: 1, at: 0)
+        _ = h.grant(at: 0.5)
+        let e = h.end(host: 1, tag: 12, request: rid, at: 1)
+        #expect(e.stops.isEmpty, "an assertion keeps it running in the background")
+        #expect(e.endedRequests == [rid])
+    }
+
+    @Test func endedHeldDuringAStopGoesOutWhenABeginResumesItFirst() {
+        var h = Harness()
+        let rid = h.activate(host: 1, at: 0)
+        #expect(h.end(host: 1, tag: 12, request: rid, at: 1).endedRequests.isEmpty)
+        let resumed = h.begin(host: 1, tag: 13, at: 1.001)
+        #expect(resumed.endedRequests == [rid], "sent as the stop is given up, before the new request")
+        #expect(h.exited(.exited(0), at: 1.002).endedRequests.isEmpty)
+    }
+
+    @Test func endedHeldDuringAStopIsDroppedWhenTheProcessExits() {
+        var h = Harness()
+        let rid = h.activate(host: 1, at: 0)
+        #expect(h.end(host: 1, tag: 12, request: rid, at: 1).endedRequests.isEmpty)
+        #expect(h.exited(.exited(0), at: 1.001).endedRequests.isEmpty)
     }
 
     @Test func deliveryFailureAnswersTheHostsBeginAndClosesTheRequest() {
@@ -204,9 +231,10 @@ struct LaunchTests {
         let e = h.step(.deliveryFailed(extensionID: extID, generation: 1, requestID: rid, error: "EBADF"), at: 1)
         #expect(e.failures.map(\.code) == [.interrupted])
         #expect(e.failures.first?.host == 6 && e.failures.first?.tag == 9, "the begin (tag 9) is answered")
-        #expect(e.endedRequests == [rid])
+        #expect(e.endedRequests.isEmpty, "told once the stop is confirmed")
         #expect(e.stops == [extID], "the last request is gone: the idle extension is stopped")
         #expect(h.record.requests.isEmpty)
+        #expect(h.stopConfirmed(at: 1.001).endedRequests == [rid])
     }
 
     @Test func eventsForAnotherExtensionDoNotTouchThisOne() {

@@ -32,9 +32,10 @@ struct SuspendResumeTests {
         #expect(first.stops.isEmpty, "host 2 still holds a request")
         #expect(h.state == .active)
         let second = h.step(.hostGone(host: 2), at: 3)
-        #expect(second.endedRequests.count == 1)
+        #expect(second.endedRequests.isEmpty, "the last request's ended waits for the stop")
         #expect(second.stops == [extID])
         #expect(h.state == .background)
+        #expect(h.stopConfirmed(at: 3.001).endedRequests.count == 1)
     }
 
     @Test func hostGoneWithoutRequestsChangesNothing() {

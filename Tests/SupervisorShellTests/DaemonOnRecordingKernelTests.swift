@@ -126,7 +126,8 @@ struct DaemonOnRecordingKernelTests {
         #expect(k.fire(fd: connectionFD))
         #expect(k.calls.contains(.kill(-pid, SignalNumber.stop)), "SIGSTOP to the extension's process group: \(k.calls)")
         #expect(try messages(on: host).map(\.0) == [.ok(tag: 2)])
-        #expect(try messages(on: runtime).map(\.0) == [.ended(requestID: requestID)])
+        // The extension is told once its stop is confirmed, not while the stop is in flight.
+        #expect(try messages(on: runtime).isEmpty, "ended before the stop was confirmed")
         k.stopped.insert(pidfd)
         k.raise(SignalNumber.child, sender: pid, code: childStoppedCode)
         #expect(k.calls.contains(.stopReported(pidfd: pidfd)))
@@ -137,8 +138,10 @@ struct DaemonOnRecordingKernelTests {
         try send(.prewarm(tag: 20, extensionIDs: []), on: host)
         #expect(k.fire(fd: connectionFD))
         #expect(try messages(on: host).map(\.0) == [.ok(tag: 20)], "answered while the read is under way")
+        #expect(try messages(on: runtime).isEmpty, "ended while the stop waits for its lock survey")
         k.finishBackgroundReads()
         #expect(daemon.core.records[Self.id]?.state == .suspended)
+        #expect(try messages(on: runtime).map(\.0) == [.ended(requestID: requestID)])
 
         // begin again: resumed with SIGCONT, no new spawn. The leader was alone at its stop
         // (no child, no adopted orphan), so the signal goes to it alone.
@@ -167,6 +170,7 @@ struct DaemonOnRecordingKernelTests {
         #expect(!k.calls.contains { if case .readInBackground = $0 { true } else { false } }, "\(k.calls)")
         #expect(k.calls.contains { if case .readFD = $0 { true } else { false } }, "\(k.calls)")
         #expect(daemon.core.records[Self.id]?.state == .suspended)
+        #expect(try messages(on: runtime).map(\.0) == [.ended(requestID: second)])
 
         // After a quiet spell the read goes to another thread again.
         k.clearCalls()

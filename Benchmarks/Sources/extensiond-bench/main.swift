@@ -841,7 +841,7 @@ final class Suite {
         footprintRSS = residentBytes(daemon.pid) ?? 0
         let fds = descriptorUsage(daemon.pid)
         other.append("daemon with \(ids.mass.count) extensions (half suspended): \(memoryBreakdown(daemon.pid)); \(contextSwitches(daemon.pid).threads) thread(s); \(fds.open) descriptors open, limit \(fds.limit.map(String.init) ?? "?")")
-        try handover()
+        try profiled("handover") { try handover() }
         var endTags: [UInt32] = []
         let mark = daemon.events.count
         for s in open {

@@ -100,6 +100,9 @@ final class Simulation: ProcessControlDelegate {
     var held: [String: [UInt64: Held]] = [:]
     /// Every assertion id ever granted per extension (releases pick from these, stale ones included).
     var everGranted: [String: [UInt64]] = [:]
+    /// Per extension (runtime readiness), the requests that closed and whose `ended` the
+    /// extension has not been sent yet.
+    var owedEnded: [String: Set<UInt64>] = [:]
     var nextTag: UInt32 = 1
     /// The containment every generation gets (cgroup, or the process-group fallback).
     let containment: SupervisorCore.Containment
@@ -505,6 +508,9 @@ final class Simulation: ProcessControlDelegate {
                 if held[id]?[aid] != nil { fail("assertion id \(aid) granted twice") }
                 held[id, default: [:]][aid] = Held()
                 everGranted[id, default: []].append(aid)
+            case let .send(id, _, .ended(rid)):
+                if owedEnded[id]?.remove(rid) == nil { fail("ended(\(rid)) sent to \(id) for no request of it that closed") }
+                if case .stopping = sup.records[id]?.phase { fail("ended(\(rid)) sent to \(id) while its stop is in flight") }
             case let .send(id, _, .expire(aid)):
                 expires += 1
                 guard held[id]?[aid] != nil else { fail("expire for an assertion not held: \(aid)"); continue }
@@ -512,6 +518,10 @@ final class Simulation: ProcessControlDelegate {
                 held[id]![aid]!.expireSentAt = now
             case let .record(e):
                 switch e.kind {
+                case .end:
+                    if let rid = e.requestID, sup.records[e.extensionID]?.manifest.readiness == .runtime {
+                        owedEnded[e.extensionID, default: []].insert(rid)
+                    }
                 case .release:
                     if let aid = e.assertionID, held[e.extensionID]?.removeValue(forKey: aid) == nil {
                         fail("release of an assertion not held: \(aid)")
@@ -583,6 +593,18 @@ final class Simulation: ProcessControlDelegate {
         if case .end(_, _, let rid) = event, effects.oks.count == 1 { open.removeAll { $0.requestID == rid } }
 
         checkShell(fail)
+
+        // Every request that closed is told to its extension (`ended`) in the same event, or,
+        // when its dismissal stopped the extension, as it leaves `stopping`; nothing is owed
+        // to a process that is gone.
+        for (id, owed) in owedEnded.sorted(by: { $0.key < $1.key }) where !owed.isEmpty {
+            guard let r = sup.records[id], r.phase != .notRunning else {
+                owedEnded[id] = nil
+                continue
+            }
+            if case .stopping = r.phase { continue }
+            fail("\(id) is \(r.phase) and was not sent ended for the requests \(owed.sorted()) that closed")
+        }
 
         // The indexes (deadline heap, request owners, hosts, state counts) agree with the records.
         for d in sup.indexDiscrepancies() { fail("index: \(d)") }
