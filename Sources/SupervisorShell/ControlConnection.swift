@@ -15,9 +15,9 @@ final class ControlConnection {
     /// Admits notification-hint posts; over the rate they are refused with `limitReached`.
     private var posts = MessageRate(perSecond: MessageRate.postsPerSecond, burst: MessageRate.postBurst)
 
-    init(id: HostID, socket: PacketSocket, identity: PeerIdentity, queueLimit: Int) {
+    init(id: HostID, socket: PacketSocket, identity: PeerIdentity, queueLimit: Int, descriptorLimit: Int) {
         self.id = id
-        self.endpoint = Peer(socket: socket, queueLimit: queueLimit, refusesDescriptors: false)
+        self.endpoint = Peer(socket: socket, queueLimit: queueLimit, descriptorLimit: descriptorLimit, refusesDescriptors: false)
         self.identity = identity
     }
 

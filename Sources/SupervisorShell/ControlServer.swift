@@ -40,6 +40,16 @@ final class ControlServer {
 
     /// Bytes an unread peer may have queued before it is cut off.
     static let queueLimit = 1 << 20
+    /// Descriptors a host's unread replies may hold (each `begun` carries one): one per request
+    /// it may hold (`maxRequestsPerHost`), and at least `OutboundQueue.defaultDescriptorLimit`.
+    /// A host that pipelines its begins within its limit is then never cut off for reading
+    /// their answers late; past it, it is a host that does not read.
+    let descriptorLimit: Int
+
+    /// `descriptorLimit` under `limits`.
+    static func descriptorLimit(_ limits: SupervisorLimits) -> Int {
+        max(OutboundQueue.defaultDescriptorLimit, limits.maxRequestsPerHost)
+    }
     /// Datagrams read from one socket per wake-up, so one busy peer cannot starve the others.
     static let readBudget = 64
     /// Most connections accepted per wake-up.
@@ -47,8 +57,9 @@ final class ControlServer {
 
     /// A server on the socket the service manager passed (`options.inheritedListener`), or
     /// on a socket it creates at `options.socketPath` (mode 0660, `options.socketGroup`).
-    init(options: DaemonOptions, buffers: WireBuffers, kernel: any Kernel, logger: Logger) throws {
+    init(options: DaemonOptions, limits: SupervisorLimits, buffers: WireBuffers, kernel: any Kernel, logger: Logger) throws {
         path = options.socketPath
+        descriptorLimit = Self.descriptorLimit(limits)
         if let fd = options.inheritedListener {
             listener = PacketSocket(fd: fd)
             ownedPath = nil
@@ -64,7 +75,8 @@ final class ControlServer {
 
     /// The server a previous daemon handed over: its listening socket and every connection,
     /// with the host ids they had.
-    init(restoring document: HandoverDocument, socketPath: String, buffers: WireBuffers, kernel: any Kernel, logger: Logger) {
+    init(restoring document: HandoverDocument, socketPath: String, limits: SupervisorLimits, buffers: WireBuffers, kernel: any Kernel, logger: Logger) {
+        descriptorLimit = Self.descriptorLimit(limits)
         listener = PacketSocket(fd: document.listener)
         ownedPath = document.ownedSocketPath
         path = socketPath
@@ -75,7 +87,7 @@ final class ControlServer {
         for c in document.connections {
             let connection = ControlConnection(
                 id: c.host, socket: PacketSocket(fd: c.fd), identity: PeerIdentity(pid: c.pid, uid: c.uid, gid: c.gid, groups: c.groups),
-                queueLimit: ControlServer.queueLimit)
+                queueLimit: ControlServer.queueLimit, descriptorLimit: descriptorLimit)
             if c.isMonitor { connection.startMonitoring() }
             connections[c.host] = connection
         }
@@ -192,7 +204,7 @@ final class ControlServer {
                 socket.close()
                 continue
             }
-            let c = ControlConnection(id: id, socket: socket, identity: identity, queueLimit: ControlServer.queueLimit)
+            let c = ControlConnection(id: id, socket: socket, identity: identity, queueLimit: ControlServer.queueLimit, descriptorLimit: descriptorLimit)
             if let error = c.endpoint.watch(through: kernel, { [unowned self, unowned c] events in connectionEvent(c, events: events) }) {
                 logger.error("cannot watch the control connection of pid \(identity.pid): \(error)")
                 c.close()

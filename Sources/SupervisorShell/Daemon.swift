@@ -79,9 +79,9 @@ public final class Daemon {
         }
         let buffers = WireBuffers()
         if let handover {
-            server = ControlServer(restoring: handover, socketPath: options.socketPath, buffers: buffers, kernel: kernel, logger: logger)
+            server = ControlServer(restoring: handover, socketPath: options.socketPath, limits: config.limits, buffers: buffers, kernel: kernel, logger: logger)
         } else {
-            server = try ControlServer(options: options, buffers: buffers, kernel: kernel, logger: logger)
+            server = try ControlServer(options: options, limits: config.limits, buffers: buffers, kernel: kernel, logger: logger)
         }
         // The socket is ours now: whatever a killed predecessor on it left running is ended.
         let table = ProcessTable(kernel: kernel)

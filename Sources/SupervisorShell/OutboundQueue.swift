@@ -10,9 +10,14 @@ struct OutboundQueue {
     private(set) var queuedDescriptors = 0
     let byteLimit: Int
     /// Most descriptors held for a peer that does not read: each is an open file in the daemon.
-    static let descriptorLimit = 64
+    let descriptorLimit: Int
+    /// The descriptor limit of a queue given none.
+    static let defaultDescriptorLimit = 64
 
-    init(byteLimit: Int) { self.byteLimit = byteLimit }
+    init(byteLimit: Int, descriptorLimit: Int = OutboundQueue.defaultDescriptorLimit) {
+        self.byteLimit = byteLimit
+        self.descriptorLimit = descriptorLimit
+    }
 
     var isEmpty: Bool { head == items.count }
 
@@ -44,7 +49,7 @@ struct OutboundQueue {
                 return .failed(error)
             }
         }
-        if queuedBytes + bytes.count > byteLimit || (descriptor != nil && queuedDescriptors >= OutboundQueue.descriptorLimit) {
+        if queuedBytes + bytes.count > byteLimit || (descriptor != nil && queuedDescriptors >= descriptorLimit) {
             if let descriptor { PacketSocket.closeReceived(descriptor) }
             return .overflow
         }

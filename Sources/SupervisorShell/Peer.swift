@@ -40,9 +40,9 @@ final class Peer {
     /// While held, messages are queued instead of written; `release` writes them, in order.
     private(set) var isHeld = false
 
-    init(socket: PacketSocket, queueLimit: Int, refusesDescriptors: Bool) {
+    init(socket: PacketSocket, queueLimit: Int, descriptorLimit: Int = OutboundQueue.defaultDescriptorLimit, refusesDescriptors: Bool) {
         self.socket = socket
-        self.outbound = OutboundQueue(byteLimit: queueLimit)
+        self.outbound = OutboundQueue(byteLimit: queueLimit, descriptorLimit: descriptorLimit)
         self.refusesDescriptors = refusesDescriptors
     }
 
@@ -106,7 +106,7 @@ final class Peer {
             return .unencodable("cannot encode \(message.kind): \(error)")
         }
         // A message carrying a descriptor is never held (each queued one is an open file, and
-        // the queue takes only `OutboundQueue.descriptorLimit`): what was held goes first.
+        // the queue takes only its `descriptorLimit`): what was held goes first.
         if isHeld && descriptor != nil, let e = outbound.flush(on: socket) {
             PacketSocket.closeReceived(descriptor!)
             return .failed(e)

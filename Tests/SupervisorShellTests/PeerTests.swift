@@ -1,5 +1,6 @@
 import ExtensionProtocol
 import ExtensionTransport
+import SupervisorCore
 import SupervisorKernel
 import Testing
 
@@ -91,5 +92,31 @@ struct PeerTests {
         #expect(try received(theirs) == [.ok(tag: 1), .begun(tag: 2, requestID: 7, pid: 1, hasChannel: true)], "written at once, after the held one")
         #expect(peer.release() == nil)
         #expect(try received(theirs) == [.ok(tag: 3)])
+    }
+
+    /// Answers carrying descriptors to a reader that lags are queued up to the peer's
+    /// descriptor limit, then the peer overflows; the control server's limit is one per request
+    /// a host may hold, so a host that pipelines its begins within its limit is not cut off.
+    @Test func descriptorsQueueUpToTheLimitAndTheServersLimitFollowsTheRequestLimit() throws {
+        let (mine, theirs) = try PacketSocket.pair(nonBlocking: true)
+        let peer = Peer(socket: mine, queueLimit: 1 << 20, descriptorLimit: 100, refusesDescriptors: false)
+        defer { peer.close(); theirs.close() }
+        var encoder = WireEncoder()
+        var results: [Peer.SendResult] = []
+        for r in 1...2000 {
+            let descriptor = open("/dev/null", O_RDONLY | O_CLOEXEC)
+            try #require(descriptor >= 0)
+            let result = peer.send(.begun(tag: UInt32(r), requestID: UInt64(r), pid: 1, hasChannel: true), encoder: &encoder, descriptor: descriptor)
+            results.append(result)
+            if result != .accepted { break }
+        }
+        // The socket takes a few datagrams (net.unix.max_dgram_qlen), then 100 wait in the queue.
+        let accepted = results.filter { $0 == .accepted }.count
+        #expect(results.last == .overflow)
+        #expect(accepted > 100 && accepted < 2000, "\(accepted) accepted")
+        #expect(ControlServer.descriptorLimit(SupervisorLimits()) == 256, "maxRequestsPerHost by default")
+        var few = SupervisorLimits()
+        few.maxRequestsPerHost = 8
+        #expect(ControlServer.descriptorLimit(few) == OutboundQueue.defaultDescriptorLimit)
     }
 }
