@@ -28,10 +28,11 @@ public struct BinaryDecoder {
     /// signature.
     public func decode<T: Decodable>(_ type: T.Type, from bytes: ArraySlice<UInt8>) throws -> T {
         guard !bytes.isEmpty else { throw BinaryDecodingError(problem: "no value: no bytes") }
-        let input = BinaryInput(bytes, directCoding: directCoding)
-        let end = try input.skip(0, within: bytes.count)
-        guard end == bytes.count else { throw BinaryDecodingError(problem: "\(bytes.count - end) byte(s) after the value") }
-        return try BinaryDecoding.value(T.self, input, at: 0, within: end)
+        return try BinaryInput.reading(bytes, directCoding: directCoding) { input in
+            let end = try input.skip(0, within: bytes.count)
+            guard end == bytes.count else { throw BinaryDecodingError(problem: "\(bytes.count - end) byte(s) after the value") }
+            return try BinaryDecoding.value(T.self, input, at: 0, within: end)
+        }
     }
 
     /// The offset right after the container (keyed or unkeyed) that starts at `offset` in
@@ -49,19 +50,43 @@ public struct BinaryDecoder {
     }
 }
 
-/// A copy of the bytes being read, with bounds-checked reads. Owned by one `decode`.
+/// The bytes being read, with bounds-checked reads. Owned by one `decode`: either a copy of
+/// the bytes, or (`reading`) the caller's bytes themselves, borrowed for the decode alone.
 package final class BinaryInput {
-    private let base: UnsafeMutableRawBufferPointer
+    private let base: UnsafeRawBufferPointer
+    /// Whether `base` is this input's own copy, freed with it.
+    private let owned: Bool
     /// Whether `BinaryDirectCodable` types read themselves directly.
     let directCoding: Bool
 
+    /// An input over a copy of `bytes`.
     init(_ bytes: ArraySlice<UInt8>, directCoding: Bool = true) {
         self.directCoding = directCoding
-        base = .allocate(byteCount: max(bytes.count, 1), alignment: 8)
-        bytes.withUnsafeBytes { base.copyMemory(from: $0) }
+        let copy = UnsafeMutableRawBufferPointer.allocate(byteCount: max(bytes.count, 1), alignment: 8)
+        bytes.withUnsafeBytes { copy.copyMemory(from: $0) }
+        base = UnsafeRawBufferPointer(copy)
+        owned = true
     }
 
-    deinit { base.deallocate() }
+    private init(borrowing bytes: UnsafeRawBufferPointer, directCoding: Bool) {
+        self.directCoding = directCoding
+        base = bytes
+        owned = false
+    }
+
+    deinit { if owned { base.deallocate() } }
+
+    /// `read` over an input that borrows `bytes` rather than copying them (a document of
+    /// megabytes is read without a copy of it). Every value read from it is a copy, so nothing
+    /// read needs `bytes` afterwards; an input (or a `Decoder` holding one) kept past `read`
+    /// would read freed memory, so that stops the program rather than go unnoticed.
+    static func reading<T>(_ bytes: ArraySlice<UInt8>, directCoding: Bool, _ read: (BinaryInput) throws -> T) throws -> T {
+        try bytes.withUnsafeBytes { raw in
+            var input = BinaryInput(borrowing: raw, directCoding: directCoding)
+            defer { precondition(isKnownUniquelyReferenced(&input), "a BinaryInput outlived the decode that borrowed its bytes") }
+            return try read(input)
+        }
+    }
 
     static let truncated = BinaryDecodingError(problem: "truncated: a value runs past the end of its container")
 

@@ -529,9 +529,10 @@ extension BinaryDecoder {
     public func decode(records bytes: ArraySlice<UInt8>) throws -> [ExtensionRecord] {
         guard directCoding else { return try decode([ExtensionRecord].self, from: bytes) }
         guard !bytes.isEmpty else { throw BinaryDecodingError(problem: "no value: no bytes") }
-        let input = BinaryInput(bytes, directCoding: true)
-        let end = try input.skip(0, within: bytes.count)
-        guard end == bytes.count else { throw BinaryDecodingError(problem: "\(bytes.count - end) byte(s) after the value") }
-        return try BinaryElements.list(ExtensionRecord.self, input, at: 0, within: end)
+        return try BinaryInput.reading(bytes, directCoding: true) { input in
+            let end = try input.skip(0, within: bytes.count)
+            guard end == bytes.count else { throw BinaryDecodingError(problem: "\(bytes.count - end) byte(s) after the value") }
+            return try BinaryElements.list(ExtensionRecord.self, input, at: 0, within: end)
+        }
     }
 }

@@ -265,11 +265,12 @@ public protocol Kernel: AnyObject {
     /// stdout and stderr are collected; it has `seconds` from now to exit. Every child started
     /// is ended by exactly one `finish` or `abandon`.
     func startChild(_ path: String, arguments: [String], seconds: Double) -> Result<ChildProgram, SystemError>
-    /// Writes `input` on `child`'s stdin and closes it, calls `whileItRuns` (once, whatever
-    /// happens), then waits until its deadline at most for it to exit: its exit status and what
-    /// it wrote on stdout and stderr (a child still running at the deadline is killed, and its
-    /// status is nil). The daemon's loop does not run meanwhile.
-    func finish(_ child: ChildProgram, input: [UInt8], whileItRuns: () -> Void) -> Result<(status: ExitStatus?, output: String), SystemError>
+    /// Writes `input` (its parts one after another, as one stream) on `child`'s stdin and
+    /// closes it, calls `whileItRuns` (once, whatever happens), then waits until its deadline at
+    /// most for it to exit: its exit status and what it wrote on stdout and stderr (a child
+    /// still running at the deadline is killed, and its status is nil). The daemon's loop does
+    /// not run meanwhile.
+    func finish(_ child: ChildProgram, input: [[UInt8]], whileItRuns: () -> Void) -> Result<(status: ExitStatus?, output: String), SystemError>
     /// Kills `child` and reaps it.
     func abandon(_ child: ChildProgram)
     /// execve(2) of `path` in place of this process, with this environment, the descriptors
@@ -311,11 +312,11 @@ public protocol Kernel: AnyObject {
     func write(_ path: String, _ text: String) -> SystemError?
     /// Writes `text` at offset 0 of a control file kept open (`cgroup.freeze`).
     func write(fd: Int32, _ text: String) -> SystemError?
-    /// Replaces the file at `path` with `bytes` atomically (a new temporary file `path.tmp`,
-    /// then rename; a link is never followed): a reader sees the old contents or the new,
-    /// never a mix. `durable` fsyncs the data before the rename (files that must survive a
-    /// power loss, not those on a tmpfs).
-    func replaceFile(_ path: String, with bytes: [UInt8], mode: UInt32, durable: Bool) -> SystemError?
+    /// Replaces the file at `path` with `parts`, one after another, atomically (a new temporary
+    /// file `path.tmp`, then rename; a link is never followed): a reader sees the old contents
+    /// or the new, never a mix. `durable` fsyncs the data before the rename (files that must
+    /// survive a power loss, not those on a tmpfs).
+    func replaceFile(_ path: String, withParts parts: [[UInt8]], mode: UInt32, durable: Bool) -> SystemError?
     /// mkdir(2) with `mode` (the umask applies).
     func makeDirectory(_ path: String, mode: UInt32) -> SystemError?
     /// rmdir(2): removes the directory at `path`, which must be empty.
@@ -467,5 +468,12 @@ extension Kernel {
     public func nonEmptyEnvironment(_ name: String) -> String? {
         guard let value = environment(name), !value.isEmpty else { return nil }
         return value
+    }
+}
+
+extension Kernel {
+    /// Replaces the file at `path` with `bytes`, as `replaceFile(_:withParts:mode:durable:)` does.
+    public func replaceFile(_ path: String, with bytes: [UInt8], mode: UInt32, durable: Bool) -> SystemError? {
+        replaceFile(path, withParts: [bytes], mode: mode, durable: durable)
     }
 }

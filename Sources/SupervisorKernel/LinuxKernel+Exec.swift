@@ -93,7 +93,7 @@ extension LinuxKernel {
     /// SIGPIPE is blocked on the calling thread meanwhile, and one its writes raised is taken
     /// before it is unblocked: a child that stops reading is an EPIPE, whether or not the
     /// process ignores SIGPIPE. Fails naming "waitpid PID".
-    public func finish(_ child: ChildProgram, input: [UInt8], whileItRuns: () -> Void) -> Result<(status: ExitStatus?, output: String), SystemError> {
+    public func finish(_ child: ChildProgram, input parts: [[UInt8]], whileItRuns: () -> Void) -> Result<(status: ExitStatus?, output: String), SystemError> {
         var brokenPipe = sigset_t()
         sigemptyset(&brokenPipe)
         sigaddset(&brokenPipe, SIGPIPE)
@@ -105,6 +105,8 @@ extension LinuxKernel {
             pthread_sigmask(SIG_SETMASK, &mask, nil)
         }
         var stdin = child.input
+        // The part being written, and how much of it is.
+        var part = 0
         var written = 0
         var ran = false
         func closeInput() {
@@ -115,11 +117,20 @@ extension LinuxKernel {
                 whileItRuns()
             }
         }
-        if input.isEmpty { closeInput() }
+        /// Moves past the parts written whole (and the empty ones); closes the input after the last.
+        func advance() {
+            while part < parts.count && written == parts[part].count {
+                part += 1
+                written = 0
+            }
+            if part == parts.count { closeInput() }
+        }
+        let total = parts.reduce(0) { $0 + $1.count }
+        advance()
         // A pipe that holds the whole input takes it in one write: the child then reads it
         // without waking this thread between its reads. Only as large as the kernel allows
         // (past /proc/sys/fs/pipe-max-size only with CAP_SYS_RESOURCE); else as it is.
-        if input.count > 1 << 20 { _ = fcntl(stdin, LinuxKernel.setPipeSize, Int32(clamping: input.count)) }
+        if stdin >= 0 && total > 1 << 20 { _ = fcntl(stdin, LinuxKernel.setPipeSize, Int32(clamping: total)) }
         var output: [UInt8] = []
         withUnsafeTemporaryAllocation(byteCount: 4096, alignment: 8) { chunk in
             /// Reads what the output holds now; false at its end of file.
@@ -143,9 +154,13 @@ extension LinuxKernel {
                 if ready < 0 && errno == EINTR { continue }
                 if ready <= 0 { break }
                 if stdin >= 0 && fds[2].revents != 0 {
-                    let n = input.withUnsafeBytes { Glibc.write(stdin, $0.baseAddress! + written, $0.count - written) }
-                    if n > 0 { written += n }
-                    if written == input.count || (n < 0 && errno != EAGAIN && errno != EINTR) { closeInput() }
+                    let n = parts[part].withUnsafeBytes { Glibc.write(stdin, $0.baseAddress! + written, $0.count - written) }
+                    if n > 0 {
+                        written += n
+                        advance()
+                    } else if n < 0 && errno != EAGAIN && errno != EINTR {
+                        closeInput()
+                    }
                 }
                 // The end of the output, or the child's exit (with what it wrote before).
                 if fds[0].revents != 0 && !drain() { break }

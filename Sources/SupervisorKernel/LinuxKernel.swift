@@ -337,22 +337,24 @@ public final class LinuxKernel: Kernel {
     /// fsyncs the directory holding `path`, ignoring a failure of that last step. On any earlier
     /// failure `path.tmp` is removed, `path` is untouched, and the error names the step and the
     /// temporary path. No descriptor stays open.
-    public func replaceFile(_ path: String, with bytes: [UInt8], mode: UInt32, durable: Bool) -> SystemError? {
+    public func replaceFile(_ path: String, withParts parts: [[UInt8]], mode: UInt32, durable: Bool) -> SystemError? {
         let temporary = path + ".tmp"
         unlink(temporary)  // a leftover of an interrupted write
         let fd = Glibc.open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, mode_t(mode))
         guard fd >= 0 else { return SystemError("open \(temporary)", errno: errno) }
-        var written = 0
-        while written < bytes.count {
-            let n = bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress! + written, $0.count - written) }
-            if n < 0 && errno == EINTR { continue }
-            guard n > 0 else {
-                let e = SystemError("write \(temporary)", errno: n < 0 ? errno : EIO)
-                Glibc.close(fd)
-                unlink(temporary)
-                return e
+        for bytes in parts {
+            var written = 0
+            while written < bytes.count {
+                let n = bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress! + written, $0.count - written) }
+                if n < 0 && errno == EINTR { continue }
+                guard n > 0 else {
+                    let e = SystemError("write \(temporary)", errno: n < 0 ? errno : EIO)
+                    Glibc.close(fd)
+                    unlink(temporary)
+                    return e
+                }
+                written += n
             }
-            written += n
         }
         if durable && fsync(fd) != 0 {
             let e = SystemError("fsync \(temporary)", errno: errno)

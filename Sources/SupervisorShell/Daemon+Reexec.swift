@@ -87,9 +87,9 @@ extension Daemon {
             ownedSocketPath: server.ownedPath, nextHostID: server.nextHostID, connections: server.connections, processes: processes,
             requester: requester, sandbox: HandoverDocument.Sandbox(extensions.sandboxing.probe), sharedContainers: sources.containers.known,
             containersRoot: sources.containers.resolvedRoot)
-        let bytes: [UInt8]
+        let parts: [[UInt8]]
         do {
-            bytes = try HandoverFile.encode(document, kernel: kernel)
+            parts = try HandoverFile.encode(document, kernel: kernel)
         } catch {
             return withoutCheck("the hand-over document cannot be encoded: \(error)")
         }
@@ -98,7 +98,7 @@ extension Daemon {
         // written meanwhile.
         let path = handoverPath
         var fileError: SystemError?
-        let outcome = kernel.finish(check, input: bytes) { fileError = kernel.replaceFile(path, with: bytes, mode: 0o600, durable: false) }
+        let outcome = kernel.finish(check, input: parts) { fileError = kernel.replaceFile(path, withParts: parts, mode: 0o600, durable: false) }
         func withoutDocument(_ reason: String) -> String {
             if let e = kernel.removeFile(path), !e.isNoEntry { logger.warning("cannot remove \(path): \(e)") }
             return reason
@@ -118,7 +118,7 @@ extension Daemon {
         }
         let checked = kernel.now()
         logger.notice(
-            "re-executing \(executable) with \(processes.count) extension process(es) and \(server.connections.count) connection(s); document of \(bytes.count) bytes written in \(Self.milliseconds(start, written)), checked in \(Self.milliseconds(written, checked))\(report)"
+            "re-executing \(executable) with \(processes.count) extension process(es) and \(server.connections.count) connection(s); document of \(parts.reduce(0) { $0 + $1.count }) bytes written in \(Self.milliseconds(start, written)), checked in \(Self.milliseconds(written, checked))\(report)"
         )
         serviceManager.reexecuting()
         extensions.registry.flush(includingRemovals: true)

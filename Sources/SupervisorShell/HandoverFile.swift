@@ -20,9 +20,10 @@ enum HandoverFile {
         let results: Mutex<[Int: Result<Value, any Error>]> = Mutex([:])
     }
 
-    /// `document` as the file's bytes, its record parts encoded concurrently, and the rest of
-    /// the document beside them.
-    static func encode(_ document: HandoverDocument, kernel: any Kernel) throws -> [UInt8] {
+    /// `document` as the file's bytes, in parts whose concatenation is the file (written one
+    /// after another, never copied into one buffer): the rest of the document, then its record
+    /// parts, all encoded concurrently.
+    static func encode(_ document: HandoverDocument, kernel: any Kernel) throws -> [[UInt8]] {
         let records = document.core.records
         let count = max(1, min(kernel.processorCount, records.count / recordsPerPart))
         var head = document
@@ -50,11 +51,7 @@ enum HandoverFile {
             guard let part = results[k] else { throw HandoverError.corrupt(k == 0 ? "the head was not written" : "record part \(k - 1) was not written") }
             parts.append(try part.get())
         }
-        // One buffer of the file's size: the parts are copied once, with no growth.
-        var bytes: [UInt8] = []
-        bytes.reserveCapacity(parts.reduce(0) { $0 + $1.count })
-        for part in parts { bytes += part }
-        return bytes
+        return parts
     }
 
     /// The document in `bytes` (a file `encode` wrote), its record parts decoded concurrently.

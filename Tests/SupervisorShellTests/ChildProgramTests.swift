@@ -43,18 +43,35 @@ struct ChildProgramTests {
         let identities = try identities(of: child)
         #expect(stillOpen(identities) == identities)
         var calls = 0
-        let (status, output) = try kernel.finish(child, input: input) { calls += 1 }.get()
+        // In parts, an empty one among them: the child reads one stream.
+        let parts = [Array(input[..<1_000_000]), [], Array(input[1_000_000...])]
+        let (status, output) = try kernel.finish(child, input: parts) { calls += 1 }.get()
         #expect(calls == 1, "whileItRuns runs once")
         #expect(status == .exited(3))
         #expect(output.split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) } == ["3000000", "done"], "\(output)")
         #expect(stillOpen(identities).isEmpty, "every descriptor of the child is closed")
     }
 
+    /// Parts of the input, empty ones among them, reach the child as one stream, in order; and a
+    /// file replaced with the same parts holds the same bytes.
+    @Test func partsReachTheChildAsOneStreamInOrderAndAFileHoldsThem() throws {
+        let parts = [[], (0..<700_000).map { UInt8(truncatingIfNeeded: $0 % 251) }, [42], [], (0..<1_500_000).map { UInt8(truncatingIfNeeded: $0 % 239) }]
+        let path = "/tmp/extensiond-parts-\(getpid())"
+        defer { unlink(path) }
+        #expect(kernel.replaceFile(path, withParts: parts, mode: 0o600, durable: false) == nil)
+        let whole = Array(parts.joined())
+        #expect(try kernel.read(path).get() == whole, "the file is the parts, one after another")
+        let child = try kernel.startChild("/bin/sh", arguments: ["-c", "cmp - \(path) && echo same"], seconds: 10).get()
+        let (status, output) = try kernel.finish(child, input: parts) {}.get()
+        #expect(status == .exited(0))
+        #expect(output == "same\n", "the child read the file's bytes on its stdin: \(output)")
+    }
+
     @Test func aChildThatStopsReadingIsReapedWithItsStatus() throws {
         let input = [UInt8](repeating: 7, count: 4_000_000)
         let child = try kernel.startChild("/bin/sh", arguments: ["-c", "head -c 10 >/dev/null; echo read ten"], seconds: 10).get()
         var calls = 0
-        let (status, output) = try kernel.finish(child, input: input) { calls += 1 }.get()
+        let (status, output) = try kernel.finish(child, input: [input]) { calls += 1 }.get()
         #expect(calls == 1)
         #expect(status == .exited(0))
         #expect(output == "read ten\n")
@@ -69,7 +86,7 @@ struct ChildProgramTests {
         var info = siginfo_t()
         #expect(waitid(idtype_t(rawValue: 3), id_t(child.pidfd), &info, WEXITED | WNOWAIT) == 0)
         var calls = 0
-        let (status, _) = try kernel.finish(child, input: [UInt8](repeating: 1, count: 8 << 20)) { calls += 1 }.get()
+        let (status, _) = try kernel.finish(child, input: [[UInt8](repeating: 1, count: 8 << 20)]) { calls += 1 }.get()
         #expect(calls == 1)
         #expect(status == .exited(4))
     }

@@ -29,10 +29,12 @@ struct HandoverFileTests {
         kernel.processorCount = 3
         let document = try Self.document(records: 600)
         #expect(document.core.records.contains { !$0.recentEvents.isEmpty }, "the records carry history")
-        let bytes = try HandoverFile.encode(document, kernel: kernel)
+        let parts = try HandoverFile.encode(document, kernel: kernel)
+        let bytes = Array(parts.joined())
         // 600 records: two parts of at least 256, though there are three CPUs, written beside
-        // the rest of the document.
+        // the rest of the document (the file's first part).
         #expect(kernel.concurrentJobs == [3])
+        #expect(parts.count == 3)
         let read = try HandoverFile.decode(bytes, kernel: kernel)
         // Read: the two parts and, at the same time, the rest of the document.
         #expect(kernel.concurrentJobs == [3, 3])
@@ -41,7 +43,7 @@ struct HandoverFileTests {
         #expect(read.socketPath == document.socketPath && read.nextHostID == 9 && read.sandbox == document.sandbox)
 
         // Few records: one part, written and read beside the rest.
-        let small = try HandoverFile.encode(try Self.document(records: 10), kernel: kernel)
+        let small = Array(try HandoverFile.encode(try Self.document(records: 10), kernel: kernel).joined())
         #expect(try HandoverFile.decode(small, kernel: kernel).core == (try Self.document(records: 10)).core)
         #expect(kernel.concurrentJobs.suffix(2) == [2, 2])
     }
@@ -50,7 +52,7 @@ struct HandoverFileTests {
         let kernel = RecordingKernel()
         kernel.processorCount = 2
         let document = try Self.document(records: 600)
-        let bytes = try HandoverFile.encode(document, kernel: kernel)
+        let bytes = Array(try HandoverFile.encode(document, kernel: kernel).joined())
         func refusal(_ bytes: [UInt8]) -> String {
             do {
                 _ = try HandoverFile.decode(bytes, kernel: kernel)
@@ -90,7 +92,7 @@ struct HandoverFileTests {
         // A fault of the head is named before one of the parts' layout.
         var doubled = try Self.document(records: 10)
         doubled.connections = [.init(host: 1, fd: 3, pid: 7, uid: 0, gid: 0, groups: [], isMonitor: false)]
-        let both = try HandoverFile.encode(doubled, kernel: kernel) + [0]
+        let both = Array(try HandoverFile.encode(doubled, kernel: kernel).joined()) + [0]
         #expect(refusal(both).contains("descriptors: one named twice"), "\(refusal(both))")
         let jobs = kernel.concurrentJobs
         #expect(refusal(manyParts).hasPrefix("corrupt: the hand-over document is corrupt: recordParts: 100000 part(s)"), "\(refusal(manyParts))")
@@ -100,7 +102,7 @@ struct HandoverFileTests {
         for fd: Int32 in [3, 0] {
             var twice = try Self.document(records: 10)
             twice.connections = [.init(host: 1, fd: fd, pid: 7, uid: 0, gid: 0, groups: [], isMonitor: false)]
-            let refused = refusal(try HandoverFile.encode(twice, kernel: kernel))
+            let refused = refusal(Array(try HandoverFile.encode(twice, kernel: kernel).joined()))
             #expect(refused.contains("descriptors: one named twice, or one of 0, 1 and 2"), "\(refused)")
         }
         // Not a document at all, and one of another version.

@@ -214,7 +214,7 @@ final class SimulatedKernel: Kernel {
         refuse("run \(path)")
     }
 
-    func finish(_ child: ChildProgram, input: [UInt8], whileItRuns: () -> Void) -> Result<(status: ExitStatus?, output: String), SystemError> {
+    func finish(_ child: ChildProgram, input: [[UInt8]], whileItRuns: () -> Void) -> Result<(status: ExitStatus?, output: String), SystemError> {
         refuse("finish \(child.pid)")
     }
 
@@ -305,7 +305,7 @@ final class SimulatedKernel: Kernel {
         return nil
     }
 
-    func replaceFile(_ path: String, with bytes: [UInt8], mode: UInt32, durable: Bool) -> SystemError? { refused("replace(\(path))") }
+    func replaceFile(_ path: String, withParts parts: [[UInt8]], mode: UInt32, durable: Bool) -> SystemError? { refused("replace(\(path))") }
 
     /// Only the daemon's own subtree is made (`CgroupTree.setUp`, standalone).
     func makeDirectory(_ path: String, mode: UInt32) -> SystemError? {

@@ -282,7 +282,8 @@ final class RecordingKernel: Kernel {
     /// What `replaceFile` fails with, when set (the file is then not written).
     var replaceFileFailure: SystemError?
 
-    func replaceFile(_ path: String, with bytes: [UInt8], mode: UInt32, durable: Bool) -> SystemError? {
+    func replaceFile(_ path: String, withParts parts: [[UInt8]], mode: UInt32, durable: Bool) -> SystemError? {
+        let bytes = Array(parts.joined())
         calls.append(.replaceFile(path))
         if let replaceFileFailure { return replaceFileFailure }
         files[path] = String(decoding: bytes, as: UTF8.self)
@@ -410,8 +411,8 @@ final class RecordingKernel: Kernel {
         return .success(ChildProgram(pid: 90_000 + Int32(childrenRun.count), pidfd: -1, input: -1, output: -1, deadline: now().adding(seconds: seconds)))
     }
 
-    func finish(_ child: ChildProgram, input: [UInt8], whileItRuns: () -> Void) -> Result<(status: ExitStatus?, output: String), SystemError> {
-        childInputs.append(input)
+    func finish(_ child: ChildProgram, input: [[UInt8]], whileItRuns: () -> Void) -> Result<(status: ExitStatus?, output: String), SystemError> {
+        childInputs.append(Array(input.joined()))
         calls.append(.finishChild(child.pid))
         whileItRuns()
         return childResult
