@@ -50,31 +50,17 @@ public struct BinaryDecoder {
     }
 }
 
-/// The bytes being read, with bounds-checked reads. Owned by one `decode`: either a copy of
-/// the bytes, or (`reading`) the caller's bytes themselves, borrowed for the decode alone.
+/// The bytes being read, with bounds-checked reads: the caller's bytes themselves, borrowed
+/// by one decode (`reading`).
 package final class BinaryInput {
     private let base: UnsafeRawBufferPointer
-    /// Whether `base` is this input's own copy, freed with it.
-    private let owned: Bool
     /// Whether `BinaryDirectCodable` types read themselves directly.
     let directCoding: Bool
-
-    /// An input over a copy of `bytes`.
-    init(_ bytes: ArraySlice<UInt8>, directCoding: Bool = true) {
-        self.directCoding = directCoding
-        let copy = UnsafeMutableRawBufferPointer.allocate(byteCount: max(bytes.count, 1), alignment: 8)
-        bytes.withUnsafeBytes { copy.copyMemory(from: $0) }
-        base = UnsafeRawBufferPointer(copy)
-        owned = true
-    }
 
     private init(borrowing bytes: UnsafeRawBufferPointer, directCoding: Bool) {
         self.directCoding = directCoding
         base = bytes
-        owned = false
     }
-
-    deinit { if owned { base.deallocate() } }
 
     /// `read` over an input that borrows `bytes` rather than copying them (a document of
     /// megabytes is read without a copy of it). Every value read from it is a copy, so nothing

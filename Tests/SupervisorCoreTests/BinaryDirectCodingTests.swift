@@ -230,14 +230,15 @@ struct BinaryDirectCodingTests {
     /// when `expected`.
     static func both<T: BinaryCanonicalReadable & Equatable>(_ type: T.Type, _ value: some Encodable, fast expected: Bool) throws {
         let bytes = try BinaryEncoder().encode(value)
-        let input = BinaryInput(bytes[...])
         func outcome(_ read: () throws -> T) -> Outcome<T> {
             do { return .read(try read()) } catch { return .refused("\(error)") }
         }
-        let quick = outcome { try T.read(input, at: 0, within: bytes.count) }
-        let slow = outcome { try T(from: BinaryDecoding(input: input, offset: 0, end: bytes.count)) }
-        #expect(quick == slow, "\(value)")
-        #expect((T.canonical(input, at: 0, within: bytes.count) != nil) == expected, "\(value)")
+        try BinaryInput.reading(bytes[...], directCoding: true) { input in
+            let quick = outcome { try T.read(input, at: 0, within: bytes.count) }
+            let slow = outcome { try T(from: BinaryDecoding(input: input, offset: 0, end: bytes.count)) }
+            #expect(quick == slow, "\(value)")
+            #expect((T.canonical(input, at: 0, within: bytes.count) != nil) == expected, "\(value)")
+        }
     }
 
     /// The limits, refresh schedules and host lists read without the generic containers give
