@@ -101,23 +101,29 @@ struct ContainmentTests {
     /// its own, is found by the read after the leader's stop and stopped before `suspend`.
     @Test func aHelperStartedAfterALoneStopIsStoppedToo() throws {
         // Alone until it is first resumed; then SIGCONT starts a helper in a new session.
+        // It says when its handler is in place (a file): a SIGCONT before that would continue
+        // it without starting the helper.
         let script = """
-            import signal, subprocess
+            import signal, subprocess, sys
             def resumed(*_):
                 subprocess.Popen(["/bin/sleep", "100031"], start_new_session=True)
             signal.signal(signal.SIGCONT, resumed)
+            open(sys.argv[1], "w").close()
             while True:
                 signal.pause()
             """
+        let handlerReady = NSTemporaryDirectory() + "extensiond-helper-ready-\(getpid())"
+        unlink(handlerReady)
+        defer { unlink(handlerReady) }
         let daemon = try TestDaemon(manifests: [
             "e.json": [
-                "id": Self.id, "point": "widget", "executable": "/usr/bin/python3", "readiness": "exec", "arguments": ["-c", script],
+                "id": Self.id, "point": "widget", "executable": "/usr/bin/python3", "readiness": "exec", "arguments": ["-c", script, handlerReady],
             ]
         ])
         try daemon.start()
         let host = try daemon.host()
         let first = try host.begin(Self.id)
-        try eventually("the leader runs its loop") { (try? Self.status(daemon).pids) == [first.pid] }
+        try eventually("the leader runs its loop") { (try? Self.status(daemon).pids) == [first.pid] && FileManager.default.fileExists(atPath: handlerReady) }
         var mark = daemon.events.count
         try host.dismiss(first)
         try daemon.events.wait("suspend", of: Self.id, after: mark)
