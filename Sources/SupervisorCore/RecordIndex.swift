@@ -20,20 +20,22 @@ struct RecordIndex: Sendable {
         static func < (a: Due, b: Due) -> Bool { a.at != b.at ? a.at < b.at : a.id < b.id }
     }
 
-    /// What `refresh` compares against: the indexed parts of a record before a change.
+    /// The indexed parts of a record: what `refresh` compares before and after a change.
     struct Snapshot {
         var state: LifecycleState
         var retired: Bool
         var requests: [OpenRequest]
         var pending: [PendingBegin]
         var observed: Set<String>
+        var deadline: Instant?
 
-        init(_ r: ExtensionRecord) {
+        init(_ r: borrowing ExtensionRecord) {
             state = r.state
             retired = r.retired
             requests = r.requests
             pending = r.pending
             observed = r.hints.observed
+            deadline = r.nextDeadline()
         }
     }
 
@@ -44,6 +46,8 @@ struct RecordIndex: Sendable {
     private(set) var requestOwner: [UInt64: String] = [:]
     /// For each host, the records it has open or pending requests on, with how many.
     private(set) var hostRecords: [HostID: [String: Int]] = [:]
+    /// For each host, how many requests and pending begins it holds over every record.
+    private var hostRequests: [HostID: Int] = [:]
     /// Records marked retired by a reload (removed once their process is gone).
     private(set) var retired: Set<String> = []
     /// How many records are in each public state.
@@ -56,14 +60,14 @@ struct RecordIndex: Sendable {
 
     /// Updates every entry of record `id` from `before` (nil: the record is new) to `after`
     /// (nil: the record was removed).
-    mutating func refresh(_ id: String, from before: Snapshot?, to after: ExtensionRecord?) {
+    mutating func refresh(_ id: String, from before: Snapshot?, to after: Snapshot?) {
         if before?.state != after?.state {
             if let s = before?.state { stateCounts[s, default: 0] -= 1 }
             if let s = after?.state { stateCounts[s, default: 0] += 1 }
         }
         if after?.retired == true { retired.insert(id) } else if before?.retired == true { retired.remove(id) }
         refreshRequests(id, before, after)
-        let oldObserved = before?.observed ?? [], newObserved = after?.hints.observed ?? []
+        let oldObserved = before?.observed ?? [], newObserved = after?.observed ?? []
         if oldObserved != newObserved {
             for name in oldObserved.subtracting(newObserved) {
                 observersByName[name]?.remove(id)
@@ -71,7 +75,7 @@ struct RecordIndex: Sendable {
             }
             for name in newObserved.subtracting(oldObserved) { observersByName[name, default: []].insert(id) }
         }
-        let deadline = after?.nextDeadline()
+        let deadline = after?.deadline
         if deadlines[id] != deadline {
             deadlines[id] = deadline
             if let deadline { heap.insert(Due(at: deadline, id: id)) }
@@ -79,21 +83,34 @@ struct RecordIndex: Sendable {
         }
     }
 
-    private mutating func refreshRequests(_ id: String, _ before: Snapshot?, _ after: ExtensionRecord?) {
+    private mutating func refreshRequests(_ id: String, _ before: Snapshot?, _ after: Snapshot?) {
         let oldRequests = before?.requests ?? [], newRequests = after?.requests ?? []
         let oldPending = before?.pending ?? [], newPending = after?.pending ?? []
         if oldRequests == newRequests && oldPending == newPending { return }  // the usual case: O(1) buffer identity
         for q in oldRequests where !newRequests.contains(where: { $0.id == q.id }) { requestOwner[q.id] = nil }
-        for q in newRequests { requestOwner[q.id] = id }
-        var hosts = Set(oldRequests.map(\.host))
-        hosts.formUnion(oldPending.map(\.host))
-        hosts.formUnion(newRequests.map(\.host))
-        hosts.formUnion(newPending.map(\.host))
-        for host in hosts {
-            let n = newRequests.lazy.filter { $0.host == host }.count + newPending.lazy.filter { $0.host == host }.count
+        for q in newRequests where !oldRequests.contains(where: { $0.id == q.id }) { requestOwner[q.id] = id }
+        // Each host of the four lists once, in order of first appearance. The lists are short
+        // (a record's requests), so the hosts seen are looked for in a list, not hashed; the
+        // first is kept apart, so that the usual case, one host, allocates nothing.
+        var first: HostID?
+        var others: [HostID] = []
+        func recount(_ host: HostID) {
+            if first == nil {
+                first = host
+            } else {
+                guard host != first, !others.contains(host) else { return }
+                others.append(host)
+            }
+            let n = newRequests.count(where: { $0.host == host }) + newPending.count(where: { $0.host == host })
+            let total = (hostRequests[host] ?? 0) - (hostRecords[host]?[id] ?? 0) + n
+            hostRequests[host] = total > 0 ? total : nil
             hostRecords[host, default: [:]][id] = n > 0 ? n : nil
             if hostRecords[host]?.isEmpty == true { hostRecords[host] = nil }
         }
+        for q in oldRequests { recount(q.host) }
+        for p in oldPending { recount(p.host) }
+        for q in newRequests { recount(q.host) }
+        for p in newPending { recount(p.host) }
     }
 
     /// The earliest deadline of any record.
@@ -121,19 +138,18 @@ struct RecordIndex: Sendable {
     }
 
     /// The requests and pending begins `host` holds, over every record.
-    func requestCount(of host: HostID) -> Int {
-        hostRecords[host]?.values.reduce(0, +) ?? 0
-    }
+    func requestCount(of host: HostID) -> Int { hostRequests[host] ?? 0 }
 
     /// Differences between this index and one rebuilt from `records` (empty when consistent).
     /// For tests: the index must always equal what a pass over every record would find.
     func discrepancies(_ records: [String: ExtensionRecord]) -> [String] {
         var rebuilt = RecordIndex()
-        for (id, r) in records { rebuilt.refresh(id, from: nil, to: r) }
+        for (id, r) in records { rebuilt.refresh(id, from: nil, to: Snapshot(r)) }
         var found: [String] = []
         if rebuilt.deadlines != deadlines { found.append("deadlines \(deadlines) != \(rebuilt.deadlines)") }
         if rebuilt.requestOwner != requestOwner { found.append("requestOwner \(requestOwner) != \(rebuilt.requestOwner)") }
         if rebuilt.hostRecords != hostRecords { found.append("hostRecords \(hostRecords) != \(rebuilt.hostRecords)") }
+        if rebuilt.hostRequests != hostRequests { found.append("hostRequests \(hostRequests) != \(rebuilt.hostRequests)") }
         if rebuilt.retired != retired { found.append("retired \(retired) != \(rebuilt.retired)") }
         if rebuilt.stateCounts.filter({ $0.value != 0 }) != stateCounts.filter({ $0.value != 0 }) {
             found.append("stateCounts \(stateCounts) != \(rebuilt.stateCounts)")

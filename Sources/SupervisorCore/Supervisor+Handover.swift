@@ -67,7 +67,7 @@ extension Supervisor {
         records.reserveCapacity(snapshot.records.count)
         for r in snapshot.records {
             records[r.manifest.id] = r
-            index.refresh(r.manifest.id, from: nil, to: r)
+            index.refresh(r.manifest.id, from: nil, to: RecordIndex.Snapshot(r))
         }
         stateVersion = snapshot.stateVersion
         nextRequestID = snapshot.nextRequestID

@@ -14,7 +14,21 @@ import ExtensionProtocol
 public struct Supervisor: Sendable {
     /// Every extension it knows, by id: those of the current manifests, and those a reload
     /// removed until their process is gone.
-    public internal(set) var records: [String: ExtensionRecord] = [:]
+    public internal(set) var records: [String: ExtensionRecord] {
+        get {
+            assert(!lending, "a transition of one record read the whole table, which `update` has lent out")
+            return table
+        }
+        _modify {
+            assert(!lending, "a transition of one record changed the whole table, which `update` has lent out")
+            yield &table
+        }
+    }
+    /// The storage of `records`. `update` takes it out of `self` while a transition changes
+    /// one record in place (`lending`), so that the transition may change the rest of `self`.
+    private var table: [String: ExtensionRecord] = [:]
+    /// Whether `update` has taken `table` out (it is empty meanwhile); only for the assertions.
+    private var lending = false
     /// The daemon-wide limits every decision uses.
     public var limits: SupervisorLimits
     /// Whether a `shutdown` event arrived; from then on begins, prewarms and forced refreshes
@@ -132,19 +146,38 @@ public struct Supervisor: Sendable {
 
     /// Runs `body` on the record `id` if it exists and (when `generation` is given) its
     /// current process has that generation; events for stale generations are dropped.
+    ///
+    /// The record is changed in place: the table is taken out of `self` for the call (no copy
+    /// of the record, no removal and re-insertion), so `body` sees only the record it is given
+    /// and must not read `records` (asserted in debug builds).
     mutating func update(_ id: String, _ generation: UInt64?, _ body: (inout Supervisor, inout ExtensionRecord) -> Void) {
-        guard var record = records.removeValue(forKey: id) else { return }
-        if generation == nil || (record.generation == generation && record.isRunning) {
-            let before = RecordIndex.Snapshot(record)
-            body(&self, &record)
-            index.refresh(id, from: before, to: record)
-        }
-        records[id] = record
+        guard let i = table.index(forKey: id) else { return }
+        var lent = table
+        table = [:]
+        lending = true
+        change(&lent.values[i], generation, body)
+        lending = false
+        table = lent
+    }
+
+    /// `update`'s work on the record, which it lends in place (`Dictionary.Values`' getter
+    /// would copy it: reading through `inout` does not).
+    private mutating func change(_ r: inout ExtensionRecord, _ generation: UInt64?, _ body: (inout Supervisor, inout ExtensionRecord) -> Void) {
+        if let generation, r.generation != generation || !r.isRunning { return }
+        let before = RecordIndex.Snapshot(r)
+        body(&self, &r)
+        index.refresh(r.manifest.id, from: before, to: RecordIndex.Snapshot(r))
+    }
+
+    /// Reads the record at `i` in place (`Dictionary.Values`' getter would copy it, retaining
+    /// each of its fields).
+    private mutating func peek<T>(_ i: [String: ExtensionRecord].Index, _ read: (inout ExtensionRecord) -> T) -> T {
+        read(&table.values[i])
     }
 
     private mutating func add(_ r: ExtensionRecord) {
         records[r.manifest.id] = r
-        index.refresh(r.manifest.id, from: nil, to: r)
+        index.refresh(r.manifest.id, from: nil, to: RecordIndex.Snapshot(r))
     }
 
     mutating func setPhase(_ r: inout ExtensionRecord, _ phase: Phase) {
@@ -198,25 +231,28 @@ public struct Supervisor: Sendable {
 
     // MARK: - Host requests
 
-    func mayOpen(_ m: Manifest, _ peer: PeerIdentity) -> Bool {
-        peer.uid == 0 || peer.uid == limits.daemonUID || m.hosts.uids.contains(peer.uid) || m.hosts.gids.contains(where: peer.isMember)
+    func mayOpen(_ m: Manifest, _ peer: PeerIdentity) -> Bool { Self.mayOpen(m, peer, daemonUID: limits.daemonUID) }
+
+    /// Whether `peer` may open an extension of manifest `m` when the daemon runs as `daemonUID`.
+    static func mayOpen(_ m: Manifest, _ peer: PeerIdentity, daemonUID: UInt32) -> Bool {
+        peer.uid == 0 || peer.uid == daemonUID || m.hosts.uids.contains(peer.uid) || m.hosts.gids.contains(where: peer.isMember)
     }
 
     private mutating func begin(host: HostID, peer: PeerIdentity, tag: UInt32, id: String) {
         func refuse(_ code: FailureCode, _ text: String) { out.append(.reply(host: host, message: .failure(tag: tag, code: code, text: text))) }
         if shuttingDown { return refuse(.shuttingDown, "extensiond is shutting down") }
-        guard let existing = records[id], !existing.retired else { return refuse(.unknownExtension, "no extension with id '\(id)'") }
-        guard mayOpen(existing.manifest, peer) else {
+        guard let i = table.index(forKey: id), !peek(i, { $0.retired }) else { return refuse(.unknownExtension, "no extension with id '\(id)'") }
+        guard peek(i, { [daemonUID = limits.daemonUID] in Self.mayOpen($0.manifest, peer, daemonUID: daemonUID) }) else {
             update(id, nil) { s, r in s.record(&r, .refuse, detail: "host uid \(peer.uid) pid \(peer.pid) is not allowed to open it") }
             return refuse(.notPermitted, "uid \(peer.uid) may not open '\(id)' (see the manifest's 'hosts')")
         }
         if index.requestCount(of: host) >= limits.maxRequestsPerHost {
             return refuse(.limitReached, "this connection already holds \(limits.maxRequestsPerHost) requests")
         }
-        if !existing.isRunning, let until = existing.throttledUntil, until > now {
+        if let (until, crashes) = peek(i, { r in r.isRunning ? nil : r.throttledUntil.map { ($0, r.consecutiveCrashes) } }), until > now {
             let wait = String(format_seconds: until.seconds(since: now))
             update(id, nil) { s, r in s.record(&r, .throttle, detail: "launch refused: crash loop backoff, \(wait) left") }
-            return refuse(.throttled, "'\(id)' crashed \(existing.consecutiveCrashes) times in a row; next launch allowed in \(wait)")
+            return refuse(.throttled, "'\(id)' crashed \(crashes) times in a row; next launch allowed in \(wait)")
         }
         let requestID = nextRequestID
         nextRequestID += 1
@@ -267,7 +303,9 @@ public struct Supervisor: Sendable {
     }
 
     private mutating func end(host: HostID, tag: UInt32, requestID: UInt64) {
-        guard let id = index.requestOwner[requestID], records[id]?.requests.contains(where: { $0.id == requestID && $0.host == host }) == true else {
+        guard let id = index.requestOwner[requestID], let i = table.index(forKey: id),
+            peek(i, { $0.requests.contains(where: { $0.id == requestID && $0.host == host }) })
+        else {
             if let i = finishedRequests[host]?.firstIndex(of: requestID) {
                 finishedRequests[host]?.remove(at: i)
                 out.append(.reply(host: host, message: .ok(tag: tag)))
