@@ -36,7 +36,10 @@ final class ControlServer {
     /// The events of the current loop iteration, until they are sent to the monitors.
     private var monitorFeed = MonitorFeed()
     private let buffers: WireBuffers
-    weak var delegate: (any ControlServerDelegate)?
+    /// Who handles the messages: the daemon, which owns this server and so outlives it.
+    /// `unowned`, not `weak`: a weak reference gives its object a side table, and every
+    /// retain and release of that object then takes the slow path.
+    unowned var delegate: (any ControlServerDelegate)?
 
     /// Bytes an unread peer may have queued before it is cut off.
     static let queueLimit = 1 << 20

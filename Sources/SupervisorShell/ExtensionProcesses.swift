@@ -12,7 +12,9 @@ import SupervisorKernel
 final class ExtensionProcesses {
     let kernel: any Kernel
     let logger: Logger
-    weak var sink: (any EventSink)?
+    /// Where the kernel's reports go as core events: the daemon, which owns this set and so
+    /// outlives it (`unowned`: see `ControlServer.delegate`).
+    unowned var sink: (any EventSink)?
     private var byID: [String: SupervisedProcess] = [:]
     /// The same processes by leader pid, for the kernel's stop reports (which name a pid).
     private var byPID: [Int32: SupervisedProcess] = [:]

@@ -20,7 +20,9 @@ final class LockWatch {
     let logger: Logger
     /// Shared containers' root, resolved: a lock on a file under it names its container.
     private let containersRoot: () -> String
-    weak var sink: (any EventSink)?
+    /// Where contention is posted: the daemon, which owns this watch and so outlives it
+    /// (`unowned`: see `ControlServer.delegate`).
+    unowned var sink: (any EventSink)?
     /// /proc/locks as read and parsed during the current loop iteration (a burst of stops reads
     /// and parses it once).
     private var snapshot: (at: Instant, entries: [FileLocks.Entry])?

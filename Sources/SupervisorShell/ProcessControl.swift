@@ -25,7 +25,9 @@ final class ProcessControl {
     let table: ProcessTable
     let cgroups: CgroupTree?
     let logger: Logger
-    weak var delegate: (any ProcessControlDelegate)?
+    /// Who is told of stops, continues and exits: the process set that owns this control and
+    /// so outlives it (`unowned`: see `ControlServer.delegate`).
+    unowned var delegate: (any ProcessControlDelegate)?
     /// Orphaned descendants of extensions are reparented to the daemon (a child subreaper).
     let isSubreaper: Bool
     /// The priority of the SIGCHLD source (sd-event: larger runs later): after the ordinary

@@ -161,12 +161,14 @@ struct ProcessControlTests {
     }
 
     @Test func oneResumeInACgroup() throws {
-        let (k, control, p, _) = try controlled(.stop)
-        control.suspend(p)
-        k.stopped = [7]
-        control.childrenChanged()
-        k.clearCalls()
-        control.resume(p)
+        let (k, control, p, recorder) = try controlled(.stop)
+        withExtendedLifetime(recorder) {  // the control's delegate, which it does not retain
+            control.suspend(p)
+            k.stopped = [7]
+            control.childrenChanged()
+            k.clearCalls()
+            control.resume(p)
+        }
         #expect(k.calls == [.kill(100, SignalNumber.cont)], "stopped alone: SIGCONT to the leader with no membership read")
     }
 
