@@ -9,6 +9,7 @@ extension Daemon {
     func afterDispatch() {
         extensions.registry.flush()
         attemptReexec()
+        guard serviceManager.awaitsSummary(of: core.stateVersion) else { return }
         serviceManager.stateChanged(version: core.stateVersion, logger: logger) { [unowned self] in
             (core.stateVersion, ServiceManager.Summary(core, shuttingDown: core.shuttingDown))
         }

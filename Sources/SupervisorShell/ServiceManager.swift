@@ -62,7 +62,7 @@ final class ServiceManager {
     func stateChanged(
         version: UInt64, logger: Logger, current: @escaping () -> (version: UInt64, summary: Summary)
     ) {
-        guard isListening, summarizedVersion != version, heldBack == nil else { return }
+        guard awaitsSummary(of: version) else { return }
         let now = kernel.now()
         if let last = publishedAt, now < last.adding(seconds: ServiceManager.statusInterval) {
             switch kernel.addTimer(
@@ -80,6 +80,13 @@ final class ServiceManager {
             }
         }
         publish(current(), at: now)
+    }
+
+    /// Whether `stateChanged(version:…)` would do anything: the caller checks first, so that
+    /// the usual dispatch, which changes nothing or falls inside a held-back interval, builds no
+    /// closure.
+    func awaitsSummary(of version: UInt64) -> Bool {
+        isListening && summarizedVersion != version && heldBack == nil
     }
 
     private func publish(_ state: (version: UInt64, summary: Summary), at now: Instant) {
