@@ -206,7 +206,13 @@ public struct Supervisor: Sendable {
         let e = LifecycleEvent(
             at: now, kind: kind, extensionID: r.manifest.id, pid: r.pid, state: r.state,
             assertionID: assertionID, requestID: requestID, detail: detail, lock: lock)
-        if r.recentEvents.count >= ExtensionRecord.historyLimit { r.recentEvents.removeFirst() }
+        if r.recentEvents.count >= ExtensionRecord.historyLimit {
+            r.recentEvents.removeFirst()
+        } else if r.recentEvents.count == r.recentEvents.capacity {
+            // Grown by doubling, but never past the limit: a record's history (about 220
+            // bytes an event) would otherwise settle in a buffer of 32.
+            r.recentEvents.reserveCapacity(min(ExtensionRecord.historyLimit, max(4, 2 * r.recentEvents.count)))
+        }
         r.recentEvents.append(e)
         out.append(.record(e))
     }
