@@ -164,35 +164,13 @@ public struct SupervisorSnapshot: Equatable, Sendable, Codable {
     /// running that has a pid, open requests or assertions; a request or assertion id held
     /// twice, or not below the next id; a host or extension listed twice.
     func inconsistency() -> String? {
-        var ids = Set<String>()
+        var ids = Set<String>(minimumCapacity: records.count)
         var requestIDs = Set<UInt64>()
         var assertionIDs = Set<UInt64>()
-        for r in records {
-            let id = r.manifest.id
-            guard ids.insert(id).inserted else { return "two records have the id '\(id)'" }
-            switch r.phase {
-            case .stopping, .resuming: return "'\(id)' has a stop or resume in flight, which no hand-over carries"
-            default: break
-            }
-            if r.isRunning {
-                if r.pid == nil { return "'\(id)' is \(r.state.rawValue) but has no pid" }
-                if r.generation == 0 { return "'\(id)' is \(r.state.rawValue) but has no process generation" }
-            } else {
-                if let pid = r.pid { return "'\(id)' is not running but has pid \(pid)" }
-                if !r.requests.isEmpty { return "'\(id)' is not running but has \(r.requests.count) open request(s)" }
-                if !r.assertions.isEmpty { return "'\(id)' is not running but holds \(r.assertions.count) assertion(s)" }
-            }
-            for rid in r.requests.map(\.id) + r.pending.map(\.requestID) {
-                guard requestIDs.insert(rid).inserted else { return "request \(rid) is held twice (again by '\(id)')" }
-                if rid >= nextRequestID { return "request \(rid) of '\(id)' is not below the next request id \(nextRequestID)" }
-            }
-            for aid in r.assertions.assertions.map(\.id) {
-                guard assertionIDs.insert(aid).inserted else { return "assertion \(aid) is held twice (again by '\(id)')" }
-                if aid >= nextAssertionID { return "assertion \(aid) of '\(id)' is not below the next assertion id \(nextAssertionID)" }
-            }
-            if let refresh = r.refresh?.inFlight, refresh >= nextAssertionID {
-                return "the refresh \(refresh) of '\(id)' is not below the next assertion id \(nextAssertionID)"
-            }
+        // By index, each record borrowed in place: `for r in records` would copy each one,
+        // retaining every field, on the hand-over's critical path.
+        for i in records.indices {
+            if let problem = inconsistency(of: records[i], &ids, &requestIDs, &assertionIDs) { return problem }
         }
         var subscribed = Set<String>()
         for s in refreshSubscribers where !subscribed.insert(s.extensionID).inserted {
@@ -201,6 +179,42 @@ public struct SupervisorSnapshot: Equatable, Sendable, Codable {
         var hosts = Set<HostID>()
         for f in finishedRequests where !hosts.insert(f.host).inserted {
             return "the finished requests of host \(f.host) are listed twice"
+        }
+        return nil
+    }
+
+    /// What contradicts the rest in record `r`, given the ids the records before it hold
+    /// (which it adds its own to).
+    private func inconsistency(
+        of r: borrowing ExtensionRecord, _ ids: inout Set<String>, _ requestIDs: inout Set<UInt64>, _ assertionIDs: inout Set<UInt64>
+    ) -> String? {
+        let id = r.manifest.id
+        guard ids.insert(id).inserted else { return "two records have the id '\(id)'" }
+        switch r.phase {
+        case .stopping, .resuming: return "'\(id)' has a stop or resume in flight, which no hand-over carries"
+        default: break
+        }
+        if r.isRunning {
+            if r.pid == nil { return "'\(id)' is \(r.state.rawValue) but has no pid" }
+            if r.generation == 0 { return "'\(id)' is \(r.state.rawValue) but has no process generation" }
+        } else {
+            if let pid = r.pid { return "'\(id)' is not running but has pid \(pid)" }
+            if !r.requests.isEmpty { return "'\(id)' is not running but has \(r.requests.count) open request(s)" }
+            if !r.assertions.isEmpty { return "'\(id)' is not running but holds \(r.assertions.count) assertion(s)" }
+        }
+        func held(_ rid: UInt64) -> String? {
+            guard requestIDs.insert(rid).inserted else { return "request \(rid) is held twice (again by '\(id)')" }
+            if rid >= nextRequestID { return "request \(rid) of '\(id)' is not below the next request id \(nextRequestID)" }
+            return nil
+        }
+        for q in r.requests { if let problem = held(q.id) { return problem } }
+        for p in r.pending { if let problem = held(p.requestID) { return problem } }
+        for a in r.assertions.assertions {
+            guard assertionIDs.insert(a.id).inserted else { return "assertion \(a.id) is held twice (again by '\(id)')" }
+            if a.id >= nextAssertionID { return "assertion \(a.id) of '\(id)' is not below the next assertion id \(nextAssertionID)" }
+        }
+        if let refresh = r.refresh?.inFlight, refresh >= nextAssertionID {
+            return "the refresh \(refresh) of '\(id)' is not below the next assertion id \(nextAssertionID)"
         }
         return nil
     }
