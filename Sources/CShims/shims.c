@@ -120,6 +120,50 @@ ssize_t shim_recv_with_fds(int fd, void *buf, size_t len, int *fds, int maxfds, 
     return n;
 }
 
+int shim_recv_batch(int fd, void *buf, size_t slot, int count, int *lengths, int *fds, int *truncated) {
+    if (count < 1 || count > SHIM_MAX_RECEIVE_BATCH) return -EINVAL;
+    struct iovec iov[SHIM_MAX_RECEIVE_BATCH];
+    struct mmsghdr msgs[SHIM_MAX_RECEIVE_BATCH];
+    union {
+        char buf[CMSG_SPACE(sizeof(int) * SHIM_MAX_FDS)];
+        struct cmsghdr align;
+    } control[SHIM_MAX_RECEIVE_BATCH];
+    memset(msgs, 0, sizeof(struct mmsghdr) * (size_t)count);
+    for (int i = 0; i < count; i++) {
+        iov[i].iov_base = (char *)buf + (size_t)i * slot;
+        iov[i].iov_len = slot;
+        msgs[i].msg_hdr.msg_iov = &iov[i];
+        msgs[i].msg_hdr.msg_iovlen = 1;
+        msgs[i].msg_hdr.msg_control = control[i].buf;
+        msgs[i].msg_hdr.msg_controllen = sizeof(control[i].buf);
+    }
+    int n;
+    do {
+        n = recvmmsg(fd, msgs, (unsigned)count, MSG_DONTWAIT | MSG_CMSG_CLOEXEC, NULL);
+    } while (n < 0 && errno == EINTR);
+    if (n < 0) return -errno;
+    for (int i = 0; i < n; i++) {
+        struct msghdr *msg = &msgs[i].msg_hdr;
+        lengths[i] = (int)msgs[i].msg_len;
+        fds[i] = -1;
+        truncated[i] = (msg->msg_flags & (MSG_TRUNC | MSG_CTRUNC)) ? 1 : 0;
+        for (struct cmsghdr *c = CMSG_FIRSTHDR(msg); c != NULL; c = CMSG_NXTHDR(msg, c)) {
+            if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+            int received = (int)((c->cmsg_len - CMSG_LEN(0)) / sizeof(int));
+            int *list = (int *)CMSG_DATA(c);
+            for (int j = 0; j < received; j++) {
+                if (fds[i] < 0) {
+                    fds[i] = list[j];
+                } else {
+                    close(list[j]); // never keep a descriptor nobody asked for
+                    truncated[i] = 1;
+                }
+            }
+        }
+    }
+    return n;
+}
+
 #ifndef CLONE_INTO_CGROUP
 #define CLONE_INTO_CGROUP 0x200000000ULL
 #endif

@@ -187,6 +187,56 @@ public struct PacketSocket: Sendable, Hashable {
         return .datagram(count: rc, descriptor: nfds > 0 ? received : nil, truncated: truncated != 0)
     }
 
+    /// The most datagrams `receive(batchInto:slotSize:_:)` takes in one call.
+    public static let maxReceiveBatch = Int(SHIM_MAX_RECEIVE_BATCH)
+
+    /// Receives up to `buffer.count / slotSize` datagrams (at most `maxReceiveBatch`) with one
+    /// system call (recvmmsg(2)), without waiting, the i-th into the i-th `slotSize` bytes of
+    /// `buffer`, and calls `each` with each outcome in order: `.datagram` (at most one
+    /// descriptor is kept; extras are closed and mark it truncated), then `.closed` if the peer
+    /// closed after them, or `.wouldBlock` alone when nothing waits. Returns how many datagrams
+    /// arrived: fewer than the slots means the socket was drained when it was read.
+    public func receive(
+        batchInto buffer: UnsafeMutableRawBufferPointer, slotSize: Int, _ each: (ReceiveResult) -> Void
+    ) throws(SystemError) -> Int {
+        let slots = min(buffer.count / slotSize, PacketSocket.maxReceiveBatch)
+        precondition(slots >= 1)
+        // On the stack: each slot's length, descriptor and truncation, no allocation per call.
+        let outcome = withUnsafeTemporaryAllocation(of: Int32.self, capacity: 3 * PacketSocket.maxReceiveBatch) { table -> Result<Int, SystemError> in
+            let length = table.baseAddress!, fd = length + PacketSocket.maxReceiveBatch, cut = fd + PacketSocket.maxReceiveBatch
+            var rc = shim_recv_batch(self.fd, buffer.baseAddress, slotSize, Int32(slots), length, fd, cut)
+            if rc == -ECONNRESET {
+                // As in `receive(into:)`: the reset is reported once, before what the peer sent
+                // before closing.
+                rc = shim_recv_batch(self.fd, buffer.baseAddress, slotSize, Int32(slots), length, fd, cut)
+            }
+            if rc < 0 {
+                let e = -rc
+                if e == EAGAIN || e == EWOULDBLOCK {
+                    each(.wouldBlock)
+                    return .success(0)
+                }
+                if e == ECONNRESET || e == ENOTCONN {
+                    each(.closed)
+                    return .success(0)
+                }
+                return .failure(SystemError("receive", errno: e))
+            }
+            var arrived = 0
+            for i in 0..<Int(rc) {
+                // The end of the stream shows as an empty datagram, in every slot left.
+                if length[i] == 0 && fd[i] < 0 {
+                    each(.closed)
+                    break
+                }
+                arrived += 1
+                each(.datagram(count: Int(length[i]), descriptor: fd[i] >= 0 ? fd[i] : nil, truncated: cut[i] != 0))
+            }
+            return .success(arrived)
+        }
+        return try outcome.get()
+    }
+
     /// Bytes sent on this socket that the peer has not read yet (SIOCOUTQ).
     public func unreadBytes() -> Int {
         Int(max(0, shim_unread_bytes(fd)))

@@ -66,29 +66,52 @@ final class Peer {
         return nil
     }
 
-    /// Receives and decodes up to `budget` messages into `buffer`, handing each to `handle`,
-    /// which returns false to stop reading (it ended this peer). Returns nil when the socket is
-    /// drained, the budget is spent or `handle` stopped, else why reading must end.
+    /// Receives and decodes up to `budget` messages, handing each to `handle`, which returns
+    /// false to stop reading (it ended this peer). Returns nil when the socket is drained, the
+    /// budget is spent or `handle` stopped, else why reading must end.
+    ///
+    /// `buffer` holds slots of `WireLimits.maxMessageSize` bytes, and each system call
+    /// (recvmmsg) receives as many datagrams as there are slots: a burst costs one call per
+    /// batch, and a batch that does not fill the slots shows the socket drained without a
+    /// further call. A batch is decoded whole before its first message is handled, so that
+    /// handling may read other peers into the same buffer.
     func read(into buffer: UnsafeMutableRawBufferPointer, budget: Int, _ handle: (Message) -> Bool) -> ReadEnd? {
-        for _ in 0..<budget {
+        let slotSize = WireLimits.maxMessageSize
+        var left = budget
+        while left > 0 {
             guard !isClosed else { return nil }
-            let result: PacketSocket.ReceiveResult
-            do { result = try socket.receive(into: buffer) } catch { return .failed("\(error)") }
-            switch result {
-            case .wouldBlock: return nil
-            case .closed: return .closed
-            case .datagram(let count, let descriptor, let truncated):
-                if let descriptor { PacketSocket.closeReceived(descriptor) }
-                if truncated { return .violation("message over \(WireLimits.maxMessageSize) bytes") }
-                if descriptor != nil && refusesDescriptors { return .violation("sent a descriptor, which is not accepted here") }
-                let message: Message
-                do {
-                    message = try WireDecoder.decode(UnsafeRawBufferPointer(rebasing: buffer[0..<count]))
-                } catch {
-                    return .violation("malformed message: \(error)")
+            let slots = min(buffer.count / slotSize, left, PacketSocket.maxReceiveBatch)
+            var messages: [Message] = []
+            var end: ReadEnd?
+            let arrived: Int
+            do {
+                arrived = try socket.receive(batchInto: UnsafeMutableRawBufferPointer(rebasing: buffer[0..<(slots * slotSize)]), slotSize: slotSize) {
+                    result in
+                    switch result {
+                    case .wouldBlock: return
+                    case .closed: end = end ?? .closed
+                    case .datagram(let count, let descriptor, let truncated):
+                        if let descriptor { PacketSocket.closeReceived(descriptor) }
+                        let slot = messages.count
+                        guard end == nil else { return }
+                        if truncated { return end = .violation("message over \(WireLimits.maxMessageSize) bytes") }
+                        if descriptor != nil && refusesDescriptors { return end = .violation("sent a descriptor, which is not accepted here") }
+                        do {
+                            messages.append(try WireDecoder.decode(UnsafeRawBufferPointer(rebasing: buffer[(slot * slotSize)..<(slot * slotSize + count)])))
+                        } catch {
+                            end = .violation("malformed message: \(error)")
+                        }
+                    }
                 }
-                if !handle(message) { return nil }
+            } catch {
+                return .failed("\(error)")
             }
+            for message in messages {
+                guard !isClosed, handle(message) else { return nil }
+            }
+            if let end { return end }
+            if arrived < slots { return nil }
+            left -= arrived
         }
         return nil
     }

@@ -7,8 +7,12 @@ import SupervisorKernel
 /// queue, and a datagram decoded, before the next one. Owned by the daemon's loop.
 final class WireBuffers {
     private var encoder = WireEncoder()
-    /// Where `Peer.read` receives each datagram.
-    let receive = UnsafeMutableRawBufferPointer.allocate(byteCount: WireLimits.maxMessageSize, alignment: 8)
+    /// How many datagrams `Peer.read` receives with one system call.
+    static let receiveSlots = 8
+    /// Where `Peer.read` receives datagrams: `receiveSlots` slots of the largest message. Only
+    /// the pages a datagram was written to are resident: a slot holding small messages costs
+    /// one page.
+    let receive = UnsafeMutableRawBufferPointer.allocate(byteCount: WireBuffers.receiveSlots * WireLimits.maxMessageSize, alignment: 8)
 
     deinit { receive.deallocate() }
 

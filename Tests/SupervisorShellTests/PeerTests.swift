@@ -119,4 +119,67 @@ struct PeerTests {
         few.maxRequestsPerHost = 8
         #expect(ControlServer.descriptorLimit(few) == OutboundQueue.defaultDescriptorLimit)
     }
+
+    /// Reads `theirs` through `peer.read` with slots for `slots` datagrams.
+    func read(_ peer: Peer, slots: Int, budget: Int = 64) -> (messages: [Message], end: Peer.ReadEnd?) {
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: slots * WireLimits.maxMessageSize, alignment: 8)
+        defer { buffer.deallocate() }
+        var messages: [Message] = []
+        let end = peer.read(into: buffer, budget: budget) { message in
+            messages.append(message)
+            return true
+        }
+        return (messages, end)
+    }
+
+    @Test func aBurstIsReadInBatchesInOrderThenTheCloseAfterIt() throws {
+        let (mine, theirs) = try PacketSocket.pair(nonBlocking: true)
+        let peer = Peer(socket: mine, queueLimit: 1 << 20, refusesDescriptors: false)
+        defer { peer.close() }
+        for tag in 1...11 { _ = try theirs.send(try WireEncoder.encoded(.ok(tag: UInt32(tag)))) }
+        let descriptor = open("/dev/null", O_RDONLY | O_CLOEXEC)
+        try #require(descriptor >= 0)
+        _ = try theirs.send(try WireEncoder.encoded(.ok(tag: 12)), descriptor: descriptor)
+        close(descriptor)
+        theirs.close()
+        // 12 datagrams through 4 slots: three full batches, then the end of the stream.
+        let (messages, end) = read(peer, slots: 4)
+        #expect(messages == (1...12).map { .ok(tag: UInt32($0)) })
+        #expect(end == .closed)
+    }
+
+    @Test func aBatchStopsAtTheBudgetAndAtAnEmptySocket() throws {
+        let (peer, theirs) = try connectedPeer(queueLimit: 1 << 20)
+        defer { peer.close(); theirs.close() }
+        #expect(read(peer, slots: 4).messages.isEmpty, "nothing waiting")
+        for tag in 1...6 { _ = try theirs.send(try WireEncoder.encoded(.ok(tag: UInt32(tag)))) }
+        let first = read(peer, slots: 4, budget: 5)
+        #expect(first.messages == (1...5).map { .ok(tag: UInt32($0)) }, "the budget, over two batches")
+        #expect(first.end == nil)
+        let rest = read(peer, slots: 4)
+        #expect(rest.messages == [.ok(tag: 6)])
+        #expect(rest.end == nil, "drained, still open")
+    }
+
+    @Test func aBadMessageInABatchEndsTheReadAfterTheMessagesBeforeIt() throws {
+        let (mine, theirs) = try PacketSocket.pair(nonBlocking: true)
+        let peer = Peer(socket: mine, queueLimit: 1 << 20, refusesDescriptors: true)
+        defer { peer.close(); theirs.close() }
+        _ = try theirs.send(try WireEncoder.encoded(.ok(tag: 1)))
+        _ = try theirs.send([0xFF, 0x00, 0x01])
+        _ = try theirs.send(try WireEncoder.encoded(.ok(tag: 3)))
+        let (messages, end) = read(peer, slots: 8)
+        #expect(messages == [.ok(tag: 1)])
+        guard case .violation(let why) = end else { Issue.record("not a violation: \(String(describing: end))"); return }
+        #expect(why.hasPrefix("malformed message"), "\(why)")
+
+        let descriptor = open("/dev/null", O_RDONLY | O_CLOEXEC)
+        try #require(descriptor >= 0)
+        defer { close(descriptor) }
+        _ = try theirs.send(try WireEncoder.encoded(.ok(tag: 4)))
+        _ = try theirs.send(try WireEncoder.encoded(.ok(tag: 5)), descriptor: descriptor)
+        let refused = read(peer, slots: 8)
+        #expect(refused.messages == [.ok(tag: 4)])
+        #expect(refused.end == .violation("sent a descriptor, which is not accepted here"))
+    }
 }

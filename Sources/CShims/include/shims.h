@@ -25,6 +25,15 @@ ssize_t shim_send_with_fds(int fd, const void *buf, size_t len, const int *fds, 
 /// `*truncated` is set when the datagram or its control data did not fit.
 /// Returns bytes received (0 on orderly shutdown) or -errno.
 ssize_t shim_recv_with_fds(int fd, void *buf, size_t len, int *fds, int maxfds, int *nfds, int *truncated);
+/// The most datagrams one shim_recv_batch receives.
+#define SHIM_MAX_RECEIVE_BATCH 16
+/// Receives up to `count` datagrams (at most SHIM_MAX_RECEIVE_BATCH) in one recvmmsg(2), the
+/// i-th into `buf + i * slot` (at most `slot` bytes), without waiting (MSG_DONTWAIT): returns how
+/// many arrived (0 is never returned; with none waiting, -EAGAIN), or -errno. For each, `lengths`
+/// gets its length, `fds` the one descriptor it carried (close-on-exec) or -1 (more are closed,
+/// and mark it truncated), and `truncated` 1 when its data or descriptors were cut short.
+/// Retries EINTR.
+int shim_recv_batch(int fd, void *buf, size_t slot, int count, int *lengths, int *fds, int *truncated);
 
 /// The most datagrams `shim_send_batch` sends in one call.
 #define SHIM_MAX_BATCH 64
