@@ -23,6 +23,8 @@ let package = Package(
         .library(name: "ExtensionRuntime", targets: ["ExtensionRuntime"]),
         .library(name: "ExtensionHost", targets: ["ExtensionHost"]),
         .library(name: "ExtensionStatus", targets: ["ExtensionStatus"]),
+        // For the performance suite (Benchmarks/), which times the core's transitions in process.
+        .library(name: "SupervisorCore", targets: ["SupervisorCore"]),
         // The C ABI of the runtime (include/extension_runtime.h, pkg-config extension-runtime) is
         // not a SwiftPM product: libExtensionRuntimeC is a C library (runtime-c/) built by
         // scripts/build-runtime-c.sh, with no Swift runtime in it.

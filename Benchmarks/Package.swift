@@ -38,7 +38,7 @@ let package = Package(
             name: "extensiond-bench",
             dependencies: [
                 "CBenchShims", .product(name: "ExtensionHost", package: "extensiond"),
-                .product(name: "ExtensionStatus", package: "extensiond"),
+                .product(name: "ExtensionStatus", package: "extensiond"), .product(name: "SupervisorCore", package: "extensiond"),
             ]),
     ]
 )

@@ -85,6 +85,11 @@ enum Micro {
             line += "\n"
             _ = line.withCString { write(devnull, $0, strlen($0)) }
         }, "daemon: every event (journal or stderr)"))
+        let core = CoreCycle.run(quick: quick)
+        results.append(("core: end of a request that suspends the extension (1,000 running)", core.end, "daemon: every dismissal, SupervisorCore"))
+        results.append(("core: stopConfirmed", core.stopConfirmed, "daemon: every dismissal, SupervisorCore"))
+        results.append(("core: begin on a suspended extension", core.begin, "daemon: every resume, SupervisorCore"))
+        results.append(("core: continueConfirmed (opens the request)", core.continueConfirmed, "daemon: every resume, SupervisorCore"))
         if sink == 42 { print("") }  // keep the work observable
         return results
     }
