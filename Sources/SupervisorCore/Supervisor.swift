@@ -151,6 +151,7 @@ public struct Supervisor: Sendable {
     /// of the record, no removal and re-insertion), so `body` sees only the record it is given
     /// and must not read `records` (asserted in debug builds).
     mutating func update(_ id: String, _ generation: UInt64?, _ body: (inout Supervisor, inout ExtensionRecord) -> Void) {
+        assert(!lending, "a transition of one record started another, which would find the table lent out")
         guard let i = table.index(forKey: id) else { return }
         var lent = table
         table = [:]
