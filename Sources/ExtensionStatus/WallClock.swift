@@ -54,25 +54,31 @@ public struct WallClock: Sendable, Equatable {
         let month = shiftedMonth < 10 ? shiftedMonth + 3 : shiftedMonth - 9
         let year = yearOfEra + era * 400 + (month <= 2 ? 1 : 0)
 
-        var text: [UInt8] = []
-        text.reserveCapacity(24)
-        func digits(_ value: Int64, _ count: Int) {
-            var divisor: Int64 = 1
-            for _ in 1..<count { divisor *= 10 }
-            var v = value
-            while divisor > 0 {
-                text.append(UInt8(ascii: "0") + UInt8(truncatingIfNeeded: v / divisor % 10))
-                v %= divisor
-                divisor /= 10
+        // Written straight into the string's storage: one allocation, no intermediate array.
+        return String(unsafeUninitializedCapacity: 24) { text in
+            var count = 0
+            func put(_ byte: UInt8) {
+                text[count] = byte
+                count += 1
             }
+            func digits(_ value: Int64, _ width: Int) {
+                var divisor: Int64 = 1
+                for _ in 1..<width { divisor *= 10 }
+                var v = value
+                while divisor > 0 {
+                    put(UInt8(ascii: "0") + UInt8(truncatingIfNeeded: v / divisor % 10))
+                    v %= divisor
+                    divisor /= 10
+                }
+            }
+            digits(year, 4); put(UInt8(ascii: "-"))
+            digits(month, 2); put(UInt8(ascii: "-"))
+            digits(day, 2); put(UInt8(ascii: "T"))
+            digits(secondOfDay / 3_600, 2); put(UInt8(ascii: ":"))
+            digits(secondOfDay / 60 % 60, 2); put(UInt8(ascii: ":"))
+            digits(secondOfDay % 60, 2); put(UInt8(ascii: "."))
+            digits(millisecond, 3); put(UInt8(ascii: "Z"))
+            return count
         }
-        digits(year, 4); text.append(UInt8(ascii: "-"))
-        digits(month, 2); text.append(UInt8(ascii: "-"))
-        digits(day, 2); text.append(UInt8(ascii: "T"))
-        digits(secondOfDay / 3_600, 2); text.append(UInt8(ascii: ":"))
-        digits(secondOfDay / 60 % 60, 2); text.append(UInt8(ascii: ":"))
-        digits(secondOfDay % 60, 2); text.append(UInt8(ascii: "."))
-        digits(millisecond, 3); text.append(UInt8(ascii: "Z"))
-        return String(decoding: text, as: UTF8.self)
     }
 }
