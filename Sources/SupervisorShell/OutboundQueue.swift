@@ -1,3 +1,4 @@
+import ExtensionProtocol
 import ExtensionTransport
 import SupervisorKernel
 
@@ -52,6 +53,15 @@ struct OutboundQueue {
         if queuedBytes + bytes.count > byteLimit || (descriptor != nil && queuedDescriptors >= descriptorLimit) {
             if let descriptor { PacketSocket.closeReceived(descriptor) }
             return .overflow
+        }
+        // An `events` message joins an `events` message waiting last, when one datagram holds
+        // both: a monitor that lags then reads the events of many loop iterations per wake-up.
+        if descriptor == nil, key == nil, head < items.count, items[items.count - 1].descriptor == nil, items[items.count - 1].key == nil {
+            let before = items[items.count - 1].bytes.count
+            if Message.appendEvents(bytes, to: &items[items.count - 1].bytes) {
+                queuedBytes += items[items.count - 1].bytes.count - before
+                return .queued
+            }
         }
         // A copy of exactly its size: `bytes` is usually the caller's reused encoding buffer,
         // whose capacity (grown by its largest message) the queue would otherwise keep alive

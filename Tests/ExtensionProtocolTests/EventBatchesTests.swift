@@ -63,4 +63,27 @@ struct EventBatchesTests {
         #expect(messages.first == .events(json: [object(0, size: 100)]) && messages.last == .events(json: [object(1, size: 100)]))
         #expect(throws: WireError.fieldTooLong("events", WireLimits.maxChunk + 1)) { try WireEncoder.encoded(messages[1]) }
     }
+
+    @Test func queuedEventsMessagesJoinInOrderWhileOneDatagramHoldsThem() throws {
+        let first = (0..<3).map { object($0, size: 200) }, second = (3..<5).map { object($0, size: 200) }
+        var batch = try WireEncoder.encoded(.events(json: first))
+        #expect(Message.appendEvents(try WireEncoder.encoded(.events(json: second)), to: &batch))
+        #expect(try WireDecoder.decode(batch) == .events(json: first + second))
+
+        // Not an `events` message, on either side: nothing changes.
+        let before = batch
+        #expect(!Message.appendEvents(try WireEncoder.encoded(.ok(tag: 1)), to: &batch))
+        var ok = try WireEncoder.encoded(.ok(tag: 1))
+        #expect(!Message.appendEvents(try WireEncoder.encoded(.events(json: second)), to: &ok))
+        let plainOK = try WireEncoder.encoded(.ok(tag: 1))
+        #expect(batch == before && ok == plainOK)
+
+        // Past one datagram: refused, the batch unchanged.
+        var full = try WireEncoder.encoded(.events(json: (0..<300).map { object($0, size: 200) }))
+        let large = try WireEncoder.encoded(.events(json: (0..<30).map { object($0, size: 200) }))
+        let fullBefore = full
+        #expect(full.count + large.count - WireLimits.headerSize - 2 > WireLimits.maxMessageSize)
+        #expect(!Message.appendEvents(large, to: &full))
+        #expect(full == fullBefore)
+    }
 }

@@ -182,4 +182,33 @@ struct PeerTests {
         #expect(refused.messages == [.ok(tag: 4)])
         #expect(refused.end == .violation("sent a descriptor, which is not accepted here"))
     }
+
+    @Test func eventsWaitingForALaggingReaderJoinIntoFewerDatagramsInOrder() throws {
+        let (peer, theirs) = try connectedPeer(queueLimit: 1 << 22)
+        defer { peer.close(); theirs.close() }
+        var encoder = WireEncoder()
+        func event(_ n: Int) -> [UInt8] { Array("{\"n\":\(n),\"pad\":\"\(String(repeating: "x", count: 180))\"}".utf8) }
+        // One `events` message per loop iteration, as the daemon sends them, far more than the
+        // socket holds; an answer in the middle keeps its place.
+        var sent = 0
+        for iteration in 0..<2_000 {
+            let objects = (0..<3).map { event(iteration * 3 + $0) }
+            sent += 1
+            #expect(peer.send(.events(json: objects), encoder: &encoder) == .accepted)
+            if iteration == 1_500 { #expect(peer.send(.ok(tag: 9), encoder: &encoder) == .accepted) }
+        }
+        var got: [Message] = try received(theirs)
+        while peer.hasUnsent {
+            #expect(peer.flush(Poll.output) == nil)
+            let more = try received(theirs)
+            if more.isEmpty { break }
+            got += more
+        }
+        let events = got.flatMap { m -> [[UInt8]] in if case .events(let objects) = m { objects } else { [] } }
+        #expect(events == (0..<6_000).map(event), "every event, once, in order")
+        #expect(got.count < sent, "\(got.count) datagrams for \(sent) messages: the queued ones joined")
+        let answer = try #require(got.firstIndex(of: .ok(tag: 9)))
+        let before = got[..<answer].flatMap { m -> [[UInt8]] in if case .events(let objects) = m { objects } else { [] } }
+        #expect(before.count == 1_501 * 3, "the answer comes after the events sent before it and before the rest")
+    }
 }
