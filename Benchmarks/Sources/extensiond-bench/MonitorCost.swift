@@ -1,18 +1,22 @@
 import ExtensionHost
+import ExtensionProtocol
+import ExtensionTransport
 import Foundation
 import Synchronization
 
 /// A monitor connection that only counts the events it receives: the cheapest reader, so that
-/// the bench, which shares the CPUs with the daemon, takes as little from it as it can.
+/// the bench, which shares the CPUs with the daemon, takes as little from it as it can. It reads
+/// the count of each `events` message from its header and decodes nothing else (a
+/// `ControlClient` would copy out every event's JSON and call a handler for each).
 final class MonitorCounter: Sendable {
     /// The count, and the semaphore a waiter sleeps on; shared with the reader thread.
     final class Count: Sendable {
         let state = Mutex<(count: Int, target: Int?)>((0, nil))
         let reached = DispatchSemaphore(value: 0)
 
-        func add() {
+        func add(_ n: Int) {
             let wake = state.withLock { s -> Bool in
-                s.count += 1
+                s.count += n
                 guard let target = s.target, s.count >= target else { return false }
                 s.target = nil
                 return true
@@ -21,22 +25,39 @@ final class MonitorCounter: Sendable {
         }
     }
 
-    private let client: ControlClient
+    private let socket: PacketSocket
     private let counted = Count()
+    private let done = DispatchSemaphore(value: 0)
 
     init(socketPath: String) throws {
-        client = try ControlClient(socketPath: socketPath)
-        let counted = self.counted
-        // The reader thread the handler starts inherits this thread's nice value (per thread on
-        // Linux), raised for the moment: in the bursts, 1,600 chains keep both CPUs busy, and a
-        // counting thread with an equal share of them falls the 1 MiB behind for which the
-        // daemon cuts a monitor off (docs/security.md). The figure is the daemon's CPU, which
-        // the reader's priority does not change.
+        socket = try PacketSocket.connect(path: socketPath)
+        _ = try socket.send(try WireEncoder.encoded(.monitor(tag: 1)))
+        let reply = UnsafeMutableRawBufferPointer.allocate(byteCount: WireLimits.maxMessageSize, alignment: 8)
+        defer { reply.deallocate() }
+        guard case .datagram(let n, _, _) = try socket.receive(into: reply),
+            case .ok = try WireDecoder.decode(UnsafeRawBufferPointer(rebasing: reply[0..<n]))
+        else { throw BenchError("the daemon did not accept the monitor") }
+        let (socket, counted, done) = (self.socket, self.counted, self.done)
+        // The reader thread inherits this thread's nice value (per thread on Linux), raised for
+        // the moment: in the bursts, 1,600 chains keep both CPUs busy, and a reader with an
+        // equal share of them falls the 1 MiB behind for which the daemon cuts a monitor off
+        // (docs/security.md). The figure is the daemon's CPU, which the reader does not change.
         let nice = getpriority(__priority_which_t(PRIO_PROCESS.rawValue), 0)
         setpriority(__priority_which_t(PRIO_PROCESS.rawValue), 0, -10)
-        client.setEventHandler { _ in counted.add() }
+        Thread.detachNewThread {
+            let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: WireLimits.maxMessageSize, alignment: 8)
+            defer {
+                buffer.deallocate()
+                done.signal()
+            }
+            let events = MessageKind.events.rawValue, header = WireLimits.headerSize
+            while case .datagram(let n, let descriptor, _) = try? socket.receive(into: buffer) {
+                if let descriptor { PacketSocket.closeReceived(descriptor) }
+                guard n >= header + 2, buffer[1] == events else { continue }
+                counted.add(Int(buffer[header]) | Int(buffer[header + 1]) << 8)
+            }
+        }
         setpriority(__priority_which_t(PRIO_PROCESS.rawValue), 0, nice)
-        _ = try client.call { .monitor(tag: $0) }
     }
 
     var count: Int { counted.state.withLock { $0.count } }
@@ -54,10 +75,13 @@ final class MonitorCounter: Sendable {
         }
     }
 
-    /// Closes the connection; `barrier` (a round trip through the daemon's loop) makes sure the
-    /// daemon has dropped it before the next measurement.
+    /// Closes the connection (the reader sees its end and stops); `barrier` (a round trip
+    /// through the daemon's loop) makes sure the daemon has dropped it before the next
+    /// measurement.
     func close(barrier: ExtensionHostConnection) throws {
-        client.close()
+        shutdown(socket.fd, Int32(SHUT_RDWR))
+        done.wait()
+        socket.close()
         try barrier.prewarm([])
     }
 }
