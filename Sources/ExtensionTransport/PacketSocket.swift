@@ -177,12 +177,7 @@ public struct PacketSocket: Sendable, Hashable {
             // first, once, but datagrams it sent before closing are still queued: read them.
             rc = shim_recv_with_fds(fd, buffer.baseAddress, buffer.count, &received, 1, &nfds, &truncated)
         }
-        if rc < 0 {
-            let e = Int32(-rc)
-            if e == EAGAIN || e == EWOULDBLOCK { return .wouldBlock }
-            if e == ECONNRESET || e == ENOTCONN { return .closed }
-            throw SystemError("receive", errno: e)
-        }
+        if rc < 0 { return try PacketSocket.outcome(ofFailedReceive: Int32(-rc)) }
         if rc == 0 && nfds == 0 { return .closed }
         return .datagram(count: rc, descriptor: nfds > 0 ? received : nil, truncated: truncated != 0)
     }
@@ -211,16 +206,11 @@ public struct PacketSocket: Sendable, Hashable {
                 rc = shim_recv_batch(self.fd, buffer.baseAddress, slotSize, Int32(slots), length, fd, cut)
             }
             if rc < 0 {
-                let e = -rc
-                if e == EAGAIN || e == EWOULDBLOCK {
-                    each(.wouldBlock)
-                    return .success(0)
+                let failed = Result { () throws(SystemError) in try PacketSocket.outcome(ofFailedReceive: -rc) }
+                return failed.map { result in
+                    each(result)
+                    return 0
                 }
-                if e == ECONNRESET || e == ENOTCONN {
-                    each(.closed)
-                    return .success(0)
-                }
-                return .failure(SystemError("receive", errno: e))
             }
             var arrived = 0
             for i in 0..<Int(rc) {
@@ -235,6 +225,14 @@ public struct PacketSocket: Sendable, Hashable {
             return .success(arrived)
         }
         return try outcome.get()
+    }
+
+    /// What a receive that failed with `errno` means: nothing waiting, or the peer gone; any
+    /// other error is thrown.
+    private static func outcome(ofFailedReceive errno: Int32) throws(SystemError) -> ReceiveResult {
+        if errno == EAGAIN || errno == EWOULDBLOCK { return .wouldBlock }
+        if errno == ECONNRESET || errno == ENOTCONN { return .closed }
+        throw SystemError("receive", errno: errno)
     }
 
     /// Bytes sent on this socket that the peer has not read yet (SIOCOUTQ).
