@@ -106,8 +106,9 @@ final class ControlServer {
         return (listener.fd, ownedPath, nextHostID, list)
     }
 
-    /// Whether a connection has messages its socket did not take yet, or a batch is open.
-    var isBusy: Bool { batchDepth > 0 || connections.values.contains { $0.endpoint.hasUnsent } }
+    /// Whether a connection has messages its socket did not take yet, monitor events wait to
+    /// be sent, or a batch is open.
+    var isBusy: Bool { batchDepth > 0 || !monitorFeed.isEmpty || connections.values.contains { $0.endpoint.hasUnsent } }
 
     /// Starts accepting connections, and reading those there already are (handed over).
     func start() throws(SystemError) {

@@ -114,7 +114,15 @@ extension Daemon {
                 let how = status.map { "\($0)" } ?? "did not finish within \(checkSeconds) s"
                 return withoutDocument("\(executable) refused the hand-over (\(how))\(said.map { ": \($0)" } ?? "")")
             }
-            report = said.map { " (\(UntrustedText.escaped($0)))" } ?? ""
+            // Exiting 0 is not enough: the check says what it read, and that must be what was
+            // written (a stub that exits 0 would otherwise replace the daemon).
+            let expected = Self.checkReport(document)
+            guard let said, said.hasPrefix(expected + ":") else {
+                return withoutDocument(
+                    "\(executable) exited 0 but did not confirm the hand-over (expected a line starting \"\(expected):\", got \(said.map { "\"\(UntrustedText.escaped($0))\"" } ?? "nothing"))"
+                )
+            }
+            report = " (\(UntrustedText.escaped(said)))"
         }
         let checked = kernel.now()
         logger.notice(
@@ -128,6 +136,12 @@ extension Daemon {
         // Still here: the exec failed, and this daemon goes on.
         serviceManager.ready(status: statusLine())
         return withoutDocument("\(failure)")
+    }
+
+    /// What a check that read `document` says first: `1455 extension record(s), 1000
+    /// process(es), 4 connection(s)` (then `: decoded in …`).
+    static func checkReport(_ document: HandoverDocument) -> String {
+        "\(document.core.records.count) extension record(s), \(document.processes.count) process(es), \(document.connections.count) connection(s)"
     }
 
     /// The time from `start` to `end` as `12.3 ms`.
@@ -192,7 +206,7 @@ extension Daemon {
             let core = try Supervisor(restoring: document.core, limits: limits, now: kernel.now())
             let restored = kernel.now()
             return .success(
-                "\(core.records.count) extension record(s), \(document.processes.count) process(es), \(document.connections.count) connection(s): decoded in \(milliseconds(read, decoded)), restored in \(milliseconds(decoded, restored)); the document read in \(milliseconds(start, read))"
+                "\(checkReport(document)): decoded in \(milliseconds(read, decoded)), restored in \(milliseconds(decoded, restored)); the document read in \(milliseconds(start, read))"
             )
         } catch let error as DaemonError {
             return .failure(error)

@@ -214,8 +214,10 @@ public final class Daemon {
             for effect in effects where effect.isStop { perform(effect) }
             for effect in effects where !effect.isStop { perform(effect) }
         }
-        afterDispatch()
+        // The iteration's monitor events go out before `afterDispatch`, which may re-exec the
+        // daemon (`attemptReexec`): what is still in this process at the execve is lost.
         server.dispatchEnded()
+        afterDispatch()
     }
 
     private func perform(_ effect: Effect) {

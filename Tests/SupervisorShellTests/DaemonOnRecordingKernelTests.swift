@@ -246,10 +246,21 @@ struct DaemonOnRecordingKernelTests {
         // Accepted: the program is executed on the document (which the recording kernel's
         // execve refuses, so this daemon goes on, and removes it).
         k.clearCalls()
-        k.childResult = .success((.exited(0), "1 extension record(s), 0 process(es), 0 connection(s)"))
+        // A check that exits 0 but does not say it read this document (a stub) is refused.
+        for output in ["", "2 extension record(s), 0 process(es), 0 connection(s): decoded in 1.0 ms"] {
+            k.clearCalls()
+            k.childResult = .success((.exited(0), output))
+            daemon.requestReexec(from: nil)
+            k.advance(to: k.clock)
+            #expect(k.calls.contains { if case .finishChild = $0 { true } else { false } })
+            #expect(k.executions.isEmpty, "not confirmed by \"\(output)\"")
+            #expect(k.files[path] == nil)
+        }
+        k.clearCalls()
+        k.childResult = .success((.exited(0), "1 extension record(s), 0 process(es), 0 connection(s): decoded in 1.0 ms, restored in 0.1 ms"))
         daemon.requestReexec(from: nil)
         k.advance(to: k.clock)
-        #expect(k.childInputs.count == 2 && k.childInputs.allSatisfy { $0 != nil }, "neither check was abandoned")
+        #expect(k.childInputs.count == 4 && k.childInputs.allSatisfy { $0 != nil }, "no check was abandoned")
         let execution = try #require(k.executions.last)
         #expect(Array(execution.arguments.suffix(2)) == ["--handover", path])
         let checked = try index { if case .finishChild = $0 { true } else { false } }
@@ -265,5 +276,73 @@ struct DaemonOnRecordingKernelTests {
         #expect(k.calls.contains { if case .finishChild = $0 { true } else { false } })
         #expect(k.executions.count == executions, "a document that could not be written is not taken over")
         #expect(k.calls.contains(.removeFile(path)), "whatever was written of it is removed")
+    }
+
+    /// A re-exec waiting for a stop in flight goes ahead in the dispatch that settles it, here
+    /// the leader's exit seen through its pidfd: the events of that dispatch (the crash) reach
+    /// the monitor before the execve, which would otherwise take them along unsent.
+    @Test func theEventsOfTheDispatchThatLetsAReexecGoAheadReachTheMonitorsFirst() throws {
+        let k = kernel
+        defer {
+            daemon.finish()
+            buffer.deallocate()
+        }
+        let listenerFD = try #require(k.watches.first { !$0.cancelled }?.fd)
+        let host = try PacketSocket.connect(path: socketPath)
+        defer { host.close() }
+        try host.setNonBlocking()
+        var known = Set(k.watches.map(\.fd))
+        #expect(k.fire(fd: listenerFD))
+        let connectionFD = try #require(newestWatch(excluding: known))
+        let monitor = try PacketSocket.connect(path: socketPath)
+        defer { monitor.close() }
+        try monitor.setNonBlocking()
+        known = Set(k.watches.map(\.fd))
+        #expect(k.fire(fd: listenerFD))
+        let monitorFD = try #require(newestWatch(excluding: known))
+        try send(.monitor(tag: 1), on: monitor)
+        #expect(k.fire(fd: monitorFD))
+        _ = try messages(on: monitor)
+
+        try send(.begin(tag: 1, extensionID: Self.id), on: host)
+        #expect(k.fire(fd: connectionFD))
+        let pid: Int32 = 4242
+        let pidfd: Int32 = 7
+        let runtime = try #require(k.runtimeChannels[pid])
+        defer { runtime.close() }
+        try runtime.setNonBlocking()
+        let channelFD = try #require(k.watches.last { !$0.cancelled && ![pidfd, connectionFD, listenerFD, monitorFD].contains($0.fd) }?.fd)
+        try send(.ready, on: runtime)
+        #expect(k.fire(fd: channelFD))
+        let delivered = try messages(on: runtime)
+        guard case .deliver(let requestID)? = delivered.first?.0 else {
+            Issue.record("no deliver: \(delivered.map(\.0))")
+            return
+        }
+        for (_, fd) in delivered { if let fd { close(fd) } }
+        for (_, fd) in try messages(on: host) { if let fd { close(fd) } }
+
+        // Dismissed: the SIGSTOP is sent and the stop is in flight.
+        try send(.end(tag: 2, requestID: requestID), on: host)
+        #expect(k.fire(fd: connectionFD))
+        _ = try messages(on: monitor)
+        #expect(daemon.core.records[Self.id]?.phase == .stopping(wasExpiring: false))
+
+        // SIGUSR2 meanwhile: the re-exec waits for the stop.
+        daemon.requestReexec(from: nil)
+        k.advance(to: k.clock)
+        #expect(k.executions.isEmpty, "it waits while the stop is in flight")
+
+        var atExecve: [Message]?
+        k.onExecute = { atExecve = (try? messages(on: monitor))?.map(\.0) ?? [] }
+        // The leader dies during its stop; its exit settles the daemon.
+        k.exits[pidfd] = .exited(3)
+        #expect(k.fire(fd: pidfd))
+        #expect(k.executions.count == 1, "the re-exec went ahead in the exit's dispatch")
+        let events = (atExecve ?? []).flatMap { m -> [String] in
+            guard case .events(json: let objects) = m else { return [] }
+            return objects.map { String(decoding: $0, as: UTF8.self) }
+        }
+        #expect(events.contains { $0.contains(#""event":"crash""#) }, "the monitor had the crash before the execve: \(events)")
     }
 }
