@@ -17,6 +17,29 @@ extension LinuxKernel {
         return path
     }
 
+    /// The program a daemon started as `argv0` runs, as a path that names whatever file is
+    /// there when it is used (so that a re-exec runs the file a package upgrade or a moved
+    /// symbolic link put there): `argv0` itself when absolute; made absolute against the
+    /// working directory when it has a `/`; else the first executable file of that name on
+    /// `$PATH`. Nil when none is found.
+    public static func programPath(invokedAs argv0: String) -> String? {
+        if argv0.hasPrefix("/") { return argv0 }
+        func absolute(_ path: String) -> String? {
+            if path.hasPrefix("/") { return path }
+            guard let cwd = getcwd(nil, 0) else { return nil }
+            defer { free(cwd) }
+            return String(cString: cwd) + "/" + path
+        }
+        if argv0.contains("/") { return absolute(argv0) }
+        guard !argv0.isEmpty, let search = getenv("PATH") else { return nil }
+        for directory in String(cString: search).split(separator: ":", omittingEmptySubsequences: false) {
+            let candidate = (directory.isEmpty ? "." : String(directory)) + "/" + argv0
+            var st = stat()
+            if access(candidate, X_OK) == 0 && stat(candidate, &st) == 0 && st.st_mode & S_IFMT == S_IFREG { return absolute(candidate) }
+        }
+        return nil
+    }
+
     /// F_SETPIPE_SZ (F_LINUX_SPECIFIC_BASE + 7), which Glibc exports only with _GNU_SOURCE.
     static let setPipeSize: Int32 = 1031
 

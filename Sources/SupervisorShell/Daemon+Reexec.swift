@@ -60,7 +60,17 @@ extension Daemon {
     /// /dev/stdin`), so that its program's start overlaps the snapshot and its encoding.
     private func reexec(requester: HandoverDocument.Requester?) -> String? {
         let start = kernel.now()
-        guard let executable = kernel.executablePath() else { return "the daemon's program cannot be found on disk (/proc/self/exe)" }
+        guard let executable = reexecution.programPath ?? kernel.executablePath() else {
+            return "the daemon's program cannot be found on disk (/proc/self/exe)"
+        }
+        // The file checked must be the file executed: its identity now, compared right before
+        // the execve (a package upgrade that lands during the check is refused, not run
+        // unchecked).
+        let checkedFile: FileStatus
+        switch kernel.status(executable, followLinks: true) {
+        case .success(let st): checkedFile = st
+        case .failure(let e): return "\(executable) cannot be run to check the hand-over: \(e)"
+        }
         // The check blocks the loop, and with it the watchdog's pings: one goes first, and the
         // check gets at most half the watchdog's interval.
         let checkSeconds = Reexecution.checkSeconds(watchdogMicroseconds: kernel.watchdogInterval())
@@ -112,7 +122,7 @@ extension Daemon {
             let said = output.split(separator: "\n").last.map(String.init)
             guard status == .exited(0) else {
                 let how = status.map { "\($0)" } ?? "did not finish within \(checkSeconds) s"
-                return withoutDocument("\(executable) refused the hand-over (\(how))\(said.map { ": \($0)" } ?? "")")
+                return withoutDocument("\(executable) refused the hand-over (\(how))\(said.map { ": \(UntrustedText.escaped($0))" } ?? "")")
             }
             // Exiting 0 is not enough: the check says what it read, and that must be what was
             // written (a stub that exits 0 would otherwise replace the daemon).
@@ -123,6 +133,10 @@ extension Daemon {
                 )
             }
             report = " (\(UntrustedText.escaped(said)))"
+        }
+        guard case .success(let now) = kernel.status(executable, followLinks: true), now.identity == checkedFile.identity, now.size == checkedFile.size
+        else {
+            return withoutDocument("\(executable) was replaced while it checked the hand-over; ask again to check the new file")
         }
         let checked = kernel.now()
         logger.notice(

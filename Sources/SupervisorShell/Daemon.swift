@@ -38,7 +38,7 @@ public final class Daemon {
         var options = given
         self.logger = logger
         self.kernel = kernel
-        reexecution = Reexecution(commandLine: options.commandLine)
+        reexecution = Reexecution(commandLine: options.commandLine, programPath: options.programPath)
         // A hand-over document is read first and removed at once: it is read only once.
         let start = kernel.now()
         let handover = try options.handoverPath.map { path in

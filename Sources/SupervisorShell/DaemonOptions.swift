@@ -25,6 +25,10 @@ public struct DaemonOptions: Sendable {
     /// The arguments the daemon was started with (without the program's name): a re-exec
     /// starts the new program with the same ones.
     public var commandLine: [String] = []
+    /// The program the daemon was started as, a path that names whatever file is there when a
+    /// re-exec runs it (`LinuxKernel.programPath(invokedAs:)`); nil falls back on the running
+    /// program's file (`Kernel.executablePath`).
+    public var programPath: String?
     /// A hand-over document left by the daemon this one replaces (`--handover`): the state
     /// and descriptors to take over instead of starting afresh.
     public var handoverPath: String?

@@ -7,11 +7,15 @@ import SupervisorKernel
 final class Reexecution {
     /// The arguments the daemon was started with, given to the program that replaces it.
     let commandLine: [String]
+    /// The path the daemon was started by, which a re-exec runs (nil: the running program's
+    /// file).
+    let programPath: String?
     /// After a hand-over: the `extctl reexec` to answer, and the version of the daemon replaced.
     private var answer: (requester: HandoverDocument.Requester, previousVersion: String)?
 
-    init(commandLine: [String]) {
+    init(commandLine: [String], programPath: String? = nil) {
         self.commandLine = commandLine
+        self.programPath = programPath
     }
 
     /// Keeps the answer the new daemon owes once it serves (`takeAnswer`).

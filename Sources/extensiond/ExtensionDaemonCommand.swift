@@ -146,6 +146,7 @@ struct ExtensionDaemonCommand: ParsableCommand {
         if let stateDirectory { options.stateDirectory = stateDirectory }
         options.socketGroup = socketGroup
         options.commandLine = Self.replacementArguments(Array(CommandLine.arguments.dropFirst()))
+        options.programPath = CommandLine.arguments.first.flatMap { LinuxKernel.programPath(invokedAs: $0) }
         options.handoverPath = handover
         let daemon: Daemon
         do {

@@ -208,6 +208,33 @@ struct ReexecTests {
     /// The check runs with the daemon's own arguments, so a configuration the new program would
     /// refuse (broken on disk since the daemon started) refuses the re-exec before the
     /// `execve`, naming the file and what is wrong; the old daemon serves on.
+    /// A daemon started through a symbolic link (`current` → one version, as some deployments
+    /// switch versions) re-executes what the link names when asked, not the file it started
+    /// from: the program is found by the path it was started as, not by `/proc/self/exe`.
+    @Test func aDaemonStartedThroughALinkRunsWhatTheLinkNamesNow() throws {
+        let daemon = try start()
+        let pid = try #require(daemon.process?.processIdentifier)
+        daemon.stop()
+        let first = daemon.directory + "/v1-extensiond"
+        let second = daemon.directory + "/v2-extensiond"
+        #expect(rename(daemon.daemonExecutable, first) == 0)
+        try Executables.copy(BuildProducts.path("extensiond"), to: second)
+        let link = daemon.directory + "/current"
+        #expect(symlink(first, link) == 0)
+        daemon.daemonExecutable = link
+        try daemon.start()
+        let started = try #require(daemon.process?.processIdentifier)
+        #expect(started != pid)
+        #expect(try FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(started)/exe") == first)
+        // The link now names the other version.
+        #expect(unlink(link) == 0 && symlink(second, link) == 0)
+        let reexec = try daemon.extctl(["reexec"])
+        #expect(reexec.status == 0, "\(reexec)")
+        #expect(daemon.process?.processIdentifier == started && daemon.process?.isRunning == true)
+        #expect(try FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(started)/exe") == second, "the program the link names now runs")
+        #expect(try daemon.extctl(["list"]).status == 0)
+    }
+
     @Test func aConfigurationTheNewProgramRefusesRefusesTheReexec() throws {
         let daemon = try start()
         let pid = try #require(daemon.process?.processIdentifier)

@@ -39,6 +39,7 @@ struct DaemonOnRecordingKernelTests {
             kind: .regular, permissions: 0o644, owner: 1000, group: 1000, size: Int64(k.files["/ext/widget.json"]!.utf8.count),
             identity: FileIdentity(device: 1, inode: 10))
         k.statuses[Self.executable] = FileStatus(kind: .regular, permissions: 0o755, owner: 0, group: 0, size: 1, identity: FileIdentity(device: 1, inode: 11))
+        k.statuses["/usr/bin/extensiond"] = FileStatus(kind: .regular, permissions: 0o755, owner: 0, group: 0, size: 9, identity: FileIdentity(device: 1, inode: 12))
         var options = DaemonOptions(kernel: k, socketPath: socketPath, extensionDirectories: ["/ext"])
         options.stateDirectory = "/state"
         options.containment = .processGroup
@@ -266,6 +267,21 @@ struct DaemonOnRecordingKernelTests {
         let checked = try index { if case .finishChild = $0 { true } else { false } }
         #expect(try checked < index { if case .execute = $0 { true } else { false } })
         #expect(k.files[path] == nil)
+
+        // The program is replaced on disk while it checks: what was checked is not what would be
+        // executed, so nothing is, and the document is removed.
+        k.clearCalls()
+        k.childResult = nil
+        let program = try #require(k.statuses["/usr/bin/extensiond"])
+        k.whileAChildRuns = { k.statuses["/usr/bin/extensiond"]?.identity = FileIdentity(device: 1, inode: 13) }
+        let executed = k.executions.count
+        daemon.requestReexec(from: nil)
+        k.advance(to: k.clock)
+        #expect(k.calls.contains { if case .finishChild = $0 { true } else { false } })
+        #expect(k.executions.count == executed, "a program replaced during its check is not executed")
+        #expect(k.files[path] == nil)
+        k.whileAChildRuns = nil
+        k.statuses["/usr/bin/extensiond"] = program
 
         // The file cannot be written: refused, though the check accepted, and nothing executed.
         k.clearCalls()

@@ -397,6 +397,8 @@ final class RecordingKernel: Kernel {
     /// report); each program started (`startChild`), and the input each child was given, or nil
     /// when it was abandoned.
     var childResult: Result<(status: ExitStatus?, output: String), SystemError>?
+    /// Called while each child runs (`finish`): what happens on the system meanwhile.
+    var whileAChildRuns: (() -> Void)?
     var childrenRun: [[String]] = []
     var childInputs: [[UInt8]?] = []
     /// Each execve asked for: the program, its arguments and the descriptors kept.
@@ -416,6 +418,7 @@ final class RecordingKernel: Kernel {
         childInputs.append(Array(input.joined()))
         calls.append(.finishChild(child.pid))
         whileItRuns()
+        whileAChildRuns?()
         if let childResult { return childResult }
         guard let document = try? HandoverFile.decode(Array(input.joined()), kernel: self) else {
             return .success((.exited(1), "not a hand-over document"))
