@@ -39,7 +39,8 @@ struct DaemonOnRecordingKernelTests {
             kind: .regular, permissions: 0o644, owner: 1000, group: 1000, size: Int64(k.files["/ext/widget.json"]!.utf8.count),
             identity: FileIdentity(device: 1, inode: 10))
         k.statuses[Self.executable] = FileStatus(kind: .regular, permissions: 0o755, owner: 0, group: 0, size: 1, identity: FileIdentity(device: 1, inode: 11))
-        k.statuses["/usr/bin/extensiond"] = FileStatus(kind: .regular, permissions: 0o755, owner: 0, group: 0, size: 9, identity: FileIdentity(device: 1, inode: 12))
+        k.statuses["/usr/bin/extensiond"] = FileStatus(
+            kind: .regular, permissions: 0o755, owner: 0, group: 0, size: 9, identity: FileIdentity(device: 1, inode: 12))
         var options = DaemonOptions(kernel: k, socketPath: socketPath, extensionDirectories: ["/ext"])
         options.stateDirectory = "/state"
         options.containment = .processGroup
