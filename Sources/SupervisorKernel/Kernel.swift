@@ -262,16 +262,17 @@ public protocol Kernel: AnyObject {
     /// the kernel appends once a package upgrade has replaced the file), or nil.
     func executablePath() -> String?
     /// Starts `path` with `arguments` as a child whose stdin is a pipe `finish` writes and whose
-    /// stdout and stderr are collected; it has `seconds` from now to exit. Every child started
-    /// is ended by exactly one `finish` or `abandon`.
+    /// stdout and stderr are collected, in a process group of its own; it has `seconds` from
+    /// now to exit. Every child started is ended by exactly one `finish` or `abandon`, which end
+    /// its process group with it.
     func startChild(_ path: String, arguments: [String], seconds: Double) -> Result<ChildProgram, SystemError>
     /// Writes `input` (its parts one after another, as one stream) on `child`'s stdin and
     /// closes it, calls `whileItRuns` (once, whatever happens), then waits until its deadline at
     /// most for it to exit: its exit status and what it wrote on stdout and stderr (a child
-    /// still running at the deadline is killed, and its status is nil). The daemon's loop does
-    /// not run meanwhile.
+    /// still running at the deadline is killed, and its status is nil); whatever else is left
+    /// in its process group is killed. The daemon's loop does not run meanwhile.
     func finish(_ child: ChildProgram, input: [[UInt8]], whileItRuns: () -> Void) -> Result<(status: ExitStatus?, output: String), SystemError>
-    /// Kills `child` and reaps it.
+    /// Kills `child` and its process group, and reaps `child`.
     func abandon(_ child: ChildProgram)
     /// execve(2) of `path` in place of this process, with this environment, the descriptors
     /// `keeping` inherited (every other one stays close-on-exec). Returns only on failure,

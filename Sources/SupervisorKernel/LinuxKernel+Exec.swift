@@ -80,7 +80,10 @@ extension LinuxKernel {
         var none = sigset_t()
         sigemptyset(&none)
         posix_spawnattr_setsigmask(&attributes, &none)
-        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK))
+        // A process group of its own, ended with it (`finish`, `abandon`): nothing it starts
+        // outlives the check.
+        posix_spawnattr_setpgroup(&attributes, 0)
+        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETPGROUP))
         var pid: pid_t = 0
         let rc = withCStrings([path] + arguments) { argv in posix_spawn(&pid, path, &actions, &attributes, argv, environ) }
         posix_spawn_file_actions_destroy(&actions)
@@ -110,8 +113,8 @@ extension LinuxKernel {
     /// calls `whileItRuns` (also when the deadline came first, or the output ended), reads its
     /// output until its end of file or the child's exit, whichever comes first (keeping what
     /// arrives until 64 KiB is held, then reading and dropping the rest), then waits for its
-    /// exit on its pidfd. A child still running at the
-    /// deadline gets SIGKILL and is reaped; its status is nil. Every descriptor of `child` is
+    /// exit on its pidfd. Its process group then gets SIGKILL, so that nothing it started
+    /// outlives it; a child still running at the deadline goes with it, and its status is nil. Every descriptor of `child` is
     /// closed before it returns. The output is decoded as UTF-8 (invalid bytes replaced).
     /// SIGPIPE is blocked on the calling thread meanwhile, and one its writes raised is taken
     /// before it is unblocked: a child that stops reading is an EPIPE, whether or not the
@@ -205,22 +208,25 @@ extension LinuxKernel {
             if ready < 0 && errno == EINTR { continue }
             break
         }
+        // Whether it exited, left unreaped, so that its pid (its group's id) stays taken while
+        // the group gets SIGKILL: whatever the check started ends with it.
+        var info = siginfo_t()
+        let exited = waitid(P_PID, id_t(child.pid), &info, WEXITED | WNOHANG | WNOWAIT) == 0 && info._sifields._sigchld.si_pid == child.pid
+        Glibc.kill(-child.pid, SIGKILL)
         var status: Int32 = 0
-        var reaped = waitpid(child.pid, &status, WNOHANG)
-        if reaped == 0 {
-            Glibc.kill(child.pid, SIGKILL)
-            repeat { reaped = waitpid(child.pid, &status, 0) } while reaped < 0 && errno == EINTR
-            if reaped == child.pid { return .success((nil, String(decoding: output, as: UTF8.self))) }
-        }
+        var reaped: pid_t
+        repeat { reaped = waitpid(child.pid, &status, 0) } while reaped < 0 && errno == EINTR
+        if !exited && reaped == child.pid { return .success((nil, String(decoding: output, as: UTF8.self))) }
         guard reaped == child.pid else { return .failure(SystemError("waitpid \(child.pid)", errno: errno)) }
         // WIFEXITED / WEXITSTATUS / WTERMSIG, spelled out (macros Swift cannot import).
         let exit: ExitStatus = status & 0x7f == 0 ? .exited((status >> 8) & 0xff) : .signaled(status & 0x7f)
         return .success((exit, String(decoding: output, as: UTF8.self)))
     }
 
-    /// SIGKILL to `child`, which is then reaped; every descriptor of `child` is closed.
+    /// SIGKILL to `child` and its process group, then `child` is reaped; every descriptor of
+    /// `child` is closed.
     public func abandon(_ child: ChildProgram) {
-        Glibc.kill(child.pid, SIGKILL)
+        Glibc.kill(-child.pid, SIGKILL)
         var status: Int32 = 0
         while waitpid(child.pid, &status, 0) < 0 && errno == EINTR {}
         for fd in [child.input, child.output, child.pidfd] { Glibc.close(fd) }

@@ -205,6 +205,24 @@ struct ReexecTests {
         try daemon.events.wait("suspend", of: Self.active)
     }
 
+    /// The check runs in a process group of its own, ended with it: a check that leaves a
+    /// process behind (here a `sleep` it starts before it fails) leaves nothing running.
+    @Test func whatACheckStartsEndsWithIt() throws {
+        let daemon = try start()
+        let pid = try #require(daemon.process?.processIdentifier)
+        let left = daemon.directory + "/left.pid"
+        let script = daemon.directory + "/leaves-a-process"
+        try Executables.write("#!/bin/sh\nsleep 300 &\necho $! > \(left)\nexit 3\n", to: script)
+        try replaceProgram(of: daemon, with: script)
+        let refused = try daemon.extctl(["reexec"])
+        #expect(refused.status != 0 && refused.err.contains("exited(3)"), "\(refused)")
+        let sleeper = try #require(Int32(try String(contentsOfFile: left, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)))
+        let state = processState(sleeper)
+        #expect(state == nil || state == "Z", "the check's sleep is not left running: \(String(describing: state))")
+        #expect(daemon.process?.processIdentifier == pid && daemon.process?.isRunning == true)
+        #expect(try daemon.extctl(["list"]).status == 0)
+    }
+
     /// The check runs with the daemon's own arguments, so a configuration the new program would
     /// refuse (broken on disk since the daemon started) refuses the re-exec before the
     /// `execve`, naming the file and what is wrong; the old daemon serves on.
