@@ -46,7 +46,8 @@ int ext_runtime_is_supervised(void);
  *    another thread, at most once: stop the work and return quickly;
  *  - not granted (expiring, suspending, background time spent, or no extensiond):
  *    `block(true, context)` only, at once.
- * Returns 0, or -EINVAL when `reason` is NULL or empty or `block` is NULL (nothing is called). */
+ * Returns 0, -EINVAL when `reason` is NULL or empty or `block` is NULL, or -ENOMEM when the
+ * activity cannot be allocated (in both cases nothing is called). */
 int ext_perform_expiring_activity(const char *reason, ext_activity_block block, void *context);
 
 /* As ext_perform_expiring_activity, and calls `cleanup(context)` exactly once after every call
@@ -61,8 +62,9 @@ typedef void (*ext_hint_handler)(const char *name, void *context);
 /* Observes the notification hint `name` (ExtensionMain.observe): `handler(name, context)` runs
  * for each post made while the process runs, and once for all the posts made while it was
  * suspended, when it is resumed; a hint never resumes or launches it. Names: letters, digits,
- * '.', '-', '_', at most 255 bytes. Returns 0, -EINVAL for a NULL or malformed name or a NULL
- * handler, or -ENOTCONN without extensiond. `context` is passed back from other threads. */
+ * '.', '-', '_', at most 255 bytes, not starting or ending with '.', no "..". Returns 0, -EINVAL
+ * for a NULL or malformed name or a NULL handler, -ENOTCONN without extensiond, or -ENOMEM.
+ * `context` is passed back from other threads. */
 int ext_observe(const char *name, ext_hint_handler handler, void *context);
 
 /* Answers to a background refresh (ext_refresh_complete). */
@@ -95,8 +97,8 @@ int ext_refresh_complete(uint64_t refresh_id, int result);
 int ext_request_complete(uint64_t request_id, const void *payload, size_t length);
 
 /* Ends request `request_id` without a result, telling its host `reason` (Apple's
- * cancelRequest(withError:); cut at 4096 bytes). Returns 0, -EINVAL for a NULL reason, or
- * -ENOTCONN without extensiond. */
+ * cancelRequest(withError:); cut at 4096 bytes). Returns 0, -EINVAL for a NULL reason,
+ * -ENOTCONN without extensiond (or when the message cannot be sent), or -ENOMEM. */
 int ext_request_cancel(uint64_t request_id, const char *reason);
 
 /* The directory of the shared container `group` (an app group's shared files), as extensiond

@@ -1,7 +1,8 @@
 /*
  * wire.h: the runtime channel's messages (docs/protocol.md), encoded and decoded by the C
  * runtime. Private to libExtensionRuntimeC; the Swift codec (Sources/ExtensionProtocol) is the
- * reference, and the cross test (Tests/IntegrationTests/CWireCrossTests.swift) checks that both
+ * reference, and the cross test (`CRuntimeTests.theCCodecAgreesWithTheSwiftReference`,
+ * Tests/IntegrationTests/CRuntimeTests.swift) checks that both
  * accept the same datagrams and produce the same bytes.
  */
 #ifndef EXTENSION_RUNTIME_WIRE_H

@@ -283,6 +283,19 @@ final class ControlServer {
         delegate?.hostGone(c.id)
     }
 
+    /// Cuts off every connection whose messages wait in the daemon because its socket is full
+    /// (a host or monitor that does not read), saying why: what a re-exec does at the end of its
+    /// wait, so that no client can hold the daemon's replacement off.
+    func cutOffLaggards(_ why: String) {
+        for c in connections.values.filter({ $0.endpoint.hasUnsent }).sorted(by: { $0.id < $1.id }) {
+            logger.notice("cutting off control connection of pid \(c.identity.pid) uid \(c.identity.uid): \(why)")
+            drop(c, reason: why)
+        }
+    }
+
+    /// Whether a connection has messages waiting in the daemon because its socket is full.
+    var hasLaggards: Bool { connections.values.contains { $0.endpoint.hasUnsent } }
+
     // MARK: - Writing
 
     /// Sends `message` (with `descriptor`, which is always consumed) to `host`, if connected.

@@ -44,6 +44,16 @@ extension Daemon {
         let requester = reexecution.requester
         if server.isBusy || extensions.isBusy {
             if kernel.now() >= deadline {
+                // Clients that do not read their messages do not hold the replacement off: they
+                // are cut off once, and what that causes (their requests end) gets its own wait.
+                // Cutting one off ends its requests through the core, whose dispatch may hand
+                // over at once (`afterDispatch`): the new wait is set first.
+                if reexecution.mayCutOffLaggards && server.hasLaggards {
+                    reexecution.laggardsCutOff(deadline: kernel.now().adding(seconds: Reexecution.settleSeconds))
+                    server.cutOffLaggards("it did not read its messages while extensiond waited to re-execute")
+                    if reexecution.isPending { lookAgain(at: kernel.now()) }
+                    return
+                }
                 reexecution.end()
                 return refuseReexec("stops in flight or messages peers did not read did not settle within \(Int(Reexecution.settleSeconds)) s", to: requester)
             }

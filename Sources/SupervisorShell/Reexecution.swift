@@ -50,10 +50,21 @@ final class Reexecution {
     /// Whether a re-exec is under way.
     var isPending: Bool { deadline != nil }
 
+    /// Whether the connections that do not read may still be cut off: once per re-exec.
+    private(set) var mayCutOffLaggards = false
+
     /// Starts one, for `requester`, waiting at most until `deadline`.
     func begin(requester: HandoverDocument.Requester?, deadline: Instant) {
         self.requester = requester
         self.deadline = deadline
+        mayCutOffLaggards = true
+    }
+
+    /// The connections that did not read were cut off at the deadline: the wait goes on until
+    /// `deadline` for what that caused (their requests end, their extensions stop).
+    func laggardsCutOff(deadline: Instant) {
+        self.deadline = deadline
+        mayCutOffLaggards = false
     }
 
     /// Keeps the timer of the next attempt.
@@ -68,5 +79,6 @@ final class Reexecution {
         retry = nil
         requester = nil
         deadline = nil
+        mayCutOffLaggards = false
     }
 }

@@ -362,4 +362,36 @@ struct DaemonOnRecordingKernelTests {
         }
         #expect(events.contains { $0.contains(#""event":"crash""#) }, "the monitor had the crash before the execve: \(events)")
     }
+
+    /// A client that does not read (here a host whose socket filled with the answers to its
+    /// queries) cannot hold a re-exec off: at the end of the wait it is cut off, and the daemon
+    /// is replaced.
+    @Test func aClientThatDoesNotReadIsCutOffAtTheEndOfAReexecsWait() throws {
+        let k = kernel
+        defer {
+            daemon.finish()
+            buffer.deallocate()
+        }
+        let listenerFD = try #require(k.watches.first { !$0.cancelled }?.fd)
+        let host = try PacketSocket.connect(path: socketPath)
+        defer { host.close() }
+        try host.setNonBlocking()
+        let known = Set(k.watches.map(\.fd))
+        #expect(k.fire(fd: listenerFD))
+        let connectionFD = try #require(newestWatch(excluding: known))
+        var tag: UInt32 = 0
+        while !daemon.server.isBusy && tag < 20_000 {
+            tag += 1
+            try send(.query(tag: tag, kind: .status, extensionIDs: []), on: host)
+            #expect(k.fire(fd: connectionFD))
+        }
+        #expect(daemon.server.isBusy, "the answers wait in the daemon after \(tag) queries")
+
+        daemon.requestReexec(from: nil)
+        k.advance(to: k.clock.adding(seconds: Reexecution.settleSeconds - 0.5))
+        #expect(k.executions.isEmpty, "it waits for the host to read")
+        k.advance(to: k.clock.adding(seconds: 1))
+        #expect(k.executions.count == 1, "the host was cut off and the daemon replaced")
+        #expect(!daemon.server.isBusy)
+    }
 }

@@ -35,7 +35,7 @@ func describe(_ client: ControlClient) -> String {
         let doc = try? JSONSerialization.jsonObject(with: Data(bytes)) as? [String: Any],
         let e = (doc["extensions"] as? [[String: Any]])?.first
     else { return "(status unavailable)" }
-    let group = (e["processGroup"] as? [[String: Any]] ?? []).map { "\($0["pid"] as? Int ?? 0):\($0["state"] as? String ?? "?")" }
+    let group = (e["processes"] as? [[String: Any]] ?? []).map { "\($0["pid"] as? Int ?? 0):\($0["state"] as? String ?? "?")" }
     return "state=\(e["state"] as? String ?? "?") pid=\((e["pid"] as? Int).map(String.init) ?? "-") /proc=\(group.joined(separator: ","))"
 }
 

@@ -235,7 +235,8 @@ def expiring_activity(reason: str) -> ExpiringActivity:
 def observe(name: str, handler: Callable[[str], None]) -> None:
     """Observes the notification hint `name`: `handler(name)` runs on a runtime thread for each
     post made while the process runs, and once for all the posts made while it was suspended.
-    Raises ValueError for a malformed name (letters, digits, '.', '-', '_', at most 255 bytes)
+    Raises ValueError for a malformed name (letters, digits, '.', '-', '_', at most 255 bytes,
+    not starting or ending with '.', no '..')
     and NotSupervisedError without extensiond."""
 
     def hint(posted: bytes, _context: Optional[int]) -> None:
