@@ -502,6 +502,11 @@ int shim_pipe_cloexec(int fds[2]) {
     return pipe2(fds, O_CLOEXEC) == 0 ? 0 : -errno;
 }
 
+int shim_memfd(const char *name) {
+    int fd = memfd_create(name, MFD_CLOEXEC);
+    return fd < 0 ? -errno : fd;
+}
+
 int shim_close_range_cloexec(unsigned int first, unsigned int last) {
     /* CLOSE_RANGE_CLOEXEC (linux/close_range.h), spelled out for older headers. */
     long rc = syscall(SYS_close_range, first, last, 1u << 2);

@@ -320,6 +320,10 @@ public protocol Kernel: AnyObject {
     func replaceFile(_ path: String, withParts parts: [[UInt8]], mode: UInt32, durable: Bool) -> SystemError?
     /// mkdir(2) with `mode` (the umask applies).
     func makeDirectory(_ path: String, mode: UInt32) -> SystemError?
+    /// A file in memory (memfd_create(2), close-on-exec) holding `parts` one after another, its
+    /// descriptor readable by path as `/proc/self/fd/N` from offset 0; nothing on disk. Fails
+    /// naming "memfd_create" or "write".
+    func memoryFile(_ name: String, withParts parts: [[UInt8]]) -> Result<Int32, SystemError>
     /// rmdir(2): removes the directory at `path`, which must be empty.
     func removeDirectory(_ path: String) -> SystemError?
     /// unlink(2).
@@ -368,6 +372,9 @@ public protocol Kernel: AnyObject {
     /// for the process and read through a signalfd), after events of a smaller `priority`,
     /// for as long as the loop lives (the loop owns the watch).
     func watchSignal(_ signal: Int32, priority: Int64, _ handler: @escaping (Int32, Int32) -> Void) -> SystemError?
+    /// Takes one pending delivery of `signal`, a signal the process blocks (as it does the
+    /// loop's), without waiting (sigtimedwait(2), zero timeout): true when one was pending.
+    func takePendingSignal(_ signal: Int32) -> Bool
     /// Arms the loop's one supervisor deadline for `at` (nil disarms it).
     func setDeadline(_ at: Instant?, _ handler: @escaping () -> Void)
     /// Calls `handler` once at the end of every loop iteration that handled an event.

@@ -259,6 +259,15 @@ extension LinuxKernel {
         return failed
     }
 
+    /// sigtimedwait(2) for `signal` with a zero timeout.
+    public func takePendingSignal(_ signal: Int32) -> Bool {
+        var set = sigset_t()
+        sigemptyset(&set)
+        sigaddset(&set, signal)
+        var now = timespec()
+        return sigtimedwait(&set, nil, &now) == signal
+    }
+
     /// Clears FD_CLOEXEC on each of `keeping`, then execve(2) of `path` (`argv[0]`; no `$PATH`
     /// search) with the daemon's environment; every other descriptor keeps its flag. On failure
     /// sets FD_CLOEXEC on each of `keeping` (also on one that lacked it before) and returns the

@@ -331,6 +331,27 @@ public final class LinuxKernel: Kernel {
             identity: FileIdentity(device: UInt64(st.st_dev), inode: UInt64(st.st_ino)))
     }
 
+    /// memfd_create(2) (`shim_memfd`, close-on-exec), then `parts` written one after another,
+    /// retrying EINTR; on failure nothing is left open.
+    public func memoryFile(_ name: String, withParts parts: [[UInt8]]) -> Result<Int32, SystemError> {
+        let fd = shim_memfd(name)
+        guard fd >= 0 else { return .failure(SystemError("memfd_create", errno: -fd)) }
+        for bytes in parts {
+            var written = 0
+            while written < bytes.count {
+                let n = bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress! + written, $0.count - written) }
+                if n < 0 && errno == EINTR { continue }
+                guard n > 0 else {
+                    let e = SystemError("write", errno: n < 0 ? errno : EIO)
+                    Glibc.close(fd)
+                    return .failure(e)
+                }
+                written += n
+            }
+        }
+        return .success(fd)
+    }
+
     /// Removes a leftover `path.tmp`, creates it anew (O_EXCL | O_NOFOLLOW | O_CLOEXEC, `mode`
     /// less the umask), writes `bytes` retrying EINTR, fsyncs it when `durable`, closes it and
     /// renames it over `path` (a link at `path` is replaced, not followed); when `durable`, then

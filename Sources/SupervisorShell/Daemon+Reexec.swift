@@ -7,12 +7,12 @@ import SupervisorKernel
 /// the state goes into a `HandoverDocument`, the new program checks it, and the daemon execs
 /// it in place, keeping its pid and the document's descriptors.
 extension Daemon {
-    /// Where the hand-over document is written: beside the control socket, in the daemon's
-    /// runtime directory (`control.sock` → `control.handover`).
-    var handoverPath: String {
-        let socket = server.path
-        return (socket.hasSuffix(".sock") ? String(socket.dropLast(5)) : socket) + ".handover"
-    }
+    /// The path by which the new program reads the hand-over document in memory file `fd`,
+    /// which crosses the execve: `/proc/self/fd/N`.
+    static func handoverPath(fd: Int32) -> String { "\(handoverDescriptorPrefix)\(fd)" }
+    /// What `handoverPath(fd:)` starts with: a document read by such a path is a descriptor
+    /// to close, not a file to remove.
+    static let handoverDescriptorPrefix = "/proc/self/fd/"
 
     /// Asks for a re-exec; `requester` is answered by the new daemon, or with the reason it
     /// was refused (the old daemon then goes on unchanged).
@@ -114,16 +114,20 @@ extension Daemon {
             return withoutCheck("the hand-over document cannot be encoded: \(error)")
         }
         let written = kernel.now()
-        // The check reads the document from its stdin; the file the new program takes over is
-        // written meanwhile.
-        let path = handoverPath
-        var fileError: SystemError?
-        let outcome = kernel.finish(check, input: parts) { fileError = kernel.replaceFile(path, withParts: parts, mode: 0o600, durable: false) }
+        // The check reads the document from its stdin; the memory file the new program takes
+        // over is written meanwhile. Nothing is on disk: no file for another process to plant
+        // or replace, none left behind by a crash, no full disk.
+        var memoryFile: Result<Int32, SystemError> = .failure(SystemError("memfd_create", errno: 0))
+        let outcome = kernel.finish(check, input: parts) { memoryFile = kernel.memoryFile("extensiond-handover", withParts: parts) }
+        let documentFD: Int32
+        switch memoryFile {
+        case .success(let fd): documentFD = fd
+        case .failure(let e): return "the hand-over document cannot be written: \(e)"
+        }
         func withoutDocument(_ reason: String) -> String {
-            if let e = kernel.removeFile(path), !e.isNoEntry { logger.warning("cannot remove \(path): \(e)") }
+            kernel.close(documentFD)
             return reason
         }
-        if let e = fileError { return withoutDocument("the hand-over document cannot be written: \(e)") }
         let report: String
         switch outcome {
         case .failure(let e):
@@ -152,11 +156,15 @@ extension Daemon {
         logger.notice(
             "re-executing \(executable) with \(processes.count) extension process(es) and \(server.connections.count) connection(s); document of \(parts.reduce(0) { $0 + $1.count }) bytes written in \(Self.milliseconds(start, written)), checked in \(Self.milliseconds(written, checked))\(report)"
         )
+        // A SIGUSR2 that came during this re-exec asked for what is happening: taken here, not
+        // left pending across the execve, where it would make the new program re-execute again.
+        if kernel.takePendingSignal(SignalNumber.user2) { logger.info("a SIGUSR2 that came during the re-exec is answered by it") }
         serviceManager.reexecuting()
         extensions.registry.flush(includingRemovals: true)
         // The watches stay as they are: the exec ends the loop with the program, and a failed
         // exec leaves this daemon as it was.
-        let failure = kernel.execute(executable, arguments: reexecution.commandLine + ["--handover", path], keeping: document.descriptors)
+        let failure = kernel.execute(
+            executable, arguments: reexecution.commandLine + ["--handover", Self.handoverPath(fd: documentFD)], keeping: document.descriptors + [documentFD])
         // Still here: the exec failed, and this daemon goes on.
         serviceManager.ready(status: statusLine())
         return withoutDocument("\(failure)")

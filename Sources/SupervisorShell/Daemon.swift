@@ -39,10 +39,18 @@ public final class Daemon {
         self.logger = logger
         self.kernel = kernel
         reexecution = Reexecution(commandLine: options.commandLine, programPath: options.programPath)
-        // A hand-over document is read first and removed at once: it is read only once.
+        // A hand-over document is read first and let go at once: it is read only once. A
+        // daemon hands it over as a memory file (`/proc/self/fd/N`, whose descriptor crossed the
+        // execve and is closed here); one of an earlier version, as a file, which is removed.
         let start = kernel.now()
         let handover = try options.handoverPath.map { path in
-            defer { if let e = kernel.removeFile(path), !e.isNoEntry { logger.warning("cannot remove \(path): \(e)") } }
+            defer {
+                if path.hasPrefix(Daemon.handoverDescriptorPrefix), let fd = Int32(path.dropFirst(Daemon.handoverDescriptorPrefix.count)) {
+                    kernel.close(fd)
+                } else if let e = kernel.removeFile(path), !e.isNoEntry {
+                    logger.warning("cannot remove \(path): \(e)")
+                }
+            }
             return try Daemon.readHandover(path, kernel: kernel)
         }
         let decoded = kernel.now()

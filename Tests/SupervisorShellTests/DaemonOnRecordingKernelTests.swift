@@ -212,19 +212,25 @@ struct DaemonOnRecordingKernelTests {
     }
 
     /// A re-exec starts the new program's check before it takes the snapshot, gives it the
-    /// document on its stdin, writes the very same bytes to the file the new program takes over
-    /// while the check runs, and execs the program only once the check accepted them. A refused
-    /// document is removed and nothing is executed.
+    /// document on its stdin, writes the very same bytes to the memory file the new program
+    /// takes over while the check runs, and execs the program on it (`/proc/self/fd/N`, N kept
+    /// across the execve) only once the check accepted them. A refused document's memory file
+    /// is closed and nothing is executed.
     @Test func reexecFeedsTheDocumentToACheckStartedFirst() throws {
         let k = kernel
         defer {
             daemon.finish()
             buffer.deallocate()
         }
-        let path = daemon.handoverPath
         func index(_ matches: (RecordingKernel.Call) -> Bool) throws -> Int {
             let found = k.calls.firstIndex(where: matches)
             return try #require(found, "\(k.calls)")
+        }
+        /// The memory file of the last attempt, which must have been closed since.
+        func closedDocument() throws -> Int32 {
+            let fd = try #require(k.memoryFiles.keys.max())
+            #expect(k.calls.contains(.close(fd)), "the document's memory file \(fd) is closed")
+            return fd
         }
 
         // Refused by the check.
@@ -234,20 +240,18 @@ struct DaemonOnRecordingKernelTests {
         k.advance(to: k.clock)
         #expect(k.childrenRun.map { Array($0.suffix(2)) } == [["--check-handover", "/dev/stdin"]])
         let started = try index { if case .startChild = $0 { true } else { false } }
-        let written = try index { $0 == .replaceFile(path) }
+        let written = try index { if case .memoryFile = $0 { true } else { false } }
         let fed = try index { if case .finishChild = $0 { true } else { false } }
-        #expect(started < fed && fed < written, "the check starts first, and the file is written while it runs: \(k.calls)")
+        #expect(started < fed && fed < written, "the check starts first, and the document is written while it runs: \(k.calls)")
         #expect(!k.calls.contains { if case .execute = $0 { true } else { false } }, "a refused document is not taken over")
-        #expect(k.files[path] == nil, "the refused document is removed")
+        let refused = try closedDocument()
         let input = try #require(k.childInputs.last ?? nil)
-        #expect(k.lastReplacement[path] == input, "the file holds what the check read")
+        #expect(k.memoryFiles[refused] == input, "the memory file holds what the check read")
         let document = try HandoverFile.decode(input, kernel: k)
         #expect(document.socketPath == socketPath)
         #expect(document.core.records.map(\.manifest.id) == [Self.id])
+        #expect(!k.calls.contains { if case .replaceFile = $0 { true } else { false } }, "nothing is written on disk")
 
-        // Accepted: the program is executed on the document (which the recording kernel's
-        // execve refuses, so this daemon goes on, and removes it).
-        k.clearCalls()
         // A check that exits 0 but does not say it read this document (a stub) is refused.
         for output in ["", "2 extension record(s), 0 process(es), 0 connection(s): decoded in 1.0 ms"] {
             k.clearCalls()
@@ -256,21 +260,28 @@ struct DaemonOnRecordingKernelTests {
             k.advance(to: k.clock)
             #expect(k.calls.contains { if case .finishChild = $0 { true } else { false } })
             #expect(k.executions.isEmpty, "not confirmed by \"\(output)\"")
-            #expect(k.files[path] == nil)
+            _ = try closedDocument()
         }
+
+        // Accepted: the program is executed on the document (which the recording kernel's
+        // execve refuses, so this daemon goes on, and closes it).
         k.clearCalls()
         k.childResult = .success((.exited(0), "1 extension record(s), 0 process(es), 0 connection(s): decoded in 1.0 ms, restored in 0.1 ms"))
+        // A SIGUSR2 pending meanwhile is taken, not left for the new program to re-execute on.
+        k.pendingSignals = [SignalNumber.user2]
         daemon.requestReexec(from: nil)
         k.advance(to: k.clock)
+        #expect(k.pendingSignals.isEmpty, "the SIGUSR2 that came during the re-exec is answered by it")
         #expect(k.childInputs.count == 4 && k.childInputs.allSatisfy { $0 != nil }, "no check was abandoned")
         let execution = try #require(k.executions.last)
-        #expect(Array(execution.arguments.suffix(2)) == ["--handover", path])
+        let accepted = try closedDocument()
+        #expect(Array(execution.arguments.suffix(2)) == ["--handover", "/proc/self/fd/\(accepted)"])
+        #expect(execution.keeping.contains(accepted), "the document's descriptor crosses the execve")
         let checked = try index { if case .finishChild = $0 { true } else { false } }
         #expect(try checked < index { if case .execute = $0 { true } else { false } })
-        #expect(k.files[path] == nil)
 
         // The program is replaced on disk while it checks: what was checked is not what would be
-        // executed, so nothing is, and the document is removed.
+        // executed, so nothing is, and the document is closed.
         k.clearCalls()
         k.childResult = nil
         let program = try #require(k.statuses["/usr/bin/extensiond"])
@@ -280,19 +291,17 @@ struct DaemonOnRecordingKernelTests {
         k.advance(to: k.clock)
         #expect(k.calls.contains { if case .finishChild = $0 { true } else { false } })
         #expect(k.executions.count == executed, "a program replaced during its check is not executed")
-        #expect(k.files[path] == nil)
+        _ = try closedDocument()
         k.whileAChildRuns = nil
         k.statuses["/usr/bin/extensiond"] = program
 
-        // The file cannot be written: refused, though the check accepted, and nothing executed.
+        // The memory file cannot be made: refused, though the check accepted, and nothing executed.
         k.clearCalls()
-        k.replaceFileFailure = SystemError(errno: ENOSPC)
-        let executions = k.executions.count
+        k.memoryFileFailure = SystemError("memfd_create", errno: EMFILE)
         daemon.requestReexec(from: nil)
         k.advance(to: k.clock)
         #expect(k.calls.contains { if case .finishChild = $0 { true } else { false } })
-        #expect(k.executions.count == executions, "a document that could not be written is not taken over")
-        #expect(k.calls.contains(.removeFile(path)), "whatever was written of it is removed")
+        #expect(k.executions.count == executed, "a document that could not be written is not taken over")
     }
 
     /// A re-exec waiting for a stop in flight goes ahead in the dispatch that settles it, here

@@ -117,6 +117,10 @@ int shim_pidfd_open(pid_t pid);
 /// pipe2(2) with O_CLOEXEC: both ends close-on-exec from the start. Returns 0 or -errno.
 int shim_pipe_cloexec(int fds[2]);
 
+/// memfd_create(2) with MFD_CLOEXEC: an anonymous file in memory, named `name` for
+/// /proc/PID/fd. Returns a descriptor or -errno.
+int shim_memfd(const char *name);
+
 /// close_range(2) of `first` through `last` with CLOSE_RANGE_CLOEXEC: every open descriptor in
 /// the range becomes close-on-exec, none is closed. Returns 0 or -errno (-ENOSYS or -EINVAL on
 /// kernels before 5.11).

@@ -306,6 +306,8 @@ final class SimulatedKernel: Kernel {
     }
 
     func replaceFile(_ path: String, withParts parts: [[UInt8]], mode: UInt32, durable: Bool) -> SystemError? { refused("replace(\(path))") }
+    func memoryFile(_ name: String, withParts parts: [[UInt8]]) -> Result<Int32, SystemError> { .failure(refused("memoryFile(\(name))")) }
+    func takePendingSignal(_ signal: Int32) -> Bool { false }
 
     /// Only the daemon's own subtree is made (`CgroupTree.setUp`, standalone).
     func makeDirectory(_ path: String, mode: UInt32) -> SystemError? {

@@ -51,6 +51,7 @@ final class RecordingKernel: Kernel {
         case notify(String)
         case watchOpens([String])
         case readOpenEvents(fd: Int32)
+        case memoryFile(String)
         case startChild([String])
         case finishChild(Int32)
         case abandonChild(Int32)
@@ -93,6 +94,7 @@ final class RecordingKernel: Kernel {
             case let .notify(state): "sd_notify(\(state))"
             case let .watchOpens(paths): "inotify IN_OPEN \(paths)"
             case let .readOpenEvents(fd): "read inotify(\(fd))"
+            case let .memoryFile(name): "memfd_create(\(name))"
             case let .startChild(argv): "posix_spawn(\(argv.joined(separator: " ")))"
             case let .finishChild(pid): "feed and wait(\(pid))"
             case let .abandonChild(pid): "kill and reap(\(pid))"
@@ -291,6 +293,20 @@ final class RecordingKernel: Kernel {
         return nil
     }
 
+    /// The bytes of each memory file made (`memoryFile`), by descriptor; what it fails with,
+    /// when set; the descriptor the next one gets.
+    var memoryFiles: [Int32: [UInt8]] = [:]
+    var memoryFileFailure: SystemError?
+    private var nextMemoryFile: Int32 = 900
+
+    func memoryFile(_ name: String, withParts parts: [[UInt8]]) -> Result<Int32, SystemError> {
+        calls.append(.memoryFile(name))
+        if let memoryFileFailure { return .failure(memoryFileFailure) }
+        nextMemoryFile += 1
+        memoryFiles[nextMemoryFile] = Array(parts.joined())
+        return .success(nextMemoryFile)
+    }
+
     func makeDirectory(_ path: String, mode: UInt32) -> SystemError? {
         calls.append(.makeDirectory(path))
         if statuses[path] != nil { return SystemError(errno: EEXIST) }
@@ -439,6 +455,15 @@ final class RecordingKernel: Kernel {
     /// Called at each execve, before it fails: what a test looks at the moment the program
     /// would be replaced.
     var onExecute: (() -> Void)?
+
+    /// The signals `takePendingSignal` finds pending (each taken once).
+    var pendingSignals: [Int32] = []
+
+    func takePendingSignal(_ signal: Int32) -> Bool {
+        guard let i = pendingSignals.firstIndex(of: signal) else { return false }
+        pendingSignals.remove(at: i)
+        return true
+    }
 
     func execute(_ path: String, arguments: [String], keeping: [Int32]) -> SystemError {
         onExecute?()
