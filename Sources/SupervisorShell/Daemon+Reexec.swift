@@ -88,7 +88,10 @@ extension Daemon {
         let check: ChildProgram
         switch kernel.startChild(executable, arguments: reexecution.commandLine + ["--check-handover", "/dev/stdin"], seconds: checkSeconds) {
         case .success(let c): check = c
-        case .failure(let e): return "\(executable) cannot be run to check the hand-over: \(e)"
+        case .failure(let e):
+            // The file is there (it was just looked at): ENOENT names what it needs.
+            let missing = e.isNoEntry ? " (the file exists: the interpreter or dynamic loader it names is missing)" : ""
+            return "\(executable) cannot be run to check the hand-over: \(e)\(missing)"
         }
         func withoutCheck(_ reason: String) -> String {
             kernel.abandon(check)

@@ -205,6 +205,18 @@ struct ReexecTests {
         try daemon.events.wait("suspend", of: Self.active)
     }
 
+    /// A new program whose interpreter is missing is refused naming that, not as a file that
+    /// does not exist (posix_spawn's ENOENT).
+    @Test func aProgramWhoseInterpreterIsMissingIsRefusedSayingSo() throws {
+        let daemon = try start()
+        let script = daemon.directory + "/no-interpreter"
+        try Executables.write("#!/nonexistent/interpreter\n", to: script)
+        try replaceProgram(of: daemon, with: script)
+        let refused = try daemon.extctl(["reexec"])
+        #expect(refused.status != 0 && refused.err.contains("interpreter or dynamic loader it names is missing"), "\(refused)")
+        #expect(try daemon.extctl(["list"]).status == 0)
+    }
+
     /// The check runs in a process group of its own, ended with it: a check that leaves a
     /// process behind (here a `sleep` it starts before it fails) leaves nothing running.
     @Test func whatACheckStartsEndsWithIt() throws {
