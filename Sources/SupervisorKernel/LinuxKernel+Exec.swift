@@ -212,7 +212,9 @@ extension LinuxKernel {
         // the group gets SIGKILL: whatever the check started ends with it.
         var info = siginfo_t()
         let exited = waitid(P_PID, id_t(child.pid), &info, WEXITED | WNOHANG | WNOWAIT) == 0 && info._sifields._sigchld.si_pid == child.pid
+        // The child itself too: it may have left its group.
         Glibc.kill(-child.pid, SIGKILL)
+        if !exited { Glibc.kill(child.pid, SIGKILL) }
         var status: Int32 = 0
         var reaped: pid_t
         repeat { reaped = waitpid(child.pid, &status, 0) } while reaped < 0 && errno == EINTR
@@ -227,6 +229,7 @@ extension LinuxKernel {
     /// `child` is closed.
     public func abandon(_ child: ChildProgram) {
         Glibc.kill(-child.pid, SIGKILL)
+        Glibc.kill(child.pid, SIGKILL)  // it may have left its group
         var status: Int32 = 0
         while waitpid(child.pid, &status, 0) < 0 && errno == EINTR {}
         for fd in [child.input, child.output, child.pidfd] { Glibc.close(fd) }

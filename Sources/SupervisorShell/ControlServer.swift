@@ -107,8 +107,11 @@ final class ControlServer {
     }
 
     /// Whether a connection has messages its socket did not take yet, monitor events wait to
-    /// be sent, or a batch is open.
-    var isBusy: Bool { batchDepth > 0 || !monitorFeed.isEmpty || connections.values.contains { $0.endpoint.hasUnsent } }
+    /// be sent or are being sent (a monitor dropped during the send dispatches, and so looks at
+    /// this, before the others have theirs), or a batch is open.
+    var isBusy: Bool {
+        batchDepth > 0 || !monitorFeed.isEmpty || monitorFeed.isInProgress || connections.values.contains { $0.endpoint.hasUnsent }
+    }
 
     /// Starts accepting connections, and reading those there already are (handed over).
     func start() throws(SystemError) {

@@ -46,9 +46,10 @@ extension Daemon {
             if kernel.now() >= deadline {
                 // Clients that do not read their messages do not hold the replacement off: they
                 // are cut off once, and what that causes (their requests end) gets its own wait.
+                // Not while a stop is in flight, which would refuse the re-exec anyway.
                 // Cutting one off ends its requests through the core, whose dispatch may hand
                 // over at once (`afterDispatch`): the new wait is set first.
-                if reexecution.mayCutOffLaggards && server.hasLaggards {
+                if reexecution.mayCutOffLaggards && server.hasLaggards && !extensions.isBusy {
                     reexecution.laggardsCutOff(deadline: kernel.now().adding(seconds: Reexecution.settleSeconds))
                     server.cutOffLaggards("it did not read its messages while extensiond waited to re-execute")
                     if reexecution.isPending { lookAgain(at: kernel.now()) }
@@ -60,7 +61,12 @@ extension Daemon {
             return lookAgain(at: kernel.now().adding(seconds: Reexecution.retrySeconds))
         }
         reexecution.end()
-        if let reason = reexec(requester: requester) { refuseReexec(reason, to: requester) }
+        if let reason = reexec(requester: requester) {
+            refuseReexec(reason, to: requester)
+            // A SIGUSR2 that came while the check blocked the loop asked for this re-exec: it is
+            // answered by its refusal, not by another attempt.
+            if kernel.takePendingSignal(SignalNumber.user2) { logger.info("a SIGUSR2 that came during the re-exec is answered by its refusal") }
+        }
     }
 
     /// Has the new program check the document, writes it, and execs that program. Returns why
@@ -70,7 +76,14 @@ extension Daemon {
     /// /dev/stdin`), so that its program's start overlaps the snapshot and its encoding.
     private func reexec(requester: HandoverDocument.Requester?) -> String? {
         let start = kernel.now()
-        guard let executable = reexecution.programPath ?? kernel.executablePath() else {
+        // The path the daemon was started as, unless it names no program now (an `argv[0]` set
+        // by whoever started it, a file removed): then the running program's file.
+        let invoked = reexecution.programPath.flatMap { path -> String? in
+            if case .success(let st) = kernel.status(path, followLinks: true), st.kind == .regular { return path }
+            logger.notice("\(path), the path extensiond was started as, names no program now: re-executing the running program's file")
+            return nil
+        }
+        guard let executable = invoked ?? kernel.executablePath() else {
             return "the daemon's program cannot be found on disk (/proc/self/exe)"
         }
         // The file checked must be the file executed: its identity now, compared right before
@@ -164,6 +177,12 @@ extension Daemon {
         if kernel.takePendingSignal(SignalNumber.user2) { logger.info("a SIGUSR2 that came during the re-exec is answered by it") }
         serviceManager.reexecuting()
         extensions.registry.flush(includingRemovals: true)
+        // Once more, right before the execve, which runs the file by its path.
+        guard case .success(let last) = kernel.status(executable, followLinks: true), last.identity == checkedFile.identity, last.size == checkedFile.size
+        else {
+            serviceManager.ready(status: statusLine())
+            return withoutDocument("\(executable) was replaced while it checked the hand-over; ask again to check the new file")
+        }
         // The watches stay as they are: the exec ends the loop with the program, and a failed
         // exec leaves this daemon as it was.
         let failure = kernel.execute(

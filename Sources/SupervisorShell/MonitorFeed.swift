@@ -14,6 +14,10 @@ struct MonitorFeed {
     /// Whether no event waits.
     var isEmpty: Bool { pending.isEmpty }
 
+    /// Whether a send is in progress: events taken from the feed and not yet sent to every
+    /// monitor.
+    var isInProgress: Bool { isSending }
+
     /// Holds `e` for the monitors.
     mutating func append(_ e: LifecycleEvent) {
         pending.append(e)

@@ -205,6 +205,22 @@ struct ReexecTests {
         try daemon.events.wait("suspend", of: Self.active)
     }
 
+    /// A check that leaves its process group (here into the daemon's own) and hangs is still
+    /// ended at its deadline: the daemon kills the check itself as well as its group.
+    @Test func aCheckThatLeavesItsGroupIsStillEndedAtItsDeadline() throws {
+        let daemon = try start()
+        let script = daemon.directory + "/leaves-its-group"
+        try Executables.write(
+            "#!/usr/bin/python3\nimport os, time\nos.setpgid(0, os.getpgid(os.getppid()))\ntime.sleep(60)\n", to: script)
+        try replaceProgram(of: daemon, with: script)
+        let start = Date()
+        let refused = try daemon.extctl(["reexec"])
+        let took = Date().timeIntervalSince(start)
+        #expect(refused.status != 0 && refused.err.contains("did not finish within"), "\(refused)")
+        #expect(took < 30, "refused at the check's deadline (10 s), not when the check chose to exit: \(took) s")
+        #expect(try daemon.extctl(["list"]).status == 0)
+    }
+
     /// A new program whose interpreter is missing is refused naming that, not as a file that
     /// does not exist (posix_spawn's ENOENT).
     @Test func aProgramWhoseInterpreterIsMissingIsRefusedSayingSo() throws {

@@ -403,4 +403,93 @@ struct DaemonOnRecordingKernelTests {
         #expect(k.executions.count == 1, "the host was cut off and the daemon replaced")
         #expect(!daemon.server.isBusy)
     }
+
+    /// The same when monitors that went away are dropped while the events are being sent (a
+    /// send that fails dispatches, which looks whether to re-exec): the monitors after them in
+    /// the send still get the events before the execve.
+    @Test func monitorsDroppedDuringTheSendDoNotLetTheReexecTakeTheOthersEvents() throws {
+        let k = kernel
+        defer {
+            daemon.finish()
+            buffer.deallocate()
+        }
+        let listenerFD = try #require(k.watches.first { !$0.cancelled }?.fd)
+        let host = try PacketSocket.connect(path: socketPath)
+        defer { host.close() }
+        try host.setNonBlocking()
+        var known = Set(k.watches.map(\.fd))
+        #expect(k.fire(fd: listenerFD))
+        let connectionFD = try #require(newestWatch(excluding: known))
+        var monitors: [(socket: PacketSocket, fd: Int32)] = []
+        for _ in 0..<20 {
+            let monitor = try PacketSocket.connect(path: socketPath)
+            try monitor.setNonBlocking()
+            known = Set(k.watches.map(\.fd))
+            #expect(k.fire(fd: listenerFD))
+            let fd = try #require(newestWatch(excluding: known))
+            try send(.monitor(tag: 1), on: monitor)
+            #expect(k.fire(fd: fd))
+            _ = try messages(on: monitor)
+            monitors.append((monitor, fd))
+        }
+        let kept = monitors[0].socket
+        defer { kept.close() }
+
+        try send(.begin(tag: 1, extensionID: Self.id), on: host)
+        #expect(k.fire(fd: connectionFD))
+        let pid: Int32 = 4242
+        let pidfd: Int32 = 7
+        let runtime = try #require(k.runtimeChannels[pid])
+        defer { runtime.close() }
+        try runtime.setNonBlocking()
+        let taken = [pidfd, connectionFD, listenerFD] + monitors.map(\.fd)
+        let channelFD = try #require(k.watches.last { !$0.cancelled && !taken.contains($0.fd) }?.fd)
+        try send(.ready, on: runtime)
+        #expect(k.fire(fd: channelFD))
+        let delivered = try messages(on: runtime)
+        guard case .deliver(let requestID)? = delivered.first?.0 else {
+            Issue.record("no deliver: \(delivered.map(\.0))")
+            return
+        }
+        for (_, fd) in delivered { if let fd { close(fd) } }
+        for (_, fd) in try messages(on: host) { if let fd { close(fd) } }
+        try send(.end(tag: 2, requestID: requestID), on: host)
+        #expect(k.fire(fd: connectionFD))
+        for m in monitors { _ = try messages(on: m.socket) }
+        daemon.requestReexec(from: nil)
+        k.advance(to: k.clock)
+        #expect(k.executions.isEmpty)
+        // Every monitor but one goes away; the daemon has not read their hang-ups.
+        for m in monitors.dropFirst() { m.socket.close() }
+
+        var atExecve: [Message]?
+        k.onExecute = { atExecve = (try? messages(on: kept))?.map(\.0) ?? [] }
+        k.exits[pidfd] = .exited(3)
+        #expect(k.fire(fd: pidfd))
+        k.advance(to: k.clock.adding(seconds: 0.1))
+        #expect(k.executions.count == 1)
+        let events = (atExecve ?? []).flatMap { m -> [String] in
+            guard case .events(json: let objects) = m else { return [] }
+            return objects.map { String(decoding: $0, as: UTF8.self) }
+        }
+        #expect(events.contains { $0.contains(#""event":"crash""#) }, "the monitor kept had the crash before the execve: \(events)")
+    }
+
+    /// A SIGUSR2 that came while the check blocked the loop is answered by the refusal, not by
+    /// another attempt.
+    @Test func aSIGUSR2DuringARefusedReexecIsAnsweredByTheRefusal() throws {
+        let k = kernel
+        defer {
+            daemon.finish()
+            buffer.deallocate()
+        }
+        k.childResult = .success((.exited(1), "refused"))
+        k.pendingSignals = [SignalNumber.user2]
+        daemon.requestReexec(from: nil)
+        k.advance(to: k.clock)
+        #expect(k.childrenRun.count == 1)
+        #expect(k.pendingSignals.isEmpty)
+        k.advance(to: k.clock.adding(seconds: 1))
+        #expect(k.childrenRun.count == 1, "no second attempt")
+    }
 }
