@@ -148,9 +148,10 @@ static int shim_private_dev(const int device_fds[shim_device_count]) {
 
 // The file system view: see sandbox.h and docs/security.md.
 static int shim_file_system_view(const shim_sandbox *p) {
-    // Nothing mounted here propagates back to the daemon's namespace; the daemon's later
-    // mounts still arrive.
-    if (mount(NULL, "/", NULL, MS_REC | MS_SLAVE, NULL) != 0) return -errno;
+    // No propagation either way: nothing mounted here reaches the daemon's namespace, and a
+    // mount made on the system after the launch does not arrive here, where it would escape
+    // the read-only remount below (which covers only the mounts there are now).
+    if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0) return -errno;
     // What the masks and private directories will cover, opened first.
     int keep_fds[shim_max_keeps];
     if (p->nmounts > shim_max_keeps) return -E2BIG;
@@ -247,7 +248,10 @@ int shim_sandbox_enter(const shim_sandbox *p, int *step) {
     }
     if (p->parts & (SHIM_SANDBOX_FILESYSTEM | SHIM_SANDBOX_PROC)) {
         *step = SHIM_STEP_SANDBOX_FILESYSTEM;
-        if (unshare(CLONE_NEWNS) != 0) return -errno;
+        // With the file system's part, System V IPC and POSIX message queues are the
+        // extension's own too, as /tmp and /dev/shm are: an IPC namespace of its own.
+        int flags = CLONE_NEWNS | ((p->parts & SHIM_SANDBOX_FILESYSTEM) ? CLONE_NEWIPC : 0);
+        if (unshare(flags) != 0) return -errno;
     }
     if (p->parts & SHIM_SANDBOX_FILESYSTEM) {
         if ((rc = shim_file_system_view(p)) != 0) return rc;

@@ -20,6 +20,9 @@ final class Sandboxing {
     /// Hidden from every extension: the existing ones of /home, /root, /run/user, and the
     /// state directory.
     private let masks: [String]
+    /// The daemon's state directory (its `ids.json`, every extension's container): never
+    /// shown to an extension but for its own containers, whatever its manifest names.
+    private let stateDirectory: String
     /// Private to each extension: the existing ones of /tmp and /var/tmp.
     private let scratch: [String]
 
@@ -42,6 +45,7 @@ final class Sandboxing {
             paths.filter { if case .success(let st) = kernel.status($0, followLinks: true) { st.kind == .directory } else { false } }
         }
         masks = existing(["/home", "/root", "/run/user"]) + [stateDirectory]
+        self.stateDirectory = stateDirectory
         scratch = existing(["/tmp", "/var/tmp"])
         let enforced = SandboxPart.allCases.filter { missing[$0] == nil }.map(\.rawValue).joined(separator: ", ")
         let notEnforced = missing.isEmpty ? "" : "; not: " + missing.keys.sorted().map { "\($0.rawValue) (\(missing[$0]!))" }.joined(separator: ", ")
@@ -68,11 +72,20 @@ final class Sandboxing {
                     readOnly.append(Sandboxing.directory(of: argument))
                 }
             }
+            // A manifest cannot show its extension the state directory (the ids of every
+            // extension, the others' containers) by naming a file there.
+            readOnly.removeAll { Sandboxing.isWithin($0, stateDirectory) }
             let writable = (container.map { [$0] } ?? []) + manifest.sharedContainers.compactMap { manifest.containerPaths[$0] }
             mounts = SandboxView(scratch: scratch, masks: masks, readOnly: readOnly, writable: writable).mounts
         }
         return SandboxPlan(
             parts: Set(decision.enforced), userNamespace: support.userNamespace, mounts: mounts, filter: filter, uid: kernel.userID, gid: kernel.groupID)
+    }
+
+    /// Whether `path` is `directory` or below it (by path, as given).
+    static func isWithin(_ path: String, _ directory: String) -> Bool {
+        let base = directory.hasSuffix("/") ? String(directory.dropLast()) : directory
+        return path == base || path.hasPrefix(base + "/")
     }
 
     static func directory(of path: String) -> String {

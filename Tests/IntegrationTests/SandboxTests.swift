@@ -100,6 +100,41 @@ struct SandboxTests {
         #expect(daemon.stop() == 0)
     }
 
+    /// System V IPC is each extension's own (an IPC namespace with the file system's part): a
+    /// message queue one creates is not there for another, nor for the host.
+    @Test func systemVMessageQueuesArePrivateToEachExtension() throws {
+        let daemon = try TestDaemon(
+            manifests: ["a.json": try Self.manifest("org.example.a"), "b.json": try Self.manifest("org.example.b")], extensionsAsRoot: false)
+        try daemon.start()
+        let host = try daemon.host()
+        let (a, _) = try CredentialTests.open(daemon, host, "org.example.a")
+        let (b, _) = try CredentialTests.open(daemon, host, "org.example.b")
+        let key = Int32(0x5a00 + getpid() % 0xff)
+        #expect(Self.ask(a, "syscall msgget-create \(key)") == "allowed")
+        #expect(Self.ask(a, "syscall msgget \(key)") == "allowed")
+        #expect(Self.ask(b, "syscall msgget \(key)") == "refused: No such file or directory", "not in another extension")
+        #expect(msgget(key_t(key), 0) < 0 && errno == ENOENT, "nor on the host")
+        host.close()
+        #expect(daemon.stop() == 0)
+    }
+
+    /// A manifest cannot show its extension the state directory by naming a file there among
+    /// its arguments (whose directories are otherwise kept, read-only, for an interpreter's
+    /// script): the directory stays hidden.
+    @Test func anArgumentInTheStateDirectoryDoesNotShowIt() throws {
+        let daemon = try TestDaemon(manifests: [:], extensionsAsRoot: false)
+        let state = daemon.directory + "/state"
+        try daemon.writeManifest("a.json", try Self.manifest("org.example.a", ["arguments": [state + "/ids.json"]]))
+        try daemon.start()
+        #expect(FileManager.default.fileExists(atPath: state + "/ids.json"))
+        let host = try daemon.host()
+        let (a, _) = try CredentialTests.open(daemon, host, "org.example.a")
+        #expect(Self.ask(a, "read-file \(state)/ids.json") == "refused: No such file or directory")
+        #expect(Self.ask(a, "list-dir \(state)/extensions") == "entries org.example.a", "only its own container")
+        host.close()
+        #expect(daemon.stop() == 0)
+    }
+
     @Test func homeRootOtherContainersAndTheSystemAreOutOfReach() throws {
         let daemon = try TestDaemon(
             manifests: ["a.json": try Self.manifest("org.example.a"), "b.json": try Self.manifest("org.example.b")], extensionsAsRoot: false)

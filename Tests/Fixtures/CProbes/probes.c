@@ -8,6 +8,7 @@
 #include <sched.h>
 #include <string.h>
 #include <sys/mount.h>
+#include <sys/msg.h>
 #include <sys/ptrace.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
@@ -53,4 +54,8 @@ int probe_tcp_connect(int port) {
     int rc = connect(s, (struct sockaddr *)&addr, sizeof(addr)) == 0 ? 0 : errno;
     close(s);
     return rc;
+}
+
+int probe_message_queue(int key, int create) {
+    return msgget((key_t)key, create ? IPC_CREAT | 0666 : 0) < 0 ? errno : 0;
 }

@@ -7,7 +7,8 @@ import Foundation
 ///   home                 -> ExtensionContext.containerURL: "home <path>" or "no home"
 ///   list-dir <path>      -> "entries <name> <name> ..." (sorted) or "refused: <error>"
 ///   pids                 -> the numeric entries of its /proc: "pids <pid> <pid> ..."
-///   syscall <name> [pid] -> mount, unshare-user, bpf, ptrace <pid>, io_uring, tcp <port>:
+///   syscall <name> [pid] -> mount, unshare-user, bpf, ptrace <pid>, io_uring, tcp <port>,
+///                           msgget <key>, msgget-create <key> (System V message queues):
 ///                           "allowed" or "refused: <error>"
 func sandboxProbe(_ words: [String]) -> String? {
     func word(_ i: Int) -> String { words.count > i ? words[i] : "" }
@@ -37,6 +38,8 @@ func sandboxProbe(_ words: [String]) -> String? {
         case "ptrace": return outcome(probe_ptrace(pid_t(word(2)) ?? 1))
         case "io_uring": return outcome(probe_io_uring())
         case "tcp": return outcome(probe_tcp_connect(Int32(word(2)) ?? 0))
+        case "msgget": return outcome(probe_message_queue(Int32(word(2)) ?? 0, 0))
+        case "msgget-create": return outcome(probe_message_queue(Int32(word(2)) ?? 0, 1))
         default: return "unknown system call"
         }
     default:

@@ -17,5 +17,7 @@ int probe_ptrace(pid_t pid);
 int probe_io_uring(void);
 /// A TCP connect to 127.0.0.1:port.
 int probe_tcp_connect(int port);
+/// msgget(2) of the System V message queue `key`, created (mode 0666) when `create`.
+int probe_message_queue(int key, int create);
 
 #endif
