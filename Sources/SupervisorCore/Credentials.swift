@@ -109,15 +109,29 @@ public struct CredentialRules: Sendable {
     public var allowRootExtensions: Bool
     /// Where user and group names are looked up.
     public var accounts: AccountDirectory
+    /// The ids a root daemon allocates, one uid (and gid) per extension and one gid per shared
+    /// container (`extensionUIDs`): a manifest may not name one, which would give its
+    /// extension another's processes, container or shared files. Nil: none is reserved.
+    public var reserved: IdentityRange?
 
     /// Rules for a daemon with these ids and configuration; by default the daemon has no
     /// supplementary groups and refuses root extensions.
-    public init(daemonUID: UInt32, daemonGID: UInt32, daemonGroups: [UInt32] = [], allowRootExtensions: Bool = false, accounts: AccountDirectory) {
+    public init(
+        daemonUID: UInt32, daemonGID: UInt32, daemonGroups: [UInt32] = [], allowRootExtensions: Bool = false, accounts: AccountDirectory,
+        reserved: IdentityRange? = nil
+    ) {
+        self.reserved = reserved
         self.daemonUID = daemonUID
         self.daemonGID = daemonGID
         self.daemonGroups = daemonGroups
         self.allowRootExtensions = allowRootExtensions
         self.accounts = accounts
+    }
+
+    /// Why a manifest may not name `id`, an id of the `reserved` range.
+    static func taken(_ what: String, _ id: UInt32, _ reserved: IdentityRange) -> String {
+        let last = UInt64(reserved.first) + UInt64(reserved.count) - 1
+        return "\(what) \(id) is in the range extensiond allocates to extensions and shared containers (extensionUIDs: \(reserved.first) to \(last)): it would be another extension's"
     }
 
     /// Whether an extension with this request needs a uid of its own (root daemon, no `user`).
@@ -153,6 +167,7 @@ public struct CredentialRules: Sendable {
             uid = found.uid
             primary = found.gid
         }
+        if let reserved, request.user != nil, reserved.contains(uid) { return fail("user", Self.taken("uid", uid, reserved)) }
         var gid: UInt32
         switch request.group {
         case nil:
@@ -217,6 +232,11 @@ public struct CredentialRules: Sendable {
             return fail(
                 "supplementaryGroups[\(i)]",
                 "gid 0 (root's group) is refused for an extension not running as an allowed root (\"user\": \"root\" with allowRootExtensions)")
+        }
+        // The allocated ids are the daemon's to give: an extension's own, a shared container's.
+        if let reserved {
+            if request.group != nil && reserved.contains(gid) { return fail("group", Self.taken("gid", gid, reserved)) }
+            for (i, g) in groups.enumerated() where reserved.contains(g) { return fail("supplementaryGroups[\(i)]", Self.taken("gid", g, reserved)) }
         }
         for g in extraGroups where !groups.contains(g) { groups.append(g) }
         return .success(Credentials(uid: uid, gid: gid, groups: groups, ownUID: request.user == nil))

@@ -55,6 +55,6 @@ final class ManifestSources {
     private func credentialRules() -> CredentialRules {
         CredentialRules(
             daemonUID: kernel.userID, daemonGID: kernel.groupID, daemonGroups: kernel.supplementaryGroups,
-            allowRootExtensions: config.allowRootExtensions, accounts: kernel.accounts)
+            allowRootExtensions: config.allowRootExtensions, accounts: kernel.accounts, reserved: config.extensionUIDs)
     }
 }

@@ -52,6 +52,27 @@ struct CredentialTests {
         #expect(!session.needsOwnUID(CredentialRequest()))
     }
 
+    /// The ids a root daemon allocates to extensions and shared containers cannot be named by
+    /// a manifest: one could otherwise run as another extension and stop it, read its
+    /// container, or join a shared container it was not given.
+    @Test func aManifestCannotNameAnAllocatedID() throws {
+        let reserved = IdentityRange(first: 1_879_113_728, count: 65_536)
+        let rules = CredentialRules(daemonUID: 0, daemonGID: 0, accounts: accounts, reserved: reserved)
+        for (json, field) in [
+            (#""user": 1879113728"#, "user"), (#""user": 1879179263"#, "user"), (#""user": "nobody", "group": 1879113800"#, "group"),
+            (#""user": "nobody", "supplementaryGroups": [29, 1879113729]"#, "supplementaryGroups[1]"),
+        ] {
+            let e = try #require(try refusal(rules, json), "\(json) was accepted")
+            #expect(e.field == field)
+            #expect(e.problem.contains("in the range extensiond allocates") && e.problem.contains("it would be another extension's"), "\(e.problem)")
+        }
+        #expect(try refusal(rules, #""user": 1879179264, "group": 44"#) == nil, "past the range")
+        #expect(try refusal(rules, #""user": "nobody", "group": 44"#) == nil)
+        // The extension's own allocated uid, and a shared container's gid the daemon adds.
+        let own = try rules.resolve(CredentialRequest(), file: manifestFile, ownUID: 1_879_113_728, extraGroups: [1_879_113_900]).get()
+        #expect(own == Credentials(uid: 1_879_113_728, gid: 1_879_113_728, groups: [1_879_113_900], ownUID: true))
+    }
+
     @Test func withoutAnAllocatedUIDTheExtensionIsRefused() throws {
         let e = try #require(try refusal(root, ""))
         #expect(e.description == "\(manifestFile): field 'user': no uid could be allocated for this extension")
