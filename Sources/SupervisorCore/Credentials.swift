@@ -131,7 +131,8 @@ public struct CredentialRules: Sendable {
     /// Why a manifest may not name `id`, an id of the `reserved` range.
     static func taken(_ what: String, _ id: UInt32, _ reserved: IdentityRange) -> String {
         let last = UInt64(reserved.first) + UInt64(reserved.count) - 1
-        return "\(what) \(id) is in the range extensiond allocates to extensions and shared containers (extensionUIDs: \(reserved.first) to \(last)): it would be another extension's"
+        return
+            "\(what) \(id) is in the range extensiond allocates to extensions and shared containers (extensionUIDs: \(reserved.first) to \(last)): it would be another extension's"
     }
 
     /// Whether an extension with this request needs a uid of its own (root daemon, no `user`).
