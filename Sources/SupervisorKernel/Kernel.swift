@@ -246,6 +246,9 @@ public protocol Kernel: AnyObject {
     /// Reaps the exited child `pid` if it is a zombie (`waitid(P_PID, WEXITED | WNOHANG)`);
     /// returns whether it did.
     func reapIfExited(_ pid: Int32) -> Bool
+    /// A child that has exited and is not reaped yet, left so (`waitid(P_ALL, WEXITED |
+    /// WNOHANG | WNOWAIT)`), or nil when none has.
+    func exitedChild() -> Int32?
     /// `PR_SET_CHILD_SUBREAPER`: orphaned descendants become this process's children. Whether it worked.
     func becomeChildSubreaper() -> Bool
     /// Whether clone3 can be called (needed to start a process inside its cgroup).

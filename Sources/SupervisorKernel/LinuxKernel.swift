@@ -134,6 +134,14 @@ public final class LinuxKernel: Kernel {
         return .success(code == Int32(CLD_EXITED) ? .exited(status) : .signaled(status))
     }
 
+    /// One waitid(P_ALL, WEXITED | WNOHANG | WNOWAIT); never blocks, reaps nothing.
+    public func exitedChild() -> Int32? {
+        var info = siginfo_t()
+        guard waitid(P_ALL, 0, &info, WEXITED | WNOHANG | WNOWAIT) == 0 else { return nil }
+        let pid = info._sifields._sigchld.si_pid
+        return pid > 0 ? pid : nil
+    }
+
     /// One waitid(P_PID, WEXITED | WNOHANG); never blocks. True only when it reaped `pid`; false
     /// while it runs, when it is no child of this process, or when waitid fails.
     public func reapIfExited(_ pid: Int32) -> Bool {

@@ -86,6 +86,11 @@ final class ProcessControl {
     /// their pids. SIGCHLD coalesces, so every waiting leader is asked, not only the sender.
     /// Exits are not taken here: they are watched and reaped through each pidfd.
     func childrenChanged() {
+        // An orphan the daemon adopted (a descendant of an extension whose parent died) that
+        // exited is reaped now, while its extension runs: left, each would count against its
+        // extension's task limit and the system's pids. One look, without reaping; an exited
+        // leader is reaped by its own exit, which reaps orphans too (`finishExit`).
+        if isSubreaper, let pid = kernel.exitedChild(), !(delegate?.isLeader(pid) ?? false) { _ = adoptedOrphans() }
         for p in awaitingStopReport.values.sorted(by: { $0.pid < $1.pid }) {
             // A report handled earlier in this loop may have changed what is awaited.
             guard awaitingStopReport[ObjectIdentifier(p)] != nil else { continue }

@@ -58,6 +58,47 @@ struct ContainmentTests {
         return session
     }
 
+    /// Orphans the daemon adopts as their subreaper (process-group containment: a double
+    /// fork's grandchildren, whose parent is gone) and that exit are reaped while their
+    /// extension runs: none is left a zombie of the daemon, counting against its extension's
+    /// task limit.
+    @Test func orphansThatExitAreReapedWhileTheirExtensionRuns() throws {
+        let script = "i=0; while [ $i -lt 30 ]; do (/bin/true &); i=$((i+1)); done; sleep 100024"
+        let daemon = try TestDaemon(manifests: ["e.json": Self.manifest(suspend: "stop", script: script)])
+        // Process groups: the daemon is then its extensions' subreaper (with a cgroup each, the
+        // cgroup holds them and orphans go to init).
+        try daemon.start(arguments: ["--containment", "process-group"])
+        defer { daemon.stop() }
+        let host = try daemon.host()
+        let session = try host.begin(Self.id)
+        let daemonPID = try #require(daemon.process?.processIdentifier)
+        /// The daemon's children that are zombies.
+        func zombies() -> [Int32] {
+            let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(daemonPID)/task")) ?? []
+            let children = tasks.flatMap { tid -> [Int32] in
+                let text = (try? String(contentsOfFile: "/proc/\(daemonPID)/task/\(tid)/children", encoding: .utf8)) ?? ""
+                return text.split(separator: " ").compactMap { Int32($0) }
+            }
+            // processState says nil for a zombie: its stat's state is read here.
+            return children.filter { pid in
+                guard let text = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8), let close = text.lastIndex(of: ")") else { return false }
+                return text[text.index(close, offsetBy: 2)...].first == "Z"
+            }
+        }
+        // The loop has run once the extension's last command runs.
+        try eventually("the extension's loop is done") { Self.markedSleep(100024) }
+        try eventually("no orphan is left a zombie of the daemon: \(zombies())") { zombies().isEmpty }
+        try host.dismiss(session)
+    }
+
+    static func markedSleep(_ marker: Int) -> Bool {
+        let entries = (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []
+        return entries.compactMap(Int32.init).contains { pid in
+            guard let data = FileManager.default.contents(atPath: "/proc/\(pid)/cmdline") else { return false }
+            return String(decoding: data.map { $0 == 0 ? 32 : $0 }, as: UTF8.self).trimmingCharacters(in: .whitespaces) == "sleep \(marker)"
+        }
+    }
+
     @Test(arguments: ["stop", "freeze"])
     func everyProcessIsSuspendedResumedAndKilled(suspend: String) throws {
         let daemon = try TestDaemon(manifests: ["e.json": Self.manifest(suspend: suspend)])

@@ -191,6 +191,7 @@ final class SimulatedKernel: Kernel {
 
     /// Orphans are reaped the moment they die; leaders through their pidfds.
     func reapIfExited(_ pid: Int32) -> Bool { false }
+    func exitedChild() -> Int32? { nil }
 
     func becomeChildSubreaper() -> Bool { true }
     var canSpawnIntoCgroup: Bool { true }

@@ -222,6 +222,8 @@ final class RecordingKernel: Kernel {
         return false
     }
 
+    func exitedChild() -> Int32? { nil }
+
     func becomeChildSubreaper() -> Bool { true }
 
     func prepareSandbox(known: SandboxProbe?) -> (filter: UnsafeRawPointer?, filterError: SystemError?, probe: SandboxProbe) {
