@@ -344,20 +344,26 @@ public final class LinuxKernel: Kernel {
     public func memoryFile(_ name: String, withParts parts: [[UInt8]]) -> Result<Int32, SystemError> {
         let fd = shim_memfd(name)
         guard fd >= 0 else { return .failure(SystemError("memfd_create", errno: -fd)) }
+        if let e = Self.write(parts, to: fd, naming: "write") {
+            Glibc.close(fd)
+            return .failure(e)
+        }
+        return .success(fd)
+    }
+
+    /// Writes `parts` one after another on `fd`, retrying EINTR; the error, naming `what`, of the
+    /// write that failed (EIO for one that wrote nothing).
+    static func write(_ parts: [[UInt8]], to fd: Int32, naming what: String) -> SystemError? {
         for bytes in parts {
             var written = 0
             while written < bytes.count {
                 let n = bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress! + written, $0.count - written) }
                 if n < 0 && errno == EINTR { continue }
-                guard n > 0 else {
-                    let e = SystemError("write", errno: n < 0 ? errno : EIO)
-                    Glibc.close(fd)
-                    return .failure(e)
-                }
+                guard n > 0 else { return SystemError(what, errno: n < 0 ? errno : EIO) }
                 written += n
             }
         }
-        return .success(fd)
+        return nil
     }
 
     /// Removes a leftover `path.tmp`, creates it anew (O_EXCL | O_NOFOLLOW | O_CLOEXEC, `mode`
@@ -371,19 +377,10 @@ public final class LinuxKernel: Kernel {
         unlink(temporary)  // a leftover of an interrupted write
         let fd = Glibc.open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, mode_t(mode))
         guard fd >= 0 else { return SystemError("open \(temporary)", errno: errno) }
-        for bytes in parts {
-            var written = 0
-            while written < bytes.count {
-                let n = bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress! + written, $0.count - written) }
-                if n < 0 && errno == EINTR { continue }
-                guard n > 0 else {
-                    let e = SystemError("write \(temporary)", errno: n < 0 ? errno : EIO)
-                    Glibc.close(fd)
-                    unlink(temporary)
-                    return e
-                }
-                written += n
-            }
+        if let e = Self.write(parts, to: fd, naming: "write \(temporary)") {
+            Glibc.close(fd)
+            unlink(temporary)
+            return e
         }
         if durable && fsync(fd) != 0 {
             let e = SystemError("fsync \(temporary)", errno: errno)

@@ -12,6 +12,18 @@ struct SandboxTests {
         try CredentialTests.manifest(id, extra)
     }
 
+    /// A daemon with two sandboxed extensions, `org.example.a` and `org.example.b`, both opened
+    /// by one host: each one's channel and pid.
+    static func twoSandboxedExtensions() throws -> (
+        daemon: TestDaemon, host: ExtensionHostConnection, a: (HostChannel, Int32), b: (HostChannel, Int32)
+    ) {
+        let daemon = try TestDaemon(
+            manifests: ["a.json": try manifest("org.example.a"), "b.json": try manifest("org.example.b")], extensionsAsRoot: false)
+        try daemon.start()
+        let host = try daemon.host()
+        return (daemon, host, try CredentialTests.open(daemon, host, "org.example.a"), try CredentialTests.open(daemon, host, "org.example.b"))
+    }
+
     static func ask(_ channel: HostChannel, _ command: String) -> String {
         channel.send(command)
         return channel.readLine() ?? "(no answer)"
@@ -75,12 +87,7 @@ struct SandboxTests {
     }
 
     @Test func tmpAndShmArePrivateAndGoneWhenTheExtensionEnds() throws {
-        let daemon = try TestDaemon(
-            manifests: ["a.json": try Self.manifest("org.example.a"), "b.json": try Self.manifest("org.example.b")], extensionsAsRoot: false)
-        try daemon.start()
-        let host = try daemon.host()
-        let (a, _) = try CredentialTests.open(daemon, host, "org.example.a")
-        let (b, _) = try CredentialTests.open(daemon, host, "org.example.b")
+        let (daemon, host, (a, _), (b, _)) = try Self.twoSandboxedExtensions()
         let name = "sandbox-probe-\(getpid())"
         for dir in ["/tmp", "/dev/shm", "/var/tmp"] {
             #expect(Self.ask(a, "write-file \(dir)/\(name)") == "written")
@@ -103,12 +110,7 @@ struct SandboxTests {
     /// System V IPC is each extension's own (an IPC namespace with the file system's part): a
     /// message queue one creates is not there for another, nor for the host.
     @Test func systemVMessageQueuesArePrivateToEachExtension() throws {
-        let daemon = try TestDaemon(
-            manifests: ["a.json": try Self.manifest("org.example.a"), "b.json": try Self.manifest("org.example.b")], extensionsAsRoot: false)
-        try daemon.start()
-        let host = try daemon.host()
-        let (a, _) = try CredentialTests.open(daemon, host, "org.example.a")
-        let (b, _) = try CredentialTests.open(daemon, host, "org.example.b")
+        let (daemon, host, (a, _), (b, _)) = try Self.twoSandboxedExtensions()
         let key = Int32(0x5a00 + getpid() % 0xff)
         #expect(Self.ask(a, "syscall msgget-create \(key)") == "allowed")
         #expect(Self.ask(a, "syscall msgget \(key)") == "allowed")
@@ -136,12 +138,7 @@ struct SandboxTests {
     }
 
     @Test func homeRootOtherContainersAndTheSystemAreOutOfReach() throws {
-        let daemon = try TestDaemon(
-            manifests: ["a.json": try Self.manifest("org.example.a"), "b.json": try Self.manifest("org.example.b")], extensionsAsRoot: false)
-        try daemon.start()
-        let host = try daemon.host()
-        let (a, _) = try CredentialTests.open(daemon, host, "org.example.a")
-        let (b, _) = try CredentialTests.open(daemon, host, "org.example.b")
+        let (daemon, host, (a, _), (b, _)) = try Self.twoSandboxedExtensions()
         #expect(Self.ask(b, "write-file \(daemon.directory)/state/extensions/org.example.b/mine") == "written")
         for dir in ["/home", "/root"] where FileManager.default.fileExists(atPath: dir) {
             #expect(Self.ask(a, "list-dir \(dir)") == "refused: Permission denied", "\(dir)")
@@ -157,12 +154,7 @@ struct SandboxTests {
     }
 
     @Test func procListsOnlyItsOwnProcesses() throws {
-        let daemon = try TestDaemon(
-            manifests: ["a.json": try Self.manifest("org.example.a"), "b.json": try Self.manifest("org.example.b")], extensionsAsRoot: false)
-        try daemon.start()
-        let host = try daemon.host()
-        let (a, pidA) = try CredentialTests.open(daemon, host, "org.example.a")
-        let (_, pidB) = try CredentialTests.open(daemon, host, "org.example.b")
+        let (daemon, host, (a, pidA), (_, pidB)) = try Self.twoSandboxedExtensions()
         let spawned = Self.ask(a, "spawn 2").split(separator: " ").dropFirst().compactMap { Int32($0) }
         #expect(spawned.count == 2)
         let listed = Set(Self.ask(a, "pids").split(separator: " ").dropFirst().compactMap { Int32($0) })

@@ -50,6 +50,23 @@ struct DaemonOnRecordingKernelTests {
         try daemon.start()
     }
 
+    /// A client connected to the control socket (non-blocking) and accepted by the daemon: its
+    /// socket and the fd of the daemon's watch on its connection.
+    func connectClient() throws -> (socket: PacketSocket, watch: Int32) {
+        let listenerFD = try #require(kernel.watches.first { !$0.cancelled }?.fd)
+        let socket = try PacketSocket.connect(path: socketPath)
+        try socket.setNonBlocking()
+        let known = Set(kernel.watches.map(\.fd))
+        #expect(kernel.fire(fd: listenerFD))
+        return (socket, try #require(newestWatch(excluding: known)))
+    }
+
+    /// Ends the daemon and frees the receive buffer: the last thing each test does.
+    func tearDown() {
+        daemon.finish()
+        buffer.deallocate()
+    }
+
     func messages(on socket: PacketSocket) throws -> [(Message, Int32?)] {
         var found: [(Message, Int32?)] = []
         while case .datagram(let count, let descriptor, _) = try socket.receive(into: buffer) {
@@ -69,10 +86,7 @@ struct DaemonOnRecordingKernelTests {
 
     @Test func launchBeginDismissSuspendResumeKillExit() throws {
         let k = kernel
-        defer {
-            daemon.finish()
-            buffer.deallocate()
-        }
+        defer { tearDown() }
         // Started: the control socket and the signals are watched through the kernel.
         #expect(k.calls.contains(.watchSignal(SignalNumber.child)))
         #expect(k.calls.contains(.watchSignal(SignalNumber.terminate)))
@@ -218,10 +232,7 @@ struct DaemonOnRecordingKernelTests {
     /// is closed and nothing is executed.
     @Test func reexecFeedsTheDocumentToACheckStartedFirst() throws {
         let k = kernel
-        defer {
-            daemon.finish()
-            buffer.deallocate()
-        }
+        defer { tearDown() }
         func index(_ matches: (RecordingKernel.Call) -> Bool) throws -> Int {
             let found = k.calls.firstIndex(where: matches)
             return try #require(found, "\(k.calls)")
@@ -304,72 +315,71 @@ struct DaemonOnRecordingKernelTests {
         #expect(k.executions.count == executed, "a document that could not be written is not taken over")
     }
 
-    /// A re-exec waiting for a stop in flight goes ahead in the dispatch that settles it, here
-    /// the leader's exit seen through its pidfd: the events of that dispatch (the crash) reach
-    /// the monitor before the execve, which would otherwise take them along unsent.
-    @Test func theEventsOfTheDispatchThatLetsAReexecGoAheadReachTheMonitorsFirst() throws {
+    /// A host and `count` monitors connected, the widget begun, ready and dismissed, and a
+    /// re-exec asked meanwhile, which waits for the stop in flight: the host, the monitors, the
+    /// extension's end of its runtime channel, and the leader's pidfd (its exit is what
+    /// settles the daemon). The caller closes the sockets.
+    func dismissWithAReexecWaiting(monitors count: Int) throws -> (host: PacketSocket, monitors: [PacketSocket], runtime: PacketSocket, pidfd: Int32) {
         let k = kernel
-        defer {
-            daemon.finish()
-            buffer.deallocate()
-        }
         let listenerFD = try #require(k.watches.first { !$0.cancelled }?.fd)
-        let host = try PacketSocket.connect(path: socketPath)
-        defer { host.close() }
-        try host.setNonBlocking()
-        var known = Set(k.watches.map(\.fd))
-        #expect(k.fire(fd: listenerFD))
-        let connectionFD = try #require(newestWatch(excluding: known))
-        let monitor = try PacketSocket.connect(path: socketPath)
-        defer { monitor.close() }
-        try monitor.setNonBlocking()
-        known = Set(k.watches.map(\.fd))
-        #expect(k.fire(fd: listenerFD))
-        let monitorFD = try #require(newestWatch(excluding: known))
-        try send(.monitor(tag: 1), on: monitor)
-        #expect(k.fire(fd: monitorFD))
-        _ = try messages(on: monitor)
-
+        let (host, connectionFD) = try connectClient()
+        var monitors: [(socket: PacketSocket, fd: Int32)] = []
+        for _ in 0..<count {
+            let (monitor, fd) = try connectClient()
+            try send(.monitor(tag: 1), on: monitor)
+            #expect(k.fire(fd: fd))
+            _ = try messages(on: monitor)
+            monitors.append((monitor, fd))
+        }
         try send(.begin(tag: 1, extensionID: Self.id), on: host)
         #expect(k.fire(fd: connectionFD))
         let pid: Int32 = 4242
         let pidfd: Int32 = 7
         let runtime = try #require(k.runtimeChannels[pid])
-        defer { runtime.close() }
         try runtime.setNonBlocking()
-        let channelFD = try #require(k.watches.last { !$0.cancelled && ![pidfd, connectionFD, listenerFD, monitorFD].contains($0.fd) }?.fd)
+        let taken = [pidfd, connectionFD, listenerFD] + monitors.map(\.fd)
+        let channelFD = try #require(k.watches.last { !$0.cancelled && !taken.contains($0.fd) }?.fd)
         try send(.ready, on: runtime)
         #expect(k.fire(fd: channelFD))
         let delivered = try messages(on: runtime)
-        guard case .deliver(let requestID)? = delivered.first?.0 else {
-            Issue.record("no deliver: \(delivered.map(\.0))")
-            return
-        }
+        let deliveredRequest: UInt64? = if case .deliver(let id)? = delivered.first?.0 { id } else { nil }
+        let requestID = try #require(deliveredRequest, "no deliver: \(delivered.map(\.0))")
         for (_, fd) in delivered { if let fd { close(fd) } }
         for (_, fd) in try messages(on: host) { if let fd { close(fd) } }
-
         // Dismissed: the SIGSTOP is sent and the stop is in flight.
         try send(.end(tag: 2, requestID: requestID), on: host)
         #expect(k.fire(fd: connectionFD))
-        _ = try messages(on: monitor)
+        for m in monitors { _ = try messages(on: m.socket) }
         #expect(daemon.core.records[Self.id]?.phase == .stopping(wasExpiring: false))
-
         // SIGUSR2 meanwhile: the re-exec waits for the stop.
         daemon.requestReexec(from: nil)
         k.advance(to: k.clock)
         #expect(k.executions.isEmpty, "it waits while the stop is in flight")
+        return (host, monitors.map(\.socket), runtime, pidfd)
+    }
 
+    /// The crash events the monitor `socket` had received when the execve came.
+    func crashEventsAtTheExecve(on socket: PacketSocket, afterTheExitOf pidfd: Int32) throws -> [String] {
         var atExecve: [Message]?
-        k.onExecute = { atExecve = (try? messages(on: monitor))?.map(\.0) ?? [] }
-        // The leader dies during its stop; its exit settles the daemon.
-        k.exits[pidfd] = .exited(3)
-        #expect(k.fire(fd: pidfd))
-        #expect(k.executions.count == 1, "the re-exec went ahead in the exit's dispatch")
-        let events = (atExecve ?? []).flatMap { m -> [String] in
+        kernel.onExecute = { atExecve = (try? messages(on: socket))?.map(\.0) ?? [] }
+        kernel.exits[pidfd] = .exited(3)
+        #expect(kernel.fire(fd: pidfd))
+        kernel.advance(to: kernel.clock.adding(seconds: 0.1))
+        #expect(kernel.executions.count == 1, "the re-exec went ahead once the exit settled the daemon")
+        return (atExecve ?? []).flatMap { m -> [String] in
             guard case .events(json: let objects) = m else { return [] }
-            return objects.map { String(decoding: $0, as: UTF8.self) }
+            return objects.map { String(decoding: $0, as: UTF8.self) }.filter { $0.contains(#""event":"crash""#) }
         }
-        #expect(events.contains { $0.contains(#""event":"crash""#) }, "the monitor had the crash before the execve: \(events)")
+    }
+
+    /// A re-exec waiting for a stop in flight goes ahead in the dispatch that settles it, here
+    /// the leader's exit seen through its pidfd: the events of that dispatch (the crash) reach
+    /// the monitor before the execve, which would otherwise take them along unsent.
+    @Test func theEventsOfTheDispatchThatLetsAReexecGoAheadReachTheMonitorsFirst() throws {
+        defer { tearDown() }
+        let (host, monitors, runtime, pidfd) = try dismissWithAReexecWaiting(monitors: 1)
+        defer { ([host, runtime] + monitors).forEach { $0.close() } }
+        #expect(try !crashEventsAtTheExecve(on: monitors[0], afterTheExitOf: pidfd).isEmpty, "the monitor had the crash before the execve")
     }
 
     /// A client that does not read (here a host whose socket filled with the answers to its
@@ -377,17 +387,9 @@ struct DaemonOnRecordingKernelTests {
     /// is replaced.
     @Test func aClientThatDoesNotReadIsCutOffAtTheEndOfAReexecsWait() throws {
         let k = kernel
-        defer {
-            daemon.finish()
-            buffer.deallocate()
-        }
-        let listenerFD = try #require(k.watches.first { !$0.cancelled }?.fd)
-        let host = try PacketSocket.connect(path: socketPath)
+        defer { tearDown() }
+        let (host, connectionFD) = try connectClient()
         defer { host.close() }
-        try host.setNonBlocking()
-        let known = Set(k.watches.map(\.fd))
-        #expect(k.fire(fd: listenerFD))
-        let connectionFD = try #require(newestWatch(excluding: known))
         var tag: UInt32 = 0
         while !daemon.server.isBusy && tag < 20_000 {
             tag += 1
@@ -408,81 +410,20 @@ struct DaemonOnRecordingKernelTests {
     /// send that fails dispatches, which looks whether to re-exec): the monitors after them in
     /// the send still get the events before the execve.
     @Test func monitorsDroppedDuringTheSendDoNotLetTheReexecTakeTheOthersEvents() throws {
-        let k = kernel
-        defer {
-            daemon.finish()
-            buffer.deallocate()
-        }
-        let listenerFD = try #require(k.watches.first { !$0.cancelled }?.fd)
-        let host = try PacketSocket.connect(path: socketPath)
-        defer { host.close() }
-        try host.setNonBlocking()
-        var known = Set(k.watches.map(\.fd))
-        #expect(k.fire(fd: listenerFD))
-        let connectionFD = try #require(newestWatch(excluding: known))
-        var monitors: [(socket: PacketSocket, fd: Int32)] = []
-        for _ in 0..<20 {
-            let monitor = try PacketSocket.connect(path: socketPath)
-            try monitor.setNonBlocking()
-            known = Set(k.watches.map(\.fd))
-            #expect(k.fire(fd: listenerFD))
-            let fd = try #require(newestWatch(excluding: known))
-            try send(.monitor(tag: 1), on: monitor)
-            #expect(k.fire(fd: fd))
-            _ = try messages(on: monitor)
-            monitors.append((monitor, fd))
-        }
-        let kept = monitors[0].socket
-        defer { kept.close() }
-
-        try send(.begin(tag: 1, extensionID: Self.id), on: host)
-        #expect(k.fire(fd: connectionFD))
-        let pid: Int32 = 4242
-        let pidfd: Int32 = 7
-        let runtime = try #require(k.runtimeChannels[pid])
-        defer { runtime.close() }
-        try runtime.setNonBlocking()
-        let taken = [pidfd, connectionFD, listenerFD] + monitors.map(\.fd)
-        let channelFD = try #require(k.watches.last { !$0.cancelled && !taken.contains($0.fd) }?.fd)
-        try send(.ready, on: runtime)
-        #expect(k.fire(fd: channelFD))
-        let delivered = try messages(on: runtime)
-        guard case .deliver(let requestID)? = delivered.first?.0 else {
-            Issue.record("no deliver: \(delivered.map(\.0))")
-            return
-        }
-        for (_, fd) in delivered { if let fd { close(fd) } }
-        for (_, fd) in try messages(on: host) { if let fd { close(fd) } }
-        try send(.end(tag: 2, requestID: requestID), on: host)
-        #expect(k.fire(fd: connectionFD))
-        for m in monitors { _ = try messages(on: m.socket) }
-        daemon.requestReexec(from: nil)
-        k.advance(to: k.clock)
-        #expect(k.executions.isEmpty)
+        defer { tearDown() }
+        let (host, monitors, runtime, pidfd) = try dismissWithAReexecWaiting(monitors: 20)
+        defer { [host, runtime].forEach { $0.close() } }
         // Every monitor but one goes away; the daemon has not read their hang-ups.
-        for m in monitors.dropFirst() { m.socket.close() }
-
-        var atExecve: [Message]?
-        k.onExecute = { atExecve = (try? messages(on: kept))?.map(\.0) ?? [] }
-        k.exits[pidfd] = .exited(3)
-        #expect(k.fire(fd: pidfd))
-        k.advance(to: k.clock.adding(seconds: 0.1))
-        #expect(k.executions.count == 1)
-        let events = (atExecve ?? []).flatMap { m -> [String] in
-            guard case .events(json: let objects) = m else { return [] }
-            return objects.map { String(decoding: $0, as: UTF8.self) }
-        }
-        #expect(events.contains { $0.contains(#""event":"crash""#) }, "the monitor kept had the crash before the execve: \(events)")
+        for m in monitors.dropFirst() { m.close() }
+        defer { monitors[0].close() }
+        #expect(try !crashEventsAtTheExecve(on: monitors[0], afterTheExitOf: pidfd).isEmpty, "the monitor kept had the crash before the execve")
     }
 
     /// A SIGUSR2 that came while the check blocked the loop is answered by the refusal, not by
     /// another attempt.
     @Test func aSIGUSR2DuringARefusedReexecIsAnsweredByTheRefusal() throws {
         let k = kernel
-        defer {
-            daemon.finish()
-            buffer.deallocate()
-        }
+        defer { tearDown() }
         k.childResult = .success((.exited(1), "refused"))
         k.pendingSignals = [SignalNumber.user2]
         daemon.requestReexec(from: nil)
