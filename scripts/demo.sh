@@ -20,7 +20,8 @@ cp "$bin/stocks-widget" "$stage/extensions/bin/"
 socket="$stage/control.sock"
 
 echo "==> starting extensiond (socket $socket, extensions $stage/extensions)"
-"$bin/extensiond" --socket "$socket" --extensions "$stage/extensions" 2>"$stage/extensiond.log" &
+# Its state (ids.json, the extensions' containers) in the stage too: the demo leaves nothing behind.
+"$bin/extensiond" --socket "$socket" --extensions "$stage/extensions" --state-directory "$stage/state" 2>"$stage/extensiond.log" &
 daemon=$!
 cleanup() {
     kill -TERM "$daemon" 2>/dev/null && wait "$daemon" 2>/dev/null || true
