@@ -110,7 +110,7 @@ final class ControlServer {
     /// be sent or are being sent (a monitor dropped during the send dispatches, and so looks at
     /// this, before the others have theirs), or a batch is open.
     var isBusy: Bool {
-        batchDepth > 0 || !monitorFeed.isEmpty || monitorFeed.isInProgress || connections.values.contains { $0.endpoint.hasUnsent }
+        batchDepth > 0 || !monitorFeed.isEmpty || monitorFeed.isInProgress || hasLaggards
     }
 
     /// Starts accepting connections, and reading those there already are (handed over).

@@ -94,6 +94,11 @@ extension Daemon {
         case .success(let st): checkedFile = st
         case .failure(let e): return "\(executable) cannot be run to check the hand-over: \(e)"
         }
+        func stillTheFileChecked() -> Bool {
+            guard case .success(let now) = kernel.status(executable, followLinks: true) else { return false }
+            return now.identity == checkedFile.identity && now.size == checkedFile.size
+        }
+        let replaced = "\(executable) was replaced while it checked the hand-over; ask again to check the new file"
         // The check blocks the loop, and with it the watchdog's pings: one goes first, and the
         // check gets at most half the watchdog's interval.
         let checkSeconds = Reexecution.checkSeconds(watchdogMicroseconds: kernel.watchdogInterval())
@@ -133,12 +138,13 @@ extension Daemon {
         // The check reads the document from its stdin; the memory file the new program takes
         // over is written meanwhile. Nothing is on disk: no file for another process to plant
         // or replace, none left behind by a crash, no full disk.
-        var memoryFile: Result<Int32, SystemError> = .failure(SystemError("memfd_create", errno: 0))
+        var memoryFile: Result<Int32, SystemError>?  // set by `finish`, which always runs it
         let outcome = kernel.finish(check, input: parts) { memoryFile = kernel.memoryFile("extensiond-handover", withParts: parts) }
         let documentFD: Int32
         switch memoryFile {
-        case .success(let fd): documentFD = fd
-        case .failure(let e): return "the hand-over document cannot be written: \(e)"
+        case .success(let fd)?: documentFD = fd
+        case .failure(let e)?: return "the hand-over document cannot be written: \(e)"
+        case nil: return "the hand-over document was not written"
         }
         func withoutDocument(_ reason: String) -> String {
             kernel.close(documentFD)
@@ -164,10 +170,7 @@ extension Daemon {
             }
             report = " (\(UntrustedText.escaped(said)))"
         }
-        guard case .success(let now) = kernel.status(executable, followLinks: true), now.identity == checkedFile.identity, now.size == checkedFile.size
-        else {
-            return withoutDocument("\(executable) was replaced while it checked the hand-over; ask again to check the new file")
-        }
+        guard stillTheFileChecked() else { return withoutDocument(replaced) }
         let checked = kernel.now()
         logger.notice(
             "re-executing \(executable) with \(processes.count) extension process(es) and \(server.connections.count) connection(s); document of \(parts.reduce(0) { $0 + $1.count }) bytes written in \(Self.milliseconds(start, written)), checked in \(Self.milliseconds(written, checked))\(report)"
@@ -178,10 +181,9 @@ extension Daemon {
         serviceManager.reexecuting()
         extensions.registry.flush(includingRemovals: true)
         // Once more, right before the execve, which runs the file by its path.
-        guard case .success(let last) = kernel.status(executable, followLinks: true), last.identity == checkedFile.identity, last.size == checkedFile.size
-        else {
+        guard stillTheFileChecked() else {
             serviceManager.ready(status: statusLine())
-            return withoutDocument("\(executable) was replaced while it checked the hand-over; ask again to check the new file")
+            return withoutDocument(replaced)
         }
         // The watches stay as they are: the exec ends the loop with the program, and a failed
         // exec leaves this daemon as it was.
