@@ -194,8 +194,8 @@ static void shim_child(const shim_spawn_options *o, int report) {
         }
     }
     step = SHIM_STEP_DESCRIPTORS;
-    int channel = shim_lift(o->channel_fd), out = shim_lift(o->stdout_fd);
-    if ((o->channel_fd >= 0 && channel < 0) || (o->stdout_fd >= 0 && out < 0)) goto fail;
+    int channel = shim_lift(o->channel_fd), out = shim_lift(o->stdout_fd), err = shim_lift(o->stderr_fd);
+    if ((o->channel_fd >= 0 && channel < 0) || (o->stdout_fd >= 0 && out < 0) || (o->stderr_fd >= 0 && err < 0)) goto fail;
     if (setsid() < 0) goto fail;
     struct sigaction dfl;
     memset(&dfl, 0, sizeof(dfl));
@@ -208,7 +208,8 @@ static void shim_child(const shim_spawn_options *o, int report) {
     if (sigprocmask(SIG_SETMASK, &empty, NULL) != 0) goto fail;
     int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
     if (null < 0 || dup2(null, 0) < 0) goto fail;
-    if (out >= 0 && (dup2(out, 1) < 0 || dup2(out, 2) < 0)) goto fail;
+    if (out >= 0 && dup2(out, 1) < 0) goto fail;
+    if (err >= 0 && dup2(err, 2) < 0) goto fail;
     if (channel >= 0 && dup2(channel, 3) < 0) goto fail;
     // Everything above the standard descriptors and the channel closes here, except the
     // report pipe, which is close-on-exec.
@@ -364,7 +365,7 @@ static pid_t shim_posix_spawn(const shim_spawn_options *o, int *pidfd) {
     if (rc == 0) rc = posix_spawnattr_setsigdefault(&attr, &all);
     if (rc == 0) rc = posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
     if (rc == 0 && o->stdout_fd >= 0) rc = posix_spawn_file_actions_adddup2(&actions, o->stdout_fd, 1);
-    if (rc == 0 && o->stdout_fd >= 0) rc = posix_spawn_file_actions_adddup2(&actions, o->stdout_fd, 2);
+    if (rc == 0 && o->stderr_fd >= 0) rc = posix_spawn_file_actions_adddup2(&actions, o->stderr_fd, 2);
     if (rc == 0 && o->channel_fd >= 0) {
         if (o->channel_fd == 3) {
             // dup2 onto itself would keep FD_CLOEXEC set; move it away and back.

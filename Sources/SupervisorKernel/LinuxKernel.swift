@@ -493,7 +493,8 @@ public final class LinuxKernel: Kernel {
     /// `shim_spawn`: clone3 into `cgroupFD` when given (fork or posix_spawn, then pidfd_open,
     /// where clone3 is unavailable and there is no cgroup). The child runs in a new session with
     /// default signal dispositions and an empty mask, stdin on /dev/null, stdout and stderr
-    /// inherited, `channelFD` at fd 3 and every other descriptor closed; what `shim_spawn`
+    /// the daemon's (`childOutputs`: write-only where the daemon's is a terminal), `channelFD`
+    /// at fd 3 and every other descriptor closed; what `shim_spawn`
     /// lists after that (limits, sandbox, credentials, working directory) is applied before the
     /// exec. Blocks until the child has exec'd or failed.
     /// Returns its pid and a close-on-exec pidfd, both the caller's to reap and close. On failure
@@ -517,7 +518,8 @@ public final class LinuxKernel: Kernel {
                                         withUnsafeMutablePointer(to: &step) { failedStep in
                                             var options = shim_spawn_options(
                                                 path: path, argv: argv, envp: envp, cwd: cwd,
-                                                channel_fd: request.channelFD ?? -1, stdout_fd: -1, cgroup_fd: request.cgroupFD ?? -1,
+                                                channel_fd: request.channelFD ?? -1, stdout_fd: LinuxKernel.childOutputs.stdout,
+                                                stderr_fd: LinuxKernel.childOutputs.stderr, cgroup_fd: request.cgroupFD ?? -1,
                                                 set_credentials: request.credentials == nil ? 0 : 1,
                                                 uid: request.credentials?.uid ?? 0, gid: request.credentials?.gid ?? 0,
                                                 groups: groupList.baseAddress, ngroups: Int32(groupList.count),
@@ -534,6 +536,28 @@ public final class LinuxKernel: Kernel {
             }
         }
         return pid < 0 ? .failure(SystemError(LinuxKernel.spawnSteps[Int(step)] ?? "", errno: -pid)) : .success((pid, pidfd))
+    }
+
+    /// What a spawned child gets at fds 1 and 2, each -1 to inherit the daemon's. Where the
+    /// daemon's is a terminal (a daemon started from a shell, not under systemd), the child
+    /// gets a write-only open of that terminal of its own instead: the daemon's is open for
+    /// reading too, and would let every extension read what is typed there. Where that open
+    /// fails, /dev/null. Opened once per program, close-on-exec.
+    static let childOutputs: (stdout: Int32, stderr: Int32) = {
+        func output(_ fd: Int32) -> Int32 {
+            guard isatty(fd) == 1 else { return -1 }
+            let own = Glibc.open("/proc/self/fd/\(fd)", O_WRONLY | O_NOCTTY | O_CLOEXEC)
+            return own >= 0 ? own : Glibc.open("/dev/null", O_WRONLY | O_CLOEXEC)
+        }
+        let stdout = output(1)
+        return (stdout, stdout >= 0 && sameFile(1, 2) ? stdout : output(2))
+    }()
+
+    /// Whether descriptors `a` and `b` are the same file (device and inode).
+    private static func sameFile(_ a: Int32, _ b: Int32) -> Bool {
+        var first = stat()
+        var second = stat()
+        return fstat(a, &first) == 0 && fstat(b, &second) == 0 && first.st_dev == second.st_dev && first.st_ino == second.st_ino
     }
 
     /// The RLIMIT_ constant of `resource`.

@@ -120,6 +120,26 @@ struct SandboxTests {
         #expect(daemon.stop() == 0)
     }
 
+    /// A daemon started from a shell writes to the shell's terminal, open for reading too. Its
+    /// extensions get a write-only open of that terminal of their own: they print to it, but
+    /// cannot read what is typed there, nor open it anew for reading.
+    @Test func anExtensionWritesToTheDaemonsTerminalButCannotReadIt() throws {
+        let terminal = try PseudoTerminal()
+        let id = "org.example.terminal"
+        let daemon = try TestDaemon(manifests: ["t.json": try Self.manifest(id)], extensionsAsRoot: false)
+        try daemon.start(output: terminal.terminal)
+        let host = try daemon.host()
+        let (channel, _) = try CredentialTests.open(daemon, host, id)
+        #expect(Self.ask(channel, "output 1") == "output write-only tty")
+        #expect(Self.ask(channel, "output 2") == "output write-only tty")
+        #expect(Self.ask(channel, "reopen 2") == "refused: Permission denied")
+        #expect(Self.ask(channel, "say printed by the extension") == "said")
+        #expect(terminal.waitFor("printed by the extension"), "\(terminal.text)")
+        host.close()
+        #expect(daemon.stop() == 0)
+        terminal.close()
+    }
+
     /// A manifest cannot show its extension the state directory by naming a file there among
     /// its arguments (whose directories are otherwise kept, read-only, for an interpreter's
     /// script): the directory stays hidden.

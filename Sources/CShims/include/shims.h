@@ -73,7 +73,8 @@ typedef struct {
     char *const *envp;         // NULL-terminated
     const char *cwd;           // working directory, or NULL
     int channel_fd;            // descriptor to place at fd 3, or -1
-    int stdout_fd;             // descriptor for stdout/stderr, or -1 to inherit
+    int stdout_fd;             // descriptor for stdout (fd 1), or -1 to inherit
+    int stderr_fd;             // descriptor for stderr (fd 2), or -1 to inherit
     int cgroup_fd;             // O_DIRECTORY descriptor of the cgroup to start in, or -1
     int set_credentials;       // 1: switch to uid, gid and groups below (needs root)
     uid_t uid;
@@ -91,7 +92,8 @@ typedef struct {
 /// Spawns a process with clone3(2): in the cgroup `cgroup_fd` from its first instruction
 /// (CLONE_INTO_CGROUP, no window in which it runs elsewhere), in a new session (its own
 /// process group, pgid == pid), with an empty signal mask and default signal dispositions,
-/// stdin on /dev/null, `channel_fd` at fd 3 and every other descriptor closed; then, in this
+/// stdin on /dev/null, `stdout_fd` and `stderr_fd` at fds 1 and 2 when given (else the
+/// caller's), `channel_fd` at fd 3 and every other descriptor closed; then, in this
 /// order, its resource limits, an empty capability bounding set, its supplementary groups,
 /// gid and uid (with `set_credentials`), PR_SET_NO_NEW_PRIVS, an empty ambient and capability
 /// set, its working directory, and last, with a sandbox, its system-call filter. A sandbox's

@@ -10,6 +10,11 @@ import Foundation
 ///   syscall <name> [pid] -> mount, unshare-user, bpf, ptrace <pid>, io_uring, tcp <port>,
 ///                           msgget <key>, msgget-create <key> (System V message queues):
 ///                           "allowed" or "refused: <error>"
+///   output <fd>          -> how fd is open, and whether it is a terminal:
+///                           "output read-only|write-only|read-write tty|not-a-tty"
+///   reopen <fd>          -> opens /proc/self/fd/<fd> for reading and writing:
+///                           "allowed" or "refused: <error>"
+///   say <text>           -> writes <text> and a newline to stderr: "said"
 func sandboxProbe(_ words: [String]) -> String? {
     func word(_ i: Int) -> String { words.count > i ? words[i] : "" }
     func outcome(_ code: Int32) -> String { code == 0 ? "allowed" : "refused: \(String(cString: strerror(code)))" }
@@ -42,6 +47,20 @@ func sandboxProbe(_ words: [String]) -> String? {
         case "msgget-create": return outcome(probe_message_queue(Int32(word(2)) ?? 0, 1))
         default: return "unknown system call"
         }
+    case "output":
+        let fd = Int32(word(1)) ?? -1
+        let flags = fcntl(fd, F_GETFL)
+        guard flags >= 0 else { return "refused: \(String(cString: strerror(errno)))" }
+        let access = ["read-only", "write-only", "read-write"][Int(flags & O_ACCMODE)]
+        return "output \(access) \(isatty(fd) == 1 ? "tty" : "not-a-tty")"
+    case "reopen":
+        let fd = open("/proc/self/fd/\(word(1))", O_RDWR | O_NOCTTY)
+        if fd < 0 { return "refused: \(String(cString: strerror(errno)))" }
+        close(fd)
+        return "allowed"
+    case "say":
+        FileHandle.standardError.write(Data((words.dropFirst().joined(separator: " ") + "\n").utf8))
+        return "said"
     default:
         return nil
     }

@@ -98,8 +98,12 @@ final class TestDaemon: @unchecked Sendable {
     /// `environment` is added to the daemon's. A given `notifySocket` receives the daemon's
     /// sd_notify messages and stays open for the caller; otherwise a temporary one is used.
     /// `wrapper` is a command line the daemon's is appended to (e.g. `unshare …`).
-    /// `arguments` are added to the daemon's command line.
-    func start(environment extra: [String: String] = [:], notifySocket: NotifySocket? = nil, wrapper: [String] = [], arguments: [String] = []) throws {
+    /// `arguments` are added to the daemon's command line. `output` is the daemon's stdout and
+    /// stderr instead of the log file (`log()` then reads nothing).
+    func start(
+        environment extra: [String: String] = [:], notifySocket: NotifySocket? = nil, wrapper: [String] = [], arguments: [String] = [],
+        output: FileHandle? = nil
+    ) throws {
         let notify = try notifySocket ?? NotifySocket(path: directory + "/notify.sock")
         defer { if notifySocket == nil { notify.close() } }
         let p = Process()
@@ -116,8 +120,8 @@ final class TestDaemon: @unchecked Sendable {
         for (name, value) in extra { env[name] = value }
         p.environment = env
         FileManager.default.createFile(atPath: stderrFile, contents: nil)
-        p.standardError = FileHandle(forWritingAtPath: stderrFile)
-        p.standardOutput = FileHandle(forWritingAtPath: stderrFile)
+        p.standardError = output ?? FileHandle(forWritingAtPath: stderrFile)
+        p.standardOutput = output ?? FileHandle(forWritingAtPath: stderrFile)
         let exited = DispatchSemaphore(value: 0)
         p.terminationHandler = { _ in exited.signal() }
         exitSignal = exited
