@@ -97,6 +97,8 @@ public enum GroupObservation: Equatable, Sendable {
     case leaderStopUnreportable
     /// A fresh read of the members, leader included while it lives.
     case members([Member])
+    /// The members could not be read (`cgroup.procs` failed): nothing is known of them.
+    case membersUnreadable
     /// What the shell read of the extension's descendants (`.readDescendants`).
     case descendants(Descendants)
     /// `frozen` from `cgroup.events`.
@@ -293,6 +295,10 @@ public struct GroupControl: Equatable, Sendable {
             return []
         case .members(let members):
             return membersRead(members, at: now)
+        case .membersUnreadable:
+            // Neither confirmed nor given up: the stop is read again later, backing off.
+            guard case .stopping = stop else { return [] }
+            return [.checkAgain(afterSeconds: nextRetry())]
         case .descendants(let descendants):
             guard containment == .processGroup, leaderStopReported else { return [] }
             // The leader's stop was reported, so it cannot fork. With no child, and no orphan

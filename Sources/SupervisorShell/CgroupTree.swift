@@ -214,10 +214,9 @@ final class CgroupTree {
     }
 
     /// The pids in an extension's cgroup, read through its open `cgroup.procs` (a read from
-    /// offset 0 lists the members anew, with no path lookup), or nil when it cannot be read.
-    func processes(of cgroup: ExtensionCgroup) -> [Int32]? {
-        guard case .success(let bytes) = kernel.read(fd: cgroup.procsFD) else { return nil }
-        return CgroupTree.parsePIDs(bytes)
+    /// offset 0 lists the members anew, with no path lookup), or why they cannot be read.
+    func processes(of cgroup: ExtensionCgroup) -> Result<[Int32], SystemError> {
+        kernel.read(fd: cgroup.procsFD).map(CgroupTree.parsePIDs)
     }
 
     /// The pids of a `cgroup.procs` text: one decimal number per line (a line that is not one

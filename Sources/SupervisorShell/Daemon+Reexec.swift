@@ -259,7 +259,7 @@ extension Daemon {
             let read = kernel.now()
             let document = try decodeHandover(bytes, path: path, kernel: kernel)
             let decoded = kernel.now()
-            let core = try Supervisor(restoring: document.core, limits: limits, now: kernel.now())
+            _ = try Supervisor(restoring: document.core, limits: limits, now: kernel.now())
             let restored = kernel.now()
             return .success(
                 "\(checkReport(document)): decoded in \(milliseconds(read, decoded)), restored in \(milliseconds(decoded, restored)); the document read in \(milliseconds(start, read))"

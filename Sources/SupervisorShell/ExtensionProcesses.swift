@@ -300,8 +300,7 @@ final class ExtensionProcesses {
     func processEntries(_ r: ExtensionRecord) -> StatusDocument.ProcessesOfExtension {
         guard let p = byID[r.manifest.id] else { return .init() }
         let table = processControl.table
-        let cgroups = containment.cgroups
-        let pids = p.cgroup.map { cgroups?.processes(of: $0) ?? [] } ?? table.groupMembers(p.processGroup).map(\.pid)
+        let pids = processControl.memberPIDs(of: p)
         let entries = pids.sorted().compactMap { pid -> StatusDocument.ProcessEntry? in
             guard let s = table.stat(pid), !s.isGone else { return nil }
             return StatusDocument.ProcessEntry(
@@ -310,7 +309,7 @@ final class ExtensionProcesses {
         }
         var found = StatusDocument.ProcessesOfExtension(entries: entries, cgroup: p.cgroup?.path)
         if let path = p.cgroup?.path {
-            if cgroups?.controllers.contains("memory") == true, case .success(let bytes) = kernel.read(path + "/memory.current") {
+            if containment.cgroups?.controllers.contains("memory") == true, case .success(let bytes) = kernel.read(path + "/memory.current") {
                 found.cgroupMemoryBytes = Int64(String(decoding: bytes.prefix(while: { $0 != UInt8(ascii: "\n") }), as: UTF8.self))
             }
             if case .success(let bytes) = kernel.read(path + "/cpu.stat"),

@@ -154,7 +154,12 @@ final class ProcessControl {
         for action in actions {
             switch action {
             case .readMembers:
-                observe(.members(members(of: p)), for: p)
+                switch members(of: p) {
+                case .success(let members): observe(.members(members), for: p)
+                case .failure(let e):
+                    logger.warning("cannot read the processes of \(p.extensionID) (pid \(p.pid)): \(e); reading them again later")
+                    observe(.membersUnreadable, for: p)
+                }
             case .readDescendants:
                 observe(.descendants(descendants(of: p)), for: p)
             case .readFrozen:
@@ -220,13 +225,18 @@ final class ProcessControl {
             }
             return
         case .all:
-            guard let cgroup = p.cgroup else {
+            switch p.cgroup.flatMap({ cgroups?.processes(of: $0) }) {
+            case .success(let members): pids = members
+            case let unread:
+                // Without its cgroup's list, the process group is what can be signalled.
+                if case .failure(let e) = unread {
+                    logger.warning("cannot read the processes of \(p.extensionID) (pid \(p.pid)): \(e); signalling its process group")
+                }
                 if let e = kernel.kill(-p.processGroup, signal), !e.isNoProcess {
                     logger.warning("signal \(signal) to group \(p.processGroup) of \(p.extensionID): \(e)")
                 }
                 return
             }
-            pids = cgroups?.processes(of: cgroup) ?? []
         }
         for pid in pids {
             // ESRCH: the member exited meanwhile; its cgroup or its leader's pidfd reports it.
@@ -236,16 +246,22 @@ final class ProcessControl {
         }
     }
 
-    /// The pids of `p`'s processes (no state read): its cgroup's, or its process group's.
+    /// The pids of `p`'s processes (no state read): its cgroup's, or its process group's (also
+    /// when its cgroup's cannot be read, which is logged).
     func memberPIDs(of p: SupervisedProcess) -> [Int32] {
-        if let cgroup = p.cgroup { return cgroups?.processes(of: cgroup) ?? [] }
-        return table.groupMembers(p.processGroup).map(\.pid)
+        switch p.cgroup.flatMap({ cgroups?.processes(of: $0) }) {
+        case .success(let pids): return pids
+        case .failure(let e):
+            logger.warning("cannot read the processes of \(p.extensionID) (pid \(p.pid)): \(e); taking its process group's")
+            return table.groupMembers(p.processGroup).map(\.pid)
+        case nil: return table.groupMembers(p.processGroup).map(\.pid)
+        }
     }
 
     /// The members of `p` with their states: its cgroup's, or its process group's (a scan of
     /// /proc). The leader's state comes from the kernel's stop report when there is one (no
-    /// /proc read).
-    func members(of p: SupervisedProcess) -> [Member] {
+    /// /proc read). Fails when its cgroup's list cannot be read.
+    func members(of p: SupervisedProcess) -> Result<[Member], SystemError> {
         let reported = p.group.leaderStopReported
         func state(_ pid: Int32) -> MemberState {
             if pid == p.pid && reported { return .stopped }
@@ -255,10 +271,10 @@ final class ProcessControl {
             case .blockedInKernel: return .blockedInKernel
             }
         }
-        if let cgroup = p.cgroup {
-            return (cgroups?.processes(of: cgroup) ?? []).map { Member(pid: $0, state: state($0)) }
+        if let cgroup = p.cgroup, let cgroups {
+            return cgroups.processes(of: cgroup).map { $0.map { Member(pid: $0, state: state($0)) } }
         }
-        return table.groupMembers(p.processGroup).map { Member(pid: $0.pid, state: state($0.pid)) }
+        return .success(table.groupMembers(p.processGroup).map { Member(pid: $0.pid, state: state($0.pid)) })
     }
 
     /// What the kernel shows of the descendants of `p`'s leader: as a child subreaper, whether

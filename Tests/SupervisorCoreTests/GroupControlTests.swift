@@ -43,6 +43,19 @@ struct GroupControlTests {
         #expect(g.observe(.members(Self.stopped(100, 101, 102)), at: Self.at(0.05)) == [.cancelCheck, .stopConfirmed(members: [100, 101, 102])])
     }
 
+    @Test func membersThatCannotBeReadAreReadAgainLaterNeverTakenAsNone() {
+        var g = GroupControl(leader: Self.leader, containment: .cgroup, mechanism: .stop)
+        _ = g.suspend(at: Self.at(0))
+        #expect(g.observe(.leaderStopReported, at: Self.at(0.001)) == [.readMembers])
+        #expect(g.observe(.membersUnreadable, at: Self.at(0.001)) == [.checkAgain(afterSeconds: GroupControl.firstRetrySeconds * 2)])
+        #expect(g.stop != .stopped)
+        #expect(g.observe(.checkDue, at: Self.at(0.02)) == [.readMembers])
+        #expect(g.observe(.membersUnreadable, at: Self.at(0.02)) == [.checkAgain(afterSeconds: GroupControl.firstRetrySeconds * 4)], "backing off")
+        #expect(g.observe(.checkDue, at: Self.at(0.06)) == [.readMembers])
+        #expect(g.observe(.members(Self.stopped(100)), at: Self.at(0.06)) == [.cancelCheck, .stopConfirmed(members: [100])])
+        #expect(g.observe(.membersUnreadable, at: Self.at(0.07)) == [], "nothing to do once stopped")
+    }
+
     @Test func aForkDuringTheStopIsCaughtByTheReRead() {
         var g = GroupControl(leader: Self.leader, containment: .cgroup, mechanism: .stop)
         _ = g.suspend(at: Self.at(0))

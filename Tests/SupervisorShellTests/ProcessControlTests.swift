@@ -160,6 +160,27 @@ struct ProcessControlTests {
         #expect(recorder.confirmedMembers == [[100]], "the members of the confirming read, with no further read")
     }
 
+    @Test func aStopWhoseMembersCannotBeReadIsCheckedAgainNotConfirmed() throws {
+        let (k, control, p, recorder) = try controlled(.stop)
+        control.suspend(p)
+        let members = k.descriptors[62]
+        k.descriptors[62] = nil  // cgroup.procs now fails (EBADF)
+        k.clearCalls()
+        k.stopped = [7]
+        control.childrenChanged()
+        let first = k.clock.adding(seconds: GroupControl.firstRetrySeconds)
+        let second = k.clock.adding(seconds: GroupControl.firstRetrySeconds * 2)
+        #expect(
+            k.calls == [.stopReported(pidfd: 7), .readFD(62), .cancelTimer(at: first), .addTimer(at: second)],
+            "the stop is read again later")
+        #expect(recorder.confirmed == 0, "an unread group is not taken as stopped, nor as empty")
+        k.descriptors[62] = members
+        k.clearCalls()
+        k.fireNextTimer()
+        #expect(k.calls == [.readFD(62)])
+        #expect(recorder.confirmedMembers == [[100]])
+    }
+
     @Test func oneResumeInACgroup() throws {
         let (k, control, p, recorder) = try controlled(.stop)
         withExtendedLifetime(recorder) {  // the control's delegate, which it does not retain
