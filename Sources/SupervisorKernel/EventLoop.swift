@@ -125,19 +125,19 @@ final class EventLoop {
         return EventSource(source)
     }
 
-    /// Arms the loop's single supervisor timer for `at`, or disarms it for nil.
-    /// Deadlines are coalesced by the core into this one timer.
-    func setDeadline(_ at: Instant?, handler: @escaping () -> Void) {
+    /// Arms the loop's single supervisor timer for `at`, or disarms it for nil; sd-event's
+    /// error when it could not. Deadlines are coalesced by the core into this one timer.
+    func setDeadline(_ at: Instant?, handler: @escaping () -> Void) -> SystemError? {
         timerHandler = handler
+        func failure(_ rc: Int32) -> SystemError? { rc < 0 ? SystemError(errno: -rc) : nil }
         guard let at else {
-            if let timer { sd_event_source_set_enabled(timer, Int32(SD_EVENT_OFF)) }
-            return
+            guard let timer else { return nil }
+            return failure(sd_event_source_set_enabled(timer, Int32(SD_EVENT_OFF)))
         }
         let usec = (at.nanoseconds + 999) / 1000
         if let timer {
-            sd_event_source_set_time(timer, usec)
-            sd_event_source_set_enabled(timer, Int32(SD_EVENT_ONESHOT))
-            return
+            if let e = failure(sd_event_source_set_time(timer, usec)) { return e }
+            return failure(sd_event_source_set_enabled(timer, Int32(SD_EVENT_ONESHOT)))
         }
         let unmanaged = Unmanaged.passUnretained(self)
         var source: OpaquePointer?
@@ -148,6 +148,7 @@ final class EventLoop {
                 return 0
             }, unmanaged.toOpaque())
         if rc >= 0 { timer = source }
+        return failure(rc)
     }
 
     /// Sends WATCHDOG=1 from this loop when the service manager asked for a watchdog.
@@ -191,9 +192,11 @@ final class EventSource: Watch {
         }
     }
 
-    /// Changes the epoll events of an I/O source.
-    func setEvents(_ events: UInt32) {
-        if let source { sd_event_source_set_io_events(source, events) }
+    /// Changes the epoll events of an I/O source; sd-event's error when it could not.
+    func setEvents(_ events: UInt32) -> SystemError? {
+        guard let source else { return nil }
+        let rc = sd_event_source_set_io_events(source, events)
+        return rc < 0 ? SystemError(errno: -rc) : nil
     }
 
     /// Hands the source to the loop, which keeps it until the loop itself goes; this object

@@ -63,8 +63,9 @@ public protocol Cancellable: AnyObject {
 
 /// A descriptor watch of the event loop, whose epoll events can be changed while it lives.
 public protocol Watch: Cancellable {
-    /// Replaces the events watched (EPOLLIN, EPOLLOUT…).
-    func setEvents(_ events: UInt32)
+    /// Replaces the events watched (EPOLLIN, EPOLLOUT…); the error when the loop refused the
+    /// change, which then watches what it did before.
+    func setEvents(_ events: UInt32) -> SystemError?
 }
 
 /// What the spawn of one extension process needs.
@@ -378,8 +379,9 @@ public protocol Kernel: AnyObject {
     /// Takes one pending delivery of `signal`, a signal the process blocks (as it does the
     /// loop's), without waiting (sigtimedwait(2), zero timeout): true when one was pending.
     func takePendingSignal(_ signal: Int32) -> Bool
-    /// Arms the loop's one supervisor deadline for `at` (nil disarms it).
-    func setDeadline(_ at: Instant?, _ handler: @escaping () -> Void)
+    /// Arms the loop's one supervisor deadline for `at` (nil disarms it); the error when the
+    /// loop could not, in which case it is not armed.
+    func setDeadline(_ at: Instant?, _ handler: @escaping () -> Void) -> SystemError?
     /// Calls `handler` once at the end of every loop iteration that handled an event.
     func atEndOfIteration(_ handler: @escaping () -> Void) -> Result<any Cancellable, SystemError>
     /// Runs the loop until `exitLoop` is called; returns the exit code.

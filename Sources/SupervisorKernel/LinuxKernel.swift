@@ -679,7 +679,10 @@ public final class LinuxKernel: Kernel {
 
     /// Replaces the deadline's handler and arms its one timer (1 ms accuracy) or, for nil,
     /// disables it. Nothing without a loop; a failure to create the timer is not reported.
-    public func setDeadline(_ at: Instant?, _ handler: @escaping () -> Void) { loop?.setDeadline(at, handler: handler) }
+    public func setDeadline(_ at: Instant?, _ handler: @escaping () -> Void) -> SystemError? {
+        guard let loop else { return SystemError("there is no event loop", errno: ENOTSUP) }
+        return loop.setDeadline(at, handler: handler)
+    }
 
     /// An sd-event post source: `handler` runs on the loop's thread after every iteration in
     /// which another source was dispatched. Releasing the returned value cancels it, so the

@@ -176,7 +176,16 @@ public final class Daemon {
         }
         // The core's deadline, as the replaced daemon had armed it (one that passed meanwhile
         // fires at once).
-        if let at = core.armedDeadline { kernel.setDeadline(at) { [unowned self] in post(.tick) } }
+        if let at = core.armedDeadline { armDeadline(at) }
+    }
+
+    /// Arms the loop's one deadline for the core's next `tick` (nil disarms it). A loop that
+    /// cannot arm it is logged as an error: the core's deadlines (expiries, reclaims, launch
+    /// timeouts) then wait for the next event.
+    private func armDeadline(_ at: Instant?) {
+        if let e = kernel.setDeadline(at, { [unowned self] in post(.tick) }) {
+            logger.error("cannot arm the supervisor's timer\(at.map { " for \($0)" } ?? ""): \(e); its deadlines wait for the next event")
+        }
     }
 
     /// Closes the control socket and every connection, and leaves the registry and cgroup
@@ -238,7 +247,7 @@ public final class Daemon {
             openRequest(id, generation, requestID, host, tag, pid, channel)
         case let .reply(host, message): server.send(message, to: host)
         case let .send(id, generation, message): extensions.send(message, to: id, generation)
-        case let .armTimer(at): kernel.setDeadline(at) { [unowned self] in post(.tick) }
+        case let .armTimer(at): armDeadline(at)
         case let .record(event): record(event)
         case let .emptyContainer(id, host, tag):
             let containers = extensions.containers

@@ -23,7 +23,8 @@ final class Peer {
         case accepted
         /// The queue is over its limit: the other side does not read; the caller ends the peer.
         case overflow
-        /// The socket failed (the other side is gone or broken); the caller ends the peer.
+        /// The socket failed (the other side is gone or broken), or its writability cannot be
+        /// watched for what is queued; the caller ends the peer.
         case failed(SystemError)
         /// The message cannot be encoded (a programming error); nothing was sent.
         case unencodable(String)
@@ -62,7 +63,7 @@ final class Peer {
     func flush(_ events: UInt32) -> SystemError? {
         guard events & Poll.output != 0 else { return nil }
         if let e = outbound.flush(on: socket) { return e }
-        if outbound.isEmpty { source?.setEvents(Poll.input) }
+        if outbound.isEmpty, let e = source?.setEvents(Poll.input) { return e }
         return nil
     }
 
@@ -137,7 +138,8 @@ final class Peer {
         switch outbound.send(encoder.bytes, descriptor: descriptor, key: key, on: socket, holding: isHeld && descriptor == nil) {
         case .sent: return .accepted
         case .queued:
-            if !isHeld { source?.setEvents(Poll.input | Poll.output) }
+            // A socket whose writability cannot be watched would never send what is queued.
+            if !isHeld, let e = source?.setEvents(Poll.input | Poll.output) { return .failed(e) }
             return .accepted
         case .overflow: return .overflow
         case .failed(let e): return .failed(e)
@@ -154,7 +156,7 @@ final class Peer {
         isHeld = false
         guard !isClosed else { return nil }
         if let e = outbound.flush(on: socket) { return e }
-        if !outbound.isEmpty { source?.setEvents(Poll.input | Poll.output) }
+        if !outbound.isEmpty, let e = source?.setEvents(Poll.input | Poll.output) { return e }
         return nil
     }
 

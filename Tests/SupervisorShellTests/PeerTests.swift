@@ -57,6 +57,21 @@ struct PeerTests {
         #expect(try received(theirs) == (1...count).map { .ok(tag: UInt32($0)) }, "each message its own datagram, none lost or merged")
     }
 
+    @Test func aSocketWhoseWritabilityCannotBeWatchedFailsRatherThanKeepingItsQueue() throws {
+        let (peer, theirs) = try connectedPeer(queueLimit: 1 << 22)
+        defer { peer.close(); theirs.close() }
+        let kernel = RecordingKernel()
+        kernel.refusedEventChanges = ENOMEM
+        #expect(peer.watch(through: kernel) { _ in } == nil)
+        var encoder = WireEncoder()
+        let payload = [UInt8](repeating: 7, count: 4000)
+        var outcome = Peer.SendResult.accepted
+        for r in 1...400 where outcome == .accepted {
+            outcome = peer.send(.completed(requestID: UInt64(r), payload: payload), encoder: &encoder)
+        }
+        #expect(outcome == .failed(SystemError(errno: ENOMEM)), "what the socket could not take would never be sent")
+    }
+
     @Test func aBurstTheSocketCannotTakeWholeWaitsForWritability() throws {
         let (peer, theirs) = try connectedPeer(queueLimit: 1 << 22)
         defer { peer.close(); theirs.close() }

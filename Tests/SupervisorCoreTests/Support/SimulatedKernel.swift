@@ -379,7 +379,10 @@ final class SimulatedKernel: Kernel {
         refused("signalfd(\(signal))")
     }
 
-    func setDeadline(_ at: Instant?, _ handler: @escaping () -> Void) { unexpected.append("deadline") }
+    func setDeadline(_ at: Instant?, _ handler: @escaping () -> Void) -> SystemError? {
+        unexpected.append("deadline")
+        return SystemError("the simulation has no loop", errno: ENOTSUP)
+    }
 
     func atEndOfIteration(_ handler: @escaping () -> Void) -> Result<any Cancellable, SystemError> { refuse("end of iteration") }
 

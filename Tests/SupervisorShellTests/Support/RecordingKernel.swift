@@ -132,9 +132,11 @@ final class RecordingKernel: Kernel {
             self.handler = handler
             self.kernel = kernel
         }
-        func setEvents(_ events: UInt32) {
-            self.events = events
+        func setEvents(_ events: UInt32) -> SystemError? {
             kernel?.calls.append(.setEvents(fd: fd, events: events))
+            if let errno = kernel?.refusedEventChanges { return SystemError(errno: errno) }
+            self.events = events
+            return nil
         }
         func cancel() {
             guard !cancelled else { return }
@@ -172,6 +174,8 @@ final class RecordingKernel: Kernel {
     var nextFD: Int32 = 50
     /// Paths whose writes fail with this errno.
     var failingWrites: [String: Int32] = [:]
+    /// The errno with which every watch refuses a change of its events (nil: none refused).
+    var refusedEventChanges: Int32?
     /// The pid and pidfd the next spawn returns (each spawn then moves both on by one).
     var nextSpawn: (pid: Int32, pidfd: Int32) = (4242, 7)
     var environmentVariables: [String: String] = [:]
@@ -496,9 +500,10 @@ final class RecordingKernel: Kernel {
         return nil
     }
 
-    func setDeadline(_ at: Instant?, _ handler: @escaping () -> Void) {
+    func setDeadline(_ at: Instant?, _ handler: @escaping () -> Void) -> SystemError? {
         calls.append(.setDeadline(at))
         deadline = at.map { ($0, handler) }
+        return nil
     }
 
     func atEndOfIteration(_ handler: @escaping () -> Void) -> Result<any Cancellable, SystemError> {
