@@ -38,6 +38,8 @@ final class BackgroundReads {
             let result = LinuxKernel.readAll(fd, offset: 0)
             finished.results.withLock { $0.append((id, result)) }
             var one: UInt64 = 1
+            // An eventfd refuses a write only when its counter would pass 2^64 - 2, and the
+            // loop's read resets it to 0 at each wake-up: this write cannot fail.
             _ = Glibc.write(finished.eventFD, &one, 8)
         }
     }
@@ -92,6 +94,8 @@ final class BackgroundReads {
     private func deliver() {
         guard let finished else { return }
         var counter: UInt64 = 0
+        // Only resets the counter: the results are in the queue, whatever this read returns
+        // (EAGAIN when a wake-up before this one already took it).
         _ = Glibc.read(finished.eventFD, &counter, 8)
         let results = finished.results.withLock { queued in
             defer { queued.removeAll() }

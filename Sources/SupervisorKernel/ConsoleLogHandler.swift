@@ -38,6 +38,7 @@ public struct ConsoleLogHandler: LogHandler {
             line += value.description
         }
         line += "\n"
+        // A log line that stderr refuses has nowhere else to go: it is dropped.
         _ = line.withUTF8 { write(2, $0.baseAddress, $0.count) }
     }
 }

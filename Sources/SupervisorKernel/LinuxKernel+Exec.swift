@@ -49,8 +49,8 @@ extension LinuxKernel {
     /// and stdout and stderr the write end of another; the child also inherits any descriptor
     /// of the daemon that is not close-on-exec. Both pipes are made close-on-exec (pipe2), the
     /// daemon's ends non-blocking; the child's pidfd is opened at once. Its deadline is `seconds` from
-    /// now. On failure nothing is left open or running. Fails naming "pipe", "spawn PATH" or
-    /// "pidfd_open PID".
+    /// now. On failure nothing is left open or running. Fails naming "pipe", "fcntl O_NONBLOCK",
+    /// "spawn PATH" or "pidfd_open PID".
     public func startChild(_ path: String, arguments: [String], seconds: Double) -> Result<ChildProgram, SystemError> {
         var inputFDs: [Int32] = [-1, -1]
         var outputFDs: [Int32] = [-1, -1]
@@ -68,7 +68,14 @@ extension LinuxKernel {
         // A larger pipe takes the document in fewer rounds; the default (64 KiB) works too.
         _ = fcntl(input, LinuxKernel.setPipeSize, 1 << 20)
         // Only the daemon's ends: the child's stdin and output block as usual.
-        for fd in [input, output] { _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK) }
+        for fd in [input, output] {
+            let flags = fcntl(fd, F_GETFL)
+            guard flags >= 0, fcntl(fd, F_SETFL, flags | O_NONBLOCK) == 0 else {
+                let failure = SystemError("fcntl O_NONBLOCK", errno: errno)
+                (inputFDs + outputFDs).forEach { _ = Glibc.close($0) }
+                return .failure(failure)
+            }
+        }
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         posix_spawn_file_actions_adddup2(&actions, childInput, 0)
@@ -274,14 +281,18 @@ extension LinuxKernel {
     /// Clears FD_CLOEXEC on each of `keeping`, then execve(2) of `path` (`argv[0]`; no `$PATH`
     /// search) with the daemon's environment; every other descriptor keeps its flag. On failure
     /// sets FD_CLOEXEC on each of `keeping` (also on one that lacked it before) and returns the
-    /// error naming "execve PATH".
+    /// error naming "execve PATH", or "fcntl FD_CLOEXEC N" when a descriptor's flag could not
+    /// be cleared (then nothing is executed: the new program would miss it).
     public func execute(_ path: String, arguments: [String], keeping: [Int32]) -> SystemError {
-        for fd in keeping { _ = fcntl(fd, F_SETFD, 0) }
-        let failure = withCStrings([path] + arguments) { argv -> SystemError in
+        // Setting FD_CLOEXEC back cannot fail on a descriptor whose flag could be read or
+        // cleared a moment ago; there is nothing more to do if it did.
+        defer { for fd in keeping { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) } }
+        for fd in keeping where fcntl(fd, F_SETFD, 0) != 0 {
+            return SystemError("fcntl FD_CLOEXEC \(fd)", errno: errno)
+        }
+        return withCStrings([path] + arguments) { argv -> SystemError in
             execve(path, argv, environ)
             return SystemError("execve \(path)", errno: errno)
         }
-        for fd in keeping { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }
-        return failure
     }
 }

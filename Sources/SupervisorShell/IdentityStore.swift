@@ -1,11 +1,6 @@
+import FoundationEssentials
 import SupervisorCore
 import SupervisorKernel
-
-#if canImport(FoundationEssentials)
-import FoundationEssentials
-#else
-import Foundation
-#endif
 
 /// The uid of each extension, kept in `<state directory>/ids.json` so that it is the same
 /// across launches and daemon restarts:

@@ -1,13 +1,8 @@
 import ExtensionTransport
+import FoundationEssentials  // JSONDecoder only (libFoundation and ICU stay out of the daemon)
 import Logging
 import SupervisorCore
 import SupervisorKernel
-
-#if canImport(FoundationEssentials)
-import FoundationEssentials  // JSONDecoder only (libFoundation and ICU stay out of the daemon)
-#else
-import Foundation
-#endif
 
 /// The extension processes a daemon has running, kept in a file next to the control socket
 /// (`control.sock` → `control.processes.json`), so that a daemon killed without a shutdown
