@@ -28,13 +28,20 @@ final class CgroupTree {
     let controllers: [String]
     /// Where the cgroup v2 file system is mounted.
     let mountPoint: String
+    /// Whether this daemon created `basePath` (standalone; false when it was there already, as
+    /// a killed predecessor's or another daemon's on the same socket).
+    let createdBase: Bool
 
     /// Why cgroups cannot be used: said once in the log, in STATUS= and by `extctl status`.
     struct Unavailable: Error, CustomStringConvertible {
         var description: String
     }
 
-    private init(kernel: any Kernel, mountPoint: String, basePath: String, extensionsPath: String, supervisorPath: String?, controllers: [String]) {
+    private init(
+        kernel: any Kernel, mountPoint: String, basePath: String, extensionsPath: String, supervisorPath: String?, controllers: [String],
+        createdBase: Bool = false
+    ) {
+        self.createdBase = createdBase
         self.kernel = kernel
         self.mountPoint = mountPoint
         self.basePath = basePath
@@ -77,12 +84,16 @@ final class CgroupTree {
             return .success(tree)
         }
         let base = ownPath + "/extensiond-" + tag(socketPath)
-        if let e = kernel.makeDirectory(base), !e.isAlreadyExisting {
+        let made = kernel.makeDirectory(base)
+        if let e = made, !e.isAlreadyExisting {
             return .failure(Unavailable(description: "cannot create \(base) (\(e)): the daemon's cgroup \(own) is not writable"))
         }
         // Standalone the daemon stays where it was started, so its own cgroup keeps a process
         // and cannot pass controllers down (no internal processes): extensions get none here.
-        return .success(CgroupTree(kernel: kernel, mountPoint: mount, basePath: base, extensionsPath: base, supervisorPath: nil, controllers: []))
+        return .success(
+            CgroupTree(
+                kernel: kernel, mountPoint: mount, basePath: base, extensionsPath: base, supervisorPath: nil, controllers: [],
+                createdBase: made == nil))
     }
 
     /// The mount point of the cgroup2 file system in mountinfo text, if any.
@@ -287,6 +298,12 @@ final class CgroupTree {
         guard !name.hasPrefix("cgroup."), name != "supervisor", name != "extensions" else { return false }
         if case .success = kernel.read(extensionsPath + "/" + name + "/cgroup.procs") { return true }
         return false
+    }
+
+    /// Removes the subtree's root when this daemon created it and a start-up failed before
+    /// anything ran in it.
+    func abandon(logger: Logger) {
+        if createdBase { removeSubtree(logger: logger) }
     }
 
     /// Removes the subtree's empty directories at shutdown (standalone; under systemd the

@@ -44,6 +44,13 @@ struct Containment {
         }
     }
 
+    /// Undoes what this start created (the subtrees' roots, standalone) when the daemon does
+    /// not start after all; what was there before, as another daemon's, stays.
+    func abandon(logger: Logger) {
+        cgroups?.abandon(logger: logger)
+        memoryCgroupsV1?.abandon(logger: logger)
+    }
+
     /// `cgroup` or `process-group`, as `status` says.
     var mode: String { cgroups == nil ? "process-group" : "cgroup" }
 

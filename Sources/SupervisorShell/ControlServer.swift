@@ -68,7 +68,7 @@ final class ControlServer {
             ownedPath = nil
             try listener.setNonBlocking()
         } else {
-            listener = try ControlServer.listen(options, kernel: kernel)
+            listener = try ControlServer.listen(options, kernel: kernel, logger: logger)
             ownedPath = options.socketPath
         }
         self.buffers = buffers
@@ -142,10 +142,15 @@ final class ControlServer {
     }
 
     /// Creates the listening socket at `options.socketPath`, mode 0660, given to
-    /// `options.socketGroup` when there is one.
-    private static func listen(_ options: DaemonOptions, kernel: any Kernel) throws -> PacketSocket {
+    /// `options.socketGroup` when there is one (as is its directory when created here).
+    private static func listen(_ options: DaemonOptions, kernel: any Kernel, logger: Logger) throws -> PacketSocket {
         let path = options.socketPath
-        try prepareSocketDirectory(path, kernel: kernel)
+        var groupID: UInt32?
+        if let group = options.socketGroup {
+            guard let gid = UInt32(group) ?? kernel.accounts.groupNamed(group) else { throw DaemonError("--socket-group \(group): no such group") }
+            groupID = gid
+        }
+        try prepareSocketDirectory(path, group: groupID, kernel: kernel, logger: logger)
         let listener = try PacketSocket.listen(path: path)
         func fail(_ message: String) -> DaemonError {
             listener.close()
@@ -153,27 +158,35 @@ final class ControlServer {
             return DaemonError("\(message) (and \(path) could not be removed: \(e))")
         }
         if let e = kernel.changeMode(path, 0o660) { throw fail("cannot set the mode of \(path): \(e)") }
-        if let group = options.socketGroup {
-            guard let gid = UInt32(group) ?? kernel.accounts.groupNamed(group) else { throw fail("--socket-group \(group): no such group") }
-            if let e = kernel.changeOwner(path, user: UInt32.max, group: gid) {
-                throw fail("cannot give \(path) to group \(group) (--socket-group): \(e)")
-            }
+        if let group = options.socketGroup, let gid = groupID, let e = kernel.changeOwner(path, user: UInt32.max, group: gid) {
+            throw fail("cannot give \(path) to group \(group) (--socket-group): \(e)")
         }
         return listener
     }
 
-    /// Creates the socket's directory with mode 0750 if absent; refuses a directory others can write.
-    static func prepareSocketDirectory(_ socketPath: String, kernel: any Kernel) throws {
+    /// Creates the socket's directory with mode 0750 if absent, given to `group` when there is
+    /// one (so that its members can reach the socket); refuses a directory others can write.
+    /// Warns when an existing directory keeps `group` from reaching the socket.
+    static func prepareSocketDirectory(_ socketPath: String, group: UInt32? = nil, kernel: any Kernel, logger: Logger) throws {
         guard let slash = socketPath.lastIndex(of: "/"), slash != socketPath.startIndex else { return }
         let dir = String(socketPath[..<slash])
-        if let e = kernel.makeDirectory(dir, mode: 0o750), !e.isAlreadyExisting {
+        let made = kernel.makeDirectory(dir, mode: 0o750)
+        if let e = made, !e.isAlreadyExisting {
             throw DaemonError("cannot create socket directory \(dir): \(e)")
+        }
+        if made == nil, let group, let e = kernel.changeOwner(dir, user: UInt32.max, group: group) {
+            throw DaemonError("cannot give socket directory \(dir) to group \(group) (--socket-group): \(e)")
         }
         guard case .success(let st) = kernel.status(dir, followLinks: false), st.kind == .directory else {
             throw DaemonError("socket directory \(dir) is not a directory")
         }
         if st.isWorldWritable && !st.isSticky {
             throw DaemonError("socket directory \(dir) is world-writable; refusing to use it")
+        }
+        if let group, st.permissions & 0o001 == 0, st.group != group || st.permissions & 0o010 == 0 {
+            logger.warning(
+                "socket directory \(dir) (mode \(String(st.permissions & 0o7777, radix: 8)), group \(st.group)) cannot be searched by group \(group): its members cannot reach the socket (--socket-group)"
+            )
         }
     }
 

@@ -73,7 +73,12 @@ public final class Daemon {
         if !isSubreaper { logger.warning("cannot become a child subreaper; every stop verification will scan /proc") }
         let containment = try Containment(options.containment, socketPath: options.socketPath, kernel: kernel, logger: logger)
         serviceManager.suffix = ServiceManager.suffix(containment.problem)
-        sources = try ManifestSources(options: options, config: config, kernel: kernel, freezerProblem: containment.problem)
+        do {
+            sources = try ManifestSources(options: options, config: config, kernel: kernel, freezerProblem: containment.problem)
+        } catch {
+            containment.abandon(logger: logger)
+            throw error
+        }
         // After a hand-over the records carry their manifests, as loaded and provisioned by the
         // replaced daemon (whose refusals and warnings were logged then): none is read again.
         var loaded: (manifests: [Manifest], errors: [ManifestError]) = ([], [])
@@ -89,7 +94,12 @@ public final class Daemon {
         if let handover {
             server = ControlServer(restoring: handover, socketPath: options.socketPath, limits: config.limits, buffers: buffers, kernel: kernel, logger: logger)
         } else {
-            server = try ControlServer(options: options, limits: config.limits, buffers: buffers, kernel: kernel, logger: logger)
+            do {
+                server = try ControlServer(options: options, limits: config.limits, buffers: buffers, kernel: kernel, logger: logger)
+            } catch {
+                containment.abandon(logger: logger)
+                throw error
+            }
         }
         // The socket is ours now: whatever a killed predecessor on it left running is ended.
         let table = ProcessTable(kernel: kernel)

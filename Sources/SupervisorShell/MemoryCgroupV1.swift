@@ -25,8 +25,11 @@ final class MemoryCgroupV1Tree {
     let basePath: String
     /// Whether `basePath` is removed at shutdown (standalone only).
     let standalone: Bool
+    /// Whether this daemon created `basePath` (false when it was there already).
+    let createdBase: Bool
 
-    private init(kernel: any Kernel, mountPoint: String, basePath: String, standalone: Bool) {
+    private init(kernel: any Kernel, mountPoint: String, basePath: String, standalone: Bool, createdBase: Bool) {
+        self.createdBase = createdBase
         self.kernel = kernel
         self.mountPoint = mountPoint
         self.basePath = basePath
@@ -45,10 +48,11 @@ final class MemoryCgroupV1Tree {
         let ownPath = own == "/" ? mount : mount + own
         let standalone = !(underSystemd && own != "/")
         let base = standalone ? ownPath + "/extensiond-" + CgroupTree.tag(socketPath) : ownPath + "/extensions"
-        if let e = kernel.makeDirectory(base), !e.isAlreadyExisting {
+        let made = kernel.makeDirectory(base)
+        if let e = made, !e.isAlreadyExisting {
             return .failure(CgroupTree.Unavailable(description: "cannot create \(base) (\(e))"))
         }
-        return .success(MemoryCgroupV1Tree(kernel: kernel, mountPoint: mount, basePath: base, standalone: standalone))
+        return .success(MemoryCgroupV1Tree(kernel: kernel, mountPoint: mount, basePath: base, standalone: standalone, createdBase: made == nil))
     }
 
     /// The mount point of the cgroup v1 hierarchy with the memory controller, in mountinfo text.
@@ -143,6 +147,12 @@ final class MemoryCgroupV1Tree {
             }
         }
         return removed
+    }
+
+    /// Removes the directory of the extensions' memory cgroups when this daemon created it
+    /// (standalone) and a start-up failed before anything ran in it.
+    func abandon(logger: Logger) {
+        if createdBase { removeSubtree(logger: logger) }
     }
 
     /// Removes the directory of the extensions' memory cgroups at shutdown (standalone).

@@ -262,6 +262,31 @@ struct ContainmentTests {
         #expect(daemon.log().contains("ending a leftover extension cgroup \(cgroup)"))
     }
 
+    /// A start that fails after the cgroup subtree was made (here: an unknown socket group)
+    /// removes the subtree it made; a clean exit removes it too.
+    @Test func aStartThatFailsLeavesNoCgroupBehind() throws {
+        let daemon = try TestDaemon(manifests: ["e.json": Self.manifest(suspend: "stop")])
+        try daemon.start()
+        let host = try daemon.host()
+        _ = try host.begin(Self.id)
+        let cgroup = try #require(try Self.status(daemon).cgroup, "extensions run in cgroups here")
+        let slash = try #require(cgroup.lastIndex(of: "/"))
+        let subtree = String(cgroup[..<slash])
+        host.close()
+        #expect(daemon.stop() == 0)
+        #expect(!FileManager.default.fileExists(atPath: subtree), "a clean exit removes the subtree")
+
+        let failed = try runProgram(
+            BuildProducts.path("extensiond"),
+            [
+                "--socket", daemon.socketPath, "--extensions", daemon.extensionsDirectory, "--state-directory", daemon.directory + "/state",
+                "--socket-group", "no-such-group-here",
+            ])
+        #expect(failed.status == 1)
+        #expect(failed.err.contains("--socket-group no-such-group-here: no such group"), "\(failed.err)")
+        #expect(!FileManager.default.fileExists(atPath: subtree), "nothing left by the failed start")
+    }
+
     /// Where no writable cgroup v2 exists (here: a private mount namespace in which the cgroup2
     /// mount is read-only), the daemon supervises process groups and says so.
     @Test func withoutAWritableCgroupTheDaemonFallsBackToProcessGroups() throws {

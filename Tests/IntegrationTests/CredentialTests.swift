@@ -76,6 +76,28 @@ struct CredentialTests {
         #expect(daemon.stop() == 0)
     }
 
+    /// The group's members reach the socket when the daemon creates its directory: the
+    /// directory is given to the group too.
+    @Test(.enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/setpriv"), "needs setpriv"))
+    func aMemberOfTheSocketGroupReachesASocketInADirectoryTheDaemonCreates() throws {
+        let daemon = try TestDaemon(manifests: [:], extensionsAsRoot: false, socket: "run/control.sock")
+        chmod(daemon.directory, 0o711)
+        let socket = daemon.socketPath
+        try daemon.start(arguments: ["--socket-group", "nogroup"])
+        defer { _ = daemon.stop() }
+        var info = stat()
+        #expect(stat(daemon.directory + "/run", &info) == 0)
+        #expect(info.st_gid == 65534, "the directory is the group's")
+        #expect(info.st_mode & 0o777 == 0o750)
+        let member = try runProgram(
+            "/usr/bin/setpriv", ["--reuid=65534", "--regid=65534", "--clear-groups", BuildProducts.path("extctl"), "list", "--socket", socket])
+        #expect(member.status == 0, "\(member.err)")
+        let stranger = try runProgram(
+            "/usr/bin/setpriv", ["--reuid=65534", "--regid=65533", "--clear-groups", BuildProducts.path("extctl"), "list", "--socket", socket])
+        #expect(stranger.status == 1)
+        #expect(stranger.err == "extctl: cannot reach extensiond at \(socket): Permission denied\n")
+    }
+
     @Test func nobodyRunsAs65534() throws {
         let daemon = try TestDaemon(manifests: ["n.json": try Self.manifest("org.example.nobody", ["user": "nobody"])], extensionsAsRoot: false)
         try daemon.start()

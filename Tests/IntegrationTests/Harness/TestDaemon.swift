@@ -53,11 +53,12 @@ final class TestDaemon: @unchecked Sendable {
     /// Creates the directory and writes `manifests` (file name → JSON object) and `config`.
     /// With `extensionsAsRoot` (and a root test run), manifests without `user` get
     /// `"user": "root"` and `"sandbox": "none"`, and the configuration `"allowRootExtensions":
-    /// true` and `"allowUnsandboxedExtensions": true`.
-    init(manifests: [String: [String: Any]], config: [String: Any]? = nil, extensionsAsRoot: Bool = true) throws {
+    /// true` and `"allowUnsandboxedExtensions": true`. The control socket is `socket` in the
+    /// directory (its directory created by the daemon when it is in a subdirectory).
+    init(manifests: [String: [String: Any]], config: [String: Any]? = nil, extensionsAsRoot: Bool = true, socket: String = "control.sock") throws {
         self.extensionsAsRoot = extensionsAsRoot && getuid() == 0
         directory = try TestDaemon.makeTemporaryDirectory()
-        socketPath = directory + "/control.sock"
+        socketPath = directory + "/" + socket
         extensionsDirectory = directory + "/extensions"
         stderrFile = directory + "/daemon.log"
         try FileManager.default.createDirectory(atPath: extensionsDirectory, withIntermediateDirectories: true)
