@@ -8,17 +8,24 @@ public struct ActivationContent: Equatable, Sendable {
     public static let namedKinds: Set<String> = ["text", "url", "image", "file"]
     /// Most kinds in one query.
     public static let maxKinds = 64
+    /// The largest count of one kind: a manifest's activation rule accepts at most this many.
+    public static let maxCount: UInt32 = 10_000
 
     /// Count per kind, without zero counts.
     public private(set) var counts: [String: UInt32]
 
     /// The content with these counts. Throws `ActivationContent.Problem` naming the first kind
-    /// that is neither a named kind nor a `type/subtype` MIME type, or when there are more than
-    /// `maxKinds` kinds.
+    /// that is neither a named kind nor a `type/subtype` MIME type, or whose count is over
+    /// `maxCount`, or when there are more than `maxKinds` kinds.
     public init(_ counts: [String: UInt32]) throws(Problem) {
         guard counts.count <= Self.maxKinds else { throw Problem("more than \(Self.maxKinds) kinds of content") }
-        for kind in counts.keys.sorted() where !Self.isKind(kind) {
-            throw Problem("'\(kind)' is not a kind of content (text, url, image, file, or a MIME type such as application/pdf)")
+        for kind in counts.keys.sorted() {
+            guard Self.isKind(kind) else {
+                throw Problem("'\(kind)' is not a kind of content (text, url, image, file, or a MIME type such as application/pdf)")
+            }
+            if let count = counts[kind], count > Self.maxCount {
+                throw Problem("'\(kind)=\(count)': a count is an integer from 0 to \(Self.maxCount)")
+            }
         }
         self.counts = counts.filter { $0.value > 0 }
     }

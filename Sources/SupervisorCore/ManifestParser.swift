@@ -214,8 +214,8 @@ extension KeyedDecodingContainer where Key == AnyKey {
     /// A maximum item count: an integer from 0 to 10,000; `default` when absent.
     func count(_ name: String, prefix: String, default fallback: Int = 0) throws -> Int {
         guard let v = try decodeIfPresent(Double.self, forKey: AnyKey(stringValue: name)) else { return fallback }
-        guard v.rounded() == v, v >= 0, v <= 10_000 else {
-            throw ManifestFieldError(field: prefix + name, problem: "must be an integer count from 0 to 10000, got \(v)")
+        guard v.rounded() == v, v >= 0, v <= Double(ActivationContent.maxCount) else {
+            throw ManifestFieldError(field: prefix + name, problem: "must be an integer count from 0 to \(ActivationContent.maxCount), got \(v)")
         }
         return Int(v)
     }

@@ -9,8 +9,8 @@ struct IsActive: ParsableCommand {
         commandName: "is-active",
         abstract: "Print an extension's state; exit 0 when it is active or background, 3 otherwise, 4 for an unknown id.",
         discussion: """
-            For scripts: `extctl is-active --quiet ID && …`. Exit status 0 when the state is active or background \\
-            (running, not suspended), 3 for any other state (not-running, launching, expiring, suspended, terminating), \\
+            For scripts: `extctl is-active --quiet ID && …`. Exit status 0 when the state is active or background \
+            (running, not suspended), 3 for any other state (not-running, launching, expiring, suspended, terminating), \
             4 when no extension has that id (printing 'unknown'), 1 when extensiond cannot be asked.
             """)
 

@@ -30,6 +30,7 @@ struct DiscoveryTests {
     @Test func contentIsParsedFromTheCommandLineFormAndRefusedWithTheReason() throws {
         #expect(try ActivationContent(parsing: "url=1,image=3,application/pdf=2").counts == ["url": 1, "image": 3, "application/pdf": 2])
         #expect(try ActivationContent(parsing: "image=0").counts.isEmpty)
+        #expect(try ActivationContent(parsing: "url=10000").counts == ["url": 10_000])
         for (text, problem) in [
             ("url", "'url' is not KIND=COUNT (e.g. url=1,image=3)"),
             ("url=-1", "'url=-1' is not KIND=COUNT (e.g. url=1,image=3)"),
@@ -37,6 +38,7 @@ struct DiscoveryTests {
             ("url=1,url=2", "'url' is given twice"),
             ("picture=1", "'picture' is not a kind of content (text, url, image, file, or a MIME type such as application/pdf)"),
             ("image/*=1", "'image/*' is not a kind of content (text, url, image, file, or a MIME type such as application/pdf)"),
+            ("url=10001", "'url=10001': a count is an integer from 0 to 10000"),
         ] {
             #expect(throws: ActivationContent.Problem(problem), "\(text)") { try ActivationContent(parsing: text) }
         }
