@@ -39,7 +39,10 @@ final class ControlServer {
     /// Who handles the messages: the daemon, which owns this server and so outlives it.
     /// `unowned`, not `weak`: a weak reference gives its object a side table, and every
     /// retain and release of that object then takes the slow path.
-    unowned var delegate: (any ControlServerDelegate)?
+    private(set) unowned var delegate: (any ControlServerDelegate)?
+
+    /// Hands the messages to `delegate` from now on (set once the daemon is made).
+    func attach(_ delegate: any ControlServerDelegate) { self.delegate = delegate }
 
     /// Bytes an unread peer may have queued before it is cut off.
     static let queueLimit = 1 << 20

@@ -17,6 +17,6 @@ extension Daemon {
 
     /// The `STATUS=` summary of the extensions' current states.
     func statusLine() -> String {
-        ServiceManager.statusLine(core, shuttingDown: core.shuttingDown, containmentProblem: extensions.containment.problem)
+        serviceManager.statusLine(core, shuttingDown: core.shuttingDown)
     }
 }

@@ -63,7 +63,6 @@ public final class Daemon {
                 logger.warning("cannot make descriptor \(fd) of the hand-over close-on-exec: \(e)")
             }
         }
-        serviceManager = ServiceManager(kernel: kernel)
         // The configuration first: a bad one stops the daemon before it creates anything.
         var config = try Daemon.configuration(options.configFile, kernel: kernel)
         config.limits.daemonUID = kernel.userID
@@ -72,7 +71,7 @@ public final class Daemon {
         let isSubreaper = kernel.becomeChildSubreaper()
         if !isSubreaper { logger.warning("cannot become a child subreaper; every stop verification will scan /proc") }
         let containment = try Containment(options.containment, socketPath: options.socketPath, kernel: kernel, logger: logger)
-        serviceManager.suffix = ServiceManager.suffix(containment.problem)
+        serviceManager = ServiceManager(kernel: kernel, containmentProblem: containment.problem)
         do {
             sources = try ManifestSources(options: options, config: config, kernel: kernel, freezerProblem: containment.problem)
         } catch {
@@ -120,9 +119,8 @@ public final class Daemon {
                 "loaded \(loaded.manifests.count) extension(s) from \(options.extensionDirectories.joined(separator: ":")); \(loaded.errors.count) manifest error(s)"
             )
         }
-        server.delegate = self
-        extensions.sink = self
-        extensions.locks.sink = self
+        server.attach(self)
+        extensions.attach(self)
         if let handover {
             extensions.restore(handover.processes)
             if let requester = handover.requester { reexecution.owe(requester, previousVersion: handover.daemonVersion) }
@@ -155,7 +153,7 @@ public final class Daemon {
                 sig,
                 { [unowned self] _, _ in
                     logger.info("received signal \(sig): shutting down")
-                    serviceManager.stopping(status: ServiceManager.statusLine(core, shuttingDown: true, containmentProblem: extensions.containment.problem))
+                    serviceManager.stopping(status: serviceManager.statusLine(core, shuttingDown: true))
                     post(.shutdown)
                 })
             {

@@ -14,7 +14,14 @@ final class ExtensionProcesses {
     let logger: Logger
     /// Where the kernel's reports go as core events: the daemon, which owns this set and so
     /// outlives it (`unowned`: see `ControlServer.delegate`).
-    unowned var sink: (any EventSink)?
+    private(set) unowned var sink: (any EventSink)?
+
+    /// Posts the kernel's reports, and the lock watch's, to `sink` from now on (set once the
+    /// daemon is made).
+    func attach(_ sink: any EventSink) {
+        self.sink = sink
+        locks.attach(sink)
+    }
     private var byID: [String: SupervisedProcess] = [:]
     /// The same processes by leader pid, for the kernel's stop reports (which name a pid).
     private var byPID: [Int32: SupervisedProcess] = [:]
@@ -52,7 +59,7 @@ final class ExtensionProcesses {
         self.locks = locks
         self.buffers = buffers
         processControl = ProcessControl(kernel: kernel, cgroups: containment.cgroups, isSubreaper: isSubreaper, logger: logger)
-        processControl.delegate = self
+        processControl.attach(self)
     }
 
     /// Whether no extension process runs.

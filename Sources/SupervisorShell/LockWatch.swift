@@ -22,7 +22,10 @@ final class LockWatch {
     private let containersRoot: () -> String
     /// Where contention is posted: the daemon, which owns this watch and so outlives it
     /// (`unowned`: see `ControlServer.delegate`).
-    unowned var sink: (any EventSink)?
+    private(set) unowned var sink: (any EventSink)?
+
+    /// Posts contention to `sink` from now on.
+    func attach(_ sink: any EventSink) { self.sink = sink }
     /// /proc/locks as read and parsed during the current loop iteration (a burst of stops reads
     /// and parses it once).
     private var snapshot: (at: Instant, entries: [FileLocks.Entry])?

@@ -27,7 +27,10 @@ final class ProcessControl {
     let logger: Logger
     /// Who is told of stops, continues and exits: the process set that owns this control and
     /// so outlives it (`unowned`: see `ControlServer.delegate`).
-    unowned var delegate: (any ProcessControlDelegate)?
+    private(set) unowned var delegate: (any ProcessControlDelegate)?
+
+    /// Tells `delegate` of stops, continues and exits from now on.
+    func attach(_ delegate: any ProcessControlDelegate) { self.delegate = delegate }
     /// Orphaned descendants of extensions are reparented to the daemon (a child subreaper).
     let isSubreaper: Bool
     /// The priority of the SIGCHLD source (sd-event: larger runs later): after the ordinary
@@ -74,7 +77,7 @@ final class ProcessControl {
     /// Changes `p`'s `GroupControl`, keeps `awaitingStopReport` derived from it, and carries
     /// out the actions it returned.
     private func apply(_ p: SupervisedProcess, _ change: (inout GroupControl) -> [GroupAction]) {
-        let actions = change(&p.group)
+        let actions = p.decide(change)
         awaitingStopReport[ObjectIdentifier(p)] = p.group.awaitsStopReport ? p : nil
         perform(actions, for: p)
     }
@@ -184,24 +187,22 @@ final class ProcessControl {
                     logger.error("cannot kill the processes of \(cgroup.path): \(e)")
                 }
             case .checkAgain(let seconds):
-                p.check?.cancel()
+                p.keepCheck(nil)
                 // After the SIGCHLD source: when a burst of stops keeps the loop busy past the
                 // first retry, the kernel's stop reports confirm them before any re-check runs.
                 switch kernel.addTimer(
                     at: kernel.now().adding(seconds: seconds), priority: ProcessControl.checkPriority,
                     { [unowned self, unowned p] in
-                        p.check = nil
+                        p.checkFired()
                         observe(.checkDue, for: p)
                     })
                 {
-                case .success(let timer): p.check = timer
+                case .success(let timer): p.keepCheck(timer)
                 case .failure(let e):
-                    p.check = nil
                     logger.error("cannot arm the stop check of \(p.extensionID): \(e); the stop waits for the kernel's report")
                 }
             case .cancelCheck:
-                p.check?.cancel()
-                p.check = nil
+                p.keepCheck(nil)
             case .stopConfirmed(let members):
                 // A stop is confirmed by the read just made; a freeze by `frozen 1`, with no read.
                 delegate?.stopConfirmed(p, members: members ?? memberPIDs(of: p))

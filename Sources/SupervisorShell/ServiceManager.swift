@@ -22,9 +22,16 @@ final class ServiceManager {
     /// The summary `lastStatus` was made from, when it came from `update(summary:)`.
     private var lastSummary: Summary?
 
-    init(kernel: any Kernel) {
+    /// What every status line ends with: the process-group fallback (`containmentProblem`),
+    /// said on each line so that `systemctl status` always shows it.
+    private let suffix: String
+
+    /// Notifications through `kernel`, whose status lines say `containmentProblem` when the
+    /// daemon has no cgroup per extension.
+    init(kernel: any Kernel, containmentProblem: String?) {
         self.kernel = kernel
         isListening = kernel.environment("NOTIFY_SOCKET") != nil
+        suffix = containmentProblem.map { "; process groups only (no cgroups: \($0))" } ?? ""
     }
 
     /// The daemon accepts connections and has loaded its manifests.
@@ -130,18 +137,9 @@ final class ServiceManager {
 
     /// The one-line summary shown by `systemctl status`, e.g.
     /// `12 extensions: 2 active, 1 background, 6 suspended`.
-    static func statusLine(_ core: Supervisor, shuttingDown: Bool, containmentProblem: String? = nil) -> String {
-        Summary(core, shuttingDown: shuttingDown).line + suffix(containmentProblem)
+    func statusLine(_ core: Supervisor, shuttingDown: Bool) -> String {
+        Summary(core, shuttingDown: shuttingDown).line + suffix
     }
-
-    /// What every status line ends with: the process-group fallback, said on each line so
-    /// that `systemctl status` always shows it.
-    static func suffix(_ containmentProblem: String?) -> String {
-        containmentProblem.map { "; process groups only (no cgroups: \($0))" } ?? ""
-    }
-
-    /// Appended to each STATUS= line `update(summary:)` sends.
-    var suffix = ""
 
     /// The extensions counted by public state: what the status line says. The counts are the
     /// core's (kept per state as records change), so a summary costs O(states), not a pass

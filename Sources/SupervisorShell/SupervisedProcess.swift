@@ -17,7 +17,8 @@ final class SupervisedProcess {
     let cgroup: ExtensionCgroup?
     /// The extension's cgroup v1 memory cgroup (hosts whose memory controller is on v1), or nil.
     let memoryCgroupV1: MemoryCgroupV1?
-    var group: GroupControl
+    /// The decisions about its processes; changed only through `decide`.
+    private(set) var group: GroupControl
     /// The runtime channel (nil without one, or once closed). Extensions may not send descriptors.
     private(set) var channel: Peer?
     /// The leader's pidfd (owned here), and the watch of it becoming readable (exit).
@@ -27,7 +28,7 @@ final class SupervisedProcess {
     /// The watch on `cgroup.events` (POLLPRI): `populated` and `frozen` changes.
     private var eventsWatch: (any Cancellable)?
     /// The pending check of an in-flight stop (`GroupAction.checkAgain`).
-    var check: (any Cancellable)?
+    private(set) var check: (any Cancellable)?
     /// The grace timer after the runtime channel closed while the process lived, and when it ends.
     private var channelGrace: (any Cancellable)?
     private(set) var channelGraceUntil: Instant?
@@ -49,6 +50,20 @@ final class SupervisedProcess {
         self.group = group ?? GroupControl(leader: pid, containment: cgroup == nil ? .processGroup : .cgroup, mechanism: mechanism)
         self.channel = channel.map { Peer(socket: $0, queueLimit: queueLimit, refusesDescriptors: true) }
     }
+
+    /// Lets `change` decide on `group` (an observation, a suspension, a signal): the actions it
+    /// returned, for the caller to carry out.
+    func decide(_ change: (inout GroupControl) -> [GroupAction]) -> [GroupAction] { change(&group) }
+
+    /// Keeps `timer` as the pending check of an in-flight stop, cancelling the one before (nil:
+    /// none is pending).
+    func keepCheck(_ timer: (any Cancellable)?) {
+        check?.cancel()
+        check = timer
+    }
+
+    /// Forgets the pending check once it has fired (its timer is spent).
+    func checkFired() { check = nil }
 
     /// Keeps the watches of the leader's exit and of `cgroup.events`, cancelled at `tearDown`.
     func keep(exitWatch: (any Cancellable)?, eventsWatch: (any Cancellable)?) {

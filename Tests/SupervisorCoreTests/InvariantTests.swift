@@ -146,7 +146,10 @@ struct InvariantTests {
         _ = wrong.suspend(at: alone.now)
         _ = wrong.observe(.leaderStopReported, at: alone.now)
         _ = wrong.observe(.members([Member(pid: q.pid, state: .stopped)]), at: alone.now)
-        q.group = wrong
+        _ = q.decide { group in
+            group = wrong
+            return []
+        }
         alone.stopConfirmed(q, members: [q.pid])
         #expect(alone.violations.contains { $0.contains("taken as the leader alone") })
 

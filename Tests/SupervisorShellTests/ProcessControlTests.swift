@@ -45,7 +45,7 @@ struct ProcessControlTests {
         let tree = try CgroupTree.setUp(kernel: k, underSystemd: true, socketPath: "/run/extensiond/control.sock", logger: logger).get()
         let control = ProcessControl(kernel: k, cgroups: tree, isSubreaper: true, logger: logger)
         let recorder = Recorder()
-        control.delegate = recorder
+        control.attach(recorder)
         let p = SupervisedProcess(
             extensionID: "org.example.x", generation: 1, pid: 100, pidfd: 7,
             cgroup: ExtensionCgroup(path: Self.cgroup, directoryFD: 60, eventsFD: 61, procsFD: 62, freezeFD: mechanism == .freeze ? 63 : nil),
@@ -62,7 +62,7 @@ struct ProcessControlTests {
         let k = RecordingKernel()
         let control = ProcessControl(kernel: k, cgroups: nil, isSubreaper: true, logger: logger)
         let recorder = Recorder()
-        control.delegate = recorder
+        control.attach(recorder)
         let p = SupervisedProcess(
             extensionID: "org.example.x", generation: 1, pid: 100, pidfd: 7, cgroup: nil, mechanism: .stop, channel: nil, queueLimit: 1024)
         k.directories["/proc/100/task"] = ["100"]

@@ -142,7 +142,7 @@ final class Simulation: ProcessControlDelegate {
             }
         }
         control = ProcessControl(kernel: kernel, cgroups: cgroups, isSubreaper: true, logger: logger)
-        control.delegate = self
+        control.attach(self)
         if let problem { violations.append(problem) }
     }
 
