@@ -208,9 +208,15 @@ final class CgroupTree {
         return nil
     }
 
-    /// The `oom_kill` count of the cgroup's `memory.events` (0 when it cannot be read).
-    static func oomKills(_ path: String, kernel: any Kernel) -> Int {
-        guard case .success(let bytes) = kernel.read(path + "/memory.events") else { return 0 }
+    /// The `oom_kill` count of the cgroup's `memory.events` (0 when the file has none), or why
+    /// it cannot be read.
+    static func oomKills(_ path: String, kernel: any Kernel) -> Result<Int, SystemError> {
+        kernel.read(path + "/memory.events").map { oomKillCount($0) }
+    }
+
+    /// The `oom_kill N` line's count in the text of `memory.events` or `memory.oom_control`
+    /// (0 without one).
+    static func oomKillCount(_ bytes: [UInt8]) -> Int {
         for line in String(decoding: bytes, as: UTF8.self).split(separator: "\n") {
             let parts = line.split(separator: " ")
             if parts.count == 2, parts[0] == "oom_kill" { return Int(parts[1]) ?? 0 }

@@ -358,9 +358,12 @@ extension ExtensionProcesses: ProcessControlDelegate {
 
     func exited(_ p: SupervisedProcess, status: ExitStatus, outlivedLeader: Bool) {
         guard byID[p.extensionID] === p else { return }
-        var memoryLimit = p.cgroup.map { oomKilled(cgroup: $0.path) } ?? false
+        var memoryLimit = p.cgroup.map { oomKilled(cgroup: $0.path, of: p) } ?? false
         if let memory = p.memoryCgroupV1, let tree = containment.memoryCgroupsV1 {
-            memoryLimit = memoryLimit || tree.limitReached(memory)
+            switch tree.limitReached(memory) {
+            case .success(let reached): memoryLimit = memoryLimit || reached
+            case .failure(let e): logger.warning("cannot read \(memory.path)/memory.oom_control: \(e); the exit of \(p.extensionID) is not checked for the memory limit")
+            }
             tree.remove(memory, logger: logger)
         }
         registry.remove(pid: p.pid)
@@ -374,9 +377,14 @@ extension ExtensionProcesses: ProcessControlDelegate {
     /// its `memory.events` (absent without the memory controller). The cgroup is created
     /// afresh for every launch, so any count is this launch's. (With a cgroup v1 memory cgroup
     /// instead, `MemoryCgroupV1Tree.limitReached`.)
-    private func oomKilled(cgroup path: String) -> Bool {
+    private func oomKilled(cgroup path: String, of p: SupervisedProcess) -> Bool {
         guard containment.cgroups?.controllers.contains("memory") == true else { return false }
-        return CgroupTree.oomKills(path, kernel: kernel) > 0
+        switch CgroupTree.oomKills(path, kernel: kernel) {
+        case .success(let count): return count > 0
+        case .failure(let e):
+            logger.warning("cannot read \(path)/memory.events: \(e); the exit of \(p.extensionID) is not checked for the memory limit")
+            return false
+        }
     }
 
     func isLeader(_ pid: Int32) -> Bool { byPID[pid] != nil }

@@ -1,3 +1,4 @@
+import ExtensionTransport
 import SupervisorKernel
 
 /// File locks from /proc/locks: which process holds which lock, and how many processes wait
@@ -13,10 +14,9 @@ enum FileLocks {
         var waiters: Int
     }
 
-    /// Every held lock, with its waiter count.
-    static func current(_ kernel: any Kernel) -> [Lock] {
-        guard case .success(let bytes) = kernel.read("/proc/locks") else { return [] }
-        return parse(String(decoding: bytes, as: UTF8.self))
+    /// Every held lock, with its waiter count, or why /proc/locks cannot be read.
+    static func current(_ kernel: any Kernel) -> Result<[Lock], SystemError> {
+        kernel.read("/proc/locks").map { parse(String(decoding: $0, as: UTF8.self)) }
     }
 
     /// One lock line of /proc/locks or of a `lock:` line in /proc/PID/fdinfo/FD (which has the

@@ -216,7 +216,14 @@ final class LockWatch {
         let locks = p.locks
         let armed = kernel.addTimer(at: kernel.now().adding(seconds: LockWatch.checkSeconds)) { [unowned self, unowned p] in
             locks.check = nil
-            let contended = FileLocks.current(kernel).filter { locks.holders.contains($0.holder) && $0.waiters > 0 }
+            let current: [FileLocks.Lock]
+            switch FileLocks.current(kernel) {
+            case .success(let all): current = all
+            case .failure(let e):
+                logger.warning("cannot read /proc/locks for the lock watch of \(p.extensionID): \(e); reading it again later")
+                return armCheck(p)
+            }
+            let contended = current.filter { locks.holders.contains($0.holder) && $0.waiters > 0 }
             guard let first = contended.first else { return armCheck(p) }
             let detail = "pid \(first.holder) holds a \(first.kind) lock on \(first.file) that \(first.waiters) process(es) wait for"
             locks.stop()

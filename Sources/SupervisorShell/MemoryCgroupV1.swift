@@ -90,7 +90,8 @@ final class MemoryCgroupV1Tree {
         if let e = kernel.write(path + "/" + LimitEnforcement.memoryV1Control, "\(limit)") {
             return .failure(withoutDirectory(path, e.during("set limits.memoryMaxBytes in \(path)/\(LimitEnforcement.memoryV1Control)")))
         }
-        let before = MemoryCgroupV1Tree.oomKills(path, kernel: kernel)
+        // A cgroup just created has killed nothing; a count that cannot be read counts as 0.
+        let before = (try? MemoryCgroupV1Tree.oomKills(path, kernel: kernel).get()) ?? 0
         switch kernel.openForWriting(path + "/cgroup.procs") {
         case .success(let fd): return .success(MemoryCgroupV1(path: path, procsFD: fd, oomKillsAtStart: before))
         case .failure(let e):
@@ -105,19 +106,15 @@ final class MemoryCgroupV1Tree {
         return error.during(error.operation + " (and \(path) could not be removed: \(e))")
     }
 
-    /// The `oom_kill` count of a v1 memory cgroup's `memory.oom_control` (0 when it cannot be read).
-    static func oomKills(_ path: String, kernel: any Kernel) -> Int {
-        guard case .success(let bytes) = kernel.read(path + "/memory.oom_control") else { return 0 }
-        for line in String(decoding: bytes, as: UTF8.self).split(separator: "\n") {
-            let parts = line.split(separator: " ")
-            if parts.count == 2, parts[0] == "oom_kill" { return Int(parts[1]) ?? 0 }
-        }
-        return 0
+    /// The `oom_kill` count of a v1 memory cgroup's `memory.oom_control`, or why it cannot be read.
+    static func oomKills(_ path: String, kernel: any Kernel) -> Result<Int, SystemError> {
+        kernel.read(path + "/memory.oom_control").map { CgroupTree.oomKillCount($0) }
     }
 
-    /// Whether the kernel's OOM killer ended a process of the cgroup since it was set up.
-    func limitReached(_ cgroup: MemoryCgroupV1) -> Bool {
-        MemoryCgroupV1Tree.oomKills(cgroup.path, kernel: kernel) > cgroup.oomKillsAtStart
+    /// Whether the kernel's OOM killer ended a process of the cgroup since it was set up, or
+    /// why that cannot be read.
+    func limitReached(_ cgroup: MemoryCgroupV1) -> Result<Bool, SystemError> {
+        MemoryCgroupV1Tree.oomKills(cgroup.path, kernel: kernel).map { $0 > cgroup.oomKillsAtStart }
     }
 
     /// Removes an extension's memory cgroup once its processes are gone (a v1 cgroup with a
