@@ -362,7 +362,8 @@ extension ExtensionProcesses: ProcessControlDelegate {
         if let memory = p.memoryCgroupV1, let tree = containment.memoryCgroupsV1 {
             switch tree.limitReached(memory) {
             case .success(let reached): memoryLimit = memoryLimit || reached
-            case .failure(let e): logger.warning("cannot read \(memory.path)/memory.oom_control: \(e); the exit of \(p.extensionID) is not checked for the memory limit")
+            case .failure(let e):
+                logger.warning("cannot read \(memory.path)/memory.oom_control: \(e); the exit of \(p.extensionID) is not checked for the memory limit")
             }
             tree.remove(memory, logger: logger)
         }
