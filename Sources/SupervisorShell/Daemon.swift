@@ -39,9 +39,9 @@ public final class Daemon {
         self.logger = logger
         self.kernel = kernel
         reexecution = Reexecution(commandLine: options.commandLine, programPath: options.programPath)
-        // A hand-over document is read first and let go at once: it is read only once. A
-        // daemon hands it over as a memory file (`/proc/self/fd/N`, whose descriptor crossed the
-        // execve and is closed here); one of an earlier version, as a file, which is removed.
+        // A hand-over document is read first and let go at once: it is read only once. It is a
+        // memory file (`/proc/self/fd/N`, whose descriptor crossed the execve and is closed
+        // here), or a file elsewhere, which is removed.
         let start = kernel.now()
         let handover = try options.handoverPath.map { path in
             defer {

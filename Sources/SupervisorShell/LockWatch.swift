@@ -37,8 +37,8 @@ final class LockWatch {
     /// keeps its file-lock semaphore ready for writers for a grace period after each.
     private var lastRead: Instant?
     /// How soon after a read another is done on the loop's thread rather than another thread:
-    /// reads 10 ms apart take tens of microseconds here, reads 50 ms apart 6–8 ms
-    /// (docs/performance.md, "A dismissal after a quiet spell").
+    /// a read this close to the last does not wait for an RCU grace period, one much later may
+    /// (docs/performance.md, "A dismissal after a quiet spell", has the figures).
     static let warmSeconds = 0.01
     /// /proc/locks, kept open and read from offset 0 at each stop confirmation (no path lookup
     /// per read); nil when it could not be opened, and it is then read by path.

@@ -3,7 +3,7 @@ import Testing
 
 @Suite("Wire regressions")
 struct WireRegressionTests {
-    // Regression: the reserved header field is read and ignored, so non-canonical datagrams are accepted.
+    // The reserved header field must be 0: non-canonical datagrams are refused.
     @Test(arguments: [UInt16(1), 0x0100, 0xFFFF])
     func nonZeroReservedBytesAreRefused(reserved: UInt16) {
         #expect(decodeError(frame(kind: 64, [], reserved: reserved)) == .invalidValue("reserved"))

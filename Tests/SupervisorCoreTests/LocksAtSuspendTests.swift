@@ -2,7 +2,7 @@ import ExtensionProtocol
 import SupervisorCore
 import Testing
 
-/// Locks found when the stop is confirmed (issue 12): the rule, the two policies, the grace of
+/// Locks found when the stop is confirmed: the rule, the two policies, the grace of
 /// "resume" in simulated time, and what is recorded.
 @Suite("Locks held at suspension")
 struct LocksAtSuspendTests {

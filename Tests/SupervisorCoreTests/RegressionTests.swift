@@ -2,12 +2,13 @@ import ExtensionProtocol
 import SupervisorCore
 import Testing
 
-// Each test pins down the correct behaviour where the core once went wrong.
+// Edge cases of the core, each in a test of its own: late answers, late ticks, counters that
+// must be cleared, and the field names errors give.
 
 @Suite("Core regressions")
 struct CoreRegressionTests {
-    // Regression: spawnFailed is ignored once the phase left .launching (shutdown or launch timeout
-    // before the spawn was answered): the record stays `terminating` forever and `.exit` never comes.
+    // A spawnFailed that arrives once the phase has left .launching (shutdown or a launch
+    // timeout before the spawn was answered) still ends the record: `.exit` comes.
     @Test func spawnFailureAfterShutdownStillCompletesTheShutdown() {
         var h = Harness()
         h.begin(host: 1, tag: 7, at: 0)  // spawn effect out, no answer yet
@@ -26,7 +27,7 @@ struct CoreRegressionTests {
         #expect(h.begin(host: 1, tag: 8, at: 12).spawns.count == 1)
     }
 
-    // Regression: a late timer tick sends *expire* and then stops without the grace period.
+    // A tick that comes late still sends *expire* a full grace period before the stop.
     @Test func aLateTimerStillGivesTheFullGraceBeforeTheStop() {
         var h = Harness()
         let rid = h.activate(at: 0)
@@ -66,8 +67,8 @@ struct CoreRegressionTests {
         }
     }
 
-    // Regression: `prewarmed` is never cleared, so an extension that was prewarmed, then used, keeps
-    // counting against maxPrewarmed ("extensions launched by prewarm hints that may wait unused").
+    // `prewarmed` is cleared once the extension is used, so it stops counting against
+    // maxPrewarmed ("extensions launched by prewarm hints that may wait unused").
     @Test func aUsedPrewarmedExtensionNoLongerCountsAgainstTheCap() {
         var h = Harness([manifest("p.a"), manifest("p.b")], limits: testLimits { $0.maxPrewarmed = 1 }, focus: "p.a")
         h.step(.prewarm(host: 1, peer: ownPeer, tag: 1, extensionIDs: ["p.a"]), at: 0)
@@ -81,7 +82,7 @@ struct CoreRegressionTests {
         #expect(e.spawns.map(\.id) == ["p.b"])
     }
 
-    // Regression: errors inside a config point name the field as 'policy.…' instead of 'points.<name>.…'.
+    // Errors inside a config point name the field as 'points.<name>.…', not 'policy.…'.
     @Test(arguments: [
         (#"{"points": {"widget": {"backgroundSeconds": -1}}}"#, "points.widget.backgroundSeconds"),
         (#"{"points": {"widget": {"backgroundSeconds": 90000}}}"#, "points.widget.backgroundSeconds"),
@@ -96,7 +97,7 @@ struct CoreRegressionTests {
         #expect(e.field == field)
     }
 
-    // Regression: out-of-range integers are reported as "invalid JSON" with no field (Foundation on
+    // Out-of-range integers are reported with their field, not as "invalid JSON" (Foundation on
     // Linux reports them as dataCorrupted with an empty coding path).
     @Test(arguments: [
         (#"{"id": "a.b", "executable": "/x", "hosts": {"uids": [-1]}}"#, "hosts.uids[0]"),

@@ -32,7 +32,7 @@ struct ISO8601TimeTests {
     }
 
     @Test func millisecondsAreTruncatedLikeFoundation() {
-        // 951868799.999 is 951868799.998999953… as a double: Foundation printed .998.
+        // 951868799.999 is 951868799.998999953… as a double: truncated, as Foundation does, to .998.
         #expect(iso(951_868_799.999) == "2000-02-29T23:59:59.998Z")
         #expect(iso(1_795_315_849.5129) == "2026-11-22T02:50:49.512Z")
         #expect(iso(0.9999) == "1970-01-01T00:00:00.999Z")
