@@ -4,14 +4,6 @@ import Logging
 import SupervisorCore
 import SupervisorKernel
 
-/// Where the shell's parts report what they observe: the daemon, which feeds it to the core.
-protocol EventSink: AnyObject {
-    func post(_ event: Event)
-    /// Runs `body`, which posts events, as one batch: what they record goes to the monitors
-    /// together when it ends.
-    func batch(_ body: () -> Void)
-}
-
 /// Suspended groups that hold a file lock another process waits for (0xdead10cc): the locks
 /// each group holds when its stop is confirmed (for the core's decision), then, while it
 /// stays suspended, the watch that reports contention. Owned by the daemon's loop.

@@ -1,0 +1,93 @@
+import ExtensionTransport
+import SupervisorCore
+
+/// What the spawn of one extension process needs.
+public struct SpawnRequest: Equatable {
+    /// The executable, run as it is named (no `$PATH` search); also the child's `argv[0]`.
+    public var path: String
+    /// The arguments after `argv[0]`.
+    public var arguments: [String]
+    /// The child's whole environment, `NAME=value` each (nothing of the daemon's is added).
+    public var environment: [String]
+    /// The child's working directory; nil keeps the daemon's.
+    public var directory: String?
+    /// The descriptor to place at fd 3 in the child, or nil.
+    public var channelFD: Int32?
+    /// An O_DIRECTORY descriptor of the cgroup the child starts in, or nil.
+    public var cgroupFD: Int32?
+    /// The credentials the child switches to before exec; nil keeps the daemon's.
+    public var credentials: Credentials?
+    /// Resource limits set in the child before exec (soft and hard).
+    public var resourceLimits: [ResourceLimit] = []
+    /// The sandbox the child builds before it switches credentials, or nil.
+    public var sandbox: SandboxPlan?
+    /// `cgroup.procs` of the cgroup v1 memory cgroup the child joins first, open for writing, or nil.
+    public var memoryCgroupProcsFD: Int32? = nil
+
+    /// A request of these values, stored as given. The descriptors stay the caller's: the
+    /// spawn neither closes them nor takes them over.
+    public init(
+        path: String, arguments: [String], environment: [String], directory: String?, channelFD: Int32?, cgroupFD: Int32?,
+        credentials: Credentials?, resourceLimits: [ResourceLimit] = [], sandbox: SandboxPlan? = nil, memoryCgroupProcsFD: Int32? = nil
+    ) {
+        self.path = path
+        self.arguments = arguments
+        self.environment = environment
+        self.directory = directory
+        self.channelFD = channelFD
+        self.cgroupFD = cgroupFD
+        self.credentials = credentials
+        self.resourceLimits = resourceLimits
+        self.sandbox = sandbox
+        self.memoryCgroupProcsFD = memoryCgroupProcsFD
+    }
+}
+
+/// What the child of one launch builds (sandbox.h) before it switches credentials.
+public struct SandboxPlan: Equatable {
+    /// The parts built.
+    public var parts: Set<SandboxPart>
+    /// Whether the child first enters a user namespace of its own (a daemon without root).
+    public var userNamespace: Bool
+    /// The mounts of the child's file system view (`.filesystem`), applied in this order.
+    public var mounts: [SandboxView.Mount]
+    /// The system-call filter (from `Kernel.prepareSandbox`), installed with `.syscalls`.
+    public var filter: UnsafeRawPointer?
+    /// The daemon's user id, mapped to itself in the user namespace.
+    public var uid: UInt32
+    /// The daemon's group id, mapped to itself in the user namespace.
+    public var gid: UInt32
+    /// A plan of these values, stored as given. `filter` is not copied: it must stay valid
+    /// until the spawn that uses it returns.
+    public init(parts: Set<SandboxPart>, userNamespace: Bool, mounts: [SandboxView.Mount], filter: UnsafeRawPointer?, uid: UInt32, gid: UInt32) {
+        self.parts = parts
+        self.userNamespace = userNamespace
+        self.mounts = mounts
+        self.filter = filter
+        self.uid = uid
+        self.gid = gid
+    }
+}
+
+/// One rlimit for a spawned child.
+public struct ResourceLimit: Equatable, Sendable {
+    /// The limited resource.
+    public enum Resource: Equatable, Sendable {
+        /// `RLIMIT_DATA`: the size of the child's data (data segment, heap, private writable
+        /// mappings), in bytes.
+        case data
+        /// `RLIMIT_NOFILE`: one more than the highest descriptor number the child may open.
+        case openFiles
+        /// `RLIMIT_NPROC`: the number of processes (threads included) of the child's real user id.
+        case processes
+    }
+    /// Which resource is limited.
+    public var resource: Resource
+    /// The limit, set as both the soft and the hard limit.
+    public var value: UInt64
+    /// A limit of `value` on `resource`.
+    public init(resource: Resource, value: UInt64) {
+        self.resource = resource
+        self.value = value
+    }
+}
