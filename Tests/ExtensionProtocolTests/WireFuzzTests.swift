@@ -141,7 +141,7 @@ struct WireFuzzTests {
             case 22:
                 let kinds = ["text", "url", "image", "file", "application/pdf", "image/png", "x-custom/y.z+json"]
                 var counts: [String: UInt32] = [:]
-                for k in kinds where Bool.random(using: &rng) { counts[k] = UInt32.random(in: 0...UInt32.max, using: &rng) }
+                for k in kinds where Bool.random(using: &rng) { counts[k] = UInt32.random(in: 0...ActivationContent.maxCount, using: &rng) }
                 message = .discover(tag: tag, point: text(WireLimits.maxIdentifier), content: try ActivationContent(counts))
             case 23:
                 let found = (0..<Int.random(in: 0...20, using: &rng)).map { _ in
