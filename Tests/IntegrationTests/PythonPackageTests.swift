@@ -127,11 +127,13 @@ struct PythonPackageTests {
         #expect(r.out == "\(prefix)/lib/libExtensionRuntimeC.so.0\nFalse\n")
     }
 
-    func daemon(_ directory: String, policy: [String: Any] = [:]) throws -> TestDaemon {
+    /// A daemon running `script` (package-relative; the example extension by default) on the
+    /// installed package as extension `id`.
+    func daemon(_ directory: String, script: String = "examples/python-extension/extension.py", policy: [String: Any] = [:]) throws -> TestDaemon {
         let daemon = try TestDaemon(manifests: [
             "py.json": [
                 "id": Self.id, "executable": try python(),
-                "arguments": [Self.packageRoot + "/examples/python-extension/extension.py"],
+                "arguments": [Self.packageRoot + "/" + script],
                 "environment": ["PY_EXTENSION_STATE": directory + "/state.txt", "EXTENSION_RUNTIME_LIB": try RuntimeC.library()],
                 "policy": policy,
             ]
@@ -183,5 +185,26 @@ struct PythonPackageTests {
         #expect(stop.monotonic >= release.monotonic)
         #expect(!daemon.events.all.contains { $0.kind == "assertion-overrun" || $0.kind == "expiry-unacknowledged" })
         try daemon.events.wait("suspend", of: Self.id)
+    }
+
+    /// `observe` keeps its callback for the life of the process: a post reaches the handler, as
+    /// often as it is made, and the extension lives on.
+    @Test func anObservedHintReachesTheHandler() throws {
+        let directory = try TestDaemon.makeTemporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let daemon = try daemon(directory, script: "Tests/Fixtures/python-probe/probe.py")
+        let host = try daemon.host()
+        let session = try host.begin(Self.id)
+        let channel = try session.hostChannel()
+        let hint = Self.id + ".news"
+        channel.send("observe \(hint)")
+        #expect(channel.readLine() == "observing")
+        try host.post(hint)
+        #expect(channel.readLine() == "notified \(hint)")
+        #expect(try daemon.extctl(["post", hint]).status == 0)
+        #expect(channel.readLine() == "notified \(hint)")
+        channel.send("observe bad..name")
+        #expect(channel.readLine()?.hasPrefix("refused: ValueError: bad hint name 'bad..name'") == true)
+        #expect(!daemon.events.all.contains { $0.kind == "exit" }, "\(daemon.events.all.map(\.kind))")
     }
 }

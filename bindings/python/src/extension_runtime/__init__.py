@@ -242,12 +242,18 @@ def observe(name: str, handler: Callable[[str], None]) -> None:
     def hint(posted: bytes, _context: Optional[int]) -> None:
         handler(posted.decode())
 
+    # The runtime calls the callback for the life of the process: it is kept from before the
+    # call (under a key of its own: ctypes function objects cannot be hashed), and dropped only
+    # when the call fails.
+    key = object()
     c_hint = _library.HINT(hint)
+    _keep(key, c_hint)
     result = _library.library().ext_observe(name.encode(), c_hint, None)
+    if result != 0:
+        _drop(key)
     if result == -errno.EINVAL:
         raise ValueError(f"bad hint name {name!r}: letters, digits, '.', '-', '_', at most 255 bytes, no '..'")
     _check(result, "observe")
-    _keep(c_hint, c_hint)
 
 
 class RefreshResult(enum.IntEnum):
