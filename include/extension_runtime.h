@@ -39,15 +39,20 @@ int ext_runtime_start(ext_request_handler on_request, void *context);
 /* 1 when the process was launched by extensiond (it inherited a runtime channel), else 0. */
 int ext_runtime_is_supervised(void);
 
+/* The longest reason ext_perform_expiring_activity accepts, in bytes of UTF-8. */
+#define EXT_ACTIVITY_MAX_REASON 1024
+
 /* Takes a task assertion held by extensiond, like ProcessInfo.performExpiringActivity:
  *  - granted: `block(false, context)` runs asynchronously; the assertion is released when it
  *    returns (and when the expired call, if any, has returned too);
  *  - about to expire: `block(true, context)` is called a second time, concurrently, on
  *    another thread, at most once: stop the work and return quickly;
- *  - not granted (expiring, suspending, background time spent, or no extensiond):
- *    `block(true, context)` only, at once.
- * Returns 0, -EINVAL when `reason` is NULL or empty or `block` is NULL, or -ENOMEM when the
- * activity cannot be allocated (in both cases nothing is called). */
+ *  - not granted (expiring, suspending, background time spent, too many assertions held, or
+ *    no extensiond): `block(true, context)` only, at once.
+ * `reason` is shown by `extctl status`; it is sent as UTF-8, each byte that is not part of valid
+ * UTF-8 as U+FFFD (3 bytes). Returns 0, -EINVAL when `reason` is NULL or empty or `block` is
+ * NULL, -EMSGSIZE when `reason` so sent is over EXT_ACTIVITY_MAX_REASON bytes, or -ENOMEM when
+ * the activity cannot be allocated (in these cases nothing is called). */
 int ext_perform_expiring_activity(const char *reason, ext_activity_block block, void *context);
 
 /* As ext_perform_expiring_activity, and calls `cleanup(context)` exactly once after every call

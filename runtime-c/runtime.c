@@ -27,6 +27,9 @@
 
 #define API __attribute__((visibility("default")))
 
+_Static_assert(EXT_ACTIVITY_MAX_REASON == EXT_WIRE_MAX_REASON, "the header's reason limit is the wire's");
+_Static_assert(EXT_REQUEST_MAX_PAYLOAD == EXT_WIRE_MAX_PAYLOAD, "the header's payload limit is the wire's");
+
 /* One ext_perform_expiring_activity call. Guarded by `lock`. */
 struct activity {
     ext_activity_block block;
@@ -104,10 +107,11 @@ static int send_id(uint8_t kind, uint64_t id) {
 /* Copies `text` as UTF-8 of at most `limit` bytes: invalid sequences become U+FFFD (as Swift's
  * String(cString:)), and the text is cut at a code point boundary. Returns a malloc'ed string
  * and its length in *length, or NULL when out of memory. With `cut` 0, returns NULL (and
- * *length over `limit`) instead of cutting. */
+ * *length over `limit`) instead of cutting; *length is 0 when out of memory. */
 static char *utf8_copy(const char *text, size_t limit, int cut, size_t *length) {
     size_t n = strlen(text);
     char *out = malloc(n * 3 + 1);
+    *length = 0;
     if (!out) return NULL;
     size_t o = 0, i = 0;
     while (i < n) {
@@ -483,18 +487,20 @@ static void deny(struct activity *a) { dispatch(new_work(WORK_DENIED, a)); }
 API int ext_perform_expiring_activity_with_cleanup(const char *reason, ext_activity_block block,
                                                    ext_activity_cleanup cleanup, void *context) {
     if (!reason || !*reason || !block) return -EINVAL;
+    if (strlen(reason) > EXT_ACTIVITY_MAX_REASON) return -EMSGSIZE; /* each byte is 1 to 3 bytes of UTF-8 */
+    size_t length;
+    char *text = utf8_copy(reason, EXT_ACTIVITY_MAX_REASON, 0, &length);
+    if (!text) return length > EXT_ACTIVITY_MAX_REASON ? -EMSGSIZE : -ENOMEM;
     struct activity *a = calloc(1, sizeof *a);
-    if (!a) return -ENOMEM;
+    if (!a) {
+        free(text);
+        return -ENOMEM;
+    }
     a->block = block;
     a->cleanup = cleanup;
     a->context = context;
     if (!supervised()) {
-        deny(a);
-        return 0;
-    }
-    size_t length;
-    char *text = utf8_copy(reason, EXT_WIRE_MAX_REASON, 0, &length);
-    if (!text) { /* over the reason limit: the acquire cannot be sent */
+        free(text);
         deny(a);
         return 0;
     }

@@ -1,4 +1,5 @@
 import Dispatch
+import ExtensionProtocol
 import Foundation
 import Synchronization
 
@@ -112,9 +113,9 @@ extension ProcessInfo {
     /// - If no assertion can be had (the extension is expiring or being suspended, its
     ///   background time is spent, or it was not launched by extensiond), the block runs at
     ///   once with `expired == true` only.
-    /// - Precondition: `reason` is not empty.
+    /// - Precondition: `reason` is not empty, and at most `WireLimits.maxReason` bytes of UTF-8.
     public func performExpiringActivity(withReason reason: String, using block: @escaping @Sendable (Bool) -> Void) {
-        precondition(!reason.isEmpty, "performExpiringActivity(withReason:using:): the reason must not be empty")
+        checkReason(reason, "performExpiringActivity(withReason:using:)")
         ExpiringActivity.perform(reason: reason, block: block, onFinished: nil)
     }
 
@@ -122,13 +123,22 @@ extension ProcessInfo {
     /// every call of `block` has returned and the assertion (if one was granted) was released:
     /// the moment to start the next activity or free what the block used (as the C
     /// `ext_perform_expiring_activity_with_cleanup`).
-    /// - Precondition: `reason` is not empty.
+    /// - Precondition: `reason` is not empty, and at most `WireLimits.maxReason` bytes of UTF-8.
     public func performExpiringActivity(
         withReason reason: String, using block: @escaping @Sendable (Bool) -> Void, onFinished: @escaping @Sendable () -> Void
     ) {
-        precondition(!reason.isEmpty, "performExpiringActivity(withReason:using:onFinished:): the reason must not be empty")
+        checkReason(reason, "performExpiringActivity(withReason:using:onFinished:)")
         ExpiringActivity.perform(reason: reason, block: block, onFinished: onFinished)
     }
+}
+
+/// Stops the process, naming `function`, when `reason` is empty or over `WireLimits.maxReason`
+/// bytes of UTF-8: a reason the supervisor would never receive is a programming error, as in
+/// the C runtime's -EINVAL and -EMSGSIZE.
+func checkReason(_ reason: String, _ function: String) {
+    precondition(!reason.isEmpty, "\(function): the reason must not be empty")
+    let length = reason.utf8.count
+    precondition(length <= WireLimits.maxReason, "\(function): the reason is \(length) bytes, over the limit of \(WireLimits.maxReason)")
 }
 
 /// How a `withExpiringActivity` body ended.
@@ -145,11 +155,11 @@ public enum ExpiringActivityOutcome<Value: Sendable>: Sendable {
 /// Returns `.completed` with the body's value if it finished before expiry, `.expired` if no
 /// assertion was granted (the body does not run) or if the assertion expired (the body was
 /// cancelled; its result is discarded). Errors thrown by the body are rethrown.
-/// - Precondition: `reason` is not empty.
+/// - Precondition: `reason` is not empty, and at most `WireLimits.maxReason` bytes of UTF-8.
 public func withExpiringActivity<Value: Sendable>(
     reason: String, _ body: @escaping @Sendable () async throws -> Value
 ) async throws -> ExpiringActivityOutcome<Value> {
-    precondition(!reason.isEmpty, "withExpiringActivity(reason:_:): the reason must not be empty")
+    checkReason(reason, "withExpiringActivity(reason:_:)")
     guard let channel = RuntimeChannel.shared else { return .expired }
     let expiry = ExpiryLatch()
     let id: UInt64? = await withCheckedContinuation { continuation in

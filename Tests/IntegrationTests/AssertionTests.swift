@@ -187,4 +187,13 @@ struct AssertionTests {
         #expect(result.status != 0)
         #expect(result.err.contains("the reason must not be empty"))
     }
+
+    /// A reason over `WireLimits.maxReason` bytes could never be sent: a programming error too,
+    /// not an activity silently denied.
+    @Test func aReasonOverTheLimitIsAProgrammingError() throws {
+        let result = try runProgram(BuildProducts.path("test-extension"), ["--long-reason"])
+        #expect(result.status != 0)
+        #expect(result.out == "")
+        #expect(result.err.contains("performExpiringActivity(withReason:using:): the reason is 1025 bytes, over the limit of 1024"), "\(result.err)")
+    }
 }

@@ -103,6 +103,8 @@ struct CRuntimeTests {
                 activity-null-block 1
                 activity 0
                 denied calls 1 expired 1 cleanups 1
+                activity-long-reason 1
+                activity-invalid-utf8-reason 1
                 observe-bad-name 1
                 observe 1
                 on-refresh-null 1
@@ -116,6 +118,35 @@ struct CRuntimeTests {
                 cancel 1
 
                 """)
+    }
+
+    /// The probe (`serve`) as extension `CRuntimeTests.probeID` under a started daemon.
+    func probeDaemon(in directory: String) throws -> TestDaemon {
+        let probe = try compile(["Tests/Fixtures/c-runtime-probe/main.c"], try RuntimeC.flags(), into: directory, named: "probe")
+        let daemon = try TestDaemon(manifests: ["probe.json": ["id": Self.probeID, "executable": probe, "arguments": ["serve"]]])
+        try daemon.start()
+        return daemon
+    }
+
+    static let probeID = "org.example.c-probe"
+
+    /// A reason of EXT_ACTIVITY_MAX_REASON bytes reaches extensiond; one byte more is refused with
+    /// -EMSGSIZE, the block is not called and nothing is sent (no `deny`).
+    @Test func aReasonOverTheLimitIsRefusedNotDenied() throws {
+        let directory = try TestDaemon.makeTemporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let daemon = try probeDaemon(in: directory)
+        let host = try daemon.host()
+        let session = try host.begin(Self.probeID)
+        let channel = try session.hostChannel()
+        channel.send("reason 1025")
+        #expect(channel.readLine() == "refused EMSGSIZE")
+        channel.send("reason 1024")
+        #expect(channel.readLine() == "granted")
+        let acquire = try daemon.events.wait("acquire", of: Self.probeID)
+        #expect(acquire.detail == String(repeating: "r", count: 1024))
+        try daemon.events.wait("release", of: Self.probeID)
+        #expect(!daemon.events.all.contains { $0.kind == "deny" || ($0.kind == "acquire" && $0.assertion != acquire.assertion) })
     }
 
     /// ext_shared_container_path reads EXTENSION_SHARED_CONTAINER_<NAME>: the group upper-cased,

@@ -81,7 +81,8 @@ struct PythonPackageTests {
     }
 
     /// Without extensiond an activity is denied: `fn(True)` once, at once; the context manager's
-    /// body runs with `granted` False and `expired` True.
+    /// body runs with `granted` False and `expired` True. An empty reason, or one over
+    /// ACTIVITY_MAX_REASON bytes of UTF-8, raises ValueError and calls nothing.
     @Test func withoutExtensiondActivitiesAreDenied() throws {
         let r = try runProgram(
             "/usr/bin/env",
@@ -94,14 +95,28 @@ struct PythonPackageTests {
                 done.wait(10)
                 with rt.expiring_activity("y") as activity:
                     print(calls, activity.granted, activity.expired)
+                for reason in ["", "é" * 512 + "x"]:
+                    try:
+                        rt.perform_expiring_activity(reason, lambda expired: calls.append(expired))
+                    except ValueError as e:
+                        print(e)
                 try:
-                    rt.perform_expiring_activity("", lambda expired: None)
+                    rt.expiring_activity("r" * (rt.ACTIVITY_MAX_REASON + 1))
                 except ValueError as e:
                     print(e)
+                print(calls)
                 """,
             ])
         #expect(r.status == 0, "\(r.err)")
-        #expect(r.out == "[True] False True\nperform_expiring_activity: the reason must not be empty\n")
+        #expect(
+            r.out == """
+                [True] False True
+                perform_expiring_activity: the reason must not be empty
+                perform_expiring_activity: the reason is 1025 bytes, over the limit of 1024
+                expiring_activity: the reason is 1025 bytes, over the limit of 1024
+                [True]
+
+                """)
     }
 
     /// Without $EXTENSION_RUNTIME_LIB the package loads the library of the installed pkg-config

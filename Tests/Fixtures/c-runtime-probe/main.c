@@ -1,15 +1,23 @@
-/* c-runtime-probe: calls the C runtime's functions that need no extensiond and prints what they
- * return, one line each, for Tests/IntegrationTests/CRuntimeTests.swift.
+/* c-runtime-probe: calls the C runtime's functions and prints what they return, one line each,
+ * for Tests/IntegrationTests/CRuntimeTests.swift.
  *
  *   c-runtime-probe container GROUP   ext_shared_container_path(GROUP), or "(none)"
  *   c-runtime-probe unsupervised      the results of every call without extensiond
+ *   c-runtime-probe serve             an extension; each request channel takes line commands:
+ *     reason N    ext_perform_expiring_activity with a reason of N bytes ('r'): "granted" (the
+ *                 block returns at once) or "denied" from the block, or "refused ERRNO"
  */
+#define _POSIX_C_SOURCE 200809L
 #include <extension_runtime.h>
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t changed = PTHREAD_COND_INITIALIZER;
@@ -36,11 +44,61 @@ static void cleanup(void *context) {
 static void hint(const char *name, void *context) { (void)name, (void)context; }
 static void refresh(uint64_t id, void *context) { (void)id, (void)context; }
 
+/* The name of the error a call returned (-errno). */
+static const char *error_name(int result) {
+    switch (-result) {
+    case EINVAL: return "EINVAL";
+    case EMSGSIZE: return "EMSGSIZE";
+    case ENOSPC: return "ENOSPC";
+    case EALREADY: return "EALREADY";
+    case ENOTCONN: return "ENOTCONN";
+    case ENOMEM: return "ENOMEM";
+    default: return "another error";
+    }
+}
+
+/* Writes `line` and a newline to request channel `fd`, ignoring a host that is gone. */
+static void say(int fd, const char *line) {
+    char buffer[600];
+    int n = snprintf(buffer, sizeof buffer, "%s\n", line);
+    (void)!send(fd, buffer, (size_t)n, MSG_NOSIGNAL);
+}
+
+static void answer_activity(bool expired, void *context) { say((int)(intptr_t)context, expired ? "denied" : "granted"); }
+
+/* The commands of one request channel (`serve`). */
+static void serve(uint64_t request_id, int fd, void *context) {
+    (void)request_id, (void)context;
+    FILE *in = fdopen(dup(fd), "r");
+    char line[512], reply[600];
+    while (in && fgets(line, sizeof line, in)) {
+        line[strcspn(line, "\n")] = 0;
+        if (strncmp(line, "reason ", 7) == 0) {
+            size_t n = strtoul(line + 7, NULL, 10);
+            char *reason = malloc(n + 1);
+            memset(reason, 'r', n);
+            reason[n] = 0;
+            int result = ext_perform_expiring_activity(reason, answer_activity, (void *)(intptr_t)fd);
+            free(reason);
+            if (result != 0) {
+                snprintf(reply, sizeof reply, "refused %s", error_name(result));
+                say(fd, reply);
+            }
+        }
+    }
+    if (in) fclose(in);
+    close(fd);
+}
+
 int main(int argc, char **argv) {
     if (argc == 3 && strcmp(argv[1], "container") == 0) {
         const char *path = ext_shared_container_path(argv[2]);
         printf("%s\n", path ? path : "(none)");
         return 0;
+    }
+    if (argc == 2 && strcmp(argv[1], "serve") == 0) {
+        if (ext_runtime_start(serve, NULL) != 0) return 1;
+        for (;;) pause();
     }
     if (argc != 2 || strcmp(argv[1], "unsupervised") != 0) return 2;
     printf("supervised %d\n", ext_runtime_is_supervised());
@@ -53,6 +111,12 @@ int main(int argc, char **argv) {
     while (!cleaned) pthread_cond_wait(&changed, &lock);
     printf("denied calls %d expired %d cleanups %d\n", calls, saw_expired, cleaned);
     pthread_mutex_unlock(&lock);
+    char reason[EXT_ACTIVITY_MAX_REASON + 2] = {0};
+    memset(reason, 'r', EXT_ACTIVITY_MAX_REASON + 1);
+    printf("activity-long-reason %d\n", ext_perform_expiring_activity(reason, block, NULL) == -EMSGSIZE);
+    memset(reason, 0xFF, EXT_ACTIVITY_MAX_REASON / 3 + 1); /* each is sent as U+FFFD, 3 bytes */
+    reason[EXT_ACTIVITY_MAX_REASON / 3 + 1] = 0;
+    printf("activity-invalid-utf8-reason %d\n", ext_perform_expiring_activity(reason, block, NULL) == -EMSGSIZE);
     printf("observe-bad-name %d\n", ext_observe("a..b", hint, NULL) == -EINVAL);
     printf("observe %d\n", ext_observe("a.b", hint, NULL) == -ENOTCONN);
     printf("on-refresh-null %d\n", ext_runtime_on_refresh(NULL, NULL) == -EINVAL);

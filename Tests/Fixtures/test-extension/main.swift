@@ -33,6 +33,8 @@
 //   --mute (announces readiness by hand, then never reads its channel),
 //   --standalone-assert (no supervisor: prints the block's argument and exits),
 //   --empty-reason (calls performExpiringActivity with an empty reason),
+//   --long-reason (calls it with a reason of 1,025 bytes; without the precondition, prints the
+//           block's argument and exits),
 //   --deaf (speaks the channel protocol by hand: on its first request it takes one assertion
 //           and then never reads its channel again),
 //   --refresh <answer> (handles background refresh: new-data, no-data or failed; never: the
@@ -61,6 +63,13 @@ if arguments.contains("--standalone-assert") {
 }
 if arguments.contains("--empty-reason") {
     ProcessInfo.processInfo.performExpiringActivity(withReason: "") { _ in }
+    dispatchMain()
+}
+if arguments.contains("--long-reason") {
+    ProcessInfo.processInfo.performExpiringActivity(withReason: String(repeating: "r", count: WireLimits.maxReason + 1)) { expired in
+        print("expired=\(expired)")
+        exit(0)
+    }
     dispatchMain()
 }
 if arguments.contains("--mute") {

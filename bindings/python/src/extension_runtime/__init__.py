@@ -31,14 +31,18 @@ from . import _library
 from ._library import LibraryNotFoundError
 
 __all__ = [
-    "REQUEST_MAX_PAYLOAD", "ExtensionRuntimeError", "ExpiringActivity", "LibraryNotFoundError",
-    "NotSupervisedError", "RefreshResult", "Request", "expiring_activity", "is_supervised", "observe",
-    "on_refresh", "perform_expiring_activity", "refresh_complete", "request_handler", "run",
-    "shared_container_path", "container_path", "start",
+    "ACTIVITY_MAX_REASON", "REQUEST_MAX_PAYLOAD", "ExtensionRuntimeError", "ExpiringActivity",
+    "LibraryNotFoundError", "NotSupervisedError", "RefreshResult", "Request", "expiring_activity",
+    "is_supervised", "observe", "on_refresh", "perform_expiring_activity", "refresh_complete",
+    "request_handler", "run", "shared_container_path", "container_path", "start",
 ]
 
 REQUEST_MAX_PAYLOAD: int = 60000
 """The largest result Request.complete accepts, in bytes (EXT_REQUEST_MAX_PAYLOAD)."""
+
+ACTIVITY_MAX_REASON: int = 1024
+"""The longest reason perform_expiring_activity accepts, in bytes of UTF-8
+(EXT_ACTIVITY_MAX_REASON)."""
 
 
 class ExtensionRuntimeError(OSError):
@@ -137,6 +141,16 @@ def run() -> None:
     threading.Event().wait()
 
 
+def _reason(reason: str, what: str) -> bytes:
+    """`reason` as UTF-8; raises ValueError when it is empty or over ACTIVITY_MAX_REASON bytes."""
+    if not reason:
+        raise ValueError(f"{what}: the reason must not be empty")
+    encoded = reason.encode()
+    if len(encoded) > ACTIVITY_MAX_REASON:
+        raise ValueError(f"{what}: the reason is {len(encoded)} bytes, over the limit of {ACTIVITY_MAX_REASON}")
+    return encoded
+
+
 def perform_expiring_activity(reason: str, fn: Callable[[bool], None]) -> None:
     """Takes a task assertion held by extensiond, like ProcessInfo.performExpiringActivity:
 
@@ -147,11 +161,11 @@ def perform_expiring_activity(reason: str, fn: Callable[[bool], None]) -> None:
     - not granted (expiring, suspending, background time spent, or no extensiond): `fn(True)`
       only, at once, on a runtime thread.
 
-    Returns at once. Raises ValueError for an empty reason (fn is then not called). An exception
-    raised by `fn` is printed and ignored (as for any ctypes callback).
+    Returns at once. Raises ValueError for an empty reason or one over ACTIVITY_MAX_REASON bytes
+    of UTF-8 (fn is then not called). An exception raised by `fn` is printed and ignored (as for
+    any ctypes callback).
     """
-    if not reason:
-        raise ValueError("perform_expiring_activity: the reason must not be empty")
+    encoded = _reason(reason, "perform_expiring_activity")
     key = object()
 
     def block(expired: bool, _context: Optional[int]) -> None:
@@ -162,7 +176,7 @@ def perform_expiring_activity(reason: str, fn: Callable[[bool], None]) -> None:
 
     c_block, c_cleanup = _library.BLOCK(block), _library.CLEANUP(cleanup)
     _keep(key, (c_block, c_cleanup))
-    result = _library.library().ext_perform_expiring_activity_with_cleanup(reason.encode(), c_block, c_cleanup, None)
+    result = _library.library().ext_perform_expiring_activity_with_cleanup(encoded, c_block, c_cleanup, None)
     if result != 0:
         _drop(key)
         _check(result, "perform_expiring_activity")
@@ -172,8 +186,7 @@ class ExpiringActivity:
     """A task assertion held for the body of a `with` statement (see expiring_activity)."""
 
     def __init__(self, reason: str) -> None:
-        if not reason:
-            raise ValueError("expiring_activity: the reason must not be empty")
+        _reason(reason, "expiring_activity")
         self.reason: str = reason
         """The reason shown by `extctl status`."""
         self._decided = threading.Event()
@@ -228,7 +241,8 @@ def expiring_activity(reason: str) -> ExpiringActivity:
     Entering waits for extensiond's answer. Granted: the body runs with `activity.granted`
     True, and `activity.expired` becomes True (on another thread's call) when the assertion is
     about to expire; the assertion is released when the body leaves. Denied: the body runs with
-    `activity.expired` already True. Raises ValueError for an empty reason."""
+    `activity.expired` already True. Raises ValueError for an empty reason or one over
+    ACTIVITY_MAX_REASON bytes of UTF-8."""
     return ExpiringActivity(reason)
 
 
