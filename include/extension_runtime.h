@@ -64,12 +64,17 @@ int ext_perform_expiring_activity_with_cleanup(const char *reason, ext_activity_
 /* Called on a runtime thread when an observed notification hint is posted. */
 typedef void (*ext_hint_handler)(const char *name, void *context);
 
+/* The most distinct names one process may observe (ext_observe). */
+#define EXT_OBSERVE_MAX_NAMES 256
+
 /* Observes the notification hint `name` (ExtensionMain.observe): `handler(name, context)` runs
  * for each post made while the process runs, and once for all the posts made while it was
  * suspended, when it is resumed; a hint never resumes or launches it. Names: letters, digits,
- * '.', '-', '_', at most 255 bytes, not starting or ending with '.', no "..". Returns 0, -EINVAL
- * for a NULL or malformed name or a NULL handler, -ENOTCONN without extensiond, or -ENOMEM.
- * `context` is passed back from other threads. */
+ * '.', '-', '_', at most 255 bytes, not starting or ending with '.', no "..". A name may be
+ * observed by several handlers, each called in the order they were added. Returns 0, -EINVAL
+ * for a NULL or malformed name or a NULL handler, -ENOTCONN without extensiond, -ENOSPC for a
+ * new name when EXT_OBSERVE_MAX_NAMES names are observed already (nothing is observed), or
+ * -ENOMEM. `context` is passed back from other threads. */
 int ext_observe(const char *name, ext_hint_handler handler, void *context);
 
 /* Answers to a background refresh (ext_refresh_complete). */

@@ -29,6 +29,7 @@
 
 _Static_assert(EXT_ACTIVITY_MAX_REASON == EXT_WIRE_MAX_REASON, "the header's reason limit is the wire's");
 _Static_assert(EXT_REQUEST_MAX_PAYLOAD == EXT_WIRE_MAX_PAYLOAD, "the header's payload limit is the wire's");
+_Static_assert(EXT_OBSERVE_MAX_NAMES == 256, "NotificationHints.maxObserved, the daemon's limit");
 
 /* One ext_perform_expiring_activity call. Guarded by `lock`. */
 struct activity {
@@ -59,6 +60,7 @@ static int reader_started, closed;
 static uint32_t next_tag = 1;
 static struct activity *pending, *live;
 static struct observer *observers;
+static size_t observed_names; /* distinct names in `observers` */
 static ext_request_handler on_request;
 static void *request_context;
 static ext_refresh_handler on_refresh;
@@ -558,17 +560,21 @@ API int ext_observe(const char *name, ext_hint_handler handler, void *context) {
     o->context = context;
     ensure_reader();
     pthread_mutex_lock(&lock);
-    int gone = closed, first = 1;
+    int refused = closed ? -ENOTCONN : 0, first = 1;
     struct observer **tail = &observers;
-    if (!gone) {
+    if (!refused) {
         for (; *tail; tail = &(*tail)->next) first &= strcmp((*tail)->name, name) != 0;
+        if (first && observed_names == EXT_OBSERVE_MAX_NAMES) refused = -ENOSPC;
+    }
+    if (!refused) {
         *tail = o;
+        observed_names += first;
     }
     pthread_mutex_unlock(&lock);
-    if (gone) {
+    if (refused) {
         free(o->name);
         free(o);
-        return -ENOTCONN;
+        return refused;
     }
     if (!first) return 0;
     struct ext_wire_message m = {.kind = EXT_WIRE_OBSERVE, .data = (const uint8_t *)name, .length = strlen(name)};

@@ -21,4 +21,7 @@ public enum WireLimits {
     public static let maxIdentifiers = 1_024
     /// Most descriptors attached to one message.
     public static let maxDescriptors = 1
+    /// Most notification hint names one extension process may observe: the daemon ignores an
+    /// `observe` of a further name, and the runtimes refuse it before sending.
+    public static let maxObservedHints = 256
 }

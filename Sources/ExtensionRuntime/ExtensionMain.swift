@@ -37,12 +37,14 @@ public enum ExtensionMain {
     /// `ExtensionHostConnection.post(_:)` or `extctl post`): `handler` runs on a runtime thread
     /// for each post made while this process runs, and once for all the posts made while it was
     /// suspended, when it is resumed (a hint never resumes or launches it). Names follow the
-    /// extension id rule (letters, digits, `.`, `-`, `_`; at most 255 bytes). Throws
-    /// `HintError` for a bad name, or when not launched by extensiond.
+    /// extension id rule (letters, digits, `.`, `-`, `_`; at most 255 bytes). A name may have
+    /// several handlers, called in the order they were added. Throws `HintError`: for a bad
+    /// name, when not launched by extensiond, for a new name when
+    /// `WireLimits.maxObservedHints` names are observed already, or when the channel is closed.
     public static func observe(_ name: String, _ handler: @escaping @Sendable (String) -> Void) throws(HintError) {
         if let problem = Identifier.problem(name) { throw .badName(name, problem) }
         guard let channel = RuntimeChannel.shared else { throw .notSupervised }
-        guard channel.observe(name, handler) else { throw .supervisorGone }
+        try channel.observe(name, handler)
     }
 
     /// Handles background refreshes (a widget's `widgetPerformUpdate(completionHandler:)`).
@@ -79,12 +81,16 @@ public enum HintError: Error, Equatable, Sendable, CustomStringConvertible {
     case notSupervised
     /// The channel to extensiond is closed.
     case supervisorGone
+    /// The process observes `WireLimits.maxObservedHints` names already: no new name can be
+    /// observed.
+    case tooManyNames
 
     public var description: String {
         switch self {
         case .badName(let name, let problem): "bad hint name '\(name)': \(problem)"
         case .notSupervised: "not launched by extensiond: no hint can be observed"
         case .supervisorGone: "the channel to extensiond is closed"
+        case .tooManyNames: "already observing \(WireLimits.maxObservedHints) names, the most one process may"
         }
     }
 }

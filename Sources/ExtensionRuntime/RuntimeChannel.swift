@@ -111,16 +111,20 @@ final class RuntimeChannel: Sendable {
     }
 
     /// Adds `handler` for the notification hint `name`, telling the supervisor on the first
-    /// handler for that name. False when the supervisor is gone.
-    func observe(_ name: String, _ handler: @escaping @Sendable (String) -> Void) -> Bool {
+    /// handler for that name. Throws `.tooManyNames` for a new name when
+    /// `WireLimits.maxObservedHints` names are observed already (nothing is added), and
+    /// `.supervisorGone` when the supervisor is gone.
+    func observe(_ name: String, _ handler: @escaping @Sendable (String) -> Void) throws(HintError) {
         ensureReader()
-        let first = state.withLock { s -> Bool? in
-            if s.closed { return nil }
-            defer { s.observers[name, default: []].append(handler) }
-            return s.observers[name] == nil
+        let first = state.withLock { s -> Result<Bool, HintError> in
+            if s.closed { return .failure(.supervisorGone) }
+            let first = s.observers[name] == nil
+            if first && s.observers.count >= WireLimits.maxObservedHints { return .failure(.tooManyNames) }
+            s.observers[name, default: []].append(handler)
+            return .success(first)
         }
-        guard let first else { return false }
-        return !first || trySend(.observe(name: name))
+        guard try first.get() else { return }
+        guard trySend(.observe(name: name)) else { throw .supervisorGone }
     }
 
     /// Installs the background-refresh handler, which gets each refresh's id.

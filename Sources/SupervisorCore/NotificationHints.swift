@@ -15,8 +15,9 @@ public struct NotificationHints: Equatable, Sendable, Codable {
     /// Hints of a new process: none observed, none held.
     public init() {}
 
-    /// Most names one process may observe; more `observe` messages are ignored.
-    public static let maxObserved = 256
+    /// Most names one process may observe (`WireLimits.maxObservedHints`); `observe` messages
+    /// for more names are ignored.
+    public static let maxObserved = WireLimits.maxObservedHints
 
     /// Adds `name` to the observed names; false when it is over `maxObserved`.
     mutating func observe(_ name: String) -> Bool {

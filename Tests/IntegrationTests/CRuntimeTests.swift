@@ -149,6 +149,24 @@ struct CRuntimeTests {
         #expect(!daemon.events.all.contains { $0.kind == "deny" || ($0.kind == "acquire" && $0.assertion != acquire.assertion) })
     }
 
+    /// ext_observe refuses a new name beyond EXT_OBSERVE_MAX_NAMES with -ENOSPC (extensiond would
+    /// ignore it); the names observed before are delivered, the refused one is not.
+    @Test func theNameAfterTheMostObservedIsRefused() throws {
+        let directory = try TestDaemon.makeTemporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let daemon = try probeDaemon(in: directory)
+        let host = try daemon.host()
+        let channel = try host.begin(Self.probeID).hostChannel()
+        let prefix = Self.probeID + ".hint"
+        channel.send("observe-many 257 \(prefix)")
+        #expect(channel.readLine() == "observed 256, then refused ENOSPC")
+        channel.send("reason 4")  // once granted, extensiond has read the observes sent before
+        #expect(channel.readLine() == "granted")
+        try host.post("\(prefix).257")
+        try host.post("\(prefix).256")
+        #expect(channel.readLine() == "notified \(prefix).256")
+    }
+
     /// ext_shared_container_path reads EXTENSION_SHARED_CONTAINER_<NAME>: the group upper-cased,
     /// every byte other than a letter or digit as `_`; NULL when unset.
     @Test func theSharedContainerPathComesFromTheEnvironment() throws {

@@ -108,4 +108,22 @@ struct NotificationHintTests {
         let session = try host.begin(Self.id)
         try host.dismiss(session)
     }
+
+    /// `observe` of a new name beyond `WireLimits.maxObservedHints` throws `.tooManyNames` (the
+    /// daemon would ignore it); the names observed before are delivered, the refused one is not.
+    @Test func theNameAfterTheMostObservedIsRefused() throws {
+        let daemon = try TestDaemon(manifests: ["w.json": TestDaemon.testExtension(Self.id)])
+        try daemon.start()
+        let host = try daemon.host()
+        let channel = try host.begin(Self.id).hostChannel()
+        let prefix = Self.id + ".hint"
+        channel.send("observe-many \(WireLimits.maxObservedHints + 1) \(prefix)")
+        #expect(channel.readLine() == "observed 256, then refused: already observing 256 names, the most one process may")
+        channel.send("assert 0 sync")  // once granted, extensiond has read the observes sent before
+        #expect(channel.readLine() == "granted")
+        #expect(channel.readLine() == "released")
+        try host.post("\(prefix).257")
+        try host.post("\(prefix).256")
+        #expect(channel.readLine() == "notified \(prefix).256")
+    }
 }

@@ -222,4 +222,24 @@ struct PythonPackageTests {
         #expect(channel.readLine()?.hasPrefix("refused: ValueError: bad hint name 'bad..name'") == true)
         #expect(!daemon.events.all.contains { $0.kind == "exit" }, "\(daemon.events.all.map(\.kind))")
     }
+
+    /// `observe` of a new name beyond OBSERVE_MAX_NAMES raises ExtensionRuntimeError (ENOSPC);
+    /// the names observed before are delivered, the refused one is not.
+    @Test func theNameAfterTheMostObservedIsRefused() throws {
+        let directory = try TestDaemon.makeTemporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let daemon = try daemon(directory, script: "Tests/Fixtures/python-probe/probe.py")
+        let host = try daemon.host()
+        let channel = try host.begin(Self.id).hostChannel()
+        let prefix = Self.id + ".hint"
+        channel.send("observe-many 257 \(prefix)")
+        #expect(
+            channel.readLine()
+                == "observed 256, then refused: ExtensionRuntimeError: [Errno 28] observe: already observing 256 names, the most one process may")
+        channel.send("reason 4")  // once granted, extensiond has read the observes sent before
+        #expect(channel.readLine() == "granted")
+        try host.post("\(prefix).257")
+        try host.post("\(prefix).256")
+        #expect(channel.readLine() == "notified \(prefix).256")
+    }
 }

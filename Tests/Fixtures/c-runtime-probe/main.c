@@ -6,6 +6,10 @@
  *   c-runtime-probe serve             an extension; each request channel takes line commands:
  *     reason N    ext_perform_expiring_activity with a reason of N bytes ('r'): "granted" (the
  *                 block returns at once) or "denied" from the block, or "refused ERRNO"
+ *     observe-many N PREFIX
+ *                 ext_observe of PREFIX.1 to PREFIX.N, stopping at the first error: "observed N",
+ *                 or "observed K, then refused ERRNO"; each post is then reported on this
+ *                 channel as "notified NAME"
  */
 #define _POSIX_C_SOURCE 200809L
 #include <extension_runtime.h>
@@ -66,6 +70,12 @@ static void say(int fd, const char *line) {
 
 static void answer_activity(bool expired, void *context) { say((int)(intptr_t)context, expired ? "denied" : "granted"); }
 
+static void report_hint(const char *name, void *context) {
+    char line[300];
+    snprintf(line, sizeof line, "notified %s", name);
+    say((int)(intptr_t)context, line);
+}
+
 /* The commands of one request channel (`serve`). */
 static void serve(uint64_t request_id, int fd, void *context) {
     (void)request_id, (void)context;
@@ -84,6 +94,20 @@ static void serve(uint64_t request_id, int fd, void *context) {
                 snprintf(reply, sizeof reply, "refused %s", error_name(result));
                 say(fd, reply);
             }
+        } else if (strncmp(line, "observe-many ", 13) == 0) {
+            char *prefix;
+            unsigned long n = strtoul(line + 13, &prefix, 10), k = 0;
+            int result = 0;
+            while (*prefix == ' ') prefix++;
+            while (k < n) {
+                char name[300];
+                snprintf(name, sizeof name, "%s.%lu", prefix, k + 1);
+                if ((result = ext_observe(name, report_hint, (void *)(intptr_t)fd)) != 0) break;
+                k++;
+            }
+            if (result == 0) snprintf(reply, sizeof reply, "observed %lu", k);
+            else snprintf(reply, sizeof reply, "observed %lu, then refused %s", k, error_name(result));
+            say(fd, reply);
         }
     }
     if (in) fclose(in);

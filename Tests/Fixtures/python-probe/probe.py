@@ -4,6 +4,11 @@ Tests/IntegrationTests/PythonPackageTests.swift. Each request channel takes line
 
   observe NAME   -> observes the hint NAME, reporting each post on this channel as
                     "notified NAME"; answers "observing", or "refused: <exception>: <message>"
+  reason N       -> perform_expiring_activity with a reason of N bytes ('r'): "granted" (fn
+                    returns at once) or "denied" from fn, or "refused: <exception>: <message>"
+  observe-many N PREFIX
+                 -> observes PREFIX.1 to PREFIX.N likewise, stopping at the first exception:
+                    "observed N", or "observed K, then refused: <exception>: <message>"
 """
 import sys
 
@@ -30,6 +35,22 @@ def serve(request: rt.Request) -> None:
                     answer(channel, "observing")
                 except Exception as error:
                     answer(channel, refused(error))
+            elif command == "reason":
+                try:
+                    rt.perform_expiring_activity(
+                        "r" * int(argument), lambda expired: answer(channel, "denied" if expired else "granted"))
+                except Exception as error:
+                    answer(channel, refused(error))
+            elif command == "observe-many":
+                count, _, prefix = argument.partition(" ")
+                observed = 0
+                try:
+                    for k in range(1, int(count) + 1):
+                        rt.observe(f"{prefix}.{k}", lambda name: answer(channel, f"notified {name}"))
+                        observed += 1
+                    answer(channel, f"observed {observed}")
+                except Exception as error:
+                    answer(channel, f"observed {observed}, then {refused(error)}")
 
 
 try:

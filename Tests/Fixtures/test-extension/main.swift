@@ -40,7 +40,9 @@
 //   --refresh <answer> (handles background refresh: new-data, no-data or failed; never: the
 //           handler never answers; each refresh is counted, see the "refreshes" command).
 // More commands: complete <text>, complete-bytes <n>, cancel <reason> (end the request
-//   itself), observe <name> and hints (notification hints), escape (a setsid child),
+//   itself), observe <name> and hints (notification hints), observe-many <n> <prefix> (observes
+//   <prefix>.1 to <prefix>.<n>: "observed <n>", or "observed <k>, then refused: <error>"),
+//   escape (a setsid child),
 //   refreshes -> "refreshes <n>".
 import ExtensionProtocol
 import ExtensionRuntime
@@ -275,6 +277,18 @@ ExtensionMain.run { request in
                 reply(channel, "observing")
             } catch {
                 reply(channel, "refused: \(error)")
+            }
+        case "observe-many":
+            let count = Int(word(1, "0")) ?? 0
+            var observed = 0
+            do {
+                for k in stride(from: 1, through: count, by: 1) {
+                    try ExtensionMain.observe("\(word(2, "hint")).\(k)") { name in reply(channel, "notified \(name)") }
+                    observed += 1
+                }
+                reply(channel, "observed \(observed)")
+            } catch {
+                reply(channel, "observed \(observed), then refused: \(error)")
             }
         case "hints": reply(channel, "hints \(hintsReceived.withLock { $0 })")
         case "refreshes": reply(channel, "refreshes \(refreshesHandled.withLock { $0 })")

@@ -31,10 +31,10 @@ from . import _library
 from ._library import LibraryNotFoundError
 
 __all__ = [
-    "ACTIVITY_MAX_REASON", "REQUEST_MAX_PAYLOAD", "ExtensionRuntimeError", "ExpiringActivity",
-    "LibraryNotFoundError", "NotSupervisedError", "RefreshResult", "Request", "expiring_activity",
-    "is_supervised", "observe", "on_refresh", "perform_expiring_activity", "refresh_complete",
-    "request_handler", "run", "shared_container_path", "container_path", "start",
+    "ACTIVITY_MAX_REASON", "OBSERVE_MAX_NAMES", "REQUEST_MAX_PAYLOAD", "ExtensionRuntimeError",
+    "ExpiringActivity", "LibraryNotFoundError", "NotSupervisedError", "RefreshResult", "Request",
+    "expiring_activity", "is_supervised", "observe", "on_refresh", "perform_expiring_activity",
+    "refresh_complete", "request_handler", "run", "shared_container_path", "container_path", "start",
 ]
 
 REQUEST_MAX_PAYLOAD: int = 60000
@@ -43,6 +43,9 @@ REQUEST_MAX_PAYLOAD: int = 60000
 ACTIVITY_MAX_REASON: int = 1024
 """The longest reason perform_expiring_activity accepts, in bytes of UTF-8
 (EXT_ACTIVITY_MAX_REASON)."""
+
+OBSERVE_MAX_NAMES: int = 256
+"""The most distinct names one process may observe (EXT_OBSERVE_MAX_NAMES)."""
 
 
 class ExtensionRuntimeError(OSError):
@@ -249,9 +252,10 @@ def expiring_activity(reason: str) -> ExpiringActivity:
 def observe(name: str, handler: Callable[[str], None]) -> None:
     """Observes the notification hint `name`: `handler(name)` runs on a runtime thread for each
     post made while the process runs, and once for all the posts made while it was suspended.
-    Raises ValueError for a malformed name (letters, digits, '.', '-', '_', at most 255 bytes,
-    not starting or ending with '.', no '..')
-    and NotSupervisedError without extensiond."""
+    A name may have several handlers, called in the order they were added. Raises ValueError
+    for a malformed name (letters, digits, '.', '-', '_', at most 255 bytes, not starting or
+    ending with '.', no '..'), NotSupervisedError without extensiond, and ExtensionRuntimeError
+    with errno ENOSPC for a new name when OBSERVE_MAX_NAMES names are observed already."""
 
     def hint(posted: bytes, _context: Optional[int]) -> None:
         handler(posted.decode())
@@ -267,6 +271,8 @@ def observe(name: str, handler: Callable[[str], None]) -> None:
         _drop(key)
     if result == -errno.EINVAL:
         raise ValueError(f"bad hint name {name!r}: letters, digits, '.', '-', '_', at most 255 bytes, no '..'")
+    if result == -errno.ENOSPC:
+        raise ExtensionRuntimeError(errno.ENOSPC, f"observe: already observing {OBSERVE_MAX_NAMES} names, the most one process may")
     _check(result, "observe")
 
 
