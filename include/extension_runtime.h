@@ -31,12 +31,17 @@ typedef void (*ext_activity_block)(bool expired, void *context);
 typedef void (*ext_activity_cleanup)(void *context);
 
 /* Announces readiness to extensiond and starts delivering requests to `on_request`.
- * Returns 0, or -ENOTCONN when the process was not launched by extensiond.
+ * Returns 0, or -ENOTCONN when the process was not launched by extensiond. Launched by
+ * extensiond means: $EXTENSIOND_CHANNEL_FD names an AF_UNIX SOCK_SEQPACKET socket. The runtime
+ * reads that variable on its first call and removes it from the environment, valid or not, so
+ * that the programs the extension runs do not inherit it (nor the channel, which it makes
+ * close-on-exec).
  * `context` is passed back unchanged, from other threads: it must stay valid and be safe to
  * use from them. */
 int ext_runtime_start(ext_request_handler on_request, void *context);
 
-/* 1 when the process was launched by extensiond (it inherited a runtime channel), else 0. */
+/* 1 when the process was launched by extensiond (it inherited a runtime channel, as
+ * ext_runtime_start describes), else 0. */
 int ext_runtime_is_supervised(void);
 
 /* The longest reason ext_perform_expiring_activity accepts, in bytes of UTF-8. */

@@ -66,17 +66,29 @@ static void *request_context;
 static ext_refresh_handler on_refresh;
 static void *refresh_context;
 
-/* Reads $EXTENSIOND_CHANNEL_FD (a decimal descriptor), keeps the channel out of programs the
- * extension executes, and removes the variable. */
+/* Whether `fd` is an open AF_UNIX SOCK_SEQPACKET socket, as the channel extensiond passes is. */
+static int is_channel(int fd) {
+    int value;
+    socklen_t size = sizeof value;
+    if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &value, &size) != 0 || value != SOCK_SEQPACKET) return 0;
+    size = sizeof value;
+    return getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &value, &size) == 0 && value == AF_UNIX;
+}
+
+/* Reads $EXTENSIOND_CHANNEL_FD (a decimal descriptor) and removes the variable. The descriptor
+ * is the channel only when it is an AF_UNIX SOCK_SEQPACKET socket (a variable inherited without
+ * its socket, or naming another file, leaves the process unsupervised); the channel is kept
+ * out of programs the extension executes. */
 static void setup(void) {
     const char *raw = getenv("EXTENSIOND_CHANNEL_FD");
     if (!raw || !*raw) return;
     char *end;
     errno = 0;
     long fd = strtol(raw, &end, 10);
-    if (errno || *end || fd < 0 || fd > 0x7fffffff || raw[0] == ' ') return;
-    (void)fcntl((int)fd, F_SETFD, FD_CLOEXEC);
+    int valid = !errno && !*end && fd >= 0 && fd <= 0x7fffffff && raw[0] != ' ';
     unsetenv("EXTENSIOND_CHANNEL_FD");
+    if (!valid || !is_channel((int)fd)) return;
+    (void)fcntl((int)fd, F_SETFD, FD_CLOEXEC);
     channel = (int)fd;
 }
 

@@ -14,7 +14,9 @@ import Glibc
 /// }
 /// ```
 public enum ExtensionMain {
-    /// Whether this process was launched by extensiond (it inherited a runtime channel).
+    /// Whether this process was launched by extensiond: it inherited a runtime channel, an
+    /// AF_UNIX SOCK_SEQPACKET socket named by `EXTENSIOND_CHANNEL_FD` (which is then removed
+    /// from the environment).
     public static var isSupervised: Bool { RuntimeChannel.shared != nil }
 
     /// Announces readiness to the supervisor and serves requests until the process is ended.

@@ -14,14 +14,27 @@ import Glibc
 /// main thread or its queues are blocked. Sends are single datagrams on a SOCK_SEQPACKET
 /// socket, atomic from any thread.
 final class RuntimeChannel: Sendable {
-    /// The channel, when this process was launched by extensiond.
+    /// The channel, when this process was launched by extensiond: `EXTENSIOND_CHANNEL_FD` names
+    /// an AF_UNIX SOCK_SEQPACKET socket. The variable is removed whatever it names, and the
+    /// channel made close-on-exec, so that programs the extension executes inherit neither.
     static let shared: RuntimeChannel? = {
-        guard let raw = getenv("EXTENSIOND_CHANNEL_FD"), let fd = Int32(String(cString: raw)), fd >= 0 else { return nil }
-        // Keep the channel out of programs the extension itself executes.
-        _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
+        guard let raw = getenv("EXTENSIOND_CHANNEL_FD") else { return nil }
+        let value = String(cString: raw)
         unsetenv("EXTENSIOND_CHANNEL_FD")
+        guard let fd = Int32(value), fd >= 0, isChannel(fd) else { return nil }
+        _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
         return RuntimeChannel(channel: MessageChannel(socket: PacketSocket(fd: fd)))
     }()
+
+    /// Whether `fd` is an open AF_UNIX SOCK_SEQPACKET socket, as the channel extensiond passes
+    /// is (not a file or another socket that a stray variable names).
+    static func isChannel(_ fd: Int32) -> Bool {
+        var value: Int32 = 0
+        var size = socklen_t(MemoryLayout<Int32>.size)
+        guard getsockopt(fd, SOL_SOCKET, SO_TYPE, &value, &size) == 0, value == Int32(SOCK_SEQPACKET.rawValue) else { return false }
+        size = socklen_t(MemoryLayout<Int32>.size)
+        return getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &value, &size) == 0 && value == AF_UNIX
+    }
 
     let channel: MessageChannel
     let followers = Followers()

@@ -182,6 +182,18 @@ struct AssertionTests {
         #expect(result.out == "expired=true\n")
     }
 
+    /// EXTENSIOND_CHANNEL_FD naming a regular file or a closed descriptor (a variable inherited
+    /// without its channel) leaves the process unsupervised, and the variable is removed.
+    @Test func aVariableWithoutItsChannelLeavesTheProcessUnsupervised() throws {
+        let directory = try TestDaemon.makeTemporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let program = BuildProducts.path("test-extension")
+        let toFile = try runProgram("/bin/sh", ["-c", "EXTENSIOND_CHANNEL_FD=3 exec \"$0\" --is-supervised 3>\"$1\"", program, directory + "/fd3"])
+        #expect(toFile.out == "supervised=false variable=unset\n")
+        let closed = try runProgram("/bin/sh", ["-c", "EXTENSIOND_CHANNEL_FD=3 exec \"$0\" --is-supervised 3>&-", program])
+        #expect(closed.out == "supervised=false variable=unset\n")
+    }
+
     @Test func anEmptyReasonIsAProgrammingError() throws {
         let result = try runProgram(BuildProducts.path("test-extension"), ["--empty-reason"])
         #expect(result.status != 0)

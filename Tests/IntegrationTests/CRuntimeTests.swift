@@ -86,16 +86,9 @@ struct CRuntimeTests {
         #expect(!soname.out.contains("swift") && !soname.out.contains("Foundation"), "\(soname.out)")
     }
 
-    /// Every call without extensiond, as the header documents it (a denied activity gets
-    /// `block(true)` once, then its cleanup).
-    @Test func withoutExtensiondEveryCallAnswersAsDocumented() throws {
-        let directory = try TestDaemon.makeTemporaryDirectory()
-        defer { try? FileManager.default.removeItem(atPath: directory) }
-        let probe = try compile(["Tests/Fixtures/c-runtime-probe/main.c"], try RuntimeC.flags(), into: directory, named: "probe")
-        let r = try runProgram(probe, ["unsupervised"])
-        #expect(r.status == 0)
-        #expect(
-            r.out == """
+    /// What the probe's `unsupervised` prints: every call without extensiond, as the header
+    /// documents it (a denied activity gets `block(true)` once, then its cleanup).
+    static let unsupervisedAnswers = """
                 supervised 0
                 start 1
                 activity-null-reason 1
@@ -116,8 +109,53 @@ struct CRuntimeTests {
                 complete 1
                 cancel-null 1
                 cancel 1
+                channel-variable unset
 
-                """)
+                """
+
+    /// Every call without extensiond answers as `unsupervisedAnswers` says.
+    @Test func withoutExtensiondEveryCallAnswersAsDocumented() throws {
+        let directory = try TestDaemon.makeTemporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let probe = try compile(["Tests/Fixtures/c-runtime-probe/main.c"], try RuntimeC.flags(), into: directory, named: "probe")
+        let r = try runProgram(probe, ["unsupervised"])
+        #expect(r.status == 0)
+        #expect(r.out == Self.unsupervisedAnswers)
+    }
+
+    /// $EXTENSIOND_CHANNEL_FD naming a regular file, a closed descriptor or a stream socket (a
+    /// variable inherited without its channel) leaves the process unsupervised: every call
+    /// answers as without extensiond, nothing is written to the descriptor, and the variable
+    /// is removed.
+    @Test func aVariableWithoutItsChannelLeavesTheProcessUnsupervised() throws {
+        let directory = try TestDaemon.makeTemporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let probe = try compile(["Tests/Fixtures/c-runtime-probe/main.c"], try RuntimeC.flags(), into: directory, named: "probe")
+        let file = directory + "/fd3"
+        let toFile = try runProgram("/bin/sh", ["-c", "EXTENSIOND_CHANNEL_FD=3 exec \"$0\" unsupervised 3>\"$1\"", probe, file])
+        #expect(toFile.out == Self.unsupervisedAnswers)
+        #expect(try FileManager.default.attributesOfItem(atPath: file)[.size] as? Int == 0, "nothing was written to the file")
+        let closed = try runProgram("/bin/sh", ["-c", "EXTENSIOND_CHANNEL_FD=3 exec \"$0\" unsupervised 3>&-", probe])
+        #expect(closed.out == Self.unsupervisedAnswers)
+        let stream = try runProgram(
+            "/usr/bin/python3",
+            [
+                "-c",
+                """
+                import os, socket, subprocess, sys
+                ours, theirs = socket.socketpair()
+                fd = theirs.fileno()
+                # The timeout bounds a probe that took the socket for its channel: its activity
+                # would wait for an answer forever.
+                r = subprocess.run([sys.argv[1], "unsupervised"], pass_fds=(fd,), env=dict(os.environ, EXTENSIOND_CHANNEL_FD=str(fd)),
+                                   capture_output=True, text=True, timeout=30)
+                theirs.close()
+                sys.stdout.write(r.stdout + "received %d\\n" % len(ours.recv(100)))
+                """,
+                probe,
+            ])
+        #expect(stream.status == 0, "\(stream.err)")
+        #expect(stream.out == Self.unsupervisedAnswers + "received 0\n")
     }
 
     /// The probe (`serve`) as extension `CRuntimeTests.probeID` under a started daemon.

@@ -242,4 +242,30 @@ struct PythonPackageTests {
         try host.post("\(prefix).256")
         #expect(channel.readLine() == "notified \(prefix).256")
     }
+
+    /// The channel's variable leaves os.environ as well as the C environment: children started
+    /// with env=os.environ do not inherit it.
+    @Test func theChannelVariableLeavesOsEnviron() throws {
+        let directory = try TestDaemon.makeTemporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let daemon = try daemon(directory, script: "Tests/Fixtures/python-probe/probe.py")
+        let channel = try daemon.host().begin(Self.id).hostChannel()
+        channel.send("environ")
+        #expect(channel.readLine() == "EXTENSIOND_CHANNEL_FD in os.environ: False")
+    }
+
+    /// $EXTENSIOND_CHANNEL_FD naming a regular file (a variable inherited without its channel)
+    /// leaves the process unsupervised, and the variable leaves os.environ.
+    @Test func aVariableWithoutItsChannelLeavesTheProcessUnsupervised() throws {
+        let directory = try TestDaemon.makeTemporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let r = try runProgram(
+            "/bin/sh",
+            [
+                "-c", "EXTENSIOND_CHANNEL_FD=3 EXTENSION_RUNTIME_LIB=\"$1\" exec \"$0\" -c \"$2\" 3>\"$3\"", try python(), try RuntimeC.library(),
+                "import os, extension_runtime as rt; print(rt.is_supervised(), 'EXTENSIOND_CHANNEL_FD' in os.environ)", directory + "/fd3",
+            ])
+        #expect(r.status == 0, "\(r.err)")
+        #expect(r.out == "False False\n")
+    }
 }

@@ -2,7 +2,8 @@
  * for Tests/IntegrationTests/CRuntimeTests.swift.
  *
  *   c-runtime-probe container GROUP   ext_shared_container_path(GROUP), or "(none)"
- *   c-runtime-probe unsupervised      the results of every call without extensiond
+ *   c-runtime-probe unsupervised      the results of every call without extensiond, then
+ *                                     whether $EXTENSIOND_CHANNEL_FD is still set
  *   c-runtime-probe serve             an extension; each request channel takes line commands:
  *     reason N    ext_perform_expiring_activity with a reason of N bytes ('r'): "granted" (the
  *                 block returns at once) or "denied" from the block, or "refused ERRNO"
@@ -153,5 +154,6 @@ int main(int argc, char **argv) {
     printf("complete %d\n", ext_request_complete(1, big, 0) == -ENOTCONN);
     printf("cancel-null %d\n", ext_request_cancel(1, NULL) == -EINVAL);
     printf("cancel %d\n", ext_request_cancel(1, "no") == -ENOTCONN);
+    printf("channel-variable %s\n", getenv("EXTENSIOND_CHANNEL_FD") ? "set" : "unset");
     return 0;
 }

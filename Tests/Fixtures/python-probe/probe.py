@@ -6,10 +6,12 @@ Tests/IntegrationTests/PythonPackageTests.swift. Each request channel takes line
                     "notified NAME"; answers "observing", or "refused: <exception>: <message>"
   reason N       -> perform_expiring_activity with a reason of N bytes ('r'): "granted" (fn
                     returns at once) or "denied" from fn, or "refused: <exception>: <message>"
+  environ        -> "EXTENSIOND_CHANNEL_FD in os.environ: <bool>"
   observe-many N PREFIX
                  -> observes PREFIX.1 to PREFIX.N likewise, stopping at the first exception:
                     "observed N", or "observed K, then refused: <exception>: <message>"
 """
+import os
 import sys
 
 import extension_runtime as rt
@@ -35,6 +37,8 @@ def serve(request: rt.Request) -> None:
                     answer(channel, "observing")
                 except Exception as error:
                     answer(channel, refused(error))
+            elif command == "environ":
+                answer(channel, f"EXTENSIOND_CHANNEL_FD in os.environ: {'EXTENSIOND_CHANNEL_FD' in os.environ}")
             elif command == "reason":
                 try:
                     rt.perform_expiring_activity(

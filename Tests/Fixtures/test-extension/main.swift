@@ -35,6 +35,8 @@
 //   --empty-reason (calls performExpiringActivity with an empty reason),
 //   --long-reason (calls it with a reason of 1,025 bytes; without the precondition, prints the
 //           block's argument and exits),
+//   --is-supervised (prints ExtensionMain.isSupervised and whether EXTENSIOND_CHANNEL_FD is
+//           still set, as "supervised=<bool> variable=<set|unset>", and exits),
 //   --deaf (speaks the channel protocol by hand: on its first request it takes one assertion
 //           and then never reads its channel again),
 //   --refresh <answer> (handles background refresh: new-data, no-data or failed; never: the
@@ -66,6 +68,11 @@ if arguments.contains("--standalone-assert") {
 if arguments.contains("--empty-reason") {
     ProcessInfo.processInfo.performExpiringActivity(withReason: "") { _ in }
     dispatchMain()
+}
+if arguments.contains("--is-supervised") {
+    let supervised = ExtensionMain.isSupervised
+    print("supervised=\(supervised) variable=\(getenv("EXTENSIOND_CHANNEL_FD") == nil ? "unset" : "set")")
+    exit(0)
 }
 if arguments.contains("--long-reason") {
     ProcessInfo.processInfo.performExpiringActivity(withReason: String(repeating: "r", count: WireLimits.maxReason + 1)) { expired in

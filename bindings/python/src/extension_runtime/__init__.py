@@ -17,7 +17,8 @@ semantics as the C interface (docs/assertions.md)::
     rt.run()
 
 The library is found through $EXTENSION_RUNTIME_LIB, else the installed pkg-config file
-(`extension-runtime`), else the dynamic loader's path; it is loaded on first use.
+(`extension-runtime`), else the dynamic loader's path; it is loaded on first use, which removes
+$EXTENSIOND_CHANNEL_FD from the environment (os.environ included).
 """
 import ctypes
 import enum
@@ -81,7 +82,9 @@ def _drop(key: object) -> None:
 
 
 def is_supervised() -> bool:
-    """Whether this process was launched by extensiond (it inherited a runtime channel)."""
+    """Whether this process was launched by extensiond: it inherited a runtime channel, an
+    AF_UNIX SOCK_SEQPACKET socket named by $EXTENSIOND_CHANNEL_FD, which is removed from the
+    environment (os.environ included) when the library is loaded."""
     return _library.library().ext_runtime_is_supervised() == 1
 
 

@@ -73,8 +73,9 @@ def _declare(lib: ctypes.CDLL) -> None:
 
 
 def library() -> ctypes.CDLL:
-    """The loaded library (loaded on first use). Raises LibraryNotFoundError when it cannot be
-    loaded, naming where it was looked for."""
+    """The loaded library (loaded on first use, when $EXTENSIOND_CHANNEL_FD leaves the
+    environment, os.environ included). Raises LibraryNotFoundError when it cannot be loaded,
+    naming where it was looked for."""
     global _library
     with _lock:
         if _library is None:
@@ -86,5 +87,10 @@ def library() -> ctypes.CDLL:
                     f"cannot load libExtensionRuntimeC ({path}): {error}; set EXTENSION_RUNTIME_LIB to "
                     "its path, or install extensiond so that `pkg-config extension-runtime` finds it") from error
             _declare(lib)
+            # The runtime's first call reads $EXTENSIOND_CHANNEL_FD and removes it from the C
+            # environment; os.environ, a copy made at startup, loses it too, so that children
+            # started with env=os.environ do not inherit it.
+            lib.ext_runtime_is_supervised()
+            os.environ.pop("EXTENSIOND_CHANNEL_FD", None)
             _library = lib
         return _library
