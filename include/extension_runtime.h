@@ -30,12 +30,13 @@ typedef void (*ext_activity_block)(bool expired, void *context);
 /* Called once an activity is over. See ext_perform_expiring_activity_with_cleanup. */
 typedef void (*ext_activity_cleanup)(void *context);
 
-/* Announces readiness to extensiond and starts delivering requests to `on_request`.
- * Returns 0, or -ENOTCONN when the process was not launched by extensiond. Launched by
- * extensiond means: $EXTENSIOND_CHANNEL_FD names an AF_UNIX SOCK_SEQPACKET socket. The runtime
- * reads that variable on its first call and removes it from the environment, valid or not, so
- * that the programs the extension runs do not inherit it (nor the channel, which it makes
- * close-on-exec).
+/* Announces readiness to extensiond and starts delivering requests to `on_request`, once per
+ * process. Returns 0, -EINVAL for a NULL `on_request`, -ENOTCONN when the process was not
+ * launched by extensiond, or -EALREADY when it was started already (nothing is sent; the first
+ * handler stays). Launched by extensiond means: $EXTENSIOND_CHANNEL_FD names an AF_UNIX
+ * SOCK_SEQPACKET socket. The runtime reads that variable on its first call and removes it from
+ * the environment, valid or not, so that the programs the extension runs do not inherit it
+ * (nor the channel, which it makes close-on-exec).
  * `context` is passed back unchanged, from other threads: it must stay valid and be safe to
  * use from them. */
 int ext_runtime_start(ext_request_handler on_request, void *context);

@@ -56,7 +56,7 @@ struct observer {
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 static int channel = -1; /* set once by setup(), then read-only */
-static int reader_started, closed;
+static int reader_started, closed, started;
 static uint32_t next_tag = 1;
 static struct activity *pending, *live;
 static struct observer *observers;
@@ -484,11 +484,17 @@ static void ensure_reader(void) {
 API int ext_runtime_is_supervised(void) { return supervised(); }
 
 API int ext_runtime_start(ext_request_handler handler, void *context) {
+    if (!handler) return -EINVAL;
     if (!supervised()) return -ENOTCONN;
     pthread_mutex_lock(&lock);
-    on_request = handler;
-    request_context = context;
+    int again = started;
+    if (!again) {
+        started = 1;
+        on_request = handler;
+        request_context = context;
+    }
     pthread_mutex_unlock(&lock);
+    if (again) return -EALREADY;
     /* `ready` first: the reader's creation overlaps with extensiond's answer, which waits in
      * the socket until it is read. */
     send_id(EXT_WIRE_READY, 0);

@@ -27,6 +27,7 @@ public enum ExtensionMain {
     /// suspends the extension at once, `onEnd` runs once it is resumed (its message arrives
     /// before the next request's).
     /// Never returns. Without a supervisor it serves nothing and waits to be killed.
+    /// - Precondition: the runtime was not started already (`start`).
     public static func run(
         onRequest: @escaping @Sendable (ExtensionRequest) -> Void,
         onEnd: @escaping @Sendable (UInt64) -> Void = { _ in }
@@ -65,6 +66,8 @@ public enum ExtensionMain {
     }
 
     /// Like `run`, but returns at once: for programs that own their main thread.
+    /// - Precondition: under a supervisor, the runtime was not started already: a second call
+    ///   stops the process (the C `ext_runtime_start` returns -EALREADY).
     public static func start(
         onRequest: @escaping @Sendable (ExtensionRequest) -> Void,
         onEnd: @escaping @Sendable (UInt64) -> Void = { _ in }

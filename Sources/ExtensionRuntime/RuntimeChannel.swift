@@ -48,6 +48,7 @@ final class RuntimeChannel: Sendable {
         var observers: [String: [@Sendable (String) -> Void]] = [:]
         var onRefresh: (@Sendable (UInt64) -> Void)?
         var readerStarted = false
+        var started = false
         var closed = false
     }
 
@@ -55,14 +56,18 @@ final class RuntimeChannel: Sendable {
 
     init(channel: MessageChannel) { self.channel = channel }
 
-    /// Installs the request handlers and starts the runtime threads (once).
+    /// Installs the request handlers and starts the runtime threads. Stops the process when
+    /// called a second time (`ExtensionMain.start`).
     func start(onRequest: @escaping @Sendable (ExtensionRequest) -> Void, onEnd: @escaping @Sendable (UInt64) -> Void) {
-        let startReader = state.withLock { s -> Bool in
+        let (again, startReader) = state.withLock { s -> (Bool, Bool) in
+            if s.started { return (true, false) }
+            s.started = true
             s.onRequest = onRequest
             s.onEnd = onEnd
             defer { s.readerStarted = true }
-            return !s.readerStarted
+            return (false, !s.readerStarted)
         }
+        precondition(!again, "ExtensionMain.start: the runtime was started already")
         if startReader { startThreads() }
     }
 

@@ -90,6 +90,7 @@ struct CRuntimeTests {
     /// documents it (a denied activity gets `block(true)` once, then its cleanup).
     static let unsupervisedAnswers = """
                 supervised 0
+                start-null 1
                 start 1
                 activity-null-reason 1
                 activity-empty-reason 1
@@ -185,6 +186,21 @@ struct CRuntimeTests {
         #expect(acquire.detail == String(repeating: "r", count: 1024))
         try daemon.events.wait("release", of: Self.probeID)
         #expect(!daemon.events.all.contains { $0.kind == "deny" || ($0.kind == "acquire" && $0.assertion != acquire.assertion) })
+    }
+
+    /// ext_runtime_start runs once: a second call returns -EALREADY, and one with a NULL handler
+    /// -EINVAL; nothing is sent and the first handler keeps serving requests.
+    @Test func theRuntimeStartsOnce() throws {
+        let directory = try TestDaemon.makeTemporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let daemon = try probeDaemon(in: directory)
+        let host = try daemon.host()
+        let first = try host.begin(Self.probeID).hostChannel()
+        first.send("start-again")
+        #expect(first.readLine() == "again EALREADY, null EINVAL")
+        let second = try host.begin(Self.probeID).hostChannel()
+        second.send("ping")
+        #expect(second.readLine() == "pong")
     }
 
     /// ext_observe refuses a new name beyond EXT_OBSERVE_MAX_NAMES with -ENOSPC (extensiond would

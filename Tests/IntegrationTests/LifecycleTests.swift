@@ -270,6 +270,18 @@ struct LifecycleTests {
         let again = try host.begin("com.example.new")
         #expect(again.pid != session.pid)
     }
+
+    /// `ExtensionMain.start` runs once: a second call is a programming error that stops the
+    /// process (the C runtime returns -EALREADY).
+    @Test func aSecondStartStopsTheExtension() throws {
+        let daemon = try TestDaemon(manifests: ["t.json": TestDaemon.testExtension(Self.id)])
+        try daemon.start()
+        let session = try daemon.host().begin(Self.id)
+        try session.hostChannel().send("start-again")
+        let crash = try daemon.events.wait("crash", of: Self.id)
+        #expect(crash.pid == Int(session.pid))
+        #expect(crash.detail?.contains("crashed") == true, "\(crash)")
+    }
 }
 
 extension LifecycleTests {

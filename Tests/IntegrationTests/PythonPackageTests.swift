@@ -268,4 +268,19 @@ struct PythonPackageTests {
         #expect(r.status == 0, "\(r.err)")
         #expect(r.out == "False False\n")
     }
+
+    /// start() runs once: a second call raises ExtensionRuntimeError (EALREADY), and the first
+    /// handler keeps serving requests.
+    @Test func theRuntimeStartsOnce() throws {
+        let directory = try TestDaemon.makeTemporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let daemon = try daemon(directory, script: "Tests/Fixtures/python-probe/probe.py")
+        let host = try daemon.host()
+        let first = try host.begin(Self.id).hostChannel()
+        first.send("start-again")
+        #expect(first.readLine() == "refused: ExtensionRuntimeError: [Errno 114] start: the runtime was started already")
+        let second = try host.begin(Self.id).hostChannel()
+        second.send("environ")
+        #expect(second.readLine() == "EXTENSIOND_CHANNEL_FD in os.environ: False")
+    }
 }

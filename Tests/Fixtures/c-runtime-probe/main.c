@@ -5,6 +5,9 @@
  *   c-runtime-probe unsupervised      the results of every call without extensiond, then
  *                                     whether $EXTENSIOND_CHANNEL_FD is still set
  *   c-runtime-probe serve             an extension; each request channel takes line commands:
+ *     ping        "pong"
+ *     start-again ext_runtime_start again, with this handler then with NULL: "again ERRNO, null
+ *                 ERRNO" (or 0 for a call that returned 0)
  *     reason N    ext_perform_expiring_activity with a reason of N bytes ('r'): "granted" (the
  *                 block returns at once) or "denied" from the block, or "refused ERRNO"
  *     observe-many N PREFIX
@@ -77,6 +80,11 @@ static void report_hint(const char *name, void *context) {
     say((int)(intptr_t)context, line);
 }
 
+static void serve(uint64_t request_id, int fd, void *context);
+
+/* The name of the error a call returned, or "0". */
+static const char *result_name(int result) { return result == 0 ? "0" : error_name(result); }
+
 /* The commands of one request channel (`serve`). */
 static void serve(uint64_t request_id, int fd, void *context) {
     (void)request_id, (void)context;
@@ -84,7 +92,13 @@ static void serve(uint64_t request_id, int fd, void *context) {
     char line[512], reply[600];
     while (in && fgets(line, sizeof line, in)) {
         line[strcspn(line, "\n")] = 0;
-        if (strncmp(line, "reason ", 7) == 0) {
+        if (strcmp(line, "ping") == 0) {
+            say(fd, "pong");
+        } else if (strcmp(line, "start-again") == 0) {
+            const char *again = result_name(ext_runtime_start(serve, NULL));
+            snprintf(reply, sizeof reply, "again %s, null %s", again, result_name(ext_runtime_start(NULL, NULL)));
+            say(fd, reply);
+        } else if (strncmp(line, "reason ", 7) == 0) {
             size_t n = strtoul(line + 7, NULL, 10);
             char *reason = malloc(n + 1);
             memset(reason, 'r', n);
@@ -127,7 +141,8 @@ int main(int argc, char **argv) {
     }
     if (argc != 2 || strcmp(argv[1], "unsupervised") != 0) return 2;
     printf("supervised %d\n", ext_runtime_is_supervised());
-    printf("start %d\n", ext_runtime_start(NULL, NULL) == -ENOTCONN);
+    printf("start-null %d\n", ext_runtime_start(NULL, NULL) == -EINVAL);
+    printf("start %d\n", ext_runtime_start(serve, NULL) == -ENOTCONN);
     printf("activity-null-reason %d\n", ext_perform_expiring_activity(NULL, block, NULL) == -EINVAL);
     printf("activity-empty-reason %d\n", ext_perform_expiring_activity("", block, NULL) == -EINVAL);
     printf("activity-null-block %d\n", ext_perform_expiring_activity("x", NULL, NULL) == -EINVAL);

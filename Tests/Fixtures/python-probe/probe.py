@@ -7,6 +7,7 @@ Tests/IntegrationTests/PythonPackageTests.swift. Each request channel takes line
   reason N       -> perform_expiring_activity with a reason of N bytes ('r'): "granted" (fn
                     returns at once) or "denied" from fn, or "refused: <exception>: <message>"
   environ        -> "EXTENSIOND_CHANNEL_FD in os.environ: <bool>"
+  start-again    -> start() a second time: "started", or "refused: <exception>: <message>"
   observe-many N PREFIX
                  -> observes PREFIX.1 to PREFIX.N likewise, stopping at the first exception:
                     "observed N", or "observed K, then refused: <exception>: <message>"
@@ -39,6 +40,12 @@ def serve(request: rt.Request) -> None:
                     answer(channel, refused(error))
             elif command == "environ":
                 answer(channel, f"EXTENSIOND_CHANNEL_FD in os.environ: {'EXTENSIOND_CHANNEL_FD' in os.environ}")
+            elif command == "start-again":
+                try:
+                    rt.start()
+                    answer(channel, "started")
+                except Exception as error:
+                    answer(channel, refused(error))
             elif command == "reason":
                 try:
                     rt.perform_expiring_activity(

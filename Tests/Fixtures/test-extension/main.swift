@@ -45,7 +45,8 @@
 //   itself), observe <name> and hints (notification hints), observe-many <n> <prefix> (observes
 //   <prefix>.1 to <prefix>.<n>: "observed <n>", or "observed <k>, then refused: <error>"),
 //   escape (a setsid child),
-//   refreshes -> "refreshes <n>".
+//   refreshes -> "refreshes <n>", start-again (ExtensionMain.start a second time: the process
+//   stops on its precondition).
 import ExtensionProtocol
 import ExtensionRuntime
 import ExtensionTransport
@@ -297,6 +298,7 @@ ExtensionMain.run { request in
             } catch {
                 reply(channel, "observed \(observed), then refused: \(error)")
             }
+        case "start-again": ExtensionMain.start { _ in }
         case "hints": reply(channel, "hints \(hintsReceived.withLock { $0 })")
         case "refreshes": reply(channel, "refreshes \(refreshesHandled.withLock { $0 })")
         case "escape": reply(channel, spawnEscapee().map { "escaped \($0)" } ?? "cannot spawn")

@@ -135,14 +135,17 @@ def _on_request(request_id: int, fd: int, _context: Optional[int]) -> None:
 
 def start() -> None:
     """Announces readiness to extensiond and starts delivering requests to the
-    @request_handler function; returns at once. Raises NotSupervisedError when the process was
-    not launched by extensiond."""
-    _check(_library.library().ext_runtime_start(_on_request, None), "start")
+    @request_handler function, once per process; returns at once. Raises NotSupervisedError
+    when the process was not launched by extensiond, and ExtensionRuntimeError with errno
+    EALREADY when it was started already (nothing is sent)."""
+    result = _library.library().ext_runtime_start(_on_request, None)
+    if result == -errno.EALREADY:
+        raise ExtensionRuntimeError(errno.EALREADY, "start: the runtime was started already")
+    _check(result, "start")
 
 
 def run() -> None:
-    """start(), then waits forever (the runtime's threads do the work). Raises
-    NotSupervisedError when the process was not launched by extensiond."""
+    """start(), then waits forever (the runtime's threads do the work). Raises as start()."""
     start()
     threading.Event().wait()
 
