@@ -121,15 +121,16 @@ int ext_request_cancel(uint64_t request_id, const char *reason);
  * passes it: the value of the environment variable EXTENSION_SHARED_CONTAINER_<NAME>, where
  * NAME is `group` upper-cased with every byte other than an ASCII letter or digit replaced by
  * '_' ("group.com.example" -> EXTENSION_SHARED_CONTAINER_GROUP_COM_EXAMPLE). Returns NULL when
- * `group` is NULL or the variable is unset. The string belongs to the process environment: it
- * stays valid for the life of the process unless the program itself changes that variable. */
+ * `group` is NULL or the variable is unset or empty. The string belongs to the process
+ * environment: it stays valid for the life of the process unless the program itself changes that
+ * variable. */
 const char *ext_shared_container_path(const char *group);
 
 /* The extension's own container: a directory only it can read and write, kept across its
  * relaunches and extensiond's restarts until an administrator resets it (`extctl reset`). It is
  * also its HOME, with XDG_CONFIG_HOME, XDG_CACHE_HOME, XDG_DATA_HOME and XDG_STATE_HOME inside.
- * The value of EXTENSIOND_CONTAINER; NULL when that variable is unset (not started by
- * extensiond). The string belongs to the process environment, as above. */
+ * The value of EXTENSIOND_CONTAINER; NULL when that variable is unset or empty (not started
+ * by extensiond). The string belongs to the process environment, as above. */
 const char *ext_container_path(void);
 
 #ifdef __cplusplus

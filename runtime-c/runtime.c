@@ -658,5 +658,5 @@ API const char *ext_shared_container_path(const char *group) {
     name[sizeof prefix - 1 + n] = 0;
     const char *value = getenv(name);
     free(name);
-    return value;
+    return value && *value ? value : NULL;
 }

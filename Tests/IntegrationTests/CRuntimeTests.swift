@@ -222,7 +222,8 @@ struct CRuntimeTests {
     }
 
     /// ext_shared_container_path reads EXTENSION_SHARED_CONTAINER_<NAME>: the group upper-cased,
-    /// every byte other than a letter or digit as `_`; NULL when unset.
+    /// every byte other than a letter or digit as `_`; NULL when unset or empty (as
+    /// ext_container_path and ExtensionContext.sharedContainerURL).
     @Test func theSharedContainerPathComesFromTheEnvironment() throws {
         let directory = try TestDaemon.makeTemporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: directory) }
@@ -232,6 +233,8 @@ struct CRuntimeTests {
         #expect(set.out == "/srv/shared\n")
         let unset = try runProgram("/usr/bin/env", ["-u", "EXTENSION_SHARED_CONTAINER_GROUP_COM_EXAMPLE", probe, "container", "group.com.example"])
         #expect(unset.out == "(none)\n")
+        let empty = try runProgram("/usr/bin/env", ["EXTENSION_SHARED_CONTAINER_GROUP_COM_EXAMPLE=", probe, "container", "group.com.example"])
+        #expect(empty.out == "(none)\n")
     }
 
     /// The C codec against the Swift reference: every runtime-channel message the Swift encoder

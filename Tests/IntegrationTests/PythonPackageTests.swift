@@ -119,6 +119,26 @@ struct PythonPackageTests {
                 """)
     }
 
+    /// The container paths come from the environment; an unset or empty variable is None.
+    @Test func theContainerPathsComeFromTheEnvironment() throws {
+        let program = "import extension_runtime as rt; print(rt.shared_container_path('group.com.example'), rt.container_path())"
+        let empty = try runProgram(
+            "/usr/bin/env",
+            [
+                "EXTENSION_RUNTIME_LIB=" + (try RuntimeC.library()), "EXTENSION_SHARED_CONTAINER_GROUP_COM_EXAMPLE=", "EXTENSIOND_CONTAINER=",
+                try python(), "-c", program,
+            ])
+        #expect(empty.status == 0, "\(empty.err)")
+        #expect(empty.out == "None None\n")
+        let set = try runProgram(
+            "/usr/bin/env",
+            [
+                "EXTENSION_RUNTIME_LIB=" + (try RuntimeC.library()), "EXTENSION_SHARED_CONTAINER_GROUP_COM_EXAMPLE=/srv/shared",
+                "EXTENSIOND_CONTAINER=/var/lib/x", try python(), "-c", program,
+            ])
+        #expect(set.out == "/srv/shared /var/lib/x\n")
+    }
+
     /// Without $EXTENSION_RUNTIME_LIB the package loads the library of the installed pkg-config
     /// file (scripts/install.sh).
     @Test(.enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/pkg-config"), "pkg-config is not installed"))

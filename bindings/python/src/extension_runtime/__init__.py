@@ -320,7 +320,7 @@ def refresh_complete(refresh_id: int, result: RefreshResult) -> None:
 def container_path() -> Optional[str]:
     """The extension's own container, as extensiond passes it in $EXTENSIOND_CONTAINER: a
     directory only it can read and write, kept across relaunches until `extctl reset`, and also
-    its HOME. None when that variable is unset (not started by extensiond)."""
+    its HOME. None when that variable is unset or empty (not started by extensiond)."""
     value = _library.library().ext_container_path()
     return value.decode() if value is not None else None
 
@@ -328,6 +328,6 @@ def container_path() -> Optional[str]:
 def shared_container_path(group: str) -> Optional[str]:
     """The directory of the shared container `group`, as extensiond passes it in
     $EXTENSION_SHARED_CONTAINER_<NAME> (NAME: `group` upper-cased, every byte other than an
-    ASCII letter or digit as '_'), or None when that variable is unset."""
+    ASCII letter or digit as '_'), or None when that variable is unset or empty."""
     value = _library.library().ext_shared_container_path(group.encode())
     return value.decode() if value is not None else None
