@@ -303,4 +303,23 @@ struct PythonPackageTests {
         second.send("environ")
         #expect(second.readLine() == "EXTENSIOND_CHANNEL_FD in os.environ: False")
     }
+
+    /// Request.complete takes bytes-like objects only: a str raises TypeError and sends nothing
+    /// (ctypes passed it as a wide string); a bytearray reaches the host as its bytes.
+    @Test func completeTakesBytesNotText() throws {
+        let directory = try TestDaemon.makeTemporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let daemon = try daemon(directory, script: "Tests/Fixtures/python-probe/probe.py")
+        let host = try daemon.host()
+        let results = RequestCompletionTests.Results()
+        host.onResult { id, result in results.add(id, result) }
+        let session = try host.begin(Self.id)
+        let channel = try session.hostChannel()
+        channel.send("complete-text hello")
+        #expect(channel.readLine() == "refused: TypeError: complete: the result must be bytes-like, not str")
+        channel.send("complete hello")  // its "completed" may never come: the extension is suspended at once
+        let (requestID, result) = try #require(results.next())
+        #expect(requestID == session.requestID)
+        #expect(result == .completed(Array("hello".utf8)))
+    }
 }

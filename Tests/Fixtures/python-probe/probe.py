@@ -7,6 +7,10 @@ Tests/IntegrationTests/PythonPackageTests.swift. Each request channel takes line
   reason N       -> perform_expiring_activity with a reason of N bytes ('r'): "granted" (fn
                     returns at once) or "denied" from fn, or "refused: <exception>: <message>"
   environ        -> "EXTENSIOND_CHANNEL_FD in os.environ: <bool>"
+  complete-text T
+                 -> Request.complete with the str T: "completed", or "refused: <exception>: <message>"
+  complete T     -> Request.complete with T encoded, as a bytearray: likewise (once the request
+                    is over, the extension may be suspended before it answers)
   start-again    -> start() a second time: "started", or "refused: <exception>: <message>"
   observe-many N PREFIX
                  -> observes PREFIX.1 to PREFIX.N likewise, stopping at the first exception:
@@ -40,6 +44,12 @@ def serve(request: rt.Request) -> None:
                     answer(channel, refused(error))
             elif command == "environ":
                 answer(channel, f"EXTENSIOND_CHANNEL_FD in os.environ: {'EXTENSIOND_CHANNEL_FD' in os.environ}")
+            elif command in ("complete-text", "complete"):
+                try:
+                    request.complete(argument if command == "complete-text" else bytearray(argument.encode()))
+                    answer(channel, "completed")
+                except Exception as error:
+                    answer(channel, refused(error))
             elif command == "start-again":
                 try:
                     rt.start()

@@ -98,12 +98,18 @@ class Request:
         """The connected stream socket to the host; the handler owns it and closes it."""
 
     def complete(self, payload: bytes = b"") -> None:
-        """Ends the request, returning `payload` to the host (Apple's completeRequest). The
-        channel stays open until closed. Raises ValueError above REQUEST_MAX_PAYLOAD bytes
-        (nothing is sent) and NotSupervisedError without extensiond."""
-        if len(payload) > REQUEST_MAX_PAYLOAD:
-            raise ValueError(f"the result is {len(payload)} bytes, over the limit of {REQUEST_MAX_PAYLOAD}")
-        _check(_library.library().ext_request_complete(self.id, payload, len(payload)), "complete")
+        """Ends the request, returning `payload` (bytes, or another bytes-like object such as a
+        bytearray or memoryview) to the host (Apple's completeRequest). The channel stays open
+        until closed. Raises TypeError for anything else, a str included (encode it first),
+        ValueError above REQUEST_MAX_PAYLOAD bytes (nothing is sent in either case), and
+        NotSupervisedError without extensiond."""
+        try:
+            data = memoryview(payload).tobytes()
+        except TypeError:
+            raise TypeError(f"complete: the result must be bytes-like, not {type(payload).__name__}") from None
+        if len(data) > REQUEST_MAX_PAYLOAD:
+            raise ValueError(f"the result is {len(data)} bytes, over the limit of {REQUEST_MAX_PAYLOAD}")
+        _check(_library.library().ext_request_complete(self.id, data, len(data)), "complete")
 
     def cancel(self, reason: str) -> None:
         """Ends the request without a result, telling the host `reason` (cut at 4096 bytes).
