@@ -8,13 +8,14 @@ import Testing
 struct CInterfaceTests {
     static let packageRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().path
 
-    /// Compiles examples/c-extension/main.c into `directory` and returns the binary's path.
+    /// Compiles examples/c-extension/main.c into `directory`, as strict ISO C11 with every
+    /// warning an error, and returns the binary's path.
     func buildCExtension(in directory: String) throws -> String {
         let binary = directory + "/c-extension"
         let cc = try runProgram(
             "/usr/bin/env",
             [
-                "cc", "-Wall", "-Werror", Self.packageRoot + "/examples/c-extension/main.c",
+                "cc", "-std=c11", "-Wall", "-Wextra", "-pedantic", "-Werror", Self.packageRoot + "/examples/c-extension/main.c",
             ] + (try RuntimeC.flags()) + ["-lpthread", "-o", binary])
         try #require(cc.status == 0, "cc failed: \(cc.err)")
         return binary

@@ -7,6 +7,7 @@
  *   ping         answers "pong <pid>"
  * Build: cc main.c $(pkg-config --cflags --libs extension-runtime) -o c-extension
  */
+#define _POSIX_C_SOURCE 200809L /* O_CLOEXEC, fdopen, dup and fsync under -std=c11 */
 #include <extension_runtime.h>
 
 #include <fcntl.h>
