@@ -21,7 +21,11 @@ extern "C" {
 #endif
 
 /* Called on a runtime thread for each request a host begins. `channel_fd` is the extension's
- * end of a stream socket connected to the host; the handler owns it and must close it. */
+ * end of a stream socket connected to the host; the handler owns it and must close it.
+ * SIGPIPE: a write(2) to it once the host has closed its end raises SIGPIPE, whose default
+ * disposition ends the process. The runtime changes no signal disposition (an ignored signal
+ * would stay ignored in every program the extension executes): write with send(2) and
+ * MSG_NOSIGNAL, which fails with EPIPE instead, or ignore or handle SIGPIPE yourself. */
 typedef void (*ext_request_handler)(uint64_t request_id, int channel_fd, void *context);
 
 /* Called on a private runtime thread. See ext_perform_expiring_activity. */

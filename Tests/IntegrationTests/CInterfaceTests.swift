@@ -46,6 +46,42 @@ struct CInterfaceTests {
         try daemon.events.wait("suspend", of: "org.example.c")
     }
 
+    /// A host that closes its channel before the answer does not end the extension: the example
+    /// answers with MSG_NOSIGNAL (the runtime leaves SIGPIPE's default, which would end it). The
+    /// state's temporary file is a FIFO, so the save (and its answer) waits until the test has
+    /// closed the channel and reads the FIFO; the assertion is released once the answer was
+    /// written.
+    @Test func aHostGoneBeforeTheAnswerDoesNotEndTheExtension() throws {
+        let directory = try TestDaemon.makeTemporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let binary = try buildCExtension(in: directory)
+        let state = directory + "/state.txt"
+        try #require(mkfifo(state + ".tmp", 0o600) == 0)
+        let daemon = try TestDaemon(manifests: [
+            "c.json": ["id": "org.example.c", "executable": binary, "environment": ["C_EXTENSION_STATE": state]]
+        ])
+        try daemon.start()
+        let session = try daemon.host().begin("org.example.c")
+        let channel = try session.hostChannel()
+        channel.send("save gone")
+        channel.close()
+        let fifo = open(state + ".tmp", O_RDONLY | O_NONBLOCK | O_CLOEXEC)
+        try #require(fifo >= 0)
+        defer { close(fifo) }
+        var buffer = [UInt8](repeating: 0, count: 64)
+        while true {  // until the save closes its end
+            var pfd = pollfd(fd: fifo, events: Int16(POLLIN), revents: 0)
+            try #require(poll(&pfd, 1, 10_000) == 1, "the save opens the FIFO")
+            let n = read(fifo, &buffer, buffer.count)
+            if n == 0 { break }
+            try #require(n > 0 || errno == EAGAIN)
+        }
+        let end = try daemon.events.wait("the assertion's release or a crash") {
+            $0.id == "org.example.c" && ($0.kind == "release" || $0.kind == "crash")
+        }
+        #expect(end.kind == "release", "\(end)")
+    }
+
     @Test func withoutASupervisorTheCExtensionSaysSo() throws {
         let directory = try TestDaemon.makeTemporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: directory) }

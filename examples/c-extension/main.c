@@ -5,6 +5,9 @@
  *                (atomic: temporary file, fsync, rename; abandoned when expired),
  *                answers "saved" or "not saved"
  *   ping         answers "pong <pid>"
+ * Answers go out with send(2) and MSG_NOSIGNAL: written with write(2) after the host closed its
+ * end, one would raise SIGPIPE, whose default ends the process (the runtime changes no signal
+ * disposition).
  * Build: cc main.c $(pkg-config --cflags --libs extension-runtime) -o c-extension
  */
 #define _POSIX_C_SOURCE 200809L /* O_CLOEXEC, fdopen, dup and fsync under -std=c11 */
@@ -17,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 struct save_job {
@@ -41,7 +45,7 @@ static void answer(struct save_job *job, const char *line) {
     pthread_mutex_lock(&job->lock);
     if (!job->answered) {
         job->answered = true;
-        (void)!write(job->channel, line, strlen(line));
+        (void)!send(job->channel, line, strlen(line), MSG_NOSIGNAL); /* EPIPE when the host is gone */
     }
     pthread_cond_signal(&job->done);
     pthread_mutex_unlock(&job->lock);
@@ -94,7 +98,7 @@ static void *serve(void *arg) {
         } else if (strcmp(line, "ping") == 0) {
             char pong[64];
             snprintf(pong, sizeof pong, "pong %d\n", (int)getpid());
-            (void)!write(fd, pong, strlen(pong));
+            (void)!send(fd, pong, strlen(pong), MSG_NOSIGNAL);
         }
     }
     if (in) fclose(in);

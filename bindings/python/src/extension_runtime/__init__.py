@@ -95,7 +95,8 @@ class Request:
         self.id: int = request_id
         """The request id; the host sees the same."""
         self.channel: socket.socket = socket.socket(fileno=fd)
-        """The connected stream socket to the host; the handler owns it and closes it."""
+        """The connected stream socket to the host; the handler owns it and closes it. A write
+        after the host closed its end raises BrokenPipeError (Python ignores SIGPIPE)."""
 
     def complete(self, payload: bytes = b"") -> None:
         """Ends the request, returning `payload` (bytes, or another bytes-like object such as a
