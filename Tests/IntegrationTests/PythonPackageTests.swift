@@ -119,6 +119,39 @@ struct PythonPackageTests {
                 """)
     }
 
+    /// Bad arguments raise ValueError, as documented, whether or not extensiond is there: a
+    /// reason or hint name holding NUL (C would see it end there), a name breaking the rule, a
+    /// refresh result that is not a RefreshResult.
+    @Test func badArgumentsRaiseValueError() throws {
+        let r = try runProgram(
+            "/usr/bin/env",
+            [
+                "EXTENSION_RUNTIME_LIB=" + (try RuntimeC.library()), try python(), "-c",
+                """
+                import extension_runtime as rt
+                calls = [lambda: rt.perform_expiring_activity("\\0x", print), lambda: rt.expiring_activity("x\\0"),
+                         lambda: rt.observe("a.b\\0zz", print), lambda: rt.observe(".a", print), lambda: rt.refresh_complete(1, 7)]
+                for call in calls:
+                    try:
+                        call()
+                        print("no error")
+                    except Exception as error:
+                        print(type(error).__name__, error)
+                """,
+            ])
+        #expect(r.status == 0, "\(r.err)")
+        let rule = "letters, digits, '.', '-', '_', at most 255 bytes, not starting or ending with '.', no '..'"
+        #expect(
+            r.out == """
+                ValueError perform_expiring_activity: the reason must not contain NUL
+                ValueError expiring_activity: the reason must not contain NUL
+                ValueError bad hint name 'a.b\\x00zz': \(rule)
+                ValueError bad hint name '.a': \(rule)
+                ValueError 7 is not a valid RefreshResult
+
+                """)
+    }
+
     /// The container paths come from the environment; an unset or empty variable is None.
     @Test func theContainerPathsComeFromTheEnvironment() throws {
         let program = "import extension_runtime as rt; print(rt.shared_container_path('group.com.example'), rt.container_path())"

@@ -158,9 +158,12 @@ def run() -> None:
 
 
 def _reason(reason: str, what: str) -> bytes:
-    """`reason` as UTF-8; raises ValueError when it is empty or over ACTIVITY_MAX_REASON bytes."""
+    """`reason` as UTF-8; raises ValueError when it is empty, holds a NUL character (which would
+    end it early in C) or is over ACTIVITY_MAX_REASON bytes."""
     if not reason:
         raise ValueError(f"{what}: the reason must not be empty")
+    if "\0" in reason:
+        raise ValueError(f"{what}: the reason must not contain NUL")
     encoded = reason.encode()
     if len(encoded) > ACTIVITY_MAX_REASON:
         raise ValueError(f"{what}: the reason is {len(encoded)} bytes, over the limit of {ACTIVITY_MAX_REASON}")
@@ -177,8 +180,8 @@ def perform_expiring_activity(reason: str, fn: Callable[[bool], None]) -> None:
     - not granted (expiring, suspending, background time spent, or no extensiond): `fn(True)`
       only, at once, on a runtime thread.
 
-    Returns at once. Raises ValueError for an empty reason or one over ACTIVITY_MAX_REASON bytes
-    of UTF-8 (fn is then not called). An exception raised by `fn` is printed and ignored (as for
+    Returns at once. Raises ValueError for an empty reason, one holding NUL, or one over
+    ACTIVITY_MAX_REASON bytes of UTF-8 (fn is then not called). An exception raised by `fn` is printed and ignored (as for
     any ctypes callback).
     """
     encoded = _reason(reason, "perform_expiring_activity")
@@ -257,8 +260,8 @@ def expiring_activity(reason: str) -> ExpiringActivity:
     Entering waits for extensiond's answer. Granted: the body runs with `activity.granted`
     True, and `activity.expired` becomes True (on another thread's call) when the assertion is
     about to expire; the assertion is released when the body leaves. Denied: the body runs with
-    `activity.expired` already True. Raises ValueError for an empty reason or one over
-    ACTIVITY_MAX_REASON bytes of UTF-8."""
+    `activity.expired` already True. Raises ValueError for an empty reason, one holding NUL, or
+    one over ACTIVITY_MAX_REASON bytes of UTF-8."""
     return ExpiringActivity(reason)
 
 
@@ -273,6 +276,10 @@ def observe(name: str, handler: Callable[[str], None]) -> None:
     def hint(posted: bytes, _context: Optional[int]) -> None:
         handler(posted.decode())
 
+    problem = (f"bad hint name {name!r}: letters, digits, '.', '-', '_', at most 255 bytes, "
+               "not starting or ending with '.', no '..'")
+    if "\0" in name:
+        raise ValueError(problem)
     # The runtime calls the callback for the life of the process: it is kept from before the
     # call (under a key of its own: ctypes function objects cannot be hashed), and dropped only
     # when the call fails.
@@ -283,7 +290,7 @@ def observe(name: str, handler: Callable[[str], None]) -> None:
     if result != 0:
         _drop(key)
     if result == -errno.EINVAL:
-        raise ValueError(f"bad hint name {name!r}: letters, digits, '.', '-', '_', at most 255 bytes, no '..'")
+        raise ValueError(problem)
     if result == -errno.ENOSPC:
         raise ExtensionRuntimeError(errno.ENOSPC, f"observe: already observing {OBSERVE_MAX_NAMES} names, the most one process may")
     _check(result, "observe")
@@ -320,7 +327,8 @@ def on_refresh(handler: _R) -> _R:
 
 
 def refresh_complete(refresh_id: int, result: RefreshResult) -> None:
-    """Answers refresh `refresh_id`. Raises NotSupervisedError without extensiond."""
+    """Answers refresh `refresh_id`. Raises ValueError for a result that is not a RefreshResult
+    (or its value), and NotSupervisedError without extensiond."""
     _check(_library.library().ext_refresh_complete(refresh_id, int(RefreshResult(result))), "refresh_complete")
 
 
