@@ -89,30 +89,30 @@ struct CRuntimeTests {
     /// What the probe's `unsupervised` prints: every call without extensiond, as the header
     /// documents it (a denied activity gets `block(true)` once, then its cleanup).
     static let unsupervisedAnswers = """
-                supervised 0
-                start-null 1
-                start 1
-                activity-null-reason 1
-                activity-empty-reason 1
-                activity-null-block 1
-                activity 0
-                denied calls 1 expired 1 cleanups 1
-                activity-long-reason 1
-                activity-invalid-utf8-reason 1
-                observe-bad-name 1
-                observe 1
-                on-refresh-null 1
-                on-refresh 1
-                refresh-complete-bad 1
-                refresh-complete 1
-                complete-null 1
-                complete-too-large 1
-                complete 1
-                cancel-null 1
-                cancel 1
-                channel-variable unset
+        supervised 0
+        start-null 1
+        start 1
+        activity-null-reason 1
+        activity-empty-reason 1
+        activity-null-block 1
+        activity 0
+        denied calls 1 expired 1 cleanups 1
+        activity-long-reason 1
+        activity-invalid-utf8-reason 1
+        observe-bad-name 1
+        observe 1
+        on-refresh-null 1
+        on-refresh 1
+        refresh-complete-bad 1
+        refresh-complete 1
+        complete-null 1
+        complete-too-large 1
+        complete 1
+        cancel-null 1
+        cancel 1
+        channel-variable unset
 
-                """
+        """
 
     /// Every call without extensiond answers as `unsupervisedAnswers` says.
     @Test func withoutExtensiondEveryCallAnswersAsDocumented() throws {
