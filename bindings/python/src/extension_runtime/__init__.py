@@ -177,12 +177,12 @@ def perform_expiring_activity(reason: str, fn: Callable[[bool], None]) -> None:
       (and until the expired call, if any, has returned too);
     - about to expire: `fn(True)` is called a second time, concurrently, on another thread, at
       most once: stop the work and return quickly;
-    - not granted (expiring, suspending, background time spent, or no extensiond): `fn(True)`
-      only, at once, on a runtime thread.
+    - not granted (expiring, suspending, background time spent, too many assertions held, or no
+      extensiond): `fn(True)` only, at once, on a runtime thread.
 
     Returns at once. Raises ValueError for an empty reason, one holding NUL, or one over
-    ACTIVITY_MAX_REASON bytes of UTF-8 (fn is then not called). An exception raised by `fn` is printed and ignored (as for
-    any ctypes callback).
+    ACTIVITY_MAX_REASON bytes of UTF-8 (fn is then not called). An exception raised by `fn` is
+    printed and ignored (as for any ctypes callback).
     """
     encoded = _reason(reason, "perform_expiring_activity")
     key = object()
@@ -292,7 +292,8 @@ def observe(name: str, handler: Callable[[str], None]) -> None:
     if result == -errno.EINVAL:
         raise ValueError(problem)
     if result == -errno.ENOSPC:
-        raise ExtensionRuntimeError(errno.ENOSPC, f"observe: already observing {OBSERVE_MAX_NAMES} names, the most one process may")
+        raise ExtensionRuntimeError(
+            errno.ENOSPC, f"observe: already observing {OBSERVE_MAX_NAMES} names, the most one process may")
     _check(result, "observe")
 
 
