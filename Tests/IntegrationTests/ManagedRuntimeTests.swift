@@ -122,7 +122,8 @@ struct ManagedRuntimeTests {
 
         var memoryCgroup: String?
         if memory["enforcedWith"] as? String == "memory.limit_in_bytes" {
-            memoryCgroup = try #require(Self.memoryCgroupV1(first.pid))
+            let found: String = try #require(Self.memoryCgroupV1(first.pid))
+            memoryCgroup = found
             #expect(memoryCgroup?.hasSuffix("/" + runtime.id) == true, "\(memoryCgroup ?? "")")
             #expect(Self.memoryCgroupV1(Int32(runtimePID)) == memoryCgroup, "the runtime started by the bridge is in it too")
             let limit = try String(contentsOfFile: memoryCgroup! + "/memory.limit_in_bytes", encoding: .utf8)

@@ -130,7 +130,7 @@ struct RefreshTests {
     }
 
     @Test func refreshesDueCloseTogetherShareOneWakeup() {
-        var h = Harness([Self.refreshing("com.example.a", interval: 900), Self.refreshing("com.example.b", interval: 930)])
+        let h = Harness([Self.refreshing("com.example.a", interval: 900), Self.refreshing("com.example.b", interval: 930)])
         // a: due at 900; b: 930 rounds up to 960. Batches are whole minutes: 900 and 960 differ.
         #expect(h.record("com.example.a")?.refresh?.nextAt == .seconds(900))
         #expect(h.record("com.example.b")?.refresh?.nextAt == .seconds(960))
