@@ -83,12 +83,25 @@ struct RecordIndex: Sendable {
         }
     }
 
+    /// Up to how many requests (before and after a change together) the owners are found by
+    /// looking through the lists rather than through sets.
+    static let listedRequests = 32
+
     private mutating func refreshRequests(_ id: String, _ before: Snapshot?, _ after: Snapshot?) {
         let oldRequests = before?.requests ?? [], newRequests = after?.requests ?? []
         let oldPending = before?.pending ?? [], newPending = after?.pending ?? []
         if oldRequests == newRequests && oldPending == newPending { return }  // the usual case: O(1) buffer identity
-        for q in oldRequests where !newRequests.contains(where: { $0.id == q.id }) { requestOwner[q.id] = nil }
-        for q in newRequests where !oldRequests.contains(where: { $0.id == q.id }) { requestOwner[q.id] = id }
+        // The owners of the requests that left or came. A record holds few requests, looked for
+        // in the lists; a record that holds many (one host may open thousands) is compared by
+        // sets, so that each change costs linear time, not quadratic.
+        if oldRequests.count + newRequests.count <= RecordIndex.listedRequests {
+            for q in oldRequests where !newRequests.contains(where: { $0.id == q.id }) { requestOwner[q.id] = nil }
+            for q in newRequests where !oldRequests.contains(where: { $0.id == q.id }) { requestOwner[q.id] = id }
+        } else {
+            let oldIDs = Set(oldRequests.lazy.map(\.id)), newIDs = Set(newRequests.lazy.map(\.id))
+            for q in oldRequests where !newIDs.contains(q.id) { requestOwner[q.id] = nil }
+            for q in newRequests where !oldIDs.contains(q.id) { requestOwner[q.id] = id }
+        }
         // Each host of the four lists once, in order of first appearance. The lists are short
         // (a record's requests), so the hosts seen are looked for in a list, not hashed; the
         // first is kept apart, so that the usual case, one host, allocates nothing.

@@ -27,6 +27,27 @@ struct CoreRegressionTests {
         #expect(h.begin(host: 1, tag: 8, at: 12).spawns.count == 1)
     }
 
+    // A record holding many requests (past RecordIndex.listedRequests, where the index compares
+    // them by sets) keeps its index exact as they open and end in any order.
+    @Test func manyRequestsOfOneExtensionKeepTheIndexExact() {
+        var h = Harness(limits: testLimits { $0.maxRequestsPerHost = 1_000 })
+        var open = [h.activate(at: 0)]
+        for tag in UInt32(2)...200 {
+            let opened = h.begin(host: HostID(tag % 3 + 1), tag: tag, at: 1).openRequests
+            #expect(opened.count == 1)
+            open += opened.map(\.requestID)
+            #expect(h.sup.indexDiscrepancies().isEmpty)
+        }
+        var rng = SplitMix64(seed: 7)
+        open.shuffle(using: &rng)
+        for (i, request) in open.enumerated() {
+            let host = h.sup.records.values.first?.requests.first { $0.id == request }?.host ?? 1
+            _ = h.end(host: host, tag: UInt32(1_000 + i), request: request, at: 2)
+            #expect(h.sup.indexDiscrepancies().isEmpty, "after ending \(i + 1) of \(open.count)")
+        }
+        #expect(h.sup.records.values.first?.requests.isEmpty == true)
+    }
+
     // A tick that comes late still sends *expire* a full grace period before the stop.
     @Test func aLateTimerStillGivesTheFullGraceBeforeTheStop() {
         var h = Harness()
