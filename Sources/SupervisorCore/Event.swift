@@ -63,6 +63,8 @@ public enum Event: Equatable, Sendable {
     case deliveryFailed(extensionID: String, generation: UInt64, requestID: UInt64, error: String)
     /// While suspended, the process group holds a file lock that another process waits for.
     case lockContention(extensionID: String, generation: UInt64, detail: String)
+    /// Its processes kept running through the stop for `seconds` (`GroupAction.stopRefused`).
+    case stopRefused(extensionID: String, generation: UInt64, seconds: Double)
     /// The extension completed or cancelled a request it was given (`complete`/`cancel` on its
     /// runtime channel).
     case requestFinished(extensionID: String, generation: UInt64, requestID: UInt64, outcome: RequestOutcome)

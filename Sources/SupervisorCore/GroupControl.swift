@@ -83,6 +83,11 @@ public enum GroupAction: Equatable, Sendable {
     case stopConfirmed(members: [Int32]?)
     /// The stop has not completed after this many seconds (a warning; the stop goes on).
     case slowStop(seconds: Double)
+    /// A stop with signals that a read still finds running after `stopDeadlineSeconds` (and
+    /// `refusalReads` reads): processes that keep running (one that continues the others as they
+    /// are stopped, say) refuse it. Report it to the core, which ends the extension; no check
+    /// follows.
+    case stopRefused(seconds: Double)
     /// Every process is gone: reap the leader, remove the cgroup, report the exit to the core.
     /// `outlivedLeader` says whether members were still alive when the leader exited.
     case exited(ExitStatus, outlivedLeader: Bool)
@@ -172,6 +177,8 @@ public struct GroupControl: Equatable, Sendable {
 
     /// Where the suspension stands.
     public private(set) var stop: StopState = .running
+    /// The reads of the stop in flight that found members running (none stopped the stop yet).
+    private var readsWithRunningMembers = 0
     /// The latest confirmed stop found the leader as the only member, stopped as the kernel
     /// reported. While that stop holds, resuming needs no membership read (a stopped process
     /// cannot fork, and the leader's pid stays its own until it is reaped); the next
@@ -193,6 +200,14 @@ public struct GroupControl: Equatable, Sendable {
     public static let maxRetrySeconds = 0.1
     /// A stop (or freeze) still incomplete after this long is reported as slow, once.
     public static let slowStopSeconds = 5.0
+    /// A stop with signals still incomplete after this long is refused (`.stopRefused`) once a
+    /// read finds members running and at least `refusalReads` reads have: a member blocked in
+    /// the kernel counts as stopped after two reads, so only processes that keep running are
+    /// left by then (the reads make it evidence, not a loop that was merely late). A freeze has
+    /// no such deadline: no signal undoes it.
+    public static let stopDeadlineSeconds = 10.0
+    /// The reads with members running a stop must have had before it is refused.
+    public static let refusalReads = 20
 
     /// The decisions for the processes of the extension whose leader is `leader`, held by
     /// `containment`, suspended by `mechanism`; none of them is suspended yet.
@@ -234,6 +249,7 @@ public struct GroupControl: Equatable, Sendable {
             return [.setFrozen(true), .checkAgain(afterSeconds: GroupControl.slowStopSeconds), .readFrozen]
         }
         stop = .stopping(since: now, lastMembers: nil, report: .awaited, lastBlocked: [], retry: GroupControl.firstRetrySeconds, warned: false)
+        readsWithRunningMembers = 0
         // In a cgroup, `.all` is every pid its `cgroup.procs` lists, whatever its process group
         // (no state is read: all of them get SIGSTOP); a member forked between that read and
         // the signals is found by the re-read that follows the leader's stop report, which
@@ -414,6 +430,10 @@ public struct GroupControl: Equatable, Sendable {
         // signals went out can be blocked in the kernel at its first read, with no SIGSTOP
         // pending. The signal waits for it there and stops it on its way back to user space.
         // Members blocked in two reads in a row were signalled at the first one.
+        readsWithRunningMembers += 1
+        if now.seconds(since: since) >= GroupControl.stopDeadlineSeconds && readsWithRunningMembers >= GroupControl.refusalReads {
+            return [.stopRefused(seconds: now.seconds(since: since))]
+        }
         var actions: [GroupAction] = []
         switch containment {
         case .cgroup: actions.append(.signal(SignalNumber.stop, .pids(notStopped.sorted())))

@@ -54,6 +54,10 @@ public enum ExitReason: String, Sendable, Codable, Equatable {
     /// The kernel's OOM killer ended a process of it at its `limits.memoryMaxBytes` (seen in its
     /// cgroup's `memory.events`; counted as a crash by the crash-loop throttle).
     case memoryLimit = "memory-limit"
+    /// Killed because its processes kept running when it was suspended: the stop was not
+    /// confirmed within `GroupControl.stopDeadlineSeconds` (one of them continuing the others,
+    /// say).
+    case stopRefused = "stop-refused"
 }
 
 /// How a process ended, as the kernel reported it.

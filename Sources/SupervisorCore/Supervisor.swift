@@ -113,6 +113,8 @@ public struct Supervisor: Sendable {
             update(id, generation) { s, r in s.deliveryFailed(&r, requestID: requestID, error: error) }
         case let .lockContention(id, generation, detail):
             update(id, generation) { s, r in s.lockContention(&r, detail: detail) }
+        case let .stopRefused(id, generation, seconds):
+            update(id, generation) { s, r in s.stopRefused(&r, seconds: seconds) }
         case .tick:
             for id in index.takeDue(at: now) {
                 update(id, nil) { s, r in
@@ -636,6 +638,14 @@ public struct Supervisor: Sendable {
             setPhase(&r, .resuming)
             out.append(.resume(extensionID: r.manifest.id, generation: r.generation))
         }
+    }
+
+    /// A suspension its processes did not let happen: it is ended, never left running in the
+    /// background it was dismissed from.
+    private mutating func stopRefused(_ r: inout ExtensionRecord, seconds: Double) {
+        guard case .stopping = r.phase else { return }
+        record(&r, .kill, detail: "its processes kept running \(Int(seconds)) s into its suspension: killed")
+        terminate(&r, reason: .stopRefused, signal: SignalNumber.kill)
     }
 
     private mutating func channelClosed(_ r: inout ExtensionRecord, reason: String) {

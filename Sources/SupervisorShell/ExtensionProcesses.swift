@@ -356,6 +356,12 @@ extension ExtensionProcesses: ProcessControlDelegate {
         }
     }
 
+    func stopRefused(_ p: SupervisedProcess, seconds: Double) {
+        guard byID[p.extensionID] === p else { return }
+        logger.warning("\(p.extensionID) (pid \(p.pid)) has not stopped after \(Int(seconds))s: its processes keep running; ending it")
+        sink?.post(.stopRefused(extensionID: p.extensionID, generation: p.generation, seconds: seconds))
+    }
+
     func exited(_ p: SupervisedProcess, status: ExitStatus, outlivedLeader: Bool) {
         guard byID[p.extensionID] === p else { return }
         var memoryLimit = p.cgroup.map { oomKilled(cgroup: $0.path, of: p) } ?? false

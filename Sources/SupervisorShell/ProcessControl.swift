@@ -8,6 +8,8 @@ protocol ProcessControlDelegate: AnyObject {
     /// Every member of `p` is stopped or frozen, as the kernel confirmed; `members` are their
     /// pids (the read that confirmed the stop: stopped processes cannot fork).
     func stopConfirmed(_ p: SupervisedProcess, members: [Int32])
+    /// The processes of `p` kept running `seconds` into its stop (`GroupAction.stopRefused`).
+    func stopRefused(_ p: SupervisedProcess, seconds: Double)
     /// Every process of `p` is gone and its leader reaped; `outlivedLeader`: members were
     /// still alive when the leader exited, and were killed.
     func exited(_ p: SupervisedProcess, status: ExitStatus, outlivedLeader: Bool)
@@ -208,6 +210,8 @@ final class ProcessControl {
                 delegate?.stopConfirmed(p, members: members ?? memberPIDs(of: p))
             case .slowStop(let seconds):
                 logger.warning("\(p.extensionID) (pid \(p.pid)) has not stopped after \(Int(seconds))s; still waiting")
+            case .stopRefused(let seconds):
+                delegate?.stopRefused(p, seconds: seconds)
             case let .exited(status, outlivedLeader):
                 finishExit(p, status: status, outlivedLeader: outlivedLeader)
             }

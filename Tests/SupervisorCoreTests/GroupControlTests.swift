@@ -117,6 +117,46 @@ struct GroupControlTests {
         #expect(slow == 1)
     }
 
+    @Test func processesThatKeepRunningPastTheDeadlineRefuseTheStop() {
+        var g = GroupControl(leader: Self.leader, containment: .cgroup, mechanism: .stop)
+        var t = 0.0
+        var actions = g.suspend(at: Self.at(t))
+        var refused: [GroupAction] = []
+        while case .checkAgain(let d)? = actions.last {
+            t += d
+            _ = g.observe(.checkDue, at: Self.at(t))
+            // A member keeps continuing the others: each read finds one running.
+            actions = g.observe(.members(Self.stopped(100) + Self.running(101)), at: Self.at(t))
+            refused = actions.filter { if case .stopRefused = $0 { true } else { false } }
+            if !refused.isEmpty {
+                #expect(actions == refused, "nothing else: no signal, no further check")
+                break
+            }
+        }
+        guard case .stopRefused(let seconds)? = refused.first, refused.count == 1 else {
+            Issue.record("no refusal: \(actions)")
+            return
+        }
+        #expect(abs(seconds - t) < 1e-6, "the time since the stop began, in seconds")
+        #expect(t >= GroupControl.stopDeadlineSeconds && t < GroupControl.stopDeadlineSeconds + GroupControl.maxRetrySeconds + 1e-9)
+        #expect(g.stop != .stopped)
+    }
+
+    @Test func aLoopThatWasLateIsNoRefusal() {
+        var g = GroupControl(leader: Self.leader, containment: .cgroup, mechanism: .stop)
+        _ = g.suspend(at: Self.at(0))
+        // The first check comes 30 s late (a loop that was blocked): its read finds a member
+        // running, which is signalled again, not taken as a refusal.
+        _ = g.observe(.checkDue, at: Self.at(30))
+        #expect(g.observe(.members(Self.stopped(100) + Self.running(101)), at: Self.at(30)).first == .signal(SignalNumber.stop, .pids([101])))
+    }
+
+    @Test func aFreezeHasNoStopDeadline() {
+        var g = GroupControl(leader: Self.leader, containment: .cgroup, mechanism: .freeze)
+        _ = g.suspend(at: Self.at(0))
+        #expect(g.observe(.checkDue, at: Self.at(GroupControl.stopDeadlineSeconds * 3)).contains(.readFrozen))
+    }
+
     @Test func anEmptyCgroupEndsTheStopWithoutConfirmingIt() {
         var g = GroupControl(leader: Self.leader, containment: .cgroup, mechanism: .stop)
         _ = g.suspend(at: Self.at(0))

@@ -41,6 +41,7 @@ struct InvariantTests {
             sim.run(steps: 300)
             #expect(sim.violations.isEmpty, "seed \(seed): \(sim.violations.prefix(5))")
             if !sim.violations.isEmpty { return }
+            #expect(sim.stopsRefused == 0, "seed \(seed): processes that only stop late, never refuse, had a stop refused")
             totals.grants += sim.grants
             totals.expires += sim.expires
             totals.stops += sim.stops

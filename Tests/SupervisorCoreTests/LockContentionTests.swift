@@ -23,6 +23,25 @@ struct LockContentionTests {
         #expect(h.record.lastExit?.reason == .lockHeldWhileSuspended)
     }
 
+    @Test func aStopItsProcessesRefuseEndsTheExtension() {
+        var h = Harness(policy: testPolicy)
+        let request = h.activate(at: 0)
+        let e = h.end(request: request, at: 1)
+        #expect(e.stops.count == 1)
+        let refused = h.step(.stopRefused(extensionID: extID, generation: h.gen, seconds: 10), at: 11)
+        #expect(refused.signals == [SignalSent(extensionID: extID, generation: h.gen, signal: SignalNumber.kill, thenContinue: true)])
+        #expect(h.state == .terminating)
+        #expect(refused.events(.kill).first?.detail == "its processes kept running 10 s into its suspension: killed")
+        h.exited(.signaled(9), at: 11.01)
+        #expect(h.record.lastExit?.reason == .stopRefused)
+        // Late, once the stop was confirmed or the extension resumed: nothing.
+        var again = Harness(policy: testPolicy)
+        let second = again.activate(at: 0)
+        again.suspendIdle(request: second, at: 1)
+        #expect(again.step(.stopRefused(extensionID: extID, generation: again.gen, seconds: 10), at: 11).signals.isEmpty)
+        #expect(again.state == .suspended)
+    }
+
     @Test func theResumePolicyRunsItForItsBackgroundTimeThenStopsAgain() {
         var policy = testPolicy
         policy.lockedWhileSuspended = .resume

@@ -22,6 +22,8 @@ struct ProcessControlTests {
             confirmedMembers.append(members)
         }
         func exited(_ p: SupervisedProcess, status: SupervisorCore.ExitStatus, outlivedLeader: Bool) { exits.append((status, outlivedLeader)) }
+        var refused: [Double] = []
+        func stopRefused(_ p: SupervisedProcess, seconds: Double) { refused.append(seconds) }
         func isLeader(_ pid: Int32) -> Bool { pid == 100 }
     }
 
@@ -179,6 +181,27 @@ struct ProcessControlTests {
         k.fireNextTimer()
         #expect(k.calls == [.readFD(62)])
         #expect(recorder.confirmedMembers == [[100]])
+    }
+
+    @Test func membersThatKeepRunningThroughTheStopAreReportedAsRefusingIt() throws {
+        let (k, control, p, recorder) = try controlled(.stop)
+        k.descriptors[62] = "100\n101\n"  // 101 keeps running: its /proc state says so
+        k.directories["/proc/101/task"] = ["101"]
+        k.files["/proc/101/task/101/stat"] = "101 (helper) R 1 101 101 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 0 0 0"
+        control.suspend(p)
+        k.stopped = [7]
+        control.childrenChanged()
+        var fired = 0
+        while recorder.refused.isEmpty && fired < 1_000 {
+            k.fireNextTimer()
+            fired += 1
+        }
+        #expect(recorder.confirmed == 0)
+        #expect(recorder.refused.count == 1)
+        #expect((recorder.refused.first ?? 0) >= GroupControl.stopDeadlineSeconds)
+        k.clearCalls()
+        k.fireNextTimer()
+        #expect(k.calls.isEmpty, "no check follows a refusal")
     }
 
     @Test func oneResumeInACgroup() throws {

@@ -124,7 +124,7 @@ final class Simulation: ProcessControlDelegate {
     var stopsConfirmed = 0, freezesConfirmed = 0, forksDuringStops = 0, outlivedLeaders = 0, blockedAtConfirm = 0
     /// Process-group leaders confirmed alone with no read; confirmations of a leader with no
     /// child whose group held orphans (which alone keep it from being alone).
-    var confirmedAloneWithoutARead = 0, orphansOnlyAtConfirm = 0
+    var confirmedAloneWithoutARead = 0, orphansOnlyAtConfirm = 0, stopsRefused = 0
 
     init(seed: UInt64, timerLateness: Double = 0, spawnAnswersImmediately: Bool = true, containment: SupervisorCore.Containment = .cgroup) {
         kernel = SimulatedKernel(seed: seed)
@@ -386,6 +386,13 @@ final class Simulation: ProcessControlDelegate {
             orphansOnlyAtConfirm += 1
         }
         queued.append(.stopConfirmed(extensionID: id, generation: p.generation))
+    }
+
+    /// As the daemon does: the core is told, and ends the extension. Counted: the simulated
+    /// processes never keep each other running, so a refusal is a stop that took too long.
+    func stopRefused(_ p: SupervisedProcess, seconds: Double) {
+        stopsRefused += 1
+        queued.append(.stopRefused(extensionID: p.extensionID, generation: p.generation, seconds: seconds))
     }
 
     func exited(_ p: SupervisedProcess, status: ExitStatus, outlivedLeader: Bool) {
