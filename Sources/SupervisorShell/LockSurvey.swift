@@ -66,6 +66,15 @@ struct LockSurvey {
             }
         }
 
+        // A flock /proc/locks shows with a member's pid, held through a descriptor no member
+        // has open (sent away over a unix socket, say): its file cannot be named or watched for
+        // opens, and who else has it open cannot be known. It counts as open elsewhere: an
+        // exclusive one blocks, and the group is checked for waiters while it stays suspended.
+        for entry in procLocks where !entry.waiting && entry.kind == "FLOCK" && memberSet.contains(entry.pid) && seen.insert(entry.key).inserted {
+            let path = "the inode \(entry.file), through a descriptor no process of the extension has open"
+            found.append((HeldLock(kind: .flock, exclusive: entry.exclusive, path: path, pid: entry.pid, openElsewhere: true), "", nil))
+        }
+
         let wanted = Set(found.compactMap { $0.lock.exclusive ? $0.identity : nil })
         if !wanted.isEmpty {
             let opened = openedElsewhere(wanted, skipping: memberSet.union([ownPID]))

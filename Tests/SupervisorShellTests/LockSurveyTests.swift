@@ -37,6 +37,17 @@ struct LockSurveyTests {
         }
     }
 
+    @Test func aFlockHeldThroughADescriptorNoMemberHasOpenCountsAsOpenElsewhere() {
+        let k = RecordingKernel()
+        k.directories["/proc/100/fdinfo"] = []  // the descriptor was sent away and closed
+        let found = survey(k).locks(heldBy: [100], procLocks: [flock(pid: 100)])
+        #expect(found.count == 1)
+        #expect(found.first?.lock.pid == 100)
+        #expect(found.first?.lock.openElsewhere == true)
+        #expect(found.first?.lock.blocksOthers == true, "exclusive, and who else has it open cannot be known")
+        #expect(found.first?.lock.path == "the inode 08:01:42, through a descriptor no process of the extension has open")
+    }
+
     @Test func aWaiterAloneReadsNothing() {
         let k = RecordingKernel()
         let waiter = entry("1: -> FLOCK  ADVISORY  WRITE 100 08:01:42 0 EOF")
