@@ -14,10 +14,14 @@ extension Daemon: ControlServerDelegate {
         if server.connectionCount(uid: peer.uid) >= limit {
             return "too many control connections from uid \(peer.uid) (limit \(limit))"
         }
-        if let owner = extensions.owningExtension(of: peer.pid), core.records[owner]?.manifest.hostAccess != true {
+        switch extensions.controlPeer(peer.pid) {
+        case .gone:
+            return "the connecting process (pid \(peer.pid)) is gone"
+        case .extensionProcess(let owner) where core.records[owner]?.manifest.hostAccess != true:
             return "extension '\(owner)' may not use the control socket (its manifest does not set hostAccess)"
+        case .extensionProcess, .other:
+            return nil
         }
-        return nil
     }
 
     func isAdministrator(_ peer: PeerIdentity) -> Bool {

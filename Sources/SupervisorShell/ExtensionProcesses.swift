@@ -79,6 +79,27 @@ final class ExtensionProcesses {
     /// The process whose leader is `pid`.
     func process(leader pid: Int32) -> SupervisedProcess? { byPID[pid] }
 
+    /// Who a connecting peer is, by its pid: a process of a running extension (`owningExtension`),
+    /// another process, or gone (no longer alive, or a zombie), which then cannot be told apart:
+    /// an extension's process may connect, pass the socket on and exit before it is accepted.
+    /// The liveness is read after the attribution, so a peer alive then was the process read
+    /// (its pid could not be reused meanwhile). A pid of 0 (a peer in another pid namespace)
+    /// is another process.
+    func controlPeer(_ pid: Int32) -> ControlPeer {
+        let owner = owningExtension(of: pid)
+        if pid > 0 {
+            guard let s = processControl.table.stat(pid), !s.isGone else { return .gone }
+        }
+        return owner.map(ControlPeer.extensionProcess) ?? .other
+    }
+
+    /// What `controlPeer(_:)` found.
+    enum ControlPeer: Equatable {
+        case extensionProcess(String)
+        case other
+        case gone
+    }
+
     /// The extension a process belongs to: by its cgroup (which it cannot leave), or by its
     /// process group on the fallback.
     func owningExtension(of pid: Int32) -> String? {

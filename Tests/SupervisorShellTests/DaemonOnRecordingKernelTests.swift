@@ -38,6 +38,8 @@ struct DaemonOnRecordingKernelTests {
         k.statuses["/ext/widget.json"] = FileStatus(
             kind: .regular, permissions: 0o644, owner: 1000, group: 1000, size: Int64(k.files["/ext/widget.json"]!.utf8.count),
             identity: FileIdentity(device: 1, inode: 10))
+        // The test process is the clients' peer: alive, and in no extension's process group.
+        k.files["/proc/\(getpid())/stat"] = Self.statLine(getpid())
         k.statuses[Self.executable] = FileStatus(kind: .regular, permissions: 0o755, owner: 0, group: 0, size: 1, identity: FileIdentity(device: 1, inode: 11))
         k.statuses["/usr/bin/extensiond"] = FileStatus(
             kind: .regular, permissions: 0o755, owner: 0, group: 0, size: 9, identity: FileIdentity(device: 1, inode: 12))
@@ -61,6 +63,11 @@ struct DaemonOnRecordingKernelTests {
         return (socket, try #require(newestWatch(excluding: known)))
     }
 
+    /// A /proc/PID/stat line of a sleeping process that leads its own process group.
+    static func statLine(_ pid: Int32) -> String {
+        "\(pid) (swift-test) S 1 \(pid) \(pid) 0 -1 4194304 0 0 0 0 0 0 0 0 20 0 1 0 1000 0 0"
+    }
+
     /// Ends the daemon and frees the receive buffer: the last thing each test does.
     func tearDown() {
         daemon.finish()
@@ -82,6 +89,22 @@ struct DaemonOnRecordingKernelTests {
     /// The fd of the newest live watch for which `isNew` holds.
     func newestWatch(excluding known: Set<Int32>) -> Int32? {
         kernel.watches.last { !$0.cancelled && !known.contains($0.fd) }?.fd
+    }
+
+    /// A peer gone before it is accepted cannot be told from an extension's process that
+    /// connected, passed the socket on and exited: it is refused.
+    @Test func aConnectionWhosePeerIsGoneIsRefused() throws {
+        defer { tearDown() }
+        let listenerFD = try #require(kernel.watches.first { !$0.cancelled }?.fd)
+        kernel.files["/proc/\(getpid())/stat"] = nil
+        let socket = try PacketSocket.connect(path: socketPath)
+        defer { socket.close() }
+        try socket.setNonBlocking()
+        let known = Set(kernel.watches.map(\.fd))
+        #expect(kernel.fire(fd: listenerFD))
+        #expect(newestWatch(excluding: known) == nil, "not watched: refused")
+        let answers = try messages(on: socket).map(\.0)
+        #expect(answers == [.failure(tag: 0, code: .notPermitted, text: "the connecting process (pid \(getpid())) is gone")])
     }
 
     @Test func launchBeginDismissSuspendResumeKillExit() throws {
