@@ -8,6 +8,16 @@ import Foundation
 /// Parses and validates manifest bytes. Pure: it reads no files; the shell passes the bytes,
 /// the file's path and the directory used to resolve a relative executable path.
 public enum ManifestParser {
+    /// A scalar a name shown to people must not hold: C0 controls, DEL, C1 controls, and the
+    /// bidirectional formatting characters (marks, embeddings, overrides and isolates), which
+    /// would reorder the text around it where it is shown.
+    static func isControl(_ scalar: Unicode.Scalar) -> Bool {
+        switch scalar.value {
+        case 0x00...0x1F, 0x7F...0x9F, 0x200E, 0x200F, 0x202A...0x202E, 0x2066...0x2069: true
+        default: false
+        }
+    }
+
     /// Largest manifest file accepted, in bytes.
     public static let maxFileSize = 1 << 20
     /// Most arguments in `arguments`, and most variables in `environment`.
@@ -102,7 +112,9 @@ public enum ManifestParser {
         if let name = raw.displayName {
             if name.isEmpty { return fail("displayName", "must not be empty") }
             if name.utf8.count > 255 { return fail("displayName", "must be at most 255 bytes") }
-            if name.utf8.contains(where: { $0 < 0x20 }) { return fail("displayName", "must not contain control characters") }
+            if name.unicodeScalars.contains(where: Self.isControl) {
+                return fail("displayName", "must not contain control characters (C0, DEL, C1) or bidirectional formatting characters")
+            }
         }
 
         var manifest = Manifest(

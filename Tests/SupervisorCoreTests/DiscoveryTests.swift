@@ -53,6 +53,8 @@ struct DiscoveryTests {
                 """)
         ).get()
         #expect(m.displayName == "Send to Notes")
+        let arabic = try parseManifest(minimal(#", "displayName": "\u0645\u0644\u0627\u062d\u0638\u0627\u062a Notes""#)).get()
+        #expect(arabic.displayName == "ملاحظات Notes", "right-to-left text itself is a name")
         #expect(
             m.activation
                 == ActivationRule(
@@ -68,6 +70,11 @@ struct DiscoveryTests {
         (#", "activation": {"contentTypes": [{"type": "a/b", "max": 1}, {"type": "a/b"}]}"#, "activation.contentTypes[1].type"),
         (#", "activation": {"contentTypes": [{"type": "a/b", "count": 1}]}"#, "activation.contentTypes[0].count"),
         (#", "displayName": """#, "displayName"),
+        (#", "displayName": "tab\there""#, "displayName"),
+        (#", "displayName": "del\u007f""#, "displayName"),
+        (#", "displayName": "next line\u0085""#, "displayName"),
+        (#", "displayName": "\u202eevil""#, "displayName"),
+        (#", "displayName": "isolate\u2067""#, "displayName"),
     ])
     func badActivationIsRefusedNamingTheField(extra: String, field: String) {
         guard case .failure(let e) = parseManifest(minimal(extra)) else {
