@@ -315,9 +315,10 @@ public final class Daemon {
         server.publish(e)
     }
 
-    /// The priority of each kind of lifecycle entry (docs/operations.md). Assertion acquire and
-    /// release are debug: an extension may take thousands a second, and each would be a
-    /// journal write on its hot path. So are the four records of every request shown and
+    /// The priority of each kind of lifecycle entry (docs/operations.md). Assertion acquire,
+    /// release and deny are debug: an extension may ask for thousands a second (tens of
+    /// thousands of denials, when it asks without a reason), and each would be a journal write
+    /// on its hot path that the journal's rate limit then answers by dropping other entries. So are the four records of every request shown and
     /// dismissed, `begin`, `end`, `suspend` and `resume`: they are on the daemon's hot path too,
     /// and under sustained use they would fill the journal until its rate limit drops entries,
     /// the ones operators need included. So is `stop-sent`: the `suspend` that confirms it
@@ -326,8 +327,8 @@ public final class Daemon {
     static func logLevel(of kind: LifecycleEvent.Kind) -> Logger.Level {
         switch kind {
         case .crash, .launchFailed, .launchTimeout, .overrun, .expiryUnacknowledged, .lockHeldAtSuspend: .warning
-        case .refuse, .throttle, .deny, .kill: .notice
-        case .acquire, .release, .stopSent, .begin, .end, .suspend, .resume: .debug
+        case .refuse, .throttle, .kill: .notice
+        case .acquire, .release, .deny, .stopSent, .begin, .end, .suspend, .resume: .debug
         default: .info
         }
     }
