@@ -212,13 +212,8 @@ struct CRuntimeTests {
         let host = try daemon.host()
         let channel = try host.begin(Self.probeID).hostChannel()
         let prefix = Self.probeID + ".hint"
-        channel.send("observe-many 257 \(prefix)")
-        #expect(channel.readLine() == "observed 256, then refused ENOSPC")
-        channel.send("reason 4")  // once granted, extensiond has read the observes sent before
-        #expect(channel.readLine() == "granted")
-        try host.post("\(prefix).257")
-        try host.post("\(prefix).256")
-        #expect(channel.readLine() == "notified \(prefix).256")
+        try expectTheNameAfterTheMostObservedIsRefused(
+            host: host, channel: channel, prefix: prefix, refusal: "observed 256, then refused ENOSPC", sync: "reason 4", synced: ["granted"])
     }
 
     /// ext_shared_container_path reads EXTENSION_SHARED_CONTAINER_<NAME>: the group upper-cased,

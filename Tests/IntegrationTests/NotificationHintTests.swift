@@ -117,13 +117,8 @@ struct NotificationHintTests {
         let host = try daemon.host()
         let channel = try host.begin(Self.id).hostChannel()
         let prefix = Self.id + ".hint"
-        channel.send("observe-many \(WireLimits.maxObservedHints + 1) \(prefix)")
-        #expect(channel.readLine() == "observed 256, then refused: already observing 256 names, the most one process may")
-        channel.send("assert 0 sync")  // once granted, extensiond has read the observes sent before
-        #expect(channel.readLine() == "granted")
-        #expect(channel.readLine() == "released")
-        try host.post("\(prefix).257")
-        try host.post("\(prefix).256")
-        #expect(channel.readLine() == "notified \(prefix).256")
+        try expectTheNameAfterTheMostObservedIsRefused(
+            host: host, channel: channel, prefix: prefix, refusal: "observed 256, then refused: already observing 256 names, the most one process may",
+            sync: "assert 0 sync", synced: ["granted", "released"])
     }
 }

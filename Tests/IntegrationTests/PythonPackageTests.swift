@@ -285,15 +285,10 @@ struct PythonPackageTests {
         let host = try daemon.host()
         let channel = try host.begin(Self.id).hostChannel()
         let prefix = Self.id + ".hint"
-        channel.send("observe-many 257 \(prefix)")
-        #expect(
-            channel.readLine()
-                == "observed 256, then refused: ExtensionRuntimeError: [Errno 28] observe: already observing 256 names, the most one process may")
-        channel.send("reason 4")  // once granted, extensiond has read the observes sent before
-        #expect(channel.readLine() == "granted")
-        try host.post("\(prefix).257")
-        try host.post("\(prefix).256")
-        #expect(channel.readLine() == "notified \(prefix).256")
+        try expectTheNameAfterTheMostObservedIsRefused(
+            host: host, channel: channel, prefix: prefix,
+            refusal: "observed 256, then refused: ExtensionRuntimeError: [Errno 28] observe: already observing 256 names, the most one process may",
+            sync: "reason 4", synced: ["granted"])
     }
 
     /// The channel's variable leaves os.environ as well as the C environment: children started
