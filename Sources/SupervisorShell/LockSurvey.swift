@@ -26,6 +26,10 @@ struct LockSurvey {
     /// names it in `/proc/PID/fd` links (symbolic links resolved).
     var containersRoot: String?
     var proc = "/proc"
+    /// The most descriptors (`/proc/PID/fdinfo/FD` files) one survey reads, on the loop's
+    /// thread: about 30 µs each, so about half a second at most, however many processes and
+    /// descriptors an extension has.
+    var descriptorBudget = 16_384
 
     /// Whether process `pid` exists (`/proc/PID` does).
     private func isAlive(_ pid: Int32) -> Bool {
@@ -50,8 +54,18 @@ struct LockSurvey {
 
         var found: [(lock: HeldLock, link: String, identity: FileIdentity?)] = []
         var seen = Set<String>()
-        for pid in members.sorted() {
+        // The members /proc/locks names first (their POSIX and flock locks), then the others
+        // (OFD locks, flocks of a taker gone), at most `descriptorBudget` descriptors in all.
+        let named = Set(procLocks.lazy.filter { !$0.waiting && memberSet.contains($0.pid) }.map(\.pid))
+        var budget = descriptorBudget
+        var incomplete = false
+        scan: for pid in members.sorted().filter(named.contains) + members.sorted().filter({ !named.contains($0) }) {
             for fd in kernel.listDirectory("\(proc)/\(pid)/fdinfo")?.sorted(by: numerically) ?? [] {
+                guard budget > 0 else {
+                    incomplete = true
+                    break scan
+                }
+                budget -= 1
                 guard case .success(let bytes) = kernel.read("\(proc)/\(pid)/fdinfo/\(fd)") else { continue }
                 let entries = FileLocks.descriptorLocks(String(decoding: bytes, as: UTF8.self)).filter { seen.insert($0.key).inserted }
                 guard !entries.isEmpty else { continue }
@@ -70,9 +84,17 @@ struct LockSurvey {
         // has open (sent away over a unix socket, say): its file cannot be named or watched for
         // opens, and who else has it open cannot be known. It counts as open elsewhere: an
         // exclusive one blocks, and the group is checked for waiters while it stays suspended.
-        for entry in procLocks where !entry.waiting && entry.kind == "FLOCK" && memberSet.contains(entry.pid) && seen.insert(entry.key).inserted {
-            let path = "the inode \(entry.file), through a descriptor no process of the extension has open"
-            found.append((HeldLock(kind: .flock, exclusive: entry.exclusive, path: path, pid: entry.pid, openElsewhere: true), "", nil))
+        // So does any POSIX or flock lock of a member whose descriptors were not all read.
+        for entry in procLocks
+        where !entry.waiting && (entry.kind == "FLOCK" || (incomplete && entry.kind == "POSIX")) && memberSet.contains(entry.pid)
+            && seen.insert(entry.key).inserted
+        {
+            let path =
+                incomplete
+                ? "the inode \(entry.file) (the extension's descriptors were not all read: more than \(descriptorBudget))"
+                : "the inode \(entry.file), through a descriptor no process of the extension has open"
+            found.append(
+                (HeldLock(kind: Self.kind(entry.kind) ?? .flock, exclusive: entry.exclusive, path: path, pid: entry.pid, openElsewhere: true), "", nil))
         }
 
         let wanted = Set(found.compactMap { $0.lock.exclusive ? $0.identity : nil })

@@ -48,6 +48,33 @@ struct LockSurveyTests {
         #expect(found.first?.lock.path == "the inode 08:01:42, through a descriptor no process of the extension has open")
     }
 
+    /// The descriptors read are bounded: the members /proc/locks names come first, and a lock
+    /// of a member whose descriptors were not all read counts as open elsewhere.
+    @Test func aSurveyReadsAtMostItsBudgetOfDescriptorsNamedMembersFirst() {
+        let k = RecordingKernel()
+        k.directories["/proc/50/fdinfo"] = ["0", "1"]
+        k.directories["/proc/100/fdinfo"] = ["0", "1", "2", "3", "4"]
+        k.files["/proc/100/fdinfo/4"] = "pos:\t0\nflags:\t02\nlock:\t1: POSIX  ADVISORY  WRITE 100 08:01:42 0 EOF\n"
+        var survey = survey(k)
+        survey.descriptorBudget = 3
+        let found = survey.locks(heldBy: [50, 100], procLocks: [entry("1: POSIX  ADVISORY  WRITE 100 08:01:42 0 EOF")])
+        let reads = k.calls.compactMap { call -> String? in
+            if case .read(let path) = call, path.contains("/fdinfo/") { return path }
+            return nil
+        }
+        #expect(reads == ["/proc/100/fdinfo/0", "/proc/100/fdinfo/1", "/proc/100/fdinfo/2"], "the named member first, three in all")
+        #expect(found.count == 1)
+        #expect(found.first?.lock.kind == .posix)
+        #expect(found.first?.lock.openElsewhere == true)
+        #expect(found.first?.lock.path == "the inode 08:01:42 (the extension's descriptors were not all read: more than 3)")
+
+        let all = RecordingKernel()
+        all.directories["/proc/100/fdinfo"] = ["0", "1", "2", "3", "4"]
+        all.files["/proc/100/fdinfo/4"] = k.files["/proc/100/fdinfo/4"]
+        let complete = self.survey(all).locks(heldBy: [100], procLocks: [entry("1: POSIX  ADVISORY  WRITE 100 08:01:42 0 EOF")])
+        #expect(complete.first?.lock.openElsewhere == false, "read within the budget: the lock as its descriptor shows it")
+    }
+
     @Test func aWaiterAloneReadsNothing() {
         let k = RecordingKernel()
         let waiter = entry("1: -> FLOCK  ADVISORY  WRITE 100 08:01:42 0 EOF")
