@@ -51,6 +51,17 @@ struct Containment {
         memoryCgroupsV1?.abandon(logger: logger)
     }
 
+    /// What `make` returns; when it throws, what this start created is undone (`abandon`)
+    /// before the error goes on: a step of the start-up after containment that failed.
+    func abandoningOnFailure<T>(logger: Logger, _ make: () throws -> T) throws -> T {
+        do {
+            return try make()
+        } catch {
+            abandon(logger: logger)
+            throw error
+        }
+    }
+
     /// `cgroup` or `process-group`, as `status` says.
     var mode: String { cgroups == nil ? "process-group" : "cgroup" }
 

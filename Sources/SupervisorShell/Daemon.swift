@@ -72,11 +72,8 @@ public final class Daemon {
         if !isSubreaper { logger.warning("cannot become a child subreaper; every stop verification will scan /proc") }
         let containment = try Containment(options.containment, socketPath: options.socketPath, kernel: kernel, logger: logger)
         serviceManager = ServiceManager(kernel: kernel, containmentProblem: containment.problem)
-        do {
-            sources = try ManifestSources(options: options, config: config, kernel: kernel, freezerProblem: containment.problem)
-        } catch {
-            containment.abandon(logger: logger)
-            throw error
+        sources = try containment.abandoningOnFailure(logger: logger) {
+            try ManifestSources(options: options, config: config, kernel: kernel, freezerProblem: containment.problem)
         }
         // After a hand-over the records carry their manifests, as loaded and provisioned by the
         // replaced daemon (whose refusals and warnings were logged then): none is read again.
@@ -93,11 +90,8 @@ public final class Daemon {
         if let handover {
             server = ControlServer(restoring: handover, socketPath: options.socketPath, limits: config.limits, buffers: buffers, kernel: kernel, logger: logger)
         } else {
-            do {
-                server = try ControlServer(options: options, limits: config.limits, buffers: buffers, kernel: kernel, logger: logger)
-            } catch {
-                containment.abandon(logger: logger)
-                throw error
+            server = try containment.abandoningOnFailure(logger: logger) {
+                try ControlServer(options: options, limits: config.limits, buffers: buffers, kernel: kernel, logger: logger)
             }
         }
         // The socket is ours now: whatever a killed predecessor on it left running is ended.

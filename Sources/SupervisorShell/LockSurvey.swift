@@ -59,7 +59,8 @@ struct LockSurvey {
         let named = Set(procLocks.lazy.filter { !$0.waiting && memberSet.contains($0.pid) }.map(\.pid))
         var budget = descriptorBudget
         var incomplete = false
-        scan: for pid in members.sorted().filter(named.contains) + members.sorted().filter({ !named.contains($0) }) {
+        let sorted = members.sorted()
+        scan: for pid in sorted.filter(named.contains) + sorted.filter({ !named.contains($0) }) {
             for fd in kernel.listDirectory("\(proc)/\(pid)/fdinfo")?.sorted(by: numerically) ?? [] {
                 guard budget > 0 else {
                     incomplete = true

@@ -218,29 +218,30 @@ final class ProcessControl {
         }
     }
 
+    /// `kill(-pgid)` of `p`'s process group. ESRCH: the group is gone (the leader exited and was
+    /// reaped meanwhile); its exit is reported through its pidfd. The leader leads its session,
+    /// so it cannot leave it.
+    private func signalGroup(_ signal: Int32, of p: SupervisedProcess) {
+        if let e = kernel.kill(-p.processGroup, signal), !e.isNoProcess {
+            logger.warning("signal \(signal) to group \(p.processGroup) of \(p.extensionID): \(e)")
+        }
+    }
+
     private func send(_ signal: Int32, to target: SignalTarget, of p: SupervisedProcess) {
         let pids: [Int32]
         switch target {
         case .pids(let list): pids = list
         case .leaderGroup:
-            // ESRCH: the group is gone (the leader exited and was reaped meanwhile); its exit is
-            // reported through its pidfd. The leader leads its session, so it cannot leave it.
-            if let e = kernel.kill(-p.processGroup, signal), !e.isNoProcess {
-                logger.warning("signal \(signal) to group \(p.processGroup) of \(p.extensionID): \(e)")
-            }
-            return
+            return signalGroup(signal, of: p)
         case .all:
+            // Without its cgroup's list, the process group is what can be signalled.
             switch p.cgroup.flatMap({ cgroups?.processes(of: $0) }) {
             case .success(let members): pids = members
-            case let unread:
-                // Without its cgroup's list, the process group is what can be signalled.
-                if case .failure(let e) = unread {
-                    logger.warning("cannot read the processes of \(p.extensionID) (pid \(p.pid)): \(e); signalling its process group")
-                }
-                if let e = kernel.kill(-p.processGroup, signal), !e.isNoProcess {
-                    logger.warning("signal \(signal) to group \(p.processGroup) of \(p.extensionID): \(e)")
-                }
-                return
+            case .failure(let e):
+                logger.warning("cannot read the processes of \(p.extensionID) (pid \(p.pid)): \(e); signalling its process group")
+                return signalGroup(signal, of: p)
+            case nil:
+                return signalGroup(signal, of: p)
             }
         }
         for pid in pids {
