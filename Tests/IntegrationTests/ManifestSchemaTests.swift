@@ -139,4 +139,15 @@ import Testing
                 == "example.json: field 'policy.refresh': needs readiness 'runtime': an 'exec' extension has no runtime channel to be refreshed through")
         try Self.check([samples[0], samples[2]])
     }
+
+    /// A `displayName` with a control character (C0, DEL, C1) or a bidirectional formatting
+    /// character is refused by both; right-to-left text itself is accepted by both.
+    @Test func displayNamesWithControlOrBidiCharactersAreRefusedByBoth() throws {
+        let base = #""id": "org.example.d", "executable": "/bin/true""#
+        var samples = ["\\u0007", "\\u007f", "\\u0085", "\\u200e", "\\u202e", "\\u2066"].map {
+            Sample(origin: "displayName with \($0)", json: "{\(base), \"displayName\": \"a\($0)b\"}", expectValid: false)
+        }
+        samples.append(Sample(origin: "right-to-left displayName", json: "{\(base), \"displayName\": \"\\u0645\\u0644 Notes\"}", expectValid: true))
+        try Self.check(samples)
+    }
 }
