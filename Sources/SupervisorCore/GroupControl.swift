@@ -177,6 +177,12 @@ public struct GroupControl: Equatable, Sendable {
 
     /// Where the suspension stands.
     public private(set) var stop: StopState = .running
+    /// How many suspensions began here (`suspend`). Work that belongs to one suspension (the
+    /// survey of the locks held at its confirmed stop) compares it to tell whether that
+    /// suspension still holds or another began since.
+    public private(set) var suspensions: UInt64 = 0
+    /// Whether a suspension is confirmed and holds: every member stopped, or the cgroup frozen.
+    public var isSuspended: Bool { stop == .stopped || stop == .frozen }
     /// The reads of the stop in flight that found members running (none stopped the stop yet).
     private var readsWithRunningMembers = 0
     /// The latest confirmed stop found the leader as the only member, stopped as the kernel
@@ -240,6 +246,7 @@ public struct GroupControl: Equatable, Sendable {
     /// is being killed, and the exit is on its way.
     public mutating func suspend(at now: Instant) -> [GroupAction] {
         guard leaderStatus == nil else { return [] }
+        suspensions += 1
         if mechanism == .freeze && containment == .cgroup {
             stop = .freezing(since: now, warned: false)
             // `frozen 1` is read once right after the write: a group whose members freeze at

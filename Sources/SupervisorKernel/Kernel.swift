@@ -8,7 +8,7 @@ import SupervisorCore
 /// the sequence of calls. Socket I/O goes through `PacketSocket` (ExtensionTransport).
 ///
 /// Failures come back as values (`SystemError`, `Result`): callers handle or log each one.
-public protocol Kernel: AnyObject {
+public protocol Kernel: AnyObject, FileReads {
     // MARK: Clock and identity
     /// CLOCK_MONOTONIC now.
     func now() -> Instant
@@ -89,8 +89,7 @@ public protocol Kernel: AnyObject {
     func setCloseOnExec(_ fds: [Int32]) -> [(fd: Int32, error: SystemError)]
 
     // MARK: Files
-    /// The whole contents of a file (`/proc`, cgroup files, configuration).
-    func read(_ path: String) -> Result<[UInt8], SystemError>
+    // `read(_:)`, `status`, `listDirectory` and `readLink` come from `FileReads`.
     /// Opens `path` without following a link or blocking (a FIFO), and says what it is
     /// (fstat of that descriptor); its contents only when it is a regular file of at most
     /// `limit` bytes. What is checked is what is read: there is no window between the two.
@@ -109,6 +108,12 @@ public protocol Kernel: AnyObject {
     /// read can wait in the kernel (`/proc/locks`), so that the loop goes on meanwhile.
     /// Returns why the read could not start; `done` then never runs.
     func readInBackground(fd: Int32, _ done: @escaping (Result<[UInt8], SystemError>) -> Void) -> SystemError?
+    /// Runs `work` on a thread of its own, given the only kernel access it may make there (the
+    /// reads of `FileReads`), and hands its result to `done` on the loop's thread, in a later
+    /// iteration: for work whose length a third party decides (the lock survey of an
+    /// extension's descriptors), so that the loop goes on meanwhile. Returns why the work
+    /// could not start; neither `work` nor `done` then runs.
+    func inBackground<T: Sendable>(_ work: @escaping @Sendable (any FileReads) -> T, _ done: @escaping (T) -> Void) -> SystemError?
     /// How many CPUs this process may run on (at least 1).
     var processorCount: Int { get }
     /// Runs every one of `jobs`, several at once on threads of their own (CPU work that shares
@@ -140,14 +145,8 @@ public protocol Kernel: AnyObject {
     func changeOwner(_ path: String, user: UInt32, group: UInt32) -> SystemError?
     /// chmod(2).
     func changeMode(_ path: String, _ mode: UInt32) -> SystemError?
-    /// stat(2) (`followLinks`) or lstat(2).
-    func status(_ path: String, followLinks: Bool) -> Result<FileStatus, SystemError>
     /// realpath(3): `path` with every symbolic link and `.`/`..` resolved; nil when it does not exist.
     func resolvePath(_ path: String) -> String?
-    /// The entry names of a directory (without "." and ".."), or nil if it cannot be read.
-    func listDirectory(_ path: String) -> [String]?
-    /// readlink(2): where a symbolic link (a `/proc/PID/fd/N` entry) points.
-    func readLink(_ path: String) -> Result<String, SystemError>
     /// Opens a file or directory read-only, close-on-exec (`directory`: O_DIRECTORY).
     func open(_ path: String, directory: Bool) -> Result<Int32, SystemError>
     /// Opens a file that exists write-only, close-on-exec (a cgroup control file kept open).

@@ -11,8 +11,8 @@ import Glibc
 public final class LinuxKernel: Kernel {
     /// The loop for timers, watches and signals; without one (tools reading /proc only) they fail.
     private let loop: EventLoop?
-    /// The reads done on threads of their own (`readInBackground`).
-    private let backgroundReads = BackgroundReads()
+    /// The work done on threads of their own (`readInBackground`, `inBackground`).
+    private let backgroundWork = BackgroundWork()
 
     /// A kernel with its own sd-event loop (the daemon's), or, with `withLoop` false, one for
     /// tools that only read and signal.
@@ -149,23 +149,8 @@ public final class LinuxKernel: Kernel {
         return waitid(P_PID, id_t(pid), &info, WEXITED | WNOHANG) == 0 && info._sifields._sigchld.si_pid == pid
     }
 
-    /// Opens `path` read-only and close-on-exec (links followed; blocks as the file does: a FIFO
-    /// waits for a writer), reads to end of file retrying EINTR, and closes the descriptor before
-    /// returning. A regular file larger than a page is read straight into one buffer of the
-    /// size fstat(2) gives (grown if the file grew), a pipe 1 MiB at a time, anything else a
-    /// page at a time. Fails with the errno alone.
-    public func read(_ path: String) -> Result<[UInt8], SystemError> {
-        let fd = Glibc.open(path, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { return .failure(SystemError(errno: errno)) }
-        defer { Glibc.close(fd) }
-        var st = stat()
-        guard fstat(fd, &st) == 0 else { return Self.readAll(fd, offset: nil) }
-        switch st.st_mode & S_IFMT {
-        case S_IFREG where st.st_size > 4096: return Self.readSized(fd, size: Int(st.st_size))
-        case S_IFIFO: return Self.readAll(fd, offset: nil, chunk: 1 << 20)
-        default: return Self.readAll(fd, offset: nil)
-        }
-    }
+    /// `SystemFileReads.read`.
+    public func read(_ path: String) -> Result<[UInt8], SystemError> { SystemFileReads().read(path) }
 
     /// Reads `fd` to end of file into a buffer of `size` bytes and one more (so that the end is
     /// seen without growing it), the rest (a file that grew) a page at a time; retries EINTR.
@@ -220,12 +205,20 @@ public final class LinuxKernel: Kernel {
     /// descriptor stays open and its file offset unchanged. Fails with the errno alone.
     public func readToEnd(fd: Int32) -> Result<[UInt8], SystemError> { Self.readAll(fd, offset: 0) }
 
-    /// A detached thread per read (`BackgroundReads`), its result posted back through an
+    /// A detached thread per read (`BackgroundWork`), its result posted back through an
     /// eventfd the loop watches. Fails with `.notSupported` without a loop, or naming
     /// "eventfd" or "pthread_create".
     public func readInBackground(fd: Int32, _ done: @escaping (Result<[UInt8], SystemError>) -> Void) -> SystemError? {
         guard let loop else { return .notSupported }
-        return backgroundReads.read(fd: fd, loop: loop, done)
+        return backgroundWork.run({ Self.readAll(fd, offset: 0) }, loop: loop, done)
+    }
+
+    /// A detached thread per job (`BackgroundWork`), given `SystemFileReads`, its result posted
+    /// back through an eventfd the loop watches. Fails with `.notSupported` without a loop, or
+    /// naming "eventfd" or "pthread_create".
+    public func inBackground<T: Sendable>(_ work: @escaping @Sendable (any FileReads) -> T, _ done: @escaping (T) -> Void) -> SystemError? {
+        guard let loop else { return .notSupported }
+        return backgroundWork.run({ work(SystemFileReads()) }, loop: loop, done)
     }
 
     /// The CPUs this process may run on (its affinity mask, which a cpuset narrows), else the
@@ -318,12 +311,9 @@ public final class LinuxKernel: Kernel {
         chmod(path, mode_t(mode)) == 0 ? nil : SystemError(errno: errno)
     }
 
-    /// fstatat(AT_FDCWD), with AT_SYMLINK_NOFOLLOW unless `followLinks`. The errno alone on
-    /// failure.
+    /// `SystemFileReads.status`.
     public func status(_ path: String, followLinks: Bool) -> Result<FileStatus, SystemError> {
-        var st = stat()
-        guard fstatat(AT_FDCWD, path, &st, followLinks ? 0 : AT_SYMLINK_NOFOLLOW) == 0 else { return .failure(SystemError(errno: errno)) }
-        return .success(LinuxKernel.fileStatus(st))
+        SystemFileReads().status(path, followLinks: followLinks)
     }
 
     static func fileStatus(_ st: stat) -> FileStatus {
@@ -455,19 +445,11 @@ public final class LinuxKernel: Kernel {
         rmdir(path) == 0 ? nil : SystemError(errno: errno)
     }
 
-    /// `directoryEntries`: opendir(3) (links followed) and readdir(3) in the order the file
-    /// system returns them; the stream is closed before returning. Nil when the directory cannot
-    /// be opened; a read error ends the list early.
+    /// `SystemFileReads.listDirectory`.
     public func listDirectory(_ path: String) -> [String]? { directoryEntries(path) }
 
-    /// readlink(2) into a buffer of PATH_MAX bytes, decoded as UTF-8 (invalid bytes replaced).
-    /// The errno alone on failure (EINVAL: not a symbolic link).
-    public func readLink(_ path: String) -> Result<String, SystemError> {
-        var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
-        let n = Glibc.readlink(path, &buffer, buffer.count - 1)
-        guard n >= 0 else { return .failure(SystemError(errno: errno)) }
-        return .success(String(decoding: buffer[0..<n].map { UInt8(bitPattern: $0) }, as: UTF8.self))
-    }
+    /// `SystemFileReads.readLink`.
+    public func readLink(_ path: String) -> Result<String, SystemError> { SystemFileReads().readLink(path) }
 
     /// open(2) with O_RDONLY | O_CLOEXEC (and O_DIRECTORY for `directory`), links followed, in
     /// blocking mode: a new descriptor the caller owns. The errno alone on failure.

@@ -231,7 +231,7 @@ final class ExtensionProcesses {
     /// Whether a stop is in flight, an exit has begun, or a channel has unsent messages: a
     /// hand-over waits until none is, so that none crosses the exec.
     var isBusy: Bool {
-        locks.isReading || byID.values.contains { $0.group.snapshot == nil || $0.channel?.hasUnsent == true }
+        locks.isSurveying || byID.values.contains { $0.group.snapshot == nil || $0.channel?.hasUnsent == true }
     }
 
     /// What crosses a hand-over, one entry per process; nil while `isBusy`.
@@ -367,11 +367,13 @@ final class ExtensionProcesses {
 
 extension ExtensionProcesses: ProcessControlDelegate {
     /// The stop counts as confirmed once the group's locks are known (`LockWatch.survey`, which
-    /// may read /proc/locks on another thread while the loop goes on).
+    /// may read /proc/locks and the members' descriptors on another thread while the loop goes
+    /// on). A survey that returns after the suspension it belongs to ended (the process ended,
+    /// resumed, or stopped again since) is dropped: it tells nothing about the present one.
     func stopConfirmed(_ p: SupervisedProcess, members: [Int32]) {
+        let suspension = p.group.suspensions
         locks.survey(members: members) { [unowned self] found in
-            // The read may return after the process was ended and its entry removed.
-            guard byID[p.extensionID] === p else { return }
+            guard byID[p.extensionID] === p, p.group.suspensions == suspension, p.group.isSuspended else { return }
             locks.watch(p, found)
             sink?.post(.stopConfirmed(extensionID: p.extensionID, generation: p.generation, locks: found.map(\.lock)))
         }

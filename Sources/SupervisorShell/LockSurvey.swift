@@ -2,7 +2,8 @@ import SupervisorCore
 import SupervisorKernel
 
 /// Finds every file lock the processes of a stopped extension hold, and which locked files
-/// another process has open: the facts of `HeldLock`, read from /proc through `Kernel`.
+/// another process has open: the facts of `HeldLock`, read from /proc through `FileReads`
+/// (on a thread of its own: `LockWatch` runs a survey that reads descriptors there).
 ///
 /// - POSIX, OFD and flock locks are found through each member's `/proc/PID/fdinfo/FD`, which
 ///   lists the locks held through that descriptor (OFD locks included, which /proc/locks shows
@@ -19,38 +20,50 @@ import SupervisorKernel
 ///   flock shown with the pid of a live process outside the group is that process's (and
 ///   whoever it shares the description with): it does not make the group's descriptors be read.
 struct LockSurvey {
-    let kernel: any Kernel
+    let files: any FileReads
     /// The daemon's own pid (never counted as another opener).
     let ownPID: Int32
     /// The directory holding the shared containers (`<state>/containers`), as the kernel
     /// names it in `/proc/PID/fd` links (symbolic links resolved).
     var containersRoot: String?
     var proc = "/proc"
-    /// The most descriptors (`/proc/PID/fdinfo/FD` files) one survey reads, on the loop's
-    /// thread: about 30 µs each, so about half a second at most, however many processes and
-    /// descriptors an extension has.
+    /// The most descriptors (`/proc/PID/fdinfo/FD` files) one survey reads: about 30 µs each,
+    /// so the stop of an extension with many processes and descriptors is confirmed within
+    /// about half a second.
     var descriptorBudget = 16_384
 
     /// Whether process `pid` exists (`/proc/PID` does).
     private func isAlive(_ pid: Int32) -> Bool {
-        pid > 0 && kernel.status("\(proc)/\(pid)", followLinks: false).isSuccess
+        pid > 0 && files.status("\(proc)/\(pid)", followLinks: false).isSuccess
     }
 
     /// A lock found, and the `/proc/PID/fd/N` link of the descriptor it is held through (which
     /// names the locked file even when it was renamed or deleted).
-    struct Found {
+    struct Found: Sendable {
         var lock: HeldLock
         var link: String
     }
 
+    /// Whether /proc/locks (`procLocks`) shows a lock the `members` could hold: one with a
+    /// member's pid, an OFD lock, or a flock whose taker is gone. Nil when telling would take
+    /// more than `aliveChecks` checks of whether a flock's taker lives (a system with that many
+    /// flocks of other processes).
+    func mayHoldLocks(_ members: Set<Int32>, procLocks: [FileLocks.Entry], aliveChecks: Int) -> Bool? {
+        var checksLeft = aliveChecks
+        for entry in procLocks where !entry.waiting {
+            if members.contains(entry.pid) || entry.pid == -1 { return true }
+            guard entry.kind == "FLOCK" else { continue }
+            guard checksLeft > 0 else { return nil }
+            checksLeft -= 1
+            if !isAlive(entry.pid) { return true }
+        }
+        return false
+    }
+
+    /// Every lock `members` hold, from /proc/locks (`procLocks`) and their descriptors.
     func locks(heldBy members: [Int32], procLocks: [FileLocks.Entry]) -> [Found] {
         let memberSet = Set(members)
-        let candidates = procLocks.contains { entry in
-            guard !entry.waiting else { return false }
-            if memberSet.contains(entry.pid) || entry.pid == -1 { return true }
-            return entry.kind == "FLOCK" && !isAlive(entry.pid)
-        }
-        guard candidates else { return [] }
+        guard mayHoldLocks(memberSet, procLocks: procLocks, aliveChecks: .max) == true else { return [] }
 
         var found: [(lock: HeldLock, link: String, identity: FileIdentity?)] = []
         var seen = Set<String>()
@@ -61,18 +74,18 @@ struct LockSurvey {
         var incomplete = false
         let sorted = members.sorted()
         scan: for pid in sorted.filter(named.contains) + sorted.filter({ !named.contains($0) }) {
-            for fd in kernel.listDirectory("\(proc)/\(pid)/fdinfo")?.sorted(by: numerically) ?? [] {
+            for fd in files.listDirectory("\(proc)/\(pid)/fdinfo")?.sorted(by: numerically) ?? [] {
                 guard budget > 0 else {
                     incomplete = true
                     break scan
                 }
                 budget -= 1
-                guard case .success(let bytes) = kernel.read("\(proc)/\(pid)/fdinfo/\(fd)") else { continue }
+                guard case .success(let bytes) = files.read("\(proc)/\(pid)/fdinfo/\(fd)") else { continue }
                 let entries = FileLocks.descriptorLocks(String(decoding: bytes, as: UTF8.self)).filter { seen.insert($0.key).inserted }
                 guard !entries.isEmpty else { continue }
                 let link = "\(proc)/\(pid)/fd/\(fd)"
-                let path = (try? kernel.readLink(link).get()) ?? "(unknown file \(entries[0].file))"
-                let identity = try? kernel.status(link, followLinks: true).get().identity
+                let path = (try? files.readLink(link).get()) ?? "(unknown file \(entries[0].file))"
+                let identity = try? files.status(link, followLinks: true).get().identity
                 for e in entries {
                     guard let kind = Self.kind(e.kind) else { continue }
                     let lock = HeldLock(kind: kind, exclusive: e.exclusive, path: path, pid: pid, openElsewhere: false, sharedContainer: container(of: path))
@@ -108,15 +121,15 @@ struct LockSurvey {
         return found.map { Found(lock: $0.lock, link: $0.link) }
     }
 
-    /// Which of `files` some process other than `skipping` has open.
-    func openedElsewhere(_ files: Set<FileIdentity>, skipping: Set<Int32>) -> Set<FileIdentity> {
+    /// Which of `locked` some process other than `skipping` has open.
+    func openedElsewhere(_ locked: Set<FileIdentity>, skipping: Set<Int32>) -> Set<FileIdentity> {
         var opened = Set<FileIdentity>()
-        for entry in kernel.listDirectory(proc) ?? [] {
+        for entry in files.listDirectory(proc) ?? [] {
             guard let pid = Int32(entry), !skipping.contains(pid) else { continue }
-            for fd in kernel.listDirectory("\(proc)/\(pid)/fd") ?? [] {
-                if case .success(let st) = kernel.status("\(proc)/\(pid)/fd/\(fd)", followLinks: true), case let id = st.identity, files.contains(id) {
+            for fd in files.listDirectory("\(proc)/\(pid)/fd") ?? [] {
+                if case .success(let st) = files.status("\(proc)/\(pid)/fd/\(fd)", followLinks: true), case let id = st.identity, locked.contains(id) {
                     opened.insert(id)
-                    if opened.count == files.count { return opened }
+                    if opened.count == locked.count { return opened }
                 }
             }
         }

@@ -25,6 +25,13 @@ final class LockWatch {
     private var waiting: [(members: [Int32], done: ([LockSurvey.Found]) -> Void)] = []
     /// Whether a read in the background failed to start once (said once in the log).
     private var backgroundFailed = false
+    /// The surveys running on threads of their own.
+    private var surveysUnderWay = 0
+    /// Whether a survey in the background failed to start once (said once in the log).
+    private var surveyFailed = false
+    /// How many flocks of other processes a survey checks on the loop's thread (whether their
+    /// taker lives: one `stat` each) before it leaves the rest of the survey to its thread.
+    static let aliveChecksOnLoop = 32
     /// When /proc/locks was last read. A read soon after another does not wait: the kernel
     /// keeps its file-lock semaphore ready for writers for a grace period after each.
     private var lastRead: Instant?
@@ -79,8 +86,9 @@ final class LockWatch {
         return entries
     }
 
-    /// Whether a read of /proc/locks is under way, with stops waiting for it.
-    var isReading: Bool { !waiting.isEmpty }
+    /// Whether a read of /proc/locks or a survey of descriptors is under way, with a stop
+    /// waiting for it.
+    var isSurveying: Bool { !waiting.isEmpty || surveysUnderWay > 0 }
 
     /// The locks the stopped group `members` holds, to `done`: at once when /proc/locks was
     /// read in this loop iteration or is read again within `warmSeconds` of the last read, else
@@ -90,9 +98,9 @@ final class LockWatch {
     /// each in order, as one batch.
     func survey(members: [Int32], _ done: @escaping ([LockSurvey.Found]) -> Void) {
         if waiting.isEmpty, let lastRead, kernel.now().seconds(since: lastRead) < Self.warmSeconds {
-            return done(surveyed(members, currentLocks()))
+            return surveyed(members, currentLocks(), done)
         }
-        if let snapshot, snapshot.at == kernel.iterationTime() { return done(surveyed(members, snapshot.entries)) }
+        if let snapshot, snapshot.at == kernel.iterationTime() { return surveyed(members, snapshot.entries, done) }
         waiting.append((members, done))
         guard waiting.count == 1 else { return }
         if let procLocks {
@@ -111,12 +119,35 @@ final class LockWatch {
         let entries = keep(read)
         let surveys = waiting
         waiting = []
-        let run = { for s in surveys { s.done(self.surveyed(s.members, entries)) } }
+        let run = { for s in surveys { self.surveyed(s.members, entries, s.done) } }
         if let sink { sink.batch(run) } else { run() }
     }
 
-    private func surveyed(_ members: [Int32], _ entries: [FileLocks.Entry]) -> [LockSurvey.Found] {
-        LockSurvey(kernel: kernel, ownPID: kernel.processID, containersRoot: containersRoot()).locks(heldBy: members, procLocks: entries)
+    /// Surveys the locks of the stopped group `members` against /proc/locks (`entries`), to
+    /// `done`: at once when /proc/locks shows no lock they could hold (nothing else is read),
+    /// else from a thread of its own, which reads their descriptors and, for an exclusive
+    /// lock, every process's, while the loop goes on serving. However many processes and
+    /// descriptors an extension has, its survey never holds the loop.
+    private func surveyed(_ members: [Int32], _ entries: [FileLocks.Entry], _ done: @escaping ([LockSurvey.Found]) -> Void) {
+        let ownPID = kernel.processID
+        let root = containersRoot()
+        let onLoop = LockSurvey(files: kernel, ownPID: ownPID, containersRoot: root)
+        if onLoop.mayHoldLocks(Set(members), procLocks: entries, aliveChecks: Self.aliveChecksOnLoop) == false { return done([]) }
+        let error = kernel.inBackground({ files in
+            LockSurvey(files: files, ownPID: ownPID, containersRoot: root).locks(heldBy: members, procLocks: entries)
+        }) { [unowned self] found in
+            surveysUnderWay -= 1
+            if let sink { sink.batch { done(found) } } else { done(found) }
+        }
+        guard let error else {
+            surveysUnderWay += 1
+            return
+        }
+        if !surveyFailed {
+            surveyFailed = true
+            logger.warning("cannot survey locks on another thread (\(error)): the loop reads the descriptors of each stopped extension that may hold a lock")
+        }
+        done(onLoop.locks(heldBy: members, procLocks: entries))
     }
 
     /// The watch of `p`'s locks for a hand-over; nil when it holds none.

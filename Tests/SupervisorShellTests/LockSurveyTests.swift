@@ -12,7 +12,7 @@ struct LockSurveyTests {
 
     func flock(pid: Int32) -> FileLocks.Entry { entry("1: FLOCK  ADVISORY  WRITE \(pid) 08:01:42 0 EOF") }
 
-    func survey(_ k: RecordingKernel) -> LockSurvey { LockSurvey(kernel: k, ownPID: 1, containersRoot: nil) }
+    func survey(_ k: RecordingKernel) -> LockSurvey { LockSurvey(files: k, ownPID: 1, containersRoot: nil) }
 
     func readsDescriptors(_ k: RecordingKernel) -> Bool { k.calls.contains(.listDirectory("/proc/100/fdinfo")) }
 
@@ -81,5 +81,22 @@ struct LockSurveyTests {
         #expect(waiter.waiting)
         #expect(survey(k).locks(heldBy: [100], procLocks: [waiter]).isEmpty)
         #expect(!readsDescriptors(k))
+    }
+
+    /// Whether flocks' takers live is checked at most `aliveChecks` times (a `stat` each, on
+    /// the loop's thread): past that the answer is unknown, and the survey's thread decides.
+    @Test func tellingWhetherFlocksTakersLiveStopsAtItsBound() {
+        let k = RecordingKernel()
+        let pids: [Int32] = Array(500..<510)
+        for pid in pids {
+            k.statuses["/proc/\(pid)"] = FileStatus(
+                kind: .directory, permissions: 0o555, owner: 0, group: 0, size: 0, identity: FileIdentity(device: 0, inode: UInt64(pid)))
+        }
+        let flocks = pids.map { flock(pid: $0) }
+        #expect(survey(k).mayHoldLocks([100], procLocks: flocks, aliveChecks: 10) == false)
+        k.clearCalls()
+        #expect(survey(k).mayHoldLocks([100], procLocks: flocks, aliveChecks: 9) == nil)
+        #expect(k.calls.count == 9, "\(k.calls)")
+        #expect(survey(k).mayHoldLocks([100], procLocks: flocks + [flock(pid: 100)], aliveChecks: 10) == true)
     }
 }

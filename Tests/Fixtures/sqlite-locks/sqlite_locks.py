@@ -131,6 +131,13 @@ def serve(runtime, fd):
             lock(words[1], f, blocking=True, shared=command == "lock-shared")
             kept.append(f)
             say("locked")
+        elif command == "descriptors":
+            # More open descriptors (of /dev/null), for the lock survey to read.
+            count = int(words[1])
+            null = os.open(os.devnull, os.O_RDONLY)
+            kept.append(null)
+            kept.extend(os.dup(null) for _ in range(count - 1))
+            say(f"descriptors {count}")
         elif command == "batches":
             db, count, rows = words[1], int(words[2]), int(words[3])
             c = connect(db, "wal")

@@ -201,6 +201,9 @@ final class SimulatedKernel: Kernel {
     func concurrently(_ jobs: [@Sendable () -> Void]) { for job in jobs { job() } }
 
     func readInBackground(fd: Int32, _ done: @escaping (Result<[UInt8], SystemError>) -> Void) -> SystemError? { refused("read \(fd) in the background") }
+    func inBackground<T: Sendable>(_ work: @escaping @Sendable (any FileReads) -> T, _ done: @escaping (T) -> Void) -> SystemError? {
+        refused("work in the background")
+    }
 
     func prepareSandbox(known: SandboxProbe?) -> (filter: UnsafeRawPointer?, filterError: SystemError?, probe: SandboxProbe) {
         (nil, refused("prepare the sandbox"), SandboxProbe(errors: [], userNamespace: false))

@@ -25,6 +25,7 @@ final class RecordingKernel: Kernel {
         case read(String)
         case readFD(Int32)
         case readInBackground(Int32)
+        case inBackground
         case write(String, String)
         case writeFD(Int32, String)
         case openForWriting(String)
@@ -62,6 +63,7 @@ final class RecordingKernel: Kernel {
             case let .kill(pid, sig): "kill(\(pid), \(sig))"
             case let .openPidfd(pid): "pidfd_open(\(pid))"
             case let .readInBackground(fd): "read(\(fd)) on another thread"
+            case .inBackground: "work on another thread"
             case let .signalPidfd(fd, sig): "pidfd_send_signal(\(fd), \(sig))"
             case let .stopReported(fd): "waitid(pidfd \(fd), WSTOPPED)"
             case let .exitStatus(fd, reap): "waitid(pidfd \(fd), WEXITED\(reap ? "" : "|WNOWAIT"))"
@@ -182,6 +184,11 @@ final class RecordingKernel: Kernel {
     var exitCode: Int32?
     /// Reads started with `readInBackground` and not finished yet (`finishBackgroundReads`).
     var backgroundReads: [(fd: Int32, done: (Result<[UInt8], SystemError>) -> Void)] = []
+    /// Work started with `inBackground` and not run yet: each runs, with this kernel's reads,
+    /// at `finishBackgroundWork`, on the test's thread.
+    var backgroundWork: [() -> Void] = []
+    /// The descriptor `open` last returned for each path.
+    var opened: [String: Int32] = [:]
 
     func now() -> Instant { clock }
     func iterationTime() -> Instant { clock }
@@ -272,6 +279,12 @@ final class RecordingKernel: Kernel {
     func readInBackground(fd: Int32, _ done: @escaping (Result<[UInt8], SystemError>) -> Void) -> SystemError? {
         calls.append(.readInBackground(fd))
         backgroundReads.append((fd, done))
+        return nil
+    }
+
+    func inBackground<T: Sendable>(_ work: @escaping @Sendable (any FileReads) -> T, _ done: @escaping (T) -> Void) -> SystemError? {
+        calls.append(.inBackground)
+        backgroundWork.append { [unowned self] in done(work(self)) }
         return nil
     }
 
@@ -370,6 +383,7 @@ final class RecordingKernel: Kernel {
     func open(_ path: String, directory: Bool) -> Result<Int32, SystemError> {
         calls.append(.open(path))
         nextFD += 1
+        opened[path] = nextFD
         return .success(nextFD)
     }
 
@@ -574,13 +588,22 @@ final class RecordingKernel: Kernel {
     }
 
     /// Finishes every read started in the background, with the descriptor's contents, as one
-    /// loop iteration (the eventfd of `BackgroundReads` becoming readable).
+    /// loop iteration (the eventfd of `BackgroundWork` becoming readable).
     func finishBackgroundReads() {
         let reads = backgroundReads
         backgroundReads = []
         for r in reads {
             r.done(descriptors[r.fd].map { .success(Array($0.utf8)) } ?? .failure(SystemError(errno: EBADF)))
         }
+        endIteration()
+    }
+
+    /// Runs the work started in the background so far, in the order it was started, each with
+    /// this kernel's reads, and hands each result to its handler, as one loop iteration.
+    func finishBackgroundWork() {
+        let work = backgroundWork
+        backgroundWork = []
+        for w in work { w() }
         endIteration()
     }
 

@@ -1,0 +1,66 @@
+import ExtensionTransport
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The reads of files and links that work done off the loop's thread may make
+/// (`Kernel.inBackground`): the lock survey's walk of `/proc`. `Kernel` offers them too, so
+/// that code written against this interface runs on the loop or in the background alike.
+public protocol FileReads {
+    /// The whole contents of a file (`/proc`, cgroup files, configuration).
+    func read(_ path: String) -> Result<[UInt8], SystemError>
+    /// stat(2) (`followLinks`) or lstat(2).
+    func status(_ path: String, followLinks: Bool) -> Result<FileStatus, SystemError>
+    /// The entry names of a directory (without "." and ".."), or nil if it cannot be read.
+    func listDirectory(_ path: String) -> [String]?
+    /// readlink(2): where a symbolic link (a `/proc/PID/fd/N` entry) points.
+    func readLink(_ path: String) -> Result<String, SystemError>
+}
+
+/// `FileReads` made with system calls on the calling thread. It holds no state, so any thread
+/// may use it; each call opens, reads and closes what it needs before it returns.
+public struct SystemFileReads: FileReads, Sendable {
+    /// Reads with system calls; nothing is opened until a read.
+    public init() {}
+
+    /// Opens `path` read-only and close-on-exec (links followed; blocks as the file does: a FIFO
+    /// waits for a writer), reads to end of file retrying EINTR, and closes the descriptor before
+    /// returning. A regular file larger than a page is read straight into one buffer of the
+    /// size fstat(2) gives (grown if the file grew), a pipe 1 MiB at a time, anything else a
+    /// page at a time. Fails with the errno alone.
+    public func read(_ path: String) -> Result<[UInt8], SystemError> {
+        let fd = Glibc.open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return .failure(SystemError(errno: errno)) }
+        defer { Glibc.close(fd) }
+        var st = stat()
+        guard fstat(fd, &st) == 0 else { return LinuxKernel.readAll(fd, offset: nil) }
+        switch st.st_mode & S_IFMT {
+        case S_IFREG where st.st_size > 4096: return LinuxKernel.readSized(fd, size: Int(st.st_size))
+        case S_IFIFO: return LinuxKernel.readAll(fd, offset: nil, chunk: 1 << 20)
+        default: return LinuxKernel.readAll(fd, offset: nil)
+        }
+    }
+
+    /// fstatat(AT_FDCWD), with AT_SYMLINK_NOFOLLOW unless `followLinks`. The errno alone on
+    /// failure.
+    public func status(_ path: String, followLinks: Bool) -> Result<FileStatus, SystemError> {
+        var st = stat()
+        guard fstatat(AT_FDCWD, path, &st, followLinks ? 0 : AT_SYMLINK_NOFOLLOW) == 0 else { return .failure(SystemError(errno: errno)) }
+        return .success(LinuxKernel.fileStatus(st))
+    }
+
+    /// opendir(3) (links followed) and readdir(3) in the order the file system returns them;
+    /// the stream is closed before returning. Nil when the directory cannot be opened; a read
+    /// error ends the list early.
+    public func listDirectory(_ path: String) -> [String]? { directoryEntries(path) }
+
+    /// readlink(2) into a buffer of PATH_MAX bytes, decoded as UTF-8 (invalid bytes replaced).
+    /// The errno alone on failure (EINVAL: not a symbolic link).
+    public func readLink(_ path: String) -> Result<String, SystemError> {
+        var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
+        let n = Glibc.readlink(path, &buffer, buffer.count - 1)
+        guard n >= 0 else { return .failure(SystemError(errno: errno)) }
+        return .success(String(decoding: buffer[0..<n].map { UInt8(bitPattern: $0) }, as: UTF8.self))
+    }
+}

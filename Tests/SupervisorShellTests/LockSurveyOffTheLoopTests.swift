@@ -1,0 +1,185 @@
+import ExtensionProtocol
+import ExtensionTransport
+import SupervisorCore
+import SupervisorKernel
+import Testing
+
+@testable import SupervisorShell
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The survey of a stopped extension's descriptors runs on a thread of its own: the loop serves
+/// while it reads, the stop is confirmed when it returns, and a survey that returns after its
+/// suspension ended confirms nothing.
+extension DaemonOnRecordingKernelTests {
+    /// The widget's leader in these tests (as the recording kernel spawns it), its pidfd, and
+    /// the file its one descriptor locks.
+    static let leader: Int32 = 4242
+    static let leaderPidfd: Int32 = 7
+    static let lockedFile = "/data/widget.sqlite"
+
+    /// /proc/locks shows a POSIX write lock of the leader, and its descriptor 3 holds it.
+    func scriptALockOfTheLeader() throws {
+        let k = kernel
+        let line = "1: POSIX  ADVISORY  WRITE \(Self.leader) 08:01:42 0 EOF\n"
+        k.descriptors[try #require(k.opened["/proc/locks"])] = line
+        k.directories["/proc/\(Self.leader)/fdinfo"] = ["3"]
+        k.files["/proc/\(Self.leader)/fdinfo/3"] = "pos:\t0\nflags:\t02\nlock:\t\(line)"
+        k.links["/proc/\(Self.leader)/fd/3"] = Self.lockedFile
+    }
+
+    /// A host connected, the widget begun and ready: the host, its watch, the extension's end of
+    /// its runtime channel, and the open request. The caller closes the sockets.
+    func begunWidget() throws -> (host: PacketSocket, watch: Int32, runtime: PacketSocket, requestID: UInt64) {
+        let k = kernel
+        let listenerFD = try #require(k.watches.first { !$0.cancelled }?.fd)
+        let (host, connectionFD) = try connectClient()
+        try send(.begin(tag: 1, extensionID: Self.id), on: host)
+        #expect(k.fire(fd: connectionFD))
+        let runtime = try #require(k.runtimeChannels[Self.leader])
+        try runtime.setNonBlocking()
+        let taken = [Self.leaderPidfd, connectionFD, listenerFD]
+        let channelFD = try #require(k.watches.last { !$0.cancelled && !taken.contains($0.fd) }?.fd)
+        try send(.ready, on: runtime)
+        #expect(k.fire(fd: channelFD))
+        let delivered = try messages(on: runtime)
+        let deliveredRequest: UInt64? = if case .deliver(let id)? = delivered.first?.0 { id } else { nil }
+        let requestID = try #require(deliveredRequest, "no deliver: \(delivered.map(\.0))")
+        for (_, fd) in delivered { if let fd { close(fd) } }
+        for (_, fd) in try messages(on: host) { if let fd { close(fd) } }
+        return (host, connectionFD, runtime, requestID)
+    }
+
+    /// Ends request `requestID` (tag `tag`): the SIGSTOP goes out and the stop is in flight.
+    func dismiss(_ requestID: UInt64, tag: UInt32, host: PacketSocket, watch: Int32) throws {
+        try send(.end(tag: tag, requestID: requestID), on: host)
+        #expect(kernel.fire(fd: watch))
+        #expect(try messages(on: host).map(\.0) == [.ok(tag: tag)])
+        #expect(daemon.core.records[Self.id]?.phase == .stopping(wasExpiring: false))
+    }
+
+    /// The kernel reports the leader's stop (SIGCHLD, then `waitid` on its pidfd).
+    func reportTheLeadersStop() {
+        kernel.stopped.insert(Self.leaderPidfd)
+        kernel.raise(SignalNumber.child, sender: Self.leader, code: childStoppedCode)
+    }
+
+    var readsTheLeadersDescriptors: Bool { kernel.calls.contains(.listDirectory("/proc/\(Self.leader)/fdinfo")) }
+
+    @Test func theDescriptorsOfAStopThatMayHoldALockAreSurveyedOffTheLoop() throws {
+        let k = kernel
+        defer { tearDown() }
+        let (host, watch, runtime, requestID) = try begunWidget()
+        defer {
+            host.close()
+            runtime.close()
+        }
+        try scriptALockOfTheLeader()
+        try dismiss(requestID, tag: 2, host: host, watch: watch)
+        k.clearCalls()
+        reportTheLeadersStop()
+        k.finishBackgroundReads()  // /proc/locks, read after a quiet spell
+        #expect(k.calls.contains(.inBackground), "\(k.calls)")
+        #expect(!readsTheLeadersDescriptors, "the loop read the descriptors itself: \(k.calls)")
+        #expect(daemon.core.records[Self.id]?.phase == .stopping(wasExpiring: false), "confirmed before its survey returned")
+
+        // The loop serves while the survey runs.
+        try send(.prewarm(tag: 20, extensionIDs: []), on: host)
+        #expect(k.fire(fd: watch))
+        #expect(try messages(on: host).map(\.0) == [.ok(tag: 20)])
+
+        k.finishBackgroundWork()
+        #expect(readsTheLeadersDescriptors, "\(k.calls)")
+        #expect(daemon.core.records[Self.id]?.state == .suspended)
+        #expect(k.calls.contains(.watchOpens(["/proc/\(Self.leader)/fd/3"])), "the locked file is watched for opens: \(k.calls)")
+    }
+
+    /// A stop whose members hold no lock /proc/locks shows is confirmed without a survey: nothing
+    /// goes to another thread.
+    @Test func aStopThatHoldsNoLockIsConfirmedWithoutASurvey() throws {
+        let k = kernel
+        defer { tearDown() }
+        let (host, watch, runtime, requestID) = try begunWidget()
+        defer {
+            host.close()
+            runtime.close()
+        }
+        k.descriptors[try #require(k.opened["/proc/locks"])] = "1: POSIX  ADVISORY  WRITE 99 08:01:42 0 EOF\n"
+        try dismiss(requestID, tag: 2, host: host, watch: watch)
+        k.clearCalls()
+        reportTheLeadersStop()
+        k.finishBackgroundReads()
+        #expect(!k.calls.contains(.inBackground), "\(k.calls)")
+        #expect(!readsTheLeadersDescriptors)
+        #expect(daemon.core.records[Self.id]?.state == .suspended)
+    }
+
+    /// The survey of a stop returns after the extension was resumed and dismissed again, before
+    /// the kernel reported the second stop: it must not confirm that one, whose processes may
+    /// still run. The second stop is confirmed by its own survey.
+    @Test func aSurveyThatReturnsAfterItsSuspensionEndedConfirmsNothing() throws {
+        let k = kernel
+        defer { tearDown() }
+        let (host, watch, runtime, requestID) = try begunWidget()
+        defer {
+            host.close()
+            runtime.close()
+        }
+        try scriptALockOfTheLeader()
+        try dismiss(requestID, tag: 2, host: host, watch: watch)
+        reportTheLeadersStop()
+        k.finishBackgroundReads()
+        #expect(k.backgroundWork.count == 1, "the first stop's survey is under way")
+
+        // Begun again: resumed at once, the survey still under way.
+        k.stopped.remove(Self.leaderPidfd)
+        try send(.begin(tag: 3, extensionID: Self.id), on: host)
+        #expect(k.fire(fd: watch))
+        #expect(k.calls.contains(.kill(Self.leader, SignalNumber.cont)) || k.calls.contains(.kill(-Self.leader, SignalNumber.cont)), "\(k.calls)")
+        guard case .deliver(let second)? = try messages(on: runtime).last?.0 else {
+            Issue.record("no second deliver")
+            return
+        }
+        for (_, fd) in try messages(on: host) { if let fd { close(fd) } }
+        #expect(daemon.core.records[Self.id]?.state == .active)
+
+        // Dismissed again; its stop is not reported yet when the first survey returns.
+        try dismiss(second, tag: 4, host: host, watch: watch)
+        k.clearCalls()
+        k.finishBackgroundWork()
+        #expect(daemon.core.records[Self.id]?.phase == .stopping(wasExpiring: false), "a survey of the suspension before confirmed this one")
+        #expect(!k.calls.contains { if case .watchOpens = $0 { true } else { false } }, "a watch installed for a running group: \(k.calls)")
+
+        // Its own stop and survey confirm it.
+        reportTheLeadersStop()
+        k.finishBackgroundReads()
+        k.finishBackgroundWork()
+        #expect(daemon.core.records[Self.id]?.state == .suspended)
+    }
+
+    /// A re-exec waits for a survey under way: its result could not cross the exec, and the
+    /// stop it confirms would stay in flight in the new program.
+    @Test func aReexecWaitsForASurveyUnderWay() throws {
+        let k = kernel
+        defer { tearDown() }
+        let (host, watch, runtime, requestID) = try begunWidget()
+        defer {
+            host.close()
+            runtime.close()
+        }
+        try scriptALockOfTheLeader()
+        try dismiss(requestID, tag: 2, host: host, watch: watch)
+        reportTheLeadersStop()
+        k.finishBackgroundReads()
+        #expect(k.backgroundWork.count == 1, "the survey is under way")
+        daemon.requestReexec(from: nil)
+        k.advance(to: k.clock.adding(seconds: 0.05))
+        #expect(k.executions.isEmpty, "it went ahead while the survey was under way")
+        #expect(daemon.extensions.isBusy)
+        k.finishBackgroundWork()
+        #expect(daemon.core.records[Self.id]?.state == .suspended)
+        #expect(!daemon.extensions.isBusy)
+    }
+}
