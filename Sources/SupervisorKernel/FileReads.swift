@@ -10,6 +10,9 @@ import Glibc
 public protocol FileReads {
     /// The whole contents of a file (`/proc`, cgroup files, configuration).
     func read(_ path: String) -> Result<[UInt8], SystemError>
+    /// Reads an open file from offset 0 to its end, whatever its records (`/proc/locks`, where
+    /// one record is a lock and every waiter on it).
+    func readToEnd(fd: Int32) -> Result<[UInt8], SystemError>
     /// stat(2) (`followLinks`) or lstat(2).
     func status(_ path: String, followLinks: Bool) -> Result<FileStatus, SystemError>
     /// The entry names of a directory (without "." and ".."), or nil if it cannot be read.
@@ -41,6 +44,10 @@ public struct SystemFileReads: FileReads, Sendable {
         default: return LinuxKernel.readAll(fd, offset: nil)
         }
     }
+
+    /// pread(2) from offset 0 in 4 KiB reads, retrying EINTR, until one returns end of file. The
+    /// descriptor stays open and its file offset unchanged. Fails with the errno alone.
+    public func readToEnd(fd: Int32) -> Result<[UInt8], SystemError> { LinuxKernel.readAll(fd, offset: 0) }
 
     /// fstatat(AT_FDCWD), with AT_SYMLINK_NOFOLLOW unless `followLinks`. The errno alone on
     /// failure.

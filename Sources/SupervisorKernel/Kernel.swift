@@ -89,7 +89,8 @@ public protocol Kernel: AnyObject, FileReads {
     func setCloseOnExec(_ fds: [Int32]) -> [(fd: Int32, error: SystemError)]
 
     // MARK: Files
-    // `read(_:)`, `status`, `listDirectory` and `readLink` come from `FileReads`.
+    // `read(_:)`, `readToEnd(fd:)`, `status`, `listDirectory` and `readLink` come from
+    // `FileReads`.
     /// Opens `path` without following a link or blocking (a FIFO), and says what it is
     /// (fstat of that descriptor); its contents only when it is a regular file of at most
     /// `limit` bytes. What is checked is what is read: there is no window between the two.
@@ -100,14 +101,6 @@ public protocol Kernel: AnyObject, FileReads {
     /// the read also re-arms its notification; `cgroup.procs` lists the members anew). A read
     /// of less than half a page is taken as the whole file (`LinuxKernel.completeSeqRead`).
     func read(fd: Int32) -> Result<[UInt8], SystemError>
-    /// Reads an open file from offset 0 to its end, whatever its records (`/proc/locks`, where
-    /// one record is a lock and every waiter on it).
-    func readToEnd(fd: Int32) -> Result<[UInt8], SystemError>
-    /// Reads an open file from offset 0 to its end on another thread, as `readToEnd` does, and
-    /// hands the result to `done` on the loop's thread, in a later iteration: for a file whose
-    /// read can wait in the kernel (`/proc/locks`), so that the loop goes on meanwhile.
-    /// Returns why the read could not start; `done` then never runs.
-    func readInBackground(fd: Int32, _ done: @escaping (Result<[UInt8], SystemError>) -> Void) -> SystemError?
     /// Runs `work` on a thread of its own, given the only kernel access it may make there (the
     /// reads of `FileReads`), and hands its result to `done` on the loop's thread, in a later
     /// iteration: for work whose length a third party decides (the lock survey of an

@@ -11,7 +11,7 @@ import Glibc
 public final class LinuxKernel: Kernel {
     /// The loop for timers, watches and signals; without one (tools reading /proc only) they fail.
     private let loop: EventLoop?
-    /// The work done on threads of their own (`readInBackground`, `inBackground`).
+    /// The work done on threads of their own (`inBackground`).
     private let backgroundWork = BackgroundWork()
 
     /// A kernel with its own sd-event loop (the daemon's), or, with `withLoop` false, one for
@@ -201,17 +201,8 @@ public final class LinuxKernel: Kernel {
     /// and its file offset unchanged. Fails with the errno alone.
     public func read(fd: Int32) -> Result<[UInt8], SystemError> { Self.readAll(fd, offset: 0, shortRecords: true) }
 
-    /// pread(2) from offset 0 in 4 KiB reads, retrying EINTR, until one returns end of file. The
-    /// descriptor stays open and its file offset unchanged. Fails with the errno alone.
-    public func readToEnd(fd: Int32) -> Result<[UInt8], SystemError> { Self.readAll(fd, offset: 0) }
-
-    /// A detached thread per read (`BackgroundWork`), its result posted back through an
-    /// eventfd the loop watches. Fails with `.notSupported` without a loop, or naming
-    /// "eventfd" or "pthread_create".
-    public func readInBackground(fd: Int32, _ done: @escaping (Result<[UInt8], SystemError>) -> Void) -> SystemError? {
-        guard let loop else { return .notSupported }
-        return backgroundWork.run({ Self.readAll(fd, offset: 0) }, loop: loop, done)
-    }
+    /// `SystemFileReads.readToEnd`.
+    public func readToEnd(fd: Int32) -> Result<[UInt8], SystemError> { SystemFileReads().readToEnd(fd: fd) }
 
     /// A detached thread per job (`BackgroundWork`), given `SystemFileReads`, its result posted
     /// back through an eventfd the loop watches. Fails with `.notSupported` without a loop, or

@@ -5,7 +5,7 @@ import SupervisorKernel
 /// for it. Used to notice a suspended extension that blocks others on a lock (0xdead10cc).
 /// OFD locks (owner pid -1) cannot be attributed to a process and are skipped.
 enum FileLocks {
-    struct Lock: Equatable {
+    struct Lock: Equatable, Sendable {
         /// The lock's number in /proc/locks (waiters repeat it after "->").
         var number: Int
         var holder: Int32
@@ -14,14 +14,15 @@ enum FileLocks {
         var waiters: Int
     }
 
-    /// Every held lock, with its waiter count, or why /proc/locks cannot be read.
-    static func current(_ kernel: any Kernel) -> Result<[Lock], SystemError> {
-        kernel.read("/proc/locks").map { parse(String(decoding: $0, as: UTF8.self)) }
+    /// Every held lock, with its waiter count, or why /proc/locks cannot be read (`files` may
+    /// be the loop's kernel or another thread's reads).
+    static func current(_ files: any FileReads) -> Result<[Lock], SystemError> {
+        files.read("/proc/locks").map { parse(String(decoding: $0, as: UTF8.self)) }
     }
 
     /// One lock line of /proc/locks or of a `lock:` line in /proc/PID/fdinfo/FD (which has the
     /// same format): `N: [->] KIND ADVISORY TYPE PID MAJ:MIN:INODE START END`.
-    struct Entry: Equatable {
+    struct Entry: Equatable, Sendable {
         var number: Int
         /// A process blocked waiting for lock `number` (`->`).
         var waiting: Bool

@@ -35,6 +35,12 @@ final class LockWatch {
     /// When /proc/locks was last read. A read soon after another does not wait: the kernel
     /// keeps its file-lock semaphore ready for writers for a grace period after each.
     private var lastRead: Instant?
+    /// The size of the last read of /proc/locks, in bytes (0 after a failed read).
+    private var lastReadBytes = 0
+    /// The largest /proc/locks read and parsed on the loop's thread (about 450 locks): a larger
+    /// one goes to another thread even soon after the last read, since the kernel makes its
+    /// text at each read and parsing it takes time in proportion.
+    static let warmBytes = 32 * 1024
     /// How soon after a read another is done on the loop's thread rather than another thread:
     /// a read this close to the last does not wait for an RCU grace period, one much later may
     /// (docs/performance.md, "A dismissal after a quiet spell", has the figures).
@@ -68,19 +74,29 @@ final class LockWatch {
     /// stops confirmed together shares one read and one parse).
     private func currentLocks() -> [FileLocks.Entry] {
         if let snapshot, snapshot.at == kernel.iterationTime() { return snapshot.entries }
-        return keep(procLocks.map { kernel.readToEnd(fd: $0) } ?? kernel.read("/proc/locks"))
+        return keep(Self.read(procLocks, with: kernel))
     }
 
-    /// Parses a read of /proc/locks and keeps it for the rest of the loop iteration.
-    private func keep(_ read: Result<[UInt8], SystemError>) -> [FileLocks.Entry] {
-        let text: String
+    /// /proc/locks read through `procLocks` (kept open; by path when nil) with `files`, on the
+    /// loop's thread or another, and parsed: its entries and its size in bytes.
+    private static func read(_ procLocks: Int32?, with files: any FileReads) -> Result<ProcLocks, SystemError> {
+        (procLocks.map { files.readToEnd(fd: $0) } ?? files.read("/proc/locks")).map { bytes in
+            ProcLocks(entries: FileLocks.entries(String(decoding: bytes, as: UTF8.self)), bytes: bytes.count)
+        }
+    }
+
+    /// Keeps a read of /proc/locks for the rest of the loop iteration.
+    private func keep(_ read: Result<ProcLocks, SystemError>) -> [FileLocks.Entry] {
+        let entries: [FileLocks.Entry]
         switch read {
-        case .success(let bytes): text = String(decoding: bytes, as: UTF8.self)
+        case .success(let locks):
+            entries = locks.entries
+            lastReadBytes = locks.bytes
         case .failure(let error):
             logger.warning("cannot read /proc/locks (\(error)): locks held at suspension go unnoticed")
-            text = ""
+            entries = []
+            lastReadBytes = 0
         }
-        let entries = FileLocks.entries(text)
         snapshot = (kernel.iterationTime(), entries)
         lastRead = kernel.now()
         return entries
@@ -91,31 +107,30 @@ final class LockWatch {
     var isSurveying: Bool { !waiting.isEmpty || surveysUnderWay > 0 }
 
     /// The locks the stopped group `members` holds, to `done`: at once when /proc/locks was
-    /// read in this loop iteration or is read again within `warmSeconds` of the last read, else
-    /// when a read on another thread returns. A read after a quiet spell waits for an RCU grace
-    /// period in the kernel (its file-lock semaphore is taken for writing), and the loop goes on
-    /// serving meanwhile; the stops that arrive until it returns share it, and `done` runs for
-    /// each in order, as one batch.
+    /// read in this loop iteration, or is read again within `warmSeconds` of the last read
+    /// and that read was small (under `warmBytes`), else when a read and parse on another
+    /// thread returns. A read after a quiet spell waits for an RCU grace period in the kernel
+    /// (its file-lock semaphore is taken for writing), and a large file (many locks on the
+    /// system) takes long to make and to parse: the loop goes on serving meanwhile; the stops
+    /// that arrive until it returns share it, and `done` runs for each in order, as one batch.
     func survey(members: [Int32], _ done: @escaping ([LockSurvey.Found]) -> Void) {
-        if waiting.isEmpty, let lastRead, kernel.now().seconds(since: lastRead) < Self.warmSeconds {
+        if waiting.isEmpty, let lastRead, lastReadBytes < Self.warmBytes, kernel.now().seconds(since: lastRead) < Self.warmSeconds {
             return surveyed(members, currentLocks(), done)
         }
         if let snapshot, snapshot.at == kernel.iterationTime() { return surveyed(members, snapshot.entries, done) }
         waiting.append((members, done))
         guard waiting.count == 1 else { return }
-        if let procLocks {
-            guard let error = kernel.readInBackground(fd: procLocks, { [unowned self] read in arrived(read) }) else { return }
-            if !backgroundFailed {
-                backgroundFailed = true
-                logger.warning("cannot read /proc/locks on another thread (\(error)): the loop waits for each read")
-            }
-            return arrived(kernel.readToEnd(fd: procLocks))
+        let procLocks = self.procLocks
+        guard let error = kernel.inBackground({ files in Self.read(procLocks, with: files) }, { [unowned self] read in arrived(read) }) else { return }
+        if !backgroundFailed {
+            backgroundFailed = true
+            logger.warning("cannot read /proc/locks on another thread (\(error)): the loop waits for each read")
         }
-        arrived(kernel.read("/proc/locks"))
+        arrived(Self.read(procLocks, with: kernel))
     }
 
     /// The read of /proc/locks the waiting surveys needed.
-    private func arrived(_ read: Result<[UInt8], SystemError>) {
+    private func arrived(_ read: Result<ProcLocks, SystemError>) {
         let entries = keep(read)
         let surveys = waiting
         waiting = []
@@ -238,24 +253,48 @@ final class LockWatch {
     private func armCheck(_ p: SupervisedProcess) {
         let locks = p.locks
         let armed = kernel.addTimer(at: kernel.now().adding(seconds: LockWatch.checkSeconds)) { [unowned self, unowned p] in
-            locks.check = nil
-            let current: [FileLocks.Lock]
-            switch FileLocks.current(kernel) {
-            case .success(let all): current = all
-            case .failure(let e):
-                logger.warning("cannot read /proc/locks for the lock watch of \(p.extensionID): \(e); reading it again later")
-                return armCheck(p)
-            }
-            let contended = current.filter { locks.holders.contains($0.holder) && $0.waiters > 0 }
-            guard let first = contended.first else { return armCheck(p) }
-            let detail = "pid \(first.holder) holds a \(first.kind) lock on \(first.file) that \(first.waiters) process(es) wait for"
-            locks.stop()
-            sink?.post(.lockContention(extensionID: p.extensionID, generation: p.generation, detail: detail))
+            checkForWaiters(p)
         }
         switch armed {
         case .success(let timer): locks.check = timer
         case .failure(let error): logger.error("cannot arm the lock watch of \(p.extensionID) (\(error)): its locks are not watched")
         }
+    }
+
+    /// One check of `p`'s locks for blocked waiters: /proc/locks is read and parsed on another
+    /// thread (on the loop's when none can start), and the check is armed again unless a
+    /// waiter is found. A result that returns after the watch stopped (the group resumed,
+    /// signalled or gone) is dropped.
+    private func checkForWaiters(_ p: SupervisedProcess) {
+        let locks = p.locks
+        let reading = CheckUnderWay()
+        locks.check = reading
+        let error = kernel.inBackground({ files in FileLocks.current(files) }) { [unowned self, weak p] current in
+            guard let p, locks.check === reading else { return }
+            checked(p, current)
+        }
+        guard let error else { return }
+        logger.warning("cannot read /proc/locks on another thread for the lock watch of \(p.extensionID) (\(error)): the loop reads it")
+        checked(p, FileLocks.current(kernel))
+    }
+
+    /// Acts on a check's read of /proc/locks: contention when a member holds a lock another
+    /// process waits for, else the next check.
+    private func checked(_ p: SupervisedProcess, _ read: Result<[FileLocks.Lock], SystemError>) {
+        let locks = p.locks
+        locks.check = nil
+        let current: [FileLocks.Lock]
+        switch read {
+        case .success(let all): current = all
+        case .failure(let e):
+            logger.warning("cannot read /proc/locks for the lock watch of \(p.extensionID): \(e); reading it again later")
+            return armCheck(p)
+        }
+        let contended = current.filter { locks.holders.contains($0.holder) && $0.waiters > 0 }
+        guard let first = contended.first else { return armCheck(p) }
+        let detail = "pid \(first.holder) holds a \(first.kind) lock on \(first.file) that \(first.waiters) process(es) wait for"
+        locks.stop()
+        sink?.post(.lockContention(extensionID: p.extensionID, generation: p.generation, detail: detail))
     }
 }
 
@@ -302,4 +341,16 @@ final class OpenWatch: Cancellable {
         self.source = nil
         kernel.close(fd)
     }
+}
+
+/// The read of /proc/locks a check for waiters has under way: it holds the check's place
+/// (`SuspendedLocks.check`) until the read returns; cancelling it drops that result.
+final class CheckUnderWay: Cancellable {
+    func cancel() {}
+}
+
+/// /proc/locks, read and parsed: its entries, and its size in bytes.
+struct ProcLocks: Sendable {
+    var entries: [FileLocks.Entry]
+    var bytes: Int
 }

@@ -80,8 +80,9 @@ extension DaemonOnRecordingKernelTests {
         try dismiss(requestID, tag: 2, host: host, watch: watch)
         k.clearCalls()
         reportTheLeadersStop()
-        k.finishBackgroundReads()  // /proc/locks, read after a quiet spell
-        #expect(k.calls.contains(.inBackground), "\(k.calls)")
+        #expect(k.calls.contains(.inBackground), "/proc/locks, read after a quiet spell: \(k.calls)")
+        k.finishBackgroundWork()
+        #expect(k.backgroundWork.count == 1, "the survey of the descriptors: \(k.calls)")
         #expect(!readsTheLeadersDescriptors, "the loop read the descriptors itself: \(k.calls)")
         #expect(daemon.core.records[Self.id]?.phase == .stopping(wasExpiring: false), "confirmed before its survey returned")
 
@@ -110,8 +111,8 @@ extension DaemonOnRecordingKernelTests {
         try dismiss(requestID, tag: 2, host: host, watch: watch)
         k.clearCalls()
         reportTheLeadersStop()
-        k.finishBackgroundReads()
-        #expect(!k.calls.contains(.inBackground), "\(k.calls)")
+        k.finishBackgroundWork()
+        #expect(k.backgroundWork.isEmpty, "a survey started: \(k.calls)")
         #expect(!readsTheLeadersDescriptors)
         #expect(daemon.core.records[Self.id]?.state == .suspended)
     }
@@ -130,7 +131,7 @@ extension DaemonOnRecordingKernelTests {
         try scriptALockOfTheLeader()
         try dismiss(requestID, tag: 2, host: host, watch: watch)
         reportTheLeadersStop()
-        k.finishBackgroundReads()
+        k.finishBackgroundWork()
         #expect(k.backgroundWork.count == 1, "the first stop's survey is under way")
 
         // Begun again: resumed at once, the survey still under way.
@@ -154,7 +155,7 @@ extension DaemonOnRecordingKernelTests {
 
         // Its own stop and survey confirm it.
         reportTheLeadersStop()
-        k.finishBackgroundReads()
+        k.finishBackgroundWork()
         k.finishBackgroundWork()
         #expect(daemon.core.records[Self.id]?.state == .suspended)
     }
@@ -172,7 +173,7 @@ extension DaemonOnRecordingKernelTests {
         try scriptALockOfTheLeader()
         try dismiss(requestID, tag: 2, host: host, watch: watch)
         reportTheLeadersStop()
-        k.finishBackgroundReads()
+        k.finishBackgroundWork()
         #expect(k.backgroundWork.count == 1, "the survey is under way")
         daemon.requestReexec(from: nil)
         k.advance(to: k.clock.adding(seconds: 0.05))
@@ -181,5 +182,75 @@ extension DaemonOnRecordingKernelTests {
         k.finishBackgroundWork()
         #expect(daemon.core.records[Self.id]?.state == .suspended)
         #expect(!daemon.extensions.isBusy)
+    }
+
+    /// A large /proc/locks (many locks on the system) is read and parsed on another thread even
+    /// right after another read: the kernel makes its text at each read, and parsing it takes
+    /// time in proportion.
+    @Test func aLargeProcLocksIsReadOffTheLoopEvenRightAfterAnotherRead() throws {
+        let k = kernel
+        defer { tearDown() }
+        let (host, watch, runtime, requestID) = try begunWidget()
+        defer {
+            host.close()
+            runtime.close()
+        }
+        // 1,000 locks of another process: about 45 KB.
+        k.descriptors[try #require(k.opened["/proc/locks"])] = (1...1000).map { "\($0): POSIX  ADVISORY  WRITE 99 08:01:\($0) 0 EOF\n" }.joined()
+        try dismiss(requestID, tag: 2, host: host, watch: watch)
+        reportTheLeadersStop()
+        k.finishBackgroundWork()
+        #expect(daemon.core.records[Self.id]?.state == .suspended)
+
+        k.stopped.remove(Self.leaderPidfd)
+        try send(.begin(tag: 3, extensionID: Self.id), on: host)
+        #expect(k.fire(fd: watch))
+        guard case .deliver(let second)? = try messages(on: runtime).last?.0 else {
+            Issue.record("no second deliver")
+            return
+        }
+        for (_, fd) in try messages(on: host) { if let fd { close(fd) } }
+        // Dismissed 5 ms later: within `warmSeconds` of the last read, but that read was large.
+        k.advance(to: k.clock.adding(seconds: 0.005))
+        try dismiss(second, tag: 4, host: host, watch: watch)
+        k.clearCalls()
+        reportTheLeadersStop()
+        #expect(k.calls.contains(.inBackground), "\(k.calls)")
+        #expect(!k.calls.contains { if case .readFD = $0 { true } else { false } }, "read on the loop: \(k.calls)")
+        #expect(daemon.core.records[Self.id]?.phase == .stopping(wasExpiring: false))
+        k.finishBackgroundWork()
+        #expect(daemon.core.records[Self.id]?.state == .suspended)
+    }
+
+    /// A suspended group holding a shared flock through a descriptor none of its processes has
+    /// open is checked for waiters every second: each check reads /proc/locks on another
+    /// thread, and a waiter it finds is contention.
+    @Test func theCheckForWaitersReadsProcLocksOffTheLoop() throws {
+        let k = kernel
+        defer { tearDown() }
+        let (host, watch, runtime, requestID) = try begunWidget()
+        defer {
+            host.close()
+            runtime.close()
+        }
+        let held = "1: FLOCK  ADVISORY  READ \(Self.leader) 08:01:42 0 EOF\n"
+        k.descriptors[try #require(k.opened["/proc/locks"])] = held
+        k.directories["/proc/\(Self.leader)/fdinfo"] = []
+        try dismiss(requestID, tag: 2, host: host, watch: watch)
+        reportTheLeadersStop()
+        k.finishBackgroundWork()  // /proc/locks
+        k.finishBackgroundWork()  // the survey
+        #expect(daemon.core.records[Self.id]?.state == .suspended, "a shared lock blocks nobody yet")
+
+        k.files["/proc/locks"] = held + "1: -> FLOCK  ADVISORY  WRITE 999 08:01:42 0 EOF\n"
+        k.clearCalls()
+        k.advance(to: k.clock.adding(seconds: LockWatch.checkSeconds))
+        #expect(k.calls.contains(.inBackground), "\(k.calls)")
+        #expect(!k.calls.contains(.read("/proc/locks")), "read on the loop: \(k.calls)")
+        #expect(daemon.core.records[Self.id]?.state == .suspended)
+        k.finishBackgroundWork()
+        #expect(k.calls.contains(.read("/proc/locks")))
+        #expect(daemon.core.records[Self.id]?.recentEvents.contains { $0.kind == .lockHeldWhileSuspended } == true)
+        #expect(daemon.core.records[Self.id]?.state == .terminating, "the default policy ends it")
     }
 }

@@ -200,7 +200,6 @@ final class SimulatedKernel: Kernel {
     var processorCount: Int { 1 }
     func concurrently(_ jobs: [@Sendable () -> Void]) { for job in jobs { job() } }
 
-    func readInBackground(fd: Int32, _ done: @escaping (Result<[UInt8], SystemError>) -> Void) -> SystemError? { refused("read \(fd) in the background") }
     func inBackground<T: Sendable>(_ work: @escaping @Sendable (any FileReads) -> T, _ done: @escaping (T) -> Void) -> SystemError? {
         refused("work in the background")
     }

@@ -24,7 +24,6 @@ final class RecordingKernel: Kernel {
         case reapIfExited(Int32)
         case read(String)
         case readFD(Int32)
-        case readInBackground(Int32)
         case inBackground
         case write(String, String)
         case writeFD(Int32, String)
@@ -62,7 +61,6 @@ final class RecordingKernel: Kernel {
             switch self {
             case let .kill(pid, sig): "kill(\(pid), \(sig))"
             case let .openPidfd(pid): "pidfd_open(\(pid))"
-            case let .readInBackground(fd): "read(\(fd)) on another thread"
             case .inBackground: "work on another thread"
             case let .signalPidfd(fd, sig): "pidfd_send_signal(\(fd), \(sig))"
             case let .stopReported(fd): "waitid(pidfd \(fd), WSTOPPED)"
@@ -182,8 +180,6 @@ final class RecordingKernel: Kernel {
     var nextSpawn: (pid: Int32, pidfd: Int32) = (4242, 7)
     var environmentVariables: [String: String] = [:]
     var exitCode: Int32?
-    /// Reads started with `readInBackground` and not finished yet (`finishBackgroundReads`).
-    var backgroundReads: [(fd: Int32, done: (Result<[UInt8], SystemError>) -> Void)] = []
     /// Work started with `inBackground` and not run yet: each runs, with this kernel's reads,
     /// at `finishBackgroundWork`, on the test's thread.
     var backgroundWork: [() -> Void] = []
@@ -274,12 +270,6 @@ final class RecordingKernel: Kernel {
     func concurrently(_ jobs: [@Sendable () -> Void]) {
         concurrentJobs.append(jobs.count)
         for job in jobs { job() }
-    }
-
-    func readInBackground(fd: Int32, _ done: @escaping (Result<[UInt8], SystemError>) -> Void) -> SystemError? {
-        calls.append(.readInBackground(fd))
-        backgroundReads.append((fd, done))
-        return nil
     }
 
     func inBackground<T: Sendable>(_ work: @escaping @Sendable (any FileReads) -> T, _ done: @escaping (T) -> Void) -> SystemError? {
@@ -585,17 +575,6 @@ final class RecordingKernel: Kernel {
         t.cancelled = true
         clock = max(clock, t.at)
         t.handler()
-    }
-
-    /// Finishes every read started in the background, with the descriptor's contents, as one
-    /// loop iteration (the eventfd of `BackgroundWork` becoming readable).
-    func finishBackgroundReads() {
-        let reads = backgroundReads
-        backgroundReads = []
-        for r in reads {
-            r.done(descriptors[r.fd].map { .success(Array($0.utf8)) } ?? .failure(SystemError(errno: EBADF)))
-        }
-        endIteration()
     }
 
     /// Runs the work started in the background so far, in the order it was started, each with
