@@ -120,17 +120,19 @@ struct PythonPackageTests {
     }
 
     /// Bad arguments raise ValueError, as documented, whether or not extensiond is there: a
-    /// reason or hint name holding NUL (C would see it end there), a name breaking the rule, a
-    /// refresh result that is not a RefreshResult.
+    /// reason, cancellation reason or hint name holding NUL (C would see it end there), a name
+    /// breaking the rule, a refresh result that is not a RefreshResult.
     @Test func badArgumentsRaiseValueError() throws {
         let r = try runProgram(
             "/usr/bin/env",
             [
                 "EXTENSION_RUNTIME_LIB=" + (try RuntimeC.library()), try python(), "-c",
                 """
+                import socket
                 import extension_runtime as rt
                 calls = [lambda: rt.perform_expiring_activity("\\0x", print), lambda: rt.expiring_activity("x\\0"),
-                         lambda: rt.observe("a.b\\0zz", print), lambda: rt.observe(".a", print), lambda: rt.refresh_complete(1, 7)]
+                         lambda: rt.observe("a.b\\0zz", print), lambda: rt.observe(".a", print), lambda: rt.refresh_complete(1, 7),
+                         lambda: rt.Request(1, socket.socketpair()[0].detach()).cancel("cut\\0here")]
                 for call in calls:
                     try:
                         call()
@@ -148,6 +150,7 @@ struct PythonPackageTests {
                 ValueError bad hint name 'a.b\\x00zz': \(rule)
                 ValueError bad hint name '.a': \(rule)
                 ValueError 7 is not a valid RefreshResult
+                ValueError cancel: the reason must not contain NUL
 
                 """)
     }

@@ -114,7 +114,10 @@ class Request:
 
     def cancel(self, reason: str) -> None:
         """Ends the request without a result, telling the host `reason` (cut at 4096 bytes).
-        Raises NotSupervisedError without extensiond."""
+        Raises ValueError when `reason` holds a NUL character (C would see it end there; nothing
+        is sent), and NotSupervisedError without extensiond."""
+        if "\0" in reason:
+            raise ValueError("cancel: the reason must not contain NUL")
         _check(_library.library().ext_request_cancel(self.id, reason.encode()), "cancel")
 
 
