@@ -25,6 +25,17 @@ final class LockWatch {
     private var waiting: [(members: [Int32], done: ([LockSurvey.Found]) -> Void)] = []
     /// Whether a read in the background failed to start once (said once in the log).
     private var backgroundFailed = false
+    /// A survey waiting for the end of the loop iteration to start on another thread.
+    private struct QueuedSurvey {
+        var members: [Int32]
+        var entries: [FileLocks.Entry]
+        var done: ([LockSurvey.Found]) -> Void
+    }
+    /// The surveys queued during this loop iteration (`startSurveys` runs them at its end).
+    private var queuedSurveys: [QueuedSurvey] = []
+    /// The hook that starts the queued surveys at the end of each loop iteration; nil when the
+    /// loop offers none, and each survey then starts at once.
+    private var iterationEnd: (any Cancellable)?
     /// The surveys running on threads of their own.
     private var surveysUnderWay = 0
     /// Whether a survey in the background failed to start once (said once in the log).
@@ -64,9 +75,14 @@ final class LockWatch {
             procLocks = nil
             logger.notice("cannot keep /proc/locks open (\(e)): it is opened at each stop confirmation instead")
         }
+        switch kernel.atEndOfIteration({ [unowned self] in startSurveys() }) {
+        case .success(let hook): iterationEnd = hook
+        case .failure(let e): logger.notice("cannot run work at the end of loop iterations (\(e)): each lock survey gets a thread of its own")
+        }
     }
 
     deinit {
+        iterationEnd?.cancel()
         if let procLocks { kernel.close(procLocks) }
     }
 
@@ -104,7 +120,7 @@ final class LockWatch {
 
     /// Whether a read of /proc/locks or a survey of descriptors is under way, with a stop
     /// waiting for it.
-    var isSurveying: Bool { !waiting.isEmpty || surveysUnderWay > 0 }
+    var isSurveying: Bool { !waiting.isEmpty || !queuedSurveys.isEmpty || surveysUnderWay > 0 }
 
     /// The locks the stopped group `members` holds, to `done`: at once when /proc/locks was
     /// read in this loop iteration, or is read again within `warmSeconds` of the last read
@@ -142,27 +158,45 @@ final class LockWatch {
     /// `done`: at once when /proc/locks shows no lock they could hold (nothing else is read),
     /// else from a thread of its own, which reads their descriptors and, for an exclusive
     /// lock, every process's, while the loop goes on serving. However many processes and
-    /// descriptors an extension has, its survey never holds the loop.
+    /// descriptors an extension has, its survey never holds the loop. The surveys queued during
+    /// one loop iteration share one thread, started at its end (`startSurveys`): a burst of
+    /// stops confirmed together (extensions with a SQLite WAL database open always hold a
+    /// shared lock) costs one thread, not one each.
     private func surveyed(_ members: [Int32], _ entries: [FileLocks.Entry], _ done: @escaping ([LockSurvey.Found]) -> Void) {
+        let onLoop = LockSurvey(files: kernel, ownPID: kernel.processID, containersRoot: containersRoot())
+        if onLoop.mayHoldLocks(Set(members), procLocks: entries, aliveChecks: Self.aliveChecksOnLoop) == false { return done([]) }
+        queuedSurveys.append(QueuedSurvey(members: members, entries: entries, done: done))
+        if iterationEnd == nil { startSurveys() }
+    }
+
+    /// Starts the queued surveys on one thread; their results come back together, and each
+    /// `done` runs in the order they were queued, as one batch. When no thread can start, the
+    /// loop surveys them itself.
+    private func startSurveys() {
+        guard !queuedSurveys.isEmpty else { return }
+        let batch = queuedSurveys
+        queuedSurveys = []
         let ownPID = kernel.processID
         let root = containersRoot()
-        let onLoop = LockSurvey(files: kernel, ownPID: ownPID, containersRoot: root)
-        if onLoop.mayHoldLocks(Set(members), procLocks: entries, aliveChecks: Self.aliveChecksOnLoop) == false { return done([]) }
+        let asked = batch.map { (members: $0.members, entries: $0.entries) }
         let error = kernel.inBackground({ files in
-            LockSurvey(files: files, ownPID: ownPID, containersRoot: root).locks(heldBy: members, procLocks: entries)
-        }) { [unowned self] found in
-            surveysUnderWay -= 1
-            if let sink { sink.batch { done(found) } } else { done(found) }
+            let survey = LockSurvey(files: files, ownPID: ownPID, containersRoot: root)
+            return asked.map { survey.locks(heldBy: $0.members, procLocks: $0.entries) }
+        }) { [unowned self] results in
+            surveysUnderWay -= batch.count
+            let run = { for (queued, found) in zip(batch, results) { queued.done(found) } }
+            if let sink { sink.batch(run) } else { run() }
         }
         guard let error else {
-            surveysUnderWay += 1
+            surveysUnderWay += batch.count
             return
         }
         if !surveyFailed {
             surveyFailed = true
             logger.warning("cannot survey locks on another thread (\(error)): the loop reads the descriptors of each stopped extension that may hold a lock")
         }
-        done(onLoop.locks(heldBy: members, procLocks: entries))
+        let onLoop = LockSurvey(files: kernel, ownPID: ownPID, containersRoot: root)
+        for queued in batch { queued.done(onLoop.locks(heldBy: queued.members, procLocks: queued.entries)) }
     }
 
     /// The watch of `p`'s locks for a hand-over; nil when it holds none.
