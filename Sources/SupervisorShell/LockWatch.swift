@@ -25,17 +25,17 @@ final class LockWatch {
     private var waiting: [(members: [Int32], done: ([LockSurvey.Found]) -> Void)] = []
     /// Whether a read in the background failed to start once (said once in the log).
     private var backgroundFailed = false
-    /// A survey waiting for the end of the loop iteration to start on another thread.
+    /// A survey waiting for the loop's next turn to start on another thread.
     private struct QueuedSurvey {
         var members: [Int32]
         var entries: [FileLocks.Entry]
         var done: ([LockSurvey.Found]) -> Void
     }
-    /// The surveys queued during this loop iteration (`startSurveys` runs them at its end).
+    /// The surveys queued until the loop's next turn (`startSurveys` runs them then).
     private var queuedSurveys: [QueuedSurvey] = []
-    /// The hook that starts the queued surveys at the end of each loop iteration; nil when the
-    /// loop offers none, and each survey then starts at once.
-    private var iterationEnd: (any Cancellable)?
+    /// The timer that starts the queued surveys on the loop's next turn (armed while any is
+    /// queued).
+    private var surveysStart: (any Cancellable)?
     /// The surveys running on threads of their own.
     private var surveysUnderWay = 0
     /// Whether a survey in the background failed to start once (said once in the log).
@@ -75,14 +75,10 @@ final class LockWatch {
             procLocks = nil
             logger.notice("cannot keep /proc/locks open (\(e)): it is opened at each stop confirmation instead")
         }
-        switch kernel.atEndOfIteration({ [unowned self] in startSurveys() }) {
-        case .success(let hook): iterationEnd = hook
-        case .failure(let e): logger.notice("cannot run work at the end of loop iterations (\(e)): each lock survey gets a thread of its own")
-        }
     }
 
     deinit {
-        iterationEnd?.cancel()
+        surveysStart?.cancel()
         if let procLocks { kernel.close(procLocks) }
     }
 
@@ -158,21 +154,28 @@ final class LockWatch {
     /// `done`: at once when /proc/locks shows no lock they could hold (nothing else is read),
     /// else from a thread of its own, which reads their descriptors and, for an exclusive
     /// lock, every process's, while the loop goes on serving. However many processes and
-    /// descriptors an extension has, its survey never holds the loop. The surveys queued during
-    /// one loop iteration share one thread, started at its end (`startSurveys`): a burst of
-    /// stops confirmed together (extensions with a SQLite WAL database open always hold a
-    /// shared lock) costs one thread, not one each.
+    /// descriptors an extension has, its survey never holds the loop. The surveys queued until
+    /// the loop's next turn share one thread, started then (`startSurveys`, from a timer due
+    /// at once): a burst of stops confirmed together (extensions with a SQLite WAL database
+    /// open always hold a shared lock) costs one thread, not one each.
     private func surveyed(_ members: [Int32], _ entries: [FileLocks.Entry], _ done: @escaping ([LockSurvey.Found]) -> Void) {
         let onLoop = LockSurvey(files: kernel, ownPID: kernel.processID, containersRoot: containersRoot())
         if onLoop.mayHoldLocks(Set(members), procLocks: entries, aliveChecks: Self.aliveChecksOnLoop) == false { return done([]) }
         queuedSurveys.append(QueuedSurvey(members: members, entries: entries, done: done))
-        if iterationEnd == nil { startSurveys() }
+        guard queuedSurveys.count == 1 else { return }
+        switch kernel.addTimer(at: kernel.now(), { [unowned self] in startSurveys() }) {
+        case .success(let timer): surveysStart = timer
+        case .failure(let e):
+            logger.warning("cannot arm the start of a lock survey (\(e)): it starts at once")
+            startSurveys()
+        }
     }
 
     /// Starts the queued surveys on one thread; their results come back together, and each
     /// `done` runs in the order they were queued, as one batch. When no thread can start, the
     /// loop surveys them itself.
     private func startSurveys() {
+        surveysStart = nil
         guard !queuedSurveys.isEmpty else { return }
         let batch = queuedSurveys
         queuedSurveys = []

@@ -82,6 +82,7 @@ extension DaemonOnRecordingKernelTests {
         reportTheLeadersStop()
         #expect(k.calls.contains(.inBackground), "/proc/locks, read after a quiet spell: \(k.calls)")
         k.finishBackgroundWork()
+        k.advance(to: k.clock)  // the survey starts on the loop's next turn
         #expect(k.backgroundWork.count == 1, "the survey of the descriptors: \(k.calls)")
         #expect(!readsTheLeadersDescriptors, "the loop read the descriptors itself: \(k.calls)")
         #expect(daemon.core.records[Self.id]?.phase == .stopping(wasExpiring: false), "confirmed before its survey returned")
@@ -132,6 +133,7 @@ extension DaemonOnRecordingKernelTests {
         try dismiss(requestID, tag: 2, host: host, watch: watch)
         reportTheLeadersStop()
         k.finishBackgroundWork()
+        k.advance(to: k.clock)  // the survey starts on the loop's next turn
         #expect(k.backgroundWork.count == 1, "the first stop's survey is under way")
 
         // Begun again: resumed at once, the survey still under way.
@@ -156,6 +158,7 @@ extension DaemonOnRecordingKernelTests {
         // Its own stop and survey confirm it.
         reportTheLeadersStop()
         k.finishBackgroundWork()
+        k.advance(to: k.clock)  // the survey starts on the loop's next turn
         k.finishBackgroundWork()
         #expect(daemon.core.records[Self.id]?.state == .suspended)
     }
@@ -174,6 +177,7 @@ extension DaemonOnRecordingKernelTests {
         try dismiss(requestID, tag: 2, host: host, watch: watch)
         reportTheLeadersStop()
         k.finishBackgroundWork()
+        k.advance(to: k.clock)  // the survey starts on the loop's next turn
         #expect(k.backgroundWork.count == 1, "the survey is under way")
         daemon.requestReexec(from: nil)
         k.advance(to: k.clock.adding(seconds: 0.05))
@@ -239,6 +243,7 @@ extension DaemonOnRecordingKernelTests {
         try dismiss(requestID, tag: 2, host: host, watch: watch)
         reportTheLeadersStop()
         k.finishBackgroundWork()  // /proc/locks
+        k.advance(to: k.clock)  // the survey starts on the loop's next turn
         k.finishBackgroundWork()  // the survey
         #expect(daemon.core.records[Self.id]?.state == .suspended, "a shared lock blocks nobody yet")
 

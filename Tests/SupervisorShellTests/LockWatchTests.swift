@@ -31,8 +31,11 @@ struct LockWatchTests {
         }
         #expect(k.backgroundWork.count == 1, "one read of /proc/locks for both")
         k.clearCalls()
-        // The read returns; both surveys are queued, and start at the end of that iteration.
+        // The read returns; both surveys are queued, and start together on the loop's next turn.
         k.finishBackgroundWork()
+        #expect(k.backgroundWork.isEmpty, "a survey started before the loop's next turn")
+        #expect(watch.isSurveying)
+        k.advance(to: k.clock)
         #expect(k.calls.filter { $0 == .inBackground }.count == 1, "one thread for both surveys: \(k.calls)")
         #expect(k.backgroundWork.count == 1)
         #expect(found.isEmpty)
