@@ -106,25 +106,6 @@ final class EventLoop {
         return EventSource(source)
     }
 
-    /// Runs `handler` at the end of every loop iteration in which another source was
-    /// dispatched (an sd-event post source): work gathered during an iteration goes out once.
-    func addPost(handler: @escaping () -> Void) throws(SystemError) -> EventSource {
-        let box = Unmanaged.passRetained(CallbackBox(plain: handler))
-        var source: OpaquePointer?
-        let rc = sd_event_add_post(
-            event, &source,
-            { _, userdata in
-                Unmanaged<CallbackBox>.fromOpaque(userdata!).takeUnretainedValue().plain?()
-                return 0
-            }, box.toOpaque())
-        guard rc >= 0, let source else {
-            box.release()
-            throw SystemError("sd_event_add_post", errno: -rc)
-        }
-        EventSource.attachDestroy(source)
-        return EventSource(source)
-    }
-
     /// Arms the loop's single supervisor timer for `at`, or disarms it for nil; sd-event's
     /// error when it could not. Deadlines are coalesced by the core into this one timer.
     func setDeadline(_ at: Instant?, handler: @escaping () -> Void) -> SystemError? {

@@ -175,8 +175,6 @@ public protocol Kernel: AnyObject, FileReads {
     /// Arms the loop's one supervisor deadline for `at` (nil disarms it); the error when the
     /// loop could not, in which case it is not armed.
     func setDeadline(_ at: Instant?, _ handler: @escaping () -> Void) -> SystemError?
-    /// Calls `handler` once at the end of every loop iteration that handled an event.
-    func atEndOfIteration(_ handler: @escaping () -> Void) -> Result<any Cancellable, SystemError>
     /// Runs the loop until `exitLoop` is called; returns the exit code.
     func runLoop() -> Int32
     /// Makes `runLoop` return `code` after the current iteration.

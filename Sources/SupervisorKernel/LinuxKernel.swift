@@ -657,18 +657,6 @@ public final class LinuxKernel: Kernel {
         return loop.setDeadline(at, handler: handler)
     }
 
-    /// An sd-event post source: `handler` runs on the loop's thread after every iteration in
-    /// which another source was dispatched. Releasing the returned value cancels it, so the
-    /// caller keeps it. Fails with `.notSupported` without a loop, or naming "sd_event_add_post".
-    public func atEndOfIteration(_ handler: @escaping () -> Void) -> Result<any Cancellable, SystemError> {
-        guard let loop else { return .failure(.notSupported) }
-        do {
-            return .success(try loop.addPost(handler: handler))
-        } catch {
-            return .failure(error)
-        }
-    }
-
     /// sd_event_loop: blocks the calling thread, dispatching events, until `exitLoop`; returns
     /// that code, a negative errno when sd-event fails, and -1 at once without a loop.
     public func runLoop() -> Int32 { loop?.run() ?? -1 }

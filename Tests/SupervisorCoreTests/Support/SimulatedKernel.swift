@@ -386,8 +386,6 @@ final class SimulatedKernel: Kernel {
         return SystemError("the simulation has no loop", errno: ENOTSUP)
     }
 
-    func atEndOfIteration(_ handler: @escaping () -> Void) -> Result<any Cancellable, SystemError> { refuse("end of iteration") }
-
     func runLoop() -> Int32 {
         unexpected.append("run the loop")
         return 1

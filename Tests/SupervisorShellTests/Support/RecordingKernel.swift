@@ -12,8 +12,7 @@ import Glibc
 /// listings, which pidfds report a stop or an exit) and records every call, in order, so a
 /// test can check the exact sequence the shell makes. It is also an embedded event loop, in
 /// the manner of NIOEmbedded: watches, signals, timers and the deadline are kept with their
-/// handlers, and the test fires them (`fire(fd:)`, `raise(_:)`, `advance(to:)`), each firing
-/// followed by the end-of-iteration handlers, as sd-event does.
+/// handlers, and the test fires them (`fire(fd:)`, `raise(_:)`, `advance(to:)`).
 final class RecordingKernel: Kernel {
     enum Call: Equatable, CustomStringConvertible {
         case kill(Int32, Int32)
@@ -170,7 +169,6 @@ final class RecordingKernel: Kernel {
     var watches: [FakeWatch] = []
     var signalHandlers: [Int32: (Int32, Int32) -> Void] = [:]
     var deadline: (at: Instant, handler: () -> Void)?
-    var iterationEnds: [(FakeSource, () -> Void)] = []
     var nextFD: Int32 = 50
     /// Paths whose writes fail with this errno.
     var failingWrites: [String: Int32] = [:]
@@ -510,12 +508,6 @@ final class RecordingKernel: Kernel {
         return nil
     }
 
-    func atEndOfIteration(_ handler: @escaping () -> Void) -> Result<any Cancellable, SystemError> {
-        let source = FakeSource()
-        iterationEnds.append((source, handler))
-        return .success(source)
-    }
-
     func runLoop() -> Int32 { exitCode ?? 0 }
     func exitLoop(_ code: Int32) { exitCode = code }
 
@@ -523,25 +515,18 @@ final class RecordingKernel: Kernel {
     func watchdogInterval() -> UInt64? { nil }
     func enableWatchdog() -> Bool { false }
 
-    /// Ends one iteration of the embedded loop: the end-of-iteration handlers run.
-    func endIteration() {
-        for (source, handler) in iterationEnds where !source.cancelled { handler() }
-    }
-
     /// Fires the live watch of `fd` with `events` (readable by default), as one loop iteration.
     /// Returns false when nothing watches `fd`.
     @discardableResult
     func fire(fd: Int32, events: UInt32 = Poll.input) -> Bool {
         guard let w = watches.last(where: { $0.fd == fd && !$0.cancelled }) else { return false }
         w.handler(events)
-        endIteration()
         return true
     }
 
     /// Delivers `signal` from `sender` with `code` to its handler, as one loop iteration.
     func raise(_ signal: Int32, sender: Int32 = 0, code: Int32 = 0) {
         signalHandlers[signal]?(sender, code)
-        endIteration()
     }
 
     /// Whether a live watch is on `fd`.
@@ -564,7 +549,6 @@ final class RecordingKernel: Kernel {
             } else {
                 break
             }
-            endIteration()
         }
         clock = max(clock, instant)
     }
@@ -583,7 +567,6 @@ final class RecordingKernel: Kernel {
         let work = backgroundWork
         backgroundWork = []
         for w in work { w() }
-        endIteration()
     }
 
     /// Forgets the calls recorded so far.
