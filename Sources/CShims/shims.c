@@ -20,6 +20,8 @@
 #include <sys/resource.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -520,6 +522,14 @@ int shim_pidfd_send_signal(int pidfd, int sig) {
 }
 
 int shim_kill(pid_t pid, int sig) { return kill(pid, sig) == 0 ? 0 : -errno; }
+
+int shim_cached_identity(const char *path, uint64_t *device, uint64_t *inode) {
+    struct statx st;
+    if (statx(AT_FDCWD, path, AT_STATX_DONT_SYNC, STATX_INO, &st) != 0) return -errno;
+    *device = makedev(st.stx_dev_major, st.stx_dev_minor);
+    *inode = st.stx_ino;
+    return 0;
+}
 
 int shim_unread_bytes(int fd) {
     int queued = 0;

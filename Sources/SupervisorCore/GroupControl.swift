@@ -178,8 +178,9 @@ public struct GroupControl: Equatable, Sendable {
     /// Where the suspension stands.
     public private(set) var stop: StopState = .running
     /// How many suspensions began here (`suspend`). Work that belongs to one suspension (the
-    /// survey of the locks held at its confirmed stop) compares it to tell whether that
-    /// suspension still holds or another began since.
+    /// survey of the locks held at its confirmed stop) compares it, with `isSuspended`, to tell
+    /// whether that suspension still holds: the count changed when another began since, and
+    /// `isSuspended` is false once the group was resumed or signalled.
     public private(set) var suspensions: UInt64 = 0
     /// Whether a suspension is confirmed and holds: every member stopped, or the cgroup frozen.
     public var isSuspended: Bool { stop == .stopped || stop == .frozen }

@@ -1,3 +1,4 @@
+import CShims
 import ExtensionTransport
 
 #if canImport(Glibc)
@@ -19,6 +20,10 @@ public protocol FileReads {
     func listDirectory(_ path: String) -> [String]?
     /// readlink(2): where a symbolic link (a `/proc/PID/fd/N` entry) points.
     func readLink(_ path: String) -> Result<String, SystemError>
+    /// The identity of the file `path` names (links followed: a `/proc/PID/fd/N` entry) from
+    /// the attributes the kernel has cached, never asking the file system: a file on a FUSE
+    /// or network file system whose server does not answer is not waited for.
+    func cachedIdentity(_ path: String) -> Result<FileIdentity, SystemError>
 }
 
 /// `FileReads` made with system calls on the calling thread. It holds no state, so any thread
@@ -61,6 +66,16 @@ public struct SystemFileReads: FileReads, Sendable {
     /// the stream is closed before returning. Nil when the directory cannot be opened; a read
     /// error ends the list early.
     public func listDirectory(_ path: String) -> [String]? { directoryEntries(path) }
+
+    /// statx(2) with AT_STATX_DONT_SYNC, asking for the inode number alone; the device as
+    /// stat(2) encodes it. The errno alone on failure.
+    public func cachedIdentity(_ path: String) -> Result<FileIdentity, SystemError> {
+        var device: UInt64 = 0
+        var inode: UInt64 = 0
+        let rc = shim_cached_identity(path, &device, &inode)
+        guard rc == 0 else { return .failure(SystemError(errno: -rc)) }
+        return .success(FileIdentity(device: device, inode: inode))
+    }
 
     /// readlink(2) into a buffer of PATH_MAX bytes, decoded as UTF-8 (invalid bytes replaced).
     /// The errno alone on failure (EINVAL: not a symbolic link).

@@ -439,6 +439,9 @@ public final class LinuxKernel: Kernel {
     /// `SystemFileReads.listDirectory`.
     public func listDirectory(_ path: String) -> [String]? { directoryEntries(path) }
 
+    /// `SystemFileReads.cachedIdentity`.
+    public func cachedIdentity(_ path: String) -> Result<FileIdentity, SystemError> { SystemFileReads().cachedIdentity(path) }
+
     /// `SystemFileReads.readLink`.
     public func readLink(_ path: String) -> Result<String, SystemError> { SystemFileReads().readLink(path) }
 

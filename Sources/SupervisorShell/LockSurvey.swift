@@ -12,6 +12,9 @@ import SupervisorKernel
 /// - Only for an exclusive lock are other processes' descriptors (`/proc/*/fd`) compared with
 ///   the locked file (by device and inode); processes the daemon may not inspect are skipped,
 ///   so the result can miss an opener but never invents one.
+/// - Nothing it reads asks a file system: `/proc` itself, and the identity of an open file from
+///   the attributes the kernel has cached (`cachedIdentity`), so a descriptor on a FUSE or
+///   network file system whose server does not answer cannot make it wait.
 /// - A lock on a file below a shared container's directory names that container.
 /// - When /proc/locks shows no lock the members could hold, nothing else is read. A member
 ///   may hold a lock /proc/locks shows with its pid; an OFD lock (shown with pid -1); or a
@@ -85,7 +88,7 @@ struct LockSurvey {
                 guard !entries.isEmpty else { continue }
                 let link = "\(proc)/\(pid)/fd/\(fd)"
                 let path = (try? files.readLink(link).get()) ?? "(unknown file \(entries[0].file))"
-                let identity = try? files.status(link, followLinks: true).get().identity
+                let identity = try? files.cachedIdentity(link).get()
                 for e in entries {
                     guard let kind = Self.kind(e.kind) else { continue }
                     let lock = HeldLock(kind: kind, exclusive: e.exclusive, path: path, pid: pid, openElsewhere: false, sharedContainer: container(of: path))
@@ -127,7 +130,7 @@ struct LockSurvey {
         for entry in files.listDirectory(proc) ?? [] {
             guard let pid = Int32(entry), !skipping.contains(pid) else { continue }
             for fd in files.listDirectory("\(proc)/\(pid)/fd") ?? [] {
-                if case .success(let st) = files.status("\(proc)/\(pid)/fd/\(fd)", followLinks: true), case let id = st.identity, locked.contains(id) {
+                if case .success(let id) = files.cachedIdentity("\(proc)/\(pid)/fd/\(fd)"), locked.contains(id) {
                     opened.insert(id)
                     if opened.count == locked.count { return opened }
                 }

@@ -40,6 +40,8 @@ final class LockWatch {
     private var surveysUnderWay = 0
     /// Whether a survey in the background failed to start once (said once in the log).
     private var surveyFailed = false
+    /// Whether a check for waiters failed to start its read in the background once (said once).
+    private var checkFailed = false
     /// How many flocks of other processes a survey checks on the loop's thread (whether their
     /// taker lives: one `stat` each) before it leaves the rest of the survey to its thread.
     static let aliveChecksOnLoop = 32
@@ -79,7 +81,9 @@ final class LockWatch {
 
     deinit {
         surveysStart?.cancel()
-        if let procLocks { kernel.close(procLocks) }
+        // A read under way on another thread still uses the descriptor: it is left open then
+        // (the daemon is ending), never closed under the thread or reused while it reads.
+        if let procLocks, waiting.isEmpty { kernel.close(procLocks) }
     }
 
     /// The entries of /proc/locks, read and parsed at most once per loop iteration (a burst of
@@ -123,8 +127,9 @@ final class LockWatch {
     /// and that read was small (under `warmBytes`), else when a read and parse on another
     /// thread returns. A read after a quiet spell waits for an RCU grace period in the kernel
     /// (its file-lock semaphore is taken for writing), and a large file (many locks on the
-    /// system) takes long to make and to parse: the loop goes on serving meanwhile; the stops
-    /// that arrive until it returns share it, and `done` runs for each in order, as one batch.
+    /// system) takes long to make and to parse: the loop goes on serving meanwhile, and the
+    /// stops that arrive until it returns share it. A group that may hold a lock is then
+    /// surveyed on another thread too (`surveyed`), so `done` may run in a later iteration.
     func survey(members: [Int32], _ done: @escaping ([LockSurvey.Found]) -> Void) {
         if waiting.isEmpty, let lastRead, lastReadBytes < Self.warmBytes, kernel.now().seconds(since: lastRead) < Self.warmSeconds {
             return surveyed(members, currentLocks(), done)
@@ -311,7 +316,10 @@ final class LockWatch {
             checked(p, current)
         }
         guard let error else { return }
-        logger.warning("cannot read /proc/locks on another thread for the lock watch of \(p.extensionID) (\(error)): the loop reads it")
+        if !checkFailed {
+            checkFailed = true
+            logger.warning("cannot read /proc/locks on another thread for the lock watch of \(p.extensionID) (\(error)): the loop reads it")
+        }
         checked(p, FileLocks.current(kernel))
     }
 

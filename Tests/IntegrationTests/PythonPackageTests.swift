@@ -120,8 +120,8 @@ struct PythonPackageTests {
     }
 
     /// Bad arguments raise ValueError, as documented, whether or not extensiond is there: a
-    /// reason, cancellation reason or hint name holding NUL (C would see it end there), a name
-    /// breaking the rule, a refresh result that is not a RefreshResult.
+    /// reason, cancellation reason, hint name or container group holding NUL (C would see it end
+    /// there), a name breaking the rule, a refresh result that is not a RefreshResult.
     @Test func badArgumentsRaiseValueError() throws {
         let r = try runProgram(
             "/usr/bin/env",
@@ -132,7 +132,8 @@ struct PythonPackageTests {
                 import extension_runtime as rt
                 calls = [lambda: rt.perform_expiring_activity("\\0x", print), lambda: rt.expiring_activity("x\\0"),
                          lambda: rt.observe("a.b\\0zz", print), lambda: rt.observe(".a", print), lambda: rt.refresh_complete(1, 7),
-                         lambda: rt.Request(1, socket.socketpair()[0].detach()).cancel("cut\\0here")]
+                         lambda: rt.Request(1, socket.socketpair()[0].detach()).cancel("cut\\0here"),
+                         lambda: rt.shared_container_path("group.a\\0b")]
                 for call in calls:
                     try:
                         call()
@@ -151,6 +152,7 @@ struct PythonPackageTests {
                 ValueError bad hint name '.a': \(rule)
                 ValueError 7 is not a valid RefreshResult
                 ValueError cancel: the reason must not contain NUL
+                ValueError shared_container_path: the group must not contain NUL
 
                 """)
     }

@@ -1,3 +1,4 @@
+import ExtensionTransport
 import Foundation
 import SupervisorKernel
 import Testing
@@ -36,6 +37,17 @@ struct KernelReadTests {
         let (path, fd) = try temporaryFile(content)
         defer { close(fd); unlink(path) }
         #expect(try kernel.read(fd: fd).get() == content)
+    }
+
+    /// The cached identity of an open file's `/proc/self/fd/N` link is the one stat(2) gives for
+    /// the file (device and inode): the lock survey compares identities from both.
+    @Test func theCachedIdentityOfADescriptorIsTheFilesIdentity() throws {
+        let (path, fd) = try temporaryFile([1, 2, 3])
+        defer { close(fd); unlink(path) }
+        let cached = try kernel.cachedIdentity("/proc/self/fd/\(fd)").get()
+        #expect(cached == (try kernel.status(path, followLinks: true).get().identity))
+        #expect(cached == (try kernel.status("/proc/self/fd/\(fd)", followLinks: true).get().identity))
+        #expect(throws: SystemError.self) { try kernel.cachedIdentity("/proc/self/fd/999999").get() }
     }
 
     @Test func aProcFileReadToItsEndMatchesAReadByPath() throws {

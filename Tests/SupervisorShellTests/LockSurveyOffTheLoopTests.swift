@@ -163,8 +163,8 @@ extension DaemonOnRecordingKernelTests {
         #expect(daemon.core.records[Self.id]?.state == .suspended)
     }
 
-    /// A re-exec waits for a survey under way: its result could not cross the exec, and the
-    /// stop it confirms would stay in flight in the new program.
+    /// A re-exec asked while a survey is under way waits for it, then goes ahead: the stop it
+    /// confirms is in flight until then, and a hand-over with a stop in flight is refused.
     @Test func aReexecWaitsForASurveyUnderWay() throws {
         let k = kernel
         defer { tearDown() }
@@ -181,11 +181,51 @@ extension DaemonOnRecordingKernelTests {
         #expect(k.backgroundWork.count == 1, "the survey is under way")
         daemon.requestReexec(from: nil)
         k.advance(to: k.clock.adding(seconds: 0.05))
-        #expect(k.executions.isEmpty, "it went ahead while the survey was under way")
-        #expect(daemon.extensions.isBusy)
+        #expect(daemon.extensions.isBusy, "the survey under way does not hold the re-exec back")
+        #expect(k.executions.isEmpty)
         k.finishBackgroundWork()
         #expect(daemon.core.records[Self.id]?.state == .suspended)
         #expect(!daemon.extensions.isBusy)
+        k.advance(to: k.clock.adding(seconds: 0.1))
+        #expect(k.executions.count == 1, "the re-exec went ahead once the survey returned")
+    }
+
+    /// The survey of an earlier stop returns after the extension was resumed, dismissed again
+    /// and its second stop confirmed by the kernel, while that stop's own survey is still under
+    /// way: it must not confirm the second stop (`GroupControl.suspensions` tells them apart,
+    /// since the group is stopped again). The second survey confirms it.
+    @Test func theSurveyOfAnEarlierStopDoesNotConfirmALaterOne() throws {
+        let k = kernel
+        defer { tearDown() }
+        let (host, watch, runtime, requestID) = try begunWidget()
+        defer {
+            host.close()
+            runtime.close()
+        }
+        try scriptALockOfTheLeader()
+        try dismiss(requestID, tag: 2, host: host, watch: watch)
+        reportTheLeadersStop()
+        k.finishBackgroundWork()
+        k.advance(to: k.clock)
+        #expect(k.backgroundWork.count == 1, "the first stop's survey is under way")
+
+        k.stopped.remove(Self.leaderPidfd)
+        try send(.begin(tag: 3, extensionID: Self.id), on: host)
+        #expect(k.fire(fd: watch))
+        guard case .deliver(let second)? = try messages(on: runtime).last?.0 else {
+            Issue.record("no second deliver")
+            return
+        }
+        for (_, fd) in try messages(on: host) { if let fd { close(fd) } }
+        try dismiss(second, tag: 4, host: host, watch: watch)
+        reportTheLeadersStop()
+        k.advance(to: k.clock)
+        #expect(k.backgroundWork.count == 2, "the second stop's survey is under way too")
+
+        k.backgroundWork.removeFirst()()  // the first survey returns
+        #expect(daemon.core.records[Self.id]?.phase == .stopping(wasExpiring: false), "confirmed by the survey of the stop before")
+        k.finishBackgroundWork()
+        #expect(daemon.core.records[Self.id]?.state == .suspended)
     }
 
     /// A large /proc/locks (many locks on the system) is read and parsed on another thread even

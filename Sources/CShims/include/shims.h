@@ -128,10 +128,16 @@ int shim_memfd(const char *name);
 /// kernels before 5.11).
 int shim_close_range_cloexec(unsigned int first, unsigned int last);
 
-/// eventfd(2) with a count of 0, non-blocking and close-on-exec. Returns a descriptor or -errno.
 /* The CPUs this process may run on (sched_getaffinity), or 0 when that cannot be read. */
 int shim_usable_cpus(void);
+/// eventfd(2) with a count of 0, non-blocking and close-on-exec. Returns a descriptor or -errno.
 int shim_eventfd(void);
+
+/// The device (encoded as stat(2)'s st_dev) and inode number of the file `path` names, links
+/// followed, from the attributes the kernel has cached: statx(2) with AT_STATX_DONT_SYNC,
+/// asking for the inode number alone. A file on a FUSE or network file system whose server
+/// does not answer is not waited for. Returns 0 or -errno.
+int shim_cached_identity(const char *path, uint64_t *device, uint64_t *inode);
 
 /// pidfd_send_signal(2). Returns 0 or -errno.
 int shim_pidfd_send_signal(int pidfd, int sig);

@@ -346,6 +346,7 @@ final class SimulatedKernel: Kernel {
     }
 
     func readLink(_ path: String) -> Result<String, SystemError> { refuse("readlink(\(path))") }
+    func cachedIdentity(_ path: String) -> Result<FileIdentity, SystemError> { refuse("statx(\(path))") }
     func open(_ path: String, directory: Bool) -> Result<Int32, SystemError> { refuse("open(\(path))") }
     func openForWriting(_ path: String) -> Result<Int32, SystemError> { refuse("open(\(path), O_WRONLY)") }
 

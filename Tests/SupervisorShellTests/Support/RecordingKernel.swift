@@ -31,6 +31,7 @@ final class RecordingKernel: Kernel {
         case removeDirectory(String)
         case listDirectory(String)
         case readLink(String)
+        case cachedIdentity(String)
         case stat(String)
         case open(String)
         case close(Int32)
@@ -74,6 +75,7 @@ final class RecordingKernel: Kernel {
             case let .removeDirectory(path): "rmdir(\(path))"
             case let .listDirectory(path): "readdir(\(path))"
             case let .readLink(path): "readlink(\(path))"
+            case let .cachedIdentity(path): "statx(\(path), AT_STATX_DONT_SYNC)"
             case let .stat(path): "stat(\(path))"
             case let .open(path): "open(\(path))"
             case let .close(fd): "close(\(fd))"
@@ -360,6 +362,12 @@ final class RecordingKernel: Kernel {
     func listDirectory(_ path: String) -> [String]? {
         calls.append(.listDirectory(path))
         return directories[path]
+    }
+
+    func cachedIdentity(_ path: String) -> Result<FileIdentity, SystemError> {
+        calls.append(.cachedIdentity(path))
+        guard let identity = identities[path] else { return .failure(SystemError(errno: ENOENT)) }
+        return .success(identity)
     }
 
     func readLink(_ path: String) -> Result<String, SystemError> {

@@ -347,6 +347,9 @@ def container_path() -> Optional[str]:
 def shared_container_path(group: str) -> Optional[str]:
     """The directory of the shared container `group`, as extensiond passes it in
     $EXTENSION_SHARED_CONTAINER_<NAME> (NAME: `group` upper-cased, every byte other than an
-    ASCII letter or digit as '_'), or None when that variable is unset or empty."""
+    ASCII letter or digit as '_'), or None when that variable is unset or empty. Raises
+    ValueError when `group` holds a NUL character (C would see the name end there)."""
+    if "\0" in group:
+        raise ValueError("shared_container_path: the group must not contain NUL")
     value = _library.library().ext_shared_container_path(group.encode())
     return value.decode() if value is not None else None
