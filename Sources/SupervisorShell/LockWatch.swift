@@ -40,8 +40,6 @@ final class LockWatch {
     private var surveysUnderWay = 0
     /// Whether a survey in the background failed to start once (said once in the log).
     private var surveyFailed = false
-    /// Whether a check for waiters failed to start its read in the background once (said once).
-    private var checkFailed = false
     /// How many flocks of other processes a survey checks on the loop's thread (whether their
     /// taker lives: one `stat` each) before it leaves the rest of the survey to its thread.
     static let aliveChecksOnLoop = 32
@@ -62,10 +60,11 @@ final class LockWatch {
     /// per read); nil when it could not be opened, and it is then read by path.
     private let procLocks: Int32?
 
-    /// How often a suspended group is checked for waiters once another process has opened a
-    /// file it holds a lock on. Groups that hold no lock when they stop are never checked: a
-    /// stopped process cannot take one.
-    static let checkSeconds = 1.0
+    /// The check of suspended groups for processes waiting on their locks. Groups that hold no
+    /// lock when they stop are never checked: a stopped process cannot take one.
+    private lazy var waiterChecks = WaiterChecks(kernel: kernel, logger: logger) { [unowned self] extensionID, generation, detail in
+        sink?.post(.lockContention(extensionID: extensionID, generation: generation, detail: detail))
+    }
 
     init(kernel: any Kernel, logger: Logger, containersRoot: @escaping () -> String) {
         self.kernel = kernel
@@ -213,7 +212,7 @@ final class LockWatch {
         guard !locks.holders.isEmpty else { return nil }
         return HandoverDocument.Locks(
             holders: locks.holders.sorted(), files: locks.files.keys.sorted().map { .init(watch: $0, locks: locks.files[$0] ?? []) },
-            openWatch: locks.openWatch?.fd, checking: locks.check != nil)
+            openWatch: locks.openWatch?.fd, checking: waiterChecks.isChecking(locks))
     }
 
     /// Takes over the watch of `p`'s locks a replaced daemon handed over: its inotify
@@ -225,14 +224,14 @@ final class LockWatch {
         locks.holders = Set(handed.holders)
         for f in handed.files { locks.files[f.watch] = f.locks }
         if let fd = handed.openWatch { watchOpens(of: p, fd: fd) }
-        if handed.checking && locks.check == nil { armCheck(p) }
+        if handed.checking { waiterChecks.add(p) }
     }
 
     /// The second line, for a group suspended with locks that did not block anyone at the
     /// stop. No timer runs while nobody else touches the locked files: each file is watched
     /// for opens (inotify). Another process opening a file the group holds an exclusive lock
     /// on is contention by the rule of docs/reliability.md; an open of a file with a shared
-    /// lock starts the check for blocked waiters (`armCheck`), since the opener may wait
+    /// lock starts the check for blocked waiters (`WaiterChecks`), since the opener may wait
     /// for an exclusive lock. A group holding a lock on a file already open elsewhere is
     /// checked from the start.
     func watch(_ p: SupervisedProcess, _ found: [LockSurvey.Found]) {
@@ -240,7 +239,7 @@ final class LockWatch {
         locks.stop()
         guard !found.isEmpty else { return }
         locks.holders = Set(found.map(\.lock.pid))
-        if found.contains(where: \.lock.openElsewhere) { return armCheck(p) }
+        if found.contains(where: \.lock.openElsewhere) { return waiterChecks.add(p) }
         var links: [String] = []
         var locksByLink: [String: [HeldLock]] = [:]
         for f in found {
@@ -271,8 +270,8 @@ final class LockWatch {
 
     /// `p`'s locked files cannot be watched (`error`): the check for waiters runs instead.
     private func checkInstead(_ p: SupervisedProcess, _ error: SystemError) {
-        logger.warning("cannot watch the locked files of \(p.extensionID) (\(error)): checking them for waiters every \(LockWatch.checkSeconds)s instead")
-        armCheck(p)
+        logger.warning("cannot watch the locked files of \(p.extensionID) (\(error)): checking them for waiters every \(WaiterChecks.checkSeconds)s instead")
+        waiterChecks.add(p)
     }
 
     /// A process opened a file the suspended group holds a lock on (a stopped or frozen
@@ -288,58 +287,7 @@ final class LockWatch {
             sink?.post(.lockContention(extensionID: p.extensionID, generation: p.generation, detail: detail))
             return
         }
-        if locks.check == nil { armCheck(p) }
-    }
-
-    /// Checks the group's locks for blocked waiters every `checkSeconds` while it is suspended.
-    private func armCheck(_ p: SupervisedProcess) {
-        let locks = p.locks
-        let armed = kernel.addTimer(at: kernel.now().adding(seconds: LockWatch.checkSeconds)) { [unowned self, unowned p] in
-            checkForWaiters(p)
-        }
-        switch armed {
-        case .success(let timer): locks.check = timer
-        case .failure(let error): logger.error("cannot arm the lock watch of \(p.extensionID) (\(error)): its locks are not watched")
-        }
-    }
-
-    /// One check of `p`'s locks for blocked waiters: /proc/locks is read and parsed on another
-    /// thread (on the loop's when none can start), and the check is armed again unless a
-    /// waiter is found. A result that returns after the watch stopped (the group resumed,
-    /// signalled or gone) is dropped.
-    private func checkForWaiters(_ p: SupervisedProcess) {
-        let locks = p.locks
-        let reading = CheckUnderWay()
-        locks.check = reading
-        let error = kernel.inBackground({ files in FileLocks.current(files) }) { [unowned self, weak p] current in
-            guard let p, locks.check === reading else { return }
-            checked(p, current)
-        }
-        guard let error else { return }
-        if !checkFailed {
-            checkFailed = true
-            logger.warning("cannot read /proc/locks on another thread for the lock watch of \(p.extensionID) (\(error)): the loop reads it")
-        }
-        checked(p, FileLocks.current(kernel))
-    }
-
-    /// Acts on a check's read of /proc/locks: contention when a member holds a lock another
-    /// process waits for, else the next check.
-    private func checked(_ p: SupervisedProcess, _ read: Result<[FileLocks.Lock], SystemError>) {
-        let locks = p.locks
-        locks.check = nil
-        let current: [FileLocks.Lock]
-        switch read {
-        case .success(let all): current = all
-        case .failure(let e):
-            logger.warning("cannot read /proc/locks for the lock watch of \(p.extensionID): \(e); reading it again later")
-            return armCheck(p)
-        }
-        let contended = current.filter { locks.holders.contains($0.holder) && $0.waiters > 0 }
-        guard let first = contended.first else { return armCheck(p) }
-        let detail = "pid \(first.holder) holds a \(first.kind) lock on \(first.file) that \(first.waiters) process(es) wait for"
-        locks.stop()
-        sink?.post(.lockContention(extensionID: p.extensionID, generation: p.generation, detail: detail))
+        waiterChecks.add(p)
     }
 }
 
@@ -352,14 +300,14 @@ final class SuspendedLocks {
     fileprivate(set) var files: [Int32: [HeldLock]] = [:]
     /// The inotify watch for opens of the files the group holds locks on.
     fileprivate(set) var openWatch: OpenWatch?
-    /// The periodic /proc/locks check for blocked waiters, armed only while the group holds a
-    /// lock on a file another process has opened.
-    fileprivate(set) var check: (any Cancellable)?
+    /// How many times the watch stopped: a check for waiters (`WaiterChecks`) holds while this
+    /// is what it was when the check began.
+    private(set) var stops: UInt64 = 0
 
-    /// Stops watching (the group is resumed, signalled or gone).
+    /// Stops watching (the group is resumed, signalled or gone), and with it any check for
+    /// waiters.
     func stop() {
-        check?.cancel()
-        check = nil
+        stops &+= 1
         openWatch?.cancel()
         openWatch = nil
         holders = []
@@ -386,12 +334,6 @@ final class OpenWatch: Cancellable {
         self.source = nil
         kernel.close(fd)
     }
-}
-
-/// The read of /proc/locks a check for waiters has under way: it holds the check's place
-/// (`SuspendedLocks.check`) until the read returns; cancelling it drops that result.
-final class CheckUnderWay: Cancellable {
-    func cancel() {}
 }
 
 /// /proc/locks, read and parsed: its entries, and its size in bytes.

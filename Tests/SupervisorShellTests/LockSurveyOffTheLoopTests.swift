@@ -289,7 +289,7 @@ extension DaemonOnRecordingKernelTests {
 
         k.files["/proc/locks"] = held + "1: -> FLOCK  ADVISORY  WRITE 999 08:01:42 0 EOF\n"
         k.clearCalls()
-        k.advance(to: k.clock.adding(seconds: LockWatch.checkSeconds))
+        k.advance(to: k.clock.adding(seconds: WaiterChecks.checkSeconds))
         #expect(k.calls.contains(.inBackground), "\(k.calls)")
         #expect(!k.calls.contains(.read("/proc/locks")), "read on the loop: \(k.calls)")
         #expect(daemon.core.records[Self.id]?.state == .suspended)
