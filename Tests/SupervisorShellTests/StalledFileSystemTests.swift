@@ -1,6 +1,7 @@
 import Foundation
 import SupervisorCore
 import SupervisorKernel
+import Synchronization
 import Testing
 
 @testable import SupervisorShell
@@ -87,15 +88,14 @@ struct StalledFileSystemTests {
 
     /// Work on a thread of its own, waited for with a deadline: a call stuck in the kernel
     /// holds that thread, not the test.
-    final class OnAThread<Value: Sendable>: @unchecked Sendable {
+    final class OnAThread<Value: Sendable>: Sendable {
         private let done = DispatchSemaphore(value: 0)
-        private let lock = NSLock()
-        private var value: Value?
+        private let value = Mutex<Value?>(nil)
 
         init(_ work: @escaping @Sendable () -> Value) {
             Thread { [self] in
                 let result = work()
-                lock.withLock { value = result }
+                value.withLock { $0 = result }
                 done.signal()
             }
             .start()
@@ -105,7 +105,7 @@ struct StalledFileSystemTests {
         func wait(seconds: Double) -> Value? {
             guard done.wait(timeout: .now() + seconds) == .success else { return nil }
             done.signal()  // for the next wait
-            return lock.withLock { value }
+            return value.withLock { $0 }
         }
     }
 
