@@ -14,8 +14,7 @@ import Foundation
 ///
 /// Here the child gets an empty signal mask, default dispositions, and only the descriptors
 /// given: stdin and stdout/stderr connected to this process (`input`, `output`) or a log file.
-final class RawProcess: @unchecked Sendable {
-    // @unchecked: used by the one test that started it.
+final class RawProcess {
     let pid: pid_t
     /// Our end of the child's stdin, when `pipes` was asked for; closing it is end of file.
     private(set) var input: Int32 = -1

@@ -9,9 +9,7 @@ import Foundation
 /// `SystemdSession.root`; the build products directory as `root/bin`. Unit files go in
 /// `work/config/systemd/user` (`installUnits`). `close()` (or deinit) stops the manager and
 /// journald and removes the cgroup, even after a failure.
-final class SystemdSession: @unchecked Sendable {
-    // @unchecked: one test owns one session; `script` is only used by it.
-
+final class SystemdSession {
     /// The work directory as the manager and its services see it (outside /tmp, which
     /// PrivateTmp= hides).
     static let root = "/run/extensiond-test"

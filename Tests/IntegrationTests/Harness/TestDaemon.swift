@@ -28,9 +28,7 @@ struct HarnessError: Error, CustomStringConvertible {
 /// A real extensiond process in a private temporary directory, with its manifests, a
 /// readiness notification socket (sd_notify READY=1) and a monitor connection recording
 /// every lifecycle event it streams.
-final class TestDaemon: @unchecked Sendable {
-    // @unchecked: `process` and `monitor` are written only by `start()` and read by the same
-    // test afterwards (one test owns one daemon); the event log is behind a Mutex.
+final class TestDaemon {
     let directory: String
     let socketPath: String
     let extensionsDirectory: String
