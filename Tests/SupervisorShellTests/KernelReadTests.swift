@@ -18,7 +18,7 @@ struct KernelReadTests {
         var template = Array("/tmp/extensiond-read-XXXXXX".utf8CString)
         let fd = template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) }
         try #require(fd >= 0)
-        let path = String(cString: template)
+        let path = String(decoding: template.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
         #expect(bytes.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) } == bytes.count)
         return (path, fd)
     }
@@ -75,7 +75,7 @@ struct KernelReadTests {
             sigemptyset(&brokenPipe)
             sigaddset(&brokenPipe, SIGPIPE)
             pthread_sigmask(SIG_BLOCK, &brokenPipe, nil)
-            _ = content.withUnsafeBytes { bytes in
+            content.withUnsafeBytes { bytes in
                 var done = 0
                 while done < bytes.count {
                     let n = write(writer, bytes.baseAddress! + done, bytes.count - done)

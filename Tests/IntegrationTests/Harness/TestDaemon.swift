@@ -118,7 +118,7 @@ final class TestDaemon {
         env.removeValue(forKey: "WATCHDOG_USEC")
         for (name, value) in extra { env[name] = value }
         p.environment = env
-        FileManager.default.createFile(atPath: stderrFile, contents: nil)
+        guard FileManager.default.createFile(atPath: stderrFile, contents: nil) else { throw HarnessError("cannot create \(stderrFile)") }
         p.standardError = output ?? FileHandle(forWritingAtPath: stderrFile)
         p.standardOutput = output ?? FileHandle(forWritingAtPath: stderrFile)
         let exited = DispatchSemaphore(value: 0)
