@@ -354,21 +354,7 @@ struct DaemonOnRecordingKernelTests {
             _ = try messages(on: monitor)
             monitors.append((monitor, fd))
         }
-        try send(.begin(tag: 1, extensionID: Self.id), on: host)
-        #expect(k.fire(fd: connectionFD))
-        let pid: Int32 = 4242
-        let pidfd: Int32 = 7
-        let runtime = try #require(k.runtimeChannels[pid])
-        try runtime.setNonBlocking()
-        let taken = [pidfd, connectionFD, listenerFD] + monitors.map(\.fd)
-        let channelFD = try #require(k.watches.last { !$0.cancelled && !taken.contains($0.fd) }?.fd)
-        try send(.ready, on: runtime)
-        #expect(k.fire(fd: channelFD))
-        let delivered = try messages(on: runtime)
-        let deliveredRequest: UInt64? = if case .deliver(let id)? = delivered.first?.0 { id } else { nil }
-        let requestID = try #require(deliveredRequest, "no deliver: \(delivered.map(\.0))")
-        for (_, fd) in delivered { if let fd { close(fd) } }
-        for (_, fd) in try messages(on: host) { if let fd { close(fd) } }
+        let (runtime, requestID) = try beginReady(host: host, watch: connectionFD, otherWatches: [listenerFD] + monitors.map(\.fd))
         // Dismissed: the SIGSTOP is sent and the stop is in flight.
         try send(.end(tag: 2, requestID: requestID), on: host)
         #expect(k.fire(fd: connectionFD))
@@ -378,7 +364,7 @@ struct DaemonOnRecordingKernelTests {
         daemon.requestReexec(from: nil)
         k.advance(to: k.clock)
         #expect(k.executions.isEmpty, "it waits while the stop is in flight")
-        return (host, monitors.map(\.socket), runtime, pidfd)
+        return (host, monitors.map(\.socket), runtime, Self.leaderPidfd)
     }
 
     /// The crash events the monitor `socket` had received when the execve came.
