@@ -18,6 +18,12 @@ import Glibc
 /// the host received.
 struct DaemonOnRecordingKernelTests {
     static let id = "org.example.widget"
+    /// The first descriptor number the recording kernel makes up (for opens, inotify): far
+    /// above any real descriptor of this process.
+    static let madeUpDescriptors: Int32 = 1_100_000_000
+    /// The widget's leader (as the recording kernel spawns it) and its pidfd.
+    static let leader: Int32 = 4242
+    static let leaderPidfd: Int32 = 1_000_000_007
     static let executable = "/usr/libexec/widget"
 
     let kernel = RecordingKernel()
@@ -30,6 +36,13 @@ struct DaemonOnRecordingKernelTests {
         let dir = try #require(template.withUnsafeMutableBufferPointer { mkdtemp($0.baseAddress!) })
         socketPath = String(cString: dir) + "/control.sock"
         let k = kernel
+        // The daemon holds real sockets (the control socket, its connections, runtime
+        // channels) beside the recording kernel's made-up descriptors, and a hand-over
+        // document refuses a number named twice: the made-up numbers are far above any this
+        // process can open (the kernel hands out the lowest free number, below RLIMIT_NOFILE),
+        // so that they never meet a real one, however many descriptors other tests hold.
+        k.nextFD = Self.madeUpDescriptors
+        k.nextSpawn = (Self.leader, Self.leaderPidfd)
         k.userID = 1000
         k.groupID = 1000
         // No cgroup v2 mount is scripted: process-group containment, the fallback.
@@ -131,7 +144,7 @@ struct DaemonOnRecordingKernelTests {
         #expect(request.path == Self.executable)
         #expect(request.credentials == nil, "a daemon that is not root runs extensions as itself")
         #expect(request.environment.contains("EXTENSIOND_EXTENSION_ID=\(Self.id)"))
-        let pid: Int32 = 4242, pidfd: Int32 = 7
+        let pid = Self.leader, pidfd = Self.leaderPidfd
         #expect(k.calls.contains(.watch(fd: pidfd, events: Poll.input)), "the leader's exit is watched through its pidfd")
         #expect(daemon.core.records[Self.id]?.state == .launching)
         #expect(try messages(on: host).isEmpty, "no answer before the runtime is ready")
