@@ -437,7 +437,7 @@ public final class LinuxKernel: Kernel {
     }
 
     /// `SystemFileReads.listDirectory`.
-    public func listDirectory(_ path: String) -> [String]? { directoryEntries(path) }
+    public func listDirectory(_ path: String) -> [String]? { SystemFileReads().listDirectory(path) }
 
     /// `SystemFileReads.cachedIdentity`.
     public func cachedIdentity(_ path: String) -> Result<FileIdentity, SystemError> { SystemFileReads().cachedIdentity(path) }
