@@ -7,6 +7,8 @@ struct Row {
         case latency(Samples, baseline: Samples?, factor: Double?)
         /// A value with a target: `met` decides.
         case value(String, baseline: String, ratio: String, met: Bool?)
+        /// Latency samples with no baseline whose p50 must be at most `limit` seconds.
+        case bounded(Samples, limit: Double)
     }
 
     var figure: String
@@ -24,6 +26,8 @@ struct Row {
                     ratio.isNaN ? "—" : String(format: "%.2f×", ratio), target, met]
         case let .value(v, baseline, ratio, met):
             return [figure, v, "—", "—", baseline, ratio, target, met.map { $0 ? "yes" : "NO" } ?? "—"]
+        case let .bounded(s, limit):
+            return [figure, duration(s.p50), duration(s.p99), duration(s.max), "—", "—", target, s.p50 <= limit ? "yes" : "NO"]
         }
     }
 }
