@@ -40,6 +40,9 @@ final class LockWatch {
     private var surveysUnderWay = 0
     /// Whether a survey in the background failed to start once (said once in the log).
     private var surveyFailed = false
+    /// Whether the watch of locked files failed to start on another thread once (said once in
+    /// the log).
+    private var watchFailed = false
     /// How many flocks of other processes a survey checks on the loop's thread (whether their
     /// taker lives: one `stat` each) before it leaves the rest of the survey to its thread.
     static let aliveChecksOnLoop = 32
@@ -212,7 +215,7 @@ final class LockWatch {
         guard !locks.holders.isEmpty else { return nil }
         return HandoverDocument.Locks(
             holders: locks.holders.sorted(), files: locks.files.keys.sorted().map { .init(watch: $0, locks: locks.files[$0] ?? []) },
-            openWatch: locks.openWatch?.fd, checking: waiterChecks.isChecking(locks))
+            openWatch: locks.openWatch?.fd, checking: waiterChecks.isChecking(locks) || locks.watchPending)
     }
 
     /// Takes over the watch of `p`'s locks a replaced daemon handed over: its inotify
@@ -234,6 +237,14 @@ final class LockWatch {
     /// lock starts the check for blocked waiters (`WaiterChecks`), since the opener may wait
     /// for an exclusive lock. A group holding a lock on a file already open elsewhere is
     /// checked from the start.
+    ///
+    /// The watch is made on another thread (`watchMade` takes it on the loop): each inotify
+    /// watch asks the file system for permission to read the file, and a FUSE file system
+    /// mounted with `default_permissions` asks its server, which may not answer. Such a file
+    /// system holds that thread, never the loop; the group's locks then go unwatched (nobody
+    /// else can open the file meanwhile either), and a re-exec hands them over to be checked
+    /// for waiters. An open made after the survey and before the watch exists is not
+    /// reported: one check for waiters follows the watch to cover it.
     func watch(_ p: SupervisedProcess, _ found: [LockSurvey.Found]) {
         let locks = p.locks
         locks.stop()
@@ -246,13 +257,43 @@ final class LockWatch {
             if locksByLink[f.link] == nil { links.append(f.link) }
             locksByLink[f.link, default: []].append(f.lock)
         }
-        switch kernel.watchOpens(links) {
+        let wanted = WantedWatch(locks: locks, stops: locks.stops, links: links, locksByLink: locksByLink)
+        locks.watchPending = true
+        let error = kernel.inBackground({ [links] files in files.watchOpens(links) }) { [unowned self, weak p] made in watchMade(p, wanted, made) }
+        guard let error else { return }
+        if !watchFailed {
+            watchFailed = true
+            logger.warning("cannot watch locked files from another thread (\(error)): the loop watches them itself")
+        }
+        watchMade(p, wanted, kernel.watchOpens(links))
+    }
+
+    /// The watch `watch` asked for: whose locks, at which of their stops, and on which files.
+    private struct WantedWatch {
+        let locks: SuspendedLocks
+        let stops: UInt64
+        let links: [String]
+        let locksByLink: [String: [HeldLock]]
+    }
+
+    /// The inotify watch made for `wanted` (or why none could be), on the loop: taken if the
+    /// suspension it was made for still holds, else closed.
+    private func watchMade(_ p: SupervisedProcess?, _ wanted: WantedWatch, _ made: Result<(fd: Int32, watches: [Int32?]), SystemError>) {
+        guard let p, p.locks === wanted.locks, wanted.locks.stops == wanted.stops else {
+            // The group was resumed, signalled or gone meanwhile: there is nothing to watch.
+            if case .success(let (fd, _)) = made { kernel.close(fd) }
+            return
+        }
+        let locks = wanted.locks
+        locks.watchPending = false
+        switch made {
         case .success(let (fd, watches)):
-            for (link, wd) in zip(links, watches) {
+            for (link, wd) in zip(wanted.links, watches) {
                 guard let wd else { continue }
-                locks.files[wd, default: []] += locksByLink[link] ?? []
+                locks.files[wd, default: []] += wanted.locksByLink[link] ?? []
             }
             watchOpens(of: p, fd: fd)
+            waiterChecks.add(p, once: true)
         case .failure(let error): checkInstead(p, error)
         }
     }
@@ -300,6 +341,9 @@ final class SuspendedLocks {
     fileprivate(set) var files: [Int32: [HeldLock]] = [:]
     /// The inotify watch for opens of the files the group holds locks on.
     fileprivate(set) var openWatch: OpenWatch?
+    /// Whether that watch is being made on another thread (a hand-over meanwhile has the new
+    /// program check the group for waiters instead).
+    fileprivate(set) var watchPending = false
     /// How many times the watch stopped: a check for waiters (`WaiterChecks`) holds while this
     /// is what it was when the check began.
     private(set) var stops: UInt64 = 0
@@ -310,6 +354,7 @@ final class SuspendedLocks {
         stops &+= 1
         openWatch?.cancel()
         openWatch = nil
+        watchPending = false
         holders = []
         files = [:]
     }

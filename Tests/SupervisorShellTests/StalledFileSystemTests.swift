@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 import SupervisorCore
 import SupervisorKernel
 import Synchronization
@@ -125,7 +126,9 @@ struct StalledFileSystemTests {
         /// The file on the FUSE file system as processes outside its mount namespace reach it.
         var stalledFile: String { "/proc/\(server.pid)/root\(mountPoint)/file" }
 
-        init() throws {
+        /// `defaultPermissions`: mounted with `default_permissions` (the kernel asks the server
+        /// for the file's attributes at each permission check).
+        init(defaultPermissions: Bool = false) throws {
             var template = Array("/tmp/extensiond-fuse-XXXXXX".utf8CString)
             // With links resolved, as the kernel names the files in /proc/PID/fd.
             guard let made = template.withUnsafeMutableBufferPointer({ mkdtemp($0.baseAddress!) }).flatMap({ realpath($0, nil) }) else {
@@ -137,7 +140,7 @@ struct StalledFileSystemTests {
             if local >= 0 { close(local) }
             do {
                 guard mkdir(directory + "/mnt", 0o755) == 0, local >= 0 else { throw StalledFileSystemError("cannot create the files in \(directory)") }
-                server = try Fixture(["serve", directory + "/mnt"])
+                server = try Fixture(["serve"] + (defaultPermissions ? ["--default-permissions"] : []) + [directory + "/mnt"])
             } catch {
                 unlink(directory + "/local")
                 rmdir(directory + "/mnt")
@@ -246,6 +249,37 @@ struct StalledFileSystemTests {
         }
 
         expectAStatToWait(scene, following: "/proc/\(holder.pid)/fd/\(locked[0].fd)")
+    }
+
+    /// The watch of a suspended group's locked file for opens (inotify) checks the permission
+    /// to read the file, which on a file system mounted with `default_permissions` asks its
+    /// server for the file's attributes: with the server stalled, that call does not return
+    /// (checked first). `LockWatch.watch` makes it on another thread, so it returns at once,
+    /// and a daemon's loop that calls it goes on serving.
+    @Test func theWatchOfALockedFileOnAStalledFileSystemReturnsAtOnce() throws {
+        let scene = try Scene(defaultPermissions: true)
+        defer { scene.tearDown() }
+        let (holder, locked) = try open([scene.stalledFile], lock: true)
+        scene.processes.append(holder)
+        try #require(locked.map(\.state) == ["locked"], "\(locked)")
+        try scene.stall()
+        let link = "/proc/\(holder.pid)/fd/\(locked[0].fd)"
+        let direct = scene.onAThread("an inotify watch of \(link)") { SystemFileReads().watchOpens([link]).isSuccess }
+        #expect(direct.wait(seconds: 1) == nil, "an inotify watch of \(link) returned: the file system answers, so this test shows nothing")
+
+        // The lock watch on a kernel with its loop, all made and used on the thread.
+        let holderPID = holder.pid
+        let file = scene.mountPoint + "/file"
+        let watched = scene.onAThread("LockWatch.watch") { () -> Bool in
+            guard let kernel = try? LinuxKernel() else { return false }
+            let watch = LockWatch(kernel: kernel, logger: Logger(label: "test"), containersRoot: { "/nonexistent" })
+            let p = SupervisedProcess(
+                extensionID: "stalled", generation: 1, pid: holderPID, pidfd: -1, cgroup: nil, mechanism: .stop, channel: nil, queueLimit: 16)
+            let lock = HeldLock(kind: .posix, exclusive: true, path: file, pid: holderPID, openElsewhere: false)
+            watch.watch(p, [LockSurvey.Found(lock: lock, link: link)])
+            return p.locks.holders == [holderPID]
+        }
+        #expect(watched.wait(seconds: 10) == true, "LockWatch.watch waited for the stalled file system (or its kernel could not be made)")
     }
 }
 

@@ -5,12 +5,15 @@ Pure Python 3 on /dev/fuse, with mount(2) through ctypes: no libfuse, no package
 
   fuse_stall.py probe           mounts a FUSE file system and unmounts it: exit 0 if FUSE can
                                 be used here, else exit 1 with the reason on stderr
-  fuse_stall.py serve MOUNTPOINT
+  fuse_stall.py serve [--default-permissions] MOUNTPOINT
                                 in a mount namespace of its own (no other process sees the
                                 mount: nothing else on the system can trip over it), mounts a
                                 file system holding one empty regular file, MOUNTPOINT/file,
                                 with entries and attributes valid for 0 s (every stat of it
-                                asks the server again), and serves it -> "ready". Others reach
+                                asks the server again), and serves it -> "ready". With
+                                --default-permissions the kernel checks permissions itself,
+                                from attributes it asks the server for first (so every
+                                permission check asks the server too). Others reach
                                 the file as /proc/PID/root/MOUNTPOINT/file. Then:
         a line on stdin, or SIGUSR1     stops answering: /dev/fuse stays open, nothing more is
                                         read or answered, so a request for the file waits in
@@ -48,7 +51,7 @@ def check(rc, what):
         raise OSError(e, f"{what}: {os.strerror(e)}")
 
 
-def mount(mountpoint):
+def mount(mountpoint, default_permissions=False):
     """Mounts a FUSE file system at mountpoint in a new private mount namespace (before any
     thread starts: unshare(CLONE_NEWNS) refuses a process whose threads share its fs_struct).
     Returns the /dev/fuse descriptor that serves it."""
@@ -56,6 +59,8 @@ def mount(mountpoint):
     check(libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None), "making / private")
     fd = os.open("/dev/fuse", os.O_RDWR)  # close-on-exec, as Python opens every file
     options = f"fd={fd},rootmode=40000,user_id={os.getuid()},group_id={os.getgid()}"
+    if default_permissions:
+        options += ",default_permissions"
     check(libc.mount(b"fuse_stall", mountpoint.encode(), b"fuse", MS_NOSUID | MS_NODEV, options.encode()), "mount -t fuse")
     return fd
 
@@ -140,8 +145,8 @@ class Release(Exception):
     pass
 
 
-def serve_until_released(mountpoint):
-    fd = mount(mountpoint)
+def serve_until_released(mountpoint, default_permissions):
+    fd = mount(mountpoint, default_permissions)
     wake_r, wake_w = os.pipe()
     stop = threading.Event()
     server = threading.Thread(target=serve, args=(fd, wake_r, stop), daemon=True)
@@ -215,7 +220,8 @@ def main():
             print(f"fuse_stall.py probe: {e}", file=sys.stderr)
             sys.exit(1)
     elif command == "serve":
-        serve_until_released(arguments[0])
+        default_permissions = arguments[:1] == ["--default-permissions"]
+        serve_until_released(arguments[-1], default_permissions)
     elif command == "open":
         open_files(arguments)
     else:
