@@ -16,6 +16,9 @@ import SupervisorKernel
 ///   the attributes the kernel has cached (`cachedIdentity`), so a descriptor on a FUSE or
 ///   network file system whose server does not answer cannot make it wait.
 /// - A lock on a file below a shared container's directory names that container.
+/// - Each lock says whether its file's file system checks permissions without asking a server
+///   (`Found.watchable`, from the descriptor's `mnt_id` and the holder's mount table), so that
+///   the loop may watch it for opens.
 /// - When /proc/locks shows no lock the members could hold, nothing else is read. A member
 ///   may hold a lock /proc/locks shows with its pid; an OFD lock (shown with pid -1); or a
 ///   flock another process took on a description it shares, which /proc/locks shows with the
@@ -45,6 +48,10 @@ struct LockSurvey {
     struct Found: Sendable {
         var lock: HeldLock
         var link: String
+        /// Whether the file is on a file system that checks permissions without asking a
+        /// server (`LocalFileSystems`), so that the loop may watch it for opens; false when
+        /// its file system cannot be told, or it has no link.
+        var watchable = false
     }
 
     /// Whether /proc/locks (`procLocks`) shows a lock the `members` could hold: one with a
@@ -68,7 +75,7 @@ struct LockSurvey {
         let memberSet = Set(members)
         guard mayHoldLocks(memberSet, procLocks: procLocks, aliveChecks: .max) == true else { return [] }
 
-        var found: [(lock: HeldLock, link: String, identity: FileIdentity?)] = []
+        var found: [(lock: HeldLock, link: String, identity: FileIdentity?, mount: Int?)] = []
         var seen = Set<String>()
         // The members /proc/locks names first (their POSIX and flock locks), then the others
         // (OFD locks, flocks of a taker gone), at most `descriptorBudget` descriptors in all.
@@ -84,15 +91,17 @@ struct LockSurvey {
                 }
                 budget -= 1
                 guard case .success(let bytes) = files.read("\(proc)/\(pid)/fdinfo/\(fd)") else { continue }
-                let entries = FileLocks.descriptorLocks(String(decoding: bytes, as: UTF8.self)).filter { seen.insert($0.key).inserted }
+                let fdinfo = String(decoding: bytes, as: UTF8.self)
+                let entries = FileLocks.descriptorLocks(fdinfo).filter { seen.insert($0.key).inserted }
                 guard !entries.isEmpty else { continue }
+                let mount = LocalFileSystems.mountID(fdinfo: fdinfo)
                 let link = "\(proc)/\(pid)/fd/\(fd)"
                 let path = (try? files.readLink(link).get()) ?? "(unknown file \(entries[0].file))"
                 let identity = try? files.cachedIdentity(link).get()
                 for e in entries {
                     guard let kind = Self.kind(e.kind) else { continue }
                     let lock = HeldLock(kind: kind, exclusive: e.exclusive, path: path, pid: pid, openElsewhere: false, sharedContainer: container(of: path))
-                    found.append((lock, link, identity))
+                    found.append((lock, link, identity, mount))
                 }
             }
         }
@@ -111,7 +120,7 @@ struct LockSurvey {
                 ? "the inode \(entry.file) (the extension's descriptors were not all read: more than \(descriptorBudget))"
                 : "the inode \(entry.file), through a descriptor no process of the extension has open"
             found.append(
-                (HeldLock(kind: Self.kind(entry.kind) ?? .flock, exclusive: entry.exclusive, path: path, pid: entry.pid, openElsewhere: true), "", nil))
+                (HeldLock(kind: Self.kind(entry.kind) ?? .flock, exclusive: entry.exclusive, path: path, pid: entry.pid, openElsewhere: true), "", nil, nil))
         }
 
         let wanted = Set(found.compactMap { $0.lock.exclusive ? $0.identity : nil })
@@ -121,7 +130,20 @@ struct LockSurvey {
                 if let id = found[i].identity, opened.contains(id) { found[i].lock.openElsewhere = true }
             }
         }
-        return found.map { Found(lock: $0.lock, link: $0.link) }
+        // The type of each locked file's mount, from the mount table of the member holding it.
+        var mountTypes: [Int32: [Int: String]] = [:]
+        return found.map { f in
+            var watchable = false
+            if let mount = f.mount, !f.link.isEmpty {
+                let pid = f.lock.pid
+                if mountTypes[pid] == nil {
+                    let table = try? files.read("\(proc)/\(pid)/mountinfo").get()
+                    mountTypes[pid] = table.map { LocalFileSystems.mountTypes(String(decoding: $0, as: UTF8.self)) } ?? [:]
+                }
+                watchable = mountTypes[pid]?[mount].map(LocalFileSystems.isLocal) ?? false
+            }
+            return Found(lock: f.lock, link: f.link, watchable: watchable)
+        }
     }
 
     /// Which of `locked` some process other than `skipping` has open.

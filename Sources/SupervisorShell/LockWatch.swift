@@ -40,9 +40,6 @@ final class LockWatch {
     private var surveysUnderWay = 0
     /// Whether a survey in the background failed to start once (said once in the log).
     private var surveyFailed = false
-    /// Whether the watch of locked files failed to start on another thread once (said once in
-    /// the log).
-    private var watchFailed = false
     /// How many flocks of other processes a survey checks on the loop's thread (whether their
     /// taker lives: one `stat` each) before it leaves the rest of the survey to its thread.
     static let aliveChecksOnLoop = 32
@@ -215,7 +212,7 @@ final class LockWatch {
         guard !locks.holders.isEmpty else { return nil }
         return HandoverDocument.Locks(
             holders: locks.holders.sorted(), files: locks.files.keys.sorted().map { .init(watch: $0, locks: locks.files[$0] ?? []) },
-            openWatch: locks.openWatch?.fd, checking: waiterChecks.isChecking(locks) || locks.watchPending)
+            openWatch: locks.openWatch?.fd, checking: waiterChecks.isChecking(locks))
     }
 
     /// Takes over the watch of `p`'s locks a replaced daemon handed over: its inotify
@@ -238,62 +235,38 @@ final class LockWatch {
     /// for an exclusive lock. A group holding a lock on a file already open elsewhere is
     /// checked from the start.
     ///
-    /// The watch is made on another thread (`watchMade` takes it on the loop): each inotify
-    /// watch asks the file system for permission to read the file, and a FUSE file system
-    /// mounted with `default_permissions` asks its server, which may not answer. Such a file
-    /// system holds that thread, never the loop; the group's locks then go unwatched (nobody
-    /// else can open the file meanwhile either), and a re-exec hands them over to be checked
-    /// for waiters. An open made after the survey and before the watch exists is not
-    /// reported: one check for waiters follows the watch to cover it.
+    /// Only files on a file system that checks permissions without asking a server are
+    /// watched (`LockSurvey.Found.watchable`): an inotify watch checks the permission to read
+    /// its file, which a FUSE, network or unknown file system may ask its server about, and a
+    /// server that does not answer would hold the loop. A group with a lock on any other file
+    /// is checked for waiters instead, which catches a process blocked on that lock but not a
+    /// plain open of the file.
     func watch(_ p: SupervisedProcess, _ found: [LockSurvey.Found]) {
         let locks = p.locks
         locks.stop()
         guard !found.isEmpty else { return }
         locks.holders = Set(found.map(\.lock.pid))
         if found.contains(where: \.lock.openElsewhere) { return waiterChecks.add(p) }
+        if found.contains(where: { !$0.watchable }) {
+            logger.debug(
+                "\(p.extensionID) holds a lock on a file that is not on a local file system: its locks are checked for waiters every \(WaiterChecks.checkSeconds)s while it is suspended"
+            )
+            waiterChecks.add(p)
+        }
         var links: [String] = []
         var locksByLink: [String: [HeldLock]] = [:]
-        for f in found {
+        for f in found where f.watchable {
             if locksByLink[f.link] == nil { links.append(f.link) }
             locksByLink[f.link, default: []].append(f.lock)
         }
-        let wanted = WantedWatch(locks: locks, stops: locks.stops, links: links, locksByLink: locksByLink)
-        locks.watchPending = true
-        let error = kernel.inBackground({ [links] files in files.watchOpens(links) }) { [unowned self, weak p] made in watchMade(p, wanted, made) }
-        guard let error else { return }
-        if !watchFailed {
-            watchFailed = true
-            logger.warning("cannot watch locked files from another thread (\(error)): the loop watches them itself")
-        }
-        watchMade(p, wanted, kernel.watchOpens(links))
-    }
-
-    /// The watch `watch` asked for: whose locks, at which of their stops, and on which files.
-    private struct WantedWatch {
-        let locks: SuspendedLocks
-        let stops: UInt64
-        let links: [String]
-        let locksByLink: [String: [HeldLock]]
-    }
-
-    /// The inotify watch made for `wanted` (or why none could be), on the loop: taken if the
-    /// suspension it was made for still holds, else closed.
-    private func watchMade(_ p: SupervisedProcess?, _ wanted: WantedWatch, _ made: Result<(fd: Int32, watches: [Int32?]), SystemError>) {
-        guard let p, p.locks === wanted.locks, wanted.locks.stops == wanted.stops else {
-            // The group was resumed, signalled or gone meanwhile: there is nothing to watch.
-            if case .success(let (fd, _)) = made { kernel.close(fd) }
-            return
-        }
-        let locks = wanted.locks
-        locks.watchPending = false
-        switch made {
+        guard !links.isEmpty else { return }
+        switch kernel.watchOpens(links) {
         case .success(let (fd, watches)):
-            for (link, wd) in zip(wanted.links, watches) {
+            for (link, wd) in zip(links, watches) {
                 guard let wd else { continue }
-                locks.files[wd, default: []] += wanted.locksByLink[link] ?? []
+                locks.files[wd, default: []] += locksByLink[link] ?? []
             }
             watchOpens(of: p, fd: fd)
-            waiterChecks.add(p, once: true)
         case .failure(let error): checkInstead(p, error)
         }
     }
@@ -341,9 +314,6 @@ final class SuspendedLocks {
     fileprivate(set) var files: [Int32: [HeldLock]] = [:]
     /// The inotify watch for opens of the files the group holds locks on.
     fileprivate(set) var openWatch: OpenWatch?
-    /// Whether that watch is being made on another thread (a hand-over meanwhile has the new
-    /// program check the group for waiters instead).
-    fileprivate(set) var watchPending = false
     /// How many times the watch stopped: a check for waiters (`WaiterChecks`) holds while this
     /// is what it was when the check began.
     private(set) var stops: UInt64 = 0
@@ -354,7 +324,6 @@ final class SuspendedLocks {
         stops &+= 1
         openWatch?.cancel()
         openWatch = nil
-        watchPending = false
         holders = []
         files = [:]
     }

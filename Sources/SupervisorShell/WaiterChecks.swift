@@ -20,11 +20,6 @@ final class WaiterChecks {
         let stops: UInt64
         let extensionID: String
         let generation: UInt64
-        /// Checked by the next check only (`add(_:once:)`).
-        var once: Bool
-        /// Whether a read of /proc/locks began since it was added (one that began before may
-        /// predate what a check `once` is for).
-        var read = false
         var holds: Bool { locks.stops == stops }
     }
 
@@ -51,16 +46,11 @@ final class WaiterChecks {
     func isChecking(_ locks: SuspendedLocks) -> Bool { checked.contains { $0.locks === locks && $0.holds } }
 
     /// Checks `p`'s locks from the next check on, until their watch stops (`SuspendedLocks.stop`)
-    /// or a waiter is found; with `once`, at the next check only (a waiter that was blocked
-    /// before their inotify watch existed). Checking them already, nothing changes, except that
-    /// a check at the next check only becomes one until the watch stops when `once` is false.
-    func add(_ p: SupervisedProcess, once: Bool = false) {
+    /// or a waiter is found. Checking them already, nothing changes.
+    func add(_ p: SupervisedProcess) {
         checked.removeAll { !$0.holds }
-        if let i = checked.firstIndex(where: { $0.locks === p.locks }) {
-            if !once { checked[i].once = false }
-            return
-        }
-        checked.append(Checked(locks: p.locks, stops: p.locks.stops, extensionID: p.extensionID, generation: p.generation, once: once))
+        guard !isChecking(p.locks) else { return }
+        checked.append(Checked(locks: p.locks, stops: p.locks.stops, extensionID: p.extensionID, generation: p.generation))
         arm()
     }
 
@@ -78,7 +68,6 @@ final class WaiterChecks {
         timer = nil
         checked.removeAll { !$0.holds }
         guard !checked.isEmpty else { return }
-        for i in checked.indices { checked[i].read = true }
         reading = true
         let error = kernel.inBackground({ files in FileLocks.current(files) }) { [unowned self] read in arrived(read) }
         guard let error else { return }
@@ -103,9 +92,7 @@ final class WaiterChecks {
                 contended(group.extensionID, group.generation, detail)
             }
         }
-        // Those checked once are done once a read made since they were added came back,
-        // whatever it found.
-        checked.removeAll { !$0.holds || ($0.once && $0.read) }
+        checked.removeAll { !$0.holds }
         if !checked.isEmpty { arm() }
     }
 }

@@ -23,7 +23,8 @@ extension DaemonOnRecordingKernelTests {
         let line = "1: POSIX  ADVISORY  WRITE \(Self.leader) 08:01:42 0 EOF\n"
         k.descriptors[try #require(k.opened["/proc/locks"])] = line
         k.directories["/proc/\(Self.leader)/fdinfo"] = ["3"]
-        k.files["/proc/\(Self.leader)/fdinfo/3"] = "pos:\t0\nflags:\t02\nlock:\t\(line)"
+        k.files["/proc/\(Self.leader)/fdinfo/3"] = "pos:\t0\nflags:\t02\nmnt_id:\t42\nlock:\t\(line)"
+        k.files["/proc/\(Self.leader)/mountinfo"] = "42 1 8:1 / / rw,relatime shared:1 - ext4 /dev/sda1 rw\n"
         k.links["/proc/\(Self.leader)/fd/3"] = Self.lockedFile
     }
 
@@ -128,98 +129,33 @@ extension DaemonOnRecordingKernelTests {
             k.finishBackgroundWork()
             #expect(readsTheLeadersDescriptors, "\(k.calls)")
             #expect(daemon.core.records[Self.id]?.state == .suspended)
-            #expect(!k.calls.contains { if case .watchOpens = $0 { true } else { false } }, "the loop made the watch itself: \(k.calls)")
-
-            // The watch of the locked file for opens is made on another thread too, and
-            // watched by the loop once it returns.
-            k.finishBackgroundWork()
-            #expect(k.backgroundCalls.contains(.watchOpens(["/proc/\(Self.leader)/fd/3"])), "the locked file is watched for opens: \(k.calls)")
-            let inotify = try #require(k.inotifyDescriptors.last)
-            #expect(k.watches.contains { $0.fd == inotify && !$0.cancelled }, "the loop watches the inotify descriptor")
+            #expect(k.calls.contains(.watchOpens(["/proc/\(Self.leader)/fd/3"])), "the locked file is watched for opens: \(k.calls)")
         }
     }
 
-    /// Stops the widget, which holds a lock (`scriptALockOfTheLeader`), until its stop is
-    /// confirmed by its survey: the watch of the locked file is then being made on another
-    /// thread.
-    func suspendWithItsWatchUnderWay(_ requestID: UInt64, tag: UInt32, host: PacketSocket, watch: Int32) throws {
-        try stopWithItsSurveyUnderWay(requestID, tag: tag, host: host, watch: watch)
-        kernel.finishBackgroundWork()
-        #expect(daemon.core.records[Self.id]?.state == .suspended)
-        #expect(kernel.backgroundWork.count == 1, "the watch is being made: \(kernel.calls)")
-    }
-
-    /// A watch of locked files that comes back after the group was resumed is closed, not
-    /// watched: the group runs, and nothing of it is to be watched.
-    @Test func aWatchMadeAfterTheSuspensionEndedIsClosed() throws {
+    /// A lock on a file that is not on a local file system (here NFS) is not watched for opens,
+    /// whose permission check could wait for its server, on the loop: the group is checked for
+    /// waiters instead, from another thread.
+    @Test func aLockOnAFileOfANetworkFileSystemIsCheckedForWaitersNotWatched() throws {
         let k = kernel
         try withBegunWidget { host, watch, runtime, requestID in
             try scriptALockOfTheLeader()
-            try suspendWithItsWatchUnderWay(requestID, tag: 2, host: host, watch: watch)
-            _ = try beginAgain(tag: 3, host: host, watch: watch, runtime: runtime)
-            #expect(daemon.core.records[Self.id]?.state == .active)
-            k.clearCalls()
+            k.files["/proc/\(Self.leader)/mountinfo"] = "42 1 0:61 / /data rw,relatime shared:1 - nfs4 server:/export rw,vers=4.2\n"
+            try stopWithItsSurveyUnderWay(requestID, tag: 2, host: host, watch: watch)
             k.finishBackgroundWork()
-            let inotify = try #require(k.inotifyDescriptors.last)
-            #expect(k.calls.contains(.close(inotify)), "the watch made for the ended suspension is closed: \(k.calls)")
-            #expect(!k.watches.contains { $0.fd == inotify && !$0.cancelled }, "a running group's files are watched")
-        }
-    }
-
-    /// An open made after the survey and before the watch existed is not reported by the watch:
-    /// one check for blocked waiters follows it. A waiter found then is contention; without
-    /// one, no further check runs (the watch alone goes on).
-    @Test func oneCheckForWaitersFollowsTheWatch() throws {
-        let k = kernel
-        try withBegunWidget { host, watch, runtime, requestID in
-            try scriptALockOfTheLeader()
-            try suspendWithItsWatchUnderWay(requestID, tag: 2, host: host, watch: watch)
-            k.finishBackgroundWork()
-            k.clearCalls()
-            k.advance(to: k.clock.adding(seconds: WaiterChecks.checkSeconds))
-            #expect(k.calls == [.inBackground], "one check, off the loop: \(k.calls)")
-            k.finishBackgroundWork()
-            #expect(k.backgroundCalls.last == .read("/proc/locks"), "\(k.backgroundCalls)")
-            #expect(daemon.core.records[Self.id]?.state == .suspended, "no waiter, no contention")
-            k.clearCalls()
-            k.advance(to: k.clock.adding(seconds: 10 * WaiterChecks.checkSeconds))
-            #expect(!k.calls.contains(.inBackground), "checked again after the one check: \(k.calls)")
-
-            // Resumed, and stopped again; this time a process waits on the lock by the check.
-            let second = try beginAgain(tag: 3, host: host, watch: watch, runtime: runtime)
-            try suspendWithItsWatchUnderWay(second, tag: 4, host: host, watch: watch)
-            k.finishBackgroundWork()
+            #expect(daemon.core.records[Self.id]?.state == .suspended)
+            #expect(!k.calls.contains { if case .watchOpens = $0 { true } else { false } }, "a file on NFS is watched for opens: \(k.calls)")
             k.files["/proc/locks"] = """
                 1: POSIX  ADVISORY  WRITE \(Self.leader) 08:01:42 0 EOF
                 1: -> POSIX  ADVISORY  WRITE 4321 08:01:42 0 EOF
 
                 """
+            k.clearCalls()
             k.advance(to: k.clock.adding(seconds: WaiterChecks.checkSeconds))
+            #expect(k.calls == [.inBackground], "the check for waiters, off the loop: \(k.calls)")
             k.finishBackgroundWork()
             let events = daemon.core.records[Self.id]?.recentEvents.map(\.kind) ?? []
             #expect(events.contains(.lockHeldWhileSuspended), "the waiter found by the check is contention: \(events)")
-            #expect(daemon.core.records[Self.id]?.state != .suspended)
-        }
-    }
-
-    /// A re-exec while the watch of a suspended group's locks is being made does not wait for
-    /// it (a file system that does not answer may hold it for ever): the document hands the
-    /// group's locks over to be checked for waiters.
-    @Test func aReexecWhileAWatchIsMadeHandsTheLocksOverToBeChecked() throws {
-        let k = kernel
-        try withBegunWidget { host, watch, runtime, requestID in
-            try scriptALockOfTheLeader()
-            try suspendWithItsWatchUnderWay(requestID, tag: 2, host: host, watch: watch)
-            #expect(!daemon.extensions.isBusy)
-            daemon.requestReexec(from: nil)
-            k.advance(to: k.clock)
-            #expect(k.executions.count == 1, "\(k.calls)")
-            let input = try #require(k.childInputs.last ?? nil)
-            let document = try HandoverFile.decode(input, kernel: k)
-            let locks = try #require(document.processes.first?.locks)
-            #expect(locks.openWatch == nil)
-            #expect(locks.checking, "the new program checks the locks for waiters")
-            #expect(locks.holders == [Self.leader])
         }
     }
 

@@ -109,43 +109,4 @@ struct LockWatchTests {
         #expect(!k.timers.contains { !$0.cancelled }, "a timer runs with no group checked")
         _ = a
     }
-
-    /// A group checked once (`WaiterChecks.add(_:once:)`, after its watch was made) is checked
-    /// by one read of /proc/locks begun after it was added: one added while a read is under way
-    /// is not covered by that read, and is dropped after the next.
-    @Test func aGroupCheckedOnceIsCheckedByOneReadBegunAfterItWasAdded() {
-        let k = RecordingKernel()
-        k.files["/proc/locks"] = ""
-        let checks = WaiterChecks(kernel: k, logger: Logger(label: "test")) { _, _, _ in }
-        func group(_ id: String, pid: Int32) -> SupervisedProcess {
-            SupervisedProcess(extensionID: id, generation: 1, pid: pid, pidfd: pid + 1, cgroup: nil, mechanism: .stop, channel: nil, queueLimit: 16)
-        }
-        let a = group("a", pid: 100)
-        let b = group("b", pid: 200)
-        checks.add(a)
-        k.advance(to: k.clock.adding(seconds: WaiterChecks.checkSeconds))
-        #expect(k.backgroundWork.count == 1, "a's read is under way")
-        checks.add(b, once: true)
-        a.locks.stop()
-        k.finishBackgroundWork()
-        #expect(checks.isChecking(b.locks), "b is still to be checked: the read began before it was added")
-
-        k.clearCalls()
-        k.advance(to: k.clock.adding(seconds: WaiterChecks.checkSeconds))
-        #expect(k.calls == [.inBackground], "b's one check: \(k.calls)")
-        k.finishBackgroundWork()
-        #expect(!checks.isChecking(b.locks), "b was checked once")
-        k.clearCalls()
-        k.advance(to: k.clock.adding(seconds: 10 * WaiterChecks.checkSeconds))
-        #expect(k.calls.isEmpty, "\(k.calls)")
-
-        // Checked once, then asked for until its watch stops: checked until then.
-        checks.add(b, once: true)
-        checks.add(b)
-        for _ in 0..<3 {
-            k.advance(to: k.clock.adding(seconds: WaiterChecks.checkSeconds))
-            k.finishBackgroundWork()
-        }
-        #expect(checks.isChecking(b.locks))
-    }
 }

@@ -246,17 +246,19 @@ struct StalledFileSystemTests {
             #expect(lock.link == "/proc/\(holder.pid)/fd/\(fd)")
             #expect(lock.lock.kind == .posix && lock.lock.exclusive && lock.lock.pid == holder.pid, "\(lock.lock)")
             #expect(lock.lock.openElsewhere, "the opener has \(path) open")
+            #expect(lock.watchable == (path == scene.localFile), "\(path): only a file on a local file system may be watched for opens")
         }
 
         expectAStatToWait(scene, following: "/proc/\(holder.pid)/fd/\(locked[0].fd)")
     }
 
-    /// The watch of a suspended group's locked file for opens (inotify) checks the permission
-    /// to read the file, which on a file system mounted with `default_permissions` asks its
-    /// server for the file's attributes: with the server stalled, that call does not return
-    /// (checked first). `LockWatch.watch` makes it on another thread, so it returns at once,
-    /// and a daemon's loop that calls it goes on serving.
-    @Test func theWatchOfALockedFileOnAStalledFileSystemReturnsAtOnce() throws {
+    /// A watch of a locked file for opens (inotify) checks the permission to read the file,
+    /// which on a file system mounted with `default_permissions` asks its server for the file's
+    /// attributes: with the server stalled, that call does not return (checked first). The
+    /// survey tells the file is not on a local file system (from `/proc` alone), and
+    /// `LockWatch.watch` then checks the group for waiters instead of watching the file: it
+    /// returns at once, and a daemon's loop that calls it goes on serving.
+    @Test func aLockedFileOnAStalledFileSystemIsCheckedForWaitersNotWatched() throws {
         let scene = try Scene(defaultPermissions: true)
         defer { scene.tearDown() }
         let (holder, locked) = try open([scene.stalledFile], lock: true)
@@ -264,22 +266,27 @@ struct StalledFileSystemTests {
         try #require(locked.map(\.state) == ["locked"], "\(locked)")
         try scene.stall()
         let link = "/proc/\(holder.pid)/fd/\(locked[0].fd)"
-        let direct = scene.onAThread("an inotify watch of \(link)") { SystemFileReads().watchOpens([link]).isSuccess }
+        let direct = scene.onAThread("an inotify watch of \(link)") { (try? LinuxKernel(withLoop: false))?.watchOpens([link]).isSuccess }
         #expect(direct.wait(seconds: 1) == nil, "an inotify watch of \(link) returned: the file system answers, so this test shows nothing")
+
+        let survey = try startSurvey(scene, holder: holder.pid)
+        let found = try #require(survey.wait(seconds: 10), "the survey did not return within 10 s")
+        #expect(found.map(\.link) == [link])
+        #expect(found.map(\.watchable) == [false], "a file on a FUSE file system counted as local")
 
         // The lock watch on a kernel with its loop, all made and used on the thread.
         let holderPID = holder.pid
-        let file = scene.mountPoint + "/file"
-        let watched = scene.onAThread("LockWatch.watch") { () -> Bool in
-            guard let kernel = try? LinuxKernel() else { return false }
+        let watched = scene.onAThread("LockWatch.watch") { () -> (watched: Bool, checked: Bool)? in
+            guard let kernel = try? LinuxKernel() else { return nil }
             let watch = LockWatch(kernel: kernel, logger: Logger(label: "test"), containersRoot: { "/nonexistent" })
             let p = SupervisedProcess(
                 extensionID: "stalled", generation: 1, pid: holderPID, pidfd: -1, cgroup: nil, mechanism: .stop, channel: nil, queueLimit: 16)
-            let lock = HeldLock(kind: .posix, exclusive: true, path: file, pid: holderPID, openElsewhere: false)
-            watch.watch(p, [LockSurvey.Found(lock: lock, link: link)])
-            return p.locks.holders == [holderPID]
+            watch.watch(p, found)
+            return (p.locks.openWatch != nil, watch.handover(of: p)?.checking == true)
         }
-        #expect(watched.wait(seconds: 10) == true, "LockWatch.watch waited for the stalled file system (or its kernel could not be made)")
+        let result = try #require(watched.wait(seconds: 10) ?? nil, "LockWatch.watch waited for the stalled file system (or its kernel could not be made)")
+        #expect(!result.watched, "the file on the stalled file system is watched for opens")
+        #expect(result.checked, "the group is not checked for waiters")
     }
 }
 

@@ -183,9 +183,6 @@ final class RecordingKernel: Kernel {
     /// Work started with `inBackground` and not run yet: each runs, with this kernel's reads,
     /// at `finishBackgroundWork`, on the test's thread.
     var backgroundWork: [() -> Void] = []
-    /// The calls made by work done in the background (`inBackground`), in order; they are in
-    /// `calls` too.
-    var backgroundCalls: [Call] = []
     /// The descriptor `open` last returned for each path.
     var opened: [String: Int32] = [:]
 
@@ -277,12 +274,7 @@ final class RecordingKernel: Kernel {
 
     func inBackground<T: Sendable>(_ work: @escaping @Sendable (any FileReads) -> T, _ done: @escaping (T) -> Void) -> SystemError? {
         calls.append(.inBackground)
-        backgroundWork.append { [unowned self] in
-            let start = calls.count
-            let result = work(self)
-            backgroundCalls += calls[start...]
-            done(result)
-        }
+        backgroundWork.append { [unowned self] in done(work(self)) }
         return nil
     }
 
@@ -419,13 +411,9 @@ final class RecordingKernel: Kernel {
     /// Watch descriptors `readOpenEvents` returns (then forgets).
     var openEvents: [Int32] = []
 
-    /// The inotify descriptors `watchOpens` made, in order.
-    var inotifyDescriptors: [Int32] = []
-
     func watchOpens(_ paths: [String]) -> Result<(fd: Int32, watches: [Int32?]), SystemError> {
         calls.append(.watchOpens(paths))
         nextFD += 1
-        inotifyDescriptors.append(nextFD)
         return .success((nextFD, paths.indices.map { Int32($0 + 1) }))
     }
 
