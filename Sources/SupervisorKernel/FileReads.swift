@@ -5,9 +5,10 @@ import ExtensionTransport
 import Glibc
 #endif
 
-/// The reads of files and links that work done off the loop's thread may make
-/// (`Kernel.inBackground`): the lock survey's walk of `/proc`. `Kernel` offers them too, so
-/// that code written against this interface runs on the loop or in the background alike.
+/// The calls on files that work done off the loop's thread may make (`Kernel.inBackground`):
+/// reads of files and links (the lock survey's walk of `/proc`), and the watch of locked files
+/// for opens the survey makes before it looks at other processes. `Kernel` offers them too,
+/// so that code written against this interface runs on the loop or in the background alike.
 public protocol FileReads {
     /// The whole contents of a file (`/proc`, cgroup files, configuration).
     func read(_ path: String) -> Result<[UInt8], SystemError>
@@ -24,6 +25,15 @@ public protocol FileReads {
     /// the attributes the kernel has cached, never asking the file system: a file on a FUSE
     /// or network file system whose server does not answer is not waited for.
     func cachedIdentity(_ path: String) -> Result<FileIdentity, SystemError>
+    /// inotify(7): a non-blocking, close-on-exec descriptor that reports each open (`IN_OPEN`)
+    /// of the files at `paths` (symbolic links followed, so `/proc/PID/fd/N` names the open
+    /// file itself), and the watch descriptor of each path (nil for one that cannot be
+    /// watched). Fails only when no path can be watched. Each watch checks the caller's
+    /// permission to read the file, which a FUSE file system mounted with
+    /// `default_permissions`, or a network one, may ask its server about: a server that does
+    /// not answer holds the call. The daemon watches only files on local file systems
+    /// (`LocalFileSystems`).
+    func watchOpens(_ paths: [String]) -> Result<(fd: Int32, watches: [Int32?]), SystemError>
 }
 
 /// `FileReads` made with system calls on the calling thread. It holds no state, so any thread
@@ -75,6 +85,29 @@ public struct SystemFileReads: FileReads, Sendable {
         let rc = shim_cached_identity(path, &device, &inode)
         guard rc == 0 else { return .failure(SystemError(errno: -rc)) }
         return .success(FileIdentity(device: device, inode: inode))
+    }
+
+    /// inotify_init1(IN_NONBLOCK | IN_CLOEXEC) and one IN_OPEN watch per path. The caller owns
+    /// the returned descriptor and closes it. When no path can be watched (`paths` empty
+    /// included), the descriptor is closed and the failure carries the errno of the last path
+    /// tried.
+    public func watchOpens(_ paths: [String]) -> Result<(fd: Int32, watches: [Int32?]), SystemError> {
+        let fd = inotify_init1(Int32(IN_NONBLOCK) | Int32(IN_CLOEXEC))
+        guard fd >= 0 else { return .failure(SystemError(errno: errno)) }
+        var lastError: Int32 = 0
+        let watches: [Int32?] = paths.map { path in
+            let wd = inotify_add_watch(fd, path, UInt32(IN_OPEN))
+            if wd < 0 {
+                lastError = errno
+                return nil
+            }
+            return wd
+        }
+        guard watches.contains(where: { $0 != nil }) else {
+            Glibc.close(fd)
+            return .failure(SystemError(errno: lastError))
+        }
+        return .success((fd, watches))
     }
 
     /// readlink(2) into a buffer of PATH_MAX bytes, decoded as UTF-8 (invalid bytes replaced).

@@ -147,11 +147,6 @@ public protocol Kernel: AnyObject, FileReads {
     /// close(2) of a descriptor the caller owns. No error is reported: the descriptor is
     /// released whatever close says.
     func close(_ fd: Int32)
-    /// inotify(7): a non-blocking, close-on-exec descriptor that reports each open (`IN_OPEN`)
-    /// of the files at `paths` (symbolic links followed, so `/proc/PID/fd/N` names the open
-    /// file itself), and the watch descriptor of each path (nil for one that cannot be
-    /// watched). Fails only when no path can be watched.
-    func watchOpens(_ paths: [String]) -> Result<(fd: Int32, watches: [Int32?]), SystemError>
     /// Reads every queued inotify event from `fd` (non-blocking): the watch descriptors they
     /// are for. Afterwards `fd` is no longer readable until the next event.
     func readOpenEvents(fd: Int32) -> [Int32]

@@ -587,24 +587,8 @@ public final class LinuxKernel: Kernel {
         }
     }
 
-    /// inotify_init1(IN_NONBLOCK | IN_CLOEXEC) and one IN_OPEN watch per path. The caller owns the
-    /// returned descriptor and closes it. When no path can be watched (`paths` empty included),
-    /// the descriptor is closed and the failure carries the errno of the last path tried.
-    public func watchOpens(_ paths: [String]) -> Result<(fd: Int32, watches: [Int32?]), SystemError> {
-        let fd = inotify_init1(Int32(IN_NONBLOCK) | Int32(IN_CLOEXEC))
-        guard fd >= 0 else { return .failure(SystemError(errno: errno)) }
-        var lastError: Int32 = 0
-        let watches: [Int32?] = paths.map { path in
-            let wd = inotify_add_watch(fd, path, UInt32(IN_OPEN))
-            if wd < 0 { lastError = errno; return nil }
-            return wd
-        }
-        guard watches.contains(where: { $0 != nil }) else {
-            Glibc.close(fd)
-            return .failure(SystemError(errno: lastError))
-        }
-        return .success((fd, watches))
-    }
+    /// `SystemFileReads.watchOpens`.
+    public func watchOpens(_ paths: [String]) -> Result<(fd: Int32, watches: [Int32?]), SystemError> { SystemFileReads().watchOpens(paths) }
 
     /// Reads `fd` until it would block (or fails or ends), retrying EINTR; never blocks on the
     /// non-blocking descriptor of `watchOpens`. One watch descriptor per event, in order,

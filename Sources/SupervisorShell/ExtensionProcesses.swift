@@ -372,10 +372,10 @@ extension ExtensionProcesses: ProcessControlDelegate {
     /// resumed, or stopped again since) is dropped: it tells nothing about the present one.
     func stopConfirmed(_ p: SupervisedProcess, members: [Int32]) {
         let suspension = p.group.suspensions
-        locks.survey(members: members) { [unowned self] found in
-            guard byID[p.extensionID] === p, p.group.suspensions == suspension, p.group.isSuspended else { return }
-            locks.watch(p, found)
-            sink?.post(.stopConfirmed(extensionID: p.extensionID, generation: p.generation, locks: found.map(\.lock)))
+        locks.survey(members: members) { [unowned self] survey in
+            guard byID[p.extensionID] === p, p.group.suspensions == suspension, p.group.isSuspended else { return locks.discard(survey) }
+            locks.watch(p, survey)
+            sink?.post(.stopConfirmed(extensionID: p.extensionID, generation: p.generation, locks: survey.found.map(\.lock)))
         }
     }
 

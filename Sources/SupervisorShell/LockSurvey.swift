@@ -70,10 +70,35 @@ struct LockSurvey {
         return false
     }
 
+    /// What a survey found, and the watch for opens it made of the locked files it may watch
+    /// (`Found.watchable`; nil when it made none, or was not asked to).
+    struct Outcome: Sendable {
+        var found: [Found]
+        var openWatch: OpenWatchMade?
+    }
+
+    /// An inotify descriptor made for opens of `links` (`FileReads.watchOpens`), with the watch
+    /// descriptor of each (nil for one that could not be watched). Its owner closes it.
+    struct OpenWatchMade: Sendable {
+        var fd: Int32
+        var links: [String]
+        var watches: [Int32?]
+    }
+
     /// Every lock `members` hold, from /proc/locks (`procLocks`) and their descriptors.
     func locks(heldBy members: [Int32], procLocks: [FileLocks.Entry]) -> [Found] {
+        survey(heldBy: members, procLocks: procLocks, watchingOpens: false).found
+    }
+
+    /// Every lock `members` hold, as `locks(heldBy:procLocks:)` finds them; with
+    /// `watchingOpens`, the watchable locked files (`Found.watchable`) are watched for opens as
+    /// soon as the members' descriptors are read, before other processes' descriptors are
+    /// compared with them: an open made after that comparison is reported by the watch, and
+    /// one made before it is seen by it, so none falls between the two. `Outcome.openWatch` is
+    /// nil when no file may be watched or no watch could be made.
+    func survey(heldBy members: [Int32], procLocks: [FileLocks.Entry], watchingOpens: Bool) -> Outcome {
         let memberSet = Set(members)
-        guard mayHoldLocks(memberSet, procLocks: procLocks, aliveChecks: .max) == true else { return [] }
+        guard mayHoldLocks(memberSet, procLocks: procLocks, aliveChecks: .max) == true else { return Outcome(found: [], openWatch: nil) }
 
         var found: [(lock: HeldLock, link: String, identity: FileIdentity?, mount: Int?)] = []
         var seen = Set<String>()
@@ -123,6 +148,27 @@ struct LockSurvey {
                 (HeldLock(kind: Self.kind(entry.kind) ?? .flock, exclusive: entry.exclusive, path: path, pid: entry.pid, openElsewhere: true), "", nil, nil))
         }
 
+        // The type of each locked file's mount, from the mount table of the member holding it.
+        var mountTypes: [Int32: [Int: String]] = [:]
+        let watchable = found.map { f -> Bool in
+            guard let mount = f.mount, !f.link.isEmpty else { return false }
+            let pid = f.lock.pid
+            if mountTypes[pid] == nil {
+                let table = try? files.read("\(proc)/\(pid)/mountinfo").get()
+                mountTypes[pid] = table.map { LocalFileSystems.mountTypes(String(decoding: $0, as: UTF8.self)) } ?? [:]
+            }
+            return mountTypes[pid]?[mount].map(LocalFileSystems.isLocal) ?? false
+        }
+
+        var openWatch: OpenWatchMade?
+        if watchingOpens {
+            var links: [String] = []
+            for (f, may) in zip(found, watchable) where may && !links.contains(f.link) { links.append(f.link) }
+            if !links.isEmpty, case .success(let (fd, watches)) = files.watchOpens(links) {
+                openWatch = OpenWatchMade(fd: fd, links: links, watches: watches)
+            }
+        }
+
         let wanted = Set(found.compactMap { $0.lock.exclusive ? $0.identity : nil })
         if !wanted.isEmpty {
             let opened = openedElsewhere(wanted, skipping: memberSet.union([ownPID]))
@@ -130,20 +176,9 @@ struct LockSurvey {
                 if let id = found[i].identity, opened.contains(id) { found[i].lock.openElsewhere = true }
             }
         }
-        // The type of each locked file's mount, from the mount table of the member holding it.
-        var mountTypes: [Int32: [Int: String]] = [:]
-        return found.map { f in
-            var watchable = false
-            if let mount = f.mount, !f.link.isEmpty {
-                let pid = f.lock.pid
-                if mountTypes[pid] == nil {
-                    let table = try? files.read("\(proc)/\(pid)/mountinfo").get()
-                    mountTypes[pid] = table.map { LocalFileSystems.mountTypes(String(decoding: $0, as: UTF8.self)) } ?? [:]
-                }
-                watchable = mountTypes[pid]?[mount].map(LocalFileSystems.isLocal) ?? false
-            }
-            return Found(lock: f.lock, link: f.link, watchable: watchable)
-        }
+        return Outcome(
+            found: zip(found, watchable).map { Found(lock: $0.lock, link: $0.link, watchable: $1) },
+            openWatch: openWatch)
     }
 
     /// Which of `locked` some process other than `skipping` has open.

@@ -22,14 +22,14 @@ final class LockWatch {
     /// and parses it once).
     private var snapshot: (at: Instant, entries: [FileLocks.Entry])?
     /// The surveys waiting for the read of /proc/locks under way (`survey`).
-    private var waiting: [(members: [Int32], done: ([LockSurvey.Found]) -> Void)] = []
+    private var waiting: [(members: [Int32], done: (LockSurvey.Outcome) -> Void)] = []
     /// Whether a read in the background failed to start once (said once in the log).
     private var backgroundFailed = false
     /// A survey waiting for the loop's next turn to start on another thread.
     private struct QueuedSurvey {
         var members: [Int32]
         var entries: [FileLocks.Entry]
-        var done: ([LockSurvey.Found]) -> Void
+        var done: (LockSurvey.Outcome) -> Void
     }
     /// The surveys queued until the loop's next turn (`startSurveys` runs them then).
     private var queuedSurveys: [QueuedSurvey] = []
@@ -129,7 +129,7 @@ final class LockWatch {
     /// system) takes long to make and to parse: the loop goes on serving meanwhile, and the
     /// stops that arrive until it returns share it. A group that may hold a lock is then
     /// surveyed on another thread too (`surveyed`), so `done` may run in a later iteration.
-    func survey(members: [Int32], _ done: @escaping ([LockSurvey.Found]) -> Void) {
+    func survey(members: [Int32], _ done: @escaping (LockSurvey.Outcome) -> Void) {
         if waiting.isEmpty, let lastRead, lastReadBytes < Self.warmBytes, kernel.now().seconds(since: lastRead) < Self.warmSeconds {
             return surveyed(members, currentLocks(), done)
         }
@@ -162,9 +162,11 @@ final class LockWatch {
     /// the loop's next turn share one thread, started then (`startSurveys`, from a timer due
     /// at once): a burst of stops confirmed together (extensions with a SQLite WAL database
     /// open always hold a shared lock) costs one thread, not one each.
-    private func surveyed(_ members: [Int32], _ entries: [FileLocks.Entry], _ done: @escaping ([LockSurvey.Found]) -> Void) {
+    private func surveyed(_ members: [Int32], _ entries: [FileLocks.Entry], _ done: @escaping (LockSurvey.Outcome) -> Void) {
         let onLoop = LockSurvey(files: kernel, ownPID: kernel.processID, containersRoot: containersRoot())
-        if onLoop.mayHoldLocks(Set(members), procLocks: entries, aliveChecks: Self.aliveChecksOnLoop) == false { return done([]) }
+        if onLoop.mayHoldLocks(Set(members), procLocks: entries, aliveChecks: Self.aliveChecksOnLoop) == false {
+            return done(LockSurvey.Outcome(found: [], openWatch: nil))
+        }
         queuedSurveys.append(QueuedSurvey(members: members, entries: entries, done: done))
         guard queuedSurveys.count == 1 else { return }
         switch kernel.addTimer(at: kernel.now(), { [unowned self] in startSurveys() }) {
@@ -188,7 +190,7 @@ final class LockWatch {
         let asked = batch.map { (members: $0.members, entries: $0.entries) }
         let error = kernel.inBackground({ files in
             let survey = LockSurvey(files: files, ownPID: ownPID, containersRoot: root)
-            return asked.map { survey.locks(heldBy: $0.members, procLocks: $0.entries) }
+            return asked.map { survey.survey(heldBy: $0.members, procLocks: $0.entries, watchingOpens: true) }
         }) { [unowned self] results in
             surveysUnderWay -= batch.count
             let run = { for (queued, found) in zip(batch, results) { queued.done(found) } }
@@ -203,7 +205,7 @@ final class LockWatch {
             logger.warning("cannot survey locks on another thread (\(error)): the loop reads the descriptors of each stopped extension that may hold a lock")
         }
         let onLoop = LockSurvey(files: kernel, ownPID: ownPID, containersRoot: root)
-        for queued in batch { queued.done(onLoop.locks(heldBy: queued.members, procLocks: queued.entries)) }
+        for queued in batch { queued.done(onLoop.survey(heldBy: queued.members, procLocks: queued.entries, watchingOpens: true)) }
     }
 
     /// The watch of `p`'s locks for a hand-over; nil when it holds none.
@@ -241,12 +243,20 @@ final class LockWatch {
     /// server that does not answer would hold the loop. A group with a lock on any other file
     /// is checked for waiters instead, which catches a process blocked on that lock but not a
     /// plain open of the file.
-    func watch(_ p: SupervisedProcess, _ found: [LockSurvey.Found]) {
+    ///
+    /// The watch is the one the survey made (`LockSurvey.Outcome.openWatch`) before it looked
+    /// at other processes' descriptors, so that no open falls between the two; one is made
+    /// here only when the survey made none.
+    func watch(_ p: SupervisedProcess, _ survey: LockSurvey.Outcome) {
         let locks = p.locks
         locks.stop()
-        guard !found.isEmpty else { return }
+        let found = survey.found
+        guard !found.isEmpty else { return discard(survey) }
         locks.holders = Set(found.map(\.lock.pid))
-        if found.contains(where: \.lock.openElsewhere) { return waiterChecks.add(p) }
+        if found.contains(where: \.lock.openElsewhere) {
+            discard(survey)
+            return waiterChecks.add(p)
+        }
         if found.contains(where: { !$0.watchable }) {
             logger.debug(
                 "\(p.extensionID) holds a lock on a file that is not on a local file system: its locks are checked for waiters every \(WaiterChecks.checkSeconds)s while it is suspended"
@@ -259,8 +269,15 @@ final class LockWatch {
             if locksByLink[f.link] == nil { links.append(f.link) }
             locksByLink[f.link, default: []].append(f.lock)
         }
-        guard !links.isEmpty else { return }
-        switch kernel.watchOpens(links) {
+        guard !links.isEmpty else { return discard(survey) }
+        let made: Result<(fd: Int32, watches: [Int32?]), SystemError>
+        if let prepared = survey.openWatch {
+            made = .success((prepared.fd, prepared.watches))
+            links = prepared.links
+        } else {
+            made = kernel.watchOpens(links)
+        }
+        switch made {
         case .success(let (fd, watches)):
             for (link, wd) in zip(links, watches) {
                 guard let wd else { continue }
@@ -269,6 +286,12 @@ final class LockWatch {
             watchOpens(of: p, fd: fd)
         case .failure(let error): checkInstead(p, error)
         }
+    }
+
+    /// Closes the watch a survey made, for a survey whose result is not used (its suspension
+    /// ended meanwhile) or whose locks are not watched.
+    func discard(_ survey: LockSurvey.Outcome) {
+        if let made = survey.openWatch { kernel.close(made.fd) }
     }
 
     /// Watches the inotify descriptor `fd` on `p`'s locked files for opens; when the loop

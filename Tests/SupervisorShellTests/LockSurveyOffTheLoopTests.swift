@@ -111,6 +111,7 @@ extension DaemonOnRecordingKernelTests {
         let k = kernel
         try withBegunWidget { host, watch, runtime, requestID in
             try scriptALockOfTheLeader()
+            k.identities["/proc/\(Self.leader)/fd/3"] = FileIdentity(device: 0x801, inode: 42)
             try dismiss(requestID, tag: 2, host: host, watch: watch)
             k.clearCalls()
             reportTheLeadersStop()
@@ -130,6 +131,14 @@ extension DaemonOnRecordingKernelTests {
             #expect(readsTheLeadersDescriptors, "\(k.calls)")
             #expect(daemon.core.records[Self.id]?.state == .suspended)
             #expect(k.calls.contains(.watchOpens(["/proc/\(Self.leader)/fd/3"])), "the locked file is watched for opens: \(k.calls)")
+            // By the survey, before it looked at other processes' descriptors (the file has an
+            // identity, so the exclusive lock's file is looked for): no open falls between the
+            // two.
+            let watched = try #require(k.calls.firstIndex(of: .watchOpens(["/proc/\(Self.leader)/fd/3"])))
+            let others = try #require(k.calls.firstIndex(of: .listDirectory("/proc")), "the exclusive lock's file is looked for elsewhere: \(k.calls)")
+            #expect(watched < others, "\(k.calls)")
+            let inotify = try #require(k.inotifyDescriptors.last)
+            #expect(k.watches.contains { $0.fd == inotify && !$0.cancelled }, "the loop watches the survey's inotify descriptor")
         }
     }
 
@@ -195,7 +204,9 @@ extension DaemonOnRecordingKernelTests {
             k.clearCalls()
             k.finishBackgroundWork()
             #expect(daemon.core.records[Self.id]?.phase == .stopping(wasExpiring: false), "a survey of the suspension before confirmed this one")
-            #expect(!k.calls.contains { if case .watchOpens = $0 { true } else { false } }, "a watch installed for a running group: \(k.calls)")
+            let dropped = try #require(k.inotifyDescriptors.last, "the survey made no watch")
+            #expect(k.calls.contains(.close(dropped)), "the watch the dropped survey made is closed: \(k.calls)")
+            #expect(!k.watches.contains { $0.fd == dropped && !$0.cancelled }, "a watch installed for a running group: \(k.calls)")
 
             // Its own stop and survey confirm it.
             reportTheLeadersStop()

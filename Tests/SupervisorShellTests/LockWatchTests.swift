@@ -25,7 +25,7 @@ struct LockWatchTests {
         var order: [Int32] = []
         for pid: Int32 in [100, 200] {
             watch.survey(members: [pid]) { result in
-                found[pid] = result
+                found[pid] = result.found
                 order.append(pid)
             }
         }
@@ -60,7 +60,7 @@ struct LockWatchTests {
         let p = SupervisedProcess(
             extensionID: id, generation: 1, pid: pid, pidfd: pid + 1, cgroup: nil, mechanism: .stop, channel: nil, queueLimit: 16)
         let lock = HeldLock(kind: .flock, exclusive: false, path: "/data/\(id)", pid: pid, openElsewhere: true)
-        watch.watch(p, [LockSurvey.Found(lock: lock, link: "")])
+        watch.watch(p, LockSurvey.Outcome(found: [LockSurvey.Found(lock: lock, link: "")], openWatch: nil))
         return p
     }
 

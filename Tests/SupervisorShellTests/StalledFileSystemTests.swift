@@ -281,7 +281,7 @@ struct StalledFileSystemTests {
             let watch = LockWatch(kernel: kernel, logger: Logger(label: "test"), containersRoot: { "/nonexistent" })
             let p = SupervisedProcess(
                 extensionID: "stalled", generation: 1, pid: holderPID, pidfd: -1, cgroup: nil, mechanism: .stop, channel: nil, queueLimit: 16)
-            watch.watch(p, found)
+            watch.watch(p, LockSurvey.Outcome(found: found, openWatch: nil))
             return (p.locks.openWatch != nil, watch.handover(of: p)?.checking == true)
         }
         let result = try #require(watched.wait(seconds: 10) ?? nil, "LockWatch.watch waited for the stalled file system (or its kernel could not be made)")

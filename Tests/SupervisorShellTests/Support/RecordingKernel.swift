@@ -411,9 +411,13 @@ final class RecordingKernel: Kernel {
     /// Watch descriptors `readOpenEvents` returns (then forgets).
     var openEvents: [Int32] = []
 
+    /// The inotify descriptors `watchOpens` made, in order.
+    var inotifyDescriptors: [Int32] = []
+
     func watchOpens(_ paths: [String]) -> Result<(fd: Int32, watches: [Int32?]), SystemError> {
         calls.append(.watchOpens(paths))
         nextFD += 1
+        inotifyDescriptors.append(nextFD)
         return .success((nextFD, paths.indices.map { Int32($0 + 1) }))
     }
 
