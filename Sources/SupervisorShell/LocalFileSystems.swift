@@ -1,21 +1,22 @@
-/// Which file systems check a permission without asking anyone: those whose files the lock
-/// watch may watch for opens from the daemon's loop. An inotify watch checks the permission to
-/// read its file, and a file system served from user space or over a network (FUSE, NFS, SMB,
-/// 9p, …) may ask its server to check it, which holds the caller for as long as the server does
-/// not answer. A file on any other file system is checked for waiters instead
-/// (`WaiterChecks`), which reads only `/proc/locks`.
+/// Which file systems check a permission without asking a server: those whose locked files
+/// the lock survey may watch for opens (`LockSurvey.Found.watchable`). An inotify watch checks
+/// the permission to read its file, and a file system served from user space or over a network
+/// (FUSE, NFS, SMB, 9p, …) may ask its server to check it, which holds the caller for as long
+/// as the server does not answer. A locked file on any other file system has its extension
+/// checked for waiters instead (`WaiterChecks`), which reads only `/proc/locks`.
 ///
 /// The file system of a descriptor is read from `/proc` alone, never from the file: its
 /// `mnt_id` in `/proc/PID/fdinfo/FD`, and that mount's type in `/proc/PID/mountinfo` (the
-/// process's own mount namespace: an extension's sandbox has one of its own).
+/// process's own mount namespace: an extension's sandbox has one of its own). A mount that is
+/// not in that table counts as unknown.
 enum LocalFileSystems {
-    /// The types whose permission checks read only the kernel's own copy of the inode: disk
-    /// and memory file systems. `overlay` checks its layers' permissions, which are counted as
-    /// local: a container's root is an overlay of local directories.
+    /// Disk and memory file systems, whose permission checks use the kernel's copy of the inode
+    /// (and at most read an access control list from their own device). Not `overlay`: it
+    /// checks the permission on the file's layer, which may be on any file system.
     static let types: Set<String> = [
         "ext2", "ext3", "ext4", "xfs", "btrfs", "f2fs", "bcachefs", "zfs", "jfs", "reiserfs", "nilfs2",
         "vfat", "msdos", "exfat", "ntfs3", "hfs", "hfsplus", "udf", "iso9660", "squashfs", "erofs",
-        "tmpfs", "ramfs", "devtmpfs", "overlay",
+        "tmpfs", "ramfs", "devtmpfs",
     ]
 
     /// Whether a file system of type `type` (the third field after the ` - ` of a mountinfo

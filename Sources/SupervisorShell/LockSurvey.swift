@@ -93,9 +93,12 @@ struct LockSurvey {
     /// Every lock `members` hold, as `locks(heldBy:procLocks:)` finds them; with
     /// `watchingOpens`, the watchable locked files (`Found.watchable`) are watched for opens as
     /// soon as the members' descriptors are read, before other processes' descriptors are
-    /// compared with them: an open made after that comparison is reported by the watch, and
-    /// one made before it is seen by it, so none falls between the two. `Outcome.openWatch` is
-    /// nil when no file may be watched or no watch could be made.
+    /// compared with the exclusively locked ones: for those, an open made after that
+    /// comparison is reported by the watch, and one made before it is seen by it, so none falls
+    /// between the two. (A file with only shared locks is not compared: a process that had it
+    /// open before the watch and later waits for it is not noticed.) `Outcome.openWatch` is nil
+    /// when no file may be watched or no watch could be made. Only files on local file systems
+    /// are watched, whose permission checks do not wait for a server.
     func survey(heldBy members: [Int32], procLocks: [FileLocks.Entry], watchingOpens: Bool) -> Outcome {
         let memberSet = Set(members)
         guard mayHoldLocks(memberSet, procLocks: procLocks, aliveChecks: .max) == true else { return Outcome(found: [], openWatch: nil) }
@@ -161,7 +164,9 @@ struct LockSurvey {
         }
 
         var openWatch: OpenWatchMade?
-        if watchingOpens {
+        // A lock already known to be open elsewhere has the group checked for waiters, not
+        // watched (`LockWatch.watch`).
+        if watchingOpens, !found.contains(where: \.lock.openElsewhere) {
             var links: [String] = []
             for (f, may) in zip(found, watchable) where may && !links.contains(f.link) { links.append(f.link) }
             if !links.isEmpty, case .success(let (fd, watches)) = files.watchOpens(links) {

@@ -239,8 +239,8 @@ final class LockWatch {
     ///
     /// Only files on a file system that checks permissions without asking a server are
     /// watched (`LockSurvey.Found.watchable`): an inotify watch checks the permission to read
-    /// its file, which a FUSE, network or unknown file system may ask its server about, and a
-    /// server that does not answer would hold the loop. A group with a lock on any other file
+    /// its file, which a FUSE, network, overlay or unknown file system may ask a server about,
+    /// and a server that does not answer would hold the caller. A group with a lock on any other file
     /// is checked for waiters instead, which catches a process blocked on that lock but not a
     /// plain open of the file.
     ///

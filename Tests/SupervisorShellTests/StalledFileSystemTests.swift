@@ -71,8 +71,10 @@ struct StalledFileSystemTests {
 
     /// `fuse_stall.py open [--lock] FILE...`: the descriptor it opened each file on, in order,
     /// and "open", "locked" or "unlocked:ERRNO".
-    func open(_ files: [String], lock: Bool) throws -> (process: Fixture, descriptors: [(fd: Int32, state: String)]) {
-        let process = try Fixture(["open"] + (lock ? ["--lock"] : []) + files)
+    /// `namespaceOf`: the process joins the mount namespace of that process first (the
+    /// server's: the FUSE mount is then in its own mount table).
+    func open(_ files: [String], lock: Bool, namespaceOf: Int32? = nil) throws -> (process: Fixture, descriptors: [(fd: Int32, state: String)]) {
+        let process = try Fixture(["open"] + (lock ? ["--lock"] : []) + (namespaceOf.map { ["--namespace-of", "\($0)"] } ?? []) + files)
         let line = process.readLine()
         let fields = line?.split(separator: " ") ?? []
         let descriptors = fields.dropFirst().compactMap { field -> (fd: Int32, state: String)? in
@@ -185,10 +187,12 @@ struct StalledFileSystemTests {
     }
 
     /// The survey of `holder`'s locks, on a thread of its own: the reads LockWatch makes.
-    func startSurvey(_ scene: Scene, holder: Int32) throws -> OnAThread<[LockSurvey.Found]> {
+    /// The survey of `holder`'s locks as `LockWatch` makes it (watching the files it may watch
+    /// for opens), on a thread of its own. The caller closes the watch it made.
+    func startSurvey(_ scene: Scene, holder: Int32) throws -> OnAThread<LockSurvey.Outcome> {
         let procLocks = FileLocks.entries(String(decoding: try SystemFileReads().read("/proc/locks").get(), as: UTF8.self))
         return scene.onAThread("the survey") {
-            LockSurvey(files: SystemFileReads(), ownPID: getpid(), containersRoot: nil).locks(heldBy: [holder], procLocks: procLocks)
+            LockSurvey(files: SystemFileReads(), ownPID: getpid(), containersRoot: nil).survey(heldBy: [holder], procLocks: procLocks, watchingOpens: true)
         }
     }
 
@@ -215,7 +219,9 @@ struct StalledFileSystemTests {
         try scene.stall()
 
         let survey = try startSurvey(scene, holder: holder.pid)
-        let found = try #require(survey.wait(seconds: 10), "the survey did not return within 10 s")
+        let outcome = try #require(survey.wait(seconds: 10), "the survey did not return within 10 s")
+        defer { if let made = outcome.openWatch { close(made.fd) } }
+        let found = outcome.found
         #expect(found.count == 1, "\(found.map(\.lock))")
         let lock = try #require(found.first?.lock)
         #expect(lock.path == scene.localFile)
@@ -239,7 +245,9 @@ struct StalledFileSystemTests {
         try scene.stall()
 
         let survey = try startSurvey(scene, holder: holder.pid)
-        let found = try #require(survey.wait(seconds: 10), "the survey did not return within 10 s")
+        let outcome = try #require(survey.wait(seconds: 10), "the survey did not return within 10 s")
+        defer { if let made = outcome.openWatch { close(made.fd) } }
+        let found = outcome.found
         #expect(found.count == 2, "\(found.map(\.lock))")
         for (path, fd) in [(scene.mountPoint + "/file", locked[0].fd), (scene.localFile, locked[1].fd)] {
             let lock = try #require(found.first { $0.lock.path == path }, "no lock on \(path): \(found.map(\.lock))")
@@ -248,6 +256,9 @@ struct StalledFileSystemTests {
             #expect(lock.lock.openElsewhere, "the opener has \(path) open")
             #expect(lock.watchable == (path == scene.localFile), "\(path): only a file on a local file system may be watched for opens")
         }
+        // Reached through the server's /proc root, the FUSE mount is not in the holder's own
+        // mount table: its file system cannot be told, and the file is not watched.
+        #expect(outcome.openWatch?.links == ["/proc/\(holder.pid)/fd/\(locked[1].fd)"], "the survey watches the local file alone")
 
         expectAStatToWait(scene, following: "/proc/\(holder.pid)/fd/\(locked[0].fd)")
     }
@@ -255,24 +266,30 @@ struct StalledFileSystemTests {
     /// A watch of a locked file for opens (inotify) checks the permission to read the file,
     /// which on a file system mounted with `default_permissions` asks its server for the file's
     /// attributes: with the server stalled, that call does not return (checked first). The
-    /// survey tells the file is not on a local file system (from `/proc` alone), and
-    /// `LockWatch.watch` then checks the group for waiters instead of watching the file: it
-    /// returns at once, and a daemon's loop that calls it goes on serving.
+    /// holder runs in the server's mount namespace, so its mount table has the FUSE mount; the
+    /// survey reads its type there (from `/proc` alone), makes no watch of the file, and
+    /// `LockWatch.watch` checks the group for waiters instead: both return at once, and a
+    /// daemon's loop that calls them goes on serving.
     @Test func aLockedFileOnAStalledFileSystemIsCheckedForWaitersNotWatched() throws {
         let scene = try Scene(defaultPermissions: true)
         defer { scene.tearDown() }
-        let (holder, locked) = try open([scene.stalledFile], lock: true)
+        let (holder, locked) = try open([scene.mountPoint + "/file"], lock: true, namespaceOf: scene.server.pid)
         scene.processes.append(holder)
         try #require(locked.map(\.state) == ["locked"], "\(locked)")
+        let fdinfo = String(decoding: try SystemFileReads().read("/proc/\(holder.pid)/fdinfo/\(locked[0].fd)").get(), as: UTF8.self)
+        let mountinfo = String(decoding: try SystemFileReads().read("/proc/\(holder.pid)/mountinfo").get(), as: UTF8.self)
+        let mount = try #require(LocalFileSystems.mountID(fdinfo: fdinfo))
+        #expect(LocalFileSystems.mountTypes(mountinfo)[mount] == "fuse", "the holder's mount table names the FUSE mount")
         try scene.stall()
         let link = "/proc/\(holder.pid)/fd/\(locked[0].fd)"
         let direct = scene.onAThread("an inotify watch of \(link)") { (try? LinuxKernel(withLoop: false))?.watchOpens([link]).isSuccess }
         #expect(direct.wait(seconds: 1) == nil, "an inotify watch of \(link) returned: the file system answers, so this test shows nothing")
 
         let survey = try startSurvey(scene, holder: holder.pid)
-        let found = try #require(survey.wait(seconds: 10), "the survey did not return within 10 s")
-        #expect(found.map(\.link) == [link])
-        #expect(found.map(\.watchable) == [false], "a file on a FUSE file system counted as local")
+        let outcome = try #require(survey.wait(seconds: 10), "the survey did not return within 10 s")
+        #expect(outcome.found.map(\.link) == [link])
+        #expect(outcome.found.map(\.watchable) == [false], "a file on a FUSE file system counted as local")
+        #expect(outcome.openWatch == nil, "the survey watched the file")
 
         // The lock watch on a kernel with its loop, all made and used on the thread.
         let holderPID = holder.pid
@@ -281,7 +298,7 @@ struct StalledFileSystemTests {
             let watch = LockWatch(kernel: kernel, logger: Logger(label: "test"), containersRoot: { "/nonexistent" })
             let p = SupervisedProcess(
                 extensionID: "stalled", generation: 1, pid: holderPID, pidfd: -1, cgroup: nil, mechanism: .stop, channel: nil, queueLimit: 16)
-            watch.watch(p, LockSurvey.Outcome(found: found, openWatch: nil))
+            watch.watch(p, outcome)
             return (p.locks.openWatch != nil, watch.handover(of: p)?.checking == true)
         }
         let result = try #require(watched.wait(seconds: 10) ?? nil, "LockWatch.watch waited for the stalled file system (or its kernel could not be made)")

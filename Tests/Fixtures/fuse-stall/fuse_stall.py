@@ -21,11 +21,13 @@ Pure Python 3 on /dev/fuse, with mount(2) through ctypes: no libfuse, no package
         EOF on stdin, SIGTERM, or a     closes /dev/fuse (the kernel then fails every request
         second SIGUSR1                  still waiting, which frees its caller), unmounts
                                         (lazily) and exits
-  fuse_stall.py open [--lock] FILE...
+  fuse_stall.py open [--lock] [--namespace-of PID] FILE...
                                 opens each FILE read-write, in order, and with --lock takes an
                                 exclusive POSIX (fcntl) lock on each -> "opened FD:STATE ...",
                                 one FD:STATE per file, STATE "open", "locked" or
-                                "unlocked:ERRNO"; keeps them until EOF on stdin
+                                "unlocked:ERRNO"; keeps them until EOF on stdin. With
+                                --namespace-of it first joins the mount namespace of PID (a
+                                `serve`: its mount is then in this process's own mount table)
 """
 import ctypes
 import errno
@@ -193,10 +195,20 @@ def probe():
 
 
 def open_files(arguments):
-    lock = arguments[:1] == ["--lock"]
+    lock = False
+    while arguments and arguments[0].startswith("--"):
+        if arguments[0] == "--lock":
+            lock, arguments = True, arguments[1:]
+        elif arguments[0] == "--namespace-of":
+            namespace = os.open(f"/proc/{arguments[1]}/ns/mnt", os.O_RDONLY)
+            check(libc.setns(namespace, CLONE_NEWNS), "setns(CLONE_NEWNS)")
+            os.close(namespace)
+            arguments = arguments[2:]
+        else:
+            sys.exit(f"fuse_stall.py open: unknown option {arguments[0]}")
     states = []
     kept = []
-    for path in arguments[1:] if lock else arguments:
+    for path in arguments:
         fd = os.open(path, os.O_RDWR)
         kept.append(fd)
         state = "open"
