@@ -17,8 +17,9 @@ import SupervisorKernel
 ///   network file system whose server does not answer cannot make it wait.
 /// - A lock on a file below a shared container's directory names that container.
 /// - Each lock says whether its file's file system checks permissions without asking a server
-///   (`Found.watchable`, from the descriptor's `mnt_id` and the holder's mount table), so that
-///   the loop may watch it for opens.
+///   (`Found.watchable`, from the descriptor's `mnt_id` and the holder's mount table): only
+///   such files are watched for opens (`survey(heldBy:procLocks:watchingOpens:)`), since the
+///   watch is the one call that asks a file system.
 /// - When /proc/locks shows no lock the members could hold, nothing else is read. A member
 ///   may hold a lock /proc/locks shows with its pid; an OFD lock (shown with pid -1); or a
 ///   flock another process took on a description it shares, which /proc/locks shows with the
@@ -49,8 +50,8 @@ struct LockSurvey {
         var lock: HeldLock
         var link: String
         /// Whether the file is on a file system that checks permissions without asking a
-        /// server (`LocalFileSystems`), so that the loop may watch it for opens; false when
-        /// its file system cannot be told, or it has no link.
+        /// server (`LocalFileSystems`), so that it may be watched for opens; false when its
+        /// file system cannot be told, or it has no link.
         var watchable = false
     }
 
