@@ -142,9 +142,9 @@ extension DaemonOnRecordingKernelTests {
         }
     }
 
-    /// A lock on a file that is not on a local file system (here NFS) is not watched for opens,
-    /// whose permission check could wait for its server, on the loop: the group is checked for
-    /// waiters instead, from another thread.
+    /// A lock on a file of a network file system (here NFS) is not watched for opens (the
+    /// watch's permission check could wait for the server): the group is checked for waiters
+    /// instead, and the check reads /proc/locks on another thread.
     @Test func aLockOnAFileOfANetworkFileSystemIsCheckedForWaitersNotWatched() throws {
         let k = kernel
         try withBegunWidget { host, watch, runtime, requestID in
