@@ -1,3 +1,4 @@
+import ExtensionTransport
 import SupervisorCore
 import SupervisorKernel
 
@@ -76,6 +77,9 @@ struct LockSurvey {
     struct Outcome: Sendable {
         var found: [Found]
         var openWatch: OpenWatchMade?
+        /// Why the watch the survey tried to make could not be made (nil when it made one, or
+        /// tried none).
+        var openWatchError: SystemError?
     }
 
     /// An inotify descriptor made for opens of `links` (`FileReads.watchOpens`), with the watch
@@ -98,7 +102,8 @@ struct LockSurvey {
     /// comparison is reported by the watch, and one made before it is seen by it, so none falls
     /// between the two. (A file with only shared locks is not compared: a process that had it
     /// open before the watch and later waits for it is not noticed.) `Outcome.openWatch` is nil
-    /// when no file may be watched or no watch could be made. Only files on local file systems
+    /// when no file may be watched, or no watch could be made (`Outcome.openWatchError` says
+    /// why). Only files on local file systems
     /// are watched, whose permission checks do not wait for a server.
     func survey(heldBy members: [Int32], procLocks: [FileLocks.Entry], watchingOpens: Bool) -> Outcome {
         let memberSet = Set(members)
@@ -165,13 +170,17 @@ struct LockSurvey {
         }
 
         var openWatch: OpenWatchMade?
+        var openWatchError: SystemError?
         // A lock already known to be open elsewhere has the group checked for waiters, not
         // watched (`LockWatch.watch`).
         if watchingOpens, !found.contains(where: \.lock.openElsewhere) {
             var links: [String] = []
             for (f, may) in zip(found, watchable) where may && !links.contains(f.link) { links.append(f.link) }
-            if !links.isEmpty, case .success(let (fd, watches)) = files.watchOpens(links) {
-                openWatch = OpenWatchMade(fd: fd, links: links, watches: watches)
+            if !links.isEmpty {
+                switch files.watchOpens(links) {
+                case .success(let (fd, watches)): openWatch = OpenWatchMade(fd: fd, links: links, watches: watches)
+                case .failure(let error): openWatchError = error
+                }
             }
         }
 
@@ -184,7 +193,7 @@ struct LockSurvey {
         }
         return Outcome(
             found: zip(found, watchable).map { Found(lock: $0.lock, link: $0.link, watchable: $1) },
-            openWatch: openWatch)
+            openWatch: openWatch, openWatchError: openWatchError)
     }
 
     /// Which of `locked` some process other than `skipping` has open.

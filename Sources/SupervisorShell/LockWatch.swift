@@ -245,8 +245,8 @@ final class LockWatch {
     /// plain open of the file.
     ///
     /// The watch is the one the survey made (`LockSurvey.Outcome.openWatch`) before it looked
-    /// at other processes' descriptors, so that no open falls between the two; one is made
-    /// here only when the survey made none.
+    /// at other processes' descriptors, so that no open falls between the two; when it could
+    /// make none, the group is checked for waiters instead.
     func watch(_ p: SupervisedProcess, _ survey: LockSurvey.Outcome) {
         let locks = p.locks
         locks.stop()
@@ -270,22 +270,12 @@ final class LockWatch {
             locksByLink[f.link, default: []].append(f.lock)
         }
         guard !links.isEmpty else { return discard(survey) }
-        let made: Result<(fd: Int32, watches: [Int32?]), SystemError>
-        if let prepared = survey.openWatch {
-            made = .success((prepared.fd, prepared.watches))
-            links = prepared.links
-        } else {
-            made = kernel.watchOpens(links)
+        guard let made = survey.openWatch else { return checkInstead(p, survey.openWatchError ?? .notSupported) }
+        for (link, wd) in zip(made.links, made.watches) {
+            guard let wd else { continue }
+            locks.files[wd, default: []] += locksByLink[link] ?? []
         }
-        switch made {
-        case .success(let (fd, watches)):
-            for (link, wd) in zip(links, watches) {
-                guard let wd else { continue }
-                locks.files[wd, default: []] += locksByLink[link] ?? []
-            }
-            watchOpens(of: p, fd: fd)
-        case .failure(let error): checkInstead(p, error)
-        }
+        watchOpens(of: p, fd: made.fd)
     }
 
     /// Closes the watch a survey made, for a survey whose result is not used (its suspension

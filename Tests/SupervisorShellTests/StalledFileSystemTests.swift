@@ -122,6 +122,8 @@ struct StalledFileSystemTests {
         let server: Fixture
         var processes: [Fixture] = []
         var threads: [(name: String, hasReturned: (Double) -> Bool)] = []
+        /// Descriptors a test made (a survey's inotify watch), closed by `tearDown`.
+        var descriptors: [Int32] = []
 
         var mountPoint: String { directory + "/mnt" }
         var localFile: String { directory + "/local" }
@@ -179,6 +181,7 @@ struct StalledFileSystemTests {
             for (name, hasReturned) in threads where !hasReturned(10) {
                 Issue.record("\(name) still waits on the file system after its server was released")
             }
+            for fd in descriptors { close(fd) }
             for process in processes { process.end(seconds: 5) }
             unlink(localFile)
             rmdir(mountPoint)
@@ -188,12 +191,16 @@ struct StalledFileSystemTests {
 
     /// The survey of `holder`'s locks, on a thread of its own: the reads LockWatch makes.
     /// The survey of `holder`'s locks as `LockWatch` makes it (watching the files it may watch
-    /// for opens), on a thread of its own. The caller closes the watch it made.
-    func startSurvey(_ scene: Scene, holder: Int32) throws -> OnAThread<LockSurvey.Outcome> {
+    /// for opens), on a thread of its own, waited for 10 s at most; the scene closes the watch
+    /// it made.
+    func survey(_ scene: Scene, holder: Int32) throws -> LockSurvey.Outcome {
         let procLocks = FileLocks.entries(String(decoding: try SystemFileReads().read("/proc/locks").get(), as: UTF8.self))
-        return scene.onAThread("the survey") {
+        let survey = scene.onAThread("the survey") {
             LockSurvey(files: SystemFileReads(), ownPID: getpid(), containersRoot: nil).survey(heldBy: [holder], procLocks: procLocks, watchingOpens: true)
         }
+        let outcome = try #require(survey.wait(seconds: 10), "the survey did not return within 10 s")
+        if let made = outcome.openWatch { scene.descriptors.append(made.fd) }
+        return outcome
     }
 
     /// The file system is stalled indeed: a stat(2) following `link` (a `/proc/PID/fd/N` link
@@ -218,9 +225,7 @@ struct StalledFileSystemTests {
         try #require(locked[0].state == "locked", "\(locked)")
         try scene.stall()
 
-        let survey = try startSurvey(scene, holder: holder.pid)
-        let outcome = try #require(survey.wait(seconds: 10), "the survey did not return within 10 s")
-        defer { if let made = outcome.openWatch { close(made.fd) } }
+        let outcome = try survey(scene, holder: holder.pid)
         let found = outcome.found
         #expect(found.count == 1, "\(found.map(\.lock))")
         let lock = try #require(found.first?.lock)
@@ -244,9 +249,7 @@ struct StalledFileSystemTests {
         try #require(locked.map(\.state) == ["locked", "locked"], "\(locked)")
         try scene.stall()
 
-        let survey = try startSurvey(scene, holder: holder.pid)
-        let outcome = try #require(survey.wait(seconds: 10), "the survey did not return within 10 s")
-        defer { if let made = outcome.openWatch { close(made.fd) } }
+        let outcome = try survey(scene, holder: holder.pid)
         let found = outcome.found
         #expect(found.count == 2, "\(found.map(\.lock))")
         for (path, fd) in [(scene.mountPoint + "/file", locked[0].fd), (scene.localFile, locked[1].fd)] {
@@ -285,8 +288,7 @@ struct StalledFileSystemTests {
         let direct = scene.onAThread("an inotify watch of \(link)") { (try? LinuxKernel(withLoop: false))?.watchOpens([link]).isSuccess }
         #expect(direct.wait(seconds: 1) == nil, "an inotify watch of \(link) returned: the file system answers, so this test shows nothing")
 
-        let survey = try startSurvey(scene, holder: holder.pid)
-        let outcome = try #require(survey.wait(seconds: 10), "the survey did not return within 10 s")
+        let outcome = try survey(scene, holder: holder.pid)
         #expect(outcome.found.map(\.link) == [link])
         #expect(outcome.found.map(\.watchable) == [false], "a file on a FUSE file system counted as local")
         #expect(outcome.openWatch == nil, "the survey watched the file")
