@@ -38,7 +38,7 @@ let package = Package(
     targets: [
         // C shims for what Glibc does not expose to Swift (ucred, CMSG_*, posix_spawn flags, pidfd),
         // and the extensions' sandbox (namespaces, mounts, and a seccomp filter built with libseccomp).
-        .target(name: "CShims", path: "Sources/CShims", linkerSettings: [.linkedLibrary("seccomp")]),
+        .target(name: "CShims", path: "Sources/CShims", linkerSettings: [.linkedLibrary("seccomp"), .linkedLibrary("acl")]),
         .systemLibrary(
             name: "CSystemd", path: "Sources/CSystemd", pkgConfig: "libsystemd",
             providers: [.apt(["libsystemd-dev"])]),
@@ -111,6 +111,10 @@ let package = Package(
         .executableTarget(
             name: "test-extension", dependencies: ["ExtensionRuntime", "ExtensionTransport", "ExtensionProtocol", "CProbes"],
             path: "Tests/Fixtures/test-extension", swiftSettings: strict),
+        // Runs the daemon in the integration tests under the system unit's restrictions
+        // (capability bounding set, UMask, NoNewPrivileges, RestrictSUIDSGID).
+        .executableTarget(
+            name: "unit-restrictions", path: "Tests/Fixtures/unit-restrictions", linkerSettings: [.linkedLibrary("seccomp")]),
         // System calls the sandbox tests try from inside the test extension.
         .target(name: "CProbes", path: "Tests/Fixtures/CProbes"),
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what building and testing extensiond needs beyond the Swift toolchain:
 # libsystemd-dev (sd-event, sd-daemon, sd-journal), libseccomp-dev (the extensions' system-call
-# filter), pkg-config, a C compiler for the C runtime (scripts/build-runtime-c.sh), man-db and
+# filter), libacl1-dev (the shared containers' default ACL), pkg-config, a C compiler for the C runtime (scripts/build-runtime-c.sh), man-db and
 # groff for the manual page tests, python3 with venv and pip for the Python package tests,
 # python3-jsonschema for the manifest schema test, and Node.js and Java 17 for the managed
 # runtime tests. Idempotent.
@@ -20,6 +20,8 @@ command -v cc >/dev/null 2>&1 || missing+=(gcc libc6-dev)
 command -v nm >/dev/null 2>&1 && command -v readelf >/dev/null 2>&1 || missing+=(binutils)
 # The extensions' system-call filter is built with libseccomp.
 pkg-config --exists libseccomp 2>/dev/null || missing+=(libseccomp-dev)
+# The shared containers' default ACL is set with libacl.
+[ -f /usr/include/sys/acl.h ] || missing+=(libacl1-dev)
 # Manual pages: `man --warnings -l` (man-db) renders them with groff.
 command -v man >/dev/null 2>&1 || missing+=(man-db)
 command -v groff >/dev/null 2>&1 || missing+=(groff-base)

@@ -60,7 +60,9 @@ static void shim_fd_path(char out[40], int fd) {
     out[len] = '\0';
 }
 
-// mkdir -p `path` with `mode`: existing components are left as they are.
+// mkdir -p `path` with `mode`, exactly: each component created is given `mode` with chmod, since
+// the umask (0077 under the system unit) would narrow it and leave a mount point that the
+// extension's uid cannot search. Existing components are left as they are.
 static int shim_make_path(const char *path, mode_t mode) {
     char buf[4096];
     size_t len = strlen(path);
@@ -70,7 +72,11 @@ static int shim_make_path(const char *path, mode_t mode) {
         if (buf[i] != '/' && buf[i] != '\0') continue;
         char saved = buf[i];
         buf[i] = '\0';
-        if (mkdir(buf, mode) != 0 && errno != EEXIST) return -errno;
+        if (mkdir(buf, mode) == 0) {
+            if (chmod(buf, mode) != 0) return -errno;
+        } else if (errno != EEXIST) {
+            return -errno;
+        }
         buf[i] = saved;
     }
     return 0;

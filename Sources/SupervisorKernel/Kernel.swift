@@ -121,7 +121,7 @@ public protocol Kernel: AnyObject, FileReads {
     /// or the new, never a mix. `durable` fsyncs the data before the rename (files that must
     /// survive a power loss, not those on a tmpfs).
     func replaceFile(_ path: String, withParts parts: [[UInt8]], mode: UInt32, durable: Bool) -> SystemError?
-    /// mkdir(2) with `mode` (the umask applies).
+    /// mkdir(2) with `mode` (the umask applies: give the mode with `changeMode` where it matters).
     func makeDirectory(_ path: String, mode: UInt32) -> SystemError?
     /// A file in memory (memfd_create(2), close-on-exec) holding `parts` one after another, its
     /// descriptor readable by path as `/proc/self/fd/N` from offset 0; nothing on disk. Fails
@@ -131,9 +131,17 @@ public protocol Kernel: AnyObject, FileReads {
     func removeDirectory(_ path: String) -> SystemError?
     /// unlink(2).
     func removeFile(_ path: String) -> SystemError?
-    /// Removes everything inside the directory at `path`, through descriptors, never
-    /// following a symbolic link; the directory itself stays.
-    func removeContents(ofDirectory path: String) -> SystemError?
+    /// Removes the directory at `path` (never a link) and everything in it, on a thread of its
+    /// own, with bounded descriptors and memory whatever its depth (`TreeRemoval`), walking it
+    /// with `owner`'s file system ids (nil: the daemon's own); then hands the outcome to `done`
+    /// on the loop's thread, in a later iteration. Returns why it could not start; `done` then
+    /// never runs.
+    func removeTreeInBackground(_ path: String, owner: FileOwner?, _ done: @escaping (SystemError?) -> Void) -> SystemError?
+    /// rename(2): moves `path` to `newPath` (both in one file system; a link is moved, not followed).
+    func rename(_ path: String, to newPath: String) -> SystemError?
+    /// Gives the directory at `path` a default ACL granting group `group` read, write and
+    /// search on everything created inside it afterwards (libacl; the directory's mode stays).
+    func setGroupDefaultACL(_ path: String, group: UInt32) -> SystemError?
     /// chown(2) (following links; pass `UInt32.max` to leave one unchanged).
     func changeOwner(_ path: String, user: UInt32, group: UInt32) -> SystemError?
     /// chmod(2).

@@ -370,7 +370,7 @@ public final class LinuxKernel: Kernel {
             return e
         }
         Glibc.close(fd)
-        if rename(temporary, path) != 0 {
+        if Glibc.rename(temporary, path) != 0 {
             let e = SystemError("rename \(temporary)", errno: errno)
             unlink(temporary)
             return e
@@ -386,40 +386,22 @@ public final class LinuxKernel: Kernel {
         return nil
     }
 
-    /// Opens `path` with O_DIRECTORY | O_NOFOLLOW (a symbolic link fails), then removes each
-    /// entry through descriptors relative to its parent: subdirectories opened with O_NOFOLLOW,
-    /// emptied and removed, other entries (symbolic links included) unlinked. An entry that
-    /// vanishes meanwhile is skipped. Stops at the first failure, naming the step and the entry.
-    /// Every descriptor it opens is closed before it returns.
-    public func removeContents(ofDirectory path: String) -> SystemError? {
-        let fd = Glibc.open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
-        guard fd >= 0 else { return SystemError("open \(path)", errno: errno) }
-        defer { Glibc.close(fd) }
-        return LinuxKernel.removeContents(of: fd, path: path)
+    /// `TreeRemoval.remove` on a detached thread (`BackgroundWork`), its outcome posted back
+    /// through the eventfd the loop watches. Fails with `.notSupported` without a loop.
+    public func removeTreeInBackground(_ path: String, owner: FileOwner?, _ done: @escaping (SystemError?) -> Void) -> SystemError? {
+        guard let loop else { return .notSupported }
+        return backgroundWork.run({ TreeRemoval.remove(path, owner: owner) }, loop: loop, done)
     }
 
-    /// Empties the directory open at `fd`: each entry is examined with `fstatat(AT_SYMLINK_NOFOLLOW)`,
-    /// a subdirectory is opened with `O_NOFOLLOW` relative to its parent, emptied, then removed.
-    private static func removeContents(of fd: Int32, path: String) -> SystemError? {
-        guard let names = directoryEntries(fd: fd) else { return SystemError("read \(path)", errno: errno) }
-        for name in names {
-            var st = stat()
-            guard fstatat(fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 else {
-                if errno == ENOENT { continue }
-                return SystemError("stat \(path)/\(name)", errno: errno)
-            }
-            if (st.st_mode & S_IFMT) == S_IFDIR {
-                let child = openat(fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
-                guard child >= 0 else { return SystemError("open \(path)/\(name)", errno: errno) }
-                let inner = removeContents(of: child, path: path + "/" + name)
-                Glibc.close(child)
-                if let inner { return inner }
-                if unlinkat(fd, name, AT_REMOVEDIR) != 0 && errno != ENOENT { return SystemError("rmdir \(path)/\(name)", errno: errno) }
-            } else if unlinkat(fd, name, 0) != 0 && errno != ENOENT {
-                return SystemError("unlink \(path)/\(name)", errno: errno)
-            }
-        }
-        return nil
+    /// rename(2). The errno alone on failure.
+    public func rename(_ path: String, to newPath: String) -> SystemError? {
+        Glibc.rename(path, newPath) == 0 ? nil : SystemError(errno: errno)
+    }
+
+    /// `shim_set_group_default_acl`. The errno alone on failure.
+    public func setGroupDefaultACL(_ path: String, group: UInt32) -> SystemError? {
+        let rc = shim_set_group_default_acl(path, group)
+        return rc == 0 ? nil : SystemError(errno: -rc)
     }
 
     /// One poll(2) of up to `seconds` (rounded down to milliseconds, plus one), blocking the

@@ -167,6 +167,8 @@ public final class Daemon {
             throw e
         }
         try server.start()
+        // Containers a reset set aside and did not finish removing (a stop or re-exec meanwhile).
+        extensions.containers.removeLeftovers(logger: logger)
         if kernel.enableWatchdog(), let usec = kernel.watchdogInterval() {
             logger.info("watchdog: the event loop sends WATCHDOG=1 every \(usec / 2000) ms (WATCHDOG_USEC=\(usec))")
         }
@@ -253,9 +255,9 @@ public final class Daemon {
         case let .record(event): record(event)
         case let .emptyContainer(id, host, tag):
             let containers = extensions.containers
-            switch containers.reset(id) {
+            switch containers.reset(id, logger: logger) {
             case .success:
-                logger.notice("\(id): its container \(containers.path(of: id)) was emptied (reset)", metadata: ["EXTENSION_ID": "\(id)"])
+                logger.notice("\(id): its container \(containers.path(of: id)) was emptied (reset); the old contents are removed in the background", metadata: ["EXTENSION_ID": "\(id)"])
                 server.send(.ok(tag: tag), to: host)
             case .failure(let e):
                 logger.error("\(id): its container could not be emptied: \(e)", metadata: ["EXTENSION_ID": "\(id)"])

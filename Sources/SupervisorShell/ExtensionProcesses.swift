@@ -385,9 +385,16 @@ extension ExtensionProcesses: ProcessControlDelegate {
         sink?.post(.stopRefused(extensionID: p.extensionID, generation: p.generation, seconds: seconds))
     }
 
-    func exited(_ p: SupervisedProcess, status: ExitStatus, outlivedLeader: Bool) {
+    func exited(_ p: SupervisedProcess, status: ExitStatus, outlivedLeader: Bool, oomKills: Result<Int, SystemError>?) {
         guard byID[p.extensionID] === p else { return }
-        var memoryLimit = p.cgroup.map { oomKilled(cgroup: $0.path, of: p) } ?? false
+        // The cgroup is created afresh for every launch, so any count is this launch's.
+        var memoryLimit = false
+        switch oomKills {
+        case nil: break
+        case .success(let count): memoryLimit = count > 0
+        case .failure(let e):
+            logger.warning("cannot read \(p.cgroup?.path ?? "")/memory.events: \(e); the exit of \(p.extensionID) is not checked for the memory limit")
+        }
         if let memory = p.memoryCgroupV1, let tree = containment.memoryCgroupsV1 {
             switch tree.limitReached(memory) {
             case .success(let reached): memoryLimit = memoryLimit || reached
@@ -401,20 +408,6 @@ extension ExtensionProcesses: ProcessControlDelegate {
         byID[p.extensionID] = nil
         byPID[p.pid] = nil
         sink?.post(.exited(extensionID: p.extensionID, generation: p.generation, status: status, outlivedLeader: outlivedLeader, memoryLimit: memoryLimit))
-    }
-
-    /// Whether the OOM killer ended a process of the cgroup at its `memory.max`: `oom_kill` of
-    /// its `memory.events` (absent without the memory controller). The cgroup is created
-    /// afresh for every launch, so any count is this launch's. (With a cgroup v1 memory cgroup
-    /// instead, `MemoryCgroupV1Tree.limitReached`.)
-    private func oomKilled(cgroup path: String, of p: SupervisedProcess) -> Bool {
-        guard containment.cgroups?.controllers.contains("memory") == true else { return false }
-        switch CgroupTree.oomKills(path, kernel: kernel) {
-        case .success(let count): return count > 0
-        case .failure(let e):
-            logger.warning("cannot read \(path)/memory.events: \(e); the exit of \(p.extensionID) is not checked for the memory limit")
-            return false
-        }
     }
 
     func isLeader(_ pid: Int32) -> Bool { byPID[pid] != nil }

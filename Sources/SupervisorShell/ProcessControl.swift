@@ -11,8 +11,10 @@ protocol ProcessControlDelegate: AnyObject {
     /// The processes of `p` kept running `seconds` into its stop (`GroupAction.stopRefused`).
     func stopRefused(_ p: SupervisedProcess, seconds: Double)
     /// Every process of `p` is gone and its leader reaped; `outlivedLeader`: members were
-    /// still alive when the leader exited, and were killed.
-    func exited(_ p: SupervisedProcess, status: ExitStatus, outlivedLeader: Bool)
+    /// still alive when the leader exited, and were killed. `oomKills`: the `oom_kill` count
+    /// of its cgroup's `memory.events`, read before the cgroup was removed (nil: no cgroup, or
+    /// no memory controller in it).
+    func exited(_ p: SupervisedProcess, status: ExitStatus, outlivedLeader: Bool, oomKills: Result<Int, SystemError>?)
     /// Whether `pid` is the leader of a running extension (the daemon's other children are
     /// adopted orphans, which it reaps).
     func isLeader(_ pid: Int32) -> Bool
@@ -301,15 +303,18 @@ final class ProcessControl {
         }
     }
 
-    /// Reaps the leader and any orphan that died with it, removes the cgroup, and reports.
+    /// Reaps the leader and any orphan that died with it, reads the cgroup's `memory.events`,
+    /// removes the cgroup (whose files go with it), and reports.
     private func finishExit(_ p: SupervisedProcess, status: ExitStatus, outlivedLeader: Bool) {
         if case .failure(let e) = kernel.exitStatus(pidfd: p.pidfd, reap: true) {
             logger.warning("cannot reap pid \(p.pid) of \(p.extensionID): \(e)")
         }
         _ = adoptedOrphans()
-        if let cgroup = p.cgroup, let e = kernel.removeDirectory(cgroup.path), !e.isNoEntry {
-            logger.warning("cannot remove \(cgroup.path): \(e)")
+        var oomKills: Result<Int, SystemError>?
+        if let cgroup = p.cgroup {
+            if cgroups?.controllers.contains("memory") == true { oomKills = CgroupTree.oomKills(cgroup.path, kernel: kernel) }
+            if let e = kernel.removeDirectory(cgroup.path), !e.isNoEntry { logger.warning("cannot remove \(cgroup.path): \(e)") }
         }
-        delegate?.exited(p, status: status, outlivedLeader: outlivedLeader)
+        delegate?.exited(p, status: status, outlivedLeader: outlivedLeader, oomKills: oomKills)
     }
 }

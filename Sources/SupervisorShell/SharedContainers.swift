@@ -3,10 +3,13 @@ import SupervisorKernel
 
 /// The shared containers' directories, `<state directory>/containers/NAME`:
 ///
-/// - Under a root daemon, owned by root and the container's group, mode 2770 (setgid: files
-///   created inside keep the group). The group is the one the configuration names
-///   (`sharedContainers.NAME.group`), or else a gid allocated from `extensionUIDs` and kept in
-///   `ids.json`. Extensions naming the container get that group as a supplementary group.
+/// - Under a root daemon, owned by root and the container's group, mode 0770, with a default
+///   ACL granting that group read and write (`g:GID:rwx`): every file and directory an
+///   extension creates inside is its group's to read and write, whatever the creator's own
+///   group and umask (0077 under the system unit). The group is the one the configuration
+///   names (`sharedContainers.NAME.group`), or else a gid allocated from `extensionUIDs` and
+///   kept in `ids.json`. Extensions naming the container get that group as a supplementary
+///   group. (Not a setgid directory: the system unit's `RestrictSUIDSGID=yes` refuses the bit.)
 /// - Under a daemon that is not root, owned by its user, mode 0700: every extension runs as
 ///   that user, so the directory separates nothing from other extensions.
 ///
@@ -57,7 +60,7 @@ final class SharedContainers {
     }
 
     /// The mode of a container's directory.
-    private func mode(gid: UInt32?) -> UInt32 { gid == nil ? 0o700 : 0o2770 }
+    private func mode(gid: UInt32?) -> UInt32 { gid == nil ? 0o700 : 0o770 }
 
     /// Whether `path` is a directory (symbolic links followed, as `chown` and `chmod` follow
     /// them) with the owner, group and mode `create` gives it: root and `gid`, or with no
@@ -71,22 +74,28 @@ final class SharedContainers {
     }
 
     /// Creates the directory (and the state directory and `containers` above it) or gives an
-    /// existing one its owner and mode back.
+    /// existing one its owner and mode back, and then its group's default ACL. Modes are set
+    /// while root owns the directory, so none of this needs `CAP_FOWNER`.
     private func create(_ path: String, gid: UInt32?) -> SharedContainerError? {
         if let e = kernel.makeDirectories(stateDirectory + "/containers", mode: 0o755) { return SharedContainerError("cannot create \(e)") }
-        if let e = kernel.makeDirectory(path, mode: mode(gid: gid)), !e.isAlreadyExisting {
+        if let e = kernel.makeDirectory(path, mode: 0o700), !e.isAlreadyExisting {
             return SharedContainerError("cannot create \(path): \(e)")
         }
         guard case .success(let st) = kernel.status(path, followLinks: true), st.kind == .directory else {
             return SharedContainerError("\(path) is not a directory")
         }
-        // An existing directory gets its owner and mode back; chown clears the setgid bit, so
-        // the mode is set after it.
-        if let gid, let e = kernel.changeOwner(path, user: 0, group: gid) {
-            return SharedContainerError("cannot give \(path) to group \(gid): \(e)")
+        if let gid, st.owner != 0, let e = kernel.changeOwner(path, user: 0, group: UInt32.max) {
+            return SharedContainerError("cannot give \(path) to root: \(e)")
         }
         if let e = kernel.changeMode(path, mode(gid: gid)) {
             return SharedContainerError("cannot set the mode of \(path): \(e)")
+        }
+        guard let gid else { return nil }
+        if let e = kernel.changeOwner(path, user: 0, group: gid) {
+            return SharedContainerError("cannot give \(path) to group \(gid): \(e)")
+        }
+        if let e = kernel.setGroupDefaultACL(path, group: gid) {
+            return SharedContainerError("cannot give \(path) the default ACL of group \(gid) (does its file system support ACLs?): \(e)")
         }
         return nil
     }

@@ -248,8 +248,14 @@ struct SharedContainerTests {
 
         var info = stat()
         #expect(stat(path, &info) == 0)
-        #expect(info.st_mode & 0o7777 == 0o2770)
+        // 0770 and a default ACL for its group (no setgid bit: the unit's RestrictSUIDSGID=yes
+        // refuses one), so that what one member creates is the group's, whatever its umask.
+        #expect(info.st_mode & 0o7777 == 0o770)
         #expect(info.st_uid == 0)
+        let acl = try runProgram("/usr/bin/python3", ["-c", "import os, sys; print(os.getxattr(sys.argv[1], 'system.posix_acl_default').hex())", path])
+        // Version 2, then the entries: USER_OBJ rwx, GROUP_OBJ none, GROUP gid rwx, MASK rwx, OTHER none.
+        let gid = String(format: "%02x%02x%02x%02x", info.st_gid & 0xff, (info.st_gid >> 8) & 0xff, (info.st_gid >> 16) & 0xff, info.st_gid >> 24)
+        #expect(acl.out == "02000000" + "01000700ffffffff" + "04000000ffffffff" + "08000700\(gid)" + "10000700ffffffff" + "20000000ffffffff\n", "\(acl)")
         let ids = try String(contentsOfFile: daemon.directory + "/state/ids.json", encoding: .utf8)
         #expect(ids.contains("\"\(Self.name)\" : \(info.st_gid)"), "\(ids)")
 
@@ -273,6 +279,10 @@ struct SharedContainerTests {
         #expect(b.readLine() == "read")
         a.send("read-file \(path)/from-b")
         #expect(a.readLine() == "read")
+        // The daemon runs with the unit's UMask=0077, which the extensions inherit: the group
+        // may still write what another member created.
+        b.send("write-file \(path)/from-a")
+        #expect(b.readLine() == "written")
         // In its sandbox, the state directory holds nothing but its own container.
         c.send("read-file \(path)/from-a")
         #expect(c.readLine() == "refused: No such file or directory")

@@ -1,4 +1,5 @@
 import Logging
+import ExtensionTransport
 import SupervisorCore
 import SupervisorKernel
 import Testing
@@ -16,12 +17,16 @@ struct ProcessControlTests {
     final class Recorder: ProcessControlDelegate {
         var confirmed = 0
         var exits: [(SupervisorCore.ExitStatus, Bool)] = []
+        var oomKills: [Result<Int, SystemError>?] = []
         var confirmedMembers: [[Int32]] = []
         func stopConfirmed(_ p: SupervisedProcess, members: [Int32]) {
             confirmed += 1
             confirmedMembers.append(members)
         }
-        func exited(_ p: SupervisedProcess, status: SupervisorCore.ExitStatus, outlivedLeader: Bool) { exits.append((status, outlivedLeader)) }
+        func exited(_ p: SupervisedProcess, status: SupervisorCore.ExitStatus, outlivedLeader: Bool, oomKills: Result<Int, SystemError>?) {
+            exits.append((status, outlivedLeader))
+            self.oomKills.append(oomKills)
+        }
         var refused: [Double] = []
         func stopRefused(_ p: SupervisedProcess, seconds: Double) { refused.append(seconds) }
         func isLeader(_ pid: Int32) -> Bool { pid == 100 }
@@ -244,15 +249,19 @@ struct ProcessControlTests {
         k.clearCalls()
         k.exits[7] = .signaled(9)
         k.descriptors[61] = "populated 0\nfrozen 0\n"
+        k.files[Self.cgroup + "/memory.events"] = "low 0\nhigh 0\nmax 3\noom 1\noom_kill 1\noom_group_kill 0\n"
         control.leaderMayHaveExited(p)
+        // memory.events is read before the cgroup is removed, which takes its files with it
+        // (read after, the OOM kill was lost and the exit was a crash).
         #expect(
             k.calls == [
                 .exitStatus(pidfd: 7, reap: false), .readFD(61), .exitStatus(pidfd: 7, reap: true),
-                .listDirectory("/proc/\(k.processID)/task"), .removeDirectory(Self.cgroup),
+                .listDirectory("/proc/\(k.processID)/task"), .read(Self.cgroup + "/memory.events"), .removeDirectory(Self.cgroup),
             ])
         #expect(recorder.exits.count == 1)
         #expect(recorder.exits.first?.0 == .signaled(9))
         #expect(recorder.exits.first?.1 == false)
+        #expect(try recorder.oomKills.first??.get() == 1)
     }
 
     @Test func oneFreezeAndThaw() throws {

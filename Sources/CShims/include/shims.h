@@ -173,6 +173,17 @@ int shim_set_nonblocking(int fd);
 /// at `procs_fd` (writes "0", which names the writer). Async-signal-safe. Returns 0 or -errno.
 int shim_join_cgroup_v1(int procs_fd);
 
+/// Gives the directory at `path` the default ACL `u::rwx,g::---,g:GID:rwx,m::rwx,o::---`
+/// (libacl): every file and directory created inside it afterwards grants group `gid` read and
+/// write (directories: and search), whatever its creator's group and umask. The directory's own
+/// mode is not changed. Returns 0 or -errno (EOPNOTSUPP: the file system has no ACLs).
+int shim_set_group_default_acl(const char *path, unsigned int gid);
+
+/// setfsuid(2) and setfsgid(2) for the calling thread alone: file system permission checks of
+/// this thread are then made as `uid` and `gid` (with no capability while `uid` is not 0).
+/// Returns 0, or -EPERM when the thread's ids did not become those asked for.
+int shim_set_thread_fs_ids(unsigned int uid, unsigned int gid);
+
 #ifdef __cplusplus
 }
 #endif

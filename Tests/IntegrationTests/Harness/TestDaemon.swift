@@ -98,17 +98,20 @@ final class TestDaemon {
     /// sd_notify messages and stays open for the caller; otherwise a temporary one is used.
     /// `wrapper` is a command line the daemon's is appended to (e.g. `unshare …`).
     /// `arguments` are added to the daemon's command line. `output` is the daemon's stdout and
-    /// stderr instead of the log file (`log()` then reads nothing).
+    /// stderr instead of the log file (`log()` then reads nothing). A daemon started as root
+    /// runs under the system unit's restrictions (`UnitRestrictions`) unless
+    /// `unitRestrictions` is false.
     func start(
         environment extra: [String: String] = [:], notifySocket: NotifySocket? = nil, wrapper: [String] = [], arguments: [String] = [],
-        output: FileHandle? = nil
+        output: FileHandle? = nil, unitRestrictions: Bool = true
     ) throws {
         let notify = try notifySocket ?? NotifySocket(path: directory + "/notify.sock")
         defer { if notifySocket == nil { notify.close() } }
         let p = Process()
         var args = ["--socket", socketPath, "--extensions", extensionsDirectory, "--state-directory", directory + "/state"]
         if FileManager.default.fileExists(atPath: directory + "/config.json") { args += ["--config", directory + "/config.json"] }
-        let command = wrapper + [daemonExecutable] + args + arguments
+        let restrictions = unitRestrictions && getuid() == 0 ? try UnitRestrictions.wrapper() : []
+        let command = restrictions + wrapper + [daemonExecutable] + args + arguments
         p.executableURL = URL(fileURLWithPath: command[0])
         p.arguments = Array(command.dropFirst())
         var env = ProcessInfo.processInfo.environment
@@ -145,7 +148,7 @@ final class TestDaemon {
         let notify = try NotifySocket(path: directory + "/notify.sock")
         defer { notify.close() }
         chmod(notify.path, 0o777)
-        try start(notifySocket: notify, wrapper: ["/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+        try start(notifySocket: notify, wrapper: ["/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--"], unitRestrictions: false)
     }
 
     /// The daemon's stderr so far.

@@ -324,7 +324,11 @@ final class SimulatedKernel: Kernel {
     }
 
     func removeFile(_ path: String) -> SystemError? { refused("unlink(\(path))") }
-    func removeContents(ofDirectory path: String) -> SystemError? { refused("empty(\(path))") }
+    func removeTreeInBackground(_ path: String, owner: FileOwner?, _ done: @escaping (SystemError?) -> Void) -> SystemError? {
+        refused("rm -r(\(path))")
+    }
+    func rename(_ path: String, to newPath: String) -> SystemError? { refused("rename(\(path))") }
+    func setGroupDefaultACL(_ path: String, group: UInt32) -> SystemError? { refused("setfacl(\(path))") }
     func changeOwner(_ path: String, user: UInt32, group: UInt32) -> SystemError? { refused("chown(\(path))") }
     func changeMode(_ path: String, _ mode: UInt32) -> SystemError? { refused("chmod(\(path))") }
     func status(_ path: String, followLinks: Bool) -> Result<FileStatus, SystemError> { refuse("stat(\(path))") }

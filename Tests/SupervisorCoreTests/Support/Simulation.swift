@@ -1,4 +1,5 @@
 import ExtensionProtocol
+import ExtensionTransport
 import Logging
 import SupervisorCore
 
@@ -395,7 +396,7 @@ final class Simulation: ProcessControlDelegate {
         queued.append(.stopRefused(extensionID: p.extensionID, generation: p.generation, seconds: seconds))
     }
 
-    func exited(_ p: SupervisedProcess, status: ExitStatus, outlivedLeader: Bool) {
+    func exited(_ p: SupervisedProcess, status: ExitStatus, outlivedLeader: Bool, oomKills: Result<Int, SystemError>?) {
         let id = p.extensionID, g = p.generation
         if let w = kernel.world(p.pid) {
             if w.leaderExit == nil { violations.append("at \(now): exit of \(id) reported while its leader lives") }

@@ -45,7 +45,9 @@ final class RecordingKernel: Kernel {
         case setDeadline(Instant?)
         case replaceFile(String)
         case removeFile(String)
-        case removeContents(String)
+        case removeTree(String, owner: FileOwner?)
+        case rename(String, String)
+        case setGroupDefaultACL(String, UInt32)
         case changeOwner(String, UInt32, UInt32)
         case changeMode(String, UInt32)
         case notify(String)
@@ -89,7 +91,9 @@ final class RecordingKernel: Kernel {
             case let .setDeadline(at): "deadline(\(at.map { "\($0)" } ?? "off"))"
             case let .replaceFile(path): "replace(\(path))"
             case let .removeFile(path): "unlink(\(path))"
-            case let .removeContents(path): "empty(\(path))"
+            case let .removeTree(path, owner): "rm -r(\(path)\(owner.map { " as \($0.uid):\($0.gid)" } ?? ""))"
+            case let .rename(path, newPath): "rename(\(path), \(newPath))"
+            case let .setGroupDefaultACL(path, gid): "setfacl(\(path), default:g:\(gid):rwx)"
             case let .changeOwner(path, uid, gid): "chown(\(path), \(uid), \(gid))"
             case let .changeMode(path, mode): "chmod(\(path), \(String(mode, radix: 8)))"
             case let .notify(state): "sd_notify(\(state))"
@@ -333,8 +337,21 @@ final class RecordingKernel: Kernel {
         return files.removeValue(forKey: path) == nil ? SystemError(errno: ENOENT) : nil
     }
 
-    func removeContents(ofDirectory path: String) -> SystemError? {
-        calls.append(.removeContents(path))
+    func removeTreeInBackground(_ path: String, owner: FileOwner?, _ done: @escaping (SystemError?) -> Void) -> SystemError? {
+        calls.append(.removeTree(path, owner: owner))
+        backgroundWork.append { done(nil) }
+        return nil
+    }
+
+    func rename(_ path: String, to newPath: String) -> SystemError? {
+        calls.append(.rename(path, newPath))
+        guard let moved = statuses.removeValue(forKey: path) else { return SystemError(errno: ENOENT) }
+        statuses[newPath] = moved
+        return nil
+    }
+
+    func setGroupDefaultACL(_ path: String, group: UInt32) -> SystemError? {
+        calls.append(.setGroupDefaultACL(path, group))
         return nil
     }
 

@@ -1,0 +1,92 @@
+#!/usr/bin/python3
+"""The VM scenario's probe: an extension on the installed `extension_runtime` package that
+answers one line per command over its request channel, so that the scenario can look at the
+sandbox, the limits and the containers from inside, as an extension sees them.
+
+Commands (one line each; every answer is one line):
+  ping                  -> "pong PID UID"
+  home-write TEXT       -> writes TEXT to $HOME/probe.state: "written" or "error: ..."
+  home-read             -> "home: TEXT", or "home: (none)" when there is no file
+  tmp-write NAME        -> creates /tmp/NAME: "written" or "error: ..."
+  tmp-list              -> "tmp: NAMES" (comma-separated, sorted)
+  connect HOST PORT     -> "connected", or "error: ..." (a TCP connection, closed at once)
+  shared-write GROUP NAME TEXT -> writes TEXT to NAME in the shared container GROUP
+  shared-read GROUP NAME       -> "shared: TEXT" or "error: ..."
+  alloc MIB             -> touches MIB MiB of memory, then "allocated" (if it lives)
+  spawn N               -> starts N sleeping children: "spawned K" (K < N: the rest failed)
+"""
+import os
+import socket
+import subprocess
+import sys
+
+import extension_runtime as rt
+
+
+def answer(command: str) -> str:
+    words = command.split(" ")
+    try:
+        if words[0] == "ping":
+            return f"pong {os.getpid()} {os.getuid()}"
+        if words[0] == "home-write":
+            path = os.path.join(os.environ["HOME"], "probe.state")
+            with open(path + ".tmp", "w") as f:
+                f.write(" ".join(words[1:]))
+                f.flush()
+                os.fsync(f.fileno())
+            os.rename(path + ".tmp", path)
+            return "written"
+        if words[0] == "home-read":
+            path = os.path.join(os.environ["HOME"], "probe.state")
+            if not os.path.exists(path):
+                return "home: (none)"
+            with open(path) as f:
+                return "home: " + f.read()
+        if words[0] == "tmp-write":
+            open(os.path.join("/tmp", words[1]), "w").close()
+            return "written"
+        if words[0] == "tmp-list":
+            return "tmp: " + ",".join(sorted(os.listdir("/tmp")))
+        if words[0] == "connect":
+            with socket.create_connection((words[1], int(words[2])), timeout=5):
+                return "connected"
+        if words[0] == "shared-write":
+            directory = rt.shared_container_path(words[1])
+            if directory is None:
+                return "error: no shared container " + words[1]
+            with open(os.path.join(directory, words[2]), "w") as f:
+                f.write(" ".join(words[3:]))
+            return "written"
+        if words[0] == "shared-read":
+            directory = rt.shared_container_path(words[1])
+            if directory is None:
+                return "error: no shared container " + words[1]
+            with open(os.path.join(directory, words[2])) as f:
+                return "shared: " + f.read()
+        if words[0] == "alloc":
+            block = bytearray(int(words[1]) * 1024 * 1024)
+            for i in range(0, len(block), 4096):
+                block[i] = 1
+            return "allocated"
+        if words[0] == "spawn":
+            started = 0
+            for _ in range(int(words[1])):
+                try:
+                    subprocess.Popen(["/bin/sleep", "600"])
+                    started += 1
+                except OSError:
+                    break
+            return f"spawned {started}"
+        return "error: unknown command " + words[0]
+    except Exception as e:  # every failure is an answer: the scenario prints it
+        return f"error: {type(e).__name__}: {e}"
+
+
+@rt.request_handler
+def serve(request: rt.Request) -> None:
+    with request.channel as channel, channel.makefile("rb", buffering=0) as lines:
+        for line in lines:
+            channel.sendall((answer(line.decode().strip()) + "\n").encode())
+
+
+rt.run()

@@ -1,0 +1,239 @@
+#!/bin/bash
+# The real-target scenario (Tests/VM/run.sh runs it as root in a Debian 12 guest with systemd as
+# PID 1 and cgroup v2 alone, after installing the packages of dist/ with apt-get). It uses the
+# daemon only through the units as shipped: no drop-in, no daemon started by hand.
+#
+# Boot 1: install, socket activation, launch/dismiss/resume, the freezer, limits, the memory
+#   limit, the sandbox, a shared container, reset, reexec, a package upgrade, restart, stop;
+#   then reboots with an extension suspended.
+# Boot 2: containers and uids kept across the reboot, a clean stop at shutdown, the user unit
+#   under a user manager, then purge.
+set -u
+files=/vmtest/files
+# shellcheck source=files/lib.sh
+. "$files/lib.sh"
+state=/var/lib/vmtest
+probe=org.vmtest.probe
+peer=org.vmtest.peer
+group=group.org.vmtest
+
+manifest() { # NAME JSON
+    printf '%s\n' "$2" >"/etc/extensiond/extensions/$1.json"
+}
+
+boot1() {
+    echo "--- install"
+    for p in extensiond libextensionruntimec0 libextensionruntimec-dev python3-extension-runtime; do
+        check "$p installed" "install ok installed" "$(dpkg-query -W -f '${Status}' "$p" 2>&1)"
+    done
+    check "extensiond.socket enabled" enabled "$(systemctl is-enabled extensiond.socket)"
+    check "extensiond.socket listening" active "$(systemctl is-active extensiond.socket)"
+    check "extensiond.service not started before a connection" inactive "$(systemctl is-active extensiond.service)"
+    check "systemd-analyze security extensiond.service ≤ 4.2" yes \
+        "$(systemd-analyze security extensiond.service 2>/dev/null | awk '/Overall exposure level/ { print ($(NF-2) <= 4.2) ? "yes" : "no (" $(NF-2) ")" }')"
+
+    echo "--- manifests (in /etc/extensiond/extensions; the probe in /opt)"
+    install -d -m 0755 /opt/vmtest /etc/extensiond/extensions
+    install -m 0755 "$files/probe.py" /opt/vmtest/probe.py
+    manifest probe "{\"id\": \"$probe\", \"point\": \"widget\", \"executable\": \"/opt/vmtest/probe.py\",
+        \"sharedContainers\": [\"$group\"], \"policy\": {\"backgroundSeconds\": 1},
+        \"limits\": {\"memoryMaxBytes\": 268435456, \"tasksMax\": 40, \"cpuWeight\": 30}}"
+    manifest peer "{\"id\": \"$peer\", \"point\": \"widget\", \"executable\": \"/opt/vmtest/probe.py\",
+        \"sharedContainers\": [\"$group\"], \"network\": false}"
+    manifest frozen '{"id": "org.vmtest.frozen", "point": "widget", "executable": "/opt/vmtest/probe.py", "policy": {"suspend": "freeze"}}'
+    manifest hog '{"id": "org.vmtest.hog", "point": "widget", "executable": "/opt/vmtest/probe.py", "limits": {"memoryMaxBytes": 67108864}}'
+
+    echo "--- socket activation"
+    list=$(extctl list 2>&1)
+    echo "$list"
+    check "the first extctl starts the service" active "$(systemctl is-active extensiond.service)"
+    check_match "extctl list shows the probe" "$probe +not-running" "$list"
+
+    echo "--- launch, dismiss (stopped: T), resume (same pid)"
+    out=$(talk "$probe" ping)
+    echo "$out"
+    pid=$(head -1 <<<"$out")
+    check_match "the probe launches and answers" "^pong $pid [0-9]+$" "$(sed -n 2p <<<"$out")"
+    check "extctl open exits 0" "exit 0" "$(tail -1 <<<"$out")"
+    wait_until 20 is_state "$probe" suspended
+    check "dismissed: suspended" suspended "$(status "$probe" "e['state']")"
+    check "dismissed: its process is stopped (T)" T "$(proc_state "$pid")"
+    uid=$(sed -n 2p <<<"$out" | cut -d' ' -f3)
+    check "the probe runs under a uid of its own" True "$(status "$probe" "e['credentials']['ownUID'] and e['credentials']['uid'] == $uid")"
+    out=$(talk "$probe" ping)
+    check "resumed with the same pid" "$pid" "$(head -1 <<<"$out")"
+    check_match "the resumed probe answers" "^pong $pid " "$(sed -n 2p <<<"$out")"
+    cgroup=$(status "$probe" "e['cgroup']")
+    check_match "its cgroup is under the service's" "^/sys/fs/cgroup/system.slice/extensiond.service/.+$probe$" "$cgroup"
+
+    echo "--- limits (cgroup v2 controllers, delegated)"
+    check "memory.max from the manifest" 268435456 "$(cat "$cgroup/memory.max" 2>&1)"
+    check "pids.max from the manifest" 40 "$(cat "$cgroup/pids.max" 2>&1)"
+    check "cpu.weight from the manifest" 30 "$(cat "$cgroup/cpu.weight" 2>&1)"
+    check "limits enforced by the cgroup" "cgroup cgroup cgroup" \
+        "$(status "$probe" "' '.join(e['limits'][k]['enforcedBy'] for k in ('memoryMaxBytes', 'tasksMax', 'cpuWeight'))")"
+    out=$(talk "$probe" "spawn 60")
+    check_match "tasksMax stops a fork bomb at pids.max (40 tasks)" "^spawned ([0-9]|[1-3][0-9])$" "$(sed -n 2p <<<"$out")"
+
+    echo "--- suspend: freeze (cgroup.freeze)"
+    out=$(talk org.vmtest.frozen ping)
+    fpid=$(head -1 <<<"$out")
+    wait_until 20 is_state org.vmtest.frozen suspended
+    fcgroup=$(status org.vmtest.frozen "e['cgroup']")
+    check "frozen: cgroup.freeze is 1" 1 "$(cat "$fcgroup/cgroup.freeze" 2>&1)"
+    check "frozen: cgroup.events says frozen" "frozen 1" "$(grep frozen "$fcgroup/cgroup.events" 2>&1)"
+    check_match "frozen: the process is not stopped (not T)" "^[SRD]$" "$(proc_state "$fpid")"
+    check "the point's limits: memory.max" 2147483648 "$(cat "$fcgroup/memory.max" 2>&1)"
+    check "the point's limits: pids.max" 64 "$(cat "$fcgroup/pids.max" 2>&1)"
+    check "the point's limits: cpu.weight" 50 "$(cat "$fcgroup/cpu.weight" 2>&1)"
+    out=$(talk org.vmtest.frozen ping)
+    check "thawed with the same pid" "$fpid" "$(head -1 <<<"$out")"
+
+    echo "--- over its memory limit: memory-limit"
+    since=$(date '+%Y-%m-%d %H:%M:%S')
+    out=$(talk org.vmtest.hog "alloc 200")
+    echo "$out"
+    wait_until 20 is_state org.vmtest.hog not-running
+    check "the hog's last exit is memory-limit" memory-limit "$(status org.vmtest.hog "e['lastExit']['reason']")"
+    check_no_match "no 'cannot read …/memory.events' in the journal" "memory.events" "$(journalctl -u extensiond --since "$since" --no-pager -q)"
+
+    echo "--- the sandbox: HOME kept across a relaunch, private /tmp, network false"
+    out=$(talk "$probe" "home-write kept-across-relaunch" "tmp-write probe-marker" "tmp-list")
+    echo "$out"
+    check "the probe writes its HOME" written "$(sed -n 2p <<<"$out")"
+    check "the probe writes its /tmp" written "$(sed -n 3p <<<"$out")"
+    check "the probe's /tmp has only its own file" "tmp: probe-marker" "$(sed -n 4p <<<"$out")"
+    check "the host's /tmp does not have it" absent "$([ -e /tmp/probe-marker ] && echo present || echo absent)"
+    home=$(status "$probe" "e['container']")
+    check "HOME is owned by the probe's uid, mode 700" "$uid 700" "$(stat -c '%u %a' "$home" 2>&1)"
+    extctl kill "$probe"
+    wait_until 20 is_state "$probe" not-running
+    out=$(talk "$probe" home-read tmp-list)
+    check "HOME is kept across a relaunch" "home: kept-across-relaunch" "$(sed -n 2p <<<"$out")"
+    check "/tmp is new at a relaunch" "tmp: " "$(sed -n 3p <<<"$out")"
+    python3 -m http.server --bind 127.0.0.1 8765 >/dev/null 2>&1 &
+    server=$!
+    wait_until 20 python3 -c 'import socket; socket.create_connection(("127.0.0.1", 8765), 1)'
+    check "the networked probe reaches the host's loopback" connected "$(talk "$probe" "connect 127.0.0.1 8765" | sed -n 2p)"
+    check_match "\"network\": false does not reach it" "^error: ConnectionRefusedError" "$(talk "$peer" "connect 127.0.0.1 8765" | sed -n 2p)"
+    kill "$server"
+
+    echo "--- a shared container used by two extensions"
+    out=$(talk "$probe" "shared-write $group note from-probe")
+    check "the probe writes into the shared container" written "$(sed -n 2p <<<"$out")"
+    out=$(talk "$peer" "shared-read $group note" "shared-write $group reply from-peer")
+    check "the peer reads what the probe wrote" "shared: from-probe" "$(sed -n 2p <<<"$out")"
+    check "the peer writes into it" written "$(sed -n 3p <<<"$out")"
+    out=$(talk "$probe" "shared-read $group reply")
+    check "the probe reads the peer's file" "shared: from-peer" "$(sed -n 2p <<<"$out")"
+    shared=$(extctl container "$group" 2>&1)
+    check_match "the shared container's group owns it, nobody else reads it" "^root [0-9]+ 770$" "$(stat -c '%U %g %a' "$shared" 2>&1)"
+
+    echo "--- extctl reset"
+    talk "$probe" "home-write to-be-reset" >/dev/null
+    out=$(extctl reset "$probe" 2>&1; echo "exit $?")
+    check "extctl reset succeeds" "exit 0" "$out"
+    out=$(talk "$probe" home-read)
+    check "after reset, HOME is empty" "home: (none)" "$(sed -n 2p <<<"$out")"
+
+    echo "--- extctl reexec (extensions kept)"
+    talk "$probe" "home-write kept-across-reboot" >/dev/null
+    pid=$(status "$probe" "e['pid']")
+    wait_until 20 is_state "$probe" suspended
+    main=$(systemctl show -p MainPID --value extensiond.service)
+    out=$(extctl reexec 2>&1; echo "exit $?")
+    echo "$out"
+    check "extctl reexec succeeds" "exit 0" "$(tail -1 <<<"$out")"
+    check "the daemon keeps its pid" "$main" "$(systemctl show -p MainPID --value extensiond.service)"
+    check "the probe keeps its pid and stays suspended" "$pid suspended T" "$(status "$probe" "e['pid']") $(status "$probe" "e['state']") $(proc_state "$pid")"
+
+    echo "--- a package upgrade (extensions kept)"
+    version=$(dpkg-query -W -f '${Version}' extensiond)
+    DEBIAN_FRONTEND=noninteractive apt-get install -y /vmtest/upgrade/extensiond_*.deb >/tmp/upgrade.log 2>&1
+    check "apt-get installs the newer package" 0 "$?"
+    check_match "the version changed" "vmtest" "$(dpkg-query -W -f '${Version}' extensiond) (from $version)"
+    check "the daemon keeps its pid across the upgrade" "$main" "$(systemctl show -p MainPID --value extensiond.service)"
+    check "the probe keeps its pid across the upgrade" "$pid suspended" "$(status "$probe" "e['pid']") $(status "$probe" "e['state']")"
+    out=$(talk "$probe" ping)
+    check "the probe resumes after the upgrade" "$pid" "$(head -1 <<<"$out")"
+
+    echo "--- restart and stop (no extension process left)"
+    wait_until 20 is_state "$probe" suspended
+    systemctl restart extensiond.service
+    check "restart: the old probe process is gone" - "$(proc_state "$pid")"
+    check "restart: the service is active" active "$(systemctl is-active extensiond.service)"
+    talk "$probe" ping >/dev/null
+    pid=$(status "$probe" "e['pid']")
+    systemctl stop extensiond.service
+    check "stop: the probe process is gone" - "$(proc_state "$pid")"
+    check "stop: no process of the probe's uid is left" "" "$(pgrep -u "$uid" | tr '\n' ' ')"
+    check "stop: no extension cgroup is left" absent "$([ -d /sys/fs/cgroup/system.slice/extensiond.service/extensions/$probe ] && echo present || echo absent)"
+
+    echo "--- before the reboot: an extension suspended at shutdown"
+    out=$(talk "$probe" ping)
+    check_match "the socket starts the service again" "^pong " "$(sed -n 2p <<<"$out")"
+    wait_until 20 is_state "$probe" suspended
+    echo "$uid" >"$state/probe-uid"
+    stat -c %g "$shared" >"$state/group-gid"
+    return 100
+}
+
+boot2() {
+    echo "--- after the reboot: containers and uids kept"
+    out=$(talk "$probe" ping home-read)
+    echo "$out"
+    check "the probe keeps its uid" "$(cat "$state/probe-uid")" "$(sed -n 2p <<<"$out" | cut -d' ' -f3)"
+    check "the probe's HOME is kept" "home: kept-across-reboot" "$(sed -n 3p <<<"$out")"
+    check "the shared container keeps its group" "$(cat "$state/group-gid")" "$(stat -c %g "$(extctl container "$group")" 2>&1)"
+    out=$(talk "$peer" "shared-read $group note")
+    check "the shared container's files are kept" "shared: from-probe" "$(sed -n 2p <<<"$out")"
+
+    echo "--- the previous boot's shutdown was clean"
+    # From the last "Stopping" of the service in the previous boot (the shutdown) to its end.
+    journal=$(journalctl -b -1 -u extensiond.service --no-pager -q -o cat 2>&1 | awk '/^Stopping /{ buf = "" } { buf = buf $0 "\n" } END { printf "%s", buf }')
+    echo "$journal"
+    check_match "the service was stopping at shutdown" "^Stopping " "$journal"
+    check_no_match "no Failed or timeout for extensiond in the previous boot" "Failed|[Tt]ime(d)? ?out|SIGKILL|core-dump" "$journal"
+    check_match "the daemon stopped at shutdown" "Stopped extensiond|Deactivated successfully|Stopped Extension" "$journal"
+
+    echo "--- the user unit, under a user manager"
+    useradd -m -s /bin/bash vmuser
+    loginctl enable-linger vmuser
+    vuid=$(id -u vmuser)
+    wait_until 60 systemctl is-active --quiet "user@$vuid.service"
+    check "vmuser's manager runs (linger)" active "$(systemctl is-active "user@$vuid.service")"
+    as_user=(runuser -u vmuser -- env XDG_RUNTIME_DIR=/run/user/$vuid DBUS_SESSION_BUS_ADDRESS=unix:path=/run/user/$vuid/bus)
+    "${as_user[@]}" systemctl --user enable --now extensiond.socket
+    check "the user socket listens" active "$("${as_user[@]}" systemctl --user is-active extensiond.socket)"
+    "${as_user[@]}" mkdir -p /home/vmuser/.local/share/extensiond/extensions
+    "${as_user[@]}" sh -c "printf '%s' '{\"id\": \"org.vmtest.mine\", \"point\": \"widget\", \"executable\": \"/opt/vmtest/probe.py\"}' >/home/vmuser/.local/share/extensiond/extensions/mine.json"
+    EXTCTL=("${as_user[@]}" extctl)
+    out=$(talk org.vmtest.mine ping)
+    echo "$out"
+    upid=$(head -1 <<<"$out")
+    check_match "the user's extension launches under the user daemon" "^pong $upid $vuid$" "$(sed -n 2p <<<"$out")"
+    wait_until 20 is_state org.vmtest.mine suspended
+    check "the user's extension is stopped at dismiss" T "$(proc_state "$upid")"
+    check_match "it has a cgroup under the user's service" "^/sys/fs/cgroup/user.slice/user-$vuid.slice/user@$vuid.service/.*org.vmtest.mine$" \
+        "$(status org.vmtest.mine "e['cgroup']")"
+    "${as_user[@]}" systemctl --user stop extensiond.service extensiond.socket
+    check "stopping the user service ends its extension" - "$(proc_state "$upid")"
+    EXTCTL=(extctl)
+
+    echo "--- purge"
+    systemctl is-active --quiet extensiond.service && talk "$probe" ping >/dev/null
+    DEBIAN_FRONTEND=noninteractive apt-get purge -y extensiond libextensionruntimec0 libextensionruntimec-dev python3-extension-runtime >/tmp/purge.log 2>&1
+    check "apt-get purge succeeds" 0 "$?"
+    for d in /var/lib/extensiond /etc/extensiond /lib/systemd/system/extensiond.service /usr/bin/extensiond; do
+        check "purge removes $d" absent "$([ -e "$d" ] && echo present || echo absent)"
+    done
+    check "no extensiond process is left" "" "$(pgrep -x extensiond | tr '\n' ' ')"
+    check "no process of the probe's uid is left" "" "$(pgrep -u "$(cat "$state/probe-uid")" | tr '\n' ' ')"
+    return 0
+}
+
+case "${VMTEST_BOOT:-1}" in
+    1) boot1 ;;
+    2) boot2 ;;
+    *) echo "unexpected boot ${VMTEST_BOOT}"; exit 1 ;;
+esac
