@@ -121,7 +121,8 @@ public protocol Kernel: AnyObject, FileReads {
     /// or the new, never a mix. `durable` fsyncs the data before the rename (files that must
     /// survive a power loss, not those on a tmpfs).
     func replaceFile(_ path: String, withParts parts: [[UInt8]], mode: UInt32, durable: Bool) -> SystemError?
-    /// mkdir(2) with `mode` (the umask applies: give the mode with `changeMode` where it matters).
+    /// mkdir(2) of a directory with `mode` exactly: the umask (0077 under the system unit)
+    /// does not narrow it. Fails with EEXIST when something is at `path` already.
     func makeDirectory(_ path: String, mode: UInt32) -> SystemError?
     /// A file in memory (memfd_create(2), close-on-exec) holding `parts` one after another, its
     /// descriptor readable by path as `/proc/self/fd/N` from offset 0; nothing on disk. Fails
@@ -206,18 +207,14 @@ extension Kernel {
     /// A directory with mode 0755.
     public func makeDirectory(_ path: String) -> SystemError? { makeDirectory(path, mode: 0o755) }
 
-    /// `mkdir -p`: creates `path` and each missing ancestor, each created one given `mode`
-    /// explicitly (the umask, 0077 under the system unit, would narrow it). Fails naming the
-    /// directory when one cannot be created, or when `path` exists and is not a directory.
+    /// `mkdir -p`: creates `path` and each missing ancestor, each created one with `mode`
+    /// (exactly, as `makeDirectory` makes it). Fails naming the directory when one cannot be
+    /// created, or when `path` exists and is not a directory.
     public func makeDirectories(_ path: String, mode: UInt32) -> SystemError? {
         var prefix = ""
         for part in path.split(separator: "/") {
             prefix += "/" + part
-            if let e = makeDirectory(prefix, mode: mode) {
-                guard e.isAlreadyExisting else { return SystemError("mkdir \(prefix)", errno: e.errno) }
-            } else if let e = changeMode(prefix, mode) {
-                return SystemError("chmod \(prefix)", errno: e.errno)
-            }
+            if let e = makeDirectory(prefix, mode: mode), !e.isAlreadyExisting { return SystemError("mkdir \(prefix)", errno: e.errno) }
         }
         switch status(path, followLinks: true) {
         case .success(let st) where st.kind == .directory: return nil

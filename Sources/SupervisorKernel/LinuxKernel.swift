@@ -275,9 +275,11 @@ public final class LinuxKernel: Kernel {
         return n == bytes.count ? nil : SystemError(errno: EIO)
     }
 
-    /// mkdir(2): the errno alone on failure (EEXIST when something is at `path` already).
+    /// mkdir(2), then chmod(2) to `mode` exactly: the errno alone on failure (EEXIST when
+    /// something is at `path` already).
     public func makeDirectory(_ path: String, mode: UInt32) -> SystemError? {
-        mkdir(path, mode_t(mode)) == 0 ? nil : SystemError(errno: errno)
+        guard mkdir(path, mode_t(mode)) == 0 else { return SystemError(errno: errno) }
+        return chmod(path, mode_t(mode)) == 0 ? nil : SystemError(errno: errno)
     }
 
     /// realpath(3); nil whenever it fails (a missing component, no permission to search).

@@ -7,8 +7,11 @@ import Glibc
 
 /// The owner of files: the file system ids a walk of them runs with (`TreeRemoval`).
 public struct FileOwner: Sendable, Equatable {
+    /// The user id (setfsuid).
     public var uid: UInt32
+    /// The group id (setfsgid).
     public var gid: UInt32
+    /// The owner with these ids.
     public init(uid: UInt32, gid: UInt32) {
         self.uid = uid
         self.gid = gid

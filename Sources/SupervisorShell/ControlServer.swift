@@ -177,10 +177,6 @@ final class ControlServer {
         if let e = made, !e.isAlreadyExisting {
             throw DaemonError("cannot create socket directory \(dir): \(e)")
         }
-        // The mode exactly: the umask (0077 under the system unit) would narrow it.
-        if made == nil, let e = kernel.changeMode(dir, 0o750) {
-            throw DaemonError("cannot set the mode of socket directory \(dir): \(e)")
-        }
         if made == nil, let group, let e = kernel.changeOwner(dir, user: UInt32.max, group: group) {
             throw DaemonError("cannot give socket directory \(dir) to group \(group) (--socket-group): \(e)")
         }

@@ -257,7 +257,9 @@ public final class Daemon {
             let containers = extensions.containers
             switch containers.reset(id, logger: logger) {
             case .success:
-                logger.notice("\(id): its container \(containers.path(of: id)) was emptied (reset); the old contents are removed in the background", metadata: ["EXTENSION_ID": "\(id)"])
+                logger.notice(
+                    "\(id): its container \(containers.path(of: id)) was emptied (reset); the old contents are removed in the background",
+                    metadata: ["EXTENSION_ID": "\(id)"])
                 server.send(.ok(tag: tag), to: host)
             case .failure(let e):
                 logger.error("\(id): its container could not be emptied: \(e)", metadata: ["EXTENSION_ID": "\(id)"])

@@ -50,27 +50,28 @@ final class ExtensionContainers {
         case .success(let found) where found.kind != .directory: return .failure(.notADirectory("open \(path)"))
         case .success(let found): st = found
         }
-        let owner = chowns ? (uid ?? st.owner, gid ?? st.group) : (st.owner, st.group)
-        if st.permissions == 0o700 && st.owner == owner.0 && st.group == owner.1 { return .success(path) }
+        let wanted = chowns ? (user: uid ?? st.owner, group: gid ?? st.group) : (user: st.owner, group: st.group)
+        var current = (user: st.owner, group: st.group)
         // The mode is set while the daemon owns the directory (an owner may chmod without
         // CAP_FOWNER), then the directory is given to the extension.
-        if chowns && st.owner != kernel.userID, let e = kernel.changeOwner(path, user: kernel.userID, group: UInt32.max) {
+        if st.permissions != 0o700 {
+            if chowns && current.user != kernel.userID {
+                if let e = kernel.changeOwner(path, user: kernel.userID, group: UInt32.max) { return .failure(e.during("chown \(path)")) }
+                current.user = kernel.userID
+            }
+            if let e = kernel.changeMode(path, 0o700) { return .failure(e.during("chmod \(path)")) }
+        }
+        if chowns && current != wanted, let e = kernel.changeOwner(path, user: wanted.user, group: wanted.group) {
             return .failure(e.during("chown \(path)"))
         }
-        if let e = kernel.changeMode(path, 0o700) { return .failure(e.during("chmod \(path)")) }
-        if chowns, let e = kernel.changeOwner(path, user: owner.0, group: owner.1) { return .failure(e.during("chown \(path)")) }
         return .success(path)
     }
 
-    /// The state directory (0755) and `extensions/` (0711), each given its mode when created.
+    /// The state directory (0755) and `extensions/` (0711), when they do not exist.
     private func prepareRoot() -> SystemError? {
         let stateDirectory = String(root.dropLast("/extensions".count))
         for (dir, mode) in [(stateDirectory, UInt32(0o755)), (root, UInt32(0o711))] {
-            if let e = kernel.makeDirectory(dir, mode: mode) {
-                guard e.isAlreadyExisting else { return e.during("mkdir \(dir)") }
-            } else if let e = kernel.changeMode(dir, mode) {
-                return e.during("chmod \(dir)")
-            }
+            if let e = kernel.makeDirectory(dir, mode: mode), !e.isAlreadyExisting { return e.during("mkdir \(dir)") }
         }
         return nil
     }

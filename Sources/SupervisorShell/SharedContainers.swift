@@ -78,7 +78,7 @@ final class SharedContainers {
     /// while root owns the directory, so none of this needs `CAP_FOWNER`.
     private func create(_ path: String, gid: UInt32?) -> SharedContainerError? {
         if let e = kernel.makeDirectories(stateDirectory + "/containers", mode: 0o755) { return SharedContainerError("cannot create \(e)") }
-        if let e = kernel.makeDirectory(path, mode: 0o700), !e.isAlreadyExisting {
+        if let e = kernel.makeDirectory(path, mode: mode(gid: gid)), !e.isAlreadyExisting {
             return SharedContainerError("cannot create \(path): \(e)")
         }
         guard case .success(let st) = kernel.status(path, followLinks: true), st.kind == .directory else {

@@ -21,7 +21,7 @@ struct ExtensionContainersTests {
         return k
     }
 
-    @Test func aNewContainerGetsItsModeBeforeItIsGivenAway() throws {
+    @Test func aNewContainerIsMadeWithItsModeThenGivenAway() throws {
         let k = kernel()
         let containers = ExtensionContainers(stateDirectory: "/var/lib/extensiond", kernel: k)
         #expect(try containers.prepare("org.example.x", uid: 1234, gid: 1234).get() == Self.path)
@@ -29,7 +29,7 @@ struct ExtensionContainersTests {
         #expect(
             changes == [
                 .makeDirectory("/var/lib/extensiond"), .makeDirectory(Self.root), .makeDirectory(Self.path),
-                .changeMode(Self.path, 0o700), .changeOwner(Self.path, 1234, 1234),
+                .changeOwner(Self.path, 1234, 1234),
             ])
     }
 

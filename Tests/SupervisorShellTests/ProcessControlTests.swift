@@ -1,5 +1,5 @@
-import Logging
 import ExtensionTransport
+import Logging
 import SupervisorCore
 import SupervisorKernel
 import Testing

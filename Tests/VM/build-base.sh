@@ -24,7 +24,8 @@ root=$base/rootfs
 # (libseccomp2, libacl1, libstdc++6, libsystemd0, python3) plus the tools the scenarios use.
 include=systemd,systemd-sysv,dbus,udev,linux-image-amd64,initramfs-tools,kmod,
 include+=libseccomp2,libacl1,libstdc++6,libgcc-s1,libsystemd0,python3,bash-completion,
-include+=gcc,libc6-dev,pkg-config,procps,psmisc,iproute2,util-linux,less,ca-certificates,passwd
+include+=gcc,libc6-dev,pkg-config,procps,psmisc,iproute2,util-linux,less,ca-certificates,passwd,
+include+=libpam-systemd,dbus-user-session
 
 # A base made with another package list is made again.
 if [ "${1:-}" != "--force" ] && [ -f "$base/.complete" ] && [ "$(cat "$base/.complete")" = "$include" ]; then

@@ -48,6 +48,7 @@ boot1() {
     echo "$list"
     check "the first extctl starts the service" active "$(systemctl is-active extensiond.service)"
     check_match "extctl list shows the probe" "$probe +not-running" "$list"
+    journalctl -u extensiond.service -p warning --no-pager -q -o cat
 
     echo "--- launch, dismiss (stopped: T), resume (same pid)"
     out=$(talk "$probe" ping)
@@ -99,6 +100,7 @@ boot1() {
 
     echo "--- the sandbox: HOME kept across a relaunch, private /tmp, network false"
     out=$(talk "$probe" "home-write kept-across-relaunch" "tmp-write probe-marker" "tmp-list")
+    journalctl -u extensiond.service -p warning --no-pager -q -o cat | tail -20
     echo "$out"
     check "the probe writes its HOME" written "$(sed -n 2p <<<"$out")"
     check "the probe writes its /tmp" written "$(sed -n 3p <<<"$out")"
@@ -128,6 +130,12 @@ boot1() {
     check "the probe reads the peer's file" "shared: from-peer" "$(sed -n 2p <<<"$out")"
     shared=$(extctl container "$group" 2>&1)
     check_match "the shared container's group owns it, nobody else reads it" "^root [0-9]+ 770$" "$(stat -c '%U %g %a' "$shared" 2>&1)"
+
+    echo "--- locks at suspension: an exclusive lock in a shared container ends the holder"
+    out=$(talk "$peer" "lock $group app.lock")
+    check "the peer takes an exclusive lock in the shared container" locked "$(sed -n 2p <<<"$out")"
+    wait_until 20 is_state "$peer" not-running
+    check "it is ended at the dismiss, not suspended with the lock" lock-held-at-suspend "$(status "$peer" "e['lastExit']['reason']")"
 
     echo "--- extctl reset"
     talk "$probe" "home-write to-be-reset" >/dev/null
@@ -202,6 +210,7 @@ boot2() {
     vuid=$(id -u vmuser)
     wait_until 60 systemctl is-active --quiet "user@$vuid.service"
     check "vmuser's manager runs (linger)" active "$(systemctl is-active "user@$vuid.service")"
+    systemctl is-active --quiet "user@$vuid.service" || journalctl -b -u "user@$vuid.service" --no-pager -q | tail -20
     as_user=(runuser -u vmuser -- env XDG_RUNTIME_DIR=/run/user/$vuid DBUS_SESSION_BUS_ADDRESS=unix:path=/run/user/$vuid/bus)
     "${as_user[@]}" systemctl --user enable --now extensiond.socket
     check "the user socket listens" active "$("${as_user[@]}" systemctl --user is-active extensiond.socket)"

@@ -3,9 +3,12 @@
 // without systemd as PID 1 start the daemon as the system unit would (IntegrationTests'
 // UnitRestrictions reads them from units/extensiond.service):
 //
-//   unit-restrictions [--capabilities "CAP_A CAP_B ..."] [--umask 0077] [--no-new-privileges]
-//                     [--restrict-suid-sgid] -- PROGRAM [ARGUMENT...]
+//   unit-restrictions [--cgroup DIR]... [--capabilities "CAP_A CAP_B ..."] [--umask 0077]
+//                     [--no-new-privileges] [--restrict-suid-sgid] -- PROGRAM [ARGUMENT...]
 //
+//   --cgroup DIR          joins the cgroup DIR first (writes to DIR/cgroup.procs), as systemd
+//                         starts a service in a cgroup of its own (Delegate=yes: one the test
+//                         made, owned by root, mode 0755, which needs no CAP_DAC_OVERRIDE)
 //   --capabilities        CapabilityBoundingSet=: every other capability leaves the bounding set
 //   --umask               UMask=
 //   --no-new-privileges   NoNewPrivileges=yes
@@ -89,7 +92,13 @@ int main(int argc, char **argv) {
     const char *capabilities = NULL;
     int nnp = 0, suid = 0, i = 1;
     for (; i < argc && strcmp(argv[i], "--") != 0; i++) {
-        if (strcmp(argv[i], "--capabilities") == 0 && i + 1 < argc) {
+        if (strcmp(argv[i], "--cgroup") == 0 && i + 1 < argc) {
+            char path[4096];
+            snprintf(path, sizeof(path), "%s/cgroup.procs", argv[++i]);
+            FILE *procs = fopen(path, "w");
+            if (procs == NULL) die(path, errno);
+            if (fputs("0", procs) == EOF || fclose(procs) != 0) die(path, errno);
+        } else if (strcmp(argv[i], "--capabilities") == 0 && i + 1 < argc) {
             capabilities = argv[++i];
         } else if (strcmp(argv[i], "--umask") == 0 && i + 1 < argc) {
             umask((mode_t)strtoul(argv[++i], NULL, 8));

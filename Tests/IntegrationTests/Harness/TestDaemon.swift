@@ -45,6 +45,8 @@ final class TestDaemon {
     /// private /tmp could not reach. The credential and sandbox tests (CredentialTests.swift,
     /// SandboxTests.swift) turn it off to check the daemon's default.
     let extensionsAsRoot: Bool
+    /// The cgroups the daemon runs in under the unit's restrictions (`UnitRestrictions`).
+    private var delegatedCgroups: [String] = []
     /// The daemon's executable: the build product, or a copy another uid can run.
     var daemonExecutable = BuildProducts.path("extensiond")
 
@@ -110,7 +112,13 @@ final class TestDaemon {
         let p = Process()
         var args = ["--socket", socketPath, "--extensions", extensionsDirectory, "--state-directory", directory + "/state"]
         if FileManager.default.fileExists(atPath: directory + "/config.json") { args += ["--config", directory + "/config.json"] }
-        let restrictions = unitRestrictions && getuid() == 0 ? try UnitRestrictions.wrapper() : []
+        var restrictions: [String] = []
+        // EXTENSIOND_TESTS_UNRESTRICTED=1 starts them as before this harness had the unit's
+        // restrictions, to tell a difference the restrictions make from another failure.
+        if unitRestrictions && getuid() == 0 && ProcessInfo.processInfo.environment["EXTENSIOND_TESTS_UNRESTRICTED"] == nil {
+            if delegatedCgroups.isEmpty { delegatedCgroups = UnitRestrictions.delegatedCgroups(URL(fileURLWithPath: directory).lastPathComponent) }
+            restrictions = try UnitRestrictions.wrapper(cgroups: delegatedCgroups)
+        }
         let command = restrictions + wrapper + [daemonExecutable] + args + arguments
         p.executableURL = URL(fileURLWithPath: command[0])
         p.arguments = Array(command.dropFirst())
@@ -183,6 +191,7 @@ final class TestDaemon {
 
     deinit {
         stop()
+        UnitRestrictions.removeDelegatedCgroups(delegatedCgroups)
         // EXTENSIOND_KEEP_TEST_DIRS=1 keeps each daemon's directory (log, manifests) for a post-mortem.
         if ProcessInfo.processInfo.environment["EXTENSIOND_KEEP_TEST_DIRS"] == nil {
             try? FileManager.default.removeItem(atPath: directory)

@@ -12,15 +12,21 @@ Commands (one line each; every answer is one line):
   connect HOST PORT     -> "connected", or "error: ..." (a TCP connection, closed at once)
   shared-write GROUP NAME TEXT -> writes TEXT to NAME in the shared container GROUP
   shared-read GROUP NAME       -> "shared: TEXT" or "error: ..."
+  lock GROUP NAME       -> takes an exclusive flock on NAME in the shared container GROUP and
+                           keeps it: "locked"
   alloc MIB             -> touches MIB MiB of memory, then "allocated" (if it lives)
   spawn N               -> starts N sleeping children: "spawned K" (K < N: the rest failed)
 """
+import fcntl
 import os
 import socket
 import subprocess
 import sys
 
 import extension_runtime as rt
+
+# Files kept open (and locked) by `lock`.
+held = []
 
 
 def answer(command: str) -> str:
@@ -63,6 +69,13 @@ def answer(command: str) -> str:
                 return "error: no shared container " + words[1]
             with open(os.path.join(directory, words[2])) as f:
                 return "shared: " + f.read()
+        if words[0] == "lock":
+            directory = rt.shared_container_path(words[1])
+            if directory is None:
+                return "error: no shared container " + words[1]
+            held.append(open(os.path.join(directory, words[2]), "w"))
+            fcntl.flock(held[-1].fileno(), fcntl.LOCK_EX)
+            return "locked"
         if words[0] == "alloc":
             block = bytearray(int(words[1]) * 1024 * 1024)
             for i in range(0, len(block), 4096):
