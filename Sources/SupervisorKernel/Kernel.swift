@@ -138,6 +138,12 @@ public protocol Kernel: AnyObject, FileReads {
     /// on the loop's thread, in a later iteration. Returns why it could not start; `done` then
     /// never runs.
     func removeTreeInBackground(_ path: String, owner: FileOwner?, _ done: @escaping (SystemError?) -> Void) -> SystemError?
+    /// A pipe for one extension's stdout and stderr: its read end non-blocking, both ends
+    /// close-on-exec (the spawn places the write end at the child's fds 1 and 2).
+    func outputPipe() -> Result<(read: Int32, write: Int32), SystemError>
+    /// One read(2) of at most `limit` bytes from a non-blocking descriptor: the bytes, empty
+    /// when nothing is waiting (EAGAIN), nil at end of file. EINTR is retried.
+    func readSome(fd: Int32, limit: Int) -> Result<[UInt8]?, SystemError>
     /// rename(2): moves `path` to `newPath` (both in one file system; a link is moved, not followed).
     func rename(_ path: String, to newPath: String) -> SystemError?
     /// Gives the directory at `path` a default ACL granting group `group` read, write and

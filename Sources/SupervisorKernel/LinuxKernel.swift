@@ -395,6 +395,33 @@ public final class LinuxKernel: Kernel {
         return backgroundWork.run({ TreeRemoval.remove(path, owner: owner) }, loop: loop, done)
     }
 
+    /// pipe2(2) with O_CLOEXEC, then O_NONBLOCK on the read end. Fails naming "pipe2".
+    public func outputPipe() -> Result<(read: Int32, write: Int32), SystemError> {
+        var fds: [Int32] = [-1, -1]
+        let rc = shim_pipe_cloexec(&fds)
+        guard rc == 0 else { return .failure(SystemError("pipe2", errno: -rc)) }
+        let nb = shim_set_nonblocking(fds[0])
+        guard nb == 0 else {
+            Glibc.close(fds[0])
+            Glibc.close(fds[1])
+            return .failure(SystemError("fcntl O_NONBLOCK", errno: -nb))
+        }
+        return .success((fds[0], fds[1]))
+    }
+
+    /// read(2) retrying EINTR: the errno alone on failure.
+    public func readSome(fd: Int32, limit: Int) -> Result<[UInt8]?, SystemError> {
+        var buffer = [UInt8](repeating: 0, count: limit)
+        while true {
+            let n = buffer.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, limit) }
+            if n > 0 { return .success(Array(buffer[0..<n])) }
+            if n == 0 { return .success(nil) }
+            if errno == EINTR { continue }
+            if errno == EAGAIN || errno == EWOULDBLOCK { return .success([]) }
+            return .failure(SystemError(errno: errno))
+        }
+    }
+
     /// rename(2). The errno alone on failure.
     public func rename(_ path: String, to newPath: String) -> SystemError? {
         Glibc.rename(path, newPath) == 0 ? nil : SystemError(errno: errno)
@@ -453,7 +480,8 @@ public final class LinuxKernel: Kernel {
     /// `shim_spawn`: clone3 into `cgroupFD` when given (fork or posix_spawn, then pidfd_open,
     /// where clone3 is unavailable and there is no cgroup). The child runs in a new session with
     /// default signal dispositions and an empty mask, stdin on /dev/null, stdout and stderr
-    /// the daemon's (`childOutputs`: write-only where the daemon's is a terminal), `channelFD`
+    /// `outputFD` when given, else the daemon's (`childOutputs`: write-only where the daemon's is
+    /// a terminal), `channelFD`
     /// at fd 3 and every other descriptor closed; what `shim_spawn`
     /// lists after that (limits, sandbox, credentials, working directory) is applied before the
     /// exec. Blocks until the child has exec'd or failed.
@@ -478,8 +506,8 @@ public final class LinuxKernel: Kernel {
                                         withUnsafeMutablePointer(to: &step) { failedStep in
                                             var options = shim_spawn_options(
                                                 path: path, argv: argv, envp: envp, cwd: cwd,
-                                                channel_fd: request.channelFD ?? -1, stdout_fd: LinuxKernel.childOutputs.stdout,
-                                                stderr_fd: LinuxKernel.childOutputs.stderr, cgroup_fd: request.cgroupFD ?? -1,
+                                                channel_fd: request.channelFD ?? -1, stdout_fd: request.outputFD ?? LinuxKernel.childOutputs.stdout,
+                                                stderr_fd: request.outputFD ?? LinuxKernel.childOutputs.stderr, cgroup_fd: request.cgroupFD ?? -1,
                                                 set_credentials: request.credentials == nil ? 0 : 1,
                                                 uid: request.credentials?.uid ?? 0, gid: request.credentials?.gid ?? 0,
                                                 groups: groupList.baseAddress, ngroups: Int32(groupList.count),

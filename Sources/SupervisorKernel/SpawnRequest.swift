@@ -23,13 +23,18 @@ public struct SpawnRequest: Equatable {
     public var sandbox: SandboxPlan?
     /// `cgroup.procs` of the cgroup v1 memory cgroup the child joins first, open for writing, or nil.
     public var memoryCgroupProcsFD: Int32? = nil
+    /// The child's stdout and stderr (the write end of its own output pipe); nil gives it the
+    /// daemon's (a terminal's write-only open of its own where the daemon's is a terminal).
+    public var outputFD: Int32? = nil
 
     /// A request of these values, stored as given. The descriptors stay the caller's: the
     /// spawn neither closes them nor takes them over.
     public init(
         path: String, arguments: [String], environment: [String], directory: String?, channelFD: Int32?, cgroupFD: Int32?,
-        credentials: Credentials?, resourceLimits: [ResourceLimit] = [], sandbox: SandboxPlan? = nil, memoryCgroupProcsFD: Int32? = nil
+        credentials: Credentials?, resourceLimits: [ResourceLimit] = [], sandbox: SandboxPlan? = nil, memoryCgroupProcsFD: Int32? = nil,
+        outputFD: Int32? = nil
     ) {
+        self.outputFD = outputFD
         self.path = path
         self.arguments = arguments
         self.environment = environment

@@ -177,6 +177,7 @@ final class ExtensionProcesses {
             byPID[old.pid] = nil
         }
         add(p)
+        if let fd = spawned.output { p.output = startOutput(id, fd: fd) }
         let watched = watch(p)
         sink?.post(.spawned(extensionID: id, generation: generation, pid: spawned.pid))
         if !watched {
@@ -184,6 +185,17 @@ final class ExtensionProcesses {
             return
         }
         if manifest.readiness == .exec { sink?.post(.ready(extensionID: id, generation: generation)) }
+    }
+
+    /// Reads and logs the output of extension `id` from the pipe at `fd` (`ExtensionOutput`);
+    /// nil, with `fd` closed, when the loop cannot watch it (the extension's writes then fail
+    /// with EPIPE rather than block).
+    private func startOutput(_ id: String, fd: Int32) -> ExtensionOutput? {
+        let output = ExtensionOutput(extensionID: id, fd: fd, kernel: kernel, logger: logger)
+        guard let e = output.start() else { return output }
+        logger.warning("cannot read the output of \(id): \(e)", metadata: ["EXTENSION_ID": "\(id)"])
+        kernel.close(fd)
+        return nil
     }
 
     private func add(_ p: SupervisedProcess, startTicks: UInt64? = nil) {
@@ -242,7 +254,7 @@ final class ExtensionProcesses {
             list.append(
                 HandoverDocument.Process(
                     extensionID: p.extensionID, generation: p.generation, pid: p.pid, pidfd: p.pidfd, startTicks: registry.startTicks(of: p.pid),
-                    channel: p.channel?.socket.fd,
+                    channel: p.channel?.socket.fd, output: p.output?.openFD,
                     channelGraceUntil: p.channelGraceUntil, cgroup: p.cgroup?.path, cgroupEvents: p.cgroup?.eventsFD, cgroupProcs: p.cgroup?.procsFD,
                     cgroupFreeze: p.cgroup?.freezeFD, freezer: p.cgroup?.freezeFD != nil,
                     memoryCgroupV1: p.memoryCgroupV1?.path, memoryOOMKillsAtStart: p.memoryCgroupV1?.oomKillsAtStart, mechanism: p.group.mechanism,
@@ -274,6 +286,7 @@ final class ExtensionProcesses {
                 mechanism: h.mechanism, channel: h.channel.map { PacketSocket(fd: $0) }, queueLimit: ExtensionProcesses.channelQueueLimit,
                 group: GroupControl(leader: h.pid, containment: cgroup == nil ? .processGroup : .cgroup, mechanism: h.mechanism, restoring: h.group))
             add(p, startTicks: h.startTicks)
+            if let fd = h.output { p.output = startOutput(h.extensionID, fd: fd) }
             guard watch(p), h.cgroup == nil || cgroup != nil else {
                 if let fd = h.locks?.openWatch { kernel.close(fd) }
                 endUnwatched(p)

@@ -44,6 +44,8 @@ struct HandoverDocument: Codable {
         var startTicks: UInt64?
         /// The daemon's end of the runtime channel, if it is open.
         var channel: Int32?
+        /// The read end of its output pipe (`ExtensionOutput`), if it is open.
+        var output: Int32? = nil
         /// When the channel closed and the process has until this instant to exit.
         var channelGraceUntil: Instant?
         /// The extension's cgroup; nil on the process-group fallback.
@@ -156,6 +158,8 @@ struct HandoverDocument: Codable {
     /// Every descriptor the document names: what must cross the `execve`.
     var descriptors: [Int32] {
         [listener] + connections.map(\.fd)
-            + processes.flatMap { [$0.pidfd] + [$0.channel, $0.cgroupEvents, $0.cgroupProcs, $0.cgroupFreeze, $0.locks?.openWatch].compactMap { $0 } }
+            + processes.flatMap {
+                [$0.pidfd] + [$0.channel, $0.output, $0.cgroupEvents, $0.cgroupProcs, $0.cgroupFreeze, $0.locks?.openWatch].compactMap { $0 }
+            }
     }
 }

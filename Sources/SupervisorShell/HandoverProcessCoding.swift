@@ -13,6 +13,7 @@ extension HandoverDocument.Process: BinaryDirectCodable {
         w.integer(pidfd, "pidfd")
         w.optional(startTicks, "startTicks") { w.integer($0, $1) }
         w.optional(channel, "channel") { w.integer($0, $1) }
+        w.optional(self.output, "output") { w.integer($0, $1) }
         w.optional(channelGraceUntil, "channelGraceUntil") { w.instant($0, $1) }
         w.optional(cgroup, "cgroup") { w.string($0, $1) }
         w.optional(cgroupEvents, "cgroupEvents") { w.integer($0, $1) }
@@ -34,6 +35,7 @@ extension HandoverDocument.Process: BinaryDirectCodable {
         pidfd = try r.integer(Int32.self, "pidfd")
         startTicks = try r.integerIfPresent(UInt64.self, "startTicks")
         channel = try r.integerIfPresent(Int32.self, "channel")
+        output = try r.integerIfPresent(Int32.self, "output")
         channelGraceUntil = try r.instantIfPresent("channelGraceUntil")
         cgroup = try r.stringIfPresent("cgroup")
         cgroupEvents = try r.integerIfPresent(Int32.self, "cgroupEvents")

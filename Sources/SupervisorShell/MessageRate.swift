@@ -14,6 +14,11 @@ struct MessageRate {
     static let postsPerSecond: Double = 200
     static let postBurst: Double = 400
 
+    /// Lines of an extension's output logged (`ExtensionOutput`): plenty for diagnostics, few
+    /// enough that a chatty extension cannot flood the journal or hold the loop.
+    static let outputLinesPerSecond: Double = 100
+    static let outputLineBurst: Double = 1000
+
     private let rate: Double
     private let capacity: Double
     private var tokens: Double

@@ -19,6 +19,9 @@ struct SpawnedProcess {
     var pidfd: Int32
     /// The daemon's end of the runtime channel (non-blocking); nil for `exec` readiness.
     var channel: PacketSocket?
+    /// The read end of the process's output pipe (its stdout and stderr), or nil when the
+    /// kernel gave none (the recording kernel of the tests).
+    var output: Int32?
 }
 
 /// Starts extension processes: in their cgroup from the first instruction (when there is one),
@@ -80,6 +83,15 @@ enum Spawner {
             childEnd = b
         }
         defer { childEnd?.close() }
+        // Its stdout and stderr: a pipe of its own (`ExtensionOutput`), never the daemon's.
+        let output: (read: Int32, write: Int32)
+        switch kernel.outputPipe() {
+        case .success(let pipe): output = pipe
+        case .failure(let e):
+            daemonEnd?.close()
+            throw e
+        }
+        defer { kernel.close(output.write) }
         let directory = String(manifest.executable[..<(manifest.executable.lastIndex(of: "/") ?? manifest.executable.startIndex)])
         let request = SpawnRequest(
             path: manifest.executable, arguments: manifest.arguments,
@@ -87,16 +99,26 @@ enum Spawner {
                 for: manifest, channel: withChannel, container: container, sandboxedFiles: sandbox?.parts.contains(.filesystem) ?? false,
                 daemon: kernel.environment),
             directory: directory.isEmpty ? nil : directory, channelFD: childEnd?.fd, cgroupFD: cgroupFD,
-            // Only a root daemon switches credentials; any other runs extensions as itself.
-            credentials: kernel.userID == 0 ? manifest.credentials : nil, resourceLimits: rlimits(limits),
-            sandbox: sandbox, memoryCgroupProcsFD: memoryCgroupProcsFD)
+            credentials: switchedCredentials(manifest.credentials, kernel: kernel), resourceLimits: rlimits(limits),
+            sandbox: sandbox, memoryCgroupProcsFD: memoryCgroupProcsFD, outputFD: output.write)
         switch kernel.spawn(request) {
         case .success(let (pid, pidfd)):
-            return SpawnedProcess(pid: pid, pidfd: pidfd, channel: daemonEnd)
+            return SpawnedProcess(pid: pid, pidfd: pidfd, channel: daemonEnd, output: output.read)
         case .failure(let e):
             daemonEnd?.close()
+            kernel.close(output.read)
             throw e.during("spawn \(manifest.executable)" + (e.operation.isEmpty ? "" : " (\(e.operation))"))
         }
+    }
+
+    /// The credentials the child switches to: none under a daemon that is not root (it runs
+    /// extensions as itself), nor when they are the daemon's own (an extension of `"user":
+    /// "root"`): `setgroups` would then change nothing, and fails in a user namespace whose
+    /// `setgroups` is denied, as a root user manager's `PrivateUsers=yes` makes it.
+    static func switchedCredentials(_ credentials: Credentials?, kernel: any Kernel) -> Credentials? {
+        guard kernel.userID == 0, let c = credentials else { return nil }
+        let own = c.uid == kernel.userID && c.gid == kernel.groupID && c.groups == kernel.supplementaryGroups
+        return own ? nil : c
     }
 
     /// The rlimits of the limits enforced by `rlimit`: memoryMaxBytes as RLIMIT_DATA (writable

@@ -36,6 +36,8 @@ final class SupervisedProcess {
     private var admission = MessageRate()
     /// The locks the group holds while suspended, and their watch (`LockWatch`).
     let locks = SuspendedLocks()
+    /// Its stdout and stderr, read and logged (nil: none, as with the recording kernel).
+    var output: ExtensionOutput?
 
     init(
         extensionID: String, generation: UInt64, pid: Int32, pidfd: Int32, cgroup: ExtensionCgroup?, memoryCgroupV1: MemoryCgroupV1? = nil,
@@ -104,6 +106,8 @@ final class SupervisedProcess {
     /// Releases every watch, timer and descriptor (the cgroup directory is removed by the caller).
     func tearDown(_ kernel: any Kernel) {
         locks.stop()
+        output?.finish()
+        output = nil
         closeChannel()
         check?.cancel()
         check = nil

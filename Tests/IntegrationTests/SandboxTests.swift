@@ -121,23 +121,53 @@ struct SandboxTests {
     }
 
     /// A daemon started from a shell writes to the shell's terminal, open for reading too. Its
-    /// extensions get a write-only open of that terminal of their own: they print to it, but
-    /// cannot read what is typed there, nor open it anew for reading.
-    @Test func anExtensionWritesToTheDaemonsTerminalButCannotReadIt() throws {
+    /// extensions never get that terminal: their output is a pipe of their own, which the daemon
+    /// reads and logs, one prefixed line per line, on the terminal.
+    @Test func anExtensionsOutputReachesTheDaemonsTerminalThroughThePipeOfItsOwn() throws {
         let terminal = try PseudoTerminal()
         let id = "org.example.terminal"
         let daemon = try TestDaemon(manifests: ["t.json": try Self.manifest(id)], extensionsAsRoot: false)
         try daemon.start(output: terminal.terminal)
         let host = try daemon.host()
         let (channel, _) = try CredentialTests.open(daemon, host, id)
-        #expect(Self.ask(channel, "output 1") == "output write-only tty")
-        #expect(Self.ask(channel, "output 2") == "output write-only tty")
-        #expect(Self.ask(channel, "reopen 2") == "refused: Permission denied")
+        #expect(Self.ask(channel, "output 1") == "output write-only not-a-tty")
+        #expect(Self.ask(channel, "output-kind 2") == "fifo")
         #expect(Self.ask(channel, "say printed by the extension") == "said")
-        #expect(terminal.waitFor("printed by the extension"), "\(terminal.text)")
+        #expect(terminal.waitFor("\(id): printed by the extension"), "\(terminal.text)")
         host.close()
         #expect(daemon.stop() == 0)
         terminal.close()
+    }
+
+    /// The daemon's output in a file (as under a unit with `StandardError=file:`): no extension
+    /// holds it. Each has a pipe of its own, which it cannot truncate, and what it writes
+    /// reaches the daemon's log as lines of its own, escaped, and no faster than the rate limit.
+    @Test func noExtensionHoldsTheDaemonsLogOrASiblingsOutput() throws {
+        let daemon = try TestDaemon(
+            manifests: ["a.json": try Self.manifest("org.example.a"), "b.json": try Self.manifest("org.example.b")], extensionsAsRoot: false)
+        try daemon.start()
+        let host = try daemon.host()
+        let (a, _) = try CredentialTests.open(daemon, host, "org.example.a")
+        let (b, _) = try CredentialTests.open(daemon, host, "org.example.b")
+        for fd in [1, 2] {
+            #expect(Self.ask(a, "output-kind \(fd)") == "fifo", "fd \(fd) is its own pipe, not the daemon's log file")
+            #expect(Self.ask(a, "truncate \(fd)") == "refused: Invalid argument")
+        }
+        #expect(Self.ask(a, "say from a \u{1b}[31mred") == "said")
+        #expect(Self.ask(b, "say from b") == "said")
+        try eventually("both lines are logged") { daemon.log().contains("org.example.b: from b") && daemon.log().contains("org.example.a: from a") }
+        #expect(daemon.log().contains("org.example.a: from a \\x1b[31mred"), "\(daemon.log())")
+        #expect(!daemon.log().contains("\u{1b}"), "no control character reaches the log")
+        // Far more lines than the burst: the rest are counted, not logged.
+        #expect(Self.ask(b, "say-many 3000") == "said")
+        #expect(Self.ask(b, "say after the flood") == "said")
+        try eventually("the flood is noticed") { daemon.log().contains("org.example.b: its output is over 100 lines a second") }
+        let logged = daemon.log().split(separator: "\n").filter { $0.contains("org.example.b: line ") }.count
+        // The burst (1000) less the one line b said before, and what refills meanwhile.
+        #expect(logged >= 999 && logged < 3000, "\(logged) lines of 3000 logged")
+        host.close()
+        #expect(daemon.stop() == 0)
+        #expect(daemon.log().contains("line(s) of its output not logged"), "the count, once its pipe closed")
     }
 
     /// A manifest cannot show its extension the state directory by naming a file there among

@@ -111,7 +111,7 @@ boot1() {
     wait_until 20 is_state "$probe" not-running
     out=$(talk "$probe" home-read tmp-list)
     check "HOME is kept across a relaunch" "home: kept-across-relaunch" "$(sed -n 2p <<<"$out")"
-    check "/tmp is new at a relaunch" "tmp: " "$(sed -n 3p <<<"$out")"
+    check "/tmp is new at a relaunch" "tmp:" "$(sed -n 3p <<<"$out")"
     python3 -m http.server --bind 127.0.0.1 8765 >/dev/null 2>&1 &
     server=$!
     wait_until 20 python3 -c 'import socket; socket.create_connection(("127.0.0.1", 8765), 1)'

@@ -58,6 +58,22 @@ func sandboxProbe(_ words: [String]) -> String? {
         if fd < 0 { return "refused: \(String(cString: strerror(errno)))" }
         close(fd)
         return "allowed"
+    case "output-kind":
+        var st = stat()
+        guard fstat(Int32(word(1)) ?? -1, &st) == 0 else { return "refused: \(String(cString: strerror(errno)))" }
+        switch st.st_mode & S_IFMT {
+        case S_IFIFO: return "fifo"
+        case S_IFREG: return "file"
+        case S_IFSOCK: return "socket"
+        case S_IFCHR: return "character device"
+        default: return "other"
+        }
+    case "truncate":
+        return ftruncate(Int32(word(1)) ?? -1, 0) == 0 ? "allowed" : "refused: \(String(cString: strerror(errno)))"
+    case "say-many":
+        let count = Int(word(1)) ?? 1
+        for i in 0..<count { FileHandle.standardOutput.write(Data("line \(i)\n".utf8)) }
+        return "said"
     case "say":
         FileHandle.standardError.write(Data((words.dropFirst().joined(separator: " ") + "\n").utf8))
         return "said"

@@ -328,6 +328,8 @@ final class SimulatedKernel: Kernel {
         refused("rm -r(\(path))")
     }
     func rename(_ path: String, to newPath: String) -> SystemError? { refused("rename(\(path))") }
+    func outputPipe() -> Result<(read: Int32, write: Int32), SystemError> { refuse("pipe2") }
+    func readSome(fd: Int32, limit: Int) -> Result<[UInt8]?, SystemError> { refuse("read(\(fd))") }
     func setGroupDefaultACL(_ path: String, group: UInt32) -> SystemError? { refused("setfacl(\(path))") }
     func changeOwner(_ path: String, user: UInt32, group: UInt32) -> SystemError? { refused("chown(\(path))") }
     func changeMode(_ path: String, _ mode: UInt32) -> SystemError? { refused("chmod(\(path))") }

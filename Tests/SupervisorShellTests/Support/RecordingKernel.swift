@@ -47,6 +47,7 @@ final class RecordingKernel: Kernel {
         case removeFile(String)
         case removeTree(String, owner: FileOwner?)
         case rename(String, String)
+        case outputPipe
         case setGroupDefaultACL(String, UInt32)
         case changeOwner(String, UInt32, UInt32)
         case changeMode(String, UInt32)
@@ -93,6 +94,7 @@ final class RecordingKernel: Kernel {
             case let .removeFile(path): "unlink(\(path))"
             case let .removeTree(path, owner): "rm -r(\(path)\(owner.map { " as \($0.uid):\($0.gid)" } ?? ""))"
             case let .rename(path, newPath): "rename(\(path), \(newPath))"
+            case .outputPipe: "pipe2(O_CLOEXEC)"
             case let .setGroupDefaultACL(path, gid): "setfacl(\(path), default:g:\(gid):rwx)"
             case let .changeOwner(path, uid, gid): "chown(\(path), \(uid), \(gid))"
             case let .changeMode(path, mode): "chmod(\(path), \(String(mode, radix: 8)))"
@@ -341,6 +343,22 @@ final class RecordingKernel: Kernel {
         calls.append(.removeTree(path, owner: owner))
         backgroundWork.append { done(nil) }
         return nil
+    }
+
+    func outputPipe() -> Result<(read: Int32, write: Int32), SystemError> {
+        calls.append(.outputPipe)
+        defer { nextFD += 2 }
+        return .success((nextFD, nextFD + 1))
+    }
+
+    /// What `readSome` returns for each descriptor, one result a call (then EAGAIN: empty).
+    var reads: [Int32: [[UInt8]?]] = [:]
+
+    func readSome(fd: Int32, limit: Int) -> Result<[UInt8]?, SystemError> {
+        guard var queue = reads[fd], !queue.isEmpty else { return .success([]) }
+        let next = queue.removeFirst()
+        reads[fd] = queue
+        return .success(next)
     }
 
     func rename(_ path: String, to newPath: String) -> SystemError? {
