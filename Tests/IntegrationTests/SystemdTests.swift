@@ -56,7 +56,10 @@ struct SystemdTests {
         // A host opens the extension (which starts two children), then dismisses it.
         var host = try session.start([Self.extctl, "open", Self.id])
         let firstLine = host.output.readLine(timeout: 30)
-        let daemonLog = (try? session.journal(["_PID=\(daemonPID)"]).compactMap { entry in entry["MESSAGE"].map { $0 + (entry["DETAIL"].map { " (\($0))" } ?? "") } }) ?? []
+        let daemonLog =
+            (try? session.journal(["_PID=\(daemonPID)"]).compactMap { entry in
+                entry["MESSAGE"].map { $0 + (entry["DETAIL"].map { " (\($0))" } ?? "") }
+            }) ?? []
         let extensionPID = try #require(firstLine.flatMap { Int32($0) }, "extctl open said \(firstLine ?? "nothing"); the daemon's log: \(daemonLog)")
         host.input.write(Data("spawn 2\n".utf8))
         #expect(host.output.readLine(timeout: 30)?.hasPrefix("spawned ") == true)
