@@ -45,11 +45,11 @@ public struct WireEncoder: Sendable {
         case .begun(let tag, let requestID, let pid, let hasChannel):
             put32(tag); put64(requestID); put32(UInt32(bitPattern: pid)); bytes.append(hasChannel ? 1 : 0)
         case .failure(let tag, let code, let text):
-            put32(tag); put16(code.rawValue); try putString(text, field: "text", limit: WireLimits.maxText)
+            put32(tag); put16(code.rawValue); putText(text, limit: WireLimits.maxText)
         case .json(let tag, let final, let chunk):
             put32(tag); bytes.append(final ? 1 : 0); try putBytes(chunk, field: "chunk", limit: WireLimits.maxChunk)
         case .interrupted(let requestID, let reason):
-            put64(requestID); try putString(reason, field: "reason", limit: WireLimits.maxText)
+            put64(requestID); putText(reason, limit: WireLimits.maxText)
         case .events(let objects):
             guard !objects.isEmpty, objects.count <= Int(UInt16.max) else { throw .invalidValue("events") }
             put16(UInt16(objects.count))
@@ -67,7 +67,7 @@ public struct WireEncoder: Sendable {
         case .completed(let requestID, let payload), .complete(let requestID, let payload):
             put64(requestID); try putBytes(payload, field: "payload", limit: WireLimits.maxPayload)
         case .cancelled(let requestID, let reason), .cancel(let requestID, let reason):
-            put64(requestID); try putString(reason, field: "reason", limit: WireLimits.maxText)
+            put64(requestID); putText(reason, limit: WireLimits.maxText)
         case .post(let tag, let name):
             put32(tag); try putString(name, field: "name", limit: WireLimits.maxIdentifier)
         case .observe(let name), .notify(let name):
@@ -87,13 +87,13 @@ public struct WireEncoder: Sendable {
         case .ready:
             break
         case .acquire(let tag, let reason):
-            put32(tag); try putString(reason, field: "reason", limit: WireLimits.maxReason)
+            put32(tag); putText(reason, limit: WireLimits.maxReason)
         case .release(let id), .expireReceived(let id), .deliver(let id), .ended(let id), .expire(let id):
             put64(id)
         case .granted(let tag, let assertionID):
             put32(tag); put64(assertionID)
         case .denied(let tag, let reason):
-            put32(tag); try putString(reason, field: "reason", limit: WireLimits.maxText)
+            put32(tag); putText(reason, limit: WireLimits.maxText)
         }
         let payload = UInt32(bytes.count - WireLimits.headerSize)
         bytes[4] = UInt8(truncatingIfNeeded: payload)
@@ -125,6 +125,22 @@ public struct WireEncoder: Sendable {
     private mutating func putString(_ s: String, field: String, limit: Int) throws(WireError) {
         let utf8 = s.utf8
         guard utf8.count <= limit else { throw .fieldTooLong(field, utf8.count) }
+        put16(UInt16(utf8.count))
+        bytes.append(contentsOf: utf8)
+    }
+
+    /// A human-readable text (an error, a reason): one longer than `limit` bytes is cut at the
+    /// last whole character that leaves room for "…", never refused, so that a message carrying
+    /// a long error (a path 7 MB deep) is still sent and its peer is not left waiting.
+    private mutating func putText(_ s: String, limit: Int) {
+        var utf8 = Array(s.utf8)
+        if utf8.count > limit {
+            let ellipsis = Array("…".utf8)
+            var cut = limit - ellipsis.count
+            // Back to the start of a character: never between a lead byte and its continuation bytes.
+            while cut > 0 && utf8[cut] & 0xC0 == 0x80 { cut -= 1 }
+            utf8 = Array(utf8[..<cut]) + ellipsis
+        }
         put16(UInt16(utf8.count))
         bytes.append(contentsOf: utf8)
     }
