@@ -323,6 +323,21 @@ int shim_seccomp_filter(const void **out) {
         struct scmp_arg_cmp cmp = { .arg = (unsigned)clone_arg, .op = SCMP_CMP_MASKED_EQ, .datum_a = namespaces[i], .datum_b = namespaces[i] };
         rc = seccomp_rule_add_array(ctx, eperm, SCMP_SYS(clone), 1, &cmp);
     }
+    // Socket families: unix, inet, inet6 and netlink's route protocol only (getaddrinfo reads
+    // the addresses through it); every other family (vsock, packet, bluetooth, alg, …) is
+    // refused with EAFNOSUPPORT, as a kernel without it would answer. Families from 64 on do
+    // not exist (AF_MAX is 46 in Linux 6.x): the kernel itself answers EAFNOSUPPORT.
+    const uint32_t nofamily = SCMP_ACT_ERRNO(EAFNOSUPPORT);
+    static const int syscalls_with_family[] = { SCMP_SYS(socket), SCMP_SYS(socketpair) };
+    for (size_t s = 0; rc == 0 && s < sizeof(syscalls_with_family) / sizeof(syscalls_with_family[0]); s++) {
+        for (int family = 0; rc == 0 && family < 64; family++) {
+            if (family == AF_UNIX || family == AF_INET || family == AF_INET6 || family == AF_NETLINK) continue;
+            rc = seccomp_rule_add(ctx, nofamily, syscalls_with_family[s], 1, SCMP_A0(SCMP_CMP_EQ, (scmp_datum_t)family));
+        }
+    }
+    if (rc == 0) {
+        rc = seccomp_rule_add(ctx, nofamily, SCMP_SYS(socket), 2, SCMP_A0(SCMP_CMP_EQ, AF_NETLINK), SCMP_A2(SCMP_CMP_NE, 0 /* NETLINK_ROUTE */));
+    }
     if (rc == 0) {
         int nr = seccomp_syscall_resolve_name("clone3");
         if (nr != __NR_SCMP_ERROR) rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS), nr, 0);

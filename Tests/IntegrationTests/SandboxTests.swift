@@ -250,6 +250,14 @@ struct SandboxTests {
         for call in ["mount", "unshare-user", "bpf", "ptrace \(child)", "io_uring"] {
             #expect(Self.ask(a, "syscall \(call)") == "refused: Operation not permitted", "\(call)")
         }
+        // Socket families: unix, inet, inet6 and netlink's route protocol; not vsock (40),
+        // packet (17), alg (38), nor another netlink protocol (NETLINK_AUDIT, 9).
+        for (family, proto) in [(1, 0), (2, 0), (10, 0), (16, 0)] {
+            #expect(Self.ask(a, "syscall socket \(family):\(proto)") == "allowed", "family \(family)")
+        }
+        for (family, proto) in [(40, 0), (17, 0), (38, 0), (16, 9), (63, 0)] {
+            #expect(Self.ask(a, "syscall socket \(family):\(proto)") == "refused: Address family not supported by protocol", "family \(family)")
+        }
         // Its runtime channel and its assertions work as ever inside.
         #expect(Self.ask(a, "assert 0.1 sandboxed") == "granted")
         #expect(a.readLine() == "released")

@@ -56,6 +56,14 @@ int probe_tcp_connect(int port) {
     return rc;
 }
 
+int probe_socket(int family, int protocol) {
+    int s = socket(family, SOCK_DGRAM | SOCK_CLOEXEC, protocol);
+    if (s < 0 && errno == ESOCKTNOSUPPORT) s = socket(family, SOCK_STREAM | SOCK_CLOEXEC, protocol);
+    if (s < 0) return errno;
+    close(s);
+    return 0;
+}
+
 int probe_message_queue(int key, int create) {
     return msgget((key_t)key, create ? IPC_CREAT | 0666 : 0) < 0 ? errno : 0;
 }

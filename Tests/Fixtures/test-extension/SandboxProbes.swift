@@ -43,6 +43,9 @@ func sandboxProbe(_ words: [String]) -> String? {
         case "ptrace": return outcome(probe_ptrace(pid_t(word(2)) ?? 1))
         case "io_uring": return outcome(probe_io_uring())
         case "tcp": return outcome(probe_tcp_connect(Int32(word(2)) ?? 0))
+        case "socket":  // socket FAMILY[:PROTOCOL] (the command has three words at most)
+            let numbers = word(2).split(separator: ":").map { Int32($0) ?? -1 }
+            return outcome(probe_socket(numbers.first ?? -1, numbers.count > 1 ? numbers[1] : 0))
         case "msgget": return outcome(probe_message_queue(Int32(word(2)) ?? 0, 0))
         case "msgget-create": return outcome(probe_message_queue(Int32(word(2)) ?? 0, 1))
         default: return "unknown system call"

@@ -134,11 +134,6 @@ final class SystemdSession {
             text = text.replacingOccurrences(
                 of: "ExecStart=/usr/local/bin/extensiond",
                 with: "ExecStart=\(SystemdSession.root)/bin/extensiond --extensions \(SystemdSession.root)/extensions")
-            // This manager runs as root, so its daemon is a root daemon, which requires every
-            // part of the sandbox; in the user namespace of the user unit's PrivateUsers=yes it
-            // would be a root that cannot mount a /proc. A real user's manager (the VM run,
-            // scripts/test-vm.sh) runs the user unit as shipped.
-            text = text.replacingOccurrences(of: "\nPrivateUsers=yes\n", with: "\nPrivateUsers=no\n")
             try text.write(toFile: target + "/" + name, atomically: true, encoding: .utf8)
         }
         if !serviceDropIn.isEmpty {

@@ -17,6 +17,8 @@ int probe_ptrace(pid_t pid);
 int probe_io_uring(void);
 /// A TCP connect to 127.0.0.1:port.
 int probe_tcp_connect(int port);
+/// socket(2) of `family` and `protocol` (a datagram socket, else a stream one), closed again.
+int probe_socket(int family, int protocol);
 /// msgget(2) of the System V message queue `key`, created (mode 0666) when `create`.
 int probe_message_queue(int key, int create);
 
