@@ -124,7 +124,7 @@ static int shim_under(const char *path, const char *prefix) {
 
 // The private /dev: a tmpfs with the pseudo-devices bound in from `device_fds` (opened with
 // O_PATH before it covered them), a private /dev/shm, and the usual links into /proc.
-static int shim_private_dev(const int device_fds[shim_device_count]) {
+static int shim_private_dev(const int device_fds[shim_device_count], const char *scratch_options) {
     if (mount("tmpfs", "/dev", "tmpfs", MS_NOSUID | MS_NOEXEC, "mode=0755,size=64k") != 0) return -errno;
     for (int i = 0; i < shim_device_count; i++) {
         if (device_fds[i] < 0) continue;  // absent in the daemon's own /dev
@@ -140,7 +140,7 @@ static int shim_private_dev(const int device_fds[shim_device_count]) {
         if (mount(source, target, NULL, MS_BIND, NULL) != 0) return -errno;
     }
     if (mkdir("/dev/shm", 01777) != 0) return -errno;
-    if (mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777") != 0) return -errno;
+    if (mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, scratch_options) != 0) return -errno;
     static const char *const links[][2] = {
         { "/proc/self/fd", "/dev/fd" }, { "/proc/self/fd/0", "/dev/stdin" },
         { "/proc/self/fd/1", "/dev/stdout" }, { "/proc/self/fd/2", "/dev/stderr" },
@@ -178,7 +178,7 @@ static int shim_file_system_view(const shim_sandbox *p) {
     // The whole system read-only, every mount below / included.
     struct mount_attr ro = { .attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID };
     if (mount_setattr(AT_FDCWD, "/", AT_RECURSIVE, &ro, sizeof(ro)) != 0) return -errno;
-    int rc = shim_private_dev(device_fds);
+    int rc = shim_private_dev(device_fds, p->scratch_options);
     if (rc != 0) return rc;
     for (int i = 0; i < shim_device_count; i++) {
         if (device_fds[i] >= 0) close(device_fds[i]);
@@ -187,7 +187,7 @@ static int shim_file_system_view(const shim_sandbox *p) {
         const char *path = p->mounts[i].path;
         switch (p->mounts[i].kind) {
         case SHIM_MOUNT_SCRATCH:
-            if (mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777") != 0) return -errno;
+            if (mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV, p->scratch_options) != 0) return -errno;
             break;
         case SHIM_MOUNT_MASK:
             if (mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, "mode=0711,size=4k") != 0) return -errno;

@@ -581,9 +581,14 @@ public final class LinuxKernel: Kernel {
                 case .syscalls: bits |= Int32(SHIM_SANDBOX_SYSCALLS)
                 }
             }
-            var c = shim_sandbox(
-                parts: bits, mounts: list.baseAddress, nmounts: Int32(list.count), filter: plan.filter, uid: plan.uid, gid: plan.gid)
-            return withUnsafePointer(to: &c) { body($0) }
+            // Formatted here: the child between clone and exec calls nothing that may allocate.
+            let scratch = "mode=1777" + (plan.scratchBytes.map { ",size=\($0)" } ?? "")
+            return scratch.withCString { options in
+                var c = shim_sandbox(
+                    parts: bits, mounts: list.baseAddress, nmounts: Int32(list.count), filter: plan.filter, uid: plan.uid, gid: plan.gid,
+                    scratch_options: options)
+                return withUnsafePointer(to: &c) { body($0) }
+            }
         }
     }
 

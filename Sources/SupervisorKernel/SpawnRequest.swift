@@ -62,9 +62,17 @@ public struct SandboxPlan: Equatable {
     public var uid: UInt32
     /// The daemon's group id, mapped to itself in the user namespace.
     public var gid: UInt32
+    /// The size of each private tmpfs (`/tmp`, `/var/tmp`, `/dev/shm`) in bytes, or nil for
+    /// the kernel's default (half the machine's memory).
+    public var scratchBytes: UInt64?
+
     /// A plan of these values, stored as given. `filter` is not copied: it must stay valid
     /// until the spawn that uses it returns.
-    public init(parts: Set<SandboxPart>, userNamespace: Bool, mounts: [SandboxView.Mount], filter: UnsafeRawPointer?, uid: UInt32, gid: UInt32) {
+    public init(
+        parts: Set<SandboxPart>, userNamespace: Bool, mounts: [SandboxView.Mount], filter: UnsafeRawPointer?, uid: UInt32, gid: UInt32,
+        scratchBytes: UInt64? = nil
+    ) {
+        self.scratchBytes = scratchBytes
         self.parts = parts
         self.userNamespace = userNamespace
         self.mounts = mounts

@@ -78,8 +78,11 @@ final class Sandboxing {
             let writable = (container.map { [$0] } ?? []) + manifest.sharedContainers.compactMap { manifest.containerPaths[$0] }
             mounts = SandboxView(scratch: scratch, masks: masks, readOnly: readOnly, writable: writable).mounts
         }
+        // The private tmpfs mounts hold at most the extension's memory limit (their pages are
+        // charged to its memory cgroup too, where it has one).
         return SandboxPlan(
-            parts: Set(decision.enforced), userNamespace: support.userNamespace, mounts: mounts, filter: filter, uid: kernel.userID, gid: kernel.groupID)
+            parts: Set(decision.enforced), userNamespace: support.userNamespace, mounts: mounts, filter: filter, uid: kernel.userID, gid: kernel.groupID,
+            scratchBytes: manifest.policy.limits.memoryMaxBytes)
     }
 
     /// Whether `path` is `directory` or below it (by path, as given).

@@ -319,6 +319,23 @@ struct SandboxTests {
         #expect(daemon.stop() == 0)
     }
 
+    /// The private tmpfs mounts hold at most the extension's memory limit, not half the
+    /// machine's memory.
+    @Test func thePrivateTmpfsMountsAreSizedByTheMemoryLimit() throws {
+        let id = "org.example.sized"
+        let limit = 64 << 20
+        let daemon = try TestDaemon(
+            manifests: ["s.json": try Self.manifest(id, ["limits": ["memoryMaxBytes": limit]])], extensionsAsRoot: false)
+        try daemon.start()
+        let host = try daemon.host()
+        let (a, _) = try CredentialTests.open(daemon, host, id)
+        for path in ["/tmp", "/var/tmp", "/dev/shm"] {
+            #expect(Self.ask(a, "fs-size \(path)") == "size \(limit)", "\(path)")
+        }
+        host.close()
+        #expect(daemon.stop() == 0)
+    }
+
     /// What resets set aside in the daemon's `extensions/` and have not removed yet.
     static func setAside(_ daemon: TestDaemon) -> [String] {
         ((try? FileManager.default.contentsOfDirectory(atPath: daemon.directory + "/state/extensions")) ?? []).filter { $0.hasPrefix(".removing-") }

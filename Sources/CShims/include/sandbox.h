@@ -46,6 +46,8 @@ typedef struct shim_sandbox_plan {
     const void *filter;                // the struct sock_fprog of shim_seccomp_filter, with SYSCALLS
     uid_t uid;                         // with USERNS: the ids mapped to themselves in the new
     gid_t gid;                         //   user namespace (the daemon's)
+    const char *scratch_options;       // mount options of each private tmpfs (/tmp, /var/tmp,
+                                       //   /dev/shm): "mode=1777", and "size=N" within the memory limit
 } shim_sandbox;
 
 /// The steps of the sandbox in the child, as reported in shim_spawn's `*failed_step`

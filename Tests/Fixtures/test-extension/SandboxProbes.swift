@@ -71,6 +71,10 @@ func sandboxProbe(_ words: [String]) -> String? {
         case S_IFCHR: return "character device"
         default: return "other"
         }
+    case "fs-size":
+        var st = statvfs()
+        guard statvfs(word(1), &st) == 0 else { return "refused: \(String(cString: strerror(errno)))" }
+        return "size \(UInt64(st.f_blocks) * UInt64(st.f_frsize))"
     case "truncate":
         return ftruncate(Int32(word(1)) ?? -1, 0) == 0 ? "allowed" : "refused: \(String(cString: strerror(errno)))"
     case "say-many":
