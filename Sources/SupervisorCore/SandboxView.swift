@@ -82,7 +82,8 @@ public struct SandboxView: Equatable, Sendable {
             && path.utf8[path.utf8.index(path.utf8.startIndex, offsetBy: ancestor.utf8.count)] == UInt8(ascii: "/")
     }
 
-    static func normalized(_ path: String) -> String {
+    /// `path` without its trailing slashes ("/" stays "/").
+    public static func normalized(_ path: String) -> String {
         var p = Substring(path)
         while p.count > 1 && p.hasSuffix("/") { p = p.dropLast() }
         return String(p)

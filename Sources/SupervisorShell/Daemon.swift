@@ -101,7 +101,9 @@ public final class Daemon {
         extensions = ExtensionProcesses(
             kernel: kernel, logger: logger, containment: containment, isSubreaper: isSubreaper,
             containers: ExtensionContainers(stateDirectory: options.stateDirectory, kernel: kernel),
-            sandboxing: Sandboxing(stateDirectory: options.stateDirectory, kernel: kernel, logger: logger, known: handover?.sandbox.probe), registry: registry,
+            sandboxing: Sandboxing(
+                stateDirectory: options.stateDirectory, manifestDirectories: options.extensionDirectories, kernel: kernel, logger: logger,
+                known: handover?.sandbox.probe), registry: registry,
             locks: LockWatch(kernel: kernel, logger: logger, containersRoot: { sharedContainers.resolvedRoot }), buffers: buffers)
         if handover == nil {
             ProcessRegistry.reapLeftovers(at: registry.path, table: table, logger: logger)

@@ -27,7 +27,7 @@ final class Sandboxing {
     private let scratch: [String]
 
     /// Probes the sandbox, or takes `known` (a hand-over's) as what it would find.
-    init(stateDirectory: String, kernel: any Kernel, logger: Logger, known: SandboxProbe? = nil) {
+    init(stateDirectory: String, manifestDirectories: [String] = [], kernel: any Kernel, logger: Logger, known: SandboxProbe? = nil) {
         self.kernel = kernel
         let daemonIsRoot = kernel.userID == 0
         let (filter, filterError, probe) = kernel.prepareSandbox(known: known.flatMap { $0.errors.count == SandboxPart.allCases.count ? $0 : nil })
@@ -44,7 +44,11 @@ final class Sandboxing {
         func existing(_ paths: [String]) -> [String] {
             paths.filter { if case .success(let st) = kernel.status($0, followLinks: true) { st.kind == .directory } else { false } }
         }
-        masks = existing(["/home", "/root", "/run/user"]) + [stateDirectory]
+        // The manifest directories too: other extensions' manifests (their environment may hold
+        // tokens) are none of its business. A directory that holds the extension's own files is
+        // bound back read-only (`plan`); a top-level system directory is never hidden.
+        let manifests = existing(manifestDirectories).filter { !Sandboxing.systemDirectories.contains(SandboxView.normalized($0)) }
+        masks = existing(["/home", "/root", "/run/user"]) + [stateDirectory] + manifests
         self.stateDirectory = stateDirectory
         scratch = existing(["/tmp", "/var/tmp"])
         let enforced = SandboxPart.allCases.filter { missing[$0] == nil }.map(\.rawValue).joined(separator: ", ")
@@ -84,6 +88,9 @@ final class Sandboxing {
             parts: Set(decision.enforced), userNamespace: support.userNamespace, mounts: mounts, filter: filter, uid: kernel.userID, gid: kernel.groupID,
             scratchBytes: manifest.policy.limits.memoryMaxBytes)
     }
+
+    /// Directories a manifest directory may be but that are never hidden: the system's own.
+    static let systemDirectories: Set<String> = ["/", "/usr", "/etc", "/lib", "/lib64", "/bin", "/sbin", "/opt", "/var", "/srv", "/run", "/tmp"]
 
     /// Whether `path` is `directory` or below it (by path, as given).
     static func isWithin(_ path: String, _ directory: String) -> Bool {

@@ -319,6 +319,28 @@ struct SandboxTests {
         #expect(daemon.stop() == 0)
     }
 
+    /// The manifest directories are hidden: another extension's manifest (whose environment may
+    /// hold a token) cannot be read, nor the directory listed. (A directory under /tmp is hidden
+    /// by the private /tmp anyway: this one is under /run.)
+    @Test func otherManifestsAreHidden() throws {
+        let manifests = "/run/extensiond-test-manifests-\(getpid())"
+        try FileManager.default.createDirectory(atPath: manifests, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o755])
+        defer { try? FileManager.default.removeItem(atPath: manifests) }
+        var secret = try Self.manifest("org.example.secret")
+        secret["environment"] = ["TOKEN": "s3cret"]
+        try JSONSerialization.data(withJSONObject: secret).write(to: URL(fileURLWithPath: manifests + "/secret.json"))
+        let daemon = try TestDaemon(manifests: ["a.json": try Self.manifest("org.example.a")], extensionsAsRoot: false)
+        try daemon.start(arguments: ["--extensions", manifests])
+        let host = try daemon.host()
+        let (a, _) = try CredentialTests.open(daemon, host, "org.example.a")
+        #expect(Self.ask(a, "read-file \(manifests)/secret.json") == "refused: Permission denied")
+        #expect(Self.ask(a, "list-dir \(manifests)") == "refused: Permission denied")
+        let (s, _) = try CredentialTests.open(daemon, host, "org.example.secret")
+        #expect(Self.ask(s, "getenv TOKEN") == "env s3cret", "the extension of that manifest still gets its environment")
+        host.close()
+        #expect(daemon.stop() == 0)
+    }
+
     /// The private tmpfs mounts hold at most the extension's memory limit, not half the
     /// machine's memory.
     @Test func thePrivateTmpfsMountsAreSizedByTheMemoryLimit() throws {
