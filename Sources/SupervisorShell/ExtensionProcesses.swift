@@ -152,7 +152,7 @@ final class ExtensionProcesses {
             }
             spawned = try Spawner.spawn(
                 manifest, kernel: kernel, cgroupFD: cgroup?.directoryFD, limits: limits, memoryCgroupProcsFD: memoryCgroup?.procsFD,
-                container: container, sandbox: sandboxing.plan(manifest, sandbox, container: container))
+                container: container, sandbox: sandboxing.plan(manifest, sandbox, container: container, cgroup: cgroup?.path))
         } catch {
             if let cgroup {
                 kernel.close(cgroup.directoryFD)

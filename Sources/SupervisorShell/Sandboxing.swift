@@ -48,7 +48,9 @@ final class Sandboxing {
         // tokens) are none of its business. A directory that holds the extension's own files is
         // bound back read-only (`plan`); a top-level system directory is never hidden.
         let manifests = existing(manifestDirectories).filter { !Sandboxing.systemDirectories.contains(SandboxView.normalized($0)) }
-        masks = existing(["/home", "/root", "/run/user"]) + [stateDirectory] + manifests
+        // The cgroup tree (every other process's cgroup, pids and memory use) and the network
+        // interfaces of the host (names and MAC addresses) are hidden as well.
+        masks = existing(["/home", "/root", "/run/user", "/sys/fs/cgroup", "/sys/class/net"]) + [stateDirectory] + manifests
         self.stateDirectory = stateDirectory
         scratch = existing(["/tmp", "/var/tmp"])
         let enforced = SandboxPart.allCases.filter { missing[$0] == nil }.map(\.rawValue).joined(separator: ", ")
@@ -66,7 +68,7 @@ final class Sandboxing {
     /// The plan of one launch: the parts of `decision`, and the file system view that keeps the
     /// executable's directory (and that of each script named by an absolute argument)
     /// read-only, and its container and shared containers writable.
-    func plan(_ manifest: Manifest, _ decision: SandboxDecision, container: String?) -> SandboxPlan? {
+    func plan(_ manifest: Manifest, _ decision: SandboxDecision, container: String?, cgroup: String? = nil) -> SandboxPlan? {
         guard decision.enabled, !decision.enforced.isEmpty else { return nil }
         var mounts: [SandboxView.Mount] = []
         if decision.enforced.contains(.filesystem) {
@@ -79,6 +81,9 @@ final class Sandboxing {
             // A manifest cannot show its extension the state directory (the ids of every
             // extension, the others' containers) by naming a file there.
             readOnly.removeAll { Sandboxing.isWithin($0, stateDirectory) }
+            // Its own cgroup stays visible, read-only, at its path (a runtime sizes itself from
+            // its memory.max); the rest of the cgroup tree is hidden (`masks`).
+            if let cgroup { readOnly.append(cgroup) }
             let writable = (container.map { [$0] } ?? []) + manifest.sharedContainers.compactMap { manifest.containerPaths[$0] }
             mounts = SandboxView(scratch: scratch, masks: masks, readOnly: readOnly, writable: writable).mounts
         }

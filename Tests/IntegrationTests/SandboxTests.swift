@@ -341,6 +341,26 @@ struct SandboxTests {
         #expect(daemon.stop() == 0)
     }
 
+    /// The cgroup tree shows an extension its own cgroup alone, read-only at its path: not
+    /// another extension's, nor the host's processes (`cgroup.procs`); the host's network
+    /// interfaces are hidden too.
+    @Test func theCgroupTreeShowsOnlyItsOwnCgroup() throws {
+        let (daemon, host, (a, pidA), (_, pidB)) = try Self.twoSandboxedExtensions()
+        let ownA = try #require(try CredentialTests.statusEntry(daemon, "org.example.a")["cgroup"] as? String)
+        let ownB = try #require(try CredentialTests.statusEntry(daemon, "org.example.b")["cgroup"] as? String)
+        #expect(Self.ask(a, "read-file \(ownA)/cgroup.procs") == "read")
+        #expect(Self.ask(a, "write-file \(ownA)/cgroup.freeze") == "refused: Read-only file system")
+        #expect(Self.ask(a, "read-file \(ownB)/cgroup.procs").hasPrefix("refused: "), "another extension's cgroup (pid \(pidB))")
+        let root = "/sys/fs/cgroup"
+        #expect(Self.ask(a, "read-file \(root)/cgroup.procs").hasPrefix("refused: "), "the host's processes")
+        let listed = Self.ask(a, "list-dir \(root)")
+        #expect(!listed.contains("cgroup.procs"), "\(listed)")
+        #expect(Self.ask(a, "list-dir /sys/class/net").hasPrefix("refused: "), "the host's interfaces")
+        _ = pidA
+        host.close()
+        #expect(daemon.stop() == 0)
+    }
+
     /// The private tmpfs mounts hold at most the extension's memory limit, not half the
     /// machine's memory.
     @Test func thePrivateTmpfsMountsAreSizedByTheMemoryLimit() throws {
