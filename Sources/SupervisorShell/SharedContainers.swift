@@ -84,7 +84,7 @@ final class SharedContainers {
         guard case .success(let st) = kernel.status(path, followLinks: true), st.kind == .directory else {
             return SharedContainerError("\(path) is not a directory")
         }
-        if let gid, st.owner != 0, let e = kernel.changeOwner(path, user: 0, group: UInt32.max) {
+        if gid != nil, st.owner != 0, let e = kernel.changeOwner(path, user: 0, group: UInt32.max) {
             return SharedContainerError("cannot give \(path) to root: \(e)")
         }
         if let e = kernel.changeMode(path, mode(gid: gid)) {
