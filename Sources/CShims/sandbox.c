@@ -18,6 +18,7 @@
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -80,6 +81,19 @@ static int shim_make_path(const char *path, mode_t mode) {
         buf[i] = saved;
     }
     return 0;
+}
+
+// The MS_ flags of the mount at `path` that a bind remount must repeat (statvfs's ST_ bits):
+// noexec and the access-time ones.
+static unsigned long shim_mount_flags(const char *path) {
+    struct statvfs sv;
+    if (statvfs(path, &sv) != 0) return 0;
+    unsigned long flags = 0;
+    if (sv.f_flag & ST_NOEXEC) flags |= MS_NOEXEC;
+    if (sv.f_flag & ST_NOATIME) flags |= MS_NOATIME;
+    if (sv.f_flag & ST_NODIRATIME) flags |= MS_NODIRATIME;
+    if (sv.f_flag & ST_RELATIME) flags |= MS_RELATIME;
+    return flags;
 }
 
 // Writes `text` to the file `path` (the id maps of a user namespace).
@@ -198,7 +212,10 @@ static int shim_file_system_view(const shim_sandbox *p) {
             char source[40];
             shim_fd_path(source, keep_fds[i]);
             if (mount(source, path, NULL, MS_BIND | MS_REC, NULL) != 0) return -errno;
-            unsigned long flags = MS_REMOUNT | MS_BIND | MS_NOSUID | MS_NODEV;
+            // The flags the bound mount already has are kept: in a user namespace the ones it
+            // inherited are locked (a cgroup or sysfs mount's noexec), and a remount that
+            // would clear one fails with EPERM.
+            unsigned long flags = MS_REMOUNT | MS_BIND | MS_NOSUID | MS_NODEV | shim_mount_flags(path);
             if (p->mounts[i].kind == SHIM_MOUNT_KEEP_RO) flags |= MS_RDONLY;
             if (mount(NULL, path, NULL, flags, NULL) != 0) return -errno;
             close(keep_fds[i]);
