@@ -73,27 +73,21 @@ enum TreeRemoval {
         var current = top
         var ancestors: [Identity] = []
         while true {
-            switch firstEntry(of: current) {
+            switch firstSubdirectory(of: current) {
             case .failure(let e):
                 close(current)
                 return e
-            case .success(let entry?):
-                if entry.isDirectory {
-                    switch openChild(entry.name, in: current) {
-                    case .failure(let e):
-                        close(current)
-                        return e
-                    case .success(let child):
-                        var st = stat()
-                        fstat(current, &st)
-                        ancestors.append(Identity(st))
-                        close(current)
-                        current = child
-                    }
-                } else if unlinkat(current, entry.name, 0) != 0 && errno != ENOENT {
-                    let e = SystemError("unlink \(display(entry.name))", errno: errno)
+            case .success(let name?):
+                switch openChild(name, in: current) {
+                case .failure(let e):
                     close(current)
                     return e
+                case .success(let child):
+                    var st = stat()
+                    fstat(current, &st)
+                    ancestors.append(Identity(st))
+                    close(current)
+                    current = child
                 }
             case .success(nil):
                 // `current` is empty: the top is done; otherwise go up and remove it.
@@ -113,15 +107,12 @@ enum TreeRemoval {
         }
     }
 
-    private struct Entry {
-        var name: [CChar]
-        var isDirectory: Bool
-    }
-
-    /// The first entry of the directory open at `fd` other than `.` and `..` (read through a
-    /// duplicate from its start), or nil when it is empty. Entries removed meanwhile are not
-    /// seen again: the caller removes each entry it is given, or descends into it.
-    private static func firstEntry(of fd: Int32) -> Result<Entry?, SystemError> {
+    /// Reads the directory open at `fd` from its start (through a duplicate), unlinking every
+    /// entry that is not a directory as it goes, and returns the name of the first
+    /// subdirectory, or nil when none is left (the directory is then empty). One pass removes
+    /// every file of a flat directory; a directory is read again only after a subdirectory of
+    /// it was removed.
+    private static func firstSubdirectory(of fd: Int32) -> Result<[CChar]?, SystemError> {
         let listing = dup(fd)
         guard listing >= 0 else { return .failure(SystemError("dup", errno: errno)) }
         guard let dir = fdopendir(listing) else {
@@ -146,7 +137,9 @@ enum TreeRemoval {
                 }
                 isDirectory = (st.st_mode & S_IFMT) == S_IFDIR
             }
-            return .success(Entry(name: name, isDirectory: isDirectory))
+            if isDirectory { return .success(name) }
+            if unlinkat(fd, name, 0) != 0 && errno != ENOENT { return .failure(SystemError("unlink \(display(name))", errno: errno)) }
+            errno = 0
         }
         return errno == 0 ? .success(nil) : .failure(SystemError("readdir", errno: errno))
     }

@@ -392,7 +392,7 @@ struct SandboxTests {
 
     /// A tree an attacker builds in its container to wreck the reset: 30,000 nested directories
     /// with 255-byte names (a path of 7.7 MB), one of them unreadable even to its owner (mode
-    /// 0), made by the extension's own uid. The reset, under the system unit's restrictions (no
+    /// 0), and a directory of 20,000 files, made by the extension's own uid. The reset, under the system unit's restrictions (no
     /// CAP_DAC_OVERRIDE), removes it all, with the daemon's peak RSS growing by less than 10 MiB.
     @Test func resetRemovesADeepTreeItsExtensionBuiltWithBoundedMemory() throws {
         let id = "org.example.deep"
@@ -407,6 +407,9 @@ struct SandboxTests {
         let build = """
             import os, sys
             os.chdir(sys.argv[1])
+            os.mkdir("flat")
+            for i in range(20000):
+                open("flat/%05d" % i, "w").close()
             name = "d" * 255
             for level in range(30000):
                 os.mkdir(name)
