@@ -40,6 +40,8 @@ public struct SystemError: Error, Equatable, Sendable, CustomStringConvertible {
     public var isNoChild: Bool { errno == ECHILD }
     /// EEXIST: the file exists.
     public var isAlreadyExisting: Bool { errno == EEXIST }
+    /// ENODEV: for a cgroup file kept open, its cgroup was removed.
+    public var isNoDevice: Bool { errno == ENODEV }
     /// ENOTSUP: not supported here.
     public static let notSupported = SystemError(errno: ENOTSUP)
     /// ENOTDIR: not a directory.

@@ -136,7 +136,21 @@ final class ProcessControl {
 
     /// `cgroup.events` changed (POLLPRI): the cgroup emptied, or froze.
     func cgroupEventsChanged(_ p: SupervisedProcess) {
-        guard let cgroup = p.cgroup, let events = readEvents(cgroup) else { return }
+        guard let cgroup = p.cgroup else { return }
+        let events: CgroupEvents
+        switch kernel.read(fd: cgroup.eventsFD) {
+        case .success(let bytes): events = CgroupEvents.parse(bytes)
+        case .failure(let e) where e.isNoDevice:
+            // Removed by someone else (another daemon ending what it took for leftovers): the
+            // watch would report it at every turn of the loop. The leader's pidfd still reports
+            // its exit.
+            logger.warning("\(cgroup.path) was removed while \(p.extensionID) (pid \(p.pid)) ran; no longer watching its cgroup.events")
+            p.stopWatchingEvents()
+            return
+        case .failure(let e):
+            logger.warning("cannot read \(cgroup.path)/cgroup.events: \(e)")
+            return
+        }
         if events.frozen == true { observe(.frozen(true), for: p) }
         if events.populated == false { observe(.emptied, for: p) }
     }

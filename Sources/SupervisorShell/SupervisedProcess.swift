@@ -68,6 +68,13 @@ final class SupervisedProcess {
     func checkFired() { check = nil }
 
     /// Keeps the watches of the leader's exit and of `cgroup.events`, cancelled at `tearDown`.
+    /// Stops watching `cgroup.events`: its cgroup was removed under it (a read fails with
+    /// ENODEV, and the watch would report it again at every turn of the loop).
+    func stopWatchingEvents() {
+        eventsWatch?.cancel()
+        eventsWatch = nil
+    }
+
     func keep(exitWatch: (any Cancellable)?, eventsWatch: (any Cancellable)?) {
         self.exitWatch = exitWatch
         self.eventsWatch = eventsWatch

@@ -242,6 +242,18 @@ struct ProcessControlTests {
         #expect(recorder.confirmed == 2)
     }
 
+    /// A cgroup removed under a running extension (by another daemon ending what it took for
+    /// leftovers) makes its `cgroup.events` fail with ENODEV at every turn of the loop: the
+    /// watch is cancelled at the first, never read again.
+    @Test func aCgroupRemovedUnderItsExtensionIsNoLongerWatched() throws {
+        let (k, control, p, _) = try controlled(.stop)
+        let watch = try k.watch(fd: 61, events: Poll.priority) { _ in }.get()
+        p.keep(exitWatch: nil, eventsWatch: watch)
+        k.failingDescriptorReads[61] = ENODEV
+        control.cgroupEventsChanged(p)
+        #expect((watch as? RecordingKernel.FakeWatch)?.cancelled == true)
+    }
+
     @Test func oneKillInACgroupAndTheExitThatFollows() throws {
         let (k, control, p, recorder) = try controlled(.stop)
         control.signal(p, SignalNumber.kill, thenContinue: true)

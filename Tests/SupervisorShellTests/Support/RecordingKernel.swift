@@ -261,8 +261,12 @@ final class RecordingKernel: Kernel {
 
     func isExecutable(_ path: String) -> Bool { statuses[path].map { $0.permissions & 0o111 != 0 } ?? false }
 
+    /// Descriptors whose reads fail with this errno.
+    var failingDescriptorReads: [Int32: Int32] = [:]
+
     func read(fd: Int32) -> Result<[UInt8], SystemError> {
         calls.append(.readFD(fd))
+        if let errno = failingDescriptorReads[fd] { return .failure(SystemError(errno: errno)) }
         guard let text = descriptors[fd] else { return .failure(SystemError(errno: EBADF)) }
         return .success(Array(text.utf8))
     }
