@@ -1,5 +1,6 @@
 #define _GNU_SOURCE
 #include "sandbox.h"
+#include "shims.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -116,10 +117,8 @@ static void shim_id_map(char out[48], unsigned id) {
     memcpy(out + len, " 1\n", 4);
 }
 
-// A new user namespace in which the daemon's own uid and gid map to themselves: it gives the
-// namespaces created after it the privilege a daemon that is not root lacks.
-static int shim_enter_user_namespace(uid_t uid, gid_t gid) {
-    if (unshare(CLONE_NEWUSER) != 0) return -errno;
+// The id maps of a new user namespace: the daemon's own uid and gid map to themselves.
+static int shim_map_ids(uid_t uid, gid_t gid) {
     char map[48];
     int rc = shim_write_file("/proc/self/setgroups", "deny");
     if (rc != 0) return rc;
@@ -127,6 +126,13 @@ static int shim_enter_user_namespace(uid_t uid, gid_t gid) {
     if ((rc = shim_write_file("/proc/self/uid_map", map)) != 0) return rc;
     shim_id_map(map, gid);
     return shim_write_file("/proc/self/gid_map", map);
+}
+
+// A new user namespace in which the daemon's own uid and gid map to themselves: it gives the
+// namespaces created after it the privilege a daemon that is not root lacks.
+static int shim_enter_user_namespace(uid_t uid, gid_t gid) {
+    if (unshare(CLONE_NEWUSER) != 0) return -errno;
+    return shim_map_ids(uid, gid);
 }
 
 // Whether `path` is `prefix` or lies below it.
@@ -233,8 +239,9 @@ static int shim_file_system_view(const shim_sandbox *p) {
     return 0;
 }
 
-// A /proc of its own: other users' processes are invisible (each extension has a uid of its
-// own), read-only.
+// A /proc of its own pid namespace, read-only: only the extension's processes are there.
+// hidepid=invisible as well, for a process that a setuid-less extension could still meet
+// there (none today: the namespace holds the extension's processes alone).
 static int shim_private_proc(void) {
     if (mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC | MS_RDONLY, "hidepid=invisible") != 0) return -errno;
     return 0;
@@ -258,11 +265,22 @@ static int shim_loopback_up(void) {
     return rc;
 }
 
-int shim_sandbox_enter(const shim_sandbox *p, int *step) {
+uint64_t shim_sandbox_clone_flags(const shim_sandbox *p) {
+    if (p == NULL || !(p->parts & SHIM_SANDBOX_PROC)) return 0;
+    return CLONE_NEWPID | ((p->parts & SHIM_SANDBOX_USERNS) ? CLONE_NEWUSER : 0);
+}
+
+int shim_sandbox_enter(const shim_sandbox *p, uint64_t cloned, int *step) {
     int rc;
     if (p->parts & SHIM_SANDBOX_USERNS) {
         *step = SHIM_STEP_SANDBOX_USERNS;
-        if ((rc = shim_enter_user_namespace(p->uid, p->gid)) != 0) return rc;
+        rc = (cloned & CLONE_NEWUSER) ? shim_map_ids(p->uid, p->gid) : shim_enter_user_namespace(p->uid, p->gid);
+        if (rc != 0) return rc;
+    }
+    // The pid namespace came with the clone; a forked child cannot have one.
+    if ((p->parts & SHIM_SANDBOX_PROC) && !(cloned & CLONE_NEWPID)) {
+        *step = SHIM_STEP_SANDBOX_PROC;
+        return -ENOSYS;
     }
     if (p->parts & SHIM_SANDBOX_NETWORK) {
         *step = SHIM_STEP_SANDBOX_NETWORK;
@@ -415,17 +433,30 @@ static int shim_probe_part(int part, int userns, const void *filter) {
         } else if (part == SHIM_SANDBOX_NETWORK) {
             if (unshare(CLONE_NEWNET) != 0) _exit(errno);
             rc = shim_loopback_up();
+        } else if (part == SHIM_SANDBOX_PROC) {
+            // A pid namespace, entered at birth as the spawn does (which needs clone3), with
+            // its /proc mounted by its pid 1.
+            if (!shim_clone3_available()) _exit(ENOSYS);
+            if (unshare(CLONE_NEWPID) != 0) _exit(errno);
+            pid_t init = fork();
+            if (init < 0) _exit(errno);
+            if (init == 0) {
+                if (unshare(CLONE_NEWNS) != 0) _exit(errno);
+                if (mount(NULL, "/", NULL, MS_REC | MS_SLAVE, NULL) != 0) _exit(errno);
+                _exit(-shim_private_proc());
+            }
+            int status = 0;
+            while (waitpid(init, &status, 0) < 0) {
+                if (errno != EINTR) _exit(errno);
+            }
+            _exit(WIFEXITED(status) ? WEXITSTATUS(status) : EINTR);
         } else {
             if (unshare(CLONE_NEWNS) != 0) _exit(errno);
             if (mount(NULL, "/", NULL, MS_REC | MS_SLAVE, NULL) != 0) _exit(errno);
-            if (part == SHIM_SANDBOX_PROC) {
-                rc = shim_private_proc();
-            } else {
-                struct mount_attr ro = { .attr_set = MOUNT_ATTR_RDONLY };
-                if (mount_setattr(AT_FDCWD, "/", AT_RECURSIVE, &ro, sizeof(ro)) != 0) _exit(errno);
-                if (mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777") != 0) _exit(errno);
-                if (mount(NULL, "/tmp", NULL, MS_REMOUNT | MS_BIND | MS_RDONLY, NULL) != 0) _exit(errno);
-            }
+            struct mount_attr ro = { .attr_set = MOUNT_ATTR_RDONLY };
+            if (mount_setattr(AT_FDCWD, "/", AT_RECURSIVE, &ro, sizeof(ro)) != 0) _exit(errno);
+            if (mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777") != 0) _exit(errno);
+            if (mount(NULL, "/tmp", NULL, MS_REMOUNT | MS_BIND | MS_RDONLY, NULL) != 0) _exit(errno);
         }
         _exit(rc < 0 ? -rc : 0);
     }

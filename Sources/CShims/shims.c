@@ -182,8 +182,9 @@ struct shim_clone_args {
 static int shim_lift(int fd) { return fd < 0 ? -1 : fcntl(fd, F_DUPFD_CLOEXEC, 10); }
 
 // The child between clone3 and exec: only async-signal-safe calls (the parent is
-// multi-threaded). On failure, the errno is written to `report` and the child exits.
-static void shim_child(const shim_spawn_options *o, int report) {
+// multi-threaded). `forked_child`: made by fork, not by clone3 with the sandbox's namespaces.
+// On failure, the errno is written to `report` and the child exits.
+static void shim_child(const shim_spawn_options *o, int report, int forked_child) {
     int step = SHIM_STEP_DESCRIPTORS;
     report = shim_lift(report);  // above 3, where nothing below can land on it
     if (report < 0) _exit(127);
@@ -224,7 +225,7 @@ static void shim_child(const shim_spawn_options *o, int report) {
         if (setrlimit(o->rlimits[i].resource, &rl) != 0) goto fail;
     }
     if (o->sandbox != NULL && o->sandbox->parts != 0) {
-        int rc = shim_sandbox_enter(o->sandbox, &step);
+        int rc = shim_sandbox_enter(o->sandbox, forked_child ? 0 : shim_sandbox_clone_flags(o->sandbox), &step);
         if (rc != 0) {
             errno = -rc;
             goto fail;
@@ -281,7 +282,7 @@ struct shim_child_start {
 
 static void shim_child_entry(void *start) {
     struct shim_child_start *s = start;
-    shim_child(s->options, s->report);
+    shim_child(s->options, s->report, 0);
 }
 
 #if defined(__x86_64__) || defined(__aarch64__)
@@ -410,7 +411,8 @@ pid_t shim_spawn(const shim_spawn_options *o, int *pidfd) {
     } else {
         struct shim_clone_args args;
         memset(&args, 0, sizeof(args));
-        args.flags = CLONE_PIDFD | (o->cgroup_fd >= 0 ? CLONE_INTO_CGROUP : 0);
+        // The sandbox's pid namespace (and the user namespace it needs) are made at birth.
+        args.flags = CLONE_PIDFD | (o->cgroup_fd >= 0 ? CLONE_INTO_CGROUP : 0) | shim_sandbox_clone_flags(o->sandbox);
         args.pidfd = (uint64_t)(uintptr_t)&fd;
         args.exit_signal = SIGCHLD;
         args.cgroup = o->cgroup_fd >= 0 ? (uint64_t)o->cgroup_fd : 0;
@@ -447,7 +449,7 @@ pid_t shim_spawn(const shim_spawn_options *o, int *pidfd) {
     }
     if (pid == 0) {
         close(pipefd[0]);
-        shim_child(o, pipefd[1]);
+        shim_child(o, pipefd[1], forked);
     }
     int saved = errno;
     close(pipefd[1]);

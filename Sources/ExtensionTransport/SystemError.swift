@@ -42,6 +42,8 @@ public struct SystemError: Error, Equatable, Sendable, CustomStringConvertible {
     public var isAlreadyExisting: Bool { errno == EEXIST }
     /// ENODEV: for a cgroup file kept open, its cgroup was removed.
     public var isNoDevice: Bool { errno == ENODEV }
+    /// ENOSYS: the system call does not exist here (or a seccomp policy answers so).
+    public var isNotImplemented: Bool { errno == ENOSYS }
     /// ENOTSUP: not supported here.
     public static let notSupported = SystemError(errno: ENOTSUP)
     /// ENOTDIR: not a directory.

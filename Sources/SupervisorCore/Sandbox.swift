@@ -4,7 +4,8 @@ public enum SandboxPart: String, CaseIterable, Sendable, Codable, Comparable {
     /// the state directory hidden (but its containers); private `/tmp`, `/var/tmp` and
     /// `/dev/shm`; a `/dev` of pseudo-devices.
     case filesystem
-    /// A `/proc` of its own that shows only the processes of its uid.
+    /// A pid namespace of its own, whose first process the extension is, and its `/proc`:
+    /// no other process exists for it.
     case proc
     /// A network namespace of its own, loopback only (`"network": false`).
     case network

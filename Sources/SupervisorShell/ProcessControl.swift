@@ -241,6 +241,28 @@ final class ProcessControl {
         if let e = kernel.kill(-p.processGroup, signal), !e.isNoProcess {
             logger.warning("signal \(signal) to group \(p.processGroup) of \(p.extensionID): \(e)")
         }
+        // The leader may have dropped it (the first process of its pid namespace).
+        if let substitute = leaderSignal(signal, of: p), substitute != signal { kill(p.pid, substitute, of: p) }
+    }
+
+    /// The signal that has `signal`'s effect on `p`'s leader: `signal` itself, except when the
+    /// leader is the first process of its own pid namespace (a sandboxed extension), where the
+    /// kernel drops a signal from outside that it has no handler for (`NamespaceInitSignals`).
+    /// Only such a signal costs a read of `/proc/PID/status`.
+    private func leaderSignal(_ signal: Int32, of p: SupervisedProcess) -> Int32? {
+        if signal == SignalNumber.kill || signal == SignalNumber.stop || signal == SignalNumber.cont { return signal }
+        guard case .success(let status) = kernel.read("/proc/\(p.pid)/status"), let facts = NamespaceInitSignals(status: status) else {
+            return signal  // exited meanwhile: its pidfd reports it
+        }
+        return facts.deliverable(signal)
+    }
+
+    /// kill(2) of one member; ESRCH (it exited meanwhile) is reported by its cgroup or its
+    /// leader's pidfd.
+    private func kill(_ pid: Int32, _ signal: Int32, of p: SupervisedProcess) {
+        if let e = kernel.kill(pid, signal), !e.isNoProcess {
+            logger.warning("signal \(signal) to pid \(pid) of \(p.extensionID): \(e)")
+        }
     }
 
     private func send(_ signal: Int32, to target: SignalTarget, of p: SupervisedProcess) {
@@ -261,9 +283,10 @@ final class ProcessControl {
             }
         }
         for pid in pids {
-            // ESRCH: the member exited meanwhile; its cgroup or its leader's pidfd reports it.
-            if let e = kernel.kill(pid, signal), !e.isNoProcess {
-                logger.warning("signal \(signal) to pid \(pid) of \(p.extensionID): \(e)")
+            if pid != p.pid {
+                kill(pid, signal, of: p)
+            } else if let deliverable = leaderSignal(signal, of: p) {
+                kill(pid, deliverable, of: p)
             }
         }
     }

@@ -116,10 +116,13 @@ final class Sandboxing {
             let what = part == .filesystem ? "a mount namespace" : "a network namespace"
             return "\(what) cannot be created here (\(error)): the daemon has no CAP_SYS_ADMIN and unprivileged user namespaces are unavailable"
         case .proc:
-            if userNamespace || !daemonIsRoot {
-                return "mounting a /proc of its own needs a daemon with CAP_SYS_ADMIN (\(error))"
+            if failure.isNotImplemented {
+                return "a pid namespace is made with clone3 (Linux 5.3), which this system refuses (\(error))"
             }
-            return "a /proc of its own cannot be mounted (\(error))"
+            if userNamespace || !daemonIsRoot {
+                return "a pid namespace with a /proc of its own cannot be made here (\(error)): the daemon has no CAP_SYS_ADMIN and unprivileged user namespaces are unavailable"
+            }
+            return "a pid namespace with a /proc of its own cannot be made here (\(error))"
         case .syscalls:
             return "the seccomp filter cannot be installed (\(error))"
         }

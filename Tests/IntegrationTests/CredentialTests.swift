@@ -15,12 +15,21 @@ struct CredentialTests {
         return m
     }
 
-    /// Opens `id` and returns its channel and its pid (from `ping`).
+    /// Opens `id` and returns its channel and its pid, as the daemon gives it; the extension
+    /// answers `ping` with the pid it has in its own pid namespace (1, when sandboxed).
     static func open(_ daemon: TestDaemon, _ host: ExtensionHostConnection, _ id: String) throws -> (HostChannel, Int32) {
-        let channel = try host.begin(id).hostChannel()
+        let session = try host.begin(id)
+        let channel = try session.hostChannel()
         channel.send("ping")
-        let pong = try #require(channel.readLine())
-        return (channel, try #require(Int32(pong.split(separator: " ").last ?? "")))
+        #expect(channel.readLine() == "pong \(try namespacePID(session.pid))")
+        return (channel, session.pid)
+    }
+
+    /// The pid that process `pid` has in its own pid namespace (the last of its `NSpid`).
+    static func namespacePID(_ pid: Int32) throws -> Int32 {
+        let text = try String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8)
+        let line = try #require(text.split(separator: "\n").first { $0.hasPrefix("NSpid:") })
+        return try #require(Int32(line.split(whereSeparator: { $0 == "\t" || $0 == " " }).last ?? ""))
     }
 
     /// A field of /proc/PID/status, e.g. "Uid" → its first value.
@@ -116,10 +125,11 @@ struct CredentialTests {
         let (a, pidA) = try Self.open(daemon, host, "org.example.a")
         let (b, pidB) = try Self.open(daemon, host, "org.example.b")
         #expect(try Self.statusField(pidA, "Uid") != Self.statusField(pidB, "Uid"))
+        // Each is in a pid namespace of its own: the other's pid names no process there.
         b.send("signal \(pidA)")
-        #expect(b.readLine() == "refused: Operation not permitted")
+        #expect(b.readLine() == "refused: No such process")
         a.send("signal \(pidB)")
-        #expect(a.readLine() == "refused: Operation not permitted")
+        #expect(a.readLine() == "refused: No such process")
         // Its /proc (hidepid=invisible) has no entry for another uid's process at all.
         b.send("read-file /proc/\(pidA)/mem")
         #expect(b.readLine() == "refused: No such file or directory", "another extension's processes are invisible")

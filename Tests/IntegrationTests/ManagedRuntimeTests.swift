@@ -108,7 +108,9 @@ struct ManagedRuntimeTests {
         let pong = try #require(channel.readLine(timeout: 30))
         let entry = try Self.statusEntry(daemon, runtime.id)
         let runtimePID = try #require((entry["processes"] as? [[String: Any]])?.compactMap { $0["pid"] as? Int }.first { $0 != Int(first.pid) })
-        #expect(pong == runtime.pong(Int32(runtimePID)))
+        // The runtime reports its pid in the extension's pid namespace (the sandbox's).
+        let reported = try CredentialTests.namespacePID(Int32(runtimePID))
+        #expect(pong == runtime.pong(reported))
 
         let uid = try #require(UInt32(try Self.statusField(first.pid, "Uid")))
         #expect(uid >= 1_879_113_728, "a uid of its own")
@@ -145,7 +147,7 @@ struct ManagedRuntimeTests {
         for pid in members { #expect(!Self.threadStates(pid).contains("T"), "pid \(pid) runs again") }
         let again = try second.hostChannel()
         again.send("ping")
-        #expect(again.readLine(timeout: 30) == runtime.pong(Int32(runtimePID)))
+        #expect(again.readLine(timeout: 30) == runtime.pong(reported))
 
         _ = try daemon.extctl(["kill", runtime.id])
         let exit = try daemon.events.wait("exit", of: runtime.id, after: mark, timeout: 30)

@@ -203,20 +203,38 @@ struct SandboxTests {
         #expect(daemon.stop() == 0)
     }
 
-    @Test func procListsOnlyItsOwnProcesses() throws {
+    /// Each extension is the first process of a pid namespace of its own: no other process is
+    /// found by any route, `/proc`, `kill(pid, 0)`, `pidfd_open` (every pid the machine may
+    /// give is tried) or the cgroup tree (`theCgroupTreeShowsOnlyItsOwnCgroup`).
+    @Test func noOtherProcessCanBeFoundByAnyRoute() throws {
         let (daemon, host, (a, pidA), (_, pidB)) = try Self.twoSandboxedExtensions()
+        #expect(try CredentialTests.namespacePID(pidA) == 1, "it is its namespace's first process")
         let spawned = Self.ask(a, "spawn 2").split(separator: " ").dropFirst().compactMap { Int32($0) }
         #expect(spawned.count == 2)
         let listed = Set(Self.ask(a, "pids").split(separator: " ").dropFirst().compactMap { Int32($0) })
-        #expect(listed.contains(pidA))
-        #expect(Set(spawned).isSubset(of: listed), "its own children: \(spawned) in \(listed)")
-        #expect(!listed.contains(pidB), "not another extension's")
-        #expect(!listed.contains(getpid()), "not the host's")
-        #expect(!listed.contains(1), "not init")
-        let uid = try CredentialTests.statusField(pidA, "Uid")
-        for pid in listed where kill(pid, 0) == 0 {
-            #expect((try? CredentialTests.statusField(pid, "Uid")) == uid, "pid \(pid) listed is its uid's")
+        // Its two children, and the sleep its shell child left orphaned, which came to it.
+        #expect(listed.count == 4 && listed.isSuperset(of: [1] + spawned), "only itself and its own processes: \(listed)")
+        for pid in [pidB, getpid(), try #require(daemon.pid), pidA] {
+            #expect(Self.ask(a, "reach \(pid)") == "reach kill refused: No such process pidfd refused: No such process", "pid \(pid) of the host")
         }
+        let last = try #require(Int32(try String(contentsOfFile: "/proc/sys/kernel/pid_max", encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)))
+        #expect(Self.ask(a, "reach-scan \(last)") == "reached 4 unexplained 0", "its own four, of every pid up to \(last)")
+        host.close()
+        #expect(daemon.stop() == 0)
+    }
+
+    /// The first process of a pid namespace drops a signal from outside that it has no handler
+    /// for: the daemon's SIGTERM at a stop would be lost, and the stop would wait out the
+    /// grace. The daemon sends what has the same effect (SIGKILL for an extension that never
+    /// set a handler for SIGTERM); one that handles SIGTERM gets SIGTERM.
+    @Test func aStopEndsAnExtensionWithoutAHandlerWithoutWaitingOutTheGrace() throws {
+        let (daemon, host, (_, pidA), _) = try Self.twoSandboxedExtensions()
+        let mark = daemon.events.count
+        let started = ContinuousClock.now
+        #expect(try daemon.extctl(["kill", "org.example.a"]).status == 0)
+        let exit = try daemon.events.wait("exit", of: "org.example.a", after: mark)
+        #expect(ContinuousClock.now - started < .seconds(4), "the grace before SIGKILL is 5 s: it was not waited out")
+        #expect(exit.detail?.contains("signal 9") == true, "\(exit.detail ?? "") (pid \(pidA))")
         host.close()
         #expect(daemon.stop() == 0)
     }
@@ -437,11 +455,11 @@ struct SandboxTests {
 }
 
 /// The sandbox under a daemon that is not root: its namespaces come from a user namespace of
-/// each extension; a /proc of its own cannot be mounted there, which its status says, and a
-/// point that requires it refuses to launch.
+/// each extension, made in the same clone as its pid namespace, which gives the privilege to
+/// mount a /proc of its own there.
 @Suite("Sandbox without privilege", .serialized, .enabled(if: getuid() == 0, "needs root to start the daemon as another user"))
 struct UnprivilegedSandboxTests {
-    @Test func whatCannotBeEnforcedIsShownOrRefusesTheLaunch() throws {
+    @Test func everyPartIsEnforcedAndAPointThatRequiresThemLaunches() throws {
         let daemon = try TestDaemon(
             manifests: [
                 "a.json": try SandboxTests.manifest("org.example.a"),
@@ -449,20 +467,23 @@ struct UnprivilegedSandboxTests {
             ], config: ["points": ["strict": ["sandboxRequires": ["filesystem", "proc"]]]], extensionsAsRoot: false)
         try daemon.startAsNobody()
         let host = try daemon.host()
-        let (a, _) = try CredentialTests.open(daemon, host, "org.example.a")
+        let (a, pid) = try CredentialTests.open(daemon, host, "org.example.a")
+        #expect(try CredentialTests.namespacePID(pid) == 1, "the first process of its own pid namespace")
         let container = daemon.directory + "/state/extensions/org.example.a"
         #expect(SandboxTests.ask(a, "write-file \(container)/settings") == "written")
         #expect(SandboxTests.ask(a, "write-file /etc/sandbox-probe") == "refused: Read-only file system")
         #expect(SandboxTests.ask(a, "syscall mount") == "refused: Operation not permitted")
+        #expect(SandboxTests.ask(a, "pids") == "pids 1", "its /proc shows itself alone")
+        #expect(SandboxTests.ask(a, "reach \(try #require(daemon.pid))") == "reach kill refused: No such process pidfd refused: No such process")
         let status = try daemon.extctl(["status", "org.example.a"])
-        #expect(
-            status.out.contains(
-                "     Sandbox: filesystem, syscalls; network allowed; not enforced: proc (mounting a /proc of its own needs a daemon with CAP_SYS_ADMIN"),
-            "\(status.out)")
-
-        #expect(throws: (any Error).self) { try host.begin("org.example.strict") }
-        let failed = try daemon.events.wait("launch-failed", of: "org.example.strict")
-        #expect(failed.detail?.contains("the sandbox part 'proc', which its extension point requires, cannot be enforced") == true, "\(failed.detail ?? "")")
+        #expect(status.out.contains("     Sandbox: filesystem, proc, syscalls; network allowed\n"), "\(status.out)")
+        let (strict, _) = try CredentialTests.open(daemon, host, "org.example.strict")
+        #expect(SandboxTests.ask(strict, "pids") == "pids 1")
+        // A stop ends them at once: SIGTERM, which neither handles, becomes SIGKILL.
+        let mark = daemon.events.count
+        #expect(try daemon.extctl(["kill", "org.example.a"]).status == 0)
+        let exit = try daemon.events.wait("exit", of: "org.example.a", after: mark)
+        #expect(exit.detail?.contains("signal 9") == true, "\(exit.detail ?? "")")
         host.close()
         #expect(daemon.stop() == 0)
     }

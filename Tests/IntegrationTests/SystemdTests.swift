@@ -68,7 +68,9 @@ struct SystemdTests {
         #expect(grouped.count == 4, "leader, two children, a grandchild: \(grouped)")
         // One more that leaves the process group and session: its cgroup still holds it.
         host.input.write(Data("escape\n".utf8))
-        let escapee = try #require(host.output.readLine(timeout: 30).flatMap { Int32($0.dropFirst("escaped ".count)) })
+        // The pid it reports is its pid namespace's (the sandbox's): the host's is looked up.
+        let escapee = try #require(
+            host.output.readLine(timeout: 30).flatMap { Int32($0.dropFirst("escaped ".count)) }.flatMap { hostPID($0, inNamespaceOf: extensionPID) })
         let members = grouped + [escapee]
         // The daemon lives in the service's supervisor/ leaf, the extension in extensions/ID.
         #expect(cgroupPath(daemonPID)?.hasSuffix("/extensiond.service/supervisor") == true, "\(cgroupPath(daemonPID) ?? "none")")
@@ -142,7 +144,8 @@ struct SystemdTests {
         host.input.write(Data("spawn 2\n".utf8))
         #expect(host.output.readLine(timeout: 30)?.hasPrefix("spawned ") == true)
         host.input.write(Data("escape\n".utf8))
-        let secondEscapee = try #require(host.output.readLine(timeout: 30).flatMap { Int32($0.dropFirst("escaped ".count)) })
+        let secondEscapee = try #require(
+            host.output.readLine(timeout: 30).flatMap { Int32($0.dropFirst("escaped ".count)) }.flatMap { hostPID($0, inNamespaceOf: second) })
         let running = groupMembers(second) + [secondEscapee]
         #expect(running.count == 5)
         let statusJSON = try session.run([Self.extctl, "status", "--json", Self.id])
@@ -225,7 +228,9 @@ struct SystemdTests {
         host.input.write(Data("spawn 1\n".utf8))
         #expect(host.output.readLine(timeout: 30)?.hasPrefix("spawned ") == true)
         host.input.write(Data("escape\n".utf8))
-        let escapee = try #require(host.output.readLine(timeout: 30).flatMap { Int32($0.dropFirst("escaped ".count)) })
+        // The pid it reports is its pid namespace's (the sandbox's): the host's is looked up.
+        let escapee = try #require(
+            host.output.readLine(timeout: 30).flatMap { Int32($0.dropFirst("escaped ".count)) }.flatMap { hostPID($0, inNamespaceOf: pid) })
         let members = groupMembers(pid) + [escapee]
         try host.input.close()
         host.process.waitUntilExit()

@@ -54,7 +54,9 @@ boot1() {
     out=$(talk "$probe" ping)
     echo "$out"
     pid=$(head -1 <<<"$out")
-    check_match "the probe launches and answers" "^pong $pid [0-9]+$" "$(sed -n 2p <<<"$out")"
+    # It is the first process of a pid namespace of its own: its getpid() is 1.
+    check_match "the probe launches and answers, as pid 1 of its own namespace" "^pong 1 [0-9]+$" "$(sed -n 2p <<<"$out")"
+    check "its NSpid on the host ends in 1" 1 "$(awk '/^NSpid:/ { print $NF }' "/proc/$pid/status")"
     check "extctl open exits 0" "exit 0" "$(tail -1 <<<"$out")"
     wait_until 20 is_state "$probe" suspended
     check "dismissed: suspended" suspended "$(status "$probe" "e['state']")"
@@ -63,7 +65,7 @@ boot1() {
     check "the probe runs under a uid of its own" True "$(status "$probe" "e['credentials']['ownUID'] and e['credentials']['uid'] == $uid")"
     out=$(talk "$probe" ping)
     check "resumed with the same pid" "$pid" "$(head -1 <<<"$out")"
-    check_match "the resumed probe answers" "^pong $pid " "$(sed -n 2p <<<"$out")"
+    check_match "the resumed probe answers" "^pong 1 " "$(sed -n 2p <<<"$out")"
     cgroup=$(status "$probe" "e['cgroup']")
     check_match "its cgroup is under the service's" "^/sys/fs/cgroup/system.slice/extensiond.service/.+$probe$" "$cgroup"
 
@@ -220,7 +222,7 @@ boot2() {
     echo "$out"
     upid=$(head -1 <<<"$out")
     [[ $upid =~ ^[0-9]+$ ]] || journalctl _UID="$vuid" --no-pager -q -o cat | tail -30
-    check_match "the user's extension launches under the user daemon" "^pong $upid $vuid$" "$(sed -n 2p <<<"$out")"
+    check_match "the user's extension launches under the user daemon, as pid 1 of its own namespace" "^pong 1 $vuid$" "$(sed -n 2p <<<"$out")"
     wait_until 20 is_state org.vmtest.mine suspended
     check "the user's extension is stopped at dismiss" T "$(proc_state "$upid")"
     check_match "it has a cgroup under the user's service" "^/sys/fs/cgroup/user.slice/user-$vuid.slice/user@$vuid.service/.*org.vmtest.mine$" \

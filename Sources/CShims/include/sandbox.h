@@ -17,7 +17,8 @@ extern "C" {
 /// The parts of a sandbox, as bits of `shim_sandbox.parts` and of `shim_sandbox_probe`'s result.
 enum {
     SHIM_SANDBOX_FILESYSTEM = 1, // a mount namespace with the view described by the plan
-    SHIM_SANDBOX_PROC = 2,       // /proc mounted anew, showing only the extension's uid's processes
+    SHIM_SANDBOX_PROC = 2,       // a pid namespace of its own (the extension is its pid 1), and /proc
+                                 //   mounted anew for it, showing only the extension's own processes
     SHIM_SANDBOX_NETWORK = 4,    // a network namespace of its own, loopback only
     SHIM_SANDBOX_SYSCALLS = 8,   // the system-call filter
     SHIM_SANDBOX_USERNS = 16,    // namespaces created inside a new user namespace (a daemon without privilege)
@@ -60,10 +61,17 @@ enum {
     SHIM_STEP_SANDBOX_SYSCALLS = 15,   // installing the system-call filter
 };
 
+/// The CLONE_NEW* flags with which the child of `plan` must be cloned: a pid namespace can
+/// only be entered at birth (the extension becomes its pid 1), and with SHIM_SANDBOX_USERNS
+/// the user namespace that gives the privilege to make it comes in the same clone. 0 for
+/// no plan or none of these parts.
+uint64_t shim_sandbox_clone_flags(const shim_sandbox *plan);
+
 /// Builds the namespaces and the file system view of `plan` in the calling process, which
-/// must be single-threaded (a spawned child). Only system calls, no allocation. On failure
-/// returns -errno and sets `*step` to the SHIM_STEP_SANDBOX_* that failed.
-int shim_sandbox_enter(const shim_sandbox *plan, int *step);
+/// must be single-threaded (a spawned child), cloned with `cloned` (the flags of
+/// shim_sandbox_clone_flags, or 0 when it was forked). Only system calls, no allocation. On
+/// failure returns -errno and sets `*step` to the SHIM_STEP_SANDBOX_* that failed.
+int shim_sandbox_enter(const shim_sandbox *plan, uint64_t cloned, int *step);
 
 /// Installs the system-call filter `filter` (a struct sock_fprog *) in the calling thread;
 /// needs PR_SET_NO_NEW_PRIVS or CAP_SYS_ADMIN. Returns 0 or -errno.

@@ -10,7 +10,11 @@
 #include <sys/mount.h>
 #include <sys/msg.h>
 #include <sys/ptrace.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stddef.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -66,4 +70,58 @@ int probe_socket(int family, int protocol) {
 
 int probe_message_queue(int key, int create) {
     return msgget((key_t)key, create ? IPC_CREAT | 0666 : 0) < 0 ? errno : 0;
+}
+
+int probe_kill(int pid) { return kill(pid, 0) == 0 ? 0 : errno; }
+
+int probe_pidfd(int pid) {
+    int fd = (int)syscall(SYS_pidfd_open, pid, 0);
+    if (fd < 0) return errno;
+    close(fd);
+    return 0;
+}
+
+int probe_reach_count(int last, int *unexplained) {
+    int by_pidfd = 0;
+    *unexplained = 0;
+    for (int pid = 1; pid <= last; pid++) {
+        if (probe_pidfd(pid) == 0) by_pidfd++;
+        if (kill(pid, 0) != 0 && errno != EPERM) continue;
+        // kill also finds threads by their ids; its /proc has every process and thread of its
+        // own namespace by path (threads are not listed, but they are there).
+        char path[32];
+        snprintf(path, sizeof(path), "/proc/%d/status", pid);
+        if (access(path, F_OK) != 0) (*unexplained)++;
+    }
+    return by_pidfd;
+}
+
+int probe_abstract_connect(const char *name) {
+    int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (s < 0) return errno;
+    struct sockaddr_un addr;
+    memset(&addr, 0, sizeof(addr));
+    addr.sun_family = AF_UNIX;
+    size_t n = strlen(name);
+    if (n + 1 > sizeof(addr.sun_path)) n = sizeof(addr.sun_path) - 1;
+    memcpy(addr.sun_path + 1, name, n);
+    int rc = connect(s, (struct sockaddr *)&addr, (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + n)) == 0 ? 0 : errno;
+    close(s);
+    return rc;
+}
+
+int probe_tcp_connect_to(const char *address, int port) {
+    int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (s < 0) return errno;
+    struct sockaddr_in addr;
+    memset(&addr, 0, sizeof(addr));
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons((unsigned short)port);
+    if (inet_pton(AF_INET, address, &addr.sin_addr) != 1) {
+        close(s);
+        return EINVAL;
+    }
+    int rc = connect(s, (struct sockaddr *)&addr, sizeof(addr)) == 0 ? 0 : errno;
+    close(s);
+    return rc;
 }

@@ -15,6 +15,11 @@ import Foundation
 ///   reopen <fd>          -> opens /proc/self/fd/<fd> for reading and writing:
 ///                           "allowed" or "refused: <error>"
 ///   say <text>           -> writes <text> and a newline to stderr: "said"
+///   reach <pid>          -> kill(pid, 0) and pidfd_open(pid): "reach kill <outcome> pidfd <outcome>"
+///   reach-scan <last>    -> of the pids 1...last, how many pidfd_open opens, and how many
+///                           kill(pid, 0) finds that its /proc has not: "reached <n> unexplained <n>"
+///   abstract <name>      -> connect to the abstract unix socket <name>: "allowed" or "refused: <error>"
+///   tcp-to <addr:port>   -> connect to an IPv4 address: "allowed" or "refused: <error>"
 func sandboxProbe(_ words: [String]) -> String? {
     func word(_ i: Int) -> String { words.count > i ? words[i] : "" }
     func outcome(_ code: Int32) -> String { code == 0 ? "allowed" : "refused: \(String(cString: strerror(code)))" }
@@ -81,6 +86,19 @@ func sandboxProbe(_ words: [String]) -> String? {
         let count = Int(word(1)) ?? 1
         for i in 0..<count { FileHandle.standardOutput.write(Data("line \(i)\n".utf8)) }
         return "said"
+    case "reach":
+        let pid = Int32(word(1)) ?? 0
+        return "reach kill \(outcome(probe_kill(pid))) pidfd \(outcome(probe_pidfd(pid)))"
+    case "reach-scan":
+        var unexplained: Int32 = 0
+        let opened = probe_reach_count(Int32(word(1)) ?? 0, &unexplained)
+        return "reached \(opened) unexplained \(unexplained)"
+    case "abstract":
+        return outcome(probe_abstract_connect(word(1)))
+    case "tcp-to":
+        let parts = word(1).split(separator: ":")
+        guard parts.count == 2, let port = Int32(parts[1]) else { return "bad address \(word(1))" }
+        return outcome(probe_tcp_connect_to(String(parts[0]), port))
     case "say":
         FileHandle.standardError.write(Data((words.dropFirst().joined(separator: " ") + "\n").utf8))
         return "said"

@@ -101,3 +101,20 @@ func pendingSignals(_ pid: Int32) -> UInt64 {
     }
     return mask
 }
+
+/// The pid on the host of the process that has pid `namespacePID` in the pid namespace of
+/// `leader` (a sandboxed extension's first process, whose children report pids of that
+/// namespace); `namespacePID` itself when `leader` shares the host's namespace. Nil when no
+/// such process lives.
+func hostPID(_ namespacePID: Int32, inNamespaceOf leader: Int32) -> Int32? {
+    guard let namespace = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(leader)/ns/pid") else { return nil }
+    if namespace == (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/ns/pid")) { return namespacePID }
+    let entries = (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []
+    return entries.compactMap(Int32.init).first { pid in
+        guard (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(pid)/ns/pid")) == namespace,
+            let text = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8),
+            let line = text.split(separator: "\n").first(where: { $0.hasPrefix("NSpid:") })
+        else { return false }
+        return line.split(whereSeparator: { $0 == "\t" || $0 == " " }).last == Substring("\(namespacePID)")
+    }
+}

@@ -237,6 +237,10 @@ final class SimulatedKernel: Kernel {
             return .success(Array("0::/\n".utf8))
         case 3 where parts[0] == "proc" && parts[2] == "stat":
             return stat(parts[1])
+        case 3 where parts[0] == "proc" && parts[2] == "status":
+            // The simulated processes share the daemon's pid namespace, and handle no signal.
+            guard let pid = Int32(parts[1]), let w = owner(of: pid), w.stateLetter(pid) != nil else { return .failure(SystemError("open", errno: ENOENT)) }
+            return .success(Array("Pid:\t\(pid)\nNSpid:\t\(pid)\nSigIgn:\t0000000000000000\nSigCgt:\t0000000000000000\n".utf8))
         case 5 where parts[0] == "proc" && parts[2] == "task" && parts[4] == "stat" && parts[1] == parts[3]:
             return stat(parts[1])
         case 5 where parts[0] == "proc" && parts[2] == "task" && parts[4] == "children" && parts[1] == parts[3]:

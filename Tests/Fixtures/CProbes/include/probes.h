@@ -21,5 +21,16 @@ int probe_tcp_connect(int port);
 int probe_socket(int family, int protocol);
 /// msgget(2) of the System V message queue `key`, created (mode 0666) when `create`.
 int probe_message_queue(int key, int create);
+/// kill(pid, 0): 0 or the errno.
+int probe_kill(int pid);
+/// pidfd_open(pid): 0 or the errno.
+int probe_pidfd(int pid);
+/// How many of the pids 1...last pidfd_open opens; in `*unexplained`, how many kill(pid, 0)
+/// finds (EPERM counts: the process exists) that its own /proc does not have.
+int probe_reach_count(int last, int *unexplained);
+/// connect(2) to the abstract unix socket `name` (stream): 0 or the errno.
+int probe_abstract_connect(const char *name);
+/// connect(2) to the IPv4 `address`:`port`: 0 or the errno.
+int probe_tcp_connect_to(const char *address, int port);
 
 #endif
