@@ -120,7 +120,8 @@ final class Sandboxing {
                 return "a pid namespace is made with clone3 (Linux 5.3), which this system refuses (\(error))"
             }
             if userNamespace || !daemonIsRoot {
-                return "a pid namespace with a /proc of its own cannot be made here (\(error)): the daemon has no CAP_SYS_ADMIN and unprivileged user namespaces are unavailable"
+                return "a pid namespace with a /proc of its own cannot be made here (\(error)): "
+                    + "the daemon has no CAP_SYS_ADMIN and unprivileged user namespaces are unavailable"
             }
             return "a pid namespace with a /proc of its own cannot be made here (\(error))"
         case .syscalls:
