@@ -20,6 +20,10 @@ command -v cc >/dev/null 2>&1 || missing+=(gcc libc6-dev)
 command -v nm >/dev/null 2>&1 && command -v readelf >/dev/null 2>&1 || missing+=(binutils)
 # The extensions' system-call filter is built with libseccomp.
 pkg-config --exists libseccomp 2>/dev/null || missing+=(libseccomp-dev)
+# Each extension point's network namespace is joined to the host's network by slirp4netns
+# (the root daemon refuses networked sandboxed launches without it); the tests use iproute2.
+command -v slirp4netns >/dev/null 2>&1 || [ -x /usr/bin/slirp4netns ] || missing+=(slirp4netns)
+command -v ip >/dev/null 2>&1 || [ -x /usr/sbin/ip ] || missing+=(iproute2)
 # The shared containers' default ACL is set with libacl.
 [ -f /usr/include/sys/acl.h ] || missing+=(libacl1-dev)
 # Manual pages: `man --warnings -l` (man-db) renders them with groff.

@@ -7,6 +7,7 @@
 #include <linux/filter.h>
 #include <linux/seccomp.h>
 #include <net/if.h>
+#include <pthread.h>
 #include <sched.h>
 #include <seccomp.h>
 #include <signal.h>
@@ -282,7 +283,9 @@ int shim_sandbox_enter(const shim_sandbox *p, uint64_t cloned, int *step) {
         *step = SHIM_STEP_SANDBOX_PROC;
         return -ENOSYS;
     }
-    if (p->parts & SHIM_SANDBOX_NETWORK) {
+    // A network namespace given (netns_fd) was entered by the child before its descriptors
+    // were rearranged (shim_spawn).
+    if ((p->parts & SHIM_SANDBOX_NETWORK) && p->netns_fd < 0) {
         *step = SHIM_STEP_SANDBOX_NETWORK;
         if (unshare(CLONE_NEWNET) != 0) return -errno;
         if ((rc = shim_loopback_up()) != 0) return rc;
@@ -313,6 +316,60 @@ int shim_sandbox_install_filter(const void *filter) {
 }
 
 // The rest runs in the daemon.
+
+struct shim_netns_work {
+    int fd;
+    int error;
+};
+
+// The thread of shim_network_namespace: a network namespace is a thread's own, so unsharing
+// it here leaves the daemon's other threads where they are; the thread ends with it.
+static void *shim_netns_thread(void *arg) {
+    struct shim_netns_work *w = arg;
+    if (unshare(CLONE_NEWNET) != 0) {
+        w->error = errno;
+        return NULL;
+    }
+    int rc = shim_loopback_up();
+    if (rc != 0) {
+        w->error = -rc;
+        return NULL;
+    }
+    w->fd = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
+    if (w->fd < 0) w->error = errno;
+    return NULL;
+}
+
+int shim_bind_namespace(int fd, const char *path) {
+    int file = open(path, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC | O_NOFOLLOW, 0400);
+    if (file < 0) return -errno;
+    close(file);
+    char source[40];
+    shim_fd_path(source, fd);
+    if (mount(source, path, NULL, MS_BIND, NULL) != 0) {
+        int e = errno;
+        unlink(path);
+        return -e;
+    }
+    return 0;
+}
+
+int shim_unbind_namespace(const char *path) {
+    if (umount2(path, MNT_DETACH | UMOUNT_NOFOLLOW) != 0 && errno != EINVAL && errno != ENOENT) return -errno;
+    if (unlink(path) != 0 && errno != ENOENT) return -errno;
+    return 0;
+}
+
+int shim_network_namespace(int *fd) {
+    struct shim_netns_work w = { .fd = -1, .error = 0 };
+    pthread_t thread;
+    int rc = pthread_create(&thread, NULL, shim_netns_thread, &w);
+    if (rc != 0) return -rc;
+    pthread_join(thread, NULL);
+    if (w.error != 0) return -w.error;
+    *fd = w.fd;
+    return 0;
+}
 
 #ifndef CLONE_NEWTIME
 #define CLONE_NEWTIME 0x00000080

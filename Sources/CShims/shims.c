@@ -196,9 +196,16 @@ static void shim_child(const shim_spawn_options *o, int report, int forked_child
             goto fail;
         }
     }
+    // The network namespace of the extension's point, entered while its descriptor is open.
+    if (o->sandbox != NULL && (o->sandbox->parts & SHIM_SANDBOX_NETWORK) && o->sandbox->netns_fd >= 0) {
+        step = SHIM_STEP_SANDBOX_NETWORK;
+        if (setns(o->sandbox->netns_fd, CLONE_NEWNET) != 0) goto fail;
+    }
     step = SHIM_STEP_DESCRIPTORS;
     int channel = shim_lift(o->channel_fd), out = shim_lift(o->stdout_fd), err = shim_lift(o->stderr_fd);
+    int extra = shim_lift(o->extra_fd);
     if ((o->channel_fd >= 0 && channel < 0) || (o->stdout_fd >= 0 && out < 0) || (o->stderr_fd >= 0 && err < 0)) goto fail;
+    if (o->extra_fd >= 0 && (extra < 0 || channel < 0)) goto fail;
     if (setsid() < 0) goto fail;
     struct sigaction dfl;
     memset(&dfl, 0, sizeof(dfl));
@@ -214,9 +221,10 @@ static void shim_child(const shim_spawn_options *o, int report, int forked_child
     if (out >= 0 && dup2(out, 1) < 0) goto fail;
     if (err >= 0 && dup2(err, 2) < 0) goto fail;
     if (channel >= 0 && dup2(channel, 3) < 0) goto fail;
-    // Everything above the standard descriptors and the channel closes here, except the
-    // report pipe, which is close-on-exec.
-    int first = channel >= 0 ? 4 : 3;
+    if (extra >= 0 && dup2(extra, 4) < 0) goto fail;
+    // Everything above the standard descriptors, the channel and the extra one closes here,
+    // except the report pipe, which is close-on-exec.
+    int first = extra >= 0 ? 5 : channel >= 0 ? 4 : 3;
     syscall(SYS_close_range, first, report - 1, 0);
     syscall(SYS_close_range, report + 1, ~0U, 0);
     step = SHIM_STEP_RLIMIT;
@@ -232,7 +240,7 @@ static void shim_child(const shim_spawn_options *o, int report, int forked_child
         }
     }
     step = SHIM_STEP_BOUNDING;
-    for (int cap = 0; cap < 64; cap++) {
+    for (int cap = 0; cap < 64 && !o->keep_privilege; cap++) {
         if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0) {
             if (errno == EINVAL) break;  // past the last capability this kernel knows
             if (errno == EPERM && !o->set_credentials) break;  // no CAP_SETPCAP: nothing to drop from
@@ -254,7 +262,7 @@ static void shim_child(const shim_spawn_options *o, int report, int forked_child
     struct __user_cap_header_struct header = { .version = _LINUX_CAPABILITY_VERSION_3, .pid = 0 };
     struct __user_cap_data_struct data[2];
     memset(data, 0, sizeof(data));
-    if (syscall(SYS_capset, &header, data) != 0) goto fail;
+    if (!o->keep_privilege && syscall(SYS_capset, &header, data) != 0) goto fail;
     step = SHIM_STEP_CHDIR;
     if (o->cwd != NULL && chdir(o->cwd) != 0) goto fail;
     if (o->sandbox != NULL && (o->sandbox->parts & SHIM_SANDBOX_SYSCALLS)) {
@@ -401,7 +409,7 @@ pid_t shim_spawn(const shim_spawn_options *o, int *pidfd) {
     // Without clone3 (and so without a cgroup): posix_spawn, or fork where credentials or
     // limits must be applied in the child.
     int forked = o->cgroup_fd < 0 && !shim_clone3_available();
-    if (forked && !o->set_credentials && o->nrlimits == 0 && o->sandbox == NULL && o->memory_cgroup_procs_fd < 0) return shim_posix_spawn(o, pidfd);
+    if (forked && !o->set_credentials && o->nrlimits == 0 && o->sandbox == NULL && o->memory_cgroup_procs_fd < 0 && o->extra_fd < 0) return shim_posix_spawn(o, pidfd);
     int pipefd[2];
     if (pipe2(pipefd, O_CLOEXEC) != 0) return -errno;
     int fd = -1;

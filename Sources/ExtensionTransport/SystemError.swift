@@ -21,9 +21,12 @@ public struct SystemError: Error, Equatable, Sendable, CustomStringConvertible {
         self.errno = errno
     }
 
-    /// `operation: text of the errno` (strerror(3)), or the text alone when no operation is named.
+    /// `operation: text of the errno` (strerror(3)), or the text alone when no operation is
+    /// named; the operation alone with errno 0 (a failure that no system call reported: a
+    /// helper that exited, say).
     public var description: String {
-        operation.isEmpty ? String(cString: strerror(errno)) : "\(operation): \(String(cString: strerror(errno)))"
+        if errno == 0 && !operation.isEmpty { return operation }
+        return operation.isEmpty ? String(cString: strerror(errno)) : "\(operation): \(String(cString: strerror(errno)))"
     }
 
     /// The same error, said to be of `operation` (the step that failed, with what it was on).

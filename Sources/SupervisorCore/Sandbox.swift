@@ -7,7 +7,9 @@ public enum SandboxPart: String, CaseIterable, Sendable, Codable, Comparable {
     /// A pid namespace of its own, whose first process the extension is, and its `/proc`:
     /// no other process exists for it.
     case proc
-    /// A network namespace of its own, loopback only (`"network": false`).
+    /// A network namespace of its own: loopback only with `"network": false`; otherwise its
+    /// point's, which a user-mode stack (slirp4netns) joins to the host's network. Either
+    /// way its abstract unix sockets are not the host's.
     case network
     /// The system-call filter (seccomp).
     case syscalls
@@ -26,11 +28,16 @@ public struct SandboxSupport: Equatable, Sendable {
     /// without privilege) rather than from the daemon's privilege.
     public var userNamespace: Bool
 
+    /// Why an extension with the network cannot have a namespace of its own (no user-mode
+    /// stack here), or nil when it can.
+    public var noNetworkStack: String?
+
     /// Support with these parts missing; by default every part can be built, with the
-    /// daemon's privilege.
-    public init(missing: [SandboxPart: String] = [:], userNamespace: Bool = false) {
+    /// daemon's privilege, and a network stack is there.
+    public init(missing: [SandboxPart: String] = [:], userNamespace: Bool = false, noNetworkStack: String? = nil) {
         self.missing = missing
         self.userNamespace = userNamespace
+        self.noNetworkStack = noNetworkStack
     }
 
     /// Every part, built with the daemon's privilege.
@@ -44,7 +51,8 @@ public struct SandboxDecision: Equatable, Sendable {
     public var enforced: [SandboxPart]
     /// The parts it would get but does not, each with why, in `SandboxPart` order.
     public var notEnforced: [(part: SandboxPart, reason: String)]
-    /// Whether it has the host's network (false: loopback only, when `network` is enforced).
+    /// Whether it has the host's network (false: loopback only, when `network` is enforced;
+    /// true with `network` enforced: through its point's network stack).
     public var network: Bool
     /// False when the manifest opts out (`"sandbox": "none"`).
     public var enabled: Bool
@@ -71,8 +79,7 @@ public struct SandboxDecision: Equatable, Sendable {
         var enforced: [SandboxPart] = []
         var notEnforced: [(part: SandboxPart, reason: String)] = []
         for part in SandboxPart.allCases {
-            if part == .network && network { continue }  // nothing to build: it has the host's network
-            if let why = support.missing[part] {
+            if let why = support.missing[part] ?? (part == .network && network ? support.noNetworkStack : nil) {
                 if required.contains(part) { return .failure(SandboxRefusal(part: part, reason: why)) }
                 notEnforced.append((part, why))
             } else {
@@ -85,7 +92,8 @@ public struct SandboxDecision: Equatable, Sendable {
     /// One line for `extctl status`: what is enforced, and what is not and why.
     public var summary: String {
         guard enabled else { return "none (the manifest says \"sandbox\": \"none\"; allowed by allowUnsandboxedExtensions)" }
-        var text = enforced.isEmpty ? "nothing enforced" : enforced.map { $0 == .network ? "network (loopback only)" : $0.rawValue }.joined(separator: ", ")
+        let networkText = network ? "network (a namespace of its own)" : "network (loopback only)"
+        var text = enforced.isEmpty ? "nothing enforced" : enforced.map { $0 == .network ? networkText : $0.rawValue }.joined(separator: ", ")
         text += network ? "; network allowed" : ""
         if !notEnforced.isEmpty {
             text += "; not enforced: " + notEnforced.map { "\($0.part.rawValue) (\($0.reason))" }.joined(separator: ", ")

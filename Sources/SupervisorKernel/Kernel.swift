@@ -57,6 +57,17 @@ public protocol Kernel: AnyObject, FileReads {
     var canSpawnIntoCgroup: Bool { get }
     /// Spawns a process (clone3; see `shim_spawn`): its pid and pidfd.
     func spawn(_ request: SpawnRequest) -> Result<(pid: Int32, pidfd: Int32), SystemError>
+    /// A new network namespace with its loopback up (`shim_network_namespace`): a descriptor
+    /// of it, close-on-exec, which keeps it alive. The daemon's own namespaces are untouched.
+    func networkNamespace() -> Result<Int32, SystemError>
+    /// Makes the namespace `fd` reachable at `path`, a new file bound over with it (as `ip
+    /// netns add` does), for a helper that takes a namespace by path.
+    func bindNamespace(_ fd: Int32, at path: String) -> SystemError?
+    /// Detaches what `bindNamespace` bound at `path` and removes the file (none there: no error).
+    func unbindNamespace(at path: String) -> SystemError?
+    /// poll(2) of `fd` for input for at most `seconds`: whether it became readable (or hung
+    /// up) in time. The loop does not run meanwhile.
+    func waitReadable(fd: Int32, seconds: Double) -> Result<Bool, SystemError>
     /// Builds the extensions' system-call filter once (an opaque program kept for the
     /// daemon's life), and probes which sandbox parts a child can build with it, unless
     /// `known` is given: what the daemon this one replaced probed, on the same kernel.

@@ -488,6 +488,38 @@ public final class LinuxKernel: Kernel {
     /// Returns its pid and a close-on-exec pidfd, both the caller's to reap and close. On failure
     /// no child and no pidfd remain (a failed child is reaped); the error names the child's step
     /// that failed, or nothing when no step was reported. The request's descriptors stay open in
+
+    /// `Kernel.networkNamespace`: fails naming "network namespace".
+    public func networkNamespace() -> Result<Int32, SystemError> {
+        var fd: Int32 = -1
+        let rc = shim_network_namespace(&fd)
+        return rc == 0 ? .success(fd) : .failure(SystemError("network namespace", errno: -rc))
+    }
+
+    /// `Kernel.bindNamespace`: fails naming "bind".
+    public func bindNamespace(_ fd: Int32, at path: String) -> SystemError? {
+        let rc = shim_bind_namespace(fd, path)
+        return rc == 0 ? nil : SystemError("bind \(path)", errno: -rc)
+    }
+
+    /// `Kernel.unbindNamespace`: fails naming "umount".
+    public func unbindNamespace(at path: String) -> SystemError? {
+        let rc = shim_unbind_namespace(path)
+        return rc == 0 ? nil : SystemError("umount \(path)", errno: -rc)
+    }
+
+    /// `Kernel.waitReadable`: retries EINTR with the time left; fails naming "poll".
+    public func waitReadable(fd: Int32, seconds: Double) -> Result<Bool, SystemError> {
+        let deadline = now().adding(seconds: seconds)
+        while true {
+            let left = max(0, deadline.seconds(since: now()))
+            var p = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+            let n = poll(&p, 1, Int32((left * 1000).rounded(.up)))
+            if n < 0 && errno == EINTR { continue }
+            if n < 0 { return .failure(SystemError("poll", errno: errno)) }
+            return .success(n > 0)
+        }
+    }
     /// the daemon.
     public func spawn(_ request: SpawnRequest) -> Result<(pid: Int32, pidfd: Int32), SystemError> {
         var pidfd: Int32 = -1
@@ -506,7 +538,8 @@ public final class LinuxKernel: Kernel {
                                         withUnsafeMutablePointer(to: &step) { failedStep in
                                             var options = shim_spawn_options(
                                                 path: path, argv: argv, envp: envp, cwd: cwd,
-                                                channel_fd: request.channelFD ?? -1, stdout_fd: request.outputFD ?? LinuxKernel.childOutputs.stdout,
+                                                channel_fd: request.channelFD ?? -1, extra_fd: request.extraFD ?? -1,
+                                                keep_privilege: request.keepsPrivilege ? 1 : 0, stdout_fd: request.outputFD ?? LinuxKernel.childOutputs.stdout,
                                                 stderr_fd: request.outputFD ?? LinuxKernel.childOutputs.stderr, cgroup_fd: request.cgroupFD ?? -1,
                                                 set_credentials: request.credentials == nil ? 0 : 1,
                                                 uid: request.credentials?.uid ?? 0, gid: request.credentials?.gid ?? 0,
@@ -586,7 +619,7 @@ public final class LinuxKernel: Kernel {
             return scratch.withCString { options in
                 var c = shim_sandbox(
                     parts: bits, mounts: list.baseAddress, nmounts: Int32(list.count), filter: plan.filter, uid: plan.uid, gid: plan.gid,
-                    scratch_options: options)
+                    scratch_options: options, netns_fd: plan.networkNamespaceFD ?? -1)
                 return withUnsafePointer(to: &c) { body($0) }
             }
         }

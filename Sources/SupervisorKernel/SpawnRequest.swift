@@ -13,6 +13,11 @@ public struct SpawnRequest: Equatable {
     public var directory: String?
     /// The descriptor to place at fd 3 in the child, or nil.
     public var channelFD: Int32?
+    /// A descriptor to place at fd 4 in the child (with a `channelFD` at 3), or nil.
+    public var extraFD: Int32? = nil
+    /// Whether the child keeps the daemon's capabilities (a trusted helper that needs them:
+    /// the network stack, which enters a namespace and drops them itself); false drops them all.
+    public var keepsPrivilege = false
     /// An O_DIRECTORY descriptor of the cgroup the child starts in, or nil.
     public var cgroupFD: Int32?
     /// The credentials the child switches to before exec; nil keeps the daemon's.
@@ -65,6 +70,10 @@ public struct SandboxPlan: Equatable {
     /// The size of each private tmpfs (`/tmp`, `/var/tmp`, `/dev/shm`) in bytes, or nil for
     /// the kernel's default (half the machine's memory).
     public var scratchBytes: UInt64?
+    /// With `.network`: the network namespace the child enters (its point's, which a
+    /// user-mode stack joins to the host's network), or nil for a new one with its loopback
+    /// only. The descriptor stays the caller's.
+    public var networkNamespaceFD: Int32? = nil
 
     /// A plan of these values, stored as given. `filter` is not copied: it must stay valid
     /// until the spawn that uses it returns.

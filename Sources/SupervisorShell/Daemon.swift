@@ -104,7 +104,8 @@ public final class Daemon {
             sandboxing: Sandboxing(
                 stateDirectory: options.stateDirectory, manifestDirectories: options.extensionDirectories, kernel: kernel, logger: logger,
                 known: handover?.sandbox.probe), registry: registry,
-            locks: LockWatch(kernel: kernel, logger: logger, containersRoot: { sharedContainers.resolvedRoot }), buffers: buffers)
+            locks: LockWatch(kernel: kernel, logger: logger, containersRoot: { sharedContainers.resolvedRoot }), buffers: buffers,
+            networkNamespacePrefix: NetworkStacks.pathPrefix(forSocket: options.socketPath))
         if handover == nil {
             ProcessRegistry.reapLeftovers(at: registry.path, table: table, logger: logger)
             containment.endLeftovers(logger: logger)
@@ -119,6 +120,7 @@ public final class Daemon {
         extensions.attach(self)
         if let handover {
             extensions.restore(handover.processes)
+            if let stacks = handover.networkStacks { extensions.restoreNetworkStacks(stacks) }
             if let requester = handover.requester { reexecution.owe(requester, previousVersion: handover.daemonVersion) }
             logger.notice(
                 "took over from extensiond \(handover.daemonVersion): \(handover.processes.count) extension process(es), \(handover.connections.count) connection(s) in \(Daemon.milliseconds(start, kernel.now())) from the start of this program (the document decoded in \(Daemon.milliseconds(start, decoded)))"
@@ -269,6 +271,7 @@ public final class Daemon {
             }
         case .exit:
             logger.info("every extension process is gone; exiting")
+            extensions.networks?.endAll()
             kernel.exitLoop(0)
         }
     }

@@ -38,6 +38,9 @@ final class ExtensionProcesses {
     /// The lock watch of suspended groups.
     let locks: LockWatch
     let buffers: WireBuffers
+    /// The points' network stacks, for sandboxed extensions with the network (nil where
+    /// there can be none: `Sandboxing.networkStackProgram`).
+    let networks: NetworkStacks?
 
     /// Bytes an extension that does not read its channel may have queued before it is cut off.
     static let channelQueueLimit = 1 << 20
@@ -48,7 +51,7 @@ final class ExtensionProcesses {
 
     init(
         kernel: any Kernel, logger: Logger, containment: Containment, isSubreaper: Bool, containers: ExtensionContainers, sandboxing: Sandboxing,
-        registry: ProcessRegistry, locks: LockWatch, buffers: WireBuffers
+        registry: ProcessRegistry, locks: LockWatch, buffers: WireBuffers, networkNamespacePrefix: String? = nil
     ) {
         self.kernel = kernel
         self.logger = logger
@@ -58,6 +61,9 @@ final class ExtensionProcesses {
         self.registry = registry
         self.locks = locks
         self.buffers = buffers
+        networks = sandboxing.networkStackProgram.flatMap { program in
+            networkNamespacePrefix.map { NetworkStacks(kernel: kernel, logger: logger, program: program, pathPrefix: $0) }
+        }
         processControl = ProcessControl(kernel: kernel, cgroups: containment.cgroups, isSubreaper: isSubreaper, logger: logger)
         processControl.attach(self)
     }
@@ -142,6 +148,17 @@ final class ExtensionProcesses {
                 return
             }
         }
+        // A sandboxed extension with the network enters its point's network namespace.
+        var networkNamespace: Int32?
+        if Sandboxing.needsNetworkStack(sandbox) {
+            switch networks.map({ $0.namespace(for: manifest.point) }) ?? .failure(SystemError.notSupported) {
+            case .success(let fd): networkNamespace = fd
+            case .failure(let e):
+                cgroup.map { discardCgroup($0) }
+                sink?.post(.spawnFailed(extensionID: id, generation: generation, error: "cannot start the network stack of point '\(manifest.point)': \(e)"))
+                return
+            }
+        }
         let limits = containment.enforcement(manifest)
         var memoryCgroup: MemoryCgroupV1?
         let spawned: SpawnedProcess
@@ -150,15 +167,13 @@ final class ExtensionProcesses {
             if let tree = containment.memoryCgroupsV1, let memory = limits.first(where: \.byMemoryCgroupV1) {
                 memoryCgroup = try tree.create(id, limit: memory.value).get()
             }
+            var plan = sandboxing.plan(manifest, sandbox, container: container, cgroup: cgroup?.path)
+            plan?.networkNamespaceFD = networkNamespace
             spawned = try Spawner.spawn(
                 manifest, kernel: kernel, cgroupFD: cgroup?.directoryFD, limits: limits, memoryCgroupProcsFD: memoryCgroup?.procsFD,
-                container: container, sandbox: sandboxing.plan(manifest, sandbox, container: container, cgroup: cgroup?.path))
+                container: container, sandbox: plan)
         } catch {
-            if let cgroup {
-                kernel.close(cgroup.directoryFD)
-                cgroup.closeFiles(kernel)
-                if let e = kernel.removeDirectory(cgroup.path), !e.isNoEntry { logger.warning("cannot remove \(cgroup.path): \(e)") }
-            }
+            if let cgroup { discardCgroup(cgroup) }
             if let memoryCgroup, let tree = containment.memoryCgroupsV1 {
                 kernel.close(memoryCgroup.procsFD)
                 tree.remove(memoryCgroup, logger: logger)
@@ -177,6 +192,7 @@ final class ExtensionProcesses {
             byPID[old.pid] = nil
         }
         add(p)
+        if networkNamespace != nil { networks?.running(id, point: manifest.point) }
         if let fd = spawned.output { p.output = startOutput(id, fd: fd) }
         let watched = watch(p)
         sink?.post(.spawned(extensionID: id, generation: generation, pid: spawned.pid))
@@ -185,6 +201,13 @@ final class ExtensionProcesses {
             return
         }
         if manifest.readiness == .exec { sink?.post(.ready(extensionID: id, generation: generation)) }
+    }
+
+    /// Closes and removes the cgroup of a launch that failed before its process ran.
+    private func discardCgroup(_ cgroup: ExtensionCgroup) {
+        kernel.close(cgroup.directoryFD)
+        cgroup.closeFiles(kernel)
+        if let e = kernel.removeDirectory(cgroup.path), !e.isNoEntry { logger.warning("cannot remove \(cgroup.path): \(e)") }
     }
 
     /// Reads and logs the output of extension `id` from the pipe at `fd` (`ExtensionOutput`);
@@ -307,17 +330,34 @@ final class ExtensionProcesses {
         }
     }
 
+    /// Takes over the network stacks a previous daemon handed over; ends them if this one can
+    /// have none (slirp4netns was removed meanwhile), its extensions keeping their namespace
+    /// without the host's network.
+    func restoreNetworkStacks(_ h: NetworkStacks.Handover) {
+        if let networks {
+            networks.restore(h)
+            return
+        }
+        let ending = NetworkStacks(kernel: kernel, logger: logger, program: "", pathPrefix: "")
+        ending.restore(h)
+        logger.warning("this daemon can start no network stack (see the sandbox line above): the \(h.stacks.count) handed over are ended")
+        ending.endAll()
+    }
+
     // MARK: - Stopping, resuming, signalling
 
     /// Stops every process of generation `generation` of `id` (the core's `stop`).
     func suspend(_ id: String, _ generation: UInt64) {
-        if let p = process(id, generation) { processControl.suspend(p) }
+        guard let p = process(id, generation) else { return }
+        processControl.suspend(p)
+        networks?.suspended(id)
     }
 
     /// Resumes it (the core's `resume`); its lock watch ends.
     func resume(_ id: String, _ generation: UInt64) {
         guard let p = process(id, generation) else { return }
         p.locks.stop()
+        networks?.resumed(id)
         processControl.resume(p)
         sink?.post(.continueConfirmed(extensionID: id, generation: generation))
     }
@@ -418,6 +458,7 @@ extension ExtensionProcesses: ProcessControlDelegate {
         }
         registry.remove(pid: p.pid)
         p.tearDown(kernel)
+        networks?.ended(p.extensionID)
         byID[p.extensionID] = nil
         byPID[p.pid] = nil
         sink?.post(.exited(extensionID: p.extensionID, generation: p.generation, status: status, outlivedLeader: outlivedLeader, memoryLimit: memoryLimit))

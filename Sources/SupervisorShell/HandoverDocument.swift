@@ -154,6 +154,8 @@ struct HandoverDocument: Codable {
     var sharedContainers: [String: SharedContainers.Container]
     /// The containers' directory with the state directory's links resolved.
     var containersRoot: String
+    /// The points' network stacks and who is in each (nil from a daemon that had none).
+    var networkStacks: NetworkStacks.Handover? = nil
 
     /// Every descriptor the document names: what must cross the `execve`.
     var descriptors: [Int32] {
@@ -161,5 +163,6 @@ struct HandoverDocument: Codable {
             + processes.flatMap {
                 [$0.pidfd] + [$0.channel, $0.output, $0.cgroupEvents, $0.cgroupProcs, $0.cgroupFreeze, $0.locks?.openWatch].compactMap { $0 }
             }
+            + (networkStacks?.stacks.values.flatMap { [$0.namespaceFD, $0.pidfd, $0.control] } ?? [])
     }
 }

@@ -25,6 +25,9 @@ final class Sandboxing {
     private let stateDirectory: String
     /// Private to each extension: the existing ones of /tmp and /var/tmp.
     private let scratch: [String]
+    /// The user-mode network stack (slirp4netns) that joins a point's network namespace to
+    /// the host's network, or nil when there is none here (`support.noNetworkStack` says why).
+    let networkStackProgram: String?
 
     /// Probes the sandbox, or takes `known` (a hand-over's) as what it would find.
     init(stateDirectory: String, manifestDirectories: [String] = [], kernel: any Kernel, logger: Logger, known: SandboxProbe? = nil) {
@@ -39,7 +42,21 @@ final class Sandboxing {
             guard let failed = part == .syscalls && filter == nil ? filterError ?? probe.errors[i] : probe.errors[i] else { continue }
             missing[part] = Sandboxing.reason(part, failed, userNamespace: userNamespace, daemonIsRoot: daemonIsRoot)
         }
-        support = SandboxSupport(missing: missing, userNamespace: userNamespace)
+        // A point's network namespace is kept between launches and entered with setns, which a
+        // daemon without privilege cannot do from the user namespace each extension gets.
+        let program = NetworkStacks.programPaths.first { kernel.isExecutable($0) }
+        var noNetworkStack: String?
+        if !daemonIsRoot || userNamespace {
+            noNetworkStack = "a daemon that is not root gives an extension with the network the host's network namespace"
+        } else if program == nil {
+            noNetworkStack = "slirp4netns, which joins its network namespace to the host's network, is not installed"
+        } else if case .success(let st) = kernel.status("/dev/net/tun", followLinks: true), st.kind == .other {
+            noNetworkStack = nil
+        } else {
+            noNetworkStack = "/dev/net/tun, which slirp4netns needs, is not there"
+        }
+        networkStackProgram = noNetworkStack == nil ? program : nil
+        support = SandboxSupport(missing: missing, userNamespace: userNamespace, noNetworkStack: noNetworkStack)
         requiredByDefault = daemonIsRoot ? Set(SandboxPart.allCases) : []
         func existing(_ paths: [String]) -> [String] {
             paths.filter { if case .success(let st) = kernel.status($0, followLinks: true) { st.kind == .directory } else { false } }
@@ -55,8 +72,9 @@ final class Sandboxing {
         scratch = existing(["/tmp", "/var/tmp"])
         let enforced = SandboxPart.allCases.filter { missing[$0] == nil }.map(\.rawValue).joined(separator: ", ")
         let notEnforced = missing.isEmpty ? "" : "; not: " + missing.keys.sorted().map { "\($0.rawValue) (\(missing[$0]!))" }.joined(separator: ", ")
+        let networked = noNetworkStack.map { "; extensions with the network: \($0)" } ?? "; extensions with the network: their point's slirp4netns"
         logger.info(
-            "sandbox: \(enforced.isEmpty ? "nothing" : enforced) can be enforced\(userNamespace ? " (in a user namespace of each extension)" : "")\(notEnforced)"
+            "sandbox: \(enforced.isEmpty ? "nothing" : enforced) can be enforced\(userNamespace ? " (in a user namespace of each extension)" : "")\(notEnforced)\(networked)"
         )
     }
 
@@ -92,6 +110,12 @@ final class Sandboxing {
         return SandboxPlan(
             parts: Set(decision.enforced), userNamespace: support.userNamespace, mounts: mounts, filter: filter, uid: kernel.userID, gid: kernel.groupID,
             scratchBytes: manifest.policy.limits.memoryMaxBytes)
+    }
+
+    /// Whether a launch with `decision` enters its point's network namespace (it has the
+    /// network, in a namespace of its own).
+    static func needsNetworkStack(_ decision: SandboxDecision) -> Bool {
+        decision.enabled && decision.network && decision.enforced.contains(.network)
     }
 
     /// Directories a manifest directory may be but that are never hidden: the system's own.

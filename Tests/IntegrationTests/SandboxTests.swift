@@ -52,9 +52,9 @@ struct SandboxTests {
         #expect(entry["container"] as? String == container)
         let status = try daemon.extctl(["status", id])
         #expect(status.out.contains("   Container: \(container)\n"), "\(status.out)")
-        #expect(status.out.contains("     Sandbox: filesystem, proc, syscalls; network allowed\n"), "\(status.out)")
+        #expect(status.out.contains("     Sandbox: filesystem, proc, network (a namespace of its own), syscalls; network allowed\n"), "\(status.out)")
         let sandbox = try #require(entry["sandbox"] as? [String: Any])
-        #expect(sandbox["enforced"] as? [String] == ["filesystem", "proc", "syscalls"])
+        #expect(sandbox["enforced"] as? [String] == ["filesystem", "proc", "network", "syscalls"])
         #expect(sandbox["network"] as? Bool == true)
         #expect((sandbox["notEnforced"] as? [Any])?.isEmpty == true)
 
@@ -251,12 +251,65 @@ struct SandboxTests {
         let host = try daemon.host()
         let (net, _) = try CredentialTests.open(daemon, host, "org.example.net")
         let (nonet, _) = try CredentialTests.open(daemon, host, "org.example.nonet")
-        #expect(Self.ask(net, "syscall tcp \(listener.port)") == "allowed", "the host's loopback, with the network")
         #expect(Self.ask(nonet, "syscall tcp \(listener.port)") == "refused: Connection refused", "its own loopback only")
+        #expect(Self.ask(net, "syscall tcp \(listener.port)") == "refused: Connection refused", "with the network too: not the host's loopback")
         let status = try daemon.extctl(["status", "org.example.nonet"])
         #expect(status.out.contains("     Sandbox: filesystem, proc, network (loopback only), syscalls\n"), "\(status.out)")
         host.close()
         #expect(daemon.stop() == 0)
+    }
+
+    /// An extension with the network is in its point's network namespace, joined to the
+    /// host's network by a user-mode stack: it reaches an address of the host that is not
+    /// loopback (a veth interface made here), but not the host's abstract unix sockets, and a
+    /// name it listens on is not the host's either. Its point's stack is stopped while none of
+    /// its extensions runs.
+    @Test func withTheNetworkTheHostsAbstractSocketsAreOutOfReach() throws {
+        let address = "10.213.7.1"
+        // A veth pair (a kernel without the dummy driver has veth): the address on one end.
+        let link = "extsbx\(getpid() % 10000)"
+        #expect(try run("/usr/sbin/ip", ["link", "add", link + "a", "type", "veth", "peer", "name", link + "b"]) == 0)
+        defer { _ = try? run("/usr/sbin/ip", ["link", "del", link + "a"]) }
+        #expect(try run("/usr/sbin/ip", ["addr", "add", address + "/32", "dev", link + "a"]) == 0)
+        #expect(try run("/usr/sbin/ip", ["link", "set", link + "a", "up"]) == 0)
+        #expect(try run("/usr/sbin/ip", ["link", "set", link + "b", "up"]) == 0)
+        let listener = try LoopbackListener(address: address)
+        defer { listener.close() }
+        let name = "extensiond-test-host-\(getpid())"
+        let hostService = try AbstractListener(name: name)
+        defer { hostService.close() }
+        #expect(AbstractListener.connect(name) == nil, "the host's own client reaches it")
+
+        let daemon = try TestDaemon(manifests: ["net.json": try Self.manifest("org.example.net")], extensionsAsRoot: false)
+        try daemon.start()
+        let host = try daemon.host()
+        let opened = Result { try CredentialTests.open(daemon, host, "org.example.net") }
+        let (net, pid) = try #require(try? opened.get(), "\(opened): \(daemon.log())")
+        #expect(Self.ask(net, "tcp-to \(address):\(listener.port)") == "allowed", "an address of the host, through the stack")
+        #expect(Self.ask(net, "abstract \(name)") == "refused: Connection refused", "the host's abstract socket is not in its namespace")
+        let squatted = "extensiond-test-squat-\(getpid())"
+        #expect(Self.ask(net, "abstract-listen \(squatted)") == "allowed")
+        #expect(AbstractListener.connect(squatted) == "Connection refused", "a name it listens on is not the host's")
+        #expect(
+            try FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(pid)/ns/net")
+                != FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/ns/net"))
+        let status = try daemon.extctl(["status", "org.example.net"])
+        #expect(status.out.contains("     Sandbox: filesystem, proc, network (a namespace of its own), syscalls; network allowed\n"), "\(status.out)")
+
+        // The stack: one slirp4netns, stopped once its point's only extension is suspended.
+        let stack = try #require(daemonChildren(daemon).first { processName($0) == "slirp4netns" }, "\(daemon.log())")
+        #expect(processState(stack) != "T")
+        let mark = daemon.events.count
+        host.close()
+        try daemon.events.wait("suspend", of: "org.example.net", after: mark)
+        try eventually("the stack is stopped while its point's extension is suspended") { processState(stack) == "T" }
+        let again = try daemon.host()
+        let (resumed, _) = try CredentialTests.open(daemon, again, "org.example.net")
+        #expect(processState(stack) != "T", "continued before the extension")
+        #expect(Self.ask(resumed, "tcp-to \(address):\(listener.port)") == "allowed")
+        again.close()
+        #expect(daemon.stop() == 0)
+        try eventually("the stack ends with the daemon") { processState(stack) == nil }
     }
 
     @Test func theFilterRefusesWhatAnExtensionHasNoBusinessDoing() throws {
@@ -476,7 +529,10 @@ struct UnprivilegedSandboxTests {
         #expect(SandboxTests.ask(a, "pids") == "pids 1", "its /proc shows itself alone")
         #expect(SandboxTests.ask(a, "reach \(try #require(daemon.pid))") == "reach kill refused: No such process pidfd refused: No such process")
         let status = try daemon.extctl(["status", "org.example.a"])
-        #expect(status.out.contains("     Sandbox: filesystem, proc, syscalls; network allowed\n"), "\(status.out)")
+        #expect(
+            status.out.contains(
+                "     Sandbox: filesystem, proc, syscalls; network allowed; not enforced: network (a daemon that is not root gives an extension with the network the host's network namespace)\n"
+            ), "\(status.out)")
         let (strict, _) = try CredentialTests.open(daemon, host, "org.example.strict")
         #expect(SandboxTests.ask(strict, "pids") == "pids 1")
         // A stop ends them at once: SIGTERM, which neither handles, becomes SIGKILL.

@@ -224,7 +224,11 @@ struct SystemdTests {
         func describe() -> String { ((try? service()).map { "\($0)" } ?? "") + "\n" + session.log() }
 
         var host = try session.start([Self.extctl, "open", Self.id])
-        let pid = try #require(host.output.readLine(timeout: 30).flatMap { Int32($0) })
+        func said() -> [String] {
+            let entries: [[String: String]] = (try? session.journal([])) ?? []
+            return entries.suffix(40).map { entry -> String in (entry["MESSAGE"] ?? "") + " " + (entry["DETAIL"] ?? "") }
+        }
+        let pid = try #require(host.output.readLine(timeout: 30).flatMap { Int32($0) }, "\(describe()) \(said())")
         host.input.write(Data("spawn 1\n".utf8))
         #expect(host.output.readLine(timeout: 30)?.hasPrefix("spawned ") == true)
         host.input.write(Data("escape\n".utf8))

@@ -9,9 +9,15 @@ struct SandboxDecisionTests {
     @Test func everyPartIsEnforcedWhereTheKernelAllowsIt() throws {
         var m = manifest()
         let d = try SandboxDecision.decide(m, support: .complete, requiredByDefault: all).get()
-        #expect(d.enforced == [.filesystem, .proc, .syscalls], "the network is allowed: no namespace to build")
+        #expect(d.enforced == [.filesystem, .proc, .network, .syscalls], "the network is allowed, through a namespace of its own")
         #expect(d.notEnforced.isEmpty)
-        #expect(d.summary == "filesystem, proc, syscalls; network allowed")
+        #expect(d.summary == "filesystem, proc, network (a namespace of its own), syscalls; network allowed")
+        let noStack = SandboxSupport(noNetworkStack: "slirp4netns is not installed")
+        let hostNetwork = try SandboxDecision.decide(m, support: noStack, requiredByDefault: []).get()
+        #expect(hostNetwork.summary == "filesystem, proc, syscalls; network allowed; not enforced: network (slirp4netns is not installed)")
+        #expect(throws: SandboxRefusal(part: .network, reason: "slirp4netns is not installed")) {
+            try SandboxDecision.decide(m, support: noStack, requiredByDefault: all).get()
+        }
         m.policy.network = false
         let closed = try SandboxDecision.decide(m, support: .complete, requiredByDefault: all).get()
         #expect(closed.enforced == [.filesystem, .proc, .network, .syscalls])
@@ -24,9 +30,9 @@ struct SandboxDecisionTests {
         #expect(refused == .failure(SandboxRefusal(part: .proc, reason: "no privilege")))
         #expect((try? refused.get()) == nil)
         let allowed = try SandboxDecision.decide(manifest(), support: support, requiredByDefault: []).get()
-        #expect(allowed.enforced == [.filesystem, .syscalls])
+        #expect(allowed.enforced == [.filesystem, .network, .syscalls])
         #expect(allowed.notEnforced.map(\.part) == [.proc])
-        #expect(allowed.summary == "filesystem, syscalls; network allowed; not enforced: proc (no privilege)")
+        #expect(allowed.summary == "filesystem, network (a namespace of its own), syscalls; network allowed; not enforced: proc (no privilege)")
         // A point naming its own requirements overrides the daemon's default.
         var m = manifest()
         m.policy.sandboxRequires = [.filesystem]

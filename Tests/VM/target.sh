@@ -114,12 +114,26 @@ boot1() {
     out=$(talk "$probe" home-read tmp-list)
     check "HOME is kept across a relaunch" "home: kept-across-relaunch" "$(sed -n 2p <<<"$out")"
     check "/tmp is new at a relaunch" "tmp:" "$(sed -n 3p <<<"$out")"
-    python3 -m http.server --bind 127.0.0.1 8765 >/dev/null 2>&1 &
+    # An address of the host that is not loopback: one end of a veth pair.
+    ip link add vmtsta type veth peer name vmtstb && ip addr add 10.213.7.1/32 dev vmtsta && ip link set vmtsta up && ip link set vmtstb up
+    python3 -m http.server --bind 10.213.7.1 8765 >/dev/null 2>&1 &
     server=$!
-    wait_until 20 python3 -c 'import socket; socket.create_connection(("127.0.0.1", 8765), 1)'
-    check "the networked probe reaches the host's loopback" connected "$(talk "$probe" "connect 127.0.0.1 8765" | sed -n 2p)"
-    check_match "\"network\": false does not reach it" "^error: ConnectionRefusedError" "$(talk "$peer" "connect 127.0.0.1 8765" | sed -n 2p)"
-    kill "$server"
+    python3 -m http.server --bind 127.0.0.1 8766 >/dev/null 2>&1 &
+    loopback=$!
+    python3 -c 'import socket, time; s = socket.socket(socket.AF_UNIX); s.bind("\0vmtest-host-service"); s.listen(); time.sleep(600)' &
+    abstract=$!
+    wait_until 20 python3 -c 'import socket; socket.create_connection(("10.213.7.1", 8765), 1); socket.create_connection(("127.0.0.1", 8766), 1)'
+    check "the networked probe reaches an address of the host through its point's stack" connected "$(talk "$probe" "connect 10.213.7.1 8765" | sed -n 2p)"
+    check_match "the networked probe does not reach the host's loopback" "^error: ConnectionRefusedError" "$(talk "$probe" "connect 127.0.0.1 8766" | sed -n 2p)"
+    check_match "nor the host's abstract unix sockets" "^error: ConnectionRefusedError" "$(talk "$probe" "abstract vmtest-host-service" | sed -n 2p)"
+    check_match "\"network\": false reaches neither" "^error: (ConnectionRefusedError|OSError)" "$(talk "$peer" "connect 10.213.7.1 8765" | sed -n 2p)"
+    probe_pid=$(status "$probe" "e['pid']")
+    check "the networked probe has a network namespace of its own" different \
+        "$([ "$(readlink "/proc/$probe_pid/ns/net")" != "$(readlink /proc/self/ns/net)" ] && echo different)"
+    check_match "its point's stack is a slirp4netns, child of the daemon" "^slirp4netns$" \
+        "$(ps -o comm= --ppid "$(systemctl show -p MainPID --value extensiond.service)" | grep -m1 slirp4netns)"
+    kill "$server" "$loopback" "$abstract"
+    ip link del vmtsta
 
     echo "--- a shared container used by two extensions"
     out=$(talk "$probe" "shared-write $group note from-probe")

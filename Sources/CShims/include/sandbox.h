@@ -49,6 +49,9 @@ typedef struct shim_sandbox_plan {
     gid_t gid;                         //   user namespace (the daemon's)
     const char *scratch_options;       // mount options of each private tmpfs (/tmp, /var/tmp,
                                        //   /dev/shm): "mode=1777", and "size=N" within the memory limit
+    int netns_fd;                      // with NETWORK: a network namespace to enter (its point's,
+                                       //   with a user-mode stack to the host's network), or -1
+                                       //   for a new one with its loopback only
 } shim_sandbox;
 
 /// The steps of the sandbox in the child, as reported in shim_spawn's `*failed_step`
@@ -84,6 +87,19 @@ int shim_seccomp_filter(const void **filter);
 
 /// The number of BPF instructions of a filter from shim_seccomp_filter.
 int shim_seccomp_filter_length(const void *filter);
+
+/// A new network namespace with its loopback up, made on a thread of its own (the caller's
+/// namespaces are not touched; needs CAP_SYS_ADMIN): its descriptor (close-on-exec) in `*fd`.
+/// Returns 0 or -errno.
+int shim_network_namespace(int *fd);
+
+/// Makes the network namespace `fd` reachable at `path` (a new empty file, bound over with
+/// it, as `ip netns add` does), for a helper that takes a namespace by path. Returns 0 or -errno.
+int shim_bind_namespace(int fd, const char *path);
+
+/// Undoes shim_bind_namespace: detaches the mount at `path` and removes the file. Returns 0
+/// or -errno.
+int shim_unbind_namespace(const char *path);
 
 /// Which parts this process can build for a child, found by building each in a throwaway
 /// child: a bit set of SHIM_SANDBOX_*. With SHIM_SANDBOX_USERNS set, the namespaces come

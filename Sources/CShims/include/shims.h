@@ -73,6 +73,9 @@ typedef struct {
     char *const *envp;         // NULL-terminated
     const char *cwd;           // working directory, or NULL
     int channel_fd;            // descriptor to place at fd 3, or -1
+    int extra_fd;              // descriptor to place at fd 4 (with a channel at 3), or -1
+    int keep_privilege;        // 1: the capabilities are not dropped (a trusted helper that needs
+                               //   them, as root: the network stack), else 0
     int stdout_fd;             // descriptor for stdout (fd 1), or -1 to inherit
     int stderr_fd;             // descriptor for stderr (fd 2), or -1 to inherit
     int cgroup_fd;             // O_DIRECTORY descriptor of the cgroup to start in, or -1

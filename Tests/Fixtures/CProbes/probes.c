@@ -125,3 +125,20 @@ int probe_tcp_connect_to(const char *address, int port) {
     close(s);
     return rc;
 }
+
+int probe_abstract_listen(const char *name) {
+    int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (s < 0) return errno;
+    struct sockaddr_un addr;
+    memset(&addr, 0, sizeof(addr));
+    addr.sun_family = AF_UNIX;
+    size_t n = strlen(name);
+    if (n + 1 > sizeof(addr.sun_path)) n = sizeof(addr.sun_path) - 1;
+    memcpy(addr.sun_path + 1, name, n);
+    if (bind(s, (struct sockaddr *)&addr, (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + n)) != 0 || listen(s, 16) != 0) {
+        int e = errno;
+        close(s);
+        return e;
+    }
+    return 0;  // kept open: it listens for the rest of the process's life
+}

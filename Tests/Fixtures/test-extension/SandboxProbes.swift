@@ -19,6 +19,7 @@ import Foundation
 ///   reach-scan <last>    -> of the pids 1...last, how many pidfd_open opens, and how many
 ///                           kill(pid, 0) finds that its /proc has not: "reached <n> unexplained <n>"
 ///   abstract <name>      -> connect to the abstract unix socket <name>: "allowed" or "refused: <error>"
+///   abstract-listen <name> -> listen on the abstract unix socket <name>: "allowed" or "refused: <error>"
 ///   tcp-to <addr:port>   -> connect to an IPv4 address: "allowed" or "refused: <error>"
 func sandboxProbe(_ words: [String]) -> String? {
     func word(_ i: Int) -> String { words.count > i ? words[i] : "" }
@@ -95,6 +96,8 @@ func sandboxProbe(_ words: [String]) -> String? {
         return "reached \(opened) unexplained \(unexplained)"
     case "abstract":
         return outcome(probe_abstract_connect(word(1)))
+    case "abstract-listen":
+        return outcome(probe_abstract_listen(word(1)))
     case "tcp-to":
         let parts = word(1).split(separator: ":")
         guard parts.count == 2, let port = Int32(parts[1]) else { return "bad address \(word(1))" }

@@ -118,3 +118,26 @@ func hostPID(_ namespacePID: Int32, inNamespaceOf leader: Int32) -> Int32? {
         return line.split(whereSeparator: { $0 == "\t" || $0 == " " }).last == Substring("\(namespacePID)")
     }
 }
+
+/// The name of process `pid` (its `comm`), or nil once it is gone.
+func processName(_ pid: Int32) -> String? {
+    (try? String(contentsOfFile: "/proc/\(pid)/comm", encoding: .utf8))?.trimmingCharacters(in: .whitespacesAndNewlines)
+}
+
+/// The children of the test daemon's process.
+func daemonChildren(_ daemon: TestDaemon) -> [Int32] {
+    guard let pid = daemon.pid, let text = try? String(contentsOfFile: "/proc/\(pid)/task/\(pid)/children", encoding: .utf8) else { return [] }
+    return text.split(separator: " ").compactMap { Int32($0.trimmingCharacters(in: .whitespacesAndNewlines)) }
+}
+
+/// Runs `path` with `arguments` to its end (its output discarded): its exit status.
+func run(_ path: String, _ arguments: [String]) throws -> Int32 {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: path)
+    process.arguments = arguments
+    process.standardOutput = FileHandle.nullDevice
+    process.standardError = FileHandle.nullDevice
+    try process.run()
+    process.waitUntilExit()
+    return process.terminationStatus
+}

@@ -196,6 +196,10 @@ final class SimulatedKernel: Kernel {
     func becomeChildSubreaper() -> Bool { true }
     var canSpawnIntoCgroup: Bool { true }
     func spawn(_ request: SpawnRequest) -> Result<(pid: Int32, pidfd: Int32), SystemError> { refuse("spawn(\(request.path))") }
+    func bindNamespace(_ fd: Int32, at path: String) -> SystemError? { refused("bind(\(path))") }
+    func unbindNamespace(at path: String) -> SystemError? { refused("umount(\(path))") }
+    func networkNamespace() -> Result<Int32, SystemError> { refuse("network namespace") }
+    func waitReadable(fd: Int32, seconds: Double) -> Result<Bool, SystemError> { refuse("poll(\(fd))") }
 
     var processorCount: Int { 1 }
     func concurrently(_ jobs: [@Sendable () -> Void]) { for job in jobs { job() } }

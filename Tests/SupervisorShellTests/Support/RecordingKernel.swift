@@ -439,6 +439,12 @@ final class RecordingKernel: Kernel {
     /// child would get at fd 3), by pid: a test plays the extension's runtime on it.
     var runtimeChannels: [Int32: PacketSocket] = [:]
 
+    /// No network stack is started in the shell's tests: refused as unsupported.
+    func bindNamespace(_ fd: Int32, at path: String) -> SystemError? { .notSupported }
+    func unbindNamespace(at path: String) -> SystemError? { nil }
+    func networkNamespace() -> Result<Int32, SystemError> { .failure(.notSupported) }
+    func waitReadable(fd: Int32, seconds: Double) -> Result<Bool, SystemError> { .failure(.notSupported) }
+
     func spawn(_ request: SpawnRequest) -> Result<(pid: Int32, pidfd: Int32), SystemError> {
         calls.append(.spawn(request.path, cgroupFD: request.cgroupFD))
         spawnRequests.append(request)

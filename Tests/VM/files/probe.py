@@ -53,6 +53,11 @@ def answer(command: str) -> str:
             return "written"
         if words[0] == "tmp-list":
             return "tmp: " + ",".join(sorted(os.listdir("/tmp")))
+        if words[0] == "abstract":
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+                s.settimeout(5)
+                s.connect("\0" + words[1])
+                return "connected"
         if words[0] == "connect":
             with socket.create_connection((words[1], int(words[2])), timeout=5):
                 return "connected"

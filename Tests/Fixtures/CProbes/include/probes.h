@@ -30,6 +30,8 @@ int probe_pidfd(int pid);
 int probe_reach_count(int last, int *unexplained);
 /// connect(2) to the abstract unix socket `name` (stream): 0 or the errno.
 int probe_abstract_connect(const char *name);
+/// Listens on the abstract unix socket `name` for the rest of the process's life: 0 or the errno.
+int probe_abstract_listen(const char *name);
 /// connect(2) to the IPv4 `address`:`port`: 0 or the errno.
 int probe_tcp_connect_to(const char *address, int port);
 
