@@ -307,6 +307,19 @@ struct SandboxTests {
         let (resumed, _) = try CredentialTests.open(daemon, again, "org.example.net")
         #expect(processState(stack) != "T", "continued before the extension")
         #expect(Self.ask(resumed, "tcp-to \(address):\(listener.port)") == "allowed")
+        // A re-exec hands the stack over: the same helper serves on, and a relaunch enters
+        // the same namespace.
+        let reexec = try daemon.extctl(["reexec"])
+        #expect(reexec.status == 0, "\(reexec)")
+        #expect(Self.ask(resumed, "tcp-to \(address):\(listener.port)") == "allowed", "after the re-exec")
+        #expect(daemonChildren(daemon).filter { processName($0) == "slirp4netns" } == [stack], "the same stack, and no other")
+        let namespace = try FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(pid)/ns/net")
+        let killed = daemon.events.count
+        #expect(try daemon.extctl(["kill", "--signal", "KILL", "org.example.net"]).status == 0)
+        try daemon.events.wait("exit", of: "org.example.net", after: killed)
+        let (relaunched, newPID) = try CredentialTests.open(daemon, again, "org.example.net")
+        #expect(try FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(newPID)/ns/net") == namespace, "its point's namespace again")
+        #expect(Self.ask(relaunched, "tcp-to \(address):\(listener.port)") == "allowed")
         again.close()
         #expect(daemon.stop() == 0)
         try eventually("the stack ends with the daemon") { processState(stack) == nil }
