@@ -19,6 +19,8 @@ public struct ListDocument: JSONDocument, Equatable {
         public var assertions: Int
         /// How its previous process ended; always written, `null` when none has.
         public var lastExit: ExitInfo?
+        /// The id of the app that contains it; left out when it names none.
+        public var app: String? = nil
 
         /// An entry with the fields given.
         public init(id: String, point: String, state: String, since: String, pid: Int32?, requests: Int, assertions: Int, lastExit: ExitInfo?) {
@@ -33,12 +35,13 @@ public struct ListDocument: JSONDocument, Equatable {
         }
 
         enum CodingKeys: String, CodingKey {
-            case assertions, id, lastExit, pid, point, requests, since, state
+            case app, assertions, id, lastExit, pid, point, requests, since, state
         }
 
         /// Writes the members in `JSONWriter.keyOrder`: the always-written ones (`null` when empty), and the optional ones when they apply.
         public func encode(to encoder: any Encoder) throws {
             var c = encoder.container(keyedBy: CodingKeys.self)
+            try c.encodeIfPresent(app, forKey: .app)
             try c.encode(assertions, forKey: .assertions)
             try c.encode(id, forKey: .id)
             if let lastExit { try c.encode(lastExit, forKey: .lastExit) } else { try c.encodeNil(forKey: .lastExit) }
@@ -50,11 +53,73 @@ public struct ListDocument: JSONDocument, Equatable {
         }
     }
 
+    /// An app the manifests declare (`"kind": "app"`), with the extensions that name it.
+    public struct App: Codable, Sendable, Equatable {
+        /// Its id (reverse-DNS; on a desktop, its freedesktop application id).
+        public var id: String
+        /// The name shown for it; always written, `null` when its manifest gives none.
+        public var displayName: String?
+        /// Its app groups, in its manifest's order.
+        public var groups: [String]
+        /// The URL schemes it answers.
+        public var urlSchemes: [String]
+        /// How it is brought up: `dbus-activation` or `executable`.
+        public var launch: String
+        /// The ids of the known extensions that name it, sorted.
+        public var extensions: [String]
+
+        /// An entry with the fields given.
+        public init(id: String, displayName: String?, groups: [String], urlSchemes: [String], launch: String, extensions: [String]) {
+            self.id = id
+            self.displayName = displayName
+            self.groups = groups
+            self.urlSchemes = urlSchemes
+            self.launch = launch
+            self.extensions = extensions
+        }
+
+        enum CodingKeys: String, CodingKey {
+            case displayName, extensions, groups, id, launch, urlSchemes
+        }
+
+        /// Writes the members in `JSONWriter.keyOrder`.
+        public func encode(to encoder: any Encoder) throws {
+            var c = encoder.container(keyedBy: CodingKeys.self)
+            if let displayName { try c.encode(displayName, forKey: .displayName) } else { try c.encodeNil(forKey: .displayName) }
+            try c.encode(extensions, forKey: .extensions)
+            try c.encode(groups, forKey: .groups)
+            try c.encode(id, forKey: .id)
+            try c.encode(launch, forKey: .launch)
+            try c.encode(urlSchemes, forKey: .urlSchemes)
+        }
+    }
+
+    /// Every declared app, sorted by id; always written, empty when there is none.
+    public var apps: [App]
     /// One entry per extension, sorted by id.
     public var extensions: [Extension]
 
-    /// A list of these extensions.
-    public init(extensions: [Extension]) {
+    /// A list of these apps and extensions.
+    public init(apps: [App] = [], extensions: [Extension]) {
+        self.apps = apps
         self.extensions = extensions
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case apps, extensions
+    }
+
+    /// Reads a list; one without `apps` (an older daemon's) has none.
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        apps = try c.decodeIfPresent([App].self, forKey: .apps) ?? []
+        extensions = try c.decode([Extension].self, forKey: .extensions)
+    }
+
+    /// Writes `apps`, then `extensions`.
+    public func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: CodingKeys.self)
+        try c.encode(apps, forKey: .apps)
+        try c.encode(extensions, forKey: .extensions)
     }
 }

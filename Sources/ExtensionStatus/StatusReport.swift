@@ -416,6 +416,8 @@ public struct StatusReport: JSONDocument, Equatable {
         public var container: String?
         /// Always written, `null` when it is not known.
         public var sandbox: Sandbox?
+        /// The id of the app that contains it; always written, `null` when it names none.
+        public var app: String? = nil
 
         /// An extension with the fields given.
         public init(
@@ -424,7 +426,7 @@ public struct StatusReport: JSONDocument, Equatable {
             openRequests: [OpenRequest], assertions: [Assertion], consecutiveCrashes: Int, throttledUntil: String?,
             assertionOverruns: Int, locksHeldAtSuspend: Int, expiryUnacknowledged: Int, processes: [Process], cgroup: String?,
             memoryBytes: Int64?, cpuSeconds: Double?, recentEvents: [ExtensionEvent], limits: [String: Limit],
-            credentials: Credentials?, container: String?, sandbox: Sandbox?
+            credentials: Credentials?, container: String?, sandbox: Sandbox?, app: String? = nil
         ) {
             self.id = id
             self.point = point
@@ -454,10 +456,11 @@ public struct StatusReport: JSONDocument, Equatable {
             self.credentials = credentials
             self.container = container
             self.sandbox = sandbox
+            self.app = app
         }
 
         enum CodingKeys: String, CodingKey {
-            case assertionOverruns, assertions, cgroup, consecutiveCrashes, container, cpuSeconds, credentials, executable
+            case app, assertionOverruns, assertions, cgroup, consecutiveCrashes, container, cpuSeconds, credentials, executable
             case expiryUnacknowledged, id, lastExit, limits, locksHeldAtSuspend, manifest, memoryBytes, openRequests, pid
             case point, policy, processes, readiness, recentEvents, refresh, requests, sandbox, since, state, throttledUntil
         }
@@ -469,6 +472,7 @@ public struct StatusReport: JSONDocument, Equatable {
             func nullable<T: Encodable>(_ value: T?, _ key: CodingKeys) throws {
                 if let value { try c.encode(value, forKey: key) } else { try c.encodeNil(forKey: key) }
             }
+            try nullable(app, .app)
             try c.encode(assertionOverruns, forKey: .assertionOverruns)
             try c.encode(assertions, forKey: .assertions)
             try nullable(cgroup, .cgroup)

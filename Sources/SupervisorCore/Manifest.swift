@@ -60,6 +60,8 @@ public struct Manifest: Equatable, Sendable, Codable {
     /// Whether it runs in the sandbox (docs/security.md); false only for `"sandbox": "none"`,
     /// which the daemon's configuration must allow (`allowUnsandboxedExtensions`).
     public var sandboxed = true
+    /// The id of the app that contains it (`"app"`, an `AppManifest`), or nil for none.
+    public var app: String? = nil
 
     /// A manifest with these fields. Left out: the `default` point, `runtime` readiness, no
     /// arguments, environment, display name or activation rule, the default hosts, no host

@@ -125,6 +125,10 @@ public enum ManifestParser {
             credentialRequest: CredentialRequest(user: raw.user, group: raw.group, supplementaryGroups: raw.supplementaryGroups ?? []))
         manifest.sharedContainers = containers
         manifest.sandboxed = raw.sandbox != SandboxSetting.none
+        if let app = raw.app {
+            if let problem = identifierProblem(app) { return fail("app", problem) }
+            manifest.app = app
+        }
         return .success(manifest)
     }
 
@@ -285,10 +289,11 @@ struct RawManifest: Decodable {
     var sharedContainers: [String]?
     var sandbox: SandboxSetting?
     var network: Bool?
+    var app: String?
 
     static let keys: Set<String> = [
         "id", "point", "executable", "arguments", "environment", "readiness", "policy", "hosts", "hostAccess", "displayName", "activation", "refresh",
-        "user", "group", "supplementaryGroups", "limits", "sharedContainers", "sandbox", "network",
+        "user", "group", "supplementaryGroups", "limits", "sharedContainers", "sandbox", "network", "kind", "app",
     ]
 
     init(from decoder: any Decoder) throws {
@@ -330,6 +335,10 @@ struct RawManifest: Decodable {
         sharedContainers = try c.optional([String].self, "sharedContainers")
         sandbox = try c.enumeration(SandboxSetting.self, "sandbox", prefix: "")
         network = try c.optional(Bool.self, "network")
+        app = try c.optional(String.self, "app")
+        if let kind = try c.optional(String.self, "kind"), kind != "extension" {
+            throw ManifestFieldError(field: "kind", problem: "unknown value '\(kind)' (known: app, extension)")
+        }
     }
 }
 

@@ -101,16 +101,24 @@ public struct ManifestValidation: Sendable {
         /// the shell examines these and passes the facts to `finish`.
         public let executables: [String]
         fileprivate let results: [Result<Accepted, ManifestError>]
+        /// The app manifests accepted so far (their refusals are among `results`).
+        fileprivate let apps: [AppManifest]
     }
 
     /// Every manifest file's verdict, in the order the files were read (an unreadable
     /// explicit directory at its place).
     public struct Outcome: Equatable, Sendable {
-        /// One result per manifest file: the accepted manifest, or the error naming file, field and problem.
+        /// One result per extension manifest file (and a refusal per refused app manifest): the
+        /// accepted manifest, or the error naming file, field and problem.
         public var results: [Result<Accepted, ManifestError>]
+        /// The app manifests accepted (`"kind": "app"`), in file order.
+        public var apps: [AppManifest]
 
         /// The verdicts, in file order.
-        public init(results: [Result<Accepted, ManifestError>]) { self.results = results }
+        public init(results: [Result<Accepted, ManifestError>], apps: [AppManifest] = []) {
+            self.results = results
+            self.apps = apps
+        }
 
         /// The accepted manifests, in order.
         public var accepted: [Accepted] {
@@ -125,6 +133,7 @@ public struct ManifestValidation: Sendable {
     /// Judges every directory and file, and every manifest up to (not including) its executable.
     public func checkFiles(_ directories: [ManifestDirectory]) -> Pending {
         var results: [Result<Accepted, ManifestError>] = []
+        var apps: [AppManifest] = []
         var executables: [String] = []
         var seen: Set<String> = []
         for directory in directories {
@@ -135,6 +144,15 @@ public struct ManifestValidation: Sendable {
                 }
             case .files(let files):
                 for file in files {
+                    if case .success(let bytes) = contents(file), AppManifestParser.isApp(bytes) {
+                        switch AppManifestParser.parse(bytes, file: file.path, directory: file.directory) {
+                        case .success(let app):
+                            apps.append(app)
+                            if case .executable(let path, _) = app.launch, seen.insert(path).inserted { executables.append(path) }
+                        case .failure(let e): results.append(.failure(e))
+                        }
+                        continue
+                    }
                     let result = check(file)
                     if case .success(let a) = result, seen.insert(a.manifest.executable).inserted {
                         executables.append(a.manifest.executable)
@@ -143,16 +161,32 @@ public struct ManifestValidation: Sendable {
                 }
             }
         }
-        return Pending(executables: executables, results: results)
+        return Pending(executables: executables, results: results, apps: apps)
     }
 
     /// Judges the executables of `pending` by `executables` (keyed by path; one absent is
     /// refused as not examined), then refuses a manifest whose id an earlier accepted one
     /// already claimed.
     public func finish(_ pending: Pending, executables: [String: ExecutableFacts]) -> Outcome {
-        var claimed: [String: String] = [:]
+        // The apps first: an extension is judged against the apps that stand.
+        var apps: [String: AppManifest] = [:]
+        var acceptedApps: [AppManifest] = []
         var results: [Result<Accepted, ManifestError>] = []
         results.reserveCapacity(pending.results.count)
+        for app in pending.apps {
+            if case .executable(let path, _) = app.launch,
+                let problem = executableProblem(path, executables[path] ?? .missing(reason: "it was not examined"))
+            {
+                results.append(.failure(ManifestError(file: app.source, field: "executable", problem: problem)))
+            } else if let first = apps[app.id] {
+                results.append(
+                    .failure(ManifestError(file: app.source, field: "id", problem: "duplicate app id '\(app.id)' (already declared by \(first.source))")))
+            } else {
+                apps[app.id] = app
+                acceptedApps.append(app)
+            }
+        }
+        var claimed: [String: String] = [:]
         for result in pending.results {
             guard case .success(let accepted) = result else {
                 results.append(result)
@@ -163,12 +197,53 @@ public struct ManifestValidation: Sendable {
                 results.append(.failure(ManifestError(file: m.source, field: "executable", problem: problem)))
             } else if let first = claimed[m.id] {
                 results.append(.failure(ManifestError(file: m.source, field: "id", problem: "duplicate id '\(m.id)' (already declared by \(first))")))
+            } else if let app = apps[m.id] {
+                results.append(
+                    .failure(ManifestError(file: m.source, field: "id", problem: "'\(m.id)' is the id of an app (\(app.source)), not an extension's")))
+            } else if let refusal = Self.appProblem(m, apps: apps) {
+                results.append(.failure(refusal))
             } else {
                 claimed[m.id] = m.source
                 results.append(result)
             }
         }
-        return Outcome(results: results)
+        return Outcome(results: results, apps: acceptedApps)
+    }
+
+    /// Why extension `m` cannot be in the app it names: the app is not declared, or `m` names
+    /// a shared container that is not one of the app's groups. Nil for an extension of no app.
+    static func appProblem(_ m: Manifest, apps: [String: AppManifest]) -> ManifestError? {
+        guard let id = m.app else { return nil }
+        guard let app = apps[id] else {
+            let known = apps.keys.sorted()
+            return ManifestError(
+                file: m.source, field: "app",
+                problem: "no app '\(id)' is declared (\(known.isEmpty ? "no app manifest is loaded" : "apps: " + known.joined(separator: ", ")))")
+        }
+        for (i, name) in m.sharedContainers.enumerated() where !app.groups.contains(name) {
+            let groups = app.groups.isEmpty ? "it has none" : "its groups: " + app.groups.joined(separator: ", ")
+            return ManifestError(file: m.source, field: "sharedContainers[\(i)]", problem: "'\(name)' is not a group of its app '\(id)' (\(groups))")
+        }
+        return nil
+    }
+
+    /// A manifest file's bytes, once the file checks pass (a regular file, owned by root or
+    /// the daemon's uid, not world-writable, within the size limit).
+    private func contents(_ file: ManifestFile) -> Result<[UInt8], ManifestError> {
+        func fail(_ problem: String) -> Result<[UInt8], ManifestError> { .failure(ManifestError(file: file.path, field: nil, problem: problem)) }
+        let status: FileFacts
+        let contents: [UInt8]?
+        switch file.reading {
+        case .notOpened(let reason): return fail("cannot be opened: \(reason)")
+        case .notExamined(let reason): return fail("cannot be examined: \(reason)")
+        case .examined(let s, let c): (status, contents) = (s, c)
+        }
+        guard status.isRegular else { return fail("is not a regular file") }
+        if let problem = ownershipProblem(status) { return fail(problem) }
+        guard status.size <= ManifestParser.maxFileSize, let bytes = contents else {
+            return fail("file is \(status.size) bytes, over the \(ManifestParser.maxFileSize)-byte limit")
+        }
+        return .success(bytes)
     }
 
     /// One file, up to its executable.
@@ -176,17 +251,10 @@ public struct ManifestValidation: Sendable {
         func fail(_ field: String?, _ problem: String) -> Result<Accepted, ManifestError> {
             .failure(ManifestError(file: file.path, field: field, problem: problem))
         }
-        let status: FileFacts
-        let contents: [UInt8]?
-        switch file.reading {
-        case .notOpened(let reason): return fail(nil, "cannot be opened: \(reason)")
-        case .notExamined(let reason): return fail(nil, "cannot be examined: \(reason)")
-        case .examined(let s, let c): (status, contents) = (s, c)
-        }
-        guard status.isRegular else { return fail(nil, "is not a regular file") }
-        if let problem = ownershipProblem(status) { return fail(nil, problem) }
-        guard status.size <= ManifestParser.maxFileSize, let bytes = contents else {
-            return fail(nil, "file is \(status.size) bytes, over the \(ManifestParser.maxFileSize)-byte limit")
+        let bytes: [UInt8]
+        switch contents(file) {
+        case .success(let b): bytes = b
+        case .failure(let e): return .failure(e)
         }
 
         let manifest: Manifest

@@ -82,6 +82,7 @@ extension Manifest: BinaryDirectCodable {
         try w.list(sharedContainers, "sharedContainers")
         try w.value(containerPaths, "containerPaths")
         w.bool(sandboxed, "sandboxed")
+        w.optional(app, "app") { w.string($0, $1) }
     }
 
     package init(binary input: BinaryInput, at offset: Int, within end: Int) throws {
@@ -103,6 +104,7 @@ extension Manifest: BinaryDirectCodable {
         sharedContainers = try r.canonical([String].self, "sharedContainers")
         containerPaths = try r.canonical([String: String].self, "containerPaths")
         sandboxed = try r.bool("sandboxed")
+        app = try r.stringIfPresent("app")
     }
 }
 

@@ -133,7 +133,11 @@ extension Daemon: ControlServerDelegate {
         }
         let now = kernel.iterationTime()
         let clock = StatusDocument.Clock(monotonicNow: kernel.now(), wallClock: kernel.wallClock())
-        if kind == .list { return server.sendJSON(StatusDocument.list(selected, clock), tag: tag, to: c.id) }
+        if kind == .list {
+            // The apps with every extension (a list of some ids still names all of each app's).
+            let all = ids.isEmpty ? selected : core.records.values.sorted { $0.manifest.id < $1.manifest.id }
+            return server.sendJSON(StatusDocument.list(selected, clock, apps: apps.sorted, allRecords: all), tag: tag, to: c.id)
+        }
         let document = StatusDocument.status(
             selected, now: now, clock,
             containment: .init(mode: extensions.containment.mode, reason: extensions.containment.problem),

@@ -127,7 +127,8 @@ extension Daemon {
             socketPath: self.server.path,
             ownedSocketPath: server.ownedPath, nextHostID: server.nextHostID, connections: server.connections, processes: processes,
             requester: requester, sandbox: HandoverDocument.Sandbox(extensions.sandboxing.probe), sharedContainers: sources.containers.known,
-            containersRoot: sources.containers.resolvedRoot, networkStacks: extensions.networks?.handover)
+            containersRoot: sources.containers.resolvedRoot, networkStacks: extensions.networks?.handover,
+            apps: apps.sorted)
         let parts: [[UInt8]]
         do {
             parts = try HandoverFile.encode(document, kernel: kernel)

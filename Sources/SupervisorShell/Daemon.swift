@@ -25,6 +25,8 @@ public final class Daemon {
     let serviceManager: ServiceManager
     /// Where manifests come from, and what loading them provisions (uids, shared containers).
     let sources: ManifestSources
+    /// The apps the manifests declare.
+    let apps = AppCatalog()
     /// A re-exec under way, or the answer owed after one.
     let reexecution: Reexecution
     /// The configuration read at start, which the manifest sources keep.
@@ -77,13 +79,15 @@ public final class Daemon {
         }
         // After a hand-over the records carry their manifests, as loaded and provisioned by the
         // replaced daemon (whose refusals and warnings were logged then): none is read again.
-        var loaded: (manifests: [Manifest], errors: [ManifestError]) = ([], [])
+        var loaded: (manifests: [Manifest], errors: [ManifestError], apps: [AppManifest]) = ([], [], [])
         if let handover {
             sources.containers.restore(known: handover.sharedContainers, resolvedRoot: handover.containersRoot)
+            apps.replace(handover.apps ?? [])
             core = try Supervisor(restoring: handover.core, limits: config.limits, now: kernel.now())
         } else {
             loaded = sources.load()
             for e in loaded.errors { logger.error("manifest refused: \(UntrustedText.escaped(e.description))") }
+            apps.replace(loaded.apps)
             core = Supervisor(manifests: loaded.manifests, limits: config.limits, now: kernel.now())
         }
         let buffers = WireBuffers()
@@ -353,8 +357,9 @@ public final class Daemon {
     func reload() -> ReloadReport {
         logger.info("reloading manifests")
         serviceManager.reloading()
-        var (manifests, errors) = sources.load()
+        var (manifests, errors, declaredApps) = sources.load()
         for e in errors { logger.error("manifest refused: \(UntrustedText.escaped(e.description))") }
+        apps.replace(declaredApps)
         extensions.containment.warnUnenforcedLimits(manifests, logger: logger)
         let broken = Set(errors.map(\.file))
         let defined = Set(manifests.map(\.id))

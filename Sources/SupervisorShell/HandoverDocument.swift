@@ -156,6 +156,8 @@ struct HandoverDocument: Codable {
     var containersRoot: String
     /// The points' network stacks and who is in each (nil from a daemon that had none).
     var networkStacks: NetworkStacks.Handover? = nil
+    /// The apps the manifests declared (nil from a daemon that knew none).
+    var apps: [AppManifest]? = nil
 
     /// Every descriptor the document names: what must cross the `execve`.
     var descriptors: [Int32] {

@@ -34,11 +34,11 @@ final class ManifestSources {
         }
     }
 
-    /// Reads every manifest afresh: those accepted, and the refusals naming file, field and
-    /// problem. Three explicit steps: reading (`ManifestFiles`), validation (`ManifestValidation`,
+    /// Reads every manifest afresh: the extensions accepted, the refusals naming file, field
+    /// and problem, and the apps declared (`"kind": "app"`). Three explicit steps: reading (`ManifestFiles`), validation (`ManifestValidation`,
     /// pure), then provisioning of the accepted ones (`Provisioner`: uids, shared containers,
     /// credentials).
-    func load() -> (manifests: [Manifest], errors: [ManifestError]) {
+    func load() -> (manifests: [Manifest], errors: [ManifestError], apps: [AppManifest]) {
         let rules = credentialRules()
         let validation = ManifestValidation(
             points: config.points, explicitDirectories: options.explicitDirectories, trustedUID: kernel.userID, credentialRules: rules,
@@ -48,7 +48,8 @@ final class ManifestSources {
         let pending = validation.checkFiles(files.read(options.extensionDirectories))
         let outcome = validation.finish(pending, executables: files.examine(pending.executables))
         let provisioner = Provisioner(rules: rules, identities: identities, containers: containers, extensionUIDs: config.extensionUIDs)
-        return provisioner.provision(outcome)
+        let (manifests, errors) = provisioner.provision(outcome)
+        return (manifests, errors, outcome.apps)
     }
 
     /// The credential rules for a daemon with the kernel's credentials and this configuration.

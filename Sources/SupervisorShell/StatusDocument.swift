@@ -25,12 +25,27 @@ enum StatusDocument {
         .encoded(EventJSON.encode(e, time: clock.iso(e.at)))
     }
 
-    static func list(_ records: [ExtensionRecord], _ clock: Clock) -> ListDocument {
-        ListDocument(
+    /// The list of `records`, and of `apps` with the extensions of `allRecords` that name each.
+    static func list(_ records: [ExtensionRecord], _ clock: Clock, apps: [AppManifest] = [], allRecords: [ExtensionRecord] = []) -> ListDocument {
+        var members: [String: [String]] = [:]
+        for r in allRecords { if let app = r.manifest.app { members[app, default: []].append(r.manifest.id) } }
+        return ListDocument(
+            apps: apps.map { a in
+                let launch: String
+                switch a.launch {
+                case .dbusActivatable: launch = "dbus-activation"
+                case .executable: launch = "executable"
+                }
+                return ListDocument.App(
+                    id: a.id, displayName: a.displayName, groups: a.groups, urlSchemes: a.urlSchemes, launch: launch,
+                    extensions: (members[a.id] ?? []).sorted())
+            },
             extensions: records.map { r in
-                ListDocument.Extension(
+                var e = ListDocument.Extension(
                     id: r.manifest.id, point: r.manifest.point, state: r.state.rawValue, since: clock.iso(r.since), pid: r.pid,
                     requests: r.requests.count, assertions: r.assertions.count, lastExit: exitInfo(r.lastExit, clock))
+                e.app = r.manifest.app
+                return e
             })
     }
 
@@ -115,7 +130,7 @@ enum StatusDocument {
                     credentials: r.manifest.credentials.map { c in
                         StatusReport.Credentials(uid: c.uid, gid: c.gid, groups: c.groups, ownUID: c.ownUID)
                     },
-                    container: container(r.manifest), sandbox: sandbox(r.manifest).map(sandboxObject))
+                    container: container(r.manifest), sandbox: sandbox(r.manifest).map(sandboxObject), app: r.manifest.app)
             })
     }
 

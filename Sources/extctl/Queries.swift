@@ -29,7 +29,8 @@ struct List: ParsableCommand {
         let client = try connection.connect()
         let reply = try perform { () throws(HostError) in try client.call { .query(tag: $0, kind: .list, extensionIDs: []) } }
         if json { return try printJSON(reply) }
-        let extensions = try decode(ListDocument.self, reply).extensions
+        let document = try decode(ListDocument.self, reply)
+        let extensions = document.extensions
         var rows = [["ID", "STATE", "PID", "REQUESTS", "ASSERTIONS", "LAST EXIT"]]
         for e in extensions {
             rows.append([
@@ -38,6 +39,14 @@ struct List: ParsableCommand {
         }
         print(Format.table(rows), terminator: "")
         print("\n\(extensions.count) extension(s) listed.")
+        guard !document.apps.isEmpty else { return }
+        var apps = [["APP", "EXTENSIONS", "GROUPS", "URL SCHEMES"]]
+        for a in document.apps {
+            func joined(_ list: [String]) -> String { list.isEmpty ? "-" : list.map(safe).joined(separator: ",") }
+            apps.append([safe(a.id), joined(a.extensions), joined(a.groups), joined(a.urlSchemes)])
+        }
+        print("\n" + Format.table(apps), terminator: "")
+        print("\n\(document.apps.count) app(s) listed.")
     }
 
     /// `list --point P --content K=N,...`: the matching extensions, as a table or JSON.

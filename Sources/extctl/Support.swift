@@ -147,6 +147,7 @@ enum Format {
             }
             if !controls.isEmpty { field("Enforcement", controls.joined(separator: ", ")) }
         }
+        if let app = e.app { field("App", safe(app)) }
         if let container = e.container { field("Container", safe(container)) }
         if let sandbox = e.sandbox { field("Sandbox", safe(sandbox.summary)) }
         if e.locksHeldAtSuspend > 0 {

@@ -18,8 +18,9 @@ import Testing
         var description: String { origin }
     }
 
-    /// Every ```json block of the docs that is a manifest (an object with `executable`), and every
-    /// block marked `<!-- example -->` (valid) or `<!-- invalid-example -->` (refused).
+    /// Every ```json block of the docs that is a manifest (an object with `executable`, or an app
+    /// manifest's `"kind": "app"`), and every block marked `<!-- example -->` (valid) or
+    /// `<!-- invalid-example -->` (refused).
     static func documentedManifests() throws -> [Sample] {
         let docs = try FileManager.default.contentsOfDirectory(atPath: root + "/docs").filter { $0.hasSuffix(".md") }.sorted()
         var samples: [Sample] = []
@@ -28,7 +29,7 @@ import Testing
                 let marked = block.marker == "example" || block.marker == "invalid-example"
                 let object = try? JSONSerialization.jsonObject(with: Data(block.text.utf8)) as? [String: Any]
                 if marked && object == nil { throw HarnessError("\(block): a block marked \(block.marker!) is not a JSON object") }
-                guard let object, object["executable"] != nil || marked else { continue }
+                guard let object, object["executable"] != nil || object["kind"] as? String == "app" || marked else { continue }
                 samples.append(Sample(origin: "\(block)", json: block.text, expectValid: marked ? block.marker == "example" : nil))
             }
         }
@@ -43,6 +44,10 @@ import Testing
         for (i, example) in (schema["examples"] as? [Any] ?? []).enumerated() {
             samples.append(Sample(origin: "schema examples[\(i)]", json: try json(example), expectValid: true))
         }
+        let definitions = schema["$defs"] as? [String: Any] ?? [:]
+        for (i, example) in ((definitions["app"] as? [String: Any])?["examples"] as? [Any] ?? []).enumerated() {
+            samples.append(Sample(origin: "schema app examples[\(i)]", json: try json(example), expectValid: true))
+        }
         func walk(_ properties: [String: Any], path: [String]) throws {
             for (key, value) in properties.sorted(by: { $0.key < $1.key }) {
                 guard let property = value as? [String: Any] else { continue }
@@ -55,7 +60,7 @@ import Testing
                 if path.isEmpty, let nested = property["properties"] as? [String: Any] { try walk(nested, path: [key]) }
             }
         }
-        try walk(schema["properties"] as? [String: Any] ?? [:], path: [])
+        try walk((definitions["extension"] as? [String: Any])?["properties"] as? [String: Any] ?? [:], path: [])
         return samples
     }
 
@@ -92,9 +97,14 @@ import Testing
     /// points; the file and program checks (ManifestFiles' and ManifestValidation's, which the schema cannot make)
     /// are not applied.
     static func parserVerdict(_ json: String) -> String? {
-        switch ManifestParser.parse(Array(json.utf8), file: "example.json", directory: "/opt/example", points: .builtIn) {
-        case .success: nil
-        case .failure(let error): error.description
+        let bytes = Array(json.utf8)
+        if AppManifestParser.isApp(bytes) {
+            if case .failure(let error) = AppManifestParser.parse(bytes, file: "example.json", directory: "/opt/example") { return error.description }
+            return nil
+        }
+        switch ManifestParser.parse(bytes, file: "example.json", directory: "/opt/example", points: .builtIn) {
+        case .success: return nil
+        case .failure(let error): return error.description
         }
     }
 

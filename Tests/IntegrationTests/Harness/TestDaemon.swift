@@ -80,7 +80,8 @@ final class TestDaemon {
 
     func writeManifest(_ name: String, _ object: [String: Any]) throws {
         var object = object
-        if extensionsAsRoot && object["user"] == nil && object["id"] is String {
+        // An app manifest (`"kind": "app"`) has neither a user nor a sandbox.
+        if extensionsAsRoot && object["user"] == nil && object["id"] is String && object["kind"] as? String != "app" {
             object["user"] = "root"
             if object["sandbox"] == nil { object["sandbox"] = "none" }
         }
