@@ -3,10 +3,16 @@
 #define _GNU_SOURCE
 #include "shims.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <sys/acl.h>
 #include <sys/fsuid.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 int shim_set_group_default_acl(const char *path, unsigned int gid) {
     char text[96];
@@ -25,4 +31,120 @@ int shim_set_thread_fs_ids(unsigned int uid, unsigned int gid) {
     setfsuid(uid);
     if ((unsigned int)setfsgid(gid) != gid || (unsigned int)setfsuid(uid) != uid) return -EPERM;
     return 0;
+}
+
+// The directory at `fd`'s identity.
+struct shim_identity {
+    dev_t dev;
+    ino_t ino;
+};
+
+static int shim_identity_of(int fd, struct shim_identity *out) {
+    struct stat st;
+    if (fstat(fd, &st) != 0) return -errno;
+    out->dev = st.st_dev;
+    out->ino = st.st_ino;
+    return 0;
+}
+
+int shim_tree_usage(int top, uint64_t limit, uint64_t *bytes) {
+    // One level per directory on the way down: its identity and where its listing stood.
+    struct level {
+        struct shim_identity id;
+        long position;
+    };
+    struct level *levels = NULL;
+    size_t depth = 0, capacity = 0;
+    uint64_t total = 0;
+    int rc = 0;
+    struct shim_identity here;
+    if ((rc = shim_identity_of(top, &here)) != 0) {
+        close(top);
+        return rc;
+    }
+    DIR *dir = fdopendir(top);
+    if (dir == NULL) {
+        rc = -errno;
+        close(top);
+        return rc;
+    }
+    struct stat st;
+    if (fstat(dirfd(dir), &st) == 0) total += (uint64_t)st.st_blocks * 512;
+    for (;;) {
+        errno = 0;
+        struct dirent *e = readdir(dir);
+        if (e == NULL) {
+            if (errno != 0) {
+                rc = -errno;
+                break;
+            }
+            // This directory is done: back to its parent, where its listing stood.
+            if (depth == 0) break;
+            int parent = openat(dirfd(dir), "..", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+            closedir(dir);
+            dir = NULL;
+            if (parent < 0) {
+                rc = -errno;
+                break;
+            }
+            depth--;
+            struct shim_identity id;
+            if ((rc = shim_identity_of(parent, &id)) != 0 || id.dev != levels[depth].id.dev || id.ino != levels[depth].id.ino) {
+                close(parent);
+                if (rc == 0) rc = -ESTALE;  // moved meanwhile: the walk does not follow it out
+                break;
+            }
+            dir = fdopendir(parent);
+            if (dir == NULL) {
+                rc = -errno;
+                close(parent);
+                break;
+            }
+            seekdir(dir, levels[depth].position);
+            continue;
+        }
+        if (e->d_name[0] == '.' && (e->d_name[1] == '\0' || (e->d_name[1] == '.' && e->d_name[2] == '\0'))) continue;
+        if (fstatat(dirfd(dir), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) {
+            if (errno == ENOENT) continue;  // removed meanwhile
+            rc = -errno;
+            break;
+        }
+        total += (uint64_t)st.st_blocks * 512;
+        if (limit > 0 && total > limit) break;  // over: no need to count the rest
+        if (!S_ISDIR(st.st_mode)) continue;
+        int child = openat(dirfd(dir), e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (child < 0) {
+            if (errno == ENOENT) continue;
+            rc = -errno;
+            break;
+        }
+        if (depth == capacity) {
+            size_t more = capacity == 0 ? 64 : capacity * 2;
+            struct level *grown = realloc(levels, more * sizeof(*levels));
+            if (grown == NULL) {
+                close(child);
+                rc = -ENOMEM;
+                break;
+            }
+            levels = grown;
+            capacity = more;
+        }
+        if ((rc = shim_identity_of(dirfd(dir), &levels[depth].id)) != 0) {
+            close(child);
+            break;
+        }
+        levels[depth].position = telldir(dir);
+        depth++;
+        closedir(dir);
+        dir = fdopendir(child);
+        if (dir == NULL) {
+            rc = -errno;
+            close(child);
+            break;
+        }
+    }
+    if (dir != NULL) closedir(dir);
+    free(levels);
+    *bytes = total;
+    return rc;
 }

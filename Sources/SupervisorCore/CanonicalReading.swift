@@ -91,13 +91,14 @@ struct BinaryCanonicalMembers {
 extension ResourceLimits: BinaryCanonicalReadable {
     /// Each limit nil or an integer within `ranges`, in the order of `keys`.
     package static func canonical(_ input: BinaryInput, at offset: Int, within end: Int) -> ResourceLimits? {
-        guard var m = BinaryCanonicalMembers(input, at: offset, within: end, count: 4),
+        guard var m = BinaryCanonicalMembers(input, at: offset, within: end, count: 5),
             let memory = m.unsignedOrNil("memoryMaxBytes", in: ranges["memoryMaxBytes"]!),
             let tasks = m.unsignedOrNil("tasksMax", in: ranges["tasksMax"]!),
             let files = m.unsignedOrNil("openFilesMax", in: ranges["openFilesMax"]!),
-            let weight = m.unsignedOrNil("cpuWeight", in: ranges["cpuWeight"]!)
+            let weight = m.unsignedOrNil("cpuWeight", in: ranges["cpuWeight"]!),
+            let disk = m.unsignedOrNil("diskMaxBytes", in: ranges["diskMaxBytes"]!)
         else { return nil }
-        return ResourceLimits(memoryMaxBytes: memory, tasksMax: tasks, openFilesMax: files, cpuWeight: weight)
+        return ResourceLimits(memoryMaxBytes: memory, tasksMax: tasks, openFilesMax: files, cpuWeight: weight, diskMaxBytes: disk)
     }
 }
 

@@ -133,7 +133,7 @@ struct RawLimits: Decodable {
     var values: [String: Double] = [:]
     static let keys: Set<String> = [
         "maxRequestsPerHost", "maxConnectionsPerUID", "maxAssertionsPerProcess", "maxPrewarmed", "terminateGraceSeconds",
-        "crashBackoffBaseSeconds", "crashBackoffMaxSeconds", "stableRunSeconds",
+        "crashBackoffBaseSeconds", "crashBackoffMaxSeconds", "stableRunSeconds", "diskCheckSeconds",
     ]
 
     init(from decoder: any Decoder) throws {
@@ -158,6 +158,7 @@ struct RawLimits: Decodable {
         if let v = values["crashBackoffBaseSeconds"] { l.crashBackoffBaseSeconds = v }
         if let v = values["crashBackoffMaxSeconds"] { l.crashBackoffMaxSeconds = v }
         if let v = values["stableRunSeconds"] { l.stableRunSeconds = v }
+        if let v = values["diskCheckSeconds"] { l.diskCheckSeconds = max(v, 0.1) }
         return l
     }
 }

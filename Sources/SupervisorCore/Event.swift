@@ -65,6 +65,8 @@ public enum Event: Equatable, Sendable {
     case lockContention(extensionID: String, generation: UInt64, detail: String)
     /// Its processes kept running through the stop for `seconds` (`GroupAction.stopRefused`).
     case stopRefused(extensionID: String, generation: UInt64, seconds: Double)
+    /// Its container was measured at `bytes`, over its `limits.diskMaxBytes`.
+    case diskLimitExceeded(extensionID: String, generation: UInt64, bytes: UInt64)
     /// The extension completed or cancelled a request it was given (`complete`/`cancel` on its
     /// runtime channel).
     case requestFinished(extensionID: String, generation: UInt64, requestID: UInt64, outcome: RequestOutcome)

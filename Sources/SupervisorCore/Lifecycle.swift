@@ -58,6 +58,9 @@ public enum ExitReason: String, Sendable, Codable, Equatable {
     /// confirmed within `GroupControl.stopDeadlineSeconds` (one of them continuing the others,
     /// say).
     case stopRefused = "stop-refused"
+    /// Killed because its container held more than its `limits.diskMaxBytes` when measured
+    /// (docs/policies.md, "Resource limits").
+    case diskLimit = "disk-limit"
 }
 
 /// How a process ended, as the kernel reported it.

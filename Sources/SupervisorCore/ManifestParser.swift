@@ -394,6 +394,7 @@ extension ResourceLimits: Decodable {
             case "memoryMaxBytes": memoryMaxBytes = UInt64(v)
             case "tasksMax": tasksMax = UInt64(v)
             case "openFilesMax": openFilesMax = UInt64(v)
+            case "diskMaxBytes": diskMaxBytes = UInt64(v)
             default: cpuWeight = UInt64(v)
             }
         }

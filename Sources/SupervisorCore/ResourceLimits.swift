@@ -14,17 +14,23 @@ public struct ResourceLimits: Equatable, Sendable, Encodable {
     /// Relative CPU share against other extensions: `cpu.weight` (1–10000, 100 is the kernel's
     /// default); nothing enforces it without the cpu controller.
     public var cpuWeight: UInt64?
+    /// The size of its own container (its `HOME`): measured while it runs and at each
+    /// suspension, and the extension ended (`disk-limit`) once it holds more.
+    public var diskMaxBytes: UInt64?
 
     /// Limits with these values; a key left out sets no limit.
-    public init(memoryMaxBytes: UInt64? = nil, tasksMax: UInt64? = nil, openFilesMax: UInt64? = nil, cpuWeight: UInt64? = nil) {
+    public init(
+        memoryMaxBytes: UInt64? = nil, tasksMax: UInt64? = nil, openFilesMax: UInt64? = nil, cpuWeight: UInt64? = nil, diskMaxBytes: UInt64? = nil
+    ) {
         self.memoryMaxBytes = memoryMaxBytes
         self.tasksMax = tasksMax
         self.openFilesMax = openFilesMax
         self.cpuWeight = cpuWeight
+        self.diskMaxBytes = diskMaxBytes
     }
 
     /// The exact keys, in the order they are reported.
-    public static let keys = ["memoryMaxBytes", "tasksMax", "openFilesMax", "cpuWeight"]
+    public static let keys = ["memoryMaxBytes", "tasksMax", "openFilesMax", "cpuWeight", "diskMaxBytes"]
 
     /// The accepted range of each key.
     public static let ranges: [String: ClosedRange<UInt64>] = [
@@ -32,6 +38,7 @@ public struct ResourceLimits: Equatable, Sendable, Encodable {
         "tasksMax": 1...4_194_304,
         "openFilesMax": 16...1_048_576,
         "cpuWeight": 1...10_000,
+        "diskMaxBytes": 1 << 20...1 << 50,
     ]
 
     /// The value of a key, by name.
@@ -41,6 +48,7 @@ public struct ResourceLimits: Equatable, Sendable, Encodable {
         case "tasksMax": return tasksMax
         case "openFilesMax": return openFilesMax
         case "cpuWeight": return cpuWeight
+        case "diskMaxBytes": return diskMaxBytes
         default: return nil
         }
     }
@@ -49,7 +57,7 @@ public struct ResourceLimits: Equatable, Sendable, Encodable {
     public func applied(to base: ResourceLimits) -> ResourceLimits {
         ResourceLimits(
             memoryMaxBytes: memoryMaxBytes ?? base.memoryMaxBytes, tasksMax: tasksMax ?? base.tasksMax,
-            openFilesMax: openFilesMax ?? base.openFilesMax, cpuWeight: cpuWeight ?? base.cpuWeight)
+            openFilesMax: openFilesMax ?? base.openFilesMax, cpuWeight: cpuWeight ?? base.cpuWeight, diskMaxBytes: diskMaxBytes ?? base.diskMaxBytes)
     }
 
     /// How each limit that is set is enforced, given the controllers of the extension's cgroup
@@ -79,6 +87,7 @@ public struct ResourceLimits: Equatable, Sendable, Encodable {
             let cpu = controllers.contains("cpu")
             out.append(LimitEnforcement(key: "cpuWeight", value: v, by: cpu ? .cgroup : .none, control: cpu ? "cpu.weight" : nil))
         }
+        if let v = diskMaxBytes { out.append(LimitEnforcement(key: "diskMaxBytes", value: v, by: .measured, control: LimitEnforcement.diskControl)) }
         return out
     }
 }
@@ -87,9 +96,10 @@ public struct ResourceLimits: Equatable, Sendable, Encodable {
 public struct LimitEnforcement: Equatable, Sendable {
     /// What applies it (`enforcedBy` in `status --json`).
     public enum Mechanism: String, Sendable, Equatable {
-        /// A cgroup control file (`cgroup`), a resource limit of each process (`rlimit`), or
-        /// nothing: the limit is not enforced (`none`).
-        case cgroup, rlimit, none
+        /// A cgroup control file (`cgroup`), a resource limit of each process (`rlimit`), the
+        /// daemon's measurement (`measured`: the container's size), or nothing: the limit is not
+        /// enforced (`none`).
+        case cgroup, rlimit, measured, none
     }
 
     /// The limit's key, one of `ResourceLimits.keys`.
@@ -105,6 +115,8 @@ public struct LimitEnforcement: Equatable, Sendable {
 
     /// The control of `memoryMaxBytes` in a cgroup v1 memory cgroup.
     public static let memoryV1Control = "memory.limit_in_bytes"
+    /// The control of `diskMaxBytes`: the container's size, as the daemon measures it.
+    public static let diskControl = "container size"
 
     /// An enforcement of `key` at `value` by `by`, through `control` (nil for `none`).
     public init(key: String, value: UInt64, by: Mechanism, control: String? = nil) {

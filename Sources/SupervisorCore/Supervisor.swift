@@ -115,6 +115,8 @@ public struct Supervisor: Sendable {
             update(id, generation) { s, r in s.lockContention(&r, detail: detail) }
         case let .stopRefused(id, generation, seconds):
             update(id, generation) { s, r in s.stopRefused(&r, seconds: seconds) }
+        case let .diskLimitExceeded(id, generation, bytes):
+            update(id, generation) { s, r in s.diskLimitExceeded(&r, bytes: bytes) }
         case .tick:
             for id in index.takeDue(at: now) {
                 update(id, nil) { s, r in
@@ -646,6 +648,15 @@ public struct Supervisor: Sendable {
         guard case .stopping = r.phase else { return }
         record(&r, .kill, detail: "its processes kept running \(Int(seconds)) s into its suspension: killed")
         terminate(&r, reason: .stopRefused, signal: SignalNumber.kill)
+    }
+
+    /// Its container grew past its limit: it is ended at once, as the kernel ends one over its
+    /// memory limit; its files stay (it may delete some at its next launch, or `extctl reset`).
+    private mutating func diskLimitExceeded(_ r: inout ExtensionRecord, bytes: UInt64) {
+        if case .terminating = r.phase { return }
+        guard r.pid != nil, let limit = r.manifest.policy.limits.diskMaxBytes else { return }
+        record(&r, .kill, detail: "its container holds \(bytes) bytes, over its limits.diskMaxBytes (\(limit)): killed")
+        terminate(&r, reason: .diskLimit, signal: SignalNumber.kill)
     }
 
     private mutating func channelClosed(_ r: inout ExtensionRecord, reason: String) {

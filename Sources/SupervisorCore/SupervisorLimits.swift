@@ -18,6 +18,9 @@ public struct SupervisorLimits: Equatable, Sendable {
     public var crashBackoffMaxSeconds: Double = 60
     /// A process that ran this long before crashing starts a new crash count.
     public var stableRunSeconds: Double = 30
+    /// How often the container of a running extension with `limits.diskMaxBytes` is measured
+    /// (it is measured at each suspension too; never while it is suspended). At least 0.1.
+    public var diskCheckSeconds: Double = 30
 
     /// The limits used when the configuration sets none; `daemonUID` is 0 until the shell sets it.
     public init() {}

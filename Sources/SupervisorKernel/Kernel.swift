@@ -149,6 +149,11 @@ public protocol Kernel: AnyObject, FileReads {
     /// on the loop's thread, in a later iteration. Returns why it could not start; `done` then
     /// never runs.
     func removeTreeInBackground(_ path: String, owner: FileOwner?, _ done: @escaping (SystemError?) -> Void) -> SystemError?
+    /// Measures the space the directory tree at `path` takes (`TreeUsage`: bounded memory and
+    /// descriptors, with `owner`'s file system ids), on a thread of its own, stopping once
+    /// past `limit` (> 0); hands the bytes to `done` on the loop's thread, in a later
+    /// iteration. Returns why it could not start; `done` then never runs.
+    func measureTreeInBackground(_ path: String, owner: FileOwner?, limit: UInt64, _ done: @escaping (Result<UInt64, SystemError>) -> Void) -> SystemError?
     /// A pipe for one extension's stdout and stderr: its read end non-blocking, both ends
     /// close-on-exec (the spawn places the write end at the child's fds 1 and 2).
     func outputPipe() -> Result<(read: Int32, write: Int32), SystemError>

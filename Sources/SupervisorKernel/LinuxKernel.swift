@@ -395,6 +395,14 @@ public final class LinuxKernel: Kernel {
         return backgroundWork.run({ TreeRemoval.remove(path, owner: owner) }, loop: loop, done)
     }
 
+    /// `Kernel.measureTreeInBackground`.
+    public func measureTreeInBackground(
+        _ path: String, owner: FileOwner?, limit: UInt64, _ done: @escaping (Result<UInt64, SystemError>) -> Void
+    ) -> SystemError? {
+        guard let loop else { return .notSupported }
+        return backgroundWork.run({ TreeUsage.measure(path, owner: owner, limit: limit) }, loop: loop, done)
+    }
+
     /// pipe2(2) with O_CLOEXEC, then O_NONBLOCK on the read end. Fails naming "pipe2".
     public func outputPipe() -> Result<(read: Int32, write: Int32), SystemError> {
         var fds: [Int32] = [-1, -1]

@@ -109,7 +109,7 @@ public final class Daemon {
                 stateDirectory: options.stateDirectory, manifestDirectories: options.extensionDirectories, kernel: kernel, logger: logger,
                 known: handover?.sandbox.probe), registry: registry,
             locks: LockWatch(kernel: kernel, logger: logger, containersRoot: { sharedContainers.resolvedRoot }), buffers: buffers,
-            networkNamespacePrefix: NetworkStacks.pathPrefix(forSocket: options.socketPath))
+            networkNamespacePrefix: NetworkStacks.pathPrefix(forSocket: options.socketPath), diskCheckSeconds: config.limits.diskCheckSeconds)
         if handover == nil {
             ProcessRegistry.reapLeftovers(at: registry.path, table: table, logger: logger)
             containment.endLeftovers(logger: logger)
@@ -125,6 +125,14 @@ public final class Daemon {
         if let handover {
             extensions.restore(handover.processes)
             if let stacks = handover.networkStacks { extensions.restoreNetworkStacks(stacks) }
+            // The container checks of the processes taken over start again (none is in flight
+            // across the exec: a walk is a thread of the old program's).
+            for r in core.records.values {
+                guard r.pid != nil, let limit = r.manifest.policy.limits.diskMaxBytes else { continue }
+                extensions.quota.started(
+                    r.manifest.id, generation: r.generation, path: extensions.containers.path(of: r.manifest.id),
+                    owner: extensions.containerOwner(r.manifest), limit: limit, running: r.state != .suspended)
+            }
             if let requester = handover.requester { reexecution.owe(requester, previousVersion: handover.daemonVersion) }
             logger.notice(
                 "took over from extensiond \(handover.daemonVersion): \(handover.processes.count) extension process(es), \(handover.connections.count) connection(s) in \(Daemon.milliseconds(start, kernel.now())) from the start of this program (the document decoded in \(Daemon.milliseconds(start, decoded)))"

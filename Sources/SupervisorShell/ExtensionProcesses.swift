@@ -21,6 +21,7 @@ final class ExtensionProcesses {
     func attach(_ sink: any EventSink) {
         self.sink = sink
         locks.attach(sink)
+        quota.sink = sink
     }
     private var byID: [String: SupervisedProcess] = [:]
     /// The same processes by leader pid, for the kernel's stop reports (which name a pid).
@@ -41,6 +42,8 @@ final class ExtensionProcesses {
     /// The points' network stacks, for sandboxed extensions with the network (nil where
     /// there can be none: `Sandboxing.networkStackProgram`).
     let networks: NetworkStacks?
+    /// The measured size limit of the containers (`limits.diskMaxBytes`).
+    let quota: ContainerQuota
 
     /// Bytes an extension that does not read its channel may have queued before it is cut off.
     static let channelQueueLimit = 1 << 20
@@ -51,7 +54,7 @@ final class ExtensionProcesses {
 
     init(
         kernel: any Kernel, logger: Logger, containment: Containment, isSubreaper: Bool, containers: ExtensionContainers, sandboxing: Sandboxing,
-        registry: ProcessRegistry, locks: LockWatch, buffers: WireBuffers, networkNamespacePrefix: String? = nil
+        registry: ProcessRegistry, locks: LockWatch, buffers: WireBuffers, networkNamespacePrefix: String? = nil, diskCheckSeconds: Double = 30
     ) {
         self.kernel = kernel
         self.logger = logger
@@ -61,6 +64,7 @@ final class ExtensionProcesses {
         self.registry = registry
         self.locks = locks
         self.buffers = buffers
+        quota = ContainerQuota(kernel: kernel, logger: logger, interval: diskCheckSeconds)
         networks = sandboxing.networkStackProgram.flatMap { program in
             networkNamespacePrefix.map { NetworkStacks(kernel: kernel, logger: logger, program: program, pathPrefix: $0) }
         }
@@ -193,6 +197,7 @@ final class ExtensionProcesses {
         }
         add(p)
         if networkNamespace != nil { networks?.running(id, point: manifest.point) }
+        quota.started(id, generation: generation, path: container, owner: containerOwner(manifest), limit: manifest.policy.limits.diskMaxBytes)
         if let fd = spawned.output { p.output = startOutput(id, fd: fd) }
         let watched = watch(p)
         sink?.post(.spawned(extensionID: id, generation: generation, pid: spawned.pid))
@@ -201,6 +206,13 @@ final class ExtensionProcesses {
             return
         }
         if manifest.readiness == .exec { sink?.post(.ready(extensionID: id, generation: generation)) }
+    }
+
+    /// Whose file system ids a walk of `manifest`'s container takes: its uid's when it is not
+    /// the daemon's.
+    func containerOwner(_ manifest: Manifest) -> FileOwner? {
+        guard let c = manifest.credentials, c.uid != kernel.userID else { return nil }
+        return FileOwner(uid: c.uid, gid: c.gid)
     }
 
     /// Closes and removes the cgroup of a launch that failed before its process ran.
@@ -351,6 +363,7 @@ final class ExtensionProcesses {
         guard let p = process(id, generation) else { return }
         processControl.suspend(p)
         networks?.suspended(id)
+        quota.suspended(id)
     }
 
     /// Resumes it (the core's `resume`); its lock watch ends.
@@ -358,6 +371,7 @@ final class ExtensionProcesses {
         guard let p = process(id, generation) else { return }
         p.locks.stop()
         networks?.resumed(id)
+        quota.resumed(id)
         processControl.resume(p)
         sink?.post(.continueConfirmed(extensionID: id, generation: generation))
     }
@@ -459,6 +473,7 @@ extension ExtensionProcesses: ProcessControlDelegate {
         registry.remove(pid: p.pid)
         p.tearDown(kernel)
         networks?.ended(p.extensionID)
+        quota.ended(p.extensionID)
         byID[p.extensionID] = nil
         byPID[p.pid] = nil
         sink?.post(.exited(extensionID: p.extensionID, generation: p.generation, status: status, outlivedLeader: outlivedLeader, memoryLimit: memoryLimit))

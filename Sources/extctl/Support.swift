@@ -133,12 +133,12 @@ enum Format {
             field("User", "uid \(c.uid) gid \(c.gid)" + (groups.isEmpty ? "" : " groups \(groups)") + (c.ownUID ? " (its own uid)" : ""))
         }
         if !e.limits.isEmpty {
-            let order = ["memoryMaxBytes", "tasksMax", "openFilesMax", "cpuWeight"]
+            let order = ["memoryMaxBytes", "tasksMax", "openFilesMax", "cpuWeight", "diskMaxBytes"]
             field(
                 "Limits",
                 order.compactMap { key -> String? in
                     guard let l = e.limits[key] else { return nil }
-                    let value = key == "memoryMaxBytes" ? bytes(Int(clamping: l.value)) : "\(l.value)"
+                    let value = key.hasSuffix("Bytes") ? bytes(Int(clamping: l.value)) : "\(l.value)"
                     return "\(key) \(value) (\(safe(l.enforcedBy)))"
                 }.joined(separator: ", "))
             let controls = order.compactMap { key -> String? in

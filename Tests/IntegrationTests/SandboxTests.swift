@@ -557,3 +557,95 @@ struct UnprivilegedSandboxTests {
         #expect(daemon.stop() == 0)
     }
 }
+
+/// The measured size limit of a container (`limits.diskMaxBytes`, `ContainerQuota`).
+@Suite("Container size limit", .serialized, .enabled(if: getuid() == 0, "needs a root daemon"))
+struct ContainerQuotaTests {
+    /// A running extension whose container grows past its limit is ended (`disk-limit`) at
+    /// the next check; its files stay.
+    @Test func aRunningExtensionThatFillsItsContainerPastItsLimitIsEnded() throws {
+        let id = "org.example.filler"
+        let daemon = try TestDaemon(
+            manifests: ["f.json": try SandboxTests.manifest(id, ["limits": ["diskMaxBytes": 1 << 20]])],
+            config: ["limits": ["diskCheckSeconds": 0.2]], extensionsAsRoot: false)
+        try daemon.start()
+        let host = try daemon.host()
+        let (channel, _) = try CredentialTests.open(daemon, host, id)
+        let container = daemon.directory + "/state/extensions/" + id
+        #expect(SandboxTests.ask(channel, "fill \(container)/small 65536") == "filled", "under the limit")
+        let status = try daemon.extctl(["status", id])
+        #expect(status.out.contains("diskMaxBytes 1.0M (measured)"), "\(status.out)")
+        #expect(status.out.contains("diskMaxBytes container size"), "\(status.out)")
+        let mark = daemon.events.count
+        #expect(SandboxTests.ask(channel, "fill \(container)/big 2097152") == "filled")
+        let waited = Result { try daemon.events.wait("exit", of: id, after: mark, timeout: 10) }
+        let exit = try #require(try? waited.get(), "\(waited): \(daemon.log())")
+        #expect(exit.detail?.hasPrefix("disk-limit") == true, "\(exit)")
+        #expect(FileManager.default.fileExists(atPath: container + "/big"), "its files stay")
+        #expect(daemon.log().contains("over its limits.diskMaxBytes (1048576)"), "\(daemon.log())")
+        host.close()
+        #expect(daemon.stop() == 0)
+    }
+
+    /// It is measured at its suspension too (the check's period here is far longer than the
+    /// test): one that grew past its limit before it was dismissed is ended then.
+    @Test func anExtensionOverItsLimitAtItsSuspensionIsEnded() throws {
+        let id = "org.example.filler"
+        let daemon = try TestDaemon(
+            manifests: ["f.json": try SandboxTests.manifest(id, ["limits": ["diskMaxBytes": 1 << 20]])],
+            config: ["limits": ["diskCheckSeconds": 3600]], extensionsAsRoot: false)
+        try daemon.start()
+        let host = try daemon.host()
+        let (channel, _) = try CredentialTests.open(daemon, host, id)
+        let container = daemon.directory + "/state/extensions/" + id
+        #expect(SandboxTests.ask(channel, "fill \(container)/big 2097152") == "filled")
+        let mark = daemon.events.count
+        host.close()
+        let exit = try daemon.events.wait("exit", of: id, after: mark, timeout: 10)
+        #expect(exit.detail?.hasPrefix("disk-limit") == true, "\(exit)")
+        #expect(daemon.stop() == 0)
+    }
+
+    /// The measurement walks a deep tree whole, with bounded memory: a chain of 3,000
+    /// directories with 255-byte names, a file at its bottom and another in a sibling tree,
+    /// each needed to pass the limit (a walk that lost its way back up would stay under it).
+    @Test func theMeasurementCountsADeepTreeWhole() throws {
+        let id = "org.example.deepfill"
+        let daemon = try TestDaemon(
+            manifests: ["f.json": try SandboxTests.manifest(id, ["limits": ["diskMaxBytes": 32 << 20]])],
+            config: ["limits": ["diskCheckSeconds": 0.2]], extensionsAsRoot: false)
+        chmod(daemon.directory, 0o711)  // the extension's uid reaches its container through it
+        try daemon.start()
+        let host = try daemon.host()
+        _ = try CredentialTests.open(daemon, host, id)
+        let credentials = try #require(try CredentialTests.statusEntry(daemon, id)["credentials"] as? [String: Any])
+        let uid = try #require(credentials["uid"] as? Int), gid = try #require(credentials["gid"] as? Int)
+        let container = daemon.directory + "/state/extensions/" + id
+        let mark = daemon.events.count
+        // Built outside the extension, in one go, so that no check sees it half made: the
+        // sibling first, the chain next, its bottom file last.
+        let build = """
+            import os, sys
+            os.chdir(sys.argv[1])
+            os.mkdir("building")
+            os.chdir("building")
+            os.mkdir("sibling")
+            with open("sibling/half", "wb") as f:
+                f.write(b"x" * (14 << 20))
+            name = "d" * 255
+            for level in range(3000):
+                os.mkdir(name)
+                os.chdir(name)
+            with open("bottom", "wb") as f:
+                f.write(b"y" * (12 << 20))
+            """
+        let built = try runProgram("/usr/bin/setpriv", ["--reuid=\(uid)", "--regid=\(gid)", "--clear-groups", "/usr/bin/python3", "-c", build, container])
+        #expect(built.status == 0, "\(built.err)")
+        // 26 MiB of files and about 12 MiB of directories: over 32 MiB only when all is counted.
+        let waited = Result { try daemon.events.wait("exit", of: id, after: mark, timeout: 20) }
+        let exit = try #require(try? waited.get(), "\(waited): \(daemon.log())")
+        #expect(exit.detail?.hasPrefix("disk-limit") == true, "\(exit)")
+        host.close()
+        #expect(daemon.stop() == 0)
+    }
+}

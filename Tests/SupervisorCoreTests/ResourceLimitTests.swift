@@ -6,7 +6,9 @@ struct ResourceLimitTests {
     @Test func theBuiltInPointsHaveLimitsAndAWidgetIsTheSmallest() {
         let widget = ExtensionPoints.builtIn.policies["widget"]!.limits
         let share = ExtensionPoints.builtIn.policies["share"]!.limits
-        for key in ResourceLimits.keys { #expect(widget.value(key) != nil, "widget \(key)") }
+        // Every limit but the container's size, which no built-in point sets.
+        for key in ResourceLimits.keys where key != "diskMaxBytes" { #expect(widget.value(key) != nil, "widget \(key)") }
+        #expect(widget.diskMaxBytes == nil && share.diskMaxBytes == nil)
         #expect(widget.memoryMaxBytes! < share.memoryMaxBytes!)
         #expect(widget.tasksMax! < share.tasksMax!)
         #expect(widget.openFilesMax! < share.openFilesMax!)
@@ -34,7 +36,7 @@ struct ResourceLimitTests {
         (#""limits": {"tasksMax": 0}"#, "limits.tasksMax", "must be an integer from 1 to 4194304, got 0.0"),
         (#""limits": {"openFilesMax": 1.5}"#, "limits.openFilesMax", "must be an integer from 16 to 1048576, got 1.5"),
         (#""limits": {"cpuWeight": 10001}"#, "limits.cpuWeight", "must be an integer from 1 to 10000, got 10001.0"),
-        (#""limits": {"memoryMax": 1}"#, "limits.memoryMax", "unknown key (known: cpuWeight, memoryMaxBytes, openFilesMax, tasksMax)"),
+        (#""limits": {"memoryMax": 1}"#, "limits.memoryMax", "unknown key (known: cpuWeight, diskMaxBytes, memoryMaxBytes, openFilesMax, tasksMax)"),
         (#""policy": {"limits": {"tasksMax": 4}}"#, "policy.limits", "unknown key"),
     ])
     func badLimitsAreRefusedNamingTheKey(json: String, field: String, problem: String) {

@@ -187,6 +187,14 @@ int shim_set_group_default_acl(const char *path, unsigned int gid);
 /// Returns 0, or -EPERM when the thread's ids did not become those asked for.
 int shim_set_thread_fs_ids(unsigned int uid, unsigned int gid);
 
+/// The space the tree below the directory open at `top` takes (st_blocks × 512 of every
+/// entry, the directory's own included; links not followed), in `*bytes`; `top` is closed.
+/// Bounded whatever the tree's depth and names: one descriptor open at a time, going back up
+/// by "..", checked against the directory it came from, and 24 bytes per level; no path is
+/// built. With `limit` > 0 it stops counting once past it. Returns 0 or -errno (`*bytes`
+/// then holds what was counted).
+int shim_tree_usage(int top, uint64_t limit, uint64_t *bytes);
+
 #ifdef __cplusplus
 }
 #endif

@@ -368,6 +368,22 @@ ExtensionMain.run { request in
                 close(fd)
                 reply(channel, "written")
             }
+        case "fill":  // fill PATH BYTES: writes BYTES bytes (not a sparse file) and fsyncs them
+            let fd = open(word(1, "/dev/null"), O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+            if fd < 0 {
+                reply(channel, "refused: \(String(cString: strerror(errno)))")
+            } else {
+                let chunk = [UInt8](repeating: 0x5A, count: 65536)
+                var left = Int(word(2, "0")) ?? 0
+                while left > 0 {
+                    let n = chunk.withUnsafeBytes { write(fd, $0.baseAddress, min(left, chunk.count)) }
+                    if n <= 0 { break }
+                    left -= n
+                }
+                fsync(fd)
+                close(fd)
+                reply(channel, left == 0 ? "filled" : "refused: \(String(cString: strerror(errno)))")
+            }
         case "read-file":
             let fd = open(word(1, "/dev/null"), O_RDONLY)
             if fd < 0 {

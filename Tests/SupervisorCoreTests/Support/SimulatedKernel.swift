@@ -198,6 +198,9 @@ final class SimulatedKernel: Kernel {
     func spawn(_ request: SpawnRequest) -> Result<(pid: Int32, pidfd: Int32), SystemError> { refuse("spawn(\(request.path))") }
     func bindNamespace(_ fd: Int32, at path: String) -> SystemError? { refused("bind(\(path))") }
     func unbindNamespace(at path: String) -> SystemError? { refused("umount(\(path))") }
+    func measureTreeInBackground(_ path: String, owner: FileOwner?, limit: UInt64, _ done: @escaping (Result<UInt64, SystemError>) -> Void) -> SystemError? {
+        refused("measure(\(path))")
+    }
     func networkNamespace() -> Result<Int32, SystemError> { refuse("network namespace") }
     func waitReadable(fd: Int32, seconds: Double) -> Result<Bool, SystemError> { refuse("poll(\(fd))") }
 

@@ -442,6 +442,9 @@ final class RecordingKernel: Kernel {
     /// No network stack is started in the shell's tests: refused as unsupported.
     func bindNamespace(_ fd: Int32, at path: String) -> SystemError? { .notSupported }
     func unbindNamespace(at path: String) -> SystemError? { nil }
+    func measureTreeInBackground(_ path: String, owner: FileOwner?, limit: UInt64, _ done: @escaping (Result<UInt64, SystemError>) -> Void) -> SystemError? {
+        .notSupported
+    }
     func networkNamespace() -> Result<Int32, SystemError> { .failure(.notSupported) }
     func waitReadable(fd: Int32, seconds: Double) -> Result<Bool, SystemError> { .failure(.notSupported) }
 
