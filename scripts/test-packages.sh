@@ -158,7 +158,9 @@ coproc host { env -u XDG_RUNTIME_DIR /usr/bin/extctl open org.example.c 2>"$work
 IFS= read -r -t 60 -u "${host[0]}" pid || fail "extctl open org.example.c printed no pid: $(cat "$work/open.err")"
 echo ping >&"${host[1]}"
 IFS= read -r -t 30 -u "${host[0]}" answer || fail "no answer to ping"
-[ "$answer" = "pong $pid" ] || fail "the C extension answered '$answer' to ping, not 'pong $pid'"
+# It reports its pid in its own pid namespace (the sandbox's): the last field of its NSpid.
+nspid=$(awk '/^NSpid:/ { print $NF }' "/proc/$pid/status")
+[ "$answer" = "pong $nspid" ] || fail "the C extension answered '$answer' to ping, not 'pong $nspid' (pid $pid on the host)"
 [ "$(readlink "/proc/$pid/exe")" = "$work/c-extension" ] || fail "pid $pid is not the C extension"
 echo "save hello from the packages" >&"${host[1]}"
 IFS= read -r -t 30 -u "${host[0]}" answer || fail "no answer to save"

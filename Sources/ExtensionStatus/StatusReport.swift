@@ -265,23 +265,28 @@ public struct StatusReport: JSONDocument, Equatable {
         public var hostUID: UInt32
         /// Time since it was begun.
         public var ageSeconds: Double
+        /// The declared app the host process belongs to (its systemd scope); left out when it
+        /// belongs to none.
+        public var hostApp: String? = nil
 
         /// A request with the fields given.
-        public init(id: UInt64, hostPID: Int32, hostUID: UInt32, ageSeconds: Double) {
+        public init(id: UInt64, hostPID: Int32, hostUID: UInt32, ageSeconds: Double, hostApp: String? = nil) {
             self.id = id
             self.hostPID = hostPID
             self.hostUID = hostUID
             self.ageSeconds = ageSeconds
+            self.hostApp = hostApp
         }
 
         enum CodingKeys: String, CodingKey {
-            case ageSeconds, hostPID, hostUID, id
+            case ageSeconds, hostApp, hostPID, hostUID, id
         }
 
         /// Writes the members in `JSONWriter.keyOrder`: the always-written ones (`null` when empty), and the optional ones when they apply.
         public func encode(to encoder: any Encoder) throws {
             var c = encoder.container(keyedBy: CodingKeys.self)
             try c.encode(ageSeconds, forKey: .ageSeconds)
+            try c.encodeIfPresent(hostApp, forKey: .hostApp)
             try c.encode(hostPID, forKey: .hostPID)
             try c.encode(hostUID, forKey: .hostUID)
             try c.encode(id, forKey: .id)

@@ -13,13 +13,17 @@ public struct PeerIdentity: Equatable, Sendable, Codable {
     public var gid: UInt32
     /// Supplementary groups of the peer process at connect time.
     public var groups: [UInt32]
+    /// The declared app the peer process belongs to, as the kernel says (`AppProcessIdentity`:
+    /// its systemd scope or service), or nil for a process of no declared app.
+    public var app: String?
 
-    /// An identity with these ids; by default no supplementary groups.
-    public init(pid: Int32, uid: UInt32, gid: UInt32, groups: [UInt32] = []) {
+    /// An identity with these ids; by default no supplementary groups and no app.
+    public init(pid: Int32, uid: UInt32, gid: UInt32, groups: [UInt32] = [], app: String? = nil) {
         self.pid = pid
         self.uid = uid
         self.gid = gid
         self.groups = groups
+        self.app = app
     }
 
     /// Whether the peer has `gid` as its primary or a supplementary group.

@@ -183,6 +183,7 @@ extension PeerIdentity: BinaryDirectCodable {
         w.integer(uid, "uid")
         w.integer(gid, "gid")
         try w.list(groups, "groups")
+        w.optional(app, "app") { w.string($0, $1) }
     }
 
     package init(binary input: BinaryInput, at offset: Int, within end: Int) throws {
@@ -191,6 +192,7 @@ extension PeerIdentity: BinaryDirectCodable {
         uid = try r.integer(UInt32.self, "uid")
         gid = try r.integer(UInt32.self, "gid")
         groups = try r.list(UInt32.self, "groups")
+        app = try r.stringIfPresent("app")
     }
 }
 

@@ -9,6 +9,8 @@ import SupervisorKernel
 protocol ControlServerDelegate: AnyObject {
     /// Why a new peer may not connect, if it may not.
     func admissionProblem(_ identity: PeerIdentity) -> String?
+    /// Whether an app manifest declares the app `id`.
+    func isDeclaredApp(_ id: String) -> Bool
     /// A message from `connection`, in order.
     func handle(_ message: Message, from connection: ControlConnection)
     /// `host` is gone: its requests end as if it had dismissed them.
@@ -92,7 +94,7 @@ final class ControlServer {
         nextHostID = document.nextHostID
         for c in document.connections {
             let connection = ControlConnection(
-                id: c.host, socket: PacketSocket(fd: c.fd), identity: PeerIdentity(pid: c.pid, uid: c.uid, gid: c.gid, groups: c.groups),
+                id: c.host, socket: PacketSocket(fd: c.fd), identity: PeerIdentity(pid: c.pid, uid: c.uid, gid: c.gid, groups: c.groups, app: c.app),
                 queueLimit: ControlServer.queueLimit, descriptorLimit: descriptorLimit)
             if c.isMonitor { connection.startMonitoring() }
             connections[c.host] = connection
@@ -104,7 +106,7 @@ final class ControlServer {
         let list = connections.values.sorted { $0.id < $1.id }.map { c in
             HandoverDocument.Connection(
                 host: c.id, fd: c.endpoint.socket.fd, pid: c.identity.pid, uid: c.identity.uid, gid: c.identity.gid, groups: c.identity.groups,
-                isMonitor: c.isMonitor)
+                isMonitor: c.isMonitor, app: c.identity.app)
         }
         return (listener.fd, ownedPath, nextHostID, list)
     }
@@ -220,7 +222,8 @@ final class ControlServer {
             }
             let id = nextHostID
             nextHostID += 1
-            let identity = PeerIdentity(pid: cred.pid, uid: cred.uid, gid: cred.gid, groups: supplementaryGroups(of: cred.pid))
+            let identity = PeerIdentity(
+                pid: cred.pid, uid: cred.uid, gid: cred.gid, groups: supplementaryGroups(of: cred.pid), app: declaredApp(of: cred.pid))
             if let refusal = delegate?.admissionProblem(identity) {
                 logger.notice("refused control connection from pid \(identity.pid) uid \(identity.uid): \(refusal)")
                 refuse(socket, .failure(tag: 0, code: .notPermitted, text: refusal), pid: identity.pid)
@@ -235,6 +238,15 @@ final class ControlServer {
             }
             connections[id] = c
         }
+    }
+
+    /// The declared app whose systemd scope or service process `pid` is in (`AppProcessIdentity`),
+    /// from /proc/PID/cgroup, or nil.
+    private func declaredApp(of pid: Int32) -> String? {
+        guard case .success(let cgroup) = kernel.read("/proc/\(pid)/cgroup"), let id = AppProcessIdentity.desktopApp(cgroup),
+            delegate?.isDeclaredApp(id) == true
+        else { return nil }
+        return id
     }
 
     /// The supplementary groups of a process, from /proc/PID/status.

@@ -24,6 +24,9 @@ extension Daemon: ControlServerDelegate {
         }
     }
 
+    /// Whether an app manifest declares the app `id`.
+    func isDeclaredApp(_ id: String) -> Bool { apps.app(id) != nil }
+
     func isAdministrator(_ peer: PeerIdentity) -> Bool {
         if peer.uid == 0 || peer.uid == kernel.userID { return true }
         guard let group = config.adminGroup else { return false }

@@ -32,6 +32,8 @@ struct HandoverDocument: Codable {
         var gid: UInt32
         var groups: [UInt32]
         var isMonitor: Bool
+        /// The declared app it belongs to (nil for none, or from a daemon that knew no apps).
+        var app: String? = nil
     }
 
     struct Process: Codable, Equatable {

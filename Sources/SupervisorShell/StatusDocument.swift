@@ -118,7 +118,8 @@ enum StatusDocument {
                         suspend: policy.suspend.rawValue, suspendedLifetimeSeconds: policy.suspendedLifetimeSeconds),
                     refresh: refresh,
                     openRequests: r.requests.map { q in
-                        StatusReport.OpenRequest(id: q.id, hostPID: q.peer.pid, hostUID: q.peer.uid, ageSeconds: now.seconds(since: q.begunAt))
+                        StatusReport.OpenRequest(
+                            id: q.id, hostPID: q.peer.pid, hostUID: q.peer.uid, ageSeconds: now.seconds(since: q.begunAt), hostApp: q.peer.app)
                     },
                     assertions: assertions, consecutiveCrashes: r.consecutiveCrashes,
                     throttledUntil: r.throttledUntil.flatMap { $0 > now ? clock.iso($0) : nil },

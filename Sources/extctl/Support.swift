@@ -111,7 +111,7 @@ enum Format {
             e.openRequests.isEmpty
                 ? "none"
                 : e.openRequests.map {
-                    "#\($0.id) host pid \($0.hostPID) uid \($0.hostUID)"
+                    "#\($0.id) host pid \($0.hostPID) uid \($0.hostUID)" + ($0.hostApp.map { " app \(safe($0))" } ?? "")
                 }.joined(separator: "; "))
         field("Assertions", e.assertions.isEmpty ? "none" : "")
         for a in e.assertions {

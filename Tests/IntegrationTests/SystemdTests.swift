@@ -209,6 +209,52 @@ struct SystemdTests {
         try session.systemctl("stop", "extensiond.socket", "extensiond.service")
     }
 
+    /// An app is known by the systemd scope its desktop starts it in (`app-LAUNCHER-APPID-N.scope`,
+    /// made here with `systemd-run --user --scope`): the requests its processes begin say so;
+    /// a process in no app's scope, or in the scope of an app no manifest declares, is no app's.
+    @Test func anAppIsKnownByItsSystemdScope() throws {
+        let session = try SystemdSession()
+        defer { session.close() }
+        var widget: [String: Any] = [
+            "id": Self.id, "point": "widget", "executable": SystemdSession.root + "/bin/test-extension", "user": "root", "app": "com.example.stocks",
+        ]
+        try JSONSerialization.data(withJSONObject: widget).write(to: URL(fileURLWithPath: session.work + "/extensions/widget.json"))
+        widget = ["kind": "app", "id": "com.example.stocks", "groups": [], "dbusActivatable": true]
+        try JSONSerialization.data(withJSONObject: widget).write(to: URL(fileURLWithPath: session.work + "/extensions/app.json"))
+        try session.installUnits(from: "units/user")
+        try session.systemctl("start", "extensiond.socket")
+
+        func openRequests() throws -> [[String: Any]] {
+            let status = try session.run([Self.extctl, "status", "--json", Self.id])
+            let document = try JSONSerialization.jsonObject(with: Data(status.out.utf8)) as? [String: Any]
+            let entry = (document?["extensions"] as? [[String: Any]])?.first
+            return entry?["openRequests"] as? [[String: Any]] ?? []
+        }
+        // The app's own process: extctl open, in the scope its launcher would make.
+        let app = try session.start([
+            "systemd-run", "--user", "--scope", "--quiet", "--unit=app-test-com.example.stocks-42.scope", Self.extctl, "open", Self.id,
+        ])
+        #expect(app.output.readLine(timeout: 30).flatMap { Int32($0) } != nil, "\(session.log())")
+        // Another process of the same user, in no app's scope.
+        let other = try session.start([Self.extctl, "open", Self.id])
+        #expect(other.output.readLine(timeout: 30).flatMap { Int32($0) } != nil)
+        // One in the scope of an app no manifest declares.
+        let stranger = try session.start([
+            "systemd-run", "--user", "--scope", "--quiet", "--unit=app-test-com.example.unknown-7.scope", Self.extctl, "open", Self.id,
+        ])
+        #expect(stranger.output.readLine(timeout: 30).flatMap { Int32($0) } != nil)
+        let requests = try openRequests()
+        #expect(requests.count == 3, "\(requests)")
+        #expect(requests.compactMap { $0["hostApp"] as? String } == ["com.example.stocks"], "\(requests)")
+        let text = try session.run([Self.extctl, "status", Self.id]).out
+        #expect(text.contains(" app com.example.stocks"), "\(text)")
+        for host in [app, other, stranger] {
+            try host.input.close()
+            host.process.waitUntilExit()
+        }
+        try session.systemctl("stop", "extensiond.socket", "extensiond.service")
+    }
+
     /// The system unit's stricter sandbox (no capabilities, no /home, private devices…) still
     /// lets the daemon spawn, signal and suspend its extensions and see them crash.
     @Test func systemUnitsSandboxStillSupervises() throws {
