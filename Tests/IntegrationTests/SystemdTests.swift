@@ -209,6 +209,47 @@ struct SystemdTests {
         try session.systemctl("stop", "extensiond.socket", "extensiond.service")
     }
 
+    /// Under journald (the unit's stdout and stderr are a journal stream), each extension's
+    /// output is a pipe of its own that the daemon reads and logs with `EXTENSION_ID`: an
+    /// extension can neither truncate nor shut down what it writes to, and a sibling's lines
+    /// are logged after it tried.
+    @Test func underJournaldEachExtensionsOutputIsItsOwn() throws {
+        let session = try SystemdSession()
+        defer { session.close() }
+        try session.writeTestManifest("a.json", id: "com.example.a")
+        try session.writeTestManifest("b.json", id: "com.example.b")
+        try session.installUnits(from: "units/user")
+        try session.systemctl("start", "extensiond.socket")
+        let a = try session.start([Self.extctl, "open", "com.example.a"])
+        #expect(a.output.readLine(timeout: 30).flatMap { Int32($0) } != nil, "\(session.log())")
+        let b = try session.start([Self.extctl, "open", "com.example.b"])
+        #expect(b.output.readLine(timeout: 30).flatMap { Int32($0) } != nil)
+        func ask(_ host: (process: Process, input: FileHandle, output: HostChannel), _ command: String) -> String? {
+            host.input.write(Data((command + "\n").utf8))
+            return host.output.readLine(timeout: 30)
+        }
+        for fd in [1, 2] {
+            #expect(ask(a, "output-kind \(fd)") == "fifo", "fd \(fd) is a pipe of its own, not the journal's stream")
+            #expect(ask(a, "truncate \(fd)") == "refused: Invalid argument")
+            #expect(ask(a, "shutdown \(fd)") == "refused: Socket operation on non-socket")
+        }
+        #expect(ask(a, "say from-a-after-its-attempts") == "said")
+        #expect(ask(b, "say from-b-after-its-sibling") == "said")
+        var lines: [[String: String]] = []
+        try session.waitUntil("both lines are in the journal") {
+            lines = try session.journal(["EXTENSION_OUTPUT=1"])
+            return lines.contains { $0["MESSAGE"]?.hasSuffix("from-a-after-its-attempts") == true }
+                && lines.contains { $0["MESSAGE"]?.hasSuffix("from-b-after-its-sibling") == true }
+        }
+        #expect(lines.first { $0["MESSAGE"]?.hasSuffix("from-b-after-its-sibling") == true }?["EXTENSION_ID"] == "com.example.b")
+        #expect(lines.first { $0["MESSAGE"]?.hasSuffix("from-a-after-its-attempts") == true }?["EXTENSION_ID"] == "com.example.a")
+        for host in [a, b] {
+            try host.input.close()
+            host.process.waitUntilExit()
+        }
+        try session.systemctl("stop", "extensiond.socket", "extensiond.service")
+    }
+
     /// An app is known by the systemd scope its desktop starts it in (`app-LAUNCHER-APPID-N.scope`,
     /// made here with `systemd-run --user --scope`): the requests its processes begin say so;
     /// a process in no app's scope, or in the scope of an app no manifest declares, is no app's.

@@ -15,6 +15,8 @@ import Foundation
 ///   reopen <fd>          -> opens /proc/self/fd/<fd> for reading and writing:
 ///                           "allowed" or "refused: <error>"
 ///   say <text>           -> writes <text> and a newline to stderr: "said"
+///   truncate <fd>        -> ftruncate(fd, 0): "allowed" or "refused: <error>"
+///   shutdown <fd>        -> shutdown(fd, SHUT_WR): "allowed" or "refused: <error>"
 ///   reach <pid>          -> kill(pid, 0) and pidfd_open(pid): "reach kill <outcome> pidfd <outcome>"
 ///   reach-scan <last>    -> of the pids 1...last, how many pidfd_open opens, and how many
 ///                           kill(pid, 0) finds that its /proc has not: "reached <n> unexplained <n>"
@@ -83,6 +85,8 @@ func sandboxProbe(_ words: [String]) -> String? {
         return "size \(UInt64(st.f_blocks) * UInt64(st.f_frsize))"
     case "truncate":
         return ftruncate(Int32(word(1)) ?? -1, 0) == 0 ? "allowed" : "refused: \(String(cString: strerror(errno)))"
+    case "shutdown":  // shutdown(fd, SHUT_WR): what closed journald's stream for every process once
+        return shutdown(Int32(word(1)) ?? -1, Int32(SHUT_WR)) == 0 ? "allowed" : "refused: \(String(cString: strerror(errno)))"
     case "say-many":
         let count = Int(word(1)) ?? 1
         for i in 0..<count { FileHandle.standardOutput.write(Data("line \(i)\n".utf8)) }
