@@ -67,19 +67,25 @@ public struct ListDocument: JSONDocument, Equatable {
         public var launch: String
         /// The ids of the known extensions that name it, sorted.
         public var extensions: [String]
+        /// The uid its processes run as, under a root daemon (`user`, or one of its own); always
+        /// written, `null` otherwise.
+        public var uid: UInt32?
 
         /// An entry with the fields given.
-        public init(id: String, displayName: String?, groups: [String], urlSchemes: [String], launch: String, extensions: [String]) {
+        public init(
+            id: String, displayName: String?, groups: [String], urlSchemes: [String], launch: String, extensions: [String], uid: UInt32? = nil
+        ) {
             self.id = id
             self.displayName = displayName
             self.groups = groups
             self.urlSchemes = urlSchemes
             self.launch = launch
             self.extensions = extensions
+            self.uid = uid
         }
 
         enum CodingKeys: String, CodingKey {
-            case displayName, extensions, groups, id, launch, urlSchemes
+            case displayName, extensions, groups, id, launch, uid, urlSchemes
         }
 
         /// Writes the members in `JSONWriter.keyOrder`.
@@ -90,6 +96,7 @@ public struct ListDocument: JSONDocument, Equatable {
             try c.encode(groups, forKey: .groups)
             try c.encode(id, forKey: .id)
             try c.encode(launch, forKey: .launch)
+            if let uid { try c.encode(uid, forKey: .uid) } else { try c.encodeNil(forKey: .uid) }
             try c.encode(urlSchemes, forKey: .urlSchemes)
         }
     }

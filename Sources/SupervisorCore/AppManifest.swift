@@ -16,15 +16,27 @@ public struct AppManifest: Equatable, Sendable, Codable {
     public var launch: AppLaunch
     /// The manifest file it was read from.
     public var source: String
+    /// The user it runs as (`user`, a name or a number), under a root daemon; nil: a uid of
+    /// its own is allocated.
+    public var user: AccountReference?
+    /// Under a root daemon, the uid its processes run as, resolved from `user` or allocated
+    /// (kept across restarts, as extensions' are) when it is loaded: a connecting process of
+    /// that uid is the app's. Nil under a daemon that is not root, and until loaded.
+    public var uid: UInt32?
 
     /// An app with these fields, stored as given.
-    public init(id: String, displayName: String? = nil, groups: [String], urlSchemes: [String] = [], launch: AppLaunch, source: String = "<memory>") {
+    public init(
+        id: String, displayName: String? = nil, groups: [String], urlSchemes: [String] = [], launch: AppLaunch, source: String = "<memory>",
+        user: AccountReference? = nil, uid: UInt32? = nil
+    ) {
         self.id = id
         self.displayName = displayName
         self.groups = groups
         self.urlSchemes = urlSchemes
         self.launch = launch
         self.source = source
+        self.user = user
+        self.uid = uid
     }
 }
 

@@ -77,7 +77,8 @@ public enum AppManifestParser {
         case (false, nil):
             return fail(nil, "says neither how to bring the app up: set \"dbusActivatable\": true (a D-Bus-activatable desktop entry) or \"executable\"")
         }
-        return .success(AppManifest(id: raw.id, displayName: raw.displayName, groups: groups, urlSchemes: schemes, launch: launch, source: file))
+        return .success(
+            AppManifest(id: raw.id, displayName: raw.displayName, groups: groups, urlSchemes: schemes, launch: launch, source: file, user: raw.user))
     }
 
     /// Why `scheme` cannot be an app's URL scheme (RFC 3986: a letter, then letters, digits,
@@ -109,8 +110,9 @@ private struct RawApp: Decodable {
     var dbusActivatable: Bool?
     var executable: String?
     var arguments: [String]?
+    var user: AccountReference?
 
-    static let keys: Set<String> = ["kind", "id", "displayName", "groups", "urlSchemes", "dbusActivatable", "executable", "arguments"]
+    static let keys: Set<String> = ["kind", "id", "displayName", "groups", "urlSchemes", "dbusActivatable", "executable", "arguments", "user"]
 
     init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: AnyKey.self)
@@ -122,5 +124,6 @@ private struct RawApp: Decodable {
         dbusActivatable = try c.optional(Bool.self, "dbusActivatable")
         executable = try c.optional(String.self, "executable")
         arguments = try c.optional([String].self, "arguments")
+        user = try c.account("user")
     }
 }

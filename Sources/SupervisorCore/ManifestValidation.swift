@@ -178,6 +178,8 @@ public struct ManifestValidation: Sendable {
                 let problem = executableProblem(path, executables[path] ?? .missing(reason: "it was not examined"))
             {
                 results.append(.failure(ManifestError(file: app.source, field: "executable", problem: problem)))
+            } else if let problem = appUserProblem(app) {
+                results.append(.failure(ManifestError(file: app.source, field: "user", problem: problem)))
             } else if let first = apps[app.id] {
                 results.append(
                     .failure(ManifestError(file: app.source, field: "id", problem: "duplicate app id '\(app.id)' (already declared by \(first.source))")))
@@ -208,6 +210,23 @@ public struct ManifestValidation: Sendable {
             }
         }
         return Outcome(results: results, apps: acceptedApps)
+    }
+
+    /// Why an app's `user` cannot be its uid: under a root daemon it must name an existing
+    /// user, and neither root nor the daemon's own (a connecting process of that uid is taken
+    /// for the app). Under a daemon that is not root, `user` is refused: its apps are the user's.
+    public func appUserProblem(_ app: AppManifest) -> String? {
+        guard let user = app.user else { return nil }
+        guard credentialRules.daemonUID == 0 else { return "only a root daemon gives apps a user of their own; this daemon's apps are its user's" }
+        let uid: UInt32
+        switch user {
+        case .number(let n): uid = n
+        case .name(let name):
+            guard let found = credentialRules.accounts.userNamed(name) else { return "no user named '\(name)' in the account database" }
+            uid = found.uid
+        }
+        if uid == 0 || uid == credentialRules.daemonUID { return "\(user) is root or the daemon's user: an app's uid must be its own" }
+        return nil
     }
 
     /// Why extension `m` cannot be in the app it names: the app is not declared, or `m` names

@@ -17,4 +17,8 @@ final class AppCatalog {
 
     /// The app `id`, if it is declared.
     func app(_ id: String) -> AppManifest? { apps[id] }
+
+    /// The app whose processes run as `uid` (apps have uids of their own under a root daemon
+    /// only), or nil.
+    func app(ofUID uid: UInt32) -> String? { apps.values.first { $0.uid == uid }?.id }
 }

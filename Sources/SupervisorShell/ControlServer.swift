@@ -11,6 +11,9 @@ protocol ControlServerDelegate: AnyObject {
     func admissionProblem(_ identity: PeerIdentity) -> String?
     /// Whether an app manifest declares the app `id`.
     func isDeclaredApp(_ id: String) -> Bool
+    /// The declared app whose processes run as `uid` (a root daemon's apps have uids of their
+    /// own), or nil.
+    func app(ofUID uid: UInt32) -> String?
     /// A message from `connection`, in order.
     func handle(_ message: Message, from connection: ControlConnection)
     /// `host` is gone: its requests end as if it had dismissed them.
@@ -223,7 +226,8 @@ final class ControlServer {
             let id = nextHostID
             nextHostID += 1
             let identity = PeerIdentity(
-                pid: cred.pid, uid: cred.uid, gid: cred.gid, groups: supplementaryGroups(of: cred.pid), app: declaredApp(of: cred.pid))
+                pid: cred.pid, uid: cred.uid, gid: cred.gid, groups: supplementaryGroups(of: cred.pid),
+                app: delegate?.app(ofUID: cred.uid) ?? declaredApp(of: cred.pid))
             if let refusal = delegate?.admissionProblem(identity) {
                 logger.notice("refused control connection from pid \(identity.pid) uid \(identity.uid): \(refusal)")
                 refuse(socket, .failure(tag: 0, code: .notPermitted, text: refusal), pid: identity.pid)

@@ -27,6 +27,9 @@ extension Daemon: ControlServerDelegate {
     /// Whether an app manifest declares the app `id`.
     func isDeclaredApp(_ id: String) -> Bool { apps.app(id) != nil }
 
+    /// The declared app whose uid is `uid` (a root daemon's), or nil.
+    func app(ofUID uid: UInt32) -> String? { apps.app(ofUID: uid) }
+
     func isAdministrator(_ peer: PeerIdentity) -> Bool {
         if peer.uid == 0 || peer.uid == kernel.userID { return true }
         guard let group = config.adminGroup else { return false }

@@ -75,7 +75,7 @@ public final class Daemon {
         let containment = try Containment(options.containment, socketPath: options.socketPath, kernel: kernel, logger: logger)
         serviceManager = ServiceManager(kernel: kernel, containmentProblem: containment.problem)
         sources = try containment.abandoningOnFailure(logger: logger) {
-            try ManifestSources(options: options, config: config, kernel: kernel, freezerProblem: containment.problem)
+            try ManifestSources(options: options, config: config, kernel: kernel, freezerProblem: containment.problem, logger: logger)
         }
         // After a hand-over the records carry their manifests, as loaded and provisioned by the
         // replaced daemon (whose refusals and warnings were logged then): none is read again.

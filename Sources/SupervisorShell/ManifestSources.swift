@@ -16,9 +16,13 @@ final class ManifestSources {
     let identities: IdentityStore?
     /// The shared containers' directories.
     let containers: SharedContainers
+    let logger: Logger
 
-    init(options: DaemonOptions, config: DaemonConfig, kernel: any Kernel, freezerProblem: String?) throws {
+    init(
+        options: DaemonOptions, config: DaemonConfig, kernel: any Kernel, freezerProblem: String?, logger: Logger = Logger(label: "extensiond")
+    ) throws {
         self.kernel = kernel
+        self.logger = logger
         self.options = options
         self.config = config
         self.freezerProblem = freezerProblem
@@ -49,7 +53,26 @@ final class ManifestSources {
         let outcome = validation.finish(pending, executables: files.examine(pending.executables))
         let provisioner = Provisioner(rules: rules, identities: identities, containers: containers, extensionUIDs: config.extensionUIDs)
         let (manifests, errors) = provisioner.provision(outcome)
-        return (manifests, errors, outcome.apps)
+        return (manifests, errors, outcome.apps.map { provision($0, rules: rules) })
+    }
+
+    /// Under a root daemon, the uid `app` runs as: its `user`, or a uid of its own from
+    /// `extensionUIDs`, kept in the identity store as an extension's is (an app id is never an
+    /// extension's). Nil when none can be allocated (logged).
+    private func provision(_ app: AppManifest, rules: CredentialRules) -> AppManifest {
+        guard kernel.userID == 0 else { return app }
+        var app = app
+        switch app.user {
+        case .number(let n)?: app.uid = n
+        case .name(let name)?: app.uid = rules.accounts.userNamed(name)?.uid
+        case nil:
+            switch identities?.uid(for: app.id, in: config.extensionUIDs) {
+            case .success(let uid)?: app.uid = uid
+            case .failure(let e)?: logger.error("app \(app.id): no uid could be allocated, so none of its processes is known by its uid: \(e)")
+            case nil: break
+            }
+        }
+        return app
     }
 
     /// The credential rules for a daemon with the kernel's credentials and this configuration.

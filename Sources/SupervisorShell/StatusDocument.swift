@@ -38,7 +38,7 @@ enum StatusDocument {
                 }
                 return ListDocument.App(
                     id: a.id, displayName: a.displayName, groups: a.groups, urlSchemes: a.urlSchemes, launch: launch,
-                    extensions: (members[a.id] ?? []).sorted())
+                    extensions: (members[a.id] ?? []).sorted(), uid: a.uid)
             },
             extensions: records.map { r in
                 var e = ListDocument.Extension(

@@ -66,3 +66,44 @@ struct AppTests {
         #expect(daemon.stop() == 0)
     }
 }
+
+/// Under a root daemon (an embedded platform), an app runs under a uid of its own: its
+/// manifest's `user`, or one the daemon allocates; a connecting process of that uid is the app's.
+@Suite("Apps under a root daemon", .serialized, .enabled(if: getuid() == 0 && FileManager.default.isExecutableFile(atPath: "/usr/bin/setpriv")))
+struct AppUIDTests {
+    @Test func aProcessOfTheAppsUIDIsTheAppsAndAnAppWithoutAUserGetsOneOfItsOwn() throws {
+        let kiosk: [String: Any] = ["kind": "app", "id": "com.example.kiosk", "dbusActivatable": true, "user": "nobody"]
+        let other: [String: Any] = ["kind": "app", "id": "com.example.other", "executable": "/bin/true"]
+        let widget = TestDaemon.testExtension("com.example.kiosk.widget", extra: ["app": "com.example.kiosk", "hosts": ["uids": [65534]]])
+        let daemon = try TestDaemon(
+            manifests: ["kiosk.json": kiosk, "other.json": other, "widget.json": widget], extensionsAsRoot: true, socket: "run/control.sock")
+        chmod(daemon.directory, 0o711)
+        try daemon.start(arguments: ["--socket-group", "nogroup"])
+        defer { _ = daemon.stop() }
+
+        let json = try daemon.extctl(["list", "--json"])
+        let document = try #require(try JSONSerialization.jsonObject(with: Data(json.out.utf8)) as? [String: Any])
+        let apps = try #require(document["apps"] as? [[String: Any]], "\(json.out) \(daemon.log())")
+        #expect(apps.first { $0["id"] as? String == "com.example.kiosk" }?["uid"] as? Int == 65534)
+        let allocated = try #require(apps.first { $0["id"] as? String == "com.example.other" }?["uid"] as? Int)
+        #expect(allocated >= 1_879_048_192, "a uid of its own, from extensionUIDs: \(allocated)")
+
+        // A host running as the app's uid.
+        let host = Process()
+        host.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
+        host.arguments = [
+            "--reuid=65534", "--regid=65534", "--clear-groups", BuildProducts.path("extctl"), "open", "--socket", daemon.socketPath, "com.example.kiosk.widget",
+        ]
+        let input = Pipe(), output = Pipe()
+        host.standardInput = input
+        host.standardOutput = output
+        try host.run()
+        let channel = HostChannel(fd: output.fileHandleForReading.fileDescriptor)
+        #expect(channel.readLine(timeout: 30).flatMap { Int32($0) } != nil, "\(daemon.log())")
+        let entry = try CredentialTests.statusEntry(daemon, "com.example.kiosk.widget")
+        let requests = try #require(entry["openRequests"] as? [[String: Any]])
+        #expect(requests.map { $0["hostApp"] as? String } == ["com.example.kiosk"], "\(requests)")
+        try input.fileHandleForWriting.close()
+        host.waitUntilExit()
+    }
+}

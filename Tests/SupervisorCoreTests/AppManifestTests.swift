@@ -106,3 +106,35 @@ struct AppManifestTests {
         #expect(outcome.errors.map(\.problem).contains { $0.contains("is the id of an app") })
     }
 }
+
+@Suite("App users")
+struct AppUserTests {
+    func validation(daemonUID: UInt32) -> ManifestValidation {
+        ManifestValidation(
+            points: .builtIn, explicitDirectories: true, trustedUID: daemonUID,
+            credentialRules: CredentialRules(daemonUID: daemonUID, daemonGID: daemonUID, accounts: accounts),
+            extensionUIDs: IdentityRange(first: 5000, count: 10), containerGroups: [:], allowUnsandboxed: false, freezerProblem: nil)
+    }
+
+    func app(_ user: String) -> AppManifest {
+        let text = #"{"kind": "app", "id": "com.example.kiosk", "dbusActivatable": true, "user": \#(user)}"#
+        return try! AppManifestParser.parse(Array(text.utf8), file: "/etc/extensiond/k.json", directory: "/etc/extensiond").get()
+    }
+
+    @Test func anAppsUserMustBeAnExistingUserOfItsOwnUnderARootDaemon() {
+        let root = validation(daemonUID: 0)
+        #expect(root.appUserProblem(app("4242")) == nil)
+        #expect(root.appUserProblem(app(#""nosuchuser""#))?.contains("no user named 'nosuchuser'") == true)
+        #expect(root.appUserProblem(app("0"))?.contains("must be its own") == true)
+        #expect(validation(daemonUID: 1000).appUserProblem(app("4242"))?.contains("only a root daemon") == true)
+        #expect(validation(daemonUID: 1000).appUserProblem(app("4242").with(user: nil)) == nil)
+    }
+}
+
+extension AppManifest {
+    fileprivate func with(user: AccountReference?) -> AppManifest {
+        var copy = self
+        copy.user = user
+        return copy
+    }
+}
