@@ -57,11 +57,6 @@ int shim_tree_usage(int top, uint64_t limit, uint64_t *bytes) {
     size_t depth = 0, capacity = 0;
     uint64_t total = 0;
     int rc = 0;
-    struct shim_identity here;
-    if ((rc = shim_identity_of(top, &here)) != 0) {
-        close(top);
-        return rc;
-    }
     DIR *dir = fdopendir(top);
     if (dir == NULL) {
         rc = -errno;
@@ -114,7 +109,9 @@ int shim_tree_usage(int top, uint64_t limit, uint64_t *bytes) {
         if (!S_ISDIR(st.st_mode)) continue;
         int child = openat(dirfd(dir), e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         if (child < 0) {
-            if (errno == ENOENT) continue;
+            // Removed, or replaced by a link or a file since it was examined: its blocks were
+            // counted as they were then.
+            if (errno == ENOENT || errno == ELOOP || errno == ENOTDIR) continue;
             rc = -errno;
             break;
         }

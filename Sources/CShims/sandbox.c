@@ -213,7 +213,8 @@ static int shim_file_system_view(const shim_sandbox *p) {
     for (int i = 0; i < shim_device_count; i++) {
         if (device_fds[i] >= 0) close(device_fds[i]);
     }
-    int first_empty = -1;  // the first mask with nothing kept below it
+    int first_empty = -1;  // the first mask with nothing kept below it, and its tmpfs, open
+    int empty_fd = -1;
     for (int i = 0; i < p->nmounts; i++) {
         const char *path = p->mounts[i].path;
         switch (p->mounts[i].kind) {
@@ -223,12 +224,19 @@ static int shim_file_system_view(const shim_sandbox *p) {
         case SHIM_MOUNT_MASK:
             // A mask with nothing kept below it is the same empty directory as every other
             // such mask: one tmpfs, bound at each (a bind makes no new file system).
-            if (!shim_holds_below(p, i) && first_empty >= 0) {
-                if (mount(p->mounts[first_empty].path, path, NULL, MS_BIND, NULL) != 0) return -errno;
+            if (!shim_holds_below(p, i) && empty_fd >= 0) {
+                // Bound from its descriptor, never by path: a path can lead elsewhere by now.
+                char source[40];
+                shim_fd_path(source, empty_fd);
+                if (mount(source, path, NULL, MS_BIND, NULL) != 0) return -errno;
                 break;
             }
             if (mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, "mode=0711,size=4k") != 0) return -errno;
-            if (!shim_holds_below(p, i)) first_empty = i;
+            if (!shim_holds_below(p, i)) {
+                empty_fd = open(path, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                if (empty_fd < 0) return -errno;
+                first_empty = i;
+            }
             break;
         default: {
             // Its mount point, created inside the mask or private directory over it if need be.
@@ -250,7 +258,12 @@ static int shim_file_system_view(const shim_sandbox *p) {
     // empty masks share one directory: it is made so once).
     for (int i = 0; i < p->nmounts; i++) {
         if (p->mounts[i].kind != SHIM_MOUNT_MASK) continue;
-        if (i == first_empty && chmod(p->mounts[i].path, 0) != 0) return -errno;
+        if (i == first_empty) {
+            char dir[40];
+            shim_fd_path(dir, empty_fd);
+            if (chmod(dir, 0) != 0) return -errno;
+            close(empty_fd);
+        }
         if (mount(NULL, p->mounts[i].path, NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) != 0) return -errno;
     }
     return 0;

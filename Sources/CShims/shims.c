@@ -205,7 +205,10 @@ static void shim_child(const shim_spawn_options *o, int report, int forked_child
     int channel = shim_lift(o->channel_fd), out = shim_lift(o->stdout_fd), err = shim_lift(o->stderr_fd);
     int extra = shim_lift(o->extra_fd);
     if ((o->channel_fd >= 0 && channel < 0) || (o->stdout_fd >= 0 && out < 0) || (o->stderr_fd >= 0 && err < 0)) goto fail;
-    if (o->extra_fd >= 0 && (extra < 0 || channel < 0)) goto fail;
+    if (o->extra_fd >= 0 && (extra < 0 || channel < 0)) {
+        if (channel < 0) errno = EINVAL;  // fd 4 comes after a channel at 3
+        goto fail;
+    }
     if (setsid() < 0) goto fail;
     struct sigaction dfl;
     memset(&dfl, 0, sizeof(dfl));
@@ -240,7 +243,10 @@ static void shim_child(const shim_spawn_options *o, int report, int forked_child
         }
     }
     step = SHIM_STEP_BOUNDING;
-    for (int cap = 0; cap < 64 && !o->keep_privilege; cap++) {
+    for (int cap = 0; cap < 64; cap++) {
+        // A trusted helper keeps the capabilities it names (its permitted set is not cleared
+        // below, and no_new_privs bounds what it gets at exec by it and this bounding set).
+        if (o->keep_privilege && cap < 64 && (o->kept_capabilities & (1ULL << cap))) continue;
         if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0) {
             if (errno == EINVAL) break;  // past the last capability this kernel knows
             if (errno == EPERM && !o->set_credentials) break;  // no CAP_SETPCAP: nothing to drop from

@@ -547,7 +547,9 @@ public final class LinuxKernel: Kernel {
                                             var options = shim_spawn_options(
                                                 path: path, argv: argv, envp: envp, cwd: cwd,
                                                 channel_fd: request.channelFD ?? -1, extra_fd: request.extraFD ?? -1,
-                                                keep_privilege: request.keepsPrivilege ? 1 : 0, stdout_fd: request.outputFD ?? LinuxKernel.childOutputs.stdout,
+                                                keep_privilege: request.keptCapabilities.isEmpty ? 0 : 1,
+                                                kept_capabilities: request.keptCapabilities.reduce(UInt64(0)) { $0 | (UInt64(1) << UInt64($1)) },
+                                                stdout_fd: request.outputFD ?? LinuxKernel.childOutputs.stdout,
                                                 stderr_fd: request.outputFD ?? LinuxKernel.childOutputs.stderr, cgroup_fd: request.cgroupFD ?? -1,
                                                 set_credentials: request.credentials == nil ? 0 : 1,
                                                 uid: request.credentials?.uid ?? 0, gid: request.credentials?.gid ?? 0,

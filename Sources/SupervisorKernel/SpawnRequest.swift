@@ -15,9 +15,9 @@ public struct SpawnRequest: Equatable {
     public var channelFD: Int32?
     /// A descriptor to place at fd 4 in the child (with a `channelFD` at 3), or nil.
     public var extraFD: Int32? = nil
-    /// Whether the child keeps the daemon's capabilities (a trusted helper that needs them:
-    /// the network stack, which enters a namespace and drops them itself); false drops them all.
-    public var keepsPrivilege = false
+    /// The capabilities the child keeps (a trusted helper that needs some: the network stack,
+    /// which enters a namespace and drops them itself), by number; empty drops them all.
+    public var keptCapabilities: [Int32] = []
     /// An O_DIRECTORY descriptor of the cgroup the child starts in, or nil.
     public var cgroupFD: Int32?
     /// The credentials the child switches to before exec; nil keeps the daemon's.

@@ -6,25 +6,25 @@ import SupervisorKernel
 /// The size limit of extensions' containers (`limits.diskMaxBytes`, docs/policies.md,
 /// "Resource limits"): a measured limit. While an extension with one runs, its container is
 /// measured every `diskCheckSeconds` on a thread of its own (`Kernel.measureTreeInBackground`:
-/// bounded memory whatever the tree, with the extension's uid), and once more when it is
-/// suspended; never while it is suspended, so an idle extension costs no wake-up. A
-/// measurement over the limit posts `diskLimitExceeded`, and the core ends the extension
-/// (`disk-limit`). Owned by the daemon's loop thread.
+/// bounded memory whatever the tree, with the daemon's own ids, whose CAP_DAC_READ_SEARCH
+/// reads what the extension made unreadable to itself), and once more when it is suspended;
+/// never while it is suspended, so an idle extension costs no wake-up. A measurement over the
+/// limit posts `diskLimitExceeded`, and the core ends the extension (`disk-limit`); so do
+/// `failureLimit` failed measurements in a row (a tree reshaped under the walk on purpose must
+/// not escape its limit). Owned by the daemon's loop thread.
 final class ContainerQuota {
     /// One watched extension process.
     private final class Watched {
         let generation: UInt64
         let path: String
-        let owner: FileOwner?
         let limit: UInt64
         var timer: (any Cancellable)?
         var measuring = false
-        /// Whether a failure to measure was logged (once per process, not at every check).
-        var failureLogged = false
-        init(generation: UInt64, path: String, owner: FileOwner?, limit: UInt64) {
+        /// Failed measurements since the last one that succeeded.
+        var failures = 0
+        init(generation: UInt64, path: String, limit: UInt64) {
             self.generation = generation
             self.path = path
-            self.owner = owner
             self.limit = limit
         }
     }
@@ -33,6 +33,8 @@ final class ContainerQuota {
     let logger: Logger
     let interval: Double
     weak var sink: (any EventSink)?
+    /// Failed measurements in a row after which the container counts as over its limit.
+    static let failureLimit = 3
     private var watched: [String: Watched] = [:]
 
     init(kernel: any Kernel, logger: Logger, interval: Double) {
@@ -41,13 +43,13 @@ final class ContainerQuota {
         self.interval = interval
     }
 
-    /// Generation `generation` of `id` has its container at `path` (its owner's ids for the
-    /// walk, nil for the daemon's): measured every `interval` from now while `running` (false:
-    /// suspended, as a process taken over at a re-exec may be), if it has a limit.
-    func started(_ id: String, generation: UInt64, path: String, owner: FileOwner?, limit: UInt64?, running: Bool = true) {
+    /// Generation `generation` of `id` has its container at `path`: measured every `interval`
+    /// from now while `running` (false: suspended, as a process taken over at a re-exec may
+    /// be), if it has a limit.
+    func started(_ id: String, generation: UInt64, path: String, limit: UInt64?, running: Bool = true) {
         ended(id)
         guard let limit else { return }
-        let w = Watched(generation: generation, path: path, owner: owner, limit: limit)
+        let w = Watched(generation: generation, path: path, limit: limit)
         watched[id] = w
         if running { arm(id, w) }
     }
@@ -87,17 +89,18 @@ final class ContainerQuota {
     private func measure(_ id: String, _ w: Watched) {
         guard !w.measuring else { return }  // one walk at a time; the next check comes
         w.measuring = true
-        let started = kernel.measureTreeInBackground(w.path, owner: w.owner, limit: w.limit) { [weak self, weak w] result in
+        let started = kernel.measureTreeInBackground(w.path, owner: nil, limit: w.limit) { [weak self, weak w] result in
             guard let self, let w else { return }
             w.measuring = false
             guard watched[id] === w else { return }  // it ended meanwhile
             switch result {
             case .success(let bytes) where bytes > w.limit:
+                w.failures = 0
                 logger.warning(
                     "\(id): its container holds more than \(bytes) bytes, over its limits.diskMaxBytes (\(w.limit))",
                     metadata: ["EXTENSION_ID": "\(id)"])
                 sink?.post(.diskLimitExceeded(extensionID: id, generation: w.generation, bytes: bytes))
-            case .success: break
+            case .success: w.failures = 0
             case .failure(let e): failed(id, w, e)
             }
         }
@@ -108,10 +111,13 @@ final class ContainerQuota {
     }
 
     private func failed(_ id: String, _ w: Watched, _ e: SystemError) {
-        guard !w.failureLogged else { return }
-        w.failureLogged = true
+        w.failures += 1
         logger.warning(
-            "\(id): its container cannot be measured, so its limits.diskMaxBytes is not enforced: \(e) (said once for this process)",
+            "\(id): its container cannot be measured (\(w.failures) time(s) in a row): \(e)", metadata: ["EXTENSION_ID": "\(id)"])
+        guard w.failures >= ContainerQuota.failureLimit else { return }
+        logger.warning(
+            "\(id): its container could not be measured \(w.failures) times in a row: it counts as over its limits.diskMaxBytes",
             metadata: ["EXTENSION_ID": "\(id)"])
+        sink?.post(.diskLimitExceeded(extensionID: id, generation: w.generation, bytes: w.limit + 1))
     }
 }

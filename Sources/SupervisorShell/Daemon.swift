@@ -123,15 +123,17 @@ public final class Daemon {
         server.attach(self)
         extensions.attach(self)
         if let handover {
-            extensions.restore(handover.processes)
+            // The stacks first: a process found gone while it is restored leaves its stack's
+            // members as it ends.
             if let stacks = handover.networkStacks { extensions.restoreNetworkStacks(stacks) }
+            extensions.restore(handover.processes)
             // The container checks of the processes taken over start again (none is in flight
             // across the exec: a walk is a thread of the old program's).
             for r in core.records.values {
                 guard r.pid != nil, let limit = r.manifest.policy.limits.diskMaxBytes else { continue }
                 extensions.quota.started(
-                    r.manifest.id, generation: r.generation, path: extensions.containers.path(of: r.manifest.id),
-                    owner: extensions.containerOwner(r.manifest), limit: limit, running: r.state != .suspended)
+                    r.manifest.id, generation: r.generation, path: extensions.containers.path(of: r.manifest.id), limit: limit,
+                    running: r.state != .suspended)
             }
             if let requester = handover.requester { reexecution.owe(requester, previousVersion: handover.daemonVersion) }
             logger.notice(

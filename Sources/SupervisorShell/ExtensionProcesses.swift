@@ -197,7 +197,7 @@ final class ExtensionProcesses {
         }
         add(p)
         if networkNamespace != nil { networks?.running(id, point: manifest.point) }
-        quota.started(id, generation: generation, path: container, owner: containerOwner(manifest), limit: manifest.policy.limits.diskMaxBytes)
+        quota.started(id, generation: generation, path: container, limit: manifest.policy.limits.diskMaxBytes)
         if let fd = spawned.output { p.output = startOutput(id, fd: fd) }
         let watched = watch(p)
         sink?.post(.spawned(extensionID: id, generation: generation, pid: spawned.pid))
@@ -206,13 +206,6 @@ final class ExtensionProcesses {
             return
         }
         if manifest.readiness == .exec { sink?.post(.ready(extensionID: id, generation: generation)) }
-    }
-
-    /// Whose file system ids a walk of `manifest`'s container takes: its uid's when it is not
-    /// the daemon's.
-    func containerOwner(_ manifest: Manifest) -> FileOwner? {
-        guard let c = manifest.credentials, c.uid != kernel.userID else { return nil }
-        return FileOwner(uid: c.uid, gid: c.gid)
     }
 
     /// Closes and removes the cgroup of a launch that failed before its process ran.

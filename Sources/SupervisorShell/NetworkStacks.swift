@@ -79,14 +79,15 @@ final class NetworkStacks {
     }
 
     /// Where `point`'s namespace is bound: its name as it is when it is a plain name (letters,
-    /// digits, `.`, `-`, `_`), else in hexadecimal.
+    /// digits, `.`, `-`, `_`), else `=` and its bytes in hexadecimal.
     func path(of point: String) -> String {
         let plain =
             !point.isEmpty && !point.hasPrefix(".")
             && point.utf8.allSatisfy { c in
                 (c >= 0x30 && c <= 0x39) || (c >= 0x41 && c <= 0x5A) || (c >= 0x61 && c <= 0x7A) || c == 0x2E || c == 0x2D || c == 0x5F
             }
-        return pathPrefix + "." + (plain ? point : "x" + point.utf8.map { String($0, radix: 16) }.joined())
+        // "=" never begins a plain name: the hexadecimal form (two digits a byte) cannot be one.
+        return pathPrefix + "." + (plain ? point : "=" + point.utf8.map { $0 < 16 ? "0" + String($0, radix: 16) : String($0, radix: 16) }.joined())
     }
 
     /// The stacks and their members as a handover document names them.
@@ -112,27 +113,50 @@ final class NetworkStacks {
         }
         switch start(point) {
         case .success(let stack): return .success(stack.namespaceFD)
-        case .failure(let e) where helperSandbox && e.errno == 0:
+        case .failure(.exitedEarly(let e)) where helperSandbox:
+            // Its own sandbox is what fails where a service manager's mount namespace refuses
+            // its pivot_root; a helper that exits for another reason fails again below.
             helperSandbox = false
             logger.warning(
-                "slirp4netns cannot build its own sandbox here (\(e)); the network stacks run without --enable-sandbox, with the daemon's capabilities"
+                "slirp4netns exited before it was ready (\(e)); the network stacks run without --enable-sandbox from now on, with \(NetworkStacks.keptCapabilityNames)"
             )
-            return start(point).map(\.namespaceFD)
-        case .failure(let e): return .failure(e)
+            return start(point).map(\.namespaceFD).mapError(\.error)
+        case .failure(let failure): return .failure(failure.error)
         }
     }
 
-    private func start(_ point: String) -> Result<Stack, SystemError> {
+    /// Why a helper could not be started.
+    private enum StartFailure: Error {
+        /// It exited before it said it was ready.
+        case exitedEarly(SystemError)
+        /// Anything else: the namespace, the spawn, a read, or no answer in time.
+        case other(SystemError)
+
+        var error: SystemError {
+            switch self {
+            case .exitedEarly(let e), .other(let e): e
+            }
+        }
+    }
+
+    /// The capabilities a helper keeps (the rest are dropped from its bounding set before it
+    /// runs): CAP_SYS_ADMIN to enter the namespace and build its own sandbox, CAP_NET_ADMIN to
+    /// make its tap device, CAP_NET_BIND_SERVICE (which its sandbox keeps), CAP_SETPCAP to
+    /// drop the others itself.
+    static let keptCapabilities: [Int32] = [21, 12, 10, 8]
+    static let keptCapabilityNames = "CAP_SYS_ADMIN, CAP_NET_ADMIN, CAP_NET_BIND_SERVICE and CAP_SETPCAP only"
+
+    private func start(_ point: String) -> Result<Stack, StartFailure> {
         let namespace: Int32
         switch kernel.networkNamespace() {
         case .success(let fd): namespace = fd
-        case .failure(let e): return .failure(e)
+        case .failure(let e): return .failure(.other(e))
         }
         let path = path(of: point)
         _ = kernel.unbindNamespace(at: path)  // a killed predecessor's
         if let e = kernel.bindNamespace(namespace, at: path) {
             kernel.close(namespace)
-            return .failure(e)
+            return .failure(.other(e))
         }
         func undo(_ fds: [Int32]) {
             for fd in fds { kernel.close(fd) }
@@ -143,12 +167,12 @@ final class NetworkStacks {
         case .success(let pipe): ready = pipe
         case .failure(let e):
             undo([namespace])
-            return .failure(e)
+            return .failure(.other(e))
         }
         let control: (ours: Int32, its: Int32)
         do { control = try PacketSocket.streamPair() } catch {
             undo([namespace, ready.read, ready.write])
-            return .failure(error)
+            return .failure(.other(error))
         }
         // fd 3: where it writes "1" once configured; fd 4: its control socket, whose closing
         // ends it. --enable-sandbox: a mount namespace of its own with nothing but what it
@@ -159,34 +183,40 @@ final class NetworkStacks {
                 + ["--netns-type=path", "--ready-fd=3", "--exit-fd=4", path, "tap0"],
             environment: ["PATH=/usr/sbin:/usr/bin:/sbin:/bin"], directory: "/", channelFD: ready.write, cgroupFD: nil, credentials: nil)
         request.extraFD = control.its
-        request.keepsPrivilege = true
+        request.keptCapabilities = NetworkStacks.keptCapabilities
         let spawned = kernel.spawn(request)
         kernel.close(control.its)
         kernel.close(ready.write)
         guard case .success(let child) = spawned else {
             undo([namespace, ready.read, control.ours])
-            if case .failure(let e) = spawned { return .failure(e) }
-            return .failure(SystemError.notSupported)
+            if case .failure(let e) = spawned { return .failure(.other(e)) }
+            return .failure(.other(SystemError.notSupported))
         }
         let stack = Stack(namespaceFD: namespace, path: path, pid: child.pid, pidfd: child.pidfd, control: control.ours, stopped: false)
-        let said: Result<[UInt8]?, SystemError> = kernel.waitReadable(fd: ready.read, seconds: NetworkStacks.readySeconds).flatMap { readable in
-            readable ? kernel.readSome(fd: ready.read, limit: 1) : .success(nil)
-        }
+        let answer: Result<[UInt8]?, SystemError>? =
+            switch kernel.waitReadable(fd: ready.read, seconds: NetworkStacks.readySeconds) {
+            case .success(true): kernel.readSome(fd: ready.read, limit: 1)
+            case .success(false): nil  // no answer in time
+            case .failure(let e): .failure(e)
+            }
         kernel.close(ready.read)
-        switch said {
-        case .success(let bytes?) where bytes == Array("1".utf8):
+        switch answer {
+        case .success(let bytes?)? where bytes == Array("1".utf8):
             stacks[point] = stack
             logger.info("the network stack of point '\(point)' runs: slirp4netns, pid \(child.pid)")
             return .success(stack)
-        case .success(nil):
+        case .success(nil)?:
             end(stack)
-            return .failure(SystemError("slirp4netns exited before it was ready (its output is in the log)", errno: 0))
-        case .failure(let e):
+            return .failure(.exitedEarly(SystemError("slirp4netns exited before it was ready (its output is in the log)", errno: 0)))
+        case .failure(let e)?:
             end(stack)
-            return .failure(e)
-        default:
+            return .failure(.other(e))
+        case .success?:
             end(stack)
-            return .failure(SystemError("slirp4netns was not ready within \(Int(NetworkStacks.readySeconds)) s", errno: 0))
+            return .failure(.other(SystemError("slirp4netns said something else than it was ready", errno: 0)))
+        case nil:
+            end(stack)
+            return .failure(.other(SystemError("slirp4netns was not ready within \(Int(NetworkStacks.readySeconds)) s", errno: 0)))
         }
     }
 

@@ -286,6 +286,10 @@ final class ProcessControl {
             if pid != p.pid {
                 kill(pid, signal, of: p)
             } else if let deliverable = leaderSignal(signal, of: p) {
+                // SIGKILL in place of a signal that would end the first process of the pid
+                // namespace would end every other one at once (the kernel kills them with it):
+                // while others live, they get their grace, and the leader the SIGKILL at its end.
+                if deliverable == SignalNumber.kill && signal != SignalNumber.kill && pids.count > 1 { continue }
                 kill(pid, deliverable, of: p)
             }
         }

@@ -648,4 +648,36 @@ struct ContainerQuotaTests {
         host.close()
         #expect(daemon.stop() == 0)
     }
+
+    /// A directory the extension made unreadable to itself is still measured: the walk runs
+    /// with the daemon's ids, not the extension's.
+    @Test func aDirectoryMadeUnreadableStillCounts() throws {
+        let id = "org.example.hider"
+        let daemon = try TestDaemon(
+            manifests: ["h.json": try SandboxTests.manifest(id, ["limits": ["diskMaxBytes": 1 << 20]])],
+            config: ["limits": ["diskCheckSeconds": 0.2]], extensionsAsRoot: false)
+        chmod(daemon.directory, 0o711)
+        try daemon.start()
+        let host = try daemon.host()
+        _ = try CredentialTests.open(daemon, host, id)
+        let credentials = try #require(try CredentialTests.statusEntry(daemon, id)["credentials"] as? [String: Any])
+        let uid = try #require(credentials["uid"] as? Int), gid = try #require(credentials["gid"] as? Int)
+        let container = daemon.directory + "/state/extensions/" + id
+        let mark = daemon.events.count
+        let build = """
+            import os, sys
+            os.chdir(sys.argv[1])
+            os.mkdir("hidden")
+            with open("hidden/big", "wb") as f:
+                f.write(b"z" * (2 << 20))
+            os.chmod("hidden", 0)
+            """
+        let built = try runProgram("/usr/bin/setpriv", ["--reuid=\(uid)", "--regid=\(gid)", "--clear-groups", "/usr/bin/python3", "-c", build, container])
+        #expect(built.status == 0, "\(built.err)")
+        let waited = Result { try daemon.events.wait("exit", of: id, after: mark, timeout: 10) }
+        let exit = try #require(try? waited.get(), "\(waited): \(daemon.log())")
+        #expect(exit.detail?.hasPrefix("disk-limit") == true, "\(exit)")
+        host.close()
+        #expect(daemon.stop() == 0)
+    }
 }

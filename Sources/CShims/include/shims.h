@@ -74,8 +74,9 @@ typedef struct {
     const char *cwd;           // working directory, or NULL
     int channel_fd;            // descriptor to place at fd 3, or -1
     int extra_fd;              // descriptor to place at fd 4 (with a channel at 3), or -1
-    int keep_privilege;        // 1: the capabilities are not dropped (a trusted helper that needs
-                               //   them, as root: the network stack), else 0
+    int keep_privilege;        // 1: the capabilities of `kept_capabilities` are kept (a trusted
+                               //   helper that needs them, as root: the network stack), else 0
+    uint64_t kept_capabilities;// with keep_privilege: bit N keeps capability N; every other is dropped
     int stdout_fd;             // descriptor for stdout (fd 1), or -1 to inherit
     int stderr_fd;             // descriptor for stderr (fd 2), or -1 to inherit
     int cgroup_fd;             // O_DIRECTORY descriptor of the cgroup to start in, or -1
@@ -189,6 +190,8 @@ int shim_set_thread_fs_ids(unsigned int uid, unsigned int gid);
 
 /// The space the tree below the directory open at `top` takes (st_blocks × 512 of every
 /// entry, the directory's own included; links not followed), in `*bytes`; `top` is closed.
+/// An entry that disappears or is replaced while it is walked keeps what it was counted at; a
+/// directory moved while the walk is inside it ends the walk with -ESTALE.
 /// Bounded whatever the tree's depth and names: one descriptor open at a time, going back up
 /// by "..", checked against the directory it came from, and 24 bytes per level; no path is
 /// built. With `limit` > 0 it stops counting once past it. Returns 0 or -errno (`*bytes`
