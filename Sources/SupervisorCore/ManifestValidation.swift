@@ -171,6 +171,7 @@ public struct ManifestValidation: Sendable {
         // The apps first: an extension is judged against the apps that stand.
         var apps: [String: AppManifest] = [:]
         var acceptedApps: [AppManifest] = []
+        var appUIDs: [UInt32: String] = [:]
         var results: [Result<Accepted, ManifestError>] = []
         results.reserveCapacity(pending.results.count)
         for app in pending.apps {
@@ -180,12 +181,16 @@ public struct ManifestValidation: Sendable {
                 results.append(.failure(ManifestError(file: app.source, field: "executable", problem: problem)))
             } else if let problem = appUserProblem(app) {
                 results.append(.failure(ManifestError(file: app.source, field: "user", problem: problem)))
+            } else if let uid = appUserUID(app), let other = appUIDs[uid] {
+                // A process of that uid would be taken for either.
+                results.append(.failure(ManifestError(file: app.source, field: "user", problem: "uid \(uid) is already app '\(other)''s user")))
             } else if let first = apps[app.id] {
                 results.append(
                     .failure(ManifestError(file: app.source, field: "id", problem: "duplicate app id '\(app.id)' (already declared by \(first.source))")))
             } else {
                 apps[app.id] = app
                 acceptedApps.append(app)
+                if let uid = appUserUID(app) { appUIDs[uid] = app.id }
             }
         }
         var claimed: [String: String] = [:]
@@ -227,6 +232,15 @@ public struct ManifestValidation: Sendable {
         }
         if uid == 0 || uid == credentialRules.daemonUID { return "\(user) is root or the daemon's user: an app's uid must be its own" }
         return nil
+    }
+
+    /// The uid an app's `user` names (a number, or a name the account database knows), or nil.
+    func appUserUID(_ app: AppManifest) -> UInt32? {
+        switch app.user {
+        case .number(let n)?: n
+        case .name(let name)?: credentialRules.accounts.userNamed(name)?.uid
+        case nil: nil
+        }
     }
 
     /// Why extension `m` cannot be in the app it names: the app is not declared, or `m` names

@@ -129,6 +129,23 @@ struct AppUserTests {
         #expect(validation(daemonUID: 1000).appUserProblem(app("4242"))?.contains("only a root daemon") == true)
         #expect(validation(daemonUID: 1000).appUserProblem(app("4242").with(user: nil)) == nil)
     }
+
+    @Test func twoAppsCannotShareAUser() {
+        let v = validation(daemonUID: 0)
+        func file(_ name: String, _ id: String) -> ManifestFile {
+            let bytes = Array(#"{"kind": "app", "id": "\#(id)", "dbusActivatable": true, "user": 4242}"#.utf8)
+            return ManifestFile(
+                path: "/etc/extensiond/" + name, directory: "/etc/extensiond",
+                reading: .examined(FileFacts(owner: 0, mode: 0o644, size: Int64(bytes.count)), contents: bytes))
+        }
+        let pending = v.checkFiles([
+            ManifestDirectory(path: "/etc/extensiond", listing: .files([file("a.json", "com.example.a"), file("b.json", "com.example.b")]))
+        ])
+        let outcome = v.finish(pending, executables: [:])
+        #expect(outcome.apps.map(\.id) == ["com.example.a"])
+        #expect(outcome.errors.map(\.field) == ["user"])
+        #expect(outcome.errors.first?.problem == "uid 4242 is already app 'com.example.a''s user")
+    }
 }
 
 extension AppManifest {
