@@ -338,6 +338,38 @@ int shim_sandbox_enter(const shim_sandbox *p, uint64_t cloned, int *step) {
     return 0;
 }
 
+#ifndef SYS_landlock_create_ruleset
+#define SYS_landlock_create_ruleset 444
+#endif
+#ifndef SYS_landlock_restrict_self
+#define SYS_landlock_restrict_self 446
+#endif
+
+// struct landlock_ruleset_attr of linux/landlock.h, with `scoped` (ABI 6).
+struct shim_landlock_ruleset_attr {
+    uint64_t handled_access_fs;
+    uint64_t handled_access_net;
+    uint64_t scoped;
+};
+
+int shim_landlock_abi(void) {
+    long abi = syscall(SYS_landlock_create_ruleset, NULL, 0, 1UL /* LANDLOCK_CREATE_RULESET_VERSION */);
+    return abi < 0 ? 0 : (int)abi;
+}
+
+int shim_landlock_scope(void) {
+    struct shim_landlock_ruleset_attr attr = {
+        .handled_access_fs = 0, .handled_access_net = 0,
+        .scoped = (1ULL << 0) /* ABSTRACT_UNIX_SOCKET */ | (1ULL << 1) /* SIGNAL */,
+    };
+    long fd = syscall(SYS_landlock_create_ruleset, &attr, sizeof(attr), 0);
+    if (fd < 0) return -errno;
+    long rc = syscall(SYS_landlock_restrict_self, (int)fd, 0);
+    int e = errno;
+    close((int)fd);
+    return rc == 0 ? 0 : -e;
+}
+
 int shim_sandbox_install_filter(const void *filter) {
     // prctl rather than seccomp(2): systemd's @system-service filter allows prctl only.
     if (prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, filter, 0, 0) != 0) return -errno;

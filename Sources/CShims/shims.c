@@ -263,6 +263,14 @@ static void shim_child(const shim_spawn_options *o, int report, int forked_child
     }
     step = SHIM_STEP_NO_NEW_PRIVS;
     if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) goto fail;
+    if (o->sandbox != NULL && (o->sandbox->parts & SHIM_SANDBOX_SCOPE)) {
+        step = SHIM_STEP_SANDBOX_SCOPE;
+        int rc = shim_landlock_scope();
+        if (rc != 0) {
+            errno = -rc;
+            goto fail;
+        }
+    }
     step = SHIM_STEP_CAPABILITIES;
     if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) != 0 && errno != EINVAL) goto fail;
     struct __user_cap_header_struct header = { .version = _LINUX_CAPABILITY_VERSION_3, .pid = 0 };

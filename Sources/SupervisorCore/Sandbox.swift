@@ -31,13 +31,17 @@ public struct SandboxSupport: Equatable, Sendable {
     /// Why an extension with the network cannot have a namespace of its own (no user-mode
     /// stack here), or nil when it can.
     public var noNetworkStack: String?
+    /// Whether Landlock can scope an extension's abstract unix sockets and signals (ABI 6,
+    /// Linux 6.12): what an extension that keeps the host's network namespace gets instead.
+    public var abstractSocketScope: Bool
 
     /// Support with these parts missing; by default every part can be built, with the
     /// daemon's privilege, and a network stack is there.
-    public init(missing: [SandboxPart: String] = [:], userNamespace: Bool = false, noNetworkStack: String? = nil) {
+    public init(missing: [SandboxPart: String] = [:], userNamespace: Bool = false, noNetworkStack: String? = nil, abstractSocketScope: Bool = false) {
         self.missing = missing
         self.userNamespace = userNamespace
         self.noNetworkStack = noNetworkStack
+        self.abstractSocketScope = abstractSocketScope
     }
 
     /// Every part, built with the daemon's privilege.
@@ -56,10 +60,14 @@ public struct SandboxDecision: Equatable, Sendable {
     public var network: Bool
     /// False when the manifest opts out (`"sandbox": "none"`).
     public var enabled: Bool
+    /// Whether Landlock scopes its abstract unix sockets and signals: it keeps the host's
+    /// network namespace (no network stack here), and may connect to none of the host's
+    /// abstract sockets.
+    public var scoped = false
 
     /// Whether both decisions are the same, part by part and reason by reason.
     public static func == (a: SandboxDecision, b: SandboxDecision) -> Bool {
-        a.enforced == b.enforced && a.network == b.network && a.enabled == b.enabled
+        a.enforced == b.enforced && a.network == b.network && a.enabled == b.enabled && a.scoped == b.scoped
             && a.notEnforced.map(\.part) == b.notEnforced.map(\.part) && a.notEnforced.map(\.reason) == b.notEnforced.map(\.reason)
     }
 
@@ -86,7 +94,9 @@ public struct SandboxDecision: Equatable, Sendable {
                 enforced.append(part)
             }
         }
-        return .success(SandboxDecision(enforced: enforced, notEnforced: notEnforced, network: network, enabled: true))
+        var decision = SandboxDecision(enforced: enforced, notEnforced: notEnforced, network: network, enabled: true)
+        decision.scoped = network && !enforced.contains(.network) && support.abstractSocketScope
+        return .success(decision)
     }
 
     /// One line for `extctl status`: what is enforced, and what is not and why.
@@ -98,6 +108,7 @@ public struct SandboxDecision: Equatable, Sendable {
         if !notEnforced.isEmpty {
             text += "; not enforced: " + notEnforced.map { "\($0.part.rawValue) (\($0.reason))" }.joined(separator: ", ")
         }
+        if scoped { text += "; the host's abstract unix sockets out of reach (Landlock)" }
         return text
     }
 }

@@ -57,6 +57,8 @@ public protocol Kernel: AnyObject, FileReads {
     var canSpawnIntoCgroup: Bool { get }
     /// Spawns a process (clone3; see `shim_spawn`): its pid and pidfd.
     func spawn(_ request: SpawnRequest) -> Result<(pid: Int32, pidfd: Int32), SystemError>
+    /// The Landlock ABI the kernel offers (0: none, or refused by a system-call filter).
+    var landlockABI: Int { get }
     /// A new network namespace with its loopback up (`shim_network_namespace`): a descriptor
     /// of it, close-on-exec, which keeps it alive. The daemon's own namespaces are untouched.
     func networkNamespace() -> Result<Int32, SystemError>

@@ -497,6 +497,9 @@ public final class LinuxKernel: Kernel {
     /// no child and no pidfd remain (a failed child is reaped); the error names the child's step
     /// that failed, or nothing when no step was reported. The request's descriptors stay open in
 
+    /// `Kernel.landlockABI`.
+    public var landlockABI: Int { Int(shim_landlock_abi()) }
+
     /// `Kernel.networkNamespace`: fails naming "network namespace".
     public func networkNamespace() -> Result<Int32, SystemError> {
         var fd: Int32 = -1
@@ -607,6 +610,7 @@ public final class LinuxKernel: Kernel {
         10: "joining the cgroup v1 memory cgroup",
         11: "sandbox: the user namespace", 12: "sandbox: the file system view (filesystem)", 13: "sandbox: the private /proc (proc)",
         14: "sandbox: the network namespace (network)", 15: "sandbox: the system-call filter (syscalls)",
+        16: "sandbox: the Landlock scope of abstract unix sockets and signals",
     ]
 
     /// Calls `body` with the C form of `plan` (nil without one); `paths` are the C strings of
@@ -616,6 +620,7 @@ public final class LinuxKernel: Kernel {
         let mounts = plan.mounts.enumerated().map { i, m in shim_sandbox_mount(path: UnsafePointer(paths[i]), kind: m.kind.rawValue) }
         return mounts.withUnsafeBufferPointer { list in
             var bits: Int32 = plan.userNamespace ? Int32(SHIM_SANDBOX_USERNS) : 0
+            if plan.landlockScope { bits |= Int32(SHIM_SANDBOX_SCOPE) }
             for part in plan.parts {
                 switch part {
                 case .filesystem: bits |= Int32(SHIM_SANDBOX_FILESYSTEM)

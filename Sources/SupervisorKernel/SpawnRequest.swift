@@ -70,6 +70,9 @@ public struct SandboxPlan: Equatable {
     /// The size of each private tmpfs (`/tmp`, `/var/tmp`, `/dev/shm`) in bytes, or nil for
     /// the kernel's default (half the machine's memory).
     public var scratchBytes: UInt64?
+    /// Whether the child is scoped with Landlock (`SandboxDecision.scoped`): no connection to
+    /// an abstract unix socket bound outside it, no signal to a process outside it.
+    public var landlockScope = false
     /// With `.network`: the network namespace the child enters (its point's, which a
     /// user-mode stack joins to the host's network), or nil for a new one with its loopback
     /// only. The descriptor stays the caller's.

@@ -56,7 +56,10 @@ final class Sandboxing {
             noNetworkStack = "/dev/net/tun, which slirp4netns needs, is not there"
         }
         networkStackProgram = noNetworkStack == nil ? program : nil
-        support = SandboxSupport(missing: missing, userNamespace: userNamespace, noNetworkStack: noNetworkStack)
+        // Landlock's scope (ABI 6) keeps an extension that has the host's network namespace
+        // from the host's abstract unix sockets.
+        support = SandboxSupport(
+            missing: missing, userNamespace: userNamespace, noNetworkStack: noNetworkStack, abstractSocketScope: kernel.landlockABI >= 6)
         requiredByDefault = daemonIsRoot ? Set(SandboxPart.allCases) : []
         func existing(_ paths: [String]) -> [String] {
             paths.filter { if case .success(let st) = kernel.status($0, followLinks: true) { st.kind == .directory } else { false } }
@@ -87,7 +90,7 @@ final class Sandboxing {
     /// executable's directory (and that of each script named by an absolute argument)
     /// read-only, and its container and shared containers writable.
     func plan(_ manifest: Manifest, _ decision: SandboxDecision, container: String?, cgroup: String? = nil) -> SandboxPlan? {
-        guard decision.enabled, !decision.enforced.isEmpty else { return nil }
+        guard decision.enabled, !decision.enforced.isEmpty || decision.scoped else { return nil }
         var mounts: [SandboxView.Mount] = []
         if decision.enforced.contains(.filesystem) {
             var readOnly = [Sandboxing.directory(of: manifest.executable)]
@@ -107,9 +110,11 @@ final class Sandboxing {
         }
         // The private tmpfs mounts hold at most the extension's memory limit (their pages are
         // charged to its memory cgroup too, where it has one).
-        return SandboxPlan(
+        var plan = SandboxPlan(
             parts: Set(decision.enforced), userNamespace: support.userNamespace, mounts: mounts, filter: filter, uid: kernel.userID, gid: kernel.groupID,
             scratchBytes: manifest.policy.limits.memoryMaxBytes)
+        plan.landlockScope = decision.scoped
+        return plan
     }
 
     /// Whether a launch with `decision` enters its point's network namespace (it has the

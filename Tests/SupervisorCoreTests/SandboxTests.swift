@@ -18,6 +18,14 @@ struct SandboxDecisionTests {
         #expect(throws: SandboxRefusal(part: .network, reason: "slirp4netns is not installed")) {
             try SandboxDecision.decide(m, support: noStack, requiredByDefault: all).get()
         }
+        #expect(!hostNetwork.scoped)
+        // Where Landlock scopes abstract sockets, an extension on the host's network namespace
+        // gets that scope instead (and one with a namespace of its own needs none).
+        let landlock = SandboxSupport(noNetworkStack: "slirp4netns is not installed", abstractSocketScope: true)
+        let scoped = try SandboxDecision.decide(m, support: landlock, requiredByDefault: []).get()
+        #expect(scoped.scoped)
+        #expect(scoped.summary.hasSuffix("; the host's abstract unix sockets out of reach (Landlock)"))
+        #expect(!(try SandboxDecision.decide(m, support: SandboxSupport(abstractSocketScope: true), requiredByDefault: all).get().scoped))
         m.policy.network = false
         let closed = try SandboxDecision.decide(m, support: .complete, requiredByDefault: all).get()
         #expect(closed.enforced == [.filesystem, .proc, .network, .syscalls])

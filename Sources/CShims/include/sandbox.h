@@ -22,6 +22,8 @@ enum {
     SHIM_SANDBOX_NETWORK = 4,    // a network namespace of its own, loopback only
     SHIM_SANDBOX_SYSCALLS = 8,   // the system-call filter
     SHIM_SANDBOX_USERNS = 16,    // namespaces created inside a new user namespace (a daemon without privilege)
+    SHIM_SANDBOX_SCOPE = 32,     // Landlock scoping (ABI 6): no connection to an abstract unix socket
+                                 //   made outside the extension, no signal to a process outside it
 };
 
 /// What one mount of the file system view does to its directory.
@@ -62,6 +64,7 @@ enum {
     SHIM_STEP_SANDBOX_PROC = 13,       // /proc
     SHIM_STEP_SANDBOX_NETWORK = 14,    // the network namespace and its loopback
     SHIM_STEP_SANDBOX_SYSCALLS = 15,   // installing the system-call filter
+    SHIM_STEP_SANDBOX_SCOPE = 16,      // the Landlock scope
 };
 
 /// The CLONE_NEW* flags with which the child of `plan` must be cloned: a pid namespace can
@@ -69,6 +72,15 @@ enum {
 /// the user namespace that gives the privilege to make it comes in the same clone. 0 for
 /// no plan or none of these parts.
 uint64_t shim_sandbox_clone_flags(const shim_sandbox *plan);
+
+/// The Landlock ABI this kernel offers (landlock_create_ruleset's version), 0 without Landlock
+/// (or where a system-call filter refuses it).
+int shim_landlock_abi(void);
+
+/// Scopes the calling thread, and what it execs, with Landlock (SHIM_SANDBOX_SCOPE): it may
+/// not connect to an abstract unix socket bound outside its domain, nor signal a process
+/// outside it. Needs PR_SET_NO_NEW_PRIVS. Returns 0 or -errno.
+int shim_landlock_scope(void);
 
 /// Builds the namespaces and the file system view of `plan` in the calling process, which
 /// must be single-threaded (a spawned child), cloned with `cloned` (the flags of

@@ -201,6 +201,7 @@ final class SimulatedKernel: Kernel {
     func measureTreeInBackground(_ path: String, owner: FileOwner?, limit: UInt64, _ done: @escaping (Result<UInt64, SystemError>) -> Void) -> SystemError? {
         refused("measure(\(path))")
     }
+    var landlockABI: Int { 0 }
     func networkNamespace() -> Result<Int32, SystemError> { refuse("network namespace") }
     func waitReadable(fd: Int32, seconds: Double) -> Result<Bool, SystemError> { refuse("poll(\(fd))") }
 

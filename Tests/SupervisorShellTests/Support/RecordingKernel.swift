@@ -445,6 +445,7 @@ final class RecordingKernel: Kernel {
     func measureTreeInBackground(_ path: String, owner: FileOwner?, limit: UInt64, _ done: @escaping (Result<UInt64, SystemError>) -> Void) -> SystemError? {
         .notSupported
     }
+    var landlockABI: Int { 0 }
     func networkNamespace() -> Result<Int32, SystemError> { .failure(.notSupported) }
     func waitReadable(fd: Int32, seconds: Double) -> Result<Bool, SystemError> { .failure(.notSupported) }
 
