@@ -9,6 +9,8 @@ import SupervisorKernel
 protocol ControlServerDelegate: AnyObject {
     /// Why a new peer may not connect, if it may not.
     func admissionProblem(_ identity: PeerIdentity) -> String?
+    /// Whether any app manifest is loaded (else no process is an app's, and nothing is read).
+    var declaresApps: Bool { get }
     /// Whether an app manifest declares the app `id`.
     func isDeclaredApp(_ id: String) -> Bool
     /// The declared app whose processes run as `uid` (a root daemon's apps have uids of their
@@ -247,7 +249,7 @@ final class ControlServer {
     /// The declared app whose systemd scope or service process `pid` is in (`AppProcessIdentity`),
     /// from /proc/PID/cgroup, or nil.
     private func declaredApp(of pid: Int32) -> String? {
-        guard case .success(let cgroup) = kernel.read("/proc/\(pid)/cgroup"), let id = AppProcessIdentity.desktopApp(cgroup),
+        guard delegate?.declaresApps == true, case .success(let cgroup) = kernel.read("/proc/\(pid)/cgroup"), let id = AppProcessIdentity.desktopApp(cgroup),
             delegate?.isDeclaredApp(id) == true
         else { return nil }
         return id

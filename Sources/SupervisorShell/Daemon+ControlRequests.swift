@@ -24,6 +24,9 @@ extension Daemon: ControlServerDelegate {
         }
     }
 
+    /// Whether any app manifest is loaded.
+    var declaresApps: Bool { !apps.apps.isEmpty }
+
     /// Whether an app manifest declares the app `id`.
     func isDeclaredApp(_ id: String) -> Bool { apps.app(id) != nil }
 

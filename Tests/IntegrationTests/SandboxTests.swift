@@ -29,6 +29,15 @@ struct SandboxTests {
         return channel.readLine() ?? "(no answer)"
     }
 
+    /// Runs the Python `script` with `argument` as extension `id`'s uid and gids (its files, as
+    /// it would make them, made in one go from outside it), and expects it to succeed.
+    static func runAsExtension(_ daemon: TestDaemon, _ id: String, python script: String, _ argument: String) throws {
+        let credentials = try #require(try CredentialTests.statusEntry(daemon, id)["credentials"] as? [String: Any])
+        let uid = try #require(credentials["uid"] as? Int), gid = try #require(credentials["gid"] as? Int)
+        let ran = try runProgram("/usr/bin/setpriv", ["--reuid=\(uid)", "--regid=\(gid)", "--clear-groups", "/usr/bin/python3", "-c", script, argument])
+        #expect(ran.status == 0, "\(ran.err)")
+    }
+
     @Test func homeIsAPrivateContainerKeptAcrossRelaunches() throws {
         let id = "org.example.home"
         let daemon = try TestDaemon(manifests: ["h.json": try Self.manifest(id)], extensionsAsRoot: false)
@@ -485,8 +494,6 @@ struct SandboxTests {
         try daemon.start()
         let host = try daemon.host()
         _ = try CredentialTests.open(daemon, host, id)
-        let credentials = try #require(try CredentialTests.statusEntry(daemon, id)["credentials"] as? [String: Any])
-        let uid = try #require(credentials["uid"] as? Int), gid = try #require(credentials["gid"] as? Int)
         let container = daemon.directory + "/state/extensions/" + id
         let build = """
             import os, sys
@@ -504,8 +511,7 @@ struct SandboxTests {
             os.chdir("..")
             os.chmod(name, 0)
             """
-        let built = try runProgram("/usr/bin/setpriv", ["--reuid=\(uid)", "--regid=\(gid)", "--clear-groups", "/usr/bin/python3", "-c", build, container])
-        #expect(built.status == 0, "\(built.err)")
+        try Self.runAsExtension(daemon, id, python: build, container)
         let daemonPID = try #require(daemon.pid)
         let before = try Self.memory("VmRSS", of: daemonPID)
         let reset = try daemon.extctl(["reset", id])
@@ -568,26 +574,37 @@ struct UnprivilegedSandboxTests {
 /// The measured size limit of a container (`limits.diskMaxBytes`, `ContainerQuota`).
 @Suite("Container size limit", .serialized, .enabled(if: getuid() == 0, "needs a root daemon"))
 struct ContainerQuotaTests {
+    /// A started daemon with extension `id` of `limits.diskMaxBytes` `limit`, measured every
+    /// `every` seconds, opened: the daemon, its host, the extension's channel and its container.
+    func launched(_ id: String, limit: Int, every seconds: Double) throws -> (TestDaemon, ExtensionHostConnection, HostChannel, String) {
+        let daemon = try TestDaemon(
+            manifests: ["m.json": try SandboxTests.manifest(id, ["limits": ["diskMaxBytes": limit]])],
+            config: ["limits": ["diskCheckSeconds": seconds]], extensionsAsRoot: false)
+        chmod(daemon.directory, 0o711)  // the extension's uid reaches its container through it
+        try daemon.start()
+        let host = try daemon.host()
+        let (channel, _) = try CredentialTests.open(daemon, host, id)
+        return (daemon, host, channel, daemon.directory + "/state/extensions/" + id)
+    }
+
+    /// Waits for `id`'s exit after event `mark`, and expects it to be `disk-limit`.
+    func expectDiskLimitExit(_ daemon: TestDaemon, _ id: String, after mark: Int, timeout: Double = 10) throws {
+        let waited = Result { try daemon.events.wait("exit", of: id, after: mark, timeout: timeout) }
+        let exit = try #require(try? waited.get(), "\(waited): \(daemon.log())")
+        #expect(exit.detail?.hasPrefix("disk-limit") == true, "\(exit)")
+    }
     /// A running extension whose container grows past its limit is ended (`disk-limit`) at
     /// the next check; its files stay.
     @Test func aRunningExtensionThatFillsItsContainerPastItsLimitIsEnded() throws {
         let id = "org.example.filler"
-        let daemon = try TestDaemon(
-            manifests: ["f.json": try SandboxTests.manifest(id, ["limits": ["diskMaxBytes": 1 << 20]])],
-            config: ["limits": ["diskCheckSeconds": 0.2]], extensionsAsRoot: false)
-        try daemon.start()
-        let host = try daemon.host()
-        let (channel, _) = try CredentialTests.open(daemon, host, id)
-        let container = daemon.directory + "/state/extensions/" + id
+        let (daemon, host, channel, container) = try launched(id, limit: 1 << 20, every: 0.2)
         #expect(SandboxTests.ask(channel, "fill \(container)/small 65536") == "filled", "under the limit")
         let status = try daemon.extctl(["status", id])
         #expect(status.out.contains("diskMaxBytes 1.0M (measured)"), "\(status.out)")
         #expect(status.out.contains("diskMaxBytes container size"), "\(status.out)")
         let mark = daemon.events.count
         #expect(SandboxTests.ask(channel, "fill \(container)/big 2097152") == "filled")
-        let waited = Result { try daemon.events.wait("exit", of: id, after: mark, timeout: 10) }
-        let exit = try #require(try? waited.get(), "\(waited): \(daemon.log())")
-        #expect(exit.detail?.hasPrefix("disk-limit") == true, "\(exit)")
+        try expectDiskLimitExit(daemon, id, after: mark)
         #expect(FileManager.default.fileExists(atPath: container + "/big"), "its files stay")
         #expect(daemon.log().contains("over its limits.diskMaxBytes (1048576)"), "\(daemon.log())")
         host.close()
@@ -598,18 +615,11 @@ struct ContainerQuotaTests {
     /// test): one that grew past its limit before it was dismissed is ended then.
     @Test func anExtensionOverItsLimitAtItsSuspensionIsEnded() throws {
         let id = "org.example.filler"
-        let daemon = try TestDaemon(
-            manifests: ["f.json": try SandboxTests.manifest(id, ["limits": ["diskMaxBytes": 1 << 20]])],
-            config: ["limits": ["diskCheckSeconds": 3600]], extensionsAsRoot: false)
-        try daemon.start()
-        let host = try daemon.host()
-        let (channel, _) = try CredentialTests.open(daemon, host, id)
-        let container = daemon.directory + "/state/extensions/" + id
+        let (daemon, host, channel, container) = try launched(id, limit: 1 << 20, every: 3600)
         #expect(SandboxTests.ask(channel, "fill \(container)/big 2097152") == "filled")
         let mark = daemon.events.count
         host.close()
-        let exit = try daemon.events.wait("exit", of: id, after: mark, timeout: 10)
-        #expect(exit.detail?.hasPrefix("disk-limit") == true, "\(exit)")
+        try expectDiskLimitExit(daemon, id, after: mark)
         #expect(daemon.stop() == 0)
     }
 
@@ -618,16 +628,7 @@ struct ContainerQuotaTests {
     /// each needed to pass the limit (a walk that lost its way back up would stay under it).
     @Test func theMeasurementCountsADeepTreeWhole() throws {
         let id = "org.example.deepfill"
-        let daemon = try TestDaemon(
-            manifests: ["f.json": try SandboxTests.manifest(id, ["limits": ["diskMaxBytes": 32 << 20]])],
-            config: ["limits": ["diskCheckSeconds": 0.2]], extensionsAsRoot: false)
-        chmod(daemon.directory, 0o711)  // the extension's uid reaches its container through it
-        try daemon.start()
-        let host = try daemon.host()
-        _ = try CredentialTests.open(daemon, host, id)
-        let credentials = try #require(try CredentialTests.statusEntry(daemon, id)["credentials"] as? [String: Any])
-        let uid = try #require(credentials["uid"] as? Int), gid = try #require(credentials["gid"] as? Int)
-        let container = daemon.directory + "/state/extensions/" + id
+        let (daemon, host, _, container) = try launched(id, limit: 32 << 20, every: 0.2)
         let mark = daemon.events.count
         // Built outside the extension, in one go, so that no check sees it half made: the
         // sibling first, the chain next, its bottom file last.
@@ -646,12 +647,9 @@ struct ContainerQuotaTests {
             with open("bottom", "wb") as f:
                 f.write(b"y" * (12 << 20))
             """
-        let built = try runProgram("/usr/bin/setpriv", ["--reuid=\(uid)", "--regid=\(gid)", "--clear-groups", "/usr/bin/python3", "-c", build, container])
-        #expect(built.status == 0, "\(built.err)")
+        try SandboxTests.runAsExtension(daemon, id, python: build, container)
         // 26 MiB of files and about 12 MiB of directories: over 32 MiB only when all is counted.
-        let waited = Result { try daemon.events.wait("exit", of: id, after: mark, timeout: 20) }
-        let exit = try #require(try? waited.get(), "\(waited): \(daemon.log())")
-        #expect(exit.detail?.hasPrefix("disk-limit") == true, "\(exit)")
+        try expectDiskLimitExit(daemon, id, after: mark, timeout: 20)
         host.close()
         #expect(daemon.stop() == 0)
     }
@@ -660,16 +658,7 @@ struct ContainerQuotaTests {
     /// with the daemon's ids, not the extension's.
     @Test func aDirectoryMadeUnreadableStillCounts() throws {
         let id = "org.example.hider"
-        let daemon = try TestDaemon(
-            manifests: ["h.json": try SandboxTests.manifest(id, ["limits": ["diskMaxBytes": 1 << 20]])],
-            config: ["limits": ["diskCheckSeconds": 0.2]], extensionsAsRoot: false)
-        chmod(daemon.directory, 0o711)
-        try daemon.start()
-        let host = try daemon.host()
-        _ = try CredentialTests.open(daemon, host, id)
-        let credentials = try #require(try CredentialTests.statusEntry(daemon, id)["credentials"] as? [String: Any])
-        let uid = try #require(credentials["uid"] as? Int), gid = try #require(credentials["gid"] as? Int)
-        let container = daemon.directory + "/state/extensions/" + id
+        let (daemon, host, _, container) = try launched(id, limit: 1 << 20, every: 0.2)
         let mark = daemon.events.count
         let build = """
             import os, sys
@@ -679,11 +668,8 @@ struct ContainerQuotaTests {
                 f.write(b"z" * (2 << 20))
             os.chmod("hidden", 0)
             """
-        let built = try runProgram("/usr/bin/setpriv", ["--reuid=\(uid)", "--regid=\(gid)", "--clear-groups", "/usr/bin/python3", "-c", build, container])
-        #expect(built.status == 0, "\(built.err)")
-        let waited = Result { try daemon.events.wait("exit", of: id, after: mark, timeout: 10) }
-        let exit = try #require(try? waited.get(), "\(waited): \(daemon.log())")
-        #expect(exit.detail?.hasPrefix("disk-limit") == true, "\(exit)")
+        try SandboxTests.runAsExtension(daemon, id, python: build, container)
+        try expectDiskLimitExit(daemon, id, after: mark)
         host.close()
         #expect(daemon.stop() == 0)
     }

@@ -120,7 +120,7 @@ boot1() {
     server=$!
     python3 -m http.server --bind 127.0.0.1 8766 >/dev/null 2>&1 &
     loopback=$!
-    python3 -c 'import socket, time; s = socket.socket(socket.AF_UNIX); s.bind("\0vmtest-host-service"); s.listen(); time.sleep(600)' &
+    python3 -c 'import signal, socket; s = socket.socket(socket.AF_UNIX); s.bind("\0vmtest-host-service"); s.listen(); signal.pause()' &
     abstract=$!
     wait_until 20 python3 -c 'import socket; socket.create_connection(("10.213.7.1", 8765), 1); socket.create_connection(("127.0.0.1", 8766), 1)'
     check "the networked probe reaches an address of the host through its point's stack" connected "$(talk "$probe" "connect 10.213.7.1 8765" | sed -n 2p)"

@@ -47,18 +47,7 @@ int probe_io_uring(void) {
     return 0;
 }
 
-int probe_tcp_connect(int port) {
-    int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (s < 0) return errno;
-    struct sockaddr_in addr;
-    memset(&addr, 0, sizeof(addr));
-    addr.sin_family = AF_INET;
-    addr.sin_port = htons((unsigned short)port);
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    int rc = connect(s, (struct sockaddr *)&addr, sizeof(addr)) == 0 ? 0 : errno;
-    close(s);
-    return rc;
-}
+int probe_tcp_connect(int port) { return probe_tcp_connect_to("127.0.0.1", port); }
 
 int probe_socket(int family, int protocol) {
     int s = socket(family, SOCK_DGRAM | SOCK_CLOEXEC, protocol);
@@ -96,16 +85,22 @@ int probe_reach_count(int last, int *unexplained) {
     return by_pidfd;
 }
 
+// The address of the abstract unix socket `name` (a leading NUL, no file) in `*addr`, and its length.
+static socklen_t abstract_address(const char *name, struct sockaddr_un *addr) {
+    memset(addr, 0, sizeof(*addr));
+    addr->sun_family = AF_UNIX;
+    size_t n = strlen(name);
+    if (n + 1 > sizeof(addr->sun_path)) n = sizeof(addr->sun_path) - 1;
+    memcpy(addr->sun_path + 1, name, n);
+    return (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + n);
+}
+
 int probe_abstract_connect(const char *name) {
     int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (s < 0) return errno;
     struct sockaddr_un addr;
-    memset(&addr, 0, sizeof(addr));
-    addr.sun_family = AF_UNIX;
-    size_t n = strlen(name);
-    if (n + 1 > sizeof(addr.sun_path)) n = sizeof(addr.sun_path) - 1;
-    memcpy(addr.sun_path + 1, name, n);
-    int rc = connect(s, (struct sockaddr *)&addr, (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + n)) == 0 ? 0 : errno;
+    socklen_t length = abstract_address(name, &addr);
+    int rc = connect(s, (struct sockaddr *)&addr, length) == 0 ? 0 : errno;
     close(s);
     return rc;
 }
@@ -130,12 +125,8 @@ int probe_abstract_listen(const char *name) {
     int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (s < 0) return errno;
     struct sockaddr_un addr;
-    memset(&addr, 0, sizeof(addr));
-    addr.sun_family = AF_UNIX;
-    size_t n = strlen(name);
-    if (n + 1 > sizeof(addr.sun_path)) n = sizeof(addr.sun_path) - 1;
-    memcpy(addr.sun_path + 1, name, n);
-    if (bind(s, (struct sockaddr *)&addr, (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + n)) != 0 || listen(s, 16) != 0) {
+    socklen_t length = abstract_address(name, &addr);
+    if (bind(s, (struct sockaddr *)&addr, length) != 0 || listen(s, 16) != 0) {
         int e = errno;
         close(s);
         return e;
