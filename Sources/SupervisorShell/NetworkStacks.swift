@@ -5,7 +5,8 @@ import SupervisorKernel
 
 /// The network of sandboxed extensions that have one (docs/security.md, "Network"): for each
 /// extension point, a network namespace the daemon keeps, which a user-mode stack
-/// (slirp4netns, running as root with its own sandbox) joins to the host's network. Each such
+/// (slirp4netns, as root with four capabilities only, `keptCapabilities`, and its own sandbox
+/// where it can build one) joins to the host's network. Each such
 /// extension enters its point's namespace at spawn, so its abstract unix sockets are not the
 /// host's, and it reaches the host's addresses (but its loopback) and beyond through the stack.
 ///
