@@ -12,6 +12,7 @@
 #include <signal.h>
 #include <spawn.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 #include <strings.h>
 #include <sys/ioctl.h>
@@ -618,4 +619,23 @@ int shim_join_cgroup_v1(int procs_fd) {
     } while (n < 0 && errno == EINTR);
     if (n < 0) return -errno;
     return n == 1 ? 0 : -EIO;
+}
+
+int shim_suite_memory(size_t size) {
+    int fd = memfd_create("extensiond-defaults", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    if (fd < 0) return -errno;
+    if (ftruncate(fd, (off_t)size) != 0 || fchmod(fd, 0400) != 0 ||
+        fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
+        int e = errno;
+        close(fd);
+        return -e;
+    }
+    return fd;
+}
+
+int shim_reopen_read_only(int fd) {
+    char path[64];
+    snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
+    int copy = open(path, O_RDONLY | O_CLOEXEC);
+    return copy < 0 ? -errno : copy;
 }

@@ -197,6 +197,12 @@ extension ControlClient {
             if let descriptor { Glibc.close(descriptor) }
             let handler = state.withLock { $0.onNewData }
             handler?(id)
+        case let .defaultsOpened(tag):
+            if !resolve(tag, .success(.suite(descriptor))), let descriptor { Glibc.close(descriptor) }
+        case let .defaultsChanged(suite):
+            if let descriptor { Glibc.close(descriptor) }
+            let handlers = state.withLock { $0.onSuiteChange[suite] ?? [] }
+            for handler in handlers { handler(suite) }
         case let .completed(requestID, payload):
             if let descriptor { Glibc.close(descriptor) }
             let handler = state.withLock { $0.onResult }

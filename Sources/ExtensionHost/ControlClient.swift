@@ -48,6 +48,9 @@ public enum Reply: Sendable {
     case extensions([DiscoveredExtension])
     /// The answer to `forceRefresh`.
     case refreshed(RefreshAnswer)
+    /// The answer to `defaultsOpen`: the suite's mapping (nil if the daemon attached none),
+    /// which the caller owns.
+    case suite(Int32?)
 }
 
 /// A connection to extensiond's control socket, shared by `ExtensionHostConnection` and
@@ -85,6 +88,7 @@ public final class ControlClient: Sendable {
         var onInterruption: (@Sendable (UInt64, String) -> Void)?
         var onResult: (@Sendable (UInt64, RequestResult) -> Void)?
         var onNewData: (@Sendable (String) -> Void)?
+        var onSuiteChange: [String: [@Sendable (String) -> Void]] = [:]
         var onEvent: (@Sendable ([UInt8]) -> Void)?
         var onClose: (@Sendable (HostError) -> Void)?
         var unmatchedReplies = 0
@@ -136,6 +140,13 @@ public final class ControlClient: Sendable {
     /// this connection subscribed to (`subscribe`) brought new data, with the extension's id.
     public func setNewDataHandler(_ handler: @escaping @Sendable (String) -> Void) {
         state.withLock { $0.onNewData = handler }
+        startReader()
+    }
+
+    /// Called (on the thread reading the connection) when another member changes the shared
+    /// defaults suite `suite`, which this connection opened.
+    public func addSuiteChangeHandler(_ suite: String, _ handler: @escaping @Sendable (String) -> Void) {
+        state.withLock { $0.onSuiteChange[suite, default: []].append(handler) }
         startReader()
     }
 

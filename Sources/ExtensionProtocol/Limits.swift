@@ -24,4 +24,12 @@ public enum WireLimits {
     /// Most notification hint names one extension process may observe: the daemon ignores an
     /// `observe` of a further name, and the runtimes refuse it before sending.
     public static let maxObservedHints = 256
+    /// Longest URL an extension may ask to open (`openURL`), in UTF-8 bytes.
+    public static let maxURL = 2_048
+    /// Longest key of a shared defaults suite, in UTF-8 bytes.
+    public static let maxDefaultsKey = 255
+    /// Largest encoded value of one key of a shared defaults suite.
+    public static let maxDefaultsValue = 60_000
+    /// Largest shared defaults suite: its offsets table and entries, in bytes.
+    public static let maxDefaultsSuite = 262_144
 }

@@ -42,6 +42,14 @@ public enum Message: Equatable, Sendable {
     /// (`extctl reexec`, administrators only). Answered by the new daemon with `json`
     /// (`previousVersion`, `version`, `pid`, `extensions`), or by the old one with `failure`.
     case reexec(tag: UInt32)
+    /// Open the shared defaults suite `suite` (an app group's settings) to read it without a
+    /// round trip: answered by `defaultsOpened` with the suite's mapping attached (read-only),
+    /// or `failure`. The connection is then told of other members' changes (`defaultsChanged`).
+    /// For the group's app and administrators (`extctl defaults`).
+    case defaultsOpen(tag: UInt32, suite: String)
+    /// Set (`value` is a defaults value's encoding, docs/defaults.md) or remove (`value` nil)
+    /// `key` of the suite. Answered by `ok` once every reader of the mapping sees it, or `failure`.
+    case defaultsWrite(tag: UInt32, suite: String, key: String, value: [UInt8]?)
 
     // MARK: Daemon → host or extctl
 
@@ -72,6 +80,10 @@ public enum Message: Equatable, Sendable {
     case newData(extensionID: String)
     /// Part of the answer to `discover`, sorted by id; the last part has `final` set.
     case discovered(tag: UInt32, final: Bool, extensions: [DiscoveredExtension])
+    /// The suite asked for with `defaultsOpen` is open: its mapping is attached (read-only).
+    case defaultsOpened(tag: UInt32)
+    /// Another member changed the suite `suite`, which this connection opened.
+    case defaultsChanged(suite: String)
 
     // MARK: Extension runtime → daemon (private channel)
 
@@ -92,6 +104,15 @@ public enum Message: Equatable, Sendable {
     case observe(name: String)
     /// The extension's answer to `refresh`.
     case refreshDone(refreshID: UInt64, answer: RefreshAnswer)
+    /// Ask the system to open `url` (`ExtensionContext.open`): the app that declares its
+    /// scheme, or the session's handler for it. Answered by `answer` (success: opened).
+    case openURL(tag: UInt32, url: String)
+    /// Open the shared defaults suite `suite` (a group of the extension's app). Answered by
+    /// `answer`; on success the suite's mapping is attached (read-only).
+    case suiteOpen(tag: UInt32, suite: String)
+    /// Set (`value`: a defaults value's encoding) or remove (nil) `key` of `suite`, which the
+    /// process opened. Answered by `answer` once every reader of the mapping sees it.
+    case suiteWrite(tag: UInt32, suite: String, key: String, value: [UInt8]?)
 
     // MARK: Daemon → extension runtime
 
@@ -111,6 +132,12 @@ public enum Message: Equatable, Sendable {
     /// Refresh now (a background refresh, `widgetPerformUpdate`); answer with `refreshDone`
     /// within the policy's `refreshSeconds` (*expire* for `refreshID` comes first).
     case refresh(refreshID: UInt64)
+    /// The answer to `openURL`, `suiteOpen` or `suiteWrite` with this tag: `failure` nil on
+    /// success (for `openURL`: the URL was opened), otherwise why not; `text` says it for people.
+    case answer(tag: UInt32, failure: FailureCode?, text: String)
+    /// Another member changed the suite `suite`, which this process opened (once for all the
+    /// changes made while it was suspended, when it is resumed).
+    case suiteChanged(suite: String)
 }
 
 /// What a `query` asks for.
@@ -178,6 +205,15 @@ extension Message {
         case .newData: .newData
         case .refreshDone: .refreshDone
         case .refresh: .refresh
+        case .defaultsOpen: .defaultsOpen
+        case .defaultsWrite: .defaultsWrite
+        case .defaultsOpened: .defaultsOpened
+        case .defaultsChanged: .defaultsChanged
+        case .openURL: .openURL
+        case .suiteOpen: .suiteOpen
+        case .suiteWrite: .suiteWrite
+        case .answer: .answer
+        case .suiteChanged: .suiteChanged
         case .observe: .observe
         case .notify: .notify
         case .begun: .begun
@@ -209,16 +245,19 @@ public enum MessageKind: UInt8, Sendable {
     /// Each case is the type of the `Message` case of the same name. These: host or `extctl`
     /// to daemon, on the control socket, numbered from 1.
     case begin = 1, end = 2, query = 3, kill = 4, reload = 5, monitor = 6, prewarm = 7, discover = 8, post = 9, forceRefresh = 10, subscribe = 11, reset = 12,
-        reexec = 13
+        reexec = 13, defaultsOpen = 14, defaultsWrite = 15
     /// Daemon to host or `extctl`, on the control socket, numbered from 32. 37 is not
     /// assigned: it is reserved, never to be reused.
     case begun = 32, ok = 33, failure = 34, json = 35, interrupted = 36, discovered = 38, completed = 39, cancelled = 40, refreshed = 41, newData = 42
     /// Daemon to a monitor, on the control socket (numbered from 32, after the others).
     case events = 43
+    /// Daemon to host or `extctl`, shared defaults (numbered after the others).
+    case defaultsOpened = 44, defaultsChanged = 45
     /// Extension runtime to daemon, on its private channel, numbered from 64.
-    case ready = 64, acquire = 65, release = 66, expireReceived = 67, complete = 68, cancel = 69, observe = 70, refreshDone = 71
+    case ready = 64, acquire = 65, release = 66, expireReceived = 67, complete = 68, cancel = 69, observe = 70, refreshDone = 71, openURL = 72, suiteOpen = 73,
+        suiteWrite = 74
     /// Daemon to extension runtime, on its private channel, numbered from 96.
-    case deliver = 96, ended = 97, granted = 98, denied = 99, expire = 100, notify = 101, refresh = 102
+    case deliver = 96, ended = 97, granted = 98, denied = 99, expire = 100, notify = 101, refresh = 102, answer = 103, suiteChanged = 104
 }
 
 /// How an extension answered a background refresh (`widgetPerformUpdate`'s result).

@@ -150,6 +150,30 @@ public enum WireDecoder {
             return .refresh(refreshID: try r.u64("refreshID"))
         case .ready:
             return .ready
+        case .defaultsOpen:
+            return .defaultsOpen(tag: try r.u32("tag"), suite: try r.string("suite", limit: WireLimits.maxIdentifier))
+        case .suiteOpen:
+            return .suiteOpen(tag: try r.u32("tag"), suite: try r.string("suite", limit: WireLimits.maxIdentifier))
+        case .defaultsWrite, .suiteWrite:
+            let tag = try r.u32("tag")
+            let suite = try r.string("suite", limit: WireLimits.maxIdentifier)
+            let key = try r.string("key", limit: WireLimits.maxDefaultsKey)
+            let value = try r.flag("hasValue") ? try r.bytes("value", limit: WireLimits.maxDefaultsValue) : nil
+            return kind == .defaultsWrite
+                ? .defaultsWrite(tag: tag, suite: suite, key: key, value: value) : .suiteWrite(tag: tag, suite: suite, key: key, value: value)
+        case .defaultsOpened:
+            return .defaultsOpened(tag: try r.u32("tag"))
+        case .defaultsChanged:
+            return .defaultsChanged(suite: try r.string("suite", limit: WireLimits.maxIdentifier))
+        case .suiteChanged:
+            return .suiteChanged(suite: try r.string("suite", limit: WireLimits.maxIdentifier))
+        case .openURL:
+            return .openURL(tag: try r.u32("tag"), url: try r.string("url", limit: WireLimits.maxURL))
+        case .answer:
+            let tag = try r.u32("tag")
+            let raw = try r.u16("code")
+            guard raw == 0 || FailureCode(rawValue: raw) != nil else { throw .invalidValue("code") }
+            return .answer(tag: tag, failure: FailureCode(rawValue: raw), text: try r.string("text", limit: WireLimits.maxText))
         case .acquire:
             return .acquire(tag: try r.u32("tag"), reason: try r.string("reason", limit: WireLimits.maxReason))
         case .release:

@@ -86,6 +86,21 @@ public struct WireEncoder: Sendable {
             put64(id)
         case .ready:
             break
+        case .defaultsOpen(let tag, let suite), .suiteOpen(let tag, let suite):
+            put32(tag); try putString(suite, field: "suite", limit: WireLimits.maxIdentifier)
+        case .defaultsWrite(let tag, let suite, let key, let value), .suiteWrite(let tag, let suite, let key, let value):
+            put32(tag); try putString(suite, field: "suite", limit: WireLimits.maxIdentifier)
+            try putString(key, field: "key", limit: WireLimits.maxDefaultsKey)
+            bytes.append(value == nil ? 0 : 1)
+            if let value { try putBytes(value, field: "value", limit: WireLimits.maxDefaultsValue) }
+        case .defaultsOpened(let tag):
+            put32(tag)
+        case .defaultsChanged(let suite), .suiteChanged(let suite):
+            try putString(suite, field: "suite", limit: WireLimits.maxIdentifier)
+        case .openURL(let tag, let url):
+            put32(tag); try putString(url, field: "url", limit: WireLimits.maxURL)
+        case .answer(let tag, let failure, let text):
+            put32(tag); put16(failure?.rawValue ?? 0); putText(text, limit: WireLimits.maxText)
         case .acquire(let tag, let reason):
             put32(tag); putText(reason, limit: WireLimits.maxReason)
         case .release(let id), .expireReceived(let id), .deliver(let id), .ended(let id), .expire(let id):

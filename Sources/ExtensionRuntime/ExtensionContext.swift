@@ -27,4 +27,25 @@ public enum ExtensionContext {
         let path = String(cString: value)
         return path.isEmpty ? nil : URL(fileURLWithPath: path, isDirectory: true)
     }
+
+    /// Asks the system to open `url` (Apple's `NSExtensionContext.open(_:completionHandler:)`):
+    /// a URL of a scheme the extension's app declares brings that app up with it; any other
+    /// goes to the session's handler for its scheme. True once it was handed over; false when
+    /// nothing takes the scheme, the host's session is locked, the extension point does not
+    /// allow opening URLs, no host has the extension open, over the rate of opens, or without
+    /// extensiond. extensiond records each answer with its reason in the journal.
+    public static func open(_ url: URL) async -> Bool {
+        await open(url.absoluteString)
+    }
+
+    /// `open(_:)` for a URL as text.
+    public static func open(_ url: String) async -> Bool {
+        guard let channel = RuntimeChannel.shared, url.utf8.count <= WireLimits.maxURL else { return false }
+        return await withCheckedContinuation { continuation in
+            channel.call({ .openURL(tag: $0, url: url) }) { answer in
+                if let fd = answer.descriptor { close(fd) }
+                continuation.resume(returning: answer.failure == nil)
+            }
+        }
+    }
 }

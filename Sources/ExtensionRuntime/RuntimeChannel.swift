@@ -47,6 +47,10 @@ final class RuntimeChannel: Sendable {
         var onEnd: (@Sendable (UInt64) -> Void)?
         var observers: [String: [@Sendable (String) -> Void]] = [:]
         var onRefresh: (@Sendable (UInt64) -> Void)?
+        /// The calls to the system (`openURL`, `suiteOpen`, `suiteWrite`) awaiting their `answer`.
+        var calls: [UInt32: @Sendable (Answer) -> Void] = [:]
+        /// Handlers of each open suite's changes.
+        var suiteObservers: [String: [@Sendable (String) -> Void]] = [:]
         var readerStarted = false
         var started = false
         var closed = false
@@ -145,6 +149,47 @@ final class RuntimeChannel: Sendable {
         guard trySend(.observe(name: name)) else { throw .supervisorGone }
     }
 
+    /// The daemon's answer to a call (`answer`): `failure` nil on success; a descriptor attached
+    /// (a suite's mapping), which the receiver owns.
+    struct Answer: Sendable {
+        var failure: FailureCode?
+        var text: String
+        var descriptor: Int32?
+    }
+
+    /// Sends the message `make` builds with a fresh tag; `answered` gets the daemon's answer on
+    /// the reading thread (it must be quick), or `.interrupted` when the supervisor is gone.
+    func call(_ make: (UInt32) -> Message, answered: @escaping @Sendable (Answer) -> Void) {
+        ensureReader()
+        let tag: UInt32? = state.withLock { s in
+            if s.closed { return nil }
+            let tag = s.nextTag
+            s.nextTag &+= 1
+            s.calls[tag] = answered
+            return tag
+        }
+        let gone = Answer(failure: .interrupted, text: "the channel to extensiond is closed", descriptor: nil)
+        guard let tag else { return answered(gone) }
+        if !trySend(make(tag)), let handler = state.withLock({ $0.calls.removeValue(forKey: tag) }) { handler(gone) }
+    }
+
+    /// Sends the message `make` builds and waits for the daemon's answer.
+    func call(_ make: (UInt32) -> Message) -> Answer {
+        let box = Mutex<Answer?>(nil)
+        let done = DispatchSemaphore(value: 0)
+        call(make) { answer in
+            box.withLock { $0 = answer }
+            done.signal()
+        }
+        done.wait()
+        return box.withLock { $0! }
+    }
+
+    /// Adds `handler` for changes other members make to the suite `suite`.
+    func observeSuite(_ suite: String, _ handler: @escaping @Sendable (String) -> Void) {
+        state.withLock { $0.suiteObservers[suite, default: []].append(handler) }
+    }
+
     /// Installs the background-refresh handler, which gets each refresh's id.
     func setRefreshHandler(_ handler: @escaping @Sendable (UInt64) -> Void) {
         state.withLock { $0.onRefresh = handler }
@@ -226,6 +271,17 @@ final class RuntimeChannel: Sendable {
             if let descriptor { close(descriptor) }
             let handlers = state.withLock { $0.observers[name] ?? [] }
             return handlers.isEmpty ? nil : .notified(handlers, name)
+        case .suiteChanged(let suite):
+            if let descriptor { close(descriptor) }
+            let handlers = state.withLock { $0.suiteObservers[suite] ?? [] }
+            return handlers.isEmpty ? nil : .notified(handlers, suite)
+        case .answer(let tag, let failure, let text):
+            guard let handler = state.withLock({ $0.calls.removeValue(forKey: tag) }) else {
+                if let descriptor { close(descriptor) }
+                return nil
+            }
+            handler(Answer(failure: failure, text: text, descriptor: descriptor))
+            return nil
         case .granted(let tag, let assertionID):
             if let descriptor { close(descriptor) }
             let waiter = state.withLock { s -> AssertionWaiter? in
@@ -271,11 +327,12 @@ final class RuntimeChannel: Sendable {
 
     /// The supervisor is gone: every waiting acquire is denied, every live assertion expires.
     private func closeDown() {
-        let (pending, live) = state.withLock { s in
+        let (pending, live, calls) = state.withLock { s in
             s.closed = true
-            defer { s.pending.removeAll(); s.expiryHandlers.removeAll() }
-            return (Array(s.pending.values), Array(s.expiryHandlers.values))
+            defer { s.pending.removeAll(); s.expiryHandlers.removeAll(); s.calls.removeAll() }
+            return (Array(s.pending.values), Array(s.expiryHandlers.values), Array(s.calls.values))
         }
+        for call in calls { call(Answer(failure: .interrupted, text: "the channel to extensiond closed", descriptor: nil)) }
         for waiter in pending { waiter.deniedElsewhere() }
         for waiter in live {
             switch waiter {

@@ -82,6 +82,13 @@ public enum Event: Equatable, Sendable {
     case subscribe(host: HostID, peer: PeerIdentity, tag: UInt32, extensionIDs: [String])
     /// The extension's runtime observes the notification hint `name`.
     case observe(extensionID: String, generation: UInt64, name: String)
+    /// The extension's process opened the shared defaults suite `suite` (the daemon checked that
+    /// it may): it is told of the other members' changes from now on (`suiteChanged`).
+    case suiteOpened(extensionID: String, generation: UInt64, suite: String)
+    /// A member changed the suite `suite`: every extension process that opened it, other than
+    /// generation `writerGeneration` of `writer` (the member that wrote, if an extension), is
+    /// told, or told once when next resumed.
+    case suiteChanged(suite: String, writer: String?, writerGeneration: UInt64)
     /// A host posts the notification hint `name`; answered `ok` or `failure`.
     case post(host: HostID, peer: PeerIdentity, tag: UInt32, name: String)
     /// Time passed: process every deadline that is due.

@@ -50,6 +50,18 @@ public struct NotificationHints: Equatable, Sendable, Codable {
         return held
     }
 
+    /// The hint name under which a process that opened the shared defaults suite `suite` is
+    /// told of changes to it. The `:` keeps it apart from every name a host may post.
+    public static func suiteHint(_ suite: String) -> String { suitePrefix + suite }
+
+    private static let suitePrefix = "defaults:"
+
+    /// The message that tells a process of the hint `name`: `suiteChanged` for a suite's hint,
+    /// `notify` for any other.
+    static func message(for name: String) -> Message {
+        name.hasPrefix(suitePrefix) ? .suiteChanged(suite: String(name.dropFirst(suitePrefix.count))) : .notify(name: name)
+    }
+
     /// Whether `name` is a valid hint name: 1 to 255 bytes of letters, digits, `.`, `-`, `_`,
     /// not starting or ending with `.` and without `..` (the extension id rule).
     public static func nameProblem(_ name: String) -> String? {

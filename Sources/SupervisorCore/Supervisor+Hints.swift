@@ -37,4 +37,18 @@ extension Supervisor {
         }
         out.append(.reply(host: host, message: .ok(tag: tag)))
     }
+
+    /// A member changed the shared defaults suite `suite`: each other extension process that
+    /// opened it is routed as for a hint (told now, or once when next resumed, never woken).
+    mutating func suiteChanged(_ suite: String, writer: String?, writerGeneration: UInt64) {
+        let name = NotificationHints.suiteHint(suite)
+        for id in index.observers(of: name) {
+            update(id, nil) { s, r in
+                if r.manifest.id == writer && r.generation == writerGeneration { return }
+                if r.hints.post(name, phase: r.phase) == .deliver {
+                    s.out.append(.send(extensionID: r.manifest.id, generation: r.generation, message: .suiteChanged(suite: suite)))
+                }
+            }
+        }
+    }
 }

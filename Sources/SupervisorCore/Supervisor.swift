@@ -97,6 +97,9 @@ public struct Supervisor: Sendable {
                 if NotificationHints.nameProblem(name) == nil { _ = r.hints.observe(name) }
             }
         case let .post(host, peer, tag, name): post(host: host, peer: peer, tag: tag, name: name)
+        case let .suiteOpened(id, generation, suite):
+            update(id, generation) { _, r in _ = r.hints.observe(NotificationHints.suiteHint(suite)) }
+        case let .suiteChanged(suite, writer, writerGeneration): suiteChanged(suite, writer: writer, writerGeneration: writerGeneration)
         case let .forceRefresh(host, peer, tag, id): forceRefresh(host: host, peer: peer, tag: tag, id: id)
         case let .subscribe(host, peer, tag, ids): subscribe(host: host, peer: peer, tag: tag, ids: ids)
         case let .refreshDone(id, generation, refreshID, answer):
@@ -493,7 +496,7 @@ public struct Supervisor: Sendable {
         setPhase(&r, .active)
         record(&r, .resume)
         for name in r.hints.takeHeld() {
-            out.append(.send(extensionID: r.manifest.id, generation: r.generation, message: .notify(name: name)))
+            out.append(.send(extensionID: r.manifest.id, generation: r.generation, message: NotificationHints.message(for: name)))
         }
         if !r.pending.isEmpty {
             r.reprieveUntil = nil

@@ -156,6 +156,15 @@ public protocol Kernel: AnyObject, FileReads {
     /// past `limit` (> 0); hands the bytes to `done` on the loop's thread, in a later
     /// iteration. Returns why it could not start; `done` then never runs.
     func measureTreeInBackground(_ path: String, owner: FileOwner?, limit: UInt64, _ done: @escaping (Result<UInt64, SystemError>) -> Void) -> SystemError?
+    /// Replaces the file at `path` with `bytes` as `replaceFile` does, durably (fsync of the data
+    /// before the rename, and of the directory after), on a thread of its own; hands the outcome
+    /// to `done` on the loop's thread, in a later iteration. Returns why it could not start;
+    /// `done` then never runs.
+    func replaceFileInBackground(_ path: String, with bytes: [UInt8], mode: UInt32, _ done: @escaping (SystemError?) -> Void) -> SystemError?
+    /// A new, empty shared defaults suite (`SuiteMemory.make`).
+    func makeSuiteMemory() -> Result<SuiteMemory, SystemError>
+    /// The suite memory open at `fd`, handed over by the daemon this one replaced, mapped again.
+    func adoptSuiteMemory(fd: Int32) -> Result<SuiteMemory, SystemError>
     /// A pipe for one extension's stdout and stderr: its read end non-blocking, both ends
     /// close-on-exec (the spawn places the write end at the child's fds 1 and 2).
     func outputPipe() -> Result<(read: Int32, write: Int32), SystemError>

@@ -356,6 +356,11 @@ public final class LinuxKernel: Kernel {
     /// failure `path.tmp` is removed, `path` is untouched, and the error names the step and the
     /// temporary path. No descriptor stays open.
     public func replaceFile(_ path: String, withParts parts: [[UInt8]], mode: UInt32, durable: Bool) -> SystemError? {
+        Self.replaceFile(path, withParts: parts, mode: mode, durable: durable)
+    }
+
+    /// `replaceFile` on any thread.
+    static func replaceFile(_ path: String, withParts parts: [[UInt8]], mode: UInt32, durable: Bool) -> SystemError? {
         let temporary = path + ".tmp"
         unlink(temporary)  // a leftover of an interrupted write
         let fd = Glibc.open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, mode_t(mode))
@@ -402,6 +407,18 @@ public final class LinuxKernel: Kernel {
         guard let loop else { return .notSupported }
         return backgroundWork.run({ TreeUsage.measure(path, owner: owner, limit: limit) }, loop: loop, done)
     }
+
+    /// `Kernel.replaceFileInBackground`.
+    public func replaceFileInBackground(_ path: String, with bytes: [UInt8], mode: UInt32, _ done: @escaping (SystemError?) -> Void) -> SystemError? {
+        guard let loop else { return .notSupported }
+        return backgroundWork.run({ LinuxKernel.replaceFile(path, withParts: [bytes], mode: mode, durable: true) }, loop: loop, done)
+    }
+
+    /// `Kernel.makeSuiteMemory`.
+    public func makeSuiteMemory() -> Result<SuiteMemory, SystemError> { SuiteMemory.make() }
+
+    /// `Kernel.adoptSuiteMemory`.
+    public func adoptSuiteMemory(fd: Int32) -> Result<SuiteMemory, SystemError> { SuiteMemory.adopt(fd: fd) }
 
     /// pipe2(2) with O_CLOEXEC, then O_NONBLOCK on the read end. Fails naming "pipe2".
     public func outputPipe() -> Result<(read: Int32, write: Int32), SystemError> {

@@ -92,6 +92,10 @@ extension Daemon: ControlServerDelegate {
             let found = core.discover(point: point, content: content, peer: c.identity)
                 .map { DiscoveredExtension(id: $0.id, point: $0.point, displayName: $0.displayName) }
             server.sendDiscovered(found, tag: tag, to: c.id)
+        case let .defaultsOpen(tag, suite):
+            openSuite(suite, tag: tag, from: c)
+        case let .defaultsWrite(tag, suite, key, value):
+            writeSuite(suite, key: key, value: value, tag: tag, from: c)
         default:
             server.protocolViolation(c, "\(message.kind) is not accepted on the control socket")
         }
@@ -158,5 +162,8 @@ extension Daemon: ControlServerDelegate {
 
 extension Daemon {
     /// A host's connection closed: its requests end as if it had dismissed them.
-    func hostGone(_ host: HostID) { post(.hostGone(host: host)) }
+    func hostGone(_ host: HostID) {
+        defaults.hostGone(host)
+        post(.hostGone(host: host))
+    }
 }

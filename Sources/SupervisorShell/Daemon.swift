@@ -27,6 +27,8 @@ public final class Daemon {
     let sources: ManifestSources
     /// The apps the manifests declare.
     let apps = AppCatalog()
+    /// The shared defaults suites.
+    let defaults: DefaultsSuites
     /// A re-exec under way, or the answer owed after one.
     let reexecution: Reexecution
     /// The configuration read at start, which the manifest sources keep.
@@ -41,6 +43,7 @@ public final class Daemon {
         self.logger = logger
         self.kernel = kernel
         reexecution = Reexecution(commandLine: options.commandLine, programPath: options.programPath)
+        defaults = DefaultsSuites(stateDirectory: options.stateDirectory, kernel: kernel, logger: logger)
         // A hand-over document is read first and let go at once: it is read only once. It is a
         // memory file (`/proc/self/fd/N`, whose descriptor crossed the execve and is closed
         // here), or a file elsewhere, which is removed.
@@ -83,6 +86,7 @@ public final class Daemon {
         if let handover {
             sources.containers.restore(known: handover.sharedContainers, resolvedRoot: handover.containersRoot)
             apps.replace(handover.apps ?? [])
+            if let suites = handover.defaults { defaults.restore(suites) }
             core = try Supervisor(restoring: handover.core, limits: config.limits, now: kernel.now())
         } else {
             loaded = sources.load()
@@ -122,6 +126,7 @@ public final class Daemon {
         }
         server.attach(self)
         extensions.attach(self)
+        extensions.calls = self
         if let handover {
             // The stacks first: a process found gone while it is restored leaves its stack's
             // members as it ends.
@@ -215,6 +220,7 @@ public final class Daemon {
     public func finish() {
         server.stop()
         extensions.finish()
+        defaults.flush()
     }
 
     /// Runs the loop until shutdown completes. Returns the exit status.

@@ -30,6 +30,8 @@ extension ExtensionProcesses {
                     sink?.post(.requestFinished(extensionID: id, generation: g, requestID: r, outcome: .completed(payload)))
                 case .cancel(let r, let reason):
                     sink?.post(.requestFinished(extensionID: id, generation: g, requestID: r, outcome: .cancelled(reason)))
+                case .openURL, .suiteOpen, .suiteWrite:
+                    calls?.call(message, from: p)
                 default:
                     cutOff(p, reason: "sent \(message.kind), which extensions may not send")
                     return false
@@ -125,6 +127,13 @@ extension ExtensionProcesses {
         }
         return .success(hostEnd)
     }
+}
+
+/// Who answers what an extension's runtime asks of the system (`openURL`, `suiteOpen`,
+/// `suiteWrite`): the daemon.
+protocol RuntimeCalls: AnyObject {
+    /// `message` came from `p`'s runtime; the answer goes back with `send(_:to:descriptor:)`.
+    func call(_ message: Message, from p: SupervisedProcess)
 }
 
 /// Why a request could not be handed to its extension.

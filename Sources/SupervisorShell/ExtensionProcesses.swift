@@ -15,6 +15,8 @@ final class ExtensionProcesses {
     /// Where the kernel's reports go as core events: the daemon, which owns this set and so
     /// outlives it (`unowned`: see `ControlServer.delegate`).
     private(set) unowned var sink: (any EventSink)?
+    /// Who answers the runtimes' calls to the system (the daemon).
+    unowned var calls: (any RuntimeCalls)?
 
     /// Posts the kernel's reports, and the lock watch's, to `sink` from now on (set once the
     /// daemon is made).

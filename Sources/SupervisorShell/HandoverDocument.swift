@@ -160,6 +160,8 @@ struct HandoverDocument: Codable {
     var networkStacks: NetworkStacks.Handover? = nil
     /// The apps the manifests declared (nil from a daemon that knew none).
     var apps: [AppManifest]? = nil
+    /// The open shared defaults suites (nil from a daemon that had none open, or knew none).
+    var defaults: DefaultsSuites.Handover? = nil
 
     /// Every descriptor the document names: what must cross the `execve`.
     var descriptors: [Int32] {
@@ -168,5 +170,6 @@ struct HandoverDocument: Codable {
                 [$0.pidfd] + [$0.channel, $0.output, $0.cgroupEvents, $0.cgroupProcs, $0.cgroupFreeze, $0.locks?.openWatch].compactMap { $0 }
             }
             + (networkStacks?.stacks.values.flatMap { [$0.namespaceFD, $0.pidfd, $0.control] } ?? [])
+            + (defaults?.suites.values.sorted() ?? [])
     }
 }

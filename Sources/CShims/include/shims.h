@@ -198,6 +198,38 @@ int shim_set_thread_fs_ids(unsigned int uid, unsigned int gid);
 /// then holds what was counted).
 int shim_tree_usage(int top, uint64_t limit, uint64_t *bytes);
 
+/// A shared defaults suite's memory: a memory file (memfd_create(2), close-on-exec) of `size`
+/// zero bytes, mode 0400, sealed against shrinking and growing (a member that maps it never
+/// gets SIGBUS). Returns the descriptor (read and write: map it to write) or -errno.
+int shim_suite_memory(size_t size);
+
+/// A new read-only descriptor (close-on-exec) of the file open at `fd`, opened again through
+/// /proc/self/fd: what members of a suite get. Returns it or -errno.
+int shim_reopen_read_only(int fd);
+
+/// The seqlock of a shared defaults suite's mapping (docs/defaults.md): the u64 at `sequence`.
+/// A reader takes `shim_seq_read_begin` (an acquire load), copies what it needs, then keeps
+/// the copy only if `shim_seq_read_end` (an acquire fence, then a load) gives the same even
+/// value. The writer makes it odd with `shim_seq_write_begin` (a store, then a release fence)
+/// and even again with `shim_seq_write_end` (a release store), so a reader never waits and
+/// never keeps a torn copy.
+static inline uint64_t shim_seq_read_begin(const void *sequence) {
+    return __atomic_load_n((const uint64_t *)sequence, __ATOMIC_ACQUIRE);
+}
+static inline uint64_t shim_seq_read_end(const void *sequence) {
+    __atomic_thread_fence(__ATOMIC_ACQUIRE);
+    return __atomic_load_n((const uint64_t *)sequence, __ATOMIC_RELAXED);
+}
+static inline void shim_seq_write_begin(void *sequence) {
+    uint64_t s = __atomic_load_n((uint64_t *)sequence, __ATOMIC_RELAXED);
+    __atomic_store_n((uint64_t *)sequence, s + 1, __ATOMIC_RELAXED);
+    __atomic_thread_fence(__ATOMIC_RELEASE);
+}
+static inline void shim_seq_write_end(void *sequence) {
+    uint64_t s = __atomic_load_n((uint64_t *)sequence, __ATOMIC_RELAXED);
+    __atomic_store_n((uint64_t *)sequence, s + 1, __ATOMIC_RELEASE);
+}
+
 #ifdef __cplusplus
 }
 #endif

@@ -201,6 +201,11 @@ final class SimulatedKernel: Kernel {
     func measureTreeInBackground(_ path: String, owner: FileOwner?, limit: UInt64, _ done: @escaping (Result<UInt64, SystemError>) -> Void) -> SystemError? {
         refused("measure(\(path))")
     }
+    func replaceFileInBackground(_ path: String, with bytes: [UInt8], mode: UInt32, _ done: @escaping (SystemError?) -> Void) -> SystemError? {
+        refused("replace(\(path))")
+    }
+    func makeSuiteMemory() -> Result<SuiteMemory, SystemError> { .failure(.notSupported) }
+    func adoptSuiteMemory(fd: Int32) -> Result<SuiteMemory, SystemError> { .failure(.notSupported) }
     var landlockABI: Int { 0 }
     func networkNamespace() -> Result<Int32, SystemError> { refuse("network namespace") }
     func waitReadable(fd: Int32, seconds: Double) -> Result<Bool, SystemError> { refuse("poll(\(fd))") }

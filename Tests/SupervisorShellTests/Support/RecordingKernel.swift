@@ -445,6 +445,11 @@ final class RecordingKernel: Kernel {
     func measureTreeInBackground(_ path: String, owner: FileOwner?, limit: UInt64, _ done: @escaping (Result<UInt64, SystemError>) -> Void) -> SystemError? {
         .notSupported
     }
+    func replaceFileInBackground(_ path: String, with bytes: [UInt8], mode: UInt32, _ done: @escaping (SystemError?) -> Void) -> SystemError? {
+        .notSupported
+    }
+    func makeSuiteMemory() -> Result<SuiteMemory, SystemError> { .failure(.notSupported) }
+    func adoptSuiteMemory(fd: Int32) -> Result<SuiteMemory, SystemError> { .failure(.notSupported) }
     var landlockABI: Int { 0 }
     func networkNamespace() -> Result<Int32, SystemError> { .failure(.notSupported) }
     func waitReadable(fd: Int32, seconds: Double) -> Result<Bool, SystemError> { .failure(.notSupported) }
