@@ -39,6 +39,9 @@ let package = Package(
         // C shims for what Glibc does not expose to Swift (ucred, CMSG_*, posix_spawn flags, pidfd),
         // and the extensions' sandbox (namespaces, mounts, and a seccomp filter built with libseccomp).
         .target(name: "CShims", path: "Sources/CShims", linkerSettings: [.linkedLibrary("seccomp"), .linkedLibrary("acl")]),
+        // The daemon's D-Bus calls (logind's LockedHint, org.freedesktop.Application, transient
+        // services), with sd-bus: linked into the daemon only, never into the runtimes.
+        .target(name: "CBus", path: "Sources/CBus", linkerSettings: [.linkedLibrary("systemd")]),
         .systemLibrary(
             name: "CSystemd", path: "Sources/CSystemd", pkgConfig: "libsystemd",
             providers: [.apt(["libsystemd-dev"])]),
@@ -57,7 +60,7 @@ let package = Package(
         .target(
             name: "SupervisorKernel",
             dependencies: [
-                "SupervisorCore", "ExtensionTransport", "CShims", "CSystemd",
+                "SupervisorCore", "ExtensionTransport", "CShims", "CSystemd", "CBus",
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: strict),

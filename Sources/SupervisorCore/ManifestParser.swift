@@ -463,7 +463,7 @@ extension PolicyOverrides: Decodable {
         "suspendedLifetimeSeconds", "suspend", "lockedWhileSuspended", "refreshSeconds", "refresh",
     ]
     /// Keys only a configured point has.
-    static let pointKeys: Set<String> = ["limits", "network", "sandboxRequires"]
+    static let pointKeys: Set<String> = ["limits", "network", "sandboxRequires", "openURLsPerMinute"]
 
     /// Decodes a manifest's `policy` or a configured point; an absent key stays nil. A
     /// configured point may also give `limits`, `network` and `sandboxRequires`. Unknown keys and
@@ -488,6 +488,12 @@ extension PolicyOverrides: Decodable {
         if !inManifest {
             limits = try c.optional(ResourceLimits.self, "limits")
             network = try c.optional(Bool.self, "network")
+            if let perMinute = try c.optional(Int.self, "openURLsPerMinute") {
+                guard (0...600).contains(perMinute) else {
+                    throw ManifestFieldError(field: prefix + "openURLsPerMinute", problem: "\(perMinute) is not from 0 (no URL opened) to 600")
+                }
+                openURLsPerMinute = perMinute
+            }
             if c.contains(AnyKey(stringValue: "sandboxRequires")) {
                 let names = try c.decode([String].self, forKey: AnyKey(stringValue: "sandboxRequires"))
                 var parts: [SandboxPart] = []

@@ -45,6 +45,9 @@ public struct Policy: Equatable, Sendable, Codable {
     /// namespace of its own with loopback only. A point's `network`, which a manifest may turn
     /// off, never on.
     public var network = true
+    /// How many URLs one extension process may open a minute (`ExtensionContext.open`); 0: its
+    /// point does not allow opening URLs. A point's `openURLsPerMinute`.
+    public var openURLsPerMinute = 10
     /// The sandbox parts (docs/security.md) without which its extensions are not launched; nil:
     /// the daemon's default, every part under a root daemon and none under another.
     public var sandboxRequires: [SandboxPart]?
@@ -126,6 +129,8 @@ public struct PolicyOverrides: Equatable, Sendable {
     public var limits: ResourceLimits?
     /// A configured point's `network`.
     public var network: Bool?
+    /// A configured point's `openURLsPerMinute`.
+    public var openURLsPerMinute: Int?
     /// A configured point's `sandboxRequires`.
     public var sandboxRequires: [SandboxPart]?
 
@@ -146,6 +151,7 @@ public struct PolicyOverrides: Equatable, Sendable {
         if let v = refresh { p.refresh = v }
         if let v = limits { p.limits = v.applied(to: p.limits) }
         if let v = network { p.network = v }
+        if let v = openURLsPerMinute { p.openURLsPerMinute = v }
         if let v = sandboxRequires { p.sandboxRequires = v }
         return p
     }

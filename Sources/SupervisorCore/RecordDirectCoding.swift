@@ -122,6 +122,7 @@ extension Policy: BinaryDirectCodable {
         try w.optional(refresh, "refresh") { try w.value($0, $1) }
         try w.value(limits, "limits")
         w.bool(network, "network")
+        w.integer(openURLsPerMinute, "openURLsPerMinute")
         try w.optional(sandboxRequires, "sandboxRequires") { try w.list($0, $1) }
     }
 
@@ -138,6 +139,7 @@ extension Policy: BinaryDirectCodable {
         refresh = try r.canonicalIfPresent(RefreshSchedule.self, "refresh")
         limits = try r.canonical(ResourceLimits.self, "limits")
         network = try r.bool("network")
+        openURLsPerMinute = try r.integerIfPresent(Int.self, "openURLsPerMinute") ?? 10
         sandboxRequires = try r.canonicalListIfPresent(SandboxPart.self, "sandboxRequires")
     }
 }

@@ -161,6 +161,9 @@ public protocol Kernel: AnyObject, FileReads {
     /// to `done` on the loop's thread, in a later iteration. Returns why it could not start;
     /// `done` then never runs.
     func replaceFileInBackground(_ path: String, with bytes: [UInt8], mode: UInt32, _ done: @escaping (SystemError?) -> Void) -> SystemError?
+    /// Hands a URL over (`URLHandoff.perform`) on a thread of its own; `done` gets the outcome
+    /// on the loop's thread, in a later iteration. Returns why it could not start.
+    func handOffInBackground(_ handoff: URLHandoff, _ done: @escaping (URLHandoff.Outcome) -> Void) -> SystemError?
     /// A new, empty shared defaults suite (`SuiteMemory.make`).
     func makeSuiteMemory() -> Result<SuiteMemory, SystemError>
     /// The suite memory open at `fd`, handed over by the daemon this one replaced, mapped again.

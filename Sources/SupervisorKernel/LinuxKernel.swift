@@ -414,6 +414,12 @@ public final class LinuxKernel: Kernel {
         return backgroundWork.run({ LinuxKernel.replaceFile(path, withParts: [bytes], mode: mode, durable: true) }, loop: loop, done)
     }
 
+    /// `Kernel.handOffInBackground`.
+    public func handOffInBackground(_ handoff: URLHandoff, _ done: @escaping (URLHandoff.Outcome) -> Void) -> SystemError? {
+        guard let loop else { return .notSupported }
+        return backgroundWork.run({ handoff.perform() }, loop: loop, done)
+    }
+
     /// `Kernel.makeSuiteMemory`.
     public func makeSuiteMemory() -> Result<SuiteMemory, SystemError> { SuiteMemory.make() }
 

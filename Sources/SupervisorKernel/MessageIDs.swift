@@ -4,6 +4,9 @@ import SupervisorCore
 /// once (`systemd-id128 new`) and never changed, so `journalctl MESSAGE_ID=…` finds one kind of
 /// event across versions. Listed in docs/operations.md.
 public enum MessageIDs {
+    /// An extension's URL was opened, or not (`ExtensionContext.open`): one entry per decision.
+    public static let urlOpen = "5f3c0e7e2a9b4d1c8e6f1a2b3c4d5e6f"
+
     /// The id of a lifecycle event kind. Exhaustive on purpose: a new kind needs a new id.
     public static func id(for kind: LifecycleEvent.Kind) -> String {
         switch kind {

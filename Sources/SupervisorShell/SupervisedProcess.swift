@@ -89,6 +89,9 @@ final class SupervisedProcess {
     /// Whether a runtime-channel message at `now` is within the extension's rate.
     func admitMessage(at now: Instant) -> Bool { admission.admit(at: now) }
 
+    /// The URLs it opened in the last minute (`ExtensionContext.open`), against its point's rate.
+    var openURLRate = OpenURLRate()
+
     /// Closes the runtime channel and its grace timer.
     func closeChannel() {
         channel?.close()

@@ -204,6 +204,9 @@ final class SimulatedKernel: Kernel {
     func replaceFileInBackground(_ path: String, with bytes: [UInt8], mode: UInt32, _ done: @escaping (SystemError?) -> Void) -> SystemError? {
         refused("replace(\(path))")
     }
+    func handOffInBackground(_ handoff: URLHandoff, _ done: @escaping (URLHandoff.Outcome) -> Void) -> SystemError? {
+        refused("hand off \(handoff.url)")
+    }
     func makeSuiteMemory() -> Result<SuiteMemory, SystemError> { .failure(.notSupported) }
     func adoptSuiteMemory(fd: Int32) -> Result<SuiteMemory, SystemError> { .failure(.notSupported) }
     var landlockABI: Int { 0 }
