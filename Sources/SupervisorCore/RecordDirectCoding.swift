@@ -139,7 +139,7 @@ extension Policy: BinaryDirectCodable {
         refresh = try r.canonicalIfPresent(RefreshSchedule.self, "refresh")
         limits = try r.canonical(ResourceLimits.self, "limits")
         network = try r.bool("network")
-        openURLsPerMinute = try r.integerIfPresent(Int.self, "openURLsPerMinute") ?? 10
+        openURLsPerMinute = try r.integer(Int.self, "openURLsPerMinute")
         sandboxRequires = try r.canonicalListIfPresent(SandboxPart.self, "sandboxRequires")
     }
 }

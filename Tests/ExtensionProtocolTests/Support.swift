@@ -14,7 +14,7 @@ struct SplitMix64: RandomNumberGenerator {
 }
 
 /// Every wire type number, in order.
-let allKinds: [UInt8] = Array(1...13) + Array(32...36) + Array(38...43) + Array(64...71) + Array(96...102)
+let allKinds: [UInt8] = Array(1...15) + Array(32...36) + Array(38...45) + Array(64...74) + Array(96...104)
 
 /// Little-endian field builders for hand-made datagrams.
 func le16(_ v: UInt16) -> [UInt8] { [UInt8(v & 0xFF), UInt8(v >> 8)] }
@@ -54,6 +54,18 @@ let sampleMessages: [Message] = [
     .subscribe(tag: 15, extensionIDs: ["com.example.stocks.widget", "b"]),
     .reset(tag: 16, extensionID: "com.example.stocks.widget"),
     .reexec(tag: 17),
+    .defaultsOpen(tag: 18, suite: "group.com.example.stocks"),
+    .defaultsWrite(tag: 19, suite: "group.com.example.stocks", key: "theme", value: [4, 4, 0, 0, 0, 0x64, 0x61, 0x72, 0x6b]),
+    .defaultsWrite(tag: 20, suite: "group.com.example.stocks", key: "gone", value: nil),
+    .defaultsOpened(tag: 18),
+    .defaultsChanged(suite: "group.com.example.stocks"),
+    .openURL(tag: 21, url: "stocks://item/42"),
+    .suiteOpen(tag: 22, suite: "group.com.example.stocks"),
+    .suiteWrite(tag: 23, suite: "group.com.example.stocks", key: "n", value: [2, 1, 0, 0, 0, 0, 0, 0, 0]),
+    .suiteWrite(tag: 24, suite: "group.com.example.stocks", key: "n", value: nil),
+    .answer(tag: 21, failure: nil, text: ""),
+    .answer(tag: 22, failure: .notPermitted, text: "not a member"),
+    .suiteChanged(suite: "group.com.example.stocks"),
     .refreshed(tag: 16, answer: .newData),
     .refreshed(tag: 17, answer: .unsupported),
     .newData(extensionID: "com.example.stocks.widget"),
