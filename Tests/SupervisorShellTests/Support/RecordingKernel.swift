@@ -448,6 +448,9 @@ final class RecordingKernel: Kernel {
     func replaceFileInBackground(_ path: String, with bytes: [UInt8], mode: UInt32, _ done: @escaping (SystemError?) -> Void) -> SystemError? {
         .notSupported
     }
+    func handOffInBackground(_ handoff: URLHandoff, _ done: @escaping (URLHandoff.Outcome) -> Void) -> SystemError? {
+        .notSupported
+    }
     func makeSuiteMemory() -> Result<SuiteMemory, SystemError> { .failure(.notSupported) }
     func adoptSuiteMemory(fd: Int32) -> Result<SuiteMemory, SystemError> { .failure(.notSupported) }
     var landlockABI: Int { 0 }
