@@ -214,6 +214,9 @@ final class DaemonUnderTest {
             if m.point != "bench-sandboxed" { object["sandbox"] = "none" }
             try JSONSerialization.data(withJSONObject: object).write(to: URL(fileURLWithPath: "\(extensions)/\(m.id).json"))
         }
+        // An app with the group of the defaults figures (docs/defaults.md).
+        let app: [String: Any] = ["kind": "app", "id": "org.example.bench", "groups": ["group.org.example.bench"], "dbusActivatable": true]
+        try JSONSerialization.data(withJSONObject: app).write(to: URL(fileURLWithPath: "\(extensions)/org.example.bench.app.json"))
         var config = config
         if asRoot { config["allowRootExtensions"] = true }
         config["allowUnsandboxedExtensions"] = true

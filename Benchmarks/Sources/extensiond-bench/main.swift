@@ -38,7 +38,7 @@ if arguments.first == "--helper" {
 // MARK: - Options
 
 /// The phases, in the order they run.
-let allPhases = ["micro", "baselines", "rtt", "cold", "prewarm", "resume", "throughput", "monitor", "assert", "suspend", "legs", "behaviour", "mass", "freeze", "handover"]
+let allPhases = ["micro", "baselines", "rtt", "defaults", "cold", "prewarm", "resume", "throughput", "monitor", "assert", "suspend", "legs", "behaviour", "mass", "freeze", "handover"]
 
 struct Options {
     var quick = false
@@ -173,6 +173,8 @@ final class Suite {
     var rawRequest = Samples(), rawAcquire = Samples(), dbusPeer = Samples(), dbusDriver = Samples(), rawMass = Samples()
     // Figures.
     var coldSandboxed = Samples(), coldUnsandboxed = Samples()
+    /// Shared defaults: a read from the mapping; a write answered plus its notification at another member.
+    var defaultsRead = Samples(), defaultsWrite = Samples()
     var hostRTT = Samples(), rawRTT = Samples(), coldLaunch = Samples(), coldDynamic = Samples(), coldC = Samples(), afterPrewarm = Samples()
     var resume = Samples(), acquire = Samples(), release = Samples(), suspend = Samples(), mass = Samples()
     /// The re-execs of the `handover` phase, each from `reexec` sent to the new program's answer.
@@ -370,6 +372,38 @@ final class Suite {
         }
         details.append(Detail(name: "control-plane RTT: ExtensionHostConnection.prewarm([])", samples: hostRTT, note: "caller thread + ControlClient reader thread"))
         details.append(Detail(name: "control-plane RTT: same message, bare socket, one thread", samples: rawRTT, note: "daemon + kernel only"))
+    }
+
+    /// Shared defaults (docs/defaults.md): a read of one key from the suite's mapping (no round
+    /// trip); and a write by one member until another member's connection has been told of it,
+    /// against the control-plane round trip of the same client library.
+    func defaultsFigures() throws {
+        log("shared defaults: read, and write until another member is told")
+        let suite = "group.org.example.bench"
+        let writer = try host.defaults(suiteName: suite)
+        let otherConnection = try ExtensionHostConnection(socketPath: daemon.socketPath)
+        defer { otherConnection.close() }
+        let other = try otherConnection.defaults(suiteName: suite)
+        let told = DispatchSemaphore(value: 0)
+        other.onChange { _ in told.signal() }
+        try writer.set(.string("dark"), forKey: "theme")
+        guard told.wait(timeout: .now() + 10) == .success else { throw BenchError("the other member was not told of a change") }
+        let reads = o.roundTrips * 10
+        for i in 0..<(reads + reads / 10) {
+            let t0 = now()
+            let value = other["theme"]
+            let t = now() - t0
+            guard value == .string("dark") else { throw BenchError("read \(String(describing: value)), not the value written") }
+            if i >= reads / 10 { defaultsRead.add(t) }
+        }
+        for i in 0..<(o.roundTrips + o.roundTrips / 10) {
+            let t0 = now()
+            try writer.set(.integer(Int64(i)), forKey: "count")
+            guard told.wait(timeout: .now() + 10) == .success else { throw BenchError("the other member was not told of write \(i)") }
+            if i >= o.roundTrips / 10 { defaultsWrite.add(now() - t0) }
+        }
+        details.append(Detail(name: "defaults read: HostGroupDefaults subscript, one key", samples: defaultsRead, note: "seqlock read of the mapping, no system call"))
+        details.append(Detail(name: "defaults write until another member's handler runs", samples: defaultsWrite, note: "set answered + defaultsChanged at a second connection"))
     }
 
     /// Begin on a not-running extension until the host holds a working channel; then kill it.
@@ -991,6 +1025,7 @@ final class Suite {
         if on("baselines") { try baselines() }
         try startDaemon()
         if on("rtt") { try profiled("rtt") { try controlPlane() } }
+        if on("defaults") { try profiled("defaults") { try defaultsFigures() } }
         if on("cold") { try profiled("cold") { try cold() } }
         if on("prewarm") { try profiled("prewarm") { try prewarm() } }
         if on("resume") { try profiled("resume") { try resumes() } }
@@ -1016,6 +1051,8 @@ final class Suite {
 
     func report() {
         var rows: [Row] = []
+        rows.append(Row(figure: "defaults read", kind: .bounded(defaultsRead, limit: 1e-6), target: "p50 ≤ 1 µs"))
+        rows.append(Row(figure: "defaults write + notification", kind: .latency(defaultsWrite, baseline: hostRTT, factor: 2), target: "p50 ≤ 2× control RTT"))
         rows.append(Row(figure: "assertion acquire", kind: .latency(acquire, baseline: socketRTT, factor: 2), target: "p50 ≤ 2× baseline"))
         rows.append(Row(figure: "assertion release", kind: .latency(release, baseline: socketRTT, factor: 2), target: "p50 ≤ 2× baseline"))
         rows.append(Row(figure: "resume", kind: .latency(resume, baseline: rawContinue, factor: 3), target: "p50 ≤ 3× baseline"))
