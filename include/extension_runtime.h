@@ -137,6 +137,132 @@ const char *ext_shared_container_path(const char *group);
  * by extensiond). The string belongs to the process environment, as above. */
 const char *ext_container_path(void);
 
+/* The longest URL ext_open_url accepts, in bytes. */
+#define EXT_URL_MAX 2048
+
+/* Called on a runtime thread with the outcome of ext_open_url. */
+typedef void (*ext_open_url_callback)(bool opened, void *context);
+
+/* Asks the system to open `url` for the extension (Apple's
+ * NSExtensionContext.open(_:completionHandler:)): the app that declares its scheme, else the
+ * session's handler for it. Returns at once; `callback(opened, context)` is then called
+ * exactly once, on a runtime thread: `opened` true when extensiond handed the URL over; false
+ * when it did not (no app or handler takes the scheme, the host's session is locked, the
+ * extension point does not allow opening URLs, the extension has no open request from a host,
+ * or it is over the rate limit: the reason is in extensiond's journal record), or when the
+ * channel to extensiond closed before the answer. Returns 0, or, with nothing sent and the
+ * callback never called: -EINVAL for a NULL or empty url, one holding a byte below 0x20 or
+ * 0x7f or that is not UTF-8, or a NULL callback; -EMSGSIZE for a url over EXT_URL_MAX bytes;
+ * -ENOTCONN without extensiond (or once its channel closed); -ENOMEM. `context` is passed
+ * back from another thread. */
+int ext_open_url(const char *url, ext_open_url_callback callback, void *context);
+
+/* Shared defaults (docs/defaults.md): small typed settings an app and its extensions share in a
+ * suite named after one of the app's groups (Apple's NSUserDefaults(suiteName:)).
+ *
+ * Reads (ext_defaults_type, ext_defaults_get_*, ext_defaults_keys) come from a read-only
+ * mapping of the suite: no system call (the allocation of a returned copy aside), no waiting,
+ * and every value current as of the read, other members' writes included. A read is
+ * consistent: it never returns a value torn by a concurrent write. Writes (ext_defaults_set_*,
+ * ext_defaults_remove) are round trips to extensiond, which block the calling thread until it
+ * answers (callbacks of this runtime may call them); when one returns 0 the write is visible to
+ * every member's reads. An ext_defaults handle may be used from any thread, until
+ * ext_defaults_close.
+ *
+ * Values: one type byte (EXT_DEFAULTS_*), then little-endian: bool 1 byte (0 or 1); integer
+ * int64; double IEEE-754 binary64; string u32 length + UTF-8; bytes u32 length + bytes; array u32
+ * count + that many values; dictionary u32 count + count x (u32 key length + UTF-8 key + value),
+ * keys unique and sorted bytewise ascending. At most 32 levels deep (a scalar alone is 1), at
+ * most EXT_DEFAULTS_MAX_VALUE bytes. Keys: 1 to EXT_DEFAULTS_MAX_KEY bytes of UTF-8.
+ *
+ * Errors shared by the functions below: -EINVAL for a NULL argument; -EIO when the suite's
+ * mapping is malformed (never the case for one extensiond wrote) or stays mid-write through
+ * 1,000,000 attempts, or, for a write, when extensiond failed; -ENOTCONN without extensiond or
+ * once its channel closed; -ENOMEM. A round trip made by a callback that the runtime had to run
+ * on its reading thread (no thread could be created) returns -EAGAIN instead of waiting for an
+ * answer only that thread could read. */
+typedef struct ext_defaults ext_defaults;
+
+#define EXT_DEFAULTS_MAX_KEY 255
+#define EXT_DEFAULTS_MAX_VALUE 60000   /* one value, encoded */
+#define EXT_DEFAULTS_MAX_SUITE 262144  /* the whole suite: its offsets table and entries */
+
+#define EXT_DEFAULTS_BOOL 1
+#define EXT_DEFAULTS_INTEGER 2
+#define EXT_DEFAULTS_DOUBLE 3
+#define EXT_DEFAULTS_STRING 4
+#define EXT_DEFAULTS_BYTES 5
+#define EXT_DEFAULTS_ARRAY 6
+#define EXT_DEFAULTS_DICTIONARY 7
+
+/* Opens the suite `suite`, a group of the app the extension's manifest names ("app"): one round
+ * trip. Sets *out to a handle, to close with ext_defaults_close. Returns 0; -EINVAL for a
+ * malformed name (letters, digits, '.', '-', '_', at most 255 bytes, not starting or ending
+ * with '.', no ".."); -ENOENT when no app declares the group; -EPERM when it is not a group of
+ * the extension's app; -EIO when the mapping extensiond handed over is not a suite; or as
+ * above. */
+int ext_defaults_open(const char *suite, ext_defaults **out);
+
+/* Unmaps the suite and removes its change handlers: none is called once this returns (it waits
+ * for calls running on other threads; a handler may close its own suite). NULL is ignored. The
+ * handle must not be used again. */
+void ext_defaults_close(ext_defaults *defaults);
+
+/* The type of `key`'s value (EXT_DEFAULTS_*), or -ENOENT when the suite has no such key. */
+int ext_defaults_type(ext_defaults *defaults, const char *key);
+
+/* The value of `key`, when it has that type: 0, -ENOENT when there is no such key, -EDOM when
+ * its value has another type, or as above (nothing is stored then).
+ * ext_defaults_get_double converts an integer value too. ext_defaults_get_string and
+ * ext_defaults_get_bytes store a malloc'ed copy (to free(3)) with a NUL after it (a string
+ * holding U+0000 reads as far as it in C; ext_defaults_get_encoded has all of it).
+ * ext_defaults_get_encoded stores a malloc'ed copy of the value's encoding (above), whatever
+ * its type, and its length. */
+int ext_defaults_get_bool(ext_defaults *defaults, const char *key, bool *out);
+int ext_defaults_get_int64(ext_defaults *defaults, const char *key, int64_t *out);
+int ext_defaults_get_double(ext_defaults *defaults, const char *key, double *out);
+int ext_defaults_get_string(ext_defaults *defaults, const char *key, char **out);
+int ext_defaults_get_bytes(ext_defaults *defaults, const char *key, void **out, size_t *length);
+int ext_defaults_get_encoded(ext_defaults *defaults, const char *key, void **out,
+                             size_t *length);
+
+/* The suite's keys as of one moment, sorted bytewise: *keys (NULL-terminated too) and *count.
+ * Free them with ext_defaults_free_keys. */
+int ext_defaults_keys(ext_defaults *defaults, char ***keys, size_t *count);
+void ext_defaults_free_keys(char **keys, size_t count);
+
+/* Sets `key` to a value of the suite: one round trip, returning once extensiond answered.
+ * Returns 0 (the value is visible to every member already); -EINVAL for a malformed key (empty,
+ * over EXT_DEFAULTS_MAX_KEY bytes, not UTF-8), a string that is not UTF-8, a NULL value with a
+ * non-zero length, or, for ext_defaults_set_encoded, an encoding that breaks the rules above
+ * (checked before sending); -EMSGSIZE when the value's encoding is over
+ * EXT_DEFAULTS_MAX_VALUE bytes (nothing is sent); -ENOSPC when extensiond refuses it as over a
+ * limit (the suite over EXT_DEFAULTS_MAX_SUITE bytes, or the rate of writes); -EPERM or -ENOENT
+ * when the extension is no longer a member of the suite, or no app declares its group any more;
+ * or as above. */
+int ext_defaults_set_bool(ext_defaults *defaults, const char *key, bool value);
+int ext_defaults_set_int64(ext_defaults *defaults, const char *key, int64_t value);
+int ext_defaults_set_double(ext_defaults *defaults, const char *key, double value);
+int ext_defaults_set_string(ext_defaults *defaults, const char *key, const char *value);
+int ext_defaults_set_bytes(ext_defaults *defaults, const char *key, const void *value,
+                           size_t length);
+int ext_defaults_set_encoded(ext_defaults *defaults, const char *key, const void *value,
+                             size_t length);
+
+/* Removes `key` (a key the suite does not have is no error): a round trip, as the setters. */
+int ext_defaults_remove(ext_defaults *defaults, const char *key);
+
+/* Called on a runtime thread when another member changed a suite. */
+typedef void (*ext_defaults_handler)(const char *suite, void *context);
+
+/* Adds a handler of the suite's changes: `handler(suite, context)` runs on a runtime thread when
+ * another member (an app, another extension, an administrator) changed the suite: at once
+ * while the extension runs, and once for all the changes made while it was suspended, when it
+ * is resumed (it is never woken for them). Not for the process's own writes. Handlers of one
+ * handle are called in the order they were added, until ext_defaults_close. Returns 0, or
+ * -EINVAL / -ENOMEM. `context` is passed back from other threads. */
+int ext_defaults_on_change(ext_defaults *defaults, ext_defaults_handler handler, void *context);
+
 #ifdef __cplusplus
 }
 #endif

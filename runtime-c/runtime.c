@@ -11,10 +11,17 @@
  * itself, then ends. An idle extension thus has one runtime thread, and a callback that blocks
  * never delays the reading of *expire*.
  *
+ * Round trips (openURL, suiteOpen, suiteWrite) are answered by *answer* with their tag: the
+ * reader completes the call and signals `answered`, on which a blocking caller waits, or runs
+ * the call's callback (openURL). A blocking caller is never the reader: callbacks run on
+ * threads that no longer hold the read role (in the one case where a callback must run on the
+ * reading thread, no thread could be created, a round trip it makes returns -EAGAIN).
+ *
  * One mutex guards all state; no callback runs under it.
  */
 #define _GNU_SOURCE
 #include "extension_runtime.h"
+#include "defaults.h"
 #include "wire.h"
 
 #include <errno.h>
@@ -22,14 +29,21 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define API __attribute__((visibility("default")))
 
+
 _Static_assert(EXT_ACTIVITY_MAX_REASON == EXT_WIRE_MAX_REASON, "the header's reason limit is the wire's");
 _Static_assert(EXT_REQUEST_MAX_PAYLOAD == EXT_WIRE_MAX_PAYLOAD, "the header's payload limit is the wire's");
 _Static_assert(EXT_OBSERVE_MAX_NAMES == 256, "NotificationHints.maxObserved, the daemon's limit");
+_Static_assert(EXT_URL_MAX == EXT_WIRE_MAX_URL, "the header's URL limit is the wire's");
+_Static_assert(EXT_DEFAULTS_MAX_KEY == EXT_WIRE_MAX_DEFAULTS_KEY, "the header's key limit is the wire's");
+_Static_assert(EXT_DEFAULTS_MAX_VALUE == EXT_WIRE_MAX_DEFAULTS_VALUE, "the header's value limit is the wire's");
+_Static_assert(EXT_DEFAULTS_MAX_KEY >= EXT_WIRE_MAX_IDENTIFIER, "ext_defaults.suite holds a suite name");
 
 /* One ext_perform_expiring_activity call. Guarded by `lock`. */
 struct activity {
@@ -53,6 +67,31 @@ struct observer {
     struct observer *next;
 };
 
+/* One round trip awaiting its *answer* (openURL, suiteOpen, suiteWrite). Guarded by `lock`. */
+struct call {
+    uint32_t tag;
+    ext_open_url_callback callback; /* openURL: called with the outcome; else a caller waits */
+    void *context;
+    int done;   /* a waiting caller's answer arrived, or the channel closed */
+    int result; /* then: 0, or a negative errno */
+    int fd;     /* the descriptor attached to a successful answer, or -1 */
+    struct call *next;
+};
+
+/* A change handler of an open suite (ext_defaults_on_change). */
+struct extd_handler {
+    ext_defaults_handler handler;
+    void *context;
+    struct extd_handler *next;
+};
+
+/* One change handler call due (suiteChanged): the suite is kept (`refs`) until it is made. */
+struct change {
+    ext_defaults *suite;
+    ext_defaults_handler handler;
+    void *context;
+};
+
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 static int channel = -1; /* set once by setup(), then read-only */
@@ -65,6 +104,12 @@ static ext_request_handler on_request;
 static void *request_context;
 static ext_refresh_handler on_refresh;
 static void *refresh_context;
+static struct call *calls;
+static pthread_cond_t answered = PTHREAD_COND_INITIALIZER; /* a waiting call is done */
+static pthread_cond_t settled = PTHREAD_COND_INITIALIZER;  /* a change handler returned */
+static ext_defaults *suites;                               /* open, in the order opened */
+static _Thread_local int reading;                          /* this thread holds the read role */
+static _Thread_local ext_defaults *changing;               /* whose change handler this thread runs */
 
 /* Whether `fd` is an open AF_UNIX SOCK_SEQPACKET socket, as the channel extensiond passes is. */
 static int is_channel(int fd) {
@@ -100,7 +145,7 @@ static int supervised(void) {
 /* Sends one message; 0, or -1 when it cannot be encoded or the channel is closed. */
 static int send_message(const struct ext_wire_message *m) {
     uint8_t small[512];
-    size_t capacity = EXT_WIRE_HEADER + 12 + m->length;
+    size_t capacity = EXT_WIRE_HEADER + 16 + m->length + m->key_length + m->value_length;
     uint8_t *buffer = capacity <= sizeof small ? small : malloc(capacity);
     if (!buffer) return -1;
     long n = ext_wire_encode(m, buffer, capacity);
@@ -156,7 +201,7 @@ static char *utf8_copy(const char *text, size_t limit, int cut, size_t *length) 
 
 /* --- threads ------------------------------------------------------------------------------ */
 
-enum work_kind { WORK_GRANTED, WORK_EXPIRED, WORK_DENIED, WORK_REQUEST, WORK_REFRESH, WORK_NOTIFY };
+enum work_kind { WORK_GRANTED, WORK_EXPIRED, WORK_DENIED, WORK_REQUEST, WORK_REFRESH, WORK_NOTIFY, WORK_OPENED, WORK_CHANGED };
 
 struct work {
     enum work_kind kind;
@@ -168,10 +213,14 @@ struct work {
     void *context;
     size_t handlers;
     struct observer *notify; /* copies of the observers of `name`, handlers only */
+    ext_open_url_callback opened_callback;
+    int opened;
+    struct change *changes; /* `handlers` calls of the suite `name` */
     char name[EXT_WIRE_MAX_IDENTIFIER + 1];
 };
 
 static void finished(struct activity *a, int main);
+static void changed(struct work *w);
 
 static void perform(struct work *w) {
     switch (w->kind) {
@@ -194,6 +243,8 @@ static void perform(struct work *w) {
         for (size_t i = 0; i < w->handlers; i++) w->notify[i].handler(w->name, w->notify[i].context);
         free(w->notify);
         break;
+    case WORK_OPENED: w->opened_callback(w->opened != 0, w->context); break;
+    case WORK_CHANGED: changed(w); break;
     }
     free(w);
 }
@@ -274,6 +325,20 @@ static void close_down(void) {
     closed = 1;
     struct activity *denied = pending, *expiring = live;
     pending = live = NULL;
+    /* Every call is over: a waiting caller gets -ENOTCONN, an openURL callback `false`. */
+    struct call *unanswered = NULL;
+    while (calls) {
+        struct call *c = calls;
+        calls = c->next;
+        if (c->callback) {
+            c->next = unanswered;
+            unanswered = c;
+        } else {
+            c->result = -ENOTCONN;
+            c->done = 1;
+        }
+    }
+    pthread_cond_broadcast(&answered);
     struct activity *due = NULL;
     while (expiring) {
         struct activity *a = expiring;
@@ -296,12 +361,124 @@ static void close_down(void) {
         a->next = NULL;
         dispatch(new_work(WORK_EXPIRED, a));
     }
+    while (unanswered) {
+        struct call *c = unanswered;
+        unanswered = c->next;
+        struct work *w = new_work(WORK_OPENED, NULL);
+        w->opened_callback = c->callback;
+        w->context = c->context;
+        free(c);
+        dispatch(w);
+    }
+}
+
+/* The errno of an *answer*'s failure code (docs/protocol.md, "Failure codes"). */
+static int answer_error(uint16_t code) {
+    switch (code) {
+    case 0: return 0;
+    case 1: return -ENOENT;  /* unknownExtension: no such suite */
+    case 5: return -EPERM;   /* notPermitted */
+    case 6: return -EINVAL;  /* badRequest */
+    case 8: return -ENOSPC;  /* limitReached */
+    default: return -EIO;
+    }
+}
+
+/* Under `lock`: removes the call with `tag` from `calls`. */
+static struct call *unlink_call(uint32_t tag) {
+    for (struct call **p = &calls; *p; p = &(*p)->next) {
+        struct call *c = *p;
+        if (c->tag == tag) {
+            *p = c->next;
+            c->next = NULL;
+            return c;
+        }
+    }
+    return NULL;
+}
+
+/* *answer*: completes its call (a descriptor goes only with a successful answer to a waiting
+ * caller); an openURL callback is returned as work. */
+static struct work *answer(const struct ext_wire_message *m, int fd) {
+    struct work *w = NULL;
+    pthread_mutex_lock(&lock);
+    struct call *c = unlink_call(m->tag);
+    if (c && c->callback) {
+        w = new_work(WORK_OPENED, NULL);
+        w->opened_callback = c->callback;
+        w->context = c->context;
+        w->opened = m->code == 0;
+        free(c);
+    } else if (c) { /* the waiter's, on its stack: not touched once `lock` is released */
+        c->result = answer_error(m->code);
+        if (m->code == 0) {
+            c->fd = fd;
+            fd = -1;
+        }
+        c->done = 1;
+        pthread_cond_broadcast(&answered);
+    }
+    pthread_mutex_unlock(&lock);
+    if (fd >= 0) close(fd);
+    return w;
+}
+
+/* *suiteChanged*: a call of each change handler of each open handle of the suite, in order. */
+static struct work *suite_changed(const struct ext_wire_message *m) {
+    struct work *w = new_work(WORK_CHANGED, NULL);
+    memcpy(w->name, m->data, m->length);
+    w->name[m->length] = 0;
+    pthread_mutex_lock(&lock);
+    size_t count = 0;
+    for (ext_defaults *d = suites; d; d = d->next)
+        if (strcmp(d->suite, w->name) == 0)
+            for (struct extd_handler *h = d->handlers; h; h = h->next) count++;
+    w->changes = count ? calloc(count, sizeof *w->changes) : NULL;
+    for (ext_defaults *d = suites; d && w->changes; d = d->next)
+        if (strcmp(d->suite, w->name) == 0)
+            for (struct extd_handler *h = d->handlers; h; h = h->next) {
+                w->changes[w->handlers++] = (struct change){d, h->handler, h->context};
+                d->refs++;
+            }
+    pthread_mutex_unlock(&lock);
+    if (w->handlers) return w;
+    free(w->changes);
+    free(w);
+    return NULL;
+}
+
+/* Runs the change handlers of WORK_CHANGED, each unless its suite was closed meanwhile; a
+ * suite's memory goes with the last reference to it. */
+static void changed(struct work *w) {
+    for (size_t i = 0; i < w->handlers; i++) {
+        struct change *c = &w->changes[i];
+        ext_defaults *d = c->suite;
+        pthread_mutex_lock(&lock);
+        int call = !d->closed;
+        d->calling += call;
+        pthread_mutex_unlock(&lock);
+        if (call) {
+            ext_defaults *outer = changing;
+            changing = d;
+            c->handler(w->name, c->context);
+            changing = outer;
+        }
+        pthread_mutex_lock(&lock);
+        if (call) {
+            d->calling--;
+            pthread_cond_broadcast(&settled);
+        }
+        int last = --d->refs == 0;
+        pthread_mutex_unlock(&lock);
+        if (last) free(d);
+    }
+    free(w->changes);
 }
 
 /* Handles one message on the reading thread: bookkeeping and acknowledgements here, in order;
  * a callback to run is returned as work (NULL when there is none). */
 static struct work *handle(const struct ext_wire_message *m, int fd) {
-    if (fd >= 0 && m->kind != EXT_WIRE_DELIVER) {
+    if (fd >= 0 && m->kind != EXT_WIRE_DELIVER && m->kind != EXT_WIRE_ANSWER) {
         close(fd);
         fd = -1;
     }
@@ -375,6 +552,8 @@ static struct work *handle(const struct ext_wire_message *m, int fd) {
         pthread_mutex_unlock(&lock);
         return a ? new_work(WORK_DENIED, a) : NULL;
     }
+    case EXT_WIRE_ANSWER: return answer(m, fd);
+    case EXT_WIRE_SUITE_CHANGED: return suite_changed(m);
     case EXT_WIRE_EXPIRE: {
         /* Acknowledge first: the supervisor checks the message was read before it stops us. */
         send_id(EXT_WIRE_EXPIRE_RECEIVED, m->id);
@@ -443,6 +622,7 @@ static int start_reader(void) {
  * one keeps reading. When the channel closes, close_down. */
 static void *reader(void *unused) {
     (void)unused;
+    reading = 1;
     for (;;) {
         int fd;
         ssize_t n = receive(datagram, sizeof datagram, &fd);
@@ -456,6 +636,7 @@ static void *reader(void *unused) {
         struct work *w = handle(&m, fd);
         if (!w) continue;
         if (start_reader() == 0) {
+            reading = 0;
             perform(w);
             return NULL;
         }
@@ -477,6 +658,64 @@ static void ensure_reader(void) {
         (void)!write(2, text, sizeof text - 1);
         abort();
     }
+}
+
+/* Under `lock`: a tag for an acquire or a call, nonzero and unique among those outstanding. */
+static uint32_t fresh_tag(void) {
+    for (;;) {
+        uint32_t tag = next_tag++;
+        int used = tag == 0;
+        for (struct activity *a = pending; a && !used; a = a->next) used = a->tag == tag;
+        for (struct call *c = calls; c && !used; c = c->next) used = c->tag == tag;
+        if (!used) return tag;
+    }
+}
+
+/* Registers `c` under a fresh tag, which `m` gets, and sends `m`. 0 when the call is under way
+ * (it will be completed by its answer or the channel's closing), -ENOTCONN when it was not
+ * sent (it is not registered then). */
+static int start_call(struct call *c, struct ext_wire_message *m) {
+    ensure_reader();
+    pthread_mutex_lock(&lock);
+    if (closed) {
+        pthread_mutex_unlock(&lock);
+        return -ENOTCONN;
+    }
+    uint32_t tag = fresh_tag();
+    c->tag = m->tag = tag;
+    c->fd = -1;
+    c->next = calls;
+    calls = c;
+    pthread_mutex_unlock(&lock);
+    if (send_message(m) == 0) return 0;
+    pthread_mutex_lock(&lock);
+    int mine = unlink_call(tag) != NULL; /* else close_down completed it already */
+    pthread_mutex_unlock(&lock);
+    return mine ? -ENOTCONN : 0;
+}
+
+/* A blocking round trip: sends `m` and waits for its answer. 0 (the descriptor attached to it
+ * in *fd when `fd` is not NULL, else closed; -1 when there is none), or a negative errno. */
+static int round_trip(struct ext_wire_message *m, int *fd) {
+    if (fd) *fd = -1;
+    if (!supervised()) return -ENOTCONN;
+    if (reading) { /* only this thread could read the answer */
+        pthread_mutex_lock(&lock);
+        int gone = closed;
+        pthread_mutex_unlock(&lock);
+        return gone ? -ENOTCONN : -EAGAIN;
+    }
+    struct call c = {.callback = NULL};
+    int rc = start_call(&c, m);
+    if (rc) return rc;
+    pthread_mutex_lock(&lock);
+    while (!c.done) pthread_cond_wait(&answered, &lock);
+    pthread_mutex_unlock(&lock);
+    if (c.fd >= 0) {
+        if (fd) *fd = c.fd;
+        else close(c.fd);
+    }
+    return c.result;
 }
 
 /* --- the C interface ---------------------------------------------------------------------- */
@@ -528,7 +767,7 @@ API int ext_perform_expiring_activity_with_cleanup(const char *reason, ext_activ
     pthread_mutex_lock(&lock);
     int gone = closed;
     if (!gone) {
-        a->tag = next_tag++;
+        a->tag = fresh_tag();
         a->next = pending;
         pending = a;
     }
@@ -660,3 +899,192 @@ API const char *ext_shared_container_path(const char *group) {
     free(name);
     return value && *value ? value : NULL;
 }
+
+/* --- open URL ----------------------------------------------------------------------------- */
+
+API int ext_open_url(const char *url, ext_open_url_callback callback, void *context) {
+    if (!url || !*url || !callback) return -EINVAL;
+    size_t n = strlen(url);
+    if (n > EXT_URL_MAX) return -EMSGSIZE;
+    for (size_t i = 0; i < n; i++)
+        if ((unsigned char)url[i] < 0x20 || url[i] == 0x7f) return -EINVAL;
+    if (!ext_wire_valid_utf8((const uint8_t *)url, n)) return -EINVAL;
+    if (!supervised()) return -ENOTCONN;
+    struct call *c = calloc(1, sizeof *c);
+    if (!c) return -ENOMEM;
+    c->callback = callback;
+    c->context = context;
+    struct ext_wire_message m = {.kind = EXT_WIRE_OPEN_URL, .data = (const uint8_t *)url, .length = n};
+    int rc = start_call(c, &m);
+    if (rc) free(c);
+    return rc;
+}
+
+/* --- shared defaults: opening, writing, change handlers (reading: defaults.c) -------------- */
+
+/* Maps the suite open at `fd` (which stays the caller's) into `d`: its whole size, read-only. */
+static int map_suite(int fd, ext_defaults *d) {
+    struct stat st;
+    if (fstat(fd, &st) != 0) return -EIO;
+    if (st.st_size < EXTD_HEADER || st.st_size > EXTD_MAPPING_SIZE) return -EIO;
+    size_t size = (size_t)st.st_size;
+    void *p = mmap(NULL, size, PROT_READ, MAP_SHARED, fd, 0);
+    if (p == MAP_FAILED) return errno == ENOMEM ? -ENOMEM : -EIO;
+    if (extd_mapping_check(p, size) != 0) {
+        munmap(p, size);
+        return -EIO;
+    }
+    d->map = p;
+    d->size = size;
+    return 0;
+}
+
+API int ext_defaults_open(const char *suite, ext_defaults **out) {
+    if (!suite || !out || !valid_name(suite)) return -EINVAL;
+    if (!supervised()) return -ENOTCONN;
+    ext_defaults *d = calloc(1, sizeof *d);
+    if (!d) return -ENOMEM;
+    size_t n = strlen(suite);
+    memcpy(d->suite, suite, n + 1);
+    struct ext_wire_message m = {.kind = EXT_WIRE_SUITE_OPEN, .data = (const uint8_t *)suite, .length = n};
+    int fd;
+    int rc = round_trip(&m, &fd);
+    if (rc == 0 && fd < 0) rc = -EIO; /* answered without the mapping */
+    if (rc == 0) rc = map_suite(fd, d);
+    if (fd >= 0) close(fd);
+    if (rc) {
+        free(d);
+        return rc;
+    }
+    d->refs = 1;
+    pthread_mutex_lock(&lock);
+    ext_defaults **tail = &suites;
+    while (*tail) tail = &(*tail)->next;
+    *tail = d;
+    pthread_mutex_unlock(&lock);
+    *out = d;
+    return 0;
+}
+
+API void ext_defaults_close(ext_defaults *d) {
+    if (!d) return;
+    pthread_mutex_lock(&lock);
+    d->closed = 1;
+    for (ext_defaults **p = &suites; *p; p = &(*p)->next)
+        if (*p == d) {
+            *p = d->next;
+            break;
+        }
+    d->next = NULL;
+    struct extd_handler *handlers = d->handlers;
+    d->handlers = NULL;
+    /* No handler starts from now on; wait for those running elsewhere (not for this thread's
+     * own, when a handler closes its suite). */
+    unsigned own = changing == d;
+    while (d->calling > own) pthread_cond_wait(&settled, &lock);
+    void *map = (void *)d->map;
+    size_t size = d->size;
+    int last = --d->refs == 0; /* else the last change call due frees it (changed) */
+    pthread_mutex_unlock(&lock);
+    while (handlers) {
+        struct extd_handler *h = handlers;
+        handlers = h->next;
+        free(h);
+    }
+    munmap(map, size);
+    if (last) free(d);
+}
+
+API int ext_defaults_on_change(ext_defaults *d, ext_defaults_handler handler, void *context) {
+    if (!d || !handler) return -EINVAL;
+    struct extd_handler *h = calloc(1, sizeof *h);
+    if (!h) return -ENOMEM;
+    h->handler = handler;
+    h->context = context;
+    pthread_mutex_lock(&lock);
+    int gone = d->closed;
+    if (!gone) {
+        struct extd_handler **tail = &d->handlers;
+        while (*tail) tail = &(*tail)->next;
+        *tail = h;
+    }
+    pthread_mutex_unlock(&lock);
+    if (gone) free(h);
+    return gone ? -EINVAL : 0;
+}
+
+/* suiteWrite: sets `key` to the encoded value (`has_value`), or removes it; a round trip. */
+static int write_key(ext_defaults *d, const char *key, const uint8_t *value, size_t length, int has_value) {
+    size_t key_length;
+    if (!d || !key || !extd_valid_key(key, &key_length)) return -EINVAL;
+    if (has_value && length > EXT_DEFAULTS_MAX_VALUE) return -EMSGSIZE;
+    struct ext_wire_message m = {
+        .kind = EXT_WIRE_SUITE_WRITE,
+        .data = (const uint8_t *)d->suite,
+        .length = strlen(d->suite),
+        .key = (const uint8_t *)key,
+        .key_length = key_length,
+        .has_value = (uint8_t)(has_value != 0),
+        .value = value,
+        .value_length = has_value ? length : 0,
+    };
+    return round_trip(&m, NULL);
+}
+
+/* A scalar: the type byte, then `width` bytes of `bits`, little-endian. */
+static int write_scalar(ext_defaults *d, const char *key, uint8_t type, uint64_t bits, size_t width) {
+    uint8_t v[9] = {type};
+    for (size_t i = 0; i < width; i++) v[1 + i] = (uint8_t)(bits >> (8 * i));
+    return write_key(d, key, v, 1 + width, 1);
+}
+
+/* A string or bytes: the type byte, the u32 length, the bytes. */
+static int write_run(ext_defaults *d, const char *key, uint8_t type, const void *bytes, size_t length) {
+    size_t key_length;
+    if (!d || !key || !extd_valid_key(key, &key_length)) return -EINVAL;
+    if (length > EXT_DEFAULTS_MAX_VALUE - 5) return -EMSGSIZE;
+    uint8_t *v = malloc(5 + length);
+    if (!v) return -ENOMEM;
+    v[0] = type;
+    for (size_t i = 0; i < 4; i++) v[1 + i] = (uint8_t)(length >> (8 * i));
+    if (length) memcpy(v + 5, bytes, length);
+    int rc = write_key(d, key, v, 5 + length, 1);
+    free(v);
+    return rc;
+}
+
+API int ext_defaults_set_bool(ext_defaults *d, const char *key, bool value) {
+    return write_scalar(d, key, EXT_DEFAULTS_BOOL, value ? 1 : 0, 1);
+}
+
+API int ext_defaults_set_int64(ext_defaults *d, const char *key, int64_t value) {
+    return write_scalar(d, key, EXT_DEFAULTS_INTEGER, (uint64_t)value, 8);
+}
+
+API int ext_defaults_set_double(ext_defaults *d, const char *key, double value) {
+    uint64_t bits;
+    memcpy(&bits, &value, sizeof bits);
+    return write_scalar(d, key, EXT_DEFAULTS_DOUBLE, bits, 8);
+}
+
+API int ext_defaults_set_string(ext_defaults *d, const char *key, const char *value) {
+    if (!value) return -EINVAL;
+    size_t n = strlen(value);
+    if (!ext_wire_valid_utf8((const uint8_t *)value, n)) return -EINVAL;
+    return write_run(d, key, EXT_DEFAULTS_STRING, value, n);
+}
+
+API int ext_defaults_set_bytes(ext_defaults *d, const char *key, const void *value, size_t length) {
+    if (!value && length) return -EINVAL;
+    return write_run(d, key, EXT_DEFAULTS_BYTES, value, length);
+}
+
+API int ext_defaults_set_encoded(ext_defaults *d, const char *key, const void *value, size_t length) {
+    size_t key_length;
+    if (!d || !key || !value || !extd_valid_key(key, &key_length)) return -EINVAL;
+    if (length > EXT_DEFAULTS_MAX_VALUE) return -EMSGSIZE;
+    if (extd_value_check(value, length) != 0) return -EINVAL;
+    return write_key(d, key, value, length, 1);
+}
+
+API int ext_defaults_remove(ext_defaults *d, const char *key) { return write_key(d, key, NULL, 0, 0); }

@@ -67,18 +67,36 @@ static int u64(struct reader *r, uint64_t *v) {
     return 0;
 }
 
-static int string(struct reader *r, size_t limit, struct ext_wire_message *m) {
+/* A string(limit): u16 length, UTF-8. */
+static int text_field(struct reader *r, size_t limit, const uint8_t **data, size_t *length) {
     uint16_t n;
-    if (u16(r, &n) || n > limit || take(r, n, &m->data)) return -1;
-    m->length = n;
-    return ext_wire_valid_utf8(m->data, n) ? 0 : -1;
+    if (u16(r, &n) || n > limit || take(r, n, data)) return -1;
+    *length = n;
+    return ext_wire_valid_utf8(*data, n) ? 0 : -1;
+}
+
+/* A bytes(limit): u32 length, bytes. */
+static int bytes_field(struct reader *r, size_t limit, const uint8_t **data, size_t *length) {
+    uint32_t n;
+    if (u32(r, &n) || n > limit || take(r, n, data)) return -1;
+    *length = n;
+    return 0;
+}
+
+static int string(struct reader *r, size_t limit, struct ext_wire_message *m) {
+    return text_field(r, limit, &m->data, &m->length);
 }
 
 static int bytes(struct reader *r, size_t limit, struct ext_wire_message *m) {
-    uint32_t n;
-    if (u32(r, &n) || n > limit || take(r, n, &m->data)) return -1;
-    m->length = n;
-    return 0;
+    return bytes_field(r, limit, &m->data, &m->length);
+}
+
+/* suiteWrite after its tag: suite, key, hasValue (0 or 1), the value when hasValue is 1. */
+static int suite_write(struct reader *r, struct ext_wire_message *m) {
+    if (string(r, EXT_WIRE_MAX_IDENTIFIER, m)) return -1;
+    if (text_field(r, EXT_WIRE_MAX_DEFAULTS_KEY, &m->key, &m->key_length)) return -1;
+    if (u8(r, &m->has_value) || m->has_value > 1) return -1;
+    return m->has_value ? bytes_field(r, EXT_WIRE_MAX_DEFAULTS_VALUE, &m->value, &m->value_length) : 0;
 }
 
 int ext_wire_decode(const uint8_t *datagram, size_t size, struct ext_wire_message *m) {
@@ -108,6 +126,13 @@ int ext_wire_decode(const uint8_t *datagram, size_t size, struct ext_wire_messag
     case EXT_WIRE_REFRESH_DONE: bad = u64(&r, &m->id) || u8(&r, &m->answer) || m->answer > 3; break;
     case EXT_WIRE_GRANTED: bad = u32(&r, &m->tag) || u64(&r, &m->id); break;
     case EXT_WIRE_DENIED: bad = u32(&r, &m->tag) || string(&r, EXT_WIRE_MAX_TEXT, m); break;
+    case EXT_WIRE_OPEN_URL: bad = u32(&r, &m->tag) || string(&r, EXT_WIRE_MAX_URL, m); break;
+    case EXT_WIRE_SUITE_OPEN: bad = u32(&r, &m->tag) || string(&r, EXT_WIRE_MAX_IDENTIFIER, m); break;
+    case EXT_WIRE_SUITE_WRITE: bad = u32(&r, &m->tag) || suite_write(&r, m); break;
+    case EXT_WIRE_ANSWER:
+        bad = u32(&r, &m->tag) || u16(&r, &m->code) || m->code > EXT_WIRE_MAX_FAILURE_CODE || string(&r, EXT_WIRE_MAX_TEXT, m);
+        break;
+    case EXT_WIRE_SUITE_CHANGED: bad = string(&r, EXT_WIRE_MAX_IDENTIFIER, m); break;
     default: return -1;
     }
     if (bad || r.left != 0) return -1;
@@ -135,15 +160,34 @@ static int put_u64(struct writer *w, uint64_t v) {
     return put_u32(w, (uint32_t)v) || put_u32(w, (uint32_t)(v >> 32));
 }
 
+static int put_u16(struct writer *w, uint16_t v) {
+    uint8_t b[2] = {(uint8_t)v, (uint8_t)(v >> 8)};
+    return put(w, b, 2);
+}
+
+static int put_text(struct writer *w, const uint8_t *data, size_t length, size_t limit) {
+    if (length > limit || (length && !data) || !ext_wire_valid_utf8(data, length)) return -1;
+    return put_u16(w, (uint16_t)length) || put(w, data, length);
+}
+
+static int put_bytes_field(struct writer *w, const uint8_t *data, size_t length, size_t limit) {
+    if (length > limit || (length && !data)) return -1;
+    return put_u32(w, (uint32_t)length) || put(w, data, length);
+}
+
 static int put_string(struct writer *w, const struct ext_wire_message *m, size_t limit) {
-    if (m->length > limit || !ext_wire_valid_utf8(m->data, m->length)) return -1;
-    uint8_t b[2] = {(uint8_t)m->length, (uint8_t)(m->length >> 8)};
-    return put(w, b, 2) || put(w, m->data, m->length);
+    return put_text(w, m->data, m->length, limit);
 }
 
 static int put_bytes(struct writer *w, const struct ext_wire_message *m, size_t limit) {
-    if (m->length > limit) return -1;
-    return put_u32(w, (uint32_t)m->length) || put(w, m->data, m->length);
+    return put_bytes_field(w, m->data, m->length, limit);
+}
+
+static int put_suite_write(struct writer *w, const struct ext_wire_message *m) {
+    if (m->has_value > 1 || put_string(w, m, EXT_WIRE_MAX_IDENTIFIER)) return -1;
+    if (put_text(w, m->key, m->key_length, EXT_WIRE_MAX_DEFAULTS_KEY)) return -1;
+    if (put(w, &m->has_value, 1)) return -1;
+    return m->has_value ? put_bytes_field(w, m->value, m->value_length, EXT_WIRE_MAX_DEFAULTS_VALUE) : 0;
 }
 
 long ext_wire_encode(const struct ext_wire_message *m, uint8_t *buffer, size_t capacity) {
@@ -167,6 +211,14 @@ long ext_wire_encode(const struct ext_wire_message *m, uint8_t *buffer, size_t c
     case EXT_WIRE_REFRESH_DONE: bad = m->answer > 3 || put_u64(&w, m->id) || put(&w, &m->answer, 1); break;
     case EXT_WIRE_GRANTED: bad = put_u32(&w, m->tag) || put_u64(&w, m->id); break;
     case EXT_WIRE_DENIED: bad = put_u32(&w, m->tag) || put_string(&w, m, EXT_WIRE_MAX_TEXT); break;
+    case EXT_WIRE_OPEN_URL: bad = put_u32(&w, m->tag) || put_string(&w, m, EXT_WIRE_MAX_URL); break;
+    case EXT_WIRE_SUITE_OPEN: bad = put_u32(&w, m->tag) || put_string(&w, m, EXT_WIRE_MAX_IDENTIFIER); break;
+    case EXT_WIRE_SUITE_WRITE: bad = put_u32(&w, m->tag) || put_suite_write(&w, m); break;
+    case EXT_WIRE_ANSWER:
+        bad = m->code > EXT_WIRE_MAX_FAILURE_CODE || put_u32(&w, m->tag) || put_u16(&w, m->code) ||
+              put_string(&w, m, EXT_WIRE_MAX_TEXT);
+        break;
+    case EXT_WIRE_SUITE_CHANGED: bad = put_string(&w, m, EXT_WIRE_MAX_IDENTIFIER); break;
     default: return -1;
     }
     if (bad || w.used > EXT_WIRE_MAX_MESSAGE) return -1;

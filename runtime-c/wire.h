@@ -18,6 +18,10 @@
 #define EXT_WIRE_MAX_REASON 1024
 #define EXT_WIRE_MAX_TEXT 4096
 #define EXT_WIRE_MAX_PAYLOAD 60000
+#define EXT_WIRE_MAX_URL 2048
+#define EXT_WIRE_MAX_DEFAULTS_KEY 255
+#define EXT_WIRE_MAX_DEFAULTS_VALUE 60000
+#define EXT_WIRE_MAX_FAILURE_CODE 12 /* FailureCode.interrupted, the last code */
 
 /* The message kinds of the runtime channel: runtime -> daemon, then daemon -> runtime. */
 enum ext_wire_kind {
@@ -29,6 +33,9 @@ enum ext_wire_kind {
     EXT_WIRE_CANCEL = 69,
     EXT_WIRE_OBSERVE = 70,
     EXT_WIRE_REFRESH_DONE = 71,
+    EXT_WIRE_OPEN_URL = 72,
+    EXT_WIRE_SUITE_OPEN = 73,
+    EXT_WIRE_SUITE_WRITE = 74,
     EXT_WIRE_DELIVER = 96,
     EXT_WIRE_ENDED = 97,
     EXT_WIRE_GRANTED = 98,
@@ -36,22 +43,34 @@ enum ext_wire_kind {
     EXT_WIRE_EXPIRE = 100,
     EXT_WIRE_NOTIFY = 101,
     EXT_WIRE_REFRESH = 102,
+    EXT_WIRE_ANSWER = 103,
+    EXT_WIRE_SUITE_CHANGED = 104,
 };
 
 /* One decoded (or to-be-encoded) message. Fields a kind does not carry are 0.
- *   tag:    acquire, granted, denied
+ *   tag:    acquire, granted, denied, openURL, suiteOpen, suiteWrite, answer
  *   id:     the assertion, request or refresh id (release, expireReceived, complete, cancel,
  *           refreshDone, deliver, ended, granted, expire, refresh)
  *   answer: refreshDone (0 new data, 1 no data, 2 failed, 3 unsupported)
- *   data, length: the string (acquire, cancel, observe, denied, notify) or the payload
- *           (complete); when decoding it points into the datagram. */
+ *   code:   answer (0 success, else a failure code, 1...EXT_WIRE_MAX_FAILURE_CODE)
+ *   data, length: the string (acquire, cancel, observe, denied, notify; the url of openURL;
+ *           the suite of suiteOpen, suiteWrite and suiteChanged; the text of answer) or the
+ *           payload (complete)
+ *   key, key_length, has_value, value, value_length: suiteWrite (value only when has_value)
+ * When decoding, the pointers point into the datagram. */
 struct ext_wire_message {
     uint8_t kind;
     uint32_t tag;
     uint64_t id;
     uint8_t answer;
+    uint16_t code;
     const uint8_t *data;
     size_t length;
+    const uint8_t *key;
+    size_t key_length;
+    uint8_t has_value;
+    const uint8_t *value;
+    size_t value_length;
 };
 
 /* Decodes one datagram of `size` bytes. Returns 0, or -1 when it is refused (short, too large,

@@ -71,7 +71,9 @@ struct CRuntimeTests {
                 guard let name = before.last, name.hasPrefix("ext_") else { return nil }
                 return String(name)
             })
-        #expect(declared.contains("ext_shared_container_path") && declared.contains("ext_container_path") && declared.count == 11, "\(declared.sorted())")
+        #expect(
+            declared.contains("ext_shared_container_path") && declared.contains("ext_container_path") && declared.contains("ext_open_url")
+                && declared.count == 31, "\(declared.sorted())")
         let nm = try runProgram("/usr/bin/env", ["nm", "-D", "--defined-only", try RuntimeC.library()])
         try #require(nm.status == 0, "\(nm.err)")
         let exported = Set(
@@ -159,15 +161,58 @@ struct CRuntimeTests {
         #expect(stream.out == Self.unsupervisedAnswers + "received 0\n")
     }
 
-    /// The probe (`serve`) as extension `CRuntimeTests.probeID` under a started daemon.
+    /// The probe (`serve`) as extension `CRuntimeTests.probeID` under a started daemon, in the
+    /// app `CRuntimeTests.appID` (group `CRuntimeTests.group`).
     func probeDaemon(in directory: String) throws -> TestDaemon {
         let probe = try compile(["Tests/Fixtures/c-runtime-probe/main.c"], try RuntimeC.flags(), into: directory, named: "probe")
-        let daemon = try TestDaemon(manifests: ["probe.json": ["id": Self.probeID, "executable": probe, "arguments": ["serve"]]])
+        let daemon = try TestDaemon(manifests: [
+            "probe.json": ["id": Self.probeID, "executable": probe, "arguments": ["serve"], "app": Self.appID],
+            "app.json": ["kind": "app", "id": Self.appID, "groups": [Self.group], "dbusActivatable": true],
+        ])
         try daemon.start()
         return daemon
     }
 
     static let probeID = "org.example.c-probe"
+    static let appID = "org.example.c-app"
+    static let group = "group.org.example.c-app"
+
+    /// ext_defaults_* against the daemon: a suite of the app opens, the app's write is read and
+    /// announced, the extension's write is seen by the app; a group no app declares is -ENOENT.
+    /// ext_open_url answers through its callback (false here: no app declares the scheme).
+    @Test func sharedDefaultsAndOpenURLWorkThroughTheDaemon() throws {
+        let directory = try TestDaemon.makeTemporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let daemon = try probeDaemon(in: directory)
+        let host = try daemon.host()
+        let app = try host.defaults(suiteName: Self.group)  // the tests run as root: an administrator
+        let channel = try host.begin(Self.probeID).hostChannel()
+        channel.send("defaults-open \(Self.group)")
+        #expect(channel.readLine() == "open 0", "\(daemon.log())")
+        try app.set(.string("dark"), forKey: "theme")
+        #expect(channel.readLine() == "changed \(Self.group)")
+        channel.send("defaults-get theme")
+        #expect(channel.readLine() == "value dark")
+        channel.send("defaults-get missing")
+        #expect(channel.readLine() == "value ENOENT")
+        channel.send("defaults-set theme light")
+        #expect(channel.readLine() == "set 0")
+        #expect(app["theme"] == .string("light"))
+        channel.send("defaults-open group.org.example.none")
+        #expect(channel.readLine() == "open ENOENT")
+        channel.send("open-url nothing-declares-this://x")
+        #expect(channel.readLine() == "opened false")
+        #expect(daemon.log().contains("did not open a nothing-declares-this: URL for \(Self.probeID): no app declares the scheme"), "\(daemon.log())")
+    }
+
+    /// The mapping reader and value decoder alone (torn reads, forged offsets, a concurrent
+    /// writer), the library's round trips against a fake daemon, and the Python codec:
+    /// Tests/Fixtures/c-defaults-check/run.sh.
+    @Test func theDefaultsReaderHoldsAgainstTornAndForgedSuites() throws {
+        let r = try runProgram("/bin/bash", [Self.packageRoot + "/Tests/Fixtures/c-defaults-check/run.sh"])
+        #expect(r.status == 0, "\(r.out)\n\(r.err)")
+        #expect(r.out.contains("all passed"), "\(r.out)")
+    }
 
     /// A reason of EXT_ACTIVITY_MAX_REASON bytes reaches extensiond; one byte more is refused with
     /// -EMSGSIZE, the block is not called and nothing is sent (no `deny`).
@@ -254,6 +299,10 @@ struct CRuntimeTests {
             .deliver(requestID: 5), .ended(requestID: 6), .granted(tag: 2, assertionID: 1 << 40),
             .denied(tag: 3, reason: "expiring"), .denied(tag: 3, reason: text), .expire(assertionID: 8),
             .notify(name: "a"), .refresh(refreshID: 11),
+            .openURL(tag: 4, url: "stocks://item/42"), .openURL(tag: 4, url: "x:" + sized(WireLimits.maxURL - 2)),
+            .suiteOpen(tag: 5, suite: "group.com.example"), .suiteWrite(tag: 6, suite: "group.com.example", key: "k", value: [1, 1]),
+            .suiteWrite(tag: 6, suite: "group.com.example", key: text, value: nil),
+            .answer(tag: 7, failure: nil, text: ""), .answer(tag: 7, failure: .limitReached, text: text), .suiteChanged(suite: "group.com.example"),
         ]
         for answer in [RefreshAnswer.newData, .noData, .failed, .unsupported] { messages.append(.refreshDone(refreshID: 4, answer: answer)) }
         var datagrams = try messages.map { try WireEncoder.encoded($0) }
@@ -294,7 +343,7 @@ struct CRuntimeTests {
         var accepted = 0, refused = 0
         for (datagram, answer) in zip(datagrams, answers) {
             let hex = datagram.map { String(format: "%02x", $0) }.joined()
-            let runtimeKind = datagram.count > 1 && ((64...71).contains(datagram[1]) || (96...102).contains(datagram[1]))
+            let runtimeKind = datagram.count > 1 && ((64...74).contains(datagram[1]) || (96...104).contains(datagram[1]))
             if runtimeKind, (try? WireDecoder.decode(datagram)) != nil {
                 #expect(answer == hex, "C codec on \(hex)")
                 accepted += 1

@@ -204,15 +204,46 @@ struct PythonPackageTests {
     /// installed package as extension `id`.
     func daemon(_ directory: String, script: String = "examples/python-extension/extension.py", policy: [String: Any] = [:]) throws -> TestDaemon {
         let daemon = try TestDaemon(manifests: [
+            "app.json": ["kind": "app", "id": "org.example.py-app", "groups": [Self.group], "dbusActivatable": true],
             "py.json": [
+                "app": "org.example.py-app",
                 "id": Self.id, "executable": try python(),
                 "arguments": [Self.packageRoot + "/" + script],
                 "environment": ["PY_EXTENSION_STATE": directory + "/state.txt", "EXTENSION_RUNTIME_LIB": try RuntimeC.library()],
                 "policy": policy,
-            ]
+            ],
         ])
         try daemon.start()
         return daemon
+    }
+
+    static let group = "group.org.example.py-app"
+
+    /// `defaults(suite)` is a mapping over the daemon's suite: the app's write is read and
+    /// announced, the extension's write is seen by the app, a missing key is KeyError, a group no
+    /// app declares UnknownSuiteError; `open_url` answers False when nothing takes the scheme.
+    @Test func sharedDefaultsAndOpenURLWorkThroughTheDaemon() throws {
+        let directory = try TestDaemon.makeTemporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let daemon = try daemon(directory, script: "Tests/Fixtures/python-probe/probe.py")
+        let host = try daemon.host()
+        let app = try host.defaults(suiteName: Self.group)
+        let channel = try host.begin(Self.id).hostChannel()
+        channel.send("defaults-open \(Self.group)")
+        #expect(channel.readLine() == "opened", "\(daemon.log())")
+        try app.set(.array([.integer(1), .string("two"), .dictionary(["k": .bool(true)])]), forKey: "mixed")
+        #expect(channel.readLine() == "changed \(Self.group)")
+        channel.send("defaults-get mixed")
+        #expect(channel.readLine() == "value [1, 'two', {'k': True}]")
+        channel.send("defaults-get missing")
+        #expect(channel.readLine()?.hasPrefix("refused: KeyError") == true)
+        channel.send("defaults-set theme light")
+        #expect(channel.readLine() == "set")
+        #expect(app["theme"] == .string("light"))
+        channel.send("defaults-open group.org.example.none")
+        #expect(channel.readLine()?.hasPrefix("refused: UnknownSuiteError") == true)
+        channel.send("open-url nothing-declares-this://x")
+        #expect(channel.readLine() == "opened False")
     }
 
     /// The assertion test of the C extension (CInterfaceTests), on the installed package.

@@ -58,6 +58,8 @@ static const char *error_name(int result) {
     case EINVAL: return "EINVAL";
     case EMSGSIZE: return "EMSGSIZE";
     case ENOSPC: return "ENOSPC";
+    case ENOENT: return "ENOENT";
+    case EPERM: return "EPERM";
     case EALREADY: return "EALREADY";
     case ENOTCONN: return "ENOTCONN";
     case ENOMEM: return "ENOMEM";
@@ -81,6 +83,17 @@ static void report_hint(const char *name, void *context) {
 }
 
 static void serve(uint64_t request_id, int fd, void *context);
+
+static void report_opened(bool opened, void *context) { say((int)(intptr_t)context, opened ? "opened true" : "opened false"); }
+
+static void report_change(const char *suite, void *context) {
+    char line[300];
+    snprintf(line, sizeof line, "changed %s", suite);
+    say((int)(intptr_t)context, line);
+}
+
+/* The suite opened last by `defaults-open`. */
+static ext_defaults *opened_suite;
 
 /* The name of the error a call returned, or "0". */
 static const char *result_name(int result) { return result == 0 ? "0" : error_name(result); }
@@ -109,6 +122,28 @@ static void serve(uint64_t request_id, int fd, void *context) {
                 snprintf(reply, sizeof reply, "refused %s", error_name(result));
                 say(fd, reply);
             }
+        } else if (strncmp(line, "open-url ", 9) == 0) {
+            int result = ext_open_url(line + 9, report_opened, (void *)(intptr_t)fd);
+            if (result != 0) {
+                snprintf(reply, sizeof reply, "refused %s", error_name(result));
+                say(fd, reply);
+            }
+        } else if (strncmp(line, "defaults-open ", 14) == 0) {
+            int result = ext_defaults_open(line + 14, &opened_suite);
+            if (result == 0) result = ext_defaults_on_change(opened_suite, report_change, (void *)(intptr_t)fd);
+            snprintf(reply, sizeof reply, "open %s", result_name(result));
+            say(fd, reply);
+        } else if (strncmp(line, "defaults-get ", 13) == 0) {
+            char *value = NULL;
+            int result = ext_defaults_get_string(opened_suite, line + 13, &value);
+            snprintf(reply, sizeof reply, "value %s", result == 0 ? value : result_name(result));
+            free(value);
+            say(fd, reply);
+        } else if (strncmp(line, "defaults-set ", 13) == 0) {
+            char *key = line + 13, *value = strchr(key, ' ');
+            if (value) *value++ = 0;
+            snprintf(reply, sizeof reply, "set %s", result_name(ext_defaults_set_string(opened_suite, key, value ? value : "")));
+            say(fd, reply);
         } else if (strncmp(line, "observe-many ", 13) == 0) {
             char *prefix;
             unsigned long n = strtoul(line + 13, &prefix, 10), k = 0;

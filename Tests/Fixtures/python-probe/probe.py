@@ -15,6 +15,12 @@ Tests/IntegrationTests/PythonPackageTests.swift. Each request channel takes line
   observe-many N PREFIX
                  -> observes PREFIX.1 to PREFIX.N likewise, stopping at the first exception:
                     "observed N", or "observed K, then refused: <exception>: <message>"
+  open-url URL   -> open_url: "opened True" or "opened False", or "refused: <exception>: <message>"
+  defaults-open SUITE
+                 -> defaults(SUITE), reporting each change on this channel as "changed SUITE":
+                    "opened", or "refused: <exception>: <message>"
+  defaults-get KEY, defaults-set KEY VALUE (a str)
+                 -> on that suite: "value <repr>" / "set", or "refused: <exception>: <message>"
 """
 import os
 import sys
@@ -24,6 +30,10 @@ import extension_runtime as rt
 
 def answer(channel, line: str) -> None:
     channel.sendall((line + "\n").encode())
+
+
+# The suite opened last by defaults-open.
+suites: dict = {}
 
 
 def refused(error: Exception) -> str:
@@ -40,6 +50,30 @@ def serve(request: rt.Request) -> None:
                 try:
                     rt.observe(argument, lambda name: answer(channel, f"notified {name}"))
                     answer(channel, "observing")
+                except Exception as error:
+                    answer(channel, refused(error))
+            elif command == "open-url":
+                try:
+                    answer(channel, f"opened {rt.open_url(argument)}")
+                except Exception as error:
+                    answer(channel, refused(error))
+            elif command == "defaults-open":
+                try:
+                    suites["open"] = rt.defaults(argument)
+                    suites["open"].on_change(lambda suite: answer(channel, f"changed {suite}"))
+                    answer(channel, "opened")
+                except Exception as error:
+                    answer(channel, refused(error))
+            elif command == "defaults-get":
+                try:
+                    answer(channel, f"value {suites['open'][argument]!r}")
+                except Exception as error:
+                    answer(channel, refused(error))
+            elif command == "defaults-set":
+                key, _, value = argument.partition(" ")
+                try:
+                    suites["open"][key] = value
+                    answer(channel, "set")
                 except Exception as error:
                     answer(channel, refused(error))
             elif command == "environ":

@@ -11,6 +11,8 @@ BLOCK = ctypes.CFUNCTYPE(None, ctypes.c_bool, ctypes.c_void_p)
 CLEANUP = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
 HINT = ctypes.CFUNCTYPE(None, ctypes.c_char_p, ctypes.c_void_p)
 REFRESH = ctypes.CFUNCTYPE(None, ctypes.c_uint64, ctypes.c_void_p)
+OPENED = ctypes.CFUNCTYPE(None, ctypes.c_bool, ctypes.c_void_p)
+SUITE_CHANGED = ctypes.CFUNCTYPE(None, ctypes.c_char_p, ctypes.c_void_p)
 
 _lock = threading.Lock()
 _library: Optional[ctypes.CDLL] = None
@@ -70,6 +72,48 @@ def _declare(lib: ctypes.CDLL) -> None:
         function = getattr(lib, name)
         function.argtypes = arguments
         function.restype = result
+    # Open URL and shared defaults: absent from a library older than this package (the calls
+    # then raise, naming the missing function; see require()).
+    handle, size = c.c_void_p, c.c_size_t
+    newer = {
+        "ext_open_url": ([c.c_char_p, OPENED, c.c_void_p], c.c_int),
+        "ext_defaults_open": ([c.c_char_p, c.POINTER(handle)], c.c_int),
+        "ext_defaults_close": ([handle], None),
+        "ext_defaults_type": ([handle, c.c_char_p], c.c_int),
+        "ext_defaults_get_encoded": ([handle, c.c_char_p, c.POINTER(c.c_void_p), c.POINTER(size)], c.c_int),
+        "ext_defaults_keys": ([handle, c.POINTER(c.POINTER(c.c_char_p)), c.POINTER(size)], c.c_int),
+        "ext_defaults_free_keys": ([c.POINTER(c.c_char_p), size], None),
+        "ext_defaults_set_encoded": ([handle, c.c_char_p, c.c_void_p, size], c.c_int),
+        "ext_defaults_remove": ([handle, c.c_char_p], c.c_int),
+        "ext_defaults_on_change": ([handle, SUITE_CHANGED, c.c_void_p], c.c_int),
+    }
+    for name, (arguments, result) in newer.items():
+        function = getattr(lib, name, None)
+        if function is not None:
+            function.argtypes = arguments
+            function.restype = result
+
+
+def require(lib: ctypes.CDLL, name: str) -> None:
+    """Raises NotImplementedError when the loaded library lacks the function `name` (a library
+    older than this package)."""
+    if getattr(lib, name, None) is None:
+        raise NotImplementedError(
+            f"the loaded libExtensionRuntimeC has no {name}: it is older than this package; install a newer one")
+
+
+_libc_free = None
+
+
+def free(pointer: int) -> None:
+    """free(3) of a block the library malloc'ed (the process's own malloc: libc's)."""
+    global _libc_free
+    if _libc_free is None:
+        function = ctypes.CDLL(None).free
+        function.argtypes = [ctypes.c_void_p]
+        function.restype = None
+        _libc_free = function
+    _libc_free(pointer)
 
 
 def library() -> ctypes.CDLL:
