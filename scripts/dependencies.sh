@@ -14,6 +14,10 @@ command -v pkg-config >/dev/null 2>&1 || missing+=(pkg-config)
 # systemd integration tests, which enter a private mount namespace with unshare and nsenter.
 [ -x /lib/systemd/systemd ] && [ -x /lib/systemd/systemd-journald ] || missing+=(systemd)
 command -v nsenter >/dev/null 2>&1 && command -v unshare >/dev/null 2>&1 || missing+=(util-linux)
+# The open-URL integration tests run private message buses (Tests/IntegrationTests/Harness/
+# PrivateBus.swift): dbus-daemon, with D-Bus activation of a fixture app and a fake logind;
+# busctl, their client, comes with systemd.
+[ -x /usr/bin/dbus-daemon ] || missing+=(dbus-daemon)
 # The C runtime (libExtensionRuntimeC) and the C examples and tests: cc, with binutils' nm and
 # readelf for the export checks.
 command -v cc >/dev/null 2>&1 || missing+=(gcc libc6-dev)
