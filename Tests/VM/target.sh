@@ -35,7 +35,10 @@ boot1() {
     echo "--- manifests (in /etc/extensiond/extensions; the probe in /opt)"
     install -d -m 0755 /opt/vmtest /etc/extensiond/extensions
     install -m 0755 "$files/probe.py" /opt/vmtest/probe.py
-    manifest probe "{\"id\": \"$probe\", \"point\": \"widget\", \"executable\": \"/opt/vmtest/probe.py\",
+    install -m 0755 "$files/app.sh" /opt/vmtest/app.sh
+    manifest app "{\"kind\": \"app\", \"id\": \"org.vmtest.app\", \"groups\": [\"$group\"], \"urlSchemes\": [\"vmtest\"],
+        \"executable\": \"/opt/vmtest/app.sh\"}"
+    manifest probe "{\"id\": \"$probe\", \"point\": \"widget\", \"executable\": \"/opt/vmtest/probe.py\", \"app\": \"org.vmtest.app\",
         \"sharedContainers\": [\"$group\"],
         \"limits\": {\"memoryMaxBytes\": 268435456, \"tasksMax\": 40, \"cpuWeight\": 30}}"
     manifest peer "{\"id\": \"$peer\", \"point\": \"widget\", \"executable\": \"/opt/vmtest/probe.py\",
@@ -145,6 +148,22 @@ boot1() {
     check "the probe reads the peer's file" "shared: from-peer" "$(sed -n 2p <<<"$out")"
     shared=$(extctl container "$group" 2>&1)
     check_match "the shared container's group owns it, nobody else reads it" "^root [0-9]+ 770$" "$(stat -c '%U %g %a' "$shared" 2>&1)"
+
+    echo "--- the containing app: its URL opens it as a transient service; shared defaults"
+    rm -f /tmp/vmtest-opened
+    out=$(talk "$probe" "open-url vmtest://item/42")
+    echo "$out"
+    check "the probe's open of its app's scheme answers True" "opened True" "$(sed -n 2p <<<"$out")"
+    wait_until 20 test -s /tmp/vmtest-opened
+    check "the app got the URL" "vmtest://item/42" "$(head -1 /tmp/vmtest-opened 2>&1)"
+    check_match "the app ran as a transient service of its own" "app-extensiond-org.vmtest.app@[0-9]+.service" "$(sed -n 2p /tmp/vmtest-opened 2>&1)"
+    check "the app ran as its own uid" "$(extctl list --json | python3 -c 'import json, sys; print([a["uid"] for a in json.load(sys.stdin)["apps"]][0])')" "$(sed -n 3p /tmp/vmtest-opened 2>&1)"
+    check "a scheme nobody declares answers False" "opened False" "$(talk "$probe" "open-url nobody-declares://x" | sed -n 2p)"
+    check "the probe writes a default of its app's group" set "$(talk "$probe" "defaults-set $group theme dark" | sed -n 2p)"
+    check "extctl defaults reads it" '"dark"' "$(extctl defaults "$group" theme 2>&1)"
+    extctl defaults "$group" theme light
+    check "the probe reads the administrator's write" "value light" "$(talk "$probe" "defaults-get $group theme" | sed -n 2p)"
+    check "the suite is kept in the state directory, 0600" "600" "$(stat -c %a "/var/lib/extensiond/defaults/$group" 2>&1)"
 
     echo "--- locks at suspension: an exclusive lock in a shared container ends the holder"
     out=$(talk "$peer" "lock $group app.lock")

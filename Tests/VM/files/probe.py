@@ -81,6 +81,15 @@ def answer(command: str) -> str:
             held.append(open(os.path.join(directory, words[2]), "w"))
             fcntl.flock(held[-1].fileno(), fcntl.LOCK_EX)
             return "locked"
+        if words[0] == "open-url":
+            return f"opened {rt.open_url(words[1])}"
+        if words[0] == "defaults-set":
+            with rt.defaults(words[1]) as suite:
+                suite[words[2]] = words[3]
+            return "set"
+        if words[0] == "defaults-get":
+            with rt.defaults(words[1]) as suite:
+                return f"value {suite.get(words[2])}"
         if words[0] == "alloc":
             block = bytearray(int(words[1]) * 1024 * 1024)
             for i in range(0, len(block), 4096):
