@@ -42,6 +42,8 @@ let package = Package(
         // The daemon's D-Bus calls (logind's LockedHint, org.freedesktop.Application, transient
         // services), with sd-bus: linked into the daemon only, never into the runtimes.
         .target(name: "CBus", path: "Sources/CBus", linkerSettings: [.linkedLibrary("systemd")]),
+        // libsodium: the secret store's AEAD (XChaCha20-Poly1305) and its guarded key memory.
+        .systemLibrary(name: "CSodium", path: "Sources/CSodium", pkgConfig: "libsodium", providers: [.apt(["libsodium-dev"])]),
         .systemLibrary(
             name: "CSystemd", path: "Sources/CSystemd", pkgConfig: "libsystemd",
             providers: [.apt(["libsystemd-dev"])]),
@@ -60,7 +62,7 @@ let package = Package(
         .target(
             name: "SupervisorKernel",
             dependencies: [
-                "SupervisorCore", "ExtensionTransport", "CShims", "CSystemd", "CBus",
+                "SupervisorCore", "ExtensionTransport", "CShims", "CSystemd", "CBus", "CSodium",
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: strict),

@@ -7,7 +7,7 @@
 #                                 fails on errors, asserts nothing about timing
 #
 # Other arguments go to extensiond-bench (--help lists them, e.g. --only, --profile DIR).
-# Installs what it needs when missing (idempotent): libsystemd-dev, libseccomp-dev, libacl1-dev and
+# Installs what it needs when missing (idempotent): libsystemd-dev, libseccomp-dev, libacl1-dev, libsodium-dev and
 # pkg-config (build), dbus (dbus-daemon, for the D-Bus baseline of the control-plane figure), and
 # slirp4netns (the network stack of the sandboxed extensions' point, which a root daemon needs).
 set -euo pipefail
@@ -19,6 +19,7 @@ pkg-config --exists libseccomp 2>/dev/null || missing+=(libseccomp-dev)
 command -v pkg-config >/dev/null 2>&1 || missing+=(pkg-config)
 [ -x /usr/bin/dbus-daemon ] || missing+=(dbus)
 [ -f /usr/include/sys/acl.h ] || missing+=(libacl1-dev)
+pkg-config --exists libsodium 2>/dev/null || missing+=(libsodium-dev)
 [ -x /usr/bin/slirp4netns ] || missing+=(slirp4netns)
 command -v cc >/dev/null 2>&1 || missing+=(gcc libc6-dev)
 if [ ${#missing[@]} -gt 0 ]; then

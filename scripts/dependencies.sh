@@ -30,6 +30,8 @@ command -v slirp4netns >/dev/null 2>&1 || [ -x /usr/bin/slirp4netns ] || missing
 command -v ip >/dev/null 2>&1 || [ -x /usr/sbin/ip ] || missing+=(iproute2)
 # The shared containers' default ACL is set with libacl.
 [ -f /usr/include/sys/acl.h ] || missing+=(libacl1-dev)
+# The secret store's cipher and key memory: libsodium.
+pkg-config --exists libsodium 2>/dev/null || missing+=(libsodium-dev)
 # Manual pages: `man --warnings -l` (man-db) renders them with groff.
 command -v man >/dev/null 2>&1 || missing+=(man-db)
 command -v groff >/dev/null 2>&1 || missing+=(groff-base)

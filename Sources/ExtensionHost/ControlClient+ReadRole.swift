@@ -197,6 +197,9 @@ extension ControlClient {
             if let descriptor { Glibc.close(descriptor) }
             let handler = state.withLock { $0.onNewData }
             handler?(id)
+        case let .secretItems(tag, items):
+            if let descriptor { Glibc.close(descriptor) }
+            resolve(tag, .success(.secrets(items)))
         case let .defaultsOpened(tag):
             if !resolve(tag, .success(.suite(descriptor))), let descriptor { Glibc.close(descriptor) }
         case let .defaultsChanged(suite):

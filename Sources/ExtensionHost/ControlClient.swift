@@ -51,6 +51,8 @@ public enum Reply: Sendable {
     /// The answer to `defaultsOpen`: the suite's mapping (nil if the daemon attached none),
     /// which the caller owns.
     case suite(Int32?)
+    /// The answer to `secretCopy`.
+    case secrets([SecretItem])
 }
 
 /// A connection to extensiond's control socket, shared by `ExtensionHostConnection` and

@@ -30,6 +30,10 @@ public enum WireLimits {
     public static let maxDefaultsKey = 255
     /// Largest encoded value of one key of a shared defaults suite.
     public static let maxDefaultsValue = 60_000
+    /// Largest secret item's data.
+    public static let maxSecret = 60_000
+    /// Most items one `secretItems` carries (attributes only).
+    public static let maxSecretItems = 64
     /// Largest shared defaults suite: its offsets table and entries, in bytes.
     public static let maxDefaultsSuite = 262_144
 }

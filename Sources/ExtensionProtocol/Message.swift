@@ -132,6 +132,22 @@ public enum Message: Equatable, Sendable {
     /// Refresh now (a background refresh, `widgetPerformUpdate`); answer with `refreshDone`
     /// within the policy's `refreshSeconds` (*expire* for `refreshID` comes first).
     case refresh(refreshID: UInt64)
+
+    // MARK: Secrets: runtime or host → daemon, on either socket (docs/secrets.md)
+
+    /// Add an item with `data`. Answered by `answer` (runtime channel) or `ok`/`failure`.
+    case secretAdd(tag: UInt32, attributes: SecretAttributes, data: SecretData)
+    /// Find the items matching `query` in the groups the caller may use: the first with its data
+    /// (`returnData`), or every one's attributes. Answered by `secretItems`, or a failure
+    /// (`itemNotFound`).
+    case secretCopy(tag: UInt32, query: SecretAttributes, returnData: Bool, all: Bool)
+    /// Change every match's label and/or data. Answered as `secretAdd`.
+    case secretUpdate(tag: UInt32, query: SecretAttributes, label: String?, data: SecretData?)
+    /// Delete every match. Answered as `secretAdd`.
+    case secretDelete(tag: UInt32, query: SecretAttributes)
+    /// The items a `secretCopy` found (at least one).
+    case secretItems(tag: UInt32, items: [SecretItem])
+
     /// The answer to `openURL`, `suiteOpen` or `suiteWrite` with this tag: `failure` nil on
     /// success (for `openURL`: the URL was opened), otherwise why not; `text` says it for people.
     case answer(tag: UInt32, failure: FailureCode?, text: String)
@@ -150,6 +166,10 @@ public enum QueryKind: UInt8, Sendable {
     /// answered with JSON `{"name", "path", "gid"}` to root, the daemon's uid, the
     /// administrator group, and members of the container's group.
     case container = 3
+    /// The secret items of the group named by the single entry of `extensionIDs` (every group
+    /// when empty), administrators only: JSON with each item's class, group and label, never
+    /// its data or other attributes (`extctl secrets list`).
+    case secrets = 4
 }
 
 /// Why an operation failed, for programs; the accompanying text is for people.
@@ -182,6 +202,11 @@ public enum FailureCode: UInt16, Sendable, Equatable {
     /// The operation was cut short: the request's channel could not be handed to the
     /// extension, or a forced refresh went unanswered.
     case interrupted = 12
+    /// A secret item with the same identity exists already (the model's errSecDuplicateItem).
+    case duplicateItem = 13
+    /// No secret item matches, in the groups the caller may use (errSecItemNotFound): an item of
+    /// another group is never revealed.
+    case itemNotFound = 14
 }
 
 extension Message {
@@ -214,6 +239,11 @@ extension Message {
         case .suiteWrite: .suiteWrite
         case .answer: .answer
         case .suiteChanged: .suiteChanged
+        case .secretAdd: .secretAdd
+        case .secretCopy: .secretCopy
+        case .secretUpdate: .secretUpdate
+        case .secretDelete: .secretDelete
+        case .secretItems: .secretItems
         case .observe: .observe
         case .notify: .notify
         case .begun: .begun
@@ -256,8 +286,20 @@ public enum MessageKind: UInt8, Sendable {
     /// Extension runtime to daemon, on its private channel, numbered from 64.
     case ready = 64, acquire = 65, release = 66, expireReceived = 67, complete = 68, cancel = 69, observe = 70, refreshDone = 71, openURL = 72, suiteOpen = 73,
         suiteWrite = 74
+    /// Secrets, client (an extension's runtime or a host) to daemon, on either socket.
+    case secretAdd = 75, secretCopy = 76, secretUpdate = 77, secretDelete = 78
     /// Daemon to extension runtime, on its private channel, numbered from 96.
     case deliver = 96, ended = 97, granted = 98, denied = 99, expire = 100, notify = 101, refresh = 102, answer = 103, suiteChanged = 104
+    /// Daemon to client, on either socket: the items a `secretCopy` found.
+    case secretItems = 105
+}
+
+extension MessageKind {
+    /// Whether messages of this kind can carry secret bytes, which their buffers must not keep.
+    public var carriesSecrets: Bool { [.secretAdd, .secretUpdate, .secretItems].contains(self) }
+
+    /// Whether the raw kind `raw` is one that carries secret bytes.
+    public static func carriesSecrets(_ raw: UInt8) -> Bool { MessageKind(rawValue: raw)?.carriesSecrets ?? false }
 }
 
 /// How an extension answered a background refresh (`widgetPerformUpdate`'s result).

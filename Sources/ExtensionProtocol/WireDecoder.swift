@@ -22,6 +22,19 @@ public enum WireDecoder {
         return message
     }
 
+    /// Attributes alone, as `WireEncoder.encoded(_: SecretAttributes)` wrote them.
+    public static func attributes(_ bytes: [UInt8]) throws(WireError) -> SecretAttributes {
+        let decoded = bytes.withUnsafeBytes { raw in
+            Result { () throws(WireError) -> SecretAttributes in
+                var r = Reader(buffer: raw, offset: 0)
+                let a = try r.attributes()
+                guard r.remaining == 0 else { throw .trailingBytes(r.remaining) }
+                return a
+            }
+        }
+        return try decoded.get()
+    }
+
     /// Decodes one datagram held in an array (convenience for tests and fuzzing).
     public static func decode(_ bytes: [UInt8]) throws(WireError) -> Message {
         do {
@@ -169,6 +182,32 @@ public enum WireDecoder {
             return .suiteChanged(suite: try r.string("suite", limit: WireLimits.maxIdentifier))
         case .openURL:
             return .openURL(tag: try r.u32("tag"), url: try r.string("url", limit: WireLimits.maxURL))
+        case .secretAdd:
+            let tag = try r.u32("tag")
+            return .secretAdd(tag: tag, attributes: try r.attributes(), data: try r.secret())
+        case .secretCopy:
+            let tag = try r.u32("tag")
+            let query = try r.attributes()
+            return .secretCopy(tag: tag, query: query, returnData: try r.flag("returnData"), all: try r.flag("all"))
+        case .secretUpdate:
+            let tag = try r.u32("tag")
+            let query = try r.attributes()
+            let label = try r.flag("hasLabel") ? try r.string("label", limit: WireLimits.maxIdentifier) : nil
+            let data = try r.flag("hasData") ? try r.secret() : nil
+            return .secretUpdate(tag: tag, query: query, label: label, data: data)
+        case .secretDelete:
+            let tag = try r.u32("tag")
+            return .secretDelete(tag: tag, query: try r.attributes())
+        case .secretItems:
+            let tag = try r.u32("tag")
+            let n = Int(try r.u16("count"))
+            guard n > 0, n <= WireLimits.maxSecretItems else { throw .invalidValue("count") }
+            var items: [SecretItem] = []
+            for _ in 0..<n {
+                let attributes = try r.attributes()
+                items.append(SecretItem(attributes: attributes, data: try r.flag("hasData") ? try r.secret() : nil))
+            }
+            return .secretItems(tag: tag, items: items)
         case .answer:
             let tag = try r.u32("tag")
             let raw = try r.u16("code")
@@ -253,6 +292,28 @@ struct Reader {
         let n = Int(try u32(field))
         guard n <= limit else { throw .fieldTooLong(field, n) }
         return Array(try take(n, field))
+    }
+
+    mutating func attributes() throws(WireError) -> SecretAttributes {
+        guard let itemClass = SecretAttributes.ItemClass(rawValue: try u8("class")) else { throw .invalidValue("class") }
+        var a = SecretAttributes(itemClass: itemClass, group: try string("group", limit: WireLimits.maxIdentifier))
+        let fields = try u8("fields")
+        guard fields & 0x80 == 0 else { throw .invalidValue("fields") }
+        if fields & 1 != 0 { a.service = try string("service", limit: WireLimits.maxIdentifier) }
+        if fields & 2 != 0 { a.account = try string("account", limit: WireLimits.maxIdentifier) }
+        if fields & 4 != 0 { a.server = try string("server", limit: WireLimits.maxIdentifier) }
+        if fields & 8 != 0 { a.protocol = try string("protocol", limit: SecretAttributes.maxProtocol) }
+        if fields & 16 != 0 { a.port = try u16("port") }
+        if fields & 32 != 0 { a.path = try string("path", limit: SecretAttributes.maxPath) }
+        if fields & 64 != 0 { a.label = try string("label", limit: WireLimits.maxIdentifier) }
+        return a
+    }
+
+    /// Secret bytes: u32 length, then the bytes, copied straight into a `SecretData`.
+    mutating func secret() throws(WireError) -> SecretData {
+        let n = Int(try u32("data"))
+        guard n <= WireLimits.maxSecret else { throw .fieldTooLong("data", n) }
+        return SecretData(copying: try take(n, "data"))
     }
 
     mutating func identifiers() throws(WireError) -> [String] {

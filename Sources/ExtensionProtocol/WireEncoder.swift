@@ -99,6 +99,26 @@ public struct WireEncoder: Sendable {
             try putString(suite, field: "suite", limit: WireLimits.maxIdentifier)
         case .openURL(let tag, let url):
             put32(tag); try putString(url, field: "url", limit: WireLimits.maxURL)
+        case .secretAdd(let tag, let attributes, let data):
+            put32(tag); try putAttributes(attributes); try putSecret(data)
+        case .secretCopy(let tag, let query, let returnData, let all):
+            put32(tag); try putAttributes(query); bytes.append(returnData ? 1 : 0); bytes.append(all ? 1 : 0)
+        case .secretUpdate(let tag, let query, let label, let data):
+            put32(tag); try putAttributes(query)
+            bytes.append(label == nil ? 0 : 1)
+            if let label { try putString(label, field: "label", limit: WireLimits.maxIdentifier) }
+            bytes.append(data == nil ? 0 : 1)
+            if let data { try putSecret(data) }
+        case .secretDelete(let tag, let query):
+            put32(tag); try putAttributes(query)
+        case .secretItems(let tag, let items):
+            guard !items.isEmpty, items.count <= WireLimits.maxSecretItems else { throw .invalidValue("items") }
+            put32(tag); put16(UInt16(items.count))
+            for item in items {
+                try putAttributes(item.attributes)
+                bytes.append(item.data == nil ? 0 : 1)
+                if let data = item.data { try putSecret(data) }
+            }
         case .answer(let tag, let failure, let text):
             put32(tag); put16(failure?.rawValue ?? 0); putText(text, limit: WireLimits.maxText)
         case .acquire(let tag, let reason):
@@ -164,6 +184,47 @@ public struct WireEncoder: Sendable {
         guard b.count <= limit else { throw .fieldTooLong(field, b.count) }
         put32(UInt32(b.count))
         bytes.append(contentsOf: b)
+    }
+
+    private mutating func putAttributes(_ a: SecretAttributes) throws(WireError) {
+        bytes.append(a.itemClass.rawValue)
+        try putString(a.group, field: "group", limit: WireLimits.maxIdentifier)
+        var fields: UInt8 = 0
+        if a.service != nil { fields |= 1 }
+        if a.account != nil { fields |= 2 }
+        if a.server != nil { fields |= 4 }
+        if a.protocol != nil { fields |= 8 }
+        if a.port != nil { fields |= 16 }
+        if a.path != nil { fields |= 32 }
+        if a.label != nil { fields |= 64 }
+        bytes.append(fields)
+        if let v = a.service { try putString(v, field: "service", limit: WireLimits.maxIdentifier) }
+        if let v = a.account { try putString(v, field: "account", limit: WireLimits.maxIdentifier) }
+        if let v = a.server { try putString(v, field: "server", limit: WireLimits.maxIdentifier) }
+        if let v = a.protocol { try putString(v, field: "protocol", limit: SecretAttributes.maxProtocol) }
+        if let v = a.port { put16(v) }
+        if let v = a.path { try putString(v, field: "path", limit: SecretAttributes.maxPath) }
+        if let v = a.label { try putString(v, field: "label", limit: WireLimits.maxIdentifier) }
+    }
+
+    private mutating func putSecret(_ data: SecretData) throws(WireError) {
+        guard data.count <= WireLimits.maxSecret else { throw .fieldTooLong("data", data.count) }
+        put32(UInt32(data.count))
+        data.withUnsafeBytes { bytes.append(contentsOf: $0) }
+    }
+
+    /// The attributes alone, in their wire form (a secret item's description, as the daemon
+    /// keeps it beside the sealed data).
+    public static func encoded(_ attributes: SecretAttributes) throws(WireError) -> [UInt8] {
+        var encoder = WireEncoder()
+        try encoder.putAttributes(attributes)
+        return encoder.bytes
+    }
+
+    /// Overwrites the buffer with zeros (after a message that carried secret bytes was sent).
+    public mutating func clear() {
+        for i in bytes.indices { bytes[i] = 0 }
+        bytes.removeAll(keepingCapacity: true)
     }
 
     private mutating func putIdentifiers(_ ids: [String]) throws(WireError) {

@@ -155,6 +155,8 @@ final class RuntimeChannel: Sendable {
         var failure: FailureCode?
         var text: String
         var descriptor: Int32?
+        /// The items of a `secretItems` answer.
+        var items: [SecretItem] = []
     }
 
     /// Sends the message `make` builds with a fresh tag; `answered` gets the daemon's answer on
@@ -275,6 +277,10 @@ final class RuntimeChannel: Sendable {
             if let descriptor { close(descriptor) }
             let handlers = state.withLock { $0.suiteObservers[suite] ?? [] }
             return handlers.isEmpty ? nil : .notified(handlers, suite)
+        case .secretItems(let tag, let items):
+            if let descriptor { close(descriptor) }
+            state.withLock { $0.calls.removeValue(forKey: tag) }?(Answer(failure: nil, text: "", descriptor: nil, items: items))
+            return nil
         case .answer(let tag, let failure, let text):
             guard let handler = state.withLock({ $0.calls.removeValue(forKey: tag) }) else {
                 if let descriptor { close(descriptor) }

@@ -71,6 +71,7 @@ public struct MessageChannel: Sendable {
                 }
                 do {
                     let message = try WireDecoder.decode(UnsafeRawBufferPointer(rebasing: raw[0..<count]))
+                    if message.kind.carriesSecrets { UnsafeMutableRawBufferPointer(rebasing: raw[0..<count]).initializeMemory(as: UInt8.self, repeating: 0) }
                     return (message, descriptor)
                 } catch {
                     if let descriptor { close(descriptor) }

@@ -92,6 +92,8 @@ extension Daemon: ControlServerDelegate {
             let found = core.discover(point: point, content: content, peer: c.identity)
                 .map { DiscoveredExtension(id: $0.id, point: $0.point, displayName: $0.displayName) }
             server.sendDiscovered(found, tag: tag, to: c.id)
+        case .secretAdd, .secretCopy, .secretUpdate, .secretDelete:
+            secretRequest(message, from: .connection(c))
         case let .defaultsOpen(tag, suite):
             openSuite(suite, tag: tag, from: c)
         case let .defaultsWrite(tag, suite, key, value):
@@ -133,6 +135,7 @@ extension Daemon: ControlServerDelegate {
 
     func answerQuery(_ c: ControlConnection, tag: UInt32, kind: QueryKind, ids: [String]) {
         if kind == .container { return answerContainer(c, tag: tag, names: ids) }
+        if kind == .secrets { return answerSecretList(c, tag: tag, groups: ids) }
         var selected: [ExtensionRecord] = []
         if ids.isEmpty {
             selected = core.records.values.sorted { $0.manifest.id < $1.manifest.id }

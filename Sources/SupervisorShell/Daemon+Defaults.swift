@@ -88,6 +88,7 @@ extension Daemon: RuntimeCalls {
         case let .suiteOpen(tag, suite): openSuite(suite, tag: tag, from: p)
         case let .suiteWrite(tag, suite, key, value): writeSuite(suite, key: key, value: value, tag: tag, from: p)
         case let .openURL(tag, url): openURL(url, tag: tag, from: p)
+        case .secretAdd, .secretCopy, .secretUpdate, .secretDelete: secretRequest(message, from: .extensionProcess(p))
         default: break
         }
     }

@@ -29,6 +29,8 @@ public final class Daemon {
     let apps = AppCatalog()
     /// The shared defaults suites.
     let defaults: DefaultsSuites
+    /// The secret items.
+    let secrets: SecretStore
     /// A re-exec under way, or the answer owed after one.
     let reexecution: Reexecution
     /// The configuration read at start, which the manifest sources keep.
@@ -44,6 +46,7 @@ public final class Daemon {
         self.kernel = kernel
         reexecution = Reexecution(commandLine: options.commandLine, programPath: options.programPath)
         defaults = DefaultsSuites(stateDirectory: options.stateDirectory, kernel: kernel, logger: logger)
+        secrets = SecretStore(stateDirectory: options.stateDirectory, kernel: kernel, logger: logger)
         // A hand-over document is read first and let go at once: it is read only once. It is a
         // memory file (`/proc/self/fd/N`, whose descriptor crossed the execve and is closed
         // here), or a file elsewhere, which is removed.

@@ -30,7 +30,7 @@ extension ExtensionProcesses {
                     sink?.post(.requestFinished(extensionID: id, generation: g, requestID: r, outcome: .completed(payload)))
                 case .cancel(let r, let reason):
                     sink?.post(.requestFinished(extensionID: id, generation: g, requestID: r, outcome: .cancelled(reason)))
-                case .openURL, .suiteOpen, .suiteWrite:
+                case .openURL, .suiteOpen, .suiteWrite, .secretAdd, .secretCopy, .secretUpdate, .secretDelete:
                     calls?.call(message, from: p)
                 default:
                     cutOff(p, reason: "sent \(message.kind), which extensions may not send")

@@ -98,7 +98,10 @@ final class Peer {
                         if truncated { return end = .violation("message over \(WireLimits.maxMessageSize) bytes") }
                         if descriptor != nil && refusesDescriptors { return end = .violation("sent a descriptor, which is not accepted here") }
                         do {
-                            messages.append(try WireDecoder.decode(UnsafeRawBufferPointer(rebasing: buffer[(slot * slotSize)..<(slot * slotSize + count)])))
+                            let datagram = UnsafeMutableRawBufferPointer(rebasing: buffer[(slot * slotSize)..<(slot * slotSize + count)])
+                            messages.append(try WireDecoder.decode(UnsafeRawBufferPointer(datagram)))
+                            // Secret bytes stay only in the message's `SecretData`, cleared when it goes.
+                            if count > 1, MessageKind.carriesSecrets(datagram[1]) { datagram.initializeMemory(as: UInt8.self, repeating: 0) }
                         } catch {
                             end = .violation("malformed message: \(error)")
                         }

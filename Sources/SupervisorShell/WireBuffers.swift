@@ -18,6 +18,8 @@ final class WireBuffers {
 
     /// Encodes `message` and sends it on `peer` (see `Peer.send`).
     func send(_ message: Message, on peer: Peer, descriptor: Int32? = nil, key: UInt64? = nil) -> Peer.SendResult {
-        peer.send(message, encoder: &encoder, descriptor: descriptor, key: key)
+        let result = peer.send(message, encoder: &encoder, descriptor: descriptor, key: key)
+        if message.kind.carriesSecrets { encoder.clear() }
+        return result
     }
 }

@@ -14,7 +14,7 @@ struct SplitMix64: RandomNumberGenerator {
 }
 
 /// Every wire type number, in order.
-let allKinds: [UInt8] = Array(1...15) + Array(32...36) + Array(38...45) + Array(64...74) + Array(96...104)
+let allKinds: [UInt8] = Array(1...15) + Array(32...36) + Array(38...45) + Array(64...78) + Array(96...105)
 
 /// Little-endian field builders for hand-made datagrams.
 func le16(_ v: UInt16) -> [UInt8] { [UInt8(v & 0xFF), UInt8(v >> 8)] }
@@ -66,6 +66,20 @@ let sampleMessages: [Message] = [
     .answer(tag: 21, failure: nil, text: ""),
     .answer(tag: 22, failure: .notPermitted, text: "not a member"),
     .suiteChanged(suite: "group.com.example.stocks"),
+    .secretAdd(
+        tag: 25, attributes: SecretAttributes(itemClass: .genericPassword, service: "api", account: "alice", label: "token"), data: SecretData([1, 2, 3])),
+    .secretCopy(tag: 26, query: SecretAttributes(itemClass: .any), returnData: true, all: false),
+    .secretUpdate(
+        tag: 27, query: SecretAttributes(itemClass: .internetPassword, group: "group.x", server: "s", protocol: "https", port: 443, path: "/"), label: "l",
+        data: nil),
+    .secretUpdate(tag: 28, query: SecretAttributes(itemClass: .genericPassword), label: nil, data: SecretData([9])),
+    .secretDelete(tag: 29, query: SecretAttributes(itemClass: .genericPassword, account: "bob")),
+    .secretItems(
+        tag: 26,
+        items: [
+            SecretItem(
+                attributes: SecretAttributes(itemClass: .genericPassword, group: "group.x", service: "a", account: "b", label: "c"), data: SecretData([7]))
+        ]),
     .refreshed(tag: 16, answer: .newData),
     .refreshed(tag: 17, answer: .unsupported),
     .newData(extensionID: "com.example.stocks.widget"),

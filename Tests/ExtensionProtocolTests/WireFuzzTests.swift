@@ -44,7 +44,7 @@ struct WireFuzzTests {
         var outcome = Outcome()
         let mutable = { (count: Int) -> [Int] in Array(0..<count) }
 
-        for i in 0..<20_000 {
+        for i in 0..<24_000 {
             var bytes: [UInt8]
             switch i % 4 {
             case 0:
@@ -108,13 +108,21 @@ struct WireFuzzTests {
         }
         func ids() -> [String] { (0..<Int.random(in: 0...6, using: &rng)).map { _ in text(WireLimits.maxIdentifier) } }
         func bytes(_ max: Int) -> [UInt8] { (0..<Int.random(in: 0...max, using: &rng)).map { _ in UInt8.random(in: 0...255, using: &rng) } }
+        func attributes() -> SecretAttributes {
+            func maybe(_ n: Int) -> String? { Bool.random(using: &rng) ? text(n) : nil }
+            return SecretAttributes(
+                itemClass: SecretAttributes.ItemClass(rawValue: UInt8.random(in: 0...2, using: &rng))!, group: text(60), service: maybe(60), account: maybe(60),
+                server: maybe(60), protocol: maybe(SecretAttributes.maxProtocol),
+                port: Bool.random(using: &rng) ? UInt16.random(in: 0...UInt16.max, using: &rng) : nil,
+                path: maybe(200), label: maybe(60))
+        }
 
         var kindsSeen = Set<UInt8>()
         for _ in 0..<3_000 {
             let tag = UInt32.random(in: 0...UInt32.max, using: &rng)
             let big = UInt64.random(in: 0...UInt64.max, using: &rng)
             let message: Message
-            switch Int.random(in: 0..<39, using: &rng) {
+            switch Int.random(in: 0..<53, using: &rng) {
             case 0: message = .begin(tag: tag, extensionID: text(WireLimits.maxIdentifier))
             case 1: message = .end(tag: tag, requestID: big)
             case 2: message = .query(tag: tag, kind: Bool.random(using: &rng) ? .list : .status, extensionIDs: ids())
@@ -165,6 +173,30 @@ struct WireFuzzTests {
             case 36: message = .refresh(refreshID: big)
             case 37: message = .reset(tag: tag, extensionID: text(WireLimits.maxIdentifier))
             case 38: message = .reexec(tag: tag)
+            case 39: message = .defaultsOpen(tag: tag, suite: text(WireLimits.maxIdentifier))
+            case 40:
+                message = .defaultsWrite(tag: tag, suite: text(60), key: text(WireLimits.maxDefaultsKey), value: Bool.random(using: &rng) ? bytes(3_000) : nil)
+            case 41: message = .defaultsOpened(tag: tag)
+            case 42: message = .defaultsChanged(suite: text(WireLimits.maxIdentifier))
+            case 43: message = .openURL(tag: tag, url: text(WireLimits.maxURL))
+            case 44: message = .suiteOpen(tag: tag, suite: text(WireLimits.maxIdentifier))
+            case 45: message = .suiteWrite(tag: tag, suite: text(60), key: text(60), value: Bool.random(using: &rng) ? bytes(3_000) : nil)
+            case 46:
+                let code = Bool.random(using: &rng) ? nil : FailureCode(rawValue: UInt16.random(in: 1...14, using: &rng))
+                message = .answer(tag: tag, failure: code, text: text(WireLimits.maxText))
+            case 47: message = .suiteChanged(suite: text(WireLimits.maxIdentifier))
+            case 48: message = .secretAdd(tag: tag, attributes: attributes(), data: SecretData(bytes(3_000)))
+            case 49: message = .secretCopy(tag: tag, query: attributes(), returnData: Bool.random(using: &rng), all: Bool.random(using: &rng))
+            case 50:
+                let label = Bool.random(using: &rng) ? text(40) : nil
+                message = .secretUpdate(tag: tag, query: attributes(), label: label, data: Bool.random(using: &rng) ? SecretData(bytes(3_000)) : nil)
+            case 51: message = .secretDelete(tag: tag, query: attributes())
+            case 52:
+                message = .secretItems(
+                    tag: tag,
+                    items: (0..<Int.random(in: 1...3, using: &rng)).map { _ in
+                        SecretItem(attributes: attributes(), data: Bool.random(using: &rng) ? SecretData(bytes(500)) : nil)
+                    })
             default: message = .expire(assertionID: big)
             }
             kindsSeen.insert(message.kind.rawValue)

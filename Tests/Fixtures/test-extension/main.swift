@@ -28,6 +28,7 @@
 //   container <name>     -> ExtensionContext.sharedContainerURL: "container <path>" or "no container"
 //   getenv, home, list-dir, pids, syscall -> see SandboxProbes.swift
 //   defaults-*, open-url -> see DefaultsProbes.swift
+//   secret-*             -> see SecretProbes.swift
 //   probe-control <sock> -> connects to the control socket itself and asks for `list`:
 //                           answers "allowed" or "refused: <the daemon's reason>"
 // Arguments: --never-ready, --crash-at-start, --ignore-term,
@@ -412,7 +413,7 @@ ExtensionMain.run { request in
                 let bytes = try! WireEncoder.encoded(.release(assertionID: 999_999))
                 while (try? raw.send(bytes)) != nil {}
             }
-        default: reply(channel, defaultsProbe(line, channel) ?? sandboxProbe(words) ?? "unknown command")
+        default: reply(channel, defaultsProbe(line, channel) ?? secretProbe(line) ?? sandboxProbe(words) ?? "unknown command")
         }
     }
     channel.close()
