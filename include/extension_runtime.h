@@ -263,6 +263,93 @@ typedef void (*ext_defaults_handler)(const char *suite, void *context);
  * -EINVAL / -ENOMEM. `context` is passed back from other threads. */
 int ext_defaults_on_change(ext_defaults *defaults, ext_defaults_handler handler, void *context);
 
+/* Secrets (docs/secrets.md): an app-group keychain kept by extensiond, like Apple's keychain
+ * items shared through an access group. An item is a generic password (service, account) or
+ * an internet password (server, account, protocol, port, path), both with a label, in an
+ * access group (an app group the extension may use), with up to EXT_SECRET_MAX_DATA bytes of
+ * data. Two items are the same item (a duplicate) when their class, group and class's
+ * attributes are equal, an absent attribute being equal to an empty one (a port: to 0).
+ *
+ * Every function below is a round trip to extensiond that blocks the calling thread until it
+ * answers (callbacks of this runtime may call them). The data the runtime copies (the message
+ * it sends, the datagram it receives, an item's data) is overwritten with zeros
+ * (explicit_bzero) before it is freed; the caller's own buffers are the caller's to clear.
+ *
+ * Errors shared by the functions below (negative returns): -EINVAL for a NULL or malformed
+ * argument, checked before anything is sent (an item_class other than 0, 1 or 2, or 0 for an
+ * add; a port outside 0...65535; a string that is not UTF-8 or is over its limit: group,
+ * service, account, server and label EXT_SECRET_MAX_NAME bytes, protocol
+ * EXT_SECRET_MAX_PROTOCOL, path EXT_SECRET_MAX_PATH), or when extensiond refuses the request as
+ * malformed; -EMSGSIZE for data over EXT_SECRET_MAX_DATA bytes (nothing is sent); -EPERM when
+ * extensiond does not permit it (an add naming a group the extension may not use, or an
+ * extension with no group); -ENOSPC when over one of extensiond's limits (too many items);
+ * -ENOTCONN without extensiond or once its channel closed; -ENOMEM; -EIO when extensiond failed
+ * (or answered out of protocol). A round trip made by a callback that the runtime had to run on
+ * its reading thread (no thread could be created) returns -EAGAIN instead of waiting for an
+ * answer only that thread could read. */
+
+#define EXT_SECRET_MAX_DATA 60000   /* an item's data, in bytes */
+#define EXT_SECRET_MAX_NAME 255     /* group, service, account, server, label: bytes of UTF-8 */
+#define EXT_SECRET_MAX_PROTOCOL 32  /* protocol: bytes of UTF-8 */
+#define EXT_SECRET_MAX_PATH 1024    /* path: bytes of UTF-8 */
+
+#define EXT_SECRET_GENERIC_PASSWORD 1
+#define EXT_SECRET_INTERNET_PASSWORD 2
+
+/* An item's description (ext_secret_add) or a query (the others). NULL strings are absent;
+ * "" is present and empty. A query matches the items of its class (0: either) whose every
+ * attribute the query gives is equal, in its group or, when `group` is NULL or "", in every
+ * group the extension may use. */
+typedef struct ext_secret_attributes {
+    int item_class;        /* 0 (queries: any), EXT_SECRET_GENERIC_PASSWORD, EXT_SECRET_INTERNET_PASSWORD */
+    const char *group;     /* NULL or "": automatic (queries: every group; add: the extension's first group) */
+    const char *service, *account, *server, *protocol, *path, *label; /* NULL: absent */
+    int port;              /* 1...65535; 0: absent (queries: any) */
+} ext_secret_attributes;
+
+/* An item found by ext_secret_copy. Its strings and data belong to the array; free it with
+ * ext_secret_free. */
+typedef struct ext_secret_item {
+    int item_class;        /* EXT_SECRET_GENERIC_PASSWORD or EXT_SECRET_INTERNET_PASSWORD */
+    char *group, *service, *account, *server, *protocol, *path, *label; /* NULL: absent */
+    int port;              /* 0: absent (or 0) */
+    void *data;            /* NULL and 0 unless asked for; zeroed by ext_secret_free */
+    size_t length;
+} ext_secret_item;
+
+/* Adds an item (SecItemAdd) of class EXT_SECRET_GENERIC_PASSWORD or
+ * EXT_SECRET_INTERNET_PASSWORD with `length` bytes of `data` (1...EXT_SECRET_MAX_DATA), in
+ * `attributes->group` (NULL or "": the extension's first group). Returns 0 once it is stored;
+ * -EEXIST when an item with the same identity exists already (nothing changes); -EINVAL for
+ * NULL or empty data, for attributes of the other class (extensiond refuses a generic password
+ * with a server, protocol, port or path, an internet password with a service), or as above;
+ * -EMSGSIZE; -EPERM; -ENOSPC; or as above. */
+int ext_secret_add(const ext_secret_attributes *attributes, const void *data, size_t length);
+
+/* Finds the items matching `query` (SecItemCopyMatching). With `return_data` nonzero: the first
+ * match, with its data (*count is 1); with 0: every match's attributes, without data (at most
+ * 64 items: extensiond sends no more in one answer). Sets
+ * *items to an array of *count items, to free with ext_secret_free(*items, *count). Returns 0;
+ * -ENOENT when no item matches (an item of a group the extension may not use is never
+ * revealed: it does not match); -EINVAL for a NULL `items` or `count`, or as above; or as
+ * above. On an error, *items is NULL and *count 0. */
+int ext_secret_copy(const ext_secret_attributes *query, int return_data, ext_secret_item **items, size_t *count);
+
+/* Changes every item matching `query` (SecItemUpdate): its label to `new_label` when it is not
+ * NULL, its data to `length` bytes of `data` (1...EXT_SECRET_MAX_DATA) when `data` is not NULL
+ * (`length` is ignored when `data` is NULL). Returns 0; -ENOENT when no item matches; -EINVAL
+ * when both `new_label` and `data` are NULL, for empty data, a label that is not UTF-8 or over
+ * EXT_SECRET_MAX_NAME bytes, or as above; -EMSGSIZE; or as above. */
+int ext_secret_update(const ext_secret_attributes *query, const char *new_label, const void *data, size_t length);
+
+/* Deletes every item matching `query` (SecItemDelete). Returns 0; -ENOENT when no item
+ * matches; or as above. */
+int ext_secret_delete(const ext_secret_attributes *query);
+
+/* Frees `count` items returned by ext_secret_copy, overwriting their data with zeros first.
+ * NULL is ignored. */
+void ext_secret_free(ext_secret_item *items, size_t count);
+
 #ifdef __cplusplus
 }
 #endif

@@ -11,17 +11,20 @@
  * itself, then ends. An idle extension thus has one runtime thread, and a callback that blocks
  * never delays the reading of *expire*.
  *
- * Round trips (openURL, suiteOpen, suiteWrite) are answered by *answer* with their tag: the
- * reader completes the call and signals `answered`, on which a blocking caller waits, or runs
- * the call's callback (openURL). A blocking caller is never the reader: callbacks run on
- * threads that no longer hold the read role (in the one case where a callback must run on the
- * reading thread, no thread could be created, a round trip it makes returns -EAGAIN).
+ * Round trips (openURL, suiteOpen, suiteWrite, the secrets) are answered by *answer* (or, for
+ * secretCopy, *secretItems*) with their tag: the reader completes the call and signals
+ * `answered`, on which a blocking caller waits, or runs the call's callback (openURL). A
+ * blocking caller is never the reader: callbacks run on threads that no longer hold the read
+ * role (in the one case where a callback must run on the reading thread, no thread could be
+ * created, a round trip it makes returns -EAGAIN). The send and receive buffers of the
+ * secrets' messages are zeroed once used (secrets.c has the rest of the secrets API).
  *
  * One mutex guards all state; no callback runs under it.
  */
 #define _GNU_SOURCE
 #include "extension_runtime.h"
 #include "defaults.h"
+#include "secrets.h"
 #include "wire.h"
 
 #include <errno.h>
@@ -67,7 +70,8 @@ struct observer {
     struct observer *next;
 };
 
-/* One round trip awaiting its *answer* (openURL, suiteOpen, suiteWrite). Guarded by `lock`. */
+/* One round trip awaiting its *answer* (openURL, suiteOpen, suiteWrite, the secrets) or
+ * *secretItems* (secretCopy). Guarded by `lock`. */
 struct call {
     uint32_t tag;
     ext_open_url_callback callback; /* openURL: called with the outcome; else a caller waits */
@@ -75,6 +79,10 @@ struct call {
     int done;   /* a waiting caller's answer arrived, or the channel closed */
     int result; /* then: 0, or a negative errno */
     int fd;     /* the descriptor attached to a successful answer, or -1 */
+    int wants_items;       /* secretCopy: answered by secretItems (an answer is a failure) */
+    int with_data;         /* secretCopy: the first item with its data */
+    ext_secret_item *items; /* secretCopy's result, `count` of them, when `result` is 0 */
+    size_t count;
     struct call *next;
 };
 
@@ -142,10 +150,16 @@ static int supervised(void) {
     return channel >= 0;
 }
 
-/* Sends one message; 0, or -1 when it cannot be encoded or the channel is closed. */
+static int is_secret(uint8_t kind) { return kind >= EXT_WIRE_SECRET_ADD && kind <= EXT_WIRE_SECRET_DELETE; }
+
+/* Sends one message; 0, or -1 when it cannot be encoded or the channel is closed. The buffer of
+ * a secret kind is zeroed once sent. */
 static int send_message(const struct ext_wire_message *m) {
     uint8_t small[512];
-    size_t capacity = EXT_WIRE_HEADER + 16 + m->length + m->key_length + m->value_length;
+    const struct ext_wire_secret_attributes *a = &m->attributes;
+    size_t capacity = EXT_WIRE_HEADER + 64 + m->length + m->key_length + m->value_length + m->label_length + m->items_length +
+                      a->group.length + a->service.length + a->account.length + a->server.length + a->protocol.length +
+                      a->path.length + a->label.length;
     uint8_t *buffer = capacity <= sizeof small ? small : malloc(capacity);
     if (!buffer) return -1;
     long n = ext_wire_encode(m, buffer, capacity);
@@ -154,6 +168,7 @@ static int send_message(const struct ext_wire_message *m) {
     else
         do sent = send(channel, buffer, (size_t)n, MSG_NOSIGNAL);
         while (sent < 0 && errno == EINTR);
+    if (is_secret(m->kind)) explicit_bzero(buffer, capacity);
     if (buffer != small) free(buffer);
     return sent == n ? 0 : -1;
 }
@@ -380,6 +395,8 @@ static int answer_error(uint16_t code) {
     case 5: return -EPERM;   /* notPermitted */
     case 6: return -EINVAL;  /* badRequest */
     case 8: return -ENOSPC;  /* limitReached */
+    case 13: return -EEXIST; /* duplicateItem */
+    case 14: return -ENOENT; /* itemNotFound */
     default: return -EIO;
     }
 }
@@ -411,7 +428,8 @@ static struct work *answer(const struct ext_wire_message *m, int fd) {
         free(c);
     } else if (c) { /* the waiter's, on its stack: not touched once `lock` is released */
         c->result = answer_error(m->code);
-        if (m->code == 0) {
+        if (m->code == 0 && c->wants_items) c->result = -EIO; /* secretCopy: out of protocol */
+        else if (m->code == 0) {
             c->fd = fd;
             fd = -1;
         }
@@ -421,6 +439,40 @@ static struct work *answer(const struct ext_wire_message *m, int fd) {
     pthread_mutex_unlock(&lock);
     if (fd >= 0) close(fd);
     return w;
+}
+
+/* *secretItems*: completes a secretCopy with the items (their copies: the datagram is zeroed
+ * once handled). Any other call it would answer fails (an openURL callback gets false). */
+static struct work *secret_items(const struct ext_wire_message *m) {
+    struct work *w = NULL;
+    pthread_mutex_lock(&lock);
+    struct call *c = unlink_call(m->tag);
+    if (c && c->callback) {
+        w = new_work(WORK_OPENED, NULL);
+        w->opened_callback = c->callback;
+        w->context = c->context;
+        free(c);
+    } else if (c) {
+        c->result = c->wants_items ? exts_items(m, c->with_data, &c->items, &c->count) : -EIO;
+        c->done = 1;
+        pthread_cond_broadcast(&answered);
+    }
+    pthread_mutex_unlock(&lock);
+    return w;
+}
+
+/* A datagram of an answering kind (*answer*, *secretItems*) that the decoder refused: its call,
+ * when the tag can be read, fails with -EIO (an openURL callback gets false) instead of waiting
+ * for an answer that will not come. */
+static struct work *refused_answer(const uint8_t *datagram, size_t size) {
+    if (size < EXT_WIRE_HEADER + 4 || (datagram[1] != EXT_WIRE_ANSWER && datagram[1] != EXT_WIRE_SECRET_ITEMS)) return NULL;
+    const uint8_t *t = datagram + EXT_WIRE_HEADER;
+    struct ext_wire_message m = {
+        .kind = EXT_WIRE_ANSWER,
+        .tag = (uint32_t)t[0] | (uint32_t)t[1] << 8 | (uint32_t)t[2] << 16 | (uint32_t)t[3] << 24,
+        .code = 11, /* internalError: -EIO */
+    };
+    return answer(&m, -1);
 }
 
 /* *suiteChanged*: a call of each change handler of each open handle of the suite, in order. */
@@ -553,6 +605,7 @@ static struct work *handle(const struct ext_wire_message *m, int fd) {
         return a ? new_work(WORK_DENIED, a) : NULL;
     }
     case EXT_WIRE_ANSWER: return answer(m, fd);
+    case EXT_WIRE_SECRET_ITEMS: return secret_items(m);
     case EXT_WIRE_SUITE_CHANGED: return suite_changed(m);
     case EXT_WIRE_EXPIRE: {
         /* Acknowledge first: the supervisor checks the message was read before it stops us. */
@@ -626,14 +679,21 @@ static void *reader(void *unused) {
     for (;;) {
         int fd;
         ssize_t n = receive(datagram, sizeof datagram, &fd);
-        if (n == -2) continue; /* over the size limit: refused, as the decoder would */
-        if (n <= 0) break;
-        struct ext_wire_message m;
-        if (ext_wire_decode(datagram, (size_t)n, &m) != 0) {
-            if (fd >= 0) close(fd);
+        if (n == -2) { /* over the size limit: refused, as the decoder would */
+            explicit_bzero(datagram, sizeof datagram);
             continue;
         }
-        struct work *w = handle(&m, fd);
+        if (n <= 0) break;
+        /* A secretItems may carry secret data: zeroed once handled (what a call keeps is copied
+         * out), before the read role, and the buffer, are handed on. */
+        int secret = n > 1 && datagram[1] == EXT_WIRE_SECRET_ITEMS;
+        struct ext_wire_message m;
+        struct work *w;
+        if (ext_wire_decode(datagram, (size_t)n, &m) != 0) {
+            if (fd >= 0) close(fd);
+            w = refused_answer(datagram, (size_t)n);
+        } else w = handle(&m, fd);
+        if (secret) explicit_bzero(datagram, (size_t)n);
         if (!w) continue;
         if (start_reader() == 0) {
             reading = 0;
@@ -694,10 +754,8 @@ static int start_call(struct call *c, struct ext_wire_message *m) {
     return mine ? -ENOTCONN : 0;
 }
 
-/* A blocking round trip: sends `m` and waits for its answer. 0 (the descriptor attached to it
- * in *fd when `fd` is not NULL, else closed; -1 when there is none), or a negative errno. */
-static int round_trip(struct ext_wire_message *m, int *fd) {
-    if (fd) *fd = -1;
+/* Sends `m` as the call `c` (a caller's, on its stack) and waits for its answer: c->result. */
+static int wait_call(struct call *c, struct ext_wire_message *m) {
     if (!supervised()) return -ENOTCONN;
     if (reading) { /* only this thread could read the answer */
         pthread_mutex_lock(&lock);
@@ -705,17 +763,36 @@ static int round_trip(struct ext_wire_message *m, int *fd) {
         pthread_mutex_unlock(&lock);
         return gone ? -ENOTCONN : -EAGAIN;
     }
-    struct call c = {.callback = NULL};
-    int rc = start_call(&c, m);
+    int rc = start_call(c, m);
     if (rc) return rc;
     pthread_mutex_lock(&lock);
-    while (!c.done) pthread_cond_wait(&answered, &lock);
+    while (!c->done) pthread_cond_wait(&answered, &lock);
     pthread_mutex_unlock(&lock);
+    return c->result;
+}
+
+/* A blocking round trip: sends `m` and waits for its answer. 0 (the descriptor attached to it
+ * in *fd when `fd` is not NULL, else closed; -1 when there is none), or a negative errno. */
+static int round_trip(struct ext_wire_message *m, int *fd) {
+    if (fd) *fd = -1;
+    struct call c = {.callback = NULL, .fd = -1};
+    int rc = wait_call(&c, m);
     if (c.fd >= 0) {
         if (fd) *fd = c.fd;
         else close(c.fd);
     }
-    return c.result;
+    return rc;
+}
+
+int exts_round_trip(struct ext_wire_message *m, int with_data, ext_secret_item **items, size_t *count) {
+    struct call c = {.callback = NULL, .fd = -1, .wants_items = items != NULL, .with_data = with_data};
+    int rc = wait_call(&c, m);
+    if (c.fd >= 0) close(c.fd);
+    if (rc == 0 && items) {
+        *items = c.items;
+        *count = c.count;
+    }
+    return rc;
 }
 
 /* --- the C interface ---------------------------------------------------------------------- */

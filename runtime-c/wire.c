@@ -99,6 +99,64 @@ static int suite_write(struct reader *r, struct ext_wire_message *m) {
     return m->has_value ? bytes_field(r, EXT_WIRE_MAX_DEFAULTS_VALUE, &m->value, &m->value_length) : 0;
 }
 
+/* A flag: u8, 0 or 1. */
+static int flag(struct reader *r, uint8_t *v) { return u8(r, v) || *v > 1 ? -1 : 0; }
+
+static int span(struct reader *r, size_t limit, struct ext_wire_span *s) { return text_field(r, limit, &s->data, &s->length); }
+
+/* Secret attributes (wire.h). */
+static int attributes(struct reader *r, struct ext_wire_secret_attributes *a) {
+    if (u8(r, &a->item_class) || a->item_class > 2 || span(r, EXT_WIRE_MAX_IDENTIFIER, &a->group)) return -1;
+    if (u8(r, &a->fields) || (a->fields & 0x80)) return -1;
+    uint8_t f = a->fields;
+    if ((f & EXT_WIRE_SECRET_SERVICE) && span(r, EXT_WIRE_MAX_IDENTIFIER, &a->service)) return -1;
+    if ((f & EXT_WIRE_SECRET_ACCOUNT) && span(r, EXT_WIRE_MAX_IDENTIFIER, &a->account)) return -1;
+    if ((f & EXT_WIRE_SECRET_SERVER) && span(r, EXT_WIRE_MAX_IDENTIFIER, &a->server)) return -1;
+    if ((f & EXT_WIRE_SECRET_PROTOCOL) && span(r, EXT_WIRE_MAX_SECRET_PROTOCOL, &a->protocol)) return -1;
+    if ((f & EXT_WIRE_SECRET_PORT) && u16(r, &a->port)) return -1;
+    if ((f & EXT_WIRE_SECRET_PATH) && span(r, EXT_WIRE_MAX_SECRET_PATH, &a->path)) return -1;
+    if ((f & EXT_WIRE_SECRET_LABEL) && span(r, EXT_WIRE_MAX_IDENTIFIER, &a->label)) return -1;
+    return 0;
+}
+
+static int secret_data(struct reader *r, const uint8_t **data, size_t *length) {
+    return bytes_field(r, EXT_WIRE_MAX_SECRET, data, length);
+}
+
+static int item(struct reader *r, struct ext_wire_secret_item *it) {
+    memset(it, 0, sizeof *it);
+    if (attributes(r, &it->attributes) || flag(r, &it->has_data)) return -1;
+    return it->has_data ? secret_data(r, &it->data.data, &it->data.length) : 0;
+}
+
+int ext_wire_secret_item(const uint8_t **cursor, size_t *left, struct ext_wire_secret_item *out) {
+    struct reader r = {*cursor, *left};
+    if (item(&r, out)) return -1;
+    *cursor = r.p;
+    *left = r.left;
+    return 0;
+}
+
+/* secretItems after its tag: count (1...EXT_WIRE_MAX_SECRET_ITEMS), then that many items. */
+static int secret_items(struct reader *r, struct ext_wire_message *m) {
+    if (u16(r, &m->count) || m->count == 0 || m->count > EXT_WIRE_MAX_SECRET_ITEMS) return -1;
+    m->items = r->p;
+    for (uint16_t i = 0; i < m->count; i++) {
+        struct ext_wire_secret_item it;
+        if (item(r, &it)) return -1;
+    }
+    m->items_length = (size_t)(r->p - m->items);
+    return 0;
+}
+
+/* secretUpdate after its tag and query: hasLabel, the label, hasData, the data. */
+static int secret_update(struct reader *r, struct ext_wire_message *m) {
+    if (flag(r, &m->has_label)) return -1;
+    if (m->has_label && text_field(r, EXT_WIRE_MAX_IDENTIFIER, &m->label, &m->label_length)) return -1;
+    if (flag(r, &m->has_value)) return -1;
+    return m->has_value ? secret_data(r, &m->value, &m->value_length) : 0;
+}
+
 int ext_wire_decode(const uint8_t *datagram, size_t size, struct ext_wire_message *m) {
     memset(m, 0, sizeof *m);
     if (size < EXT_WIRE_HEADER || size > EXT_WIRE_MAX_MESSAGE) return -1;
@@ -133,6 +191,16 @@ int ext_wire_decode(const uint8_t *datagram, size_t size, struct ext_wire_messag
         bad = u32(&r, &m->tag) || u16(&r, &m->code) || m->code > EXT_WIRE_MAX_FAILURE_CODE || string(&r, EXT_WIRE_MAX_TEXT, m);
         break;
     case EXT_WIRE_SUITE_CHANGED: bad = string(&r, EXT_WIRE_MAX_IDENTIFIER, m); break;
+    case EXT_WIRE_SECRET_ADD:
+        m->has_value = 1;
+        bad = u32(&r, &m->tag) || attributes(&r, &m->attributes) || secret_data(&r, &m->value, &m->value_length);
+        break;
+    case EXT_WIRE_SECRET_COPY:
+        bad = u32(&r, &m->tag) || attributes(&r, &m->attributes) || flag(&r, &m->return_data) || flag(&r, &m->all);
+        break;
+    case EXT_WIRE_SECRET_UPDATE: bad = u32(&r, &m->tag) || attributes(&r, &m->attributes) || secret_update(&r, m); break;
+    case EXT_WIRE_SECRET_DELETE: bad = u32(&r, &m->tag) || attributes(&r, &m->attributes); break;
+    case EXT_WIRE_SECRET_ITEMS: bad = u32(&r, &m->tag) || secret_items(&r, m); break;
     default: return -1;
     }
     if (bad || r.left != 0) return -1;
@@ -190,6 +258,41 @@ static int put_suite_write(struct writer *w, const struct ext_wire_message *m) {
     return m->has_value ? put_bytes_field(w, m->value, m->value_length, EXT_WIRE_MAX_DEFAULTS_VALUE) : 0;
 }
 
+static int put_span(struct writer *w, const struct ext_wire_span *s, size_t limit) { return put_text(w, s->data, s->length, limit); }
+
+static int put_attributes(struct writer *w, const struct ext_wire_secret_attributes *a) {
+    uint8_t f = a->fields;
+    if (a->item_class > 2 || (f & 0x80) || put(w, &a->item_class, 1) || put_span(w, &a->group, EXT_WIRE_MAX_IDENTIFIER)) return -1;
+    if (put(w, &f, 1)) return -1;
+    if ((f & EXT_WIRE_SECRET_SERVICE) && put_span(w, &a->service, EXT_WIRE_MAX_IDENTIFIER)) return -1;
+    if ((f & EXT_WIRE_SECRET_ACCOUNT) && put_span(w, &a->account, EXT_WIRE_MAX_IDENTIFIER)) return -1;
+    if ((f & EXT_WIRE_SECRET_SERVER) && put_span(w, &a->server, EXT_WIRE_MAX_IDENTIFIER)) return -1;
+    if ((f & EXT_WIRE_SECRET_PROTOCOL) && put_span(w, &a->protocol, EXT_WIRE_MAX_SECRET_PROTOCOL)) return -1;
+    if ((f & EXT_WIRE_SECRET_PORT) && put_u16(w, a->port)) return -1;
+    if ((f & EXT_WIRE_SECRET_PATH) && put_span(w, &a->path, EXT_WIRE_MAX_SECRET_PATH)) return -1;
+    if ((f & EXT_WIRE_SECRET_LABEL) && put_span(w, &a->label, EXT_WIRE_MAX_IDENTIFIER)) return -1;
+    return 0;
+}
+
+static int put_secret_update(struct writer *w, const struct ext_wire_message *m) {
+    if (m->has_label > 1 || m->has_value > 1 || put(w, &m->has_label, 1)) return -1;
+    if (m->has_label && put_text(w, m->label, m->label_length, EXT_WIRE_MAX_IDENTIFIER)) return -1;
+    if (put(w, &m->has_value, 1)) return -1;
+    return m->has_value ? put_bytes_field(w, m->value, m->value_length, EXT_WIRE_MAX_SECRET) : 0;
+}
+
+/* secretItems after its tag: the count, then the items, checked as the decoder reads them. */
+static int put_secret_items(struct writer *w, const struct ext_wire_message *m) {
+    if (m->count == 0 || m->count > EXT_WIRE_MAX_SECRET_ITEMS || (m->items_length && !m->items)) return -1;
+    const uint8_t *cursor = m->items;
+    size_t left = m->items_length;
+    for (uint16_t i = 0; i < m->count; i++) {
+        struct ext_wire_secret_item it;
+        if (ext_wire_secret_item(&cursor, &left, &it)) return -1;
+    }
+    return left != 0 || put_u16(w, m->count) || put(w, m->items, m->items_length);
+}
+
 long ext_wire_encode(const struct ext_wire_message *m, uint8_t *buffer, size_t capacity) {
     struct writer w = {buffer, 0, capacity};
     uint8_t header[EXT_WIRE_HEADER] = {EXT_WIRE_VERSION, m->kind, 0, 0, 0, 0, 0, 0};
@@ -219,6 +322,17 @@ long ext_wire_encode(const struct ext_wire_message *m, uint8_t *buffer, size_t c
               put_string(&w, m, EXT_WIRE_MAX_TEXT);
         break;
     case EXT_WIRE_SUITE_CHANGED: bad = put_string(&w, m, EXT_WIRE_MAX_IDENTIFIER); break;
+    case EXT_WIRE_SECRET_ADD:
+        bad = put_u32(&w, m->tag) || put_attributes(&w, &m->attributes) ||
+              put_bytes_field(&w, m->value, m->value_length, EXT_WIRE_MAX_SECRET);
+        break;
+    case EXT_WIRE_SECRET_COPY:
+        bad = m->return_data > 1 || m->all > 1 || put_u32(&w, m->tag) || put_attributes(&w, &m->attributes) ||
+              put(&w, &m->return_data, 1) || put(&w, &m->all, 1);
+        break;
+    case EXT_WIRE_SECRET_UPDATE: bad = put_u32(&w, m->tag) || put_attributes(&w, &m->attributes) || put_secret_update(&w, m); break;
+    case EXT_WIRE_SECRET_DELETE: bad = put_u32(&w, m->tag) || put_attributes(&w, &m->attributes); break;
+    case EXT_WIRE_SECRET_ITEMS: bad = put_u32(&w, m->tag) || put_secret_items(&w, m); break;
     default: return -1;
     }
     if (bad || w.used > EXT_WIRE_MAX_MESSAGE) return -1;

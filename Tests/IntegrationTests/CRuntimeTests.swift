@@ -73,7 +73,7 @@ struct CRuntimeTests {
             })
         #expect(
             declared.contains("ext_shared_container_path") && declared.contains("ext_container_path") && declared.contains("ext_open_url")
-                && declared.count == 31, "\(declared.sorted())")
+                && declared.contains("ext_secret_copy") && declared.count == 36, "\(declared.sorted())")
         let nm = try runProgram("/usr/bin/env", ["nm", "-D", "--defined-only", try RuntimeC.library()])
         try #require(nm.status == 0, "\(nm.err)")
         let exported = Set(
@@ -202,6 +202,14 @@ struct CRuntimeTests {
         #expect(channel.readLine() == "open ENOENT")
         channel.send("open-url nothing-declares-this://x")
         #expect(channel.readLine() == "opened false")
+        channel.send("secret-add api.example.com alice c-token")
+        #expect(channel.readLine() == "add 0")
+        channel.send("secret-add api.example.com alice again")
+        #expect(channel.readLine() == "add EEXIST")
+        channel.send("secret-copy api.example.com alice")
+        #expect(channel.readLine() == "found c-token in \(Self.group)")
+        channel.send("secret-copy api.example.com nobody")
+        #expect(channel.readLine() == "copy ENOENT")
         #expect(daemon.log().contains("did not open a nothing-declares-this: URL for \(Self.probeID): no app declares the scheme"), "\(daemon.log())")
     }
 
@@ -212,6 +220,13 @@ struct CRuntimeTests {
         let r = try runProgram("/bin/bash", [Self.packageRoot + "/Tests/Fixtures/c-defaults-check/run.sh"])
         #expect(r.status == 0, "\(r.out)\n\(r.err)")
         #expect(r.out.contains("all passed"), "\(r.out)")
+    }
+
+    /// The secrets API against a fake daemon: every message byte for byte, every answer code,
+    /// the buffers cleared, and the Python module: Tests/Fixtures/c-secrets-check/run.sh.
+    @Test func theSecretsAPISpeaksTheProtocolAndClearsItsBuffers() throws {
+        let r = try runProgram("/bin/bash", [Self.packageRoot + "/Tests/Fixtures/c-secrets-check/run.sh"])
+        #expect(r.status == 0, "\(r.out)\n\(r.err)")
     }
 
     /// A reason of EXT_ACTIVITY_MAX_REASON bytes reaches extensiond; one byte more is refused with
@@ -343,7 +358,7 @@ struct CRuntimeTests {
         var accepted = 0, refused = 0
         for (datagram, answer) in zip(datagrams, answers) {
             let hex = datagram.map { String(format: "%02x", $0) }.joined()
-            let runtimeKind = datagram.count > 1 && ((64...74).contains(datagram[1]) || (96...104).contains(datagram[1]))
+            let runtimeKind = datagram.count > 1 && ((64...78).contains(datagram[1]) || (96...105).contains(datagram[1]))
             if runtimeKind, (try? WireDecoder.decode(datagram)) != nil {
                 #expect(answer == hex, "C codec on \(hex)")
                 accepted += 1

@@ -22,7 +22,9 @@ struct ManagedRuntimeTests {
     /// outside `ReachableCopies.directory`.
     static let bridge: Result<String, HarnessError> = Result(catching: {
         let binary = ReachableCopies.directory + "/runtime-bridge"
-        let sources = ["Tests/Fixtures/runtime-bridge/main.c", "runtime-c/runtime.c", "runtime-c/wire.c", "runtime-c/defaults.c"].map { packageRoot + "/" + $0 }
+        let sources = ["Tests/Fixtures/runtime-bridge/main.c", "runtime-c/runtime.c", "runtime-c/wire.c", "runtime-c/defaults.c", "runtime-c/secrets.c"].map {
+            packageRoot + "/" + $0
+        }
         let cc = try runProgram(
             "/usr/bin/env", ["cc", "-std=gnu11", "-Wall", "-Werror", "-I", packageRoot + "/include"] + sources + ["-lpthread", "-o", binary])
         guard cc.status == 0 else { throw HarnessError("cc failed: \(cc.err)") }

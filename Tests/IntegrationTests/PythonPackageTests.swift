@@ -244,6 +244,14 @@ struct PythonPackageTests {
         #expect(channel.readLine()?.hasPrefix("refused: UnknownSuiteError") == true)
         channel.send("open-url nothing-declares-this://x")
         #expect(channel.readLine() == "opened False")
+        channel.send("secret-add api.example.com alice py-token")
+        #expect(channel.readLine() == "added")
+        channel.send("secret-add api.example.com alice again")
+        #expect(channel.readLine()?.hasPrefix("refused: DuplicateItemError") == true)
+        channel.send("secret-copy api.example.com alice")
+        #expect(channel.readLine() == "found py-token in \(Self.group)")
+        channel.send("secret-copy api.example.com nobody")
+        #expect(channel.readLine()?.hasPrefix("refused: ItemNotFoundError") == true)
     }
 
     /// The assertion test of the C extension (CInterfaceTests), on the installed package.

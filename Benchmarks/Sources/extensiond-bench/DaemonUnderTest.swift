@@ -215,7 +215,10 @@ final class DaemonUnderTest {
             try JSONSerialization.data(withJSONObject: object).write(to: URL(fileURLWithPath: "\(extensions)/\(m.id).json"))
         }
         // An app with the group of the defaults figures (docs/defaults.md).
-        let app: [String: Any] = ["kind": "app", "id": "org.example.bench", "groups": ["group.org.example.bench"], "dbusActivatable": true]
+        // Under a root run the bench itself is the app (a root daemon knows an app's processes by
+        // its uid), so that it may use the group's secrets.
+        var app: [String: Any] = ["kind": "app", "id": "org.example.bench", "groups": ["group.org.example.bench"], "dbusActivatable": true]
+        if asRoot { app["user"] = "root" }
         try JSONSerialization.data(withJSONObject: app).write(to: URL(fileURLWithPath: "\(extensions)/org.example.bench.app.json"))
         var config = config
         if asRoot { config["allowRootExtensions"] = true }

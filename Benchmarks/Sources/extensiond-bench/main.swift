@@ -38,7 +38,7 @@ if arguments.first == "--helper" {
 // MARK: - Options
 
 /// The phases, in the order they run.
-let allPhases = ["micro", "baselines", "rtt", "defaults", "cold", "prewarm", "resume", "throughput", "monitor", "assert", "suspend", "legs", "behaviour", "mass", "freeze", "handover"]
+let allPhases = ["micro", "baselines", "rtt", "defaults", "secrets", "cold", "prewarm", "resume", "throughput", "monitor", "assert", "suspend", "legs", "behaviour", "mass", "freeze", "handover"]
 
 struct Options {
     var quick = false
@@ -175,6 +175,8 @@ final class Suite {
     var coldSandboxed = Samples(), coldUnsandboxed = Samples()
     /// Shared defaults: a read from the mapping; a write answered plus its notification at another member.
     var defaultsRead = Samples(), defaultsWrite = Samples()
+    /// Secrets: a copy matching one item, with its data, answered by the daemon.
+    var secretCopy = Samples()
     var hostRTT = Samples(), rawRTT = Samples(), coldLaunch = Samples(), coldDynamic = Samples(), coldC = Samples(), afterPrewarm = Samples()
     var resume = Samples(), acquire = Samples(), release = Samples(), suspend = Samples(), mass = Samples()
     /// The re-execs of the `handover` phase, each from `reexec` sent to the new program's answer.
@@ -404,6 +406,25 @@ final class Suite {
         }
         details.append(Detail(name: "defaults read: HostGroupDefaults subscript, one key", samples: defaultsRead, note: "seqlock read of the mapping, no system call"))
         details.append(Detail(name: "defaults write until another member's handler runs", samples: defaultsWrite, note: "set answered + defaultsChanged at a second connection"))
+    }
+
+    /// Secrets (docs/secrets.md): a copy matching one item among 100 of the group, with its
+    /// data (a decryption in the daemon), against the control-plane round trip.
+    func secretFigures() throws {
+        log("secrets: copy matching, with the data")
+        for i in 0..<100 {
+            let attributes = SecretAttributes(itemClass: .genericPassword, service: "bench", account: "user\(i)", label: "bench \(i)")
+            do { try host.addSecret(attributes, data: Array("token-\(i)-0123456789abcdef".utf8)) } catch where error.code == .duplicateItem {}
+        }
+        let query = SecretAttributes(itemClass: .genericPassword, service: "bench", account: "user42")
+        for i in 0..<(o.roundTrips + o.roundTrips / 10) {
+            let t0 = now()
+            let item = try host.copySecret(query)
+            let t = now() - t0
+            guard item.data?.count == 32 else { throw BenchError("the copy returned \(String(describing: item.data))") }
+            if i >= o.roundTrips / 10 { secretCopy.add(t) }
+        }
+        details.append(Detail(name: "secret copy matching one of 100 items, with data", samples: secretCopy, note: "ExtensionHostConnection.copySecret; a decryption"))
     }
 
     /// Begin on a not-running extension until the host holds a working channel; then kill it.
@@ -1026,6 +1047,7 @@ final class Suite {
         try startDaemon()
         if on("rtt") { try profiled("rtt") { try controlPlane() } }
         if on("defaults") { try profiled("defaults") { try defaultsFigures() } }
+        if on("secrets") { try profiled("secrets") { try secretFigures() } }
         if on("cold") { try profiled("cold") { try cold() } }
         if on("prewarm") { try profiled("prewarm") { try prewarm() } }
         if on("resume") { try profiled("resume") { try resumes() } }
@@ -1052,6 +1074,7 @@ final class Suite {
     func report() {
         var rows: [Row] = []
         rows.append(Row(figure: "defaults read", kind: .bounded(defaultsRead, limit: 1e-6), target: "p50 ≤ 1 µs"))
+        rows.append(Row(figure: "secret copy matching", kind: .latency(secretCopy, baseline: hostRTT, factor: 1.5), target: "p50 ≤ 1.5× control RTT"))
         rows.append(Row(figure: "defaults write + notification", kind: .latency(defaultsWrite, baseline: hostRTT, factor: 2), target: "p50 ≤ 2× control RTT"))
         rows.append(Row(figure: "assertion acquire", kind: .latency(acquire, baseline: socketRTT, factor: 2), target: "p50 ≤ 2× baseline"))
         rows.append(Row(figure: "assertion release", kind: .latency(release, baseline: socketRTT, factor: 2), target: "p50 ≤ 2× baseline"))

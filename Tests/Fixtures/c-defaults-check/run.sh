@@ -41,7 +41,7 @@ echo "== 3. roundtrip.c: round trips against a fake extensiond"
 timeout 120 "$work/roundtrip"
 
 echo "== 4. check_python.py: the Python package"
-"$cc" "${flags[@]}" -fPIC -shared "$root/runtime-c/runtime.c" "$root/runtime-c/wire.c" "$root/runtime-c/defaults.c" "$here/shim.c" -lpthread -o "$work/libshim.so"
+"$cc" "${flags[@]}" -fPIC -shared "$root/runtime-c/runtime.c" "$root/runtime-c/wire.c" "$root/runtime-c/defaults.c" "$root/runtime-c/secrets.c" "$here/shim.c" -lpthread -o "$work/libshim.so"
 export PYTHONPATH="$root/bindings/python/src${PYTHONPATH:+:$PYTHONPATH}"
 export PYTHONDONTWRITEBYTECODE=1
 timeout 300 python3 "$here/check_python.py" codec "$work/libshim.so"

@@ -59,6 +59,7 @@ static const char *error_name(int result) {
     case EMSGSIZE: return "EMSGSIZE";
     case ENOSPC: return "ENOSPC";
     case ENOENT: return "ENOENT";
+    case EEXIST: return "EEXIST";
     case EPERM: return "EPERM";
     case EALREADY: return "EALREADY";
     case ENOTCONN: return "ENOTCONN";
@@ -143,6 +144,23 @@ static void serve(uint64_t request_id, int fd, void *context) {
             char *key = line + 13, *value = strchr(key, ' ');
             if (value) *value++ = 0;
             snprintf(reply, sizeof reply, "set %s", result_name(ext_defaults_set_string(opened_suite, key, value ? value : "")));
+            say(fd, reply);
+        } else if (strncmp(line, "secret-add ", 11) == 0 || strncmp(line, "secret-copy ", 12) == 0) {
+            /* secret-add SERVICE ACCOUNT DATA, secret-copy SERVICE ACCOUNT: generic passwords */
+            char *service = strchr(line, ' ') + 1, *account = strchr(service, ' '), *data = NULL;
+            if (account) *account++ = 0;
+            if (account && (data = strchr(account, ' '))) *data++ = 0;
+            ext_secret_attributes a = {.item_class = EXT_SECRET_GENERIC_PASSWORD, .service = service, .account = account};
+            if (line[7] == 'a') {
+                snprintf(reply, sizeof reply, "add %s", result_name(ext_secret_add(&a, data, data ? strlen(data) : 0)));
+            } else {
+                ext_secret_item *items = NULL;
+                size_t count = 0;
+                int result = ext_secret_copy(&a, 1, &items, &count);
+                if (result == 0) snprintf(reply, sizeof reply, "found %.*s in %s", (int)items[0].length, (const char *)items[0].data, items[0].group);
+                else snprintf(reply, sizeof reply, "copy %s", result_name(result));
+                ext_secret_free(items, count);
+            }
             say(fd, reply);
         } else if (strncmp(line, "observe-many ", 13) == 0) {
             char *prefix;

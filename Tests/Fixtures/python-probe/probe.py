@@ -19,6 +19,8 @@ Tests/IntegrationTests/PythonPackageTests.swift. Each request channel takes line
   defaults-open SUITE
                  -> defaults(SUITE), reporting each change on this channel as "changed SUITE":
                     "opened", or "refused: <exception>: <message>"
+  secret-add SERVICE ACCOUNT DATA, secret-copy SERVICE ACCOUNT
+                 -> generic passwords: "added" / "found DATA in GROUP", or "refused: <exception>: <message>"
   defaults-get KEY, defaults-set KEY VALUE (a str)
                  -> on that suite: "value <repr>" / "set", or "refused: <exception>: <message>"
 """
@@ -26,6 +28,7 @@ import os
 import sys
 
 import extension_runtime as rt
+from extension_runtime import secrets
 
 
 def answer(channel, line: str) -> None:
@@ -74,6 +77,20 @@ def serve(request: rt.Request) -> None:
                 try:
                     suites["open"][key] = value
                     answer(channel, "set")
+                except Exception as error:
+                    answer(channel, refused(error))
+            elif command == "secret-add":
+                service, account, data = argument.split(" ", 2)
+                try:
+                    secrets.add(data.encode(), service=service, account=account)
+                    answer(channel, "added")
+                except Exception as error:
+                    answer(channel, refused(error))
+            elif command == "secret-copy":
+                service, account = argument.split(" ", 1)
+                try:
+                    item = secrets.copy(service=service, account=account)
+                    answer(channel, f"found {item.data.decode()} in {item.group}")
                 except Exception as error:
                     answer(channel, refused(error))
             elif command == "environ":

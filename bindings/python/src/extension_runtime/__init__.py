@@ -24,6 +24,13 @@ Shared defaults and opening URLs::
 
     rt.open_url("stocks://quote/AAPL")             # True when extensiond handed it over
 
+Secrets, an app-group keychain extensiond keeps (extension_runtime.secrets)::
+
+    from extension_runtime import secrets
+
+    secrets.add(b"hunter2", service="mail", account="ann")
+    password = secrets.copy(service="mail", account="ann").data
+
 The library is found through $EXTENSION_RUNTIME_LIB, else the installed pkg-config file
 (`extension-runtime`), else the dynamic loader's path; it is loaded on first use, which removes
 $EXTENSIOND_CHANNEL_FD from the environment (os.environ included).
@@ -48,7 +55,7 @@ __all__ = [
     "LibraryNotFoundError", "NotPermittedError", "NotSupervisedError", "RefreshResult", "Request",
     "UnknownSuiteError", "defaults", "expiring_activity", "is_supervised", "observe", "on_refresh",
     "open_url", "perform_expiring_activity", "refresh_complete", "request_handler", "run",
-    "shared_container_path", "container_path", "start",
+    "secrets", "shared_container_path", "container_path", "start",
 ]
 
 REQUEST_MAX_PAYLOAD: int = 60000
@@ -725,3 +732,8 @@ def defaults(suite: str) -> Defaults:
     if result != 0:
         raise _defaults_error(result, "open", suite)
     return Defaults(suite, handle.value)
+
+
+# The secrets API, a submodule (`import extension_runtime.secrets` or `extension_runtime.secrets`);
+# imported last: it uses the exceptions above.
+from . import secrets  # noqa: E402

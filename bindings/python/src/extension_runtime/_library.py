@@ -14,6 +14,38 @@ REFRESH = ctypes.CFUNCTYPE(None, ctypes.c_uint64, ctypes.c_void_p)
 OPENED = ctypes.CFUNCTYPE(None, ctypes.c_bool, ctypes.c_void_p)
 SUITE_CHANGED = ctypes.CFUNCTYPE(None, ctypes.c_char_p, ctypes.c_void_p)
 
+
+class SecretAttributes(ctypes.Structure):
+    """ext_secret_attributes: an item's description or a query (NULL strings are absent)."""
+    _fields_ = [
+        ("item_class", ctypes.c_int),
+        ("group", ctypes.c_char_p),
+        ("service", ctypes.c_char_p),
+        ("account", ctypes.c_char_p),
+        ("server", ctypes.c_char_p),
+        ("protocol", ctypes.c_char_p),
+        ("path", ctypes.c_char_p),
+        ("label", ctypes.c_char_p),
+        ("port", ctypes.c_int),
+    ]
+
+
+class SecretItem(ctypes.Structure):
+    """ext_secret_item: an item ext_secret_copy returned (freed by ext_secret_free)."""
+    _fields_ = [
+        ("item_class", ctypes.c_int),
+        ("group", ctypes.c_char_p),
+        ("service", ctypes.c_char_p),
+        ("account", ctypes.c_char_p),
+        ("server", ctypes.c_char_p),
+        ("protocol", ctypes.c_char_p),
+        ("path", ctypes.c_char_p),
+        ("label", ctypes.c_char_p),
+        ("port", ctypes.c_int),
+        ("data", ctypes.c_void_p),
+        ("length", ctypes.c_size_t),
+    ]
+
 _lock = threading.Lock()
 _library: Optional[ctypes.CDLL] = None
 
@@ -72,8 +104,8 @@ def _declare(lib: ctypes.CDLL) -> None:
         function = getattr(lib, name)
         function.argtypes = arguments
         function.restype = result
-    # Open URL and shared defaults: absent from a library older than this package (the calls
-    # then raise, naming the missing function; see require()).
+    # Open URL, shared defaults and secrets: absent from a library older than this package (the
+    # calls then raise, naming the missing function; see require()).
     handle, size = c.c_void_p, c.c_size_t
     newer = {
         "ext_open_url": ([c.c_char_p, OPENED, c.c_void_p], c.c_int),
@@ -86,6 +118,11 @@ def _declare(lib: ctypes.CDLL) -> None:
         "ext_defaults_set_encoded": ([handle, c.c_char_p, c.c_void_p, size], c.c_int),
         "ext_defaults_remove": ([handle, c.c_char_p], c.c_int),
         "ext_defaults_on_change": ([handle, SUITE_CHANGED, c.c_void_p], c.c_int),
+        "ext_secret_add": ([c.POINTER(SecretAttributes), c.c_void_p, size], c.c_int),
+        "ext_secret_copy": ([c.POINTER(SecretAttributes), c.c_int, c.POINTER(c.POINTER(SecretItem)), c.POINTER(size)], c.c_int),
+        "ext_secret_update": ([c.POINTER(SecretAttributes), c.c_char_p, c.c_void_p, size], c.c_int),
+        "ext_secret_delete": ([c.POINTER(SecretAttributes)], c.c_int),
+        "ext_secret_free": ([c.POINTER(SecretItem), size], None),
     }
     for name, (arguments, result) in newer.items():
         function = getattr(lib, name, None)
