@@ -118,11 +118,12 @@ int bus_start_transient_service(int system, const char *unit, const char *descri
     if (rc >= 0 && user) rc = sd_bus_message_append(call, "(sv)", "User", "s", user);
     if (rc >= 0) rc = sd_bus_message_open_container(call, 'r', "sv");
     if (rc >= 0) rc = sd_bus_message_append(call, "s", "ExecStart");
-    if (rc >= 0) rc = sd_bus_message_open_container(call, 'v', "a(sbas)");
-    if (rc >= 0) rc = sd_bus_message_open_container(call, 'a', "(sbas)");
-    if (rc >= 0) rc = sd_bus_message_open_container(call, 'r', "sbas");
-    if (rc >= 0) rc = sd_bus_message_append(call, "sb", argv[0], 0);
+    if (rc >= 0) rc = sd_bus_message_open_container(call, 'v', "a(sasb)");
+    if (rc >= 0) rc = sd_bus_message_open_container(call, 'a', "(sasb)");
+    if (rc >= 0) rc = sd_bus_message_open_container(call, 'r', "sasb");
+    if (rc >= 0) rc = sd_bus_message_append(call, "s", argv[0]);
     if (rc >= 0) rc = sd_bus_message_append_strv(call, (char **)argv);
+    if (rc >= 0) rc = sd_bus_message_append(call, "b", 0);
     for (int i = 0; i < 4 && rc >= 0; i++) rc = sd_bus_message_close_container(call);
     if (rc >= 0) rc = sd_bus_message_close_container(call);
     if (rc >= 0) rc = sd_bus_message_append(call, "a(sa(sv))", 0);

@@ -153,6 +153,7 @@ boot1() {
     rm -f /tmp/vmtest-opened
     out=$(talk "$probe" "open-url vmtest://item/42")
     echo "$out"
+    journalctl -b --no-pager -o cat MESSAGE_ID=5f3c0e7e2a9b4d1c8e6f1a2b3c4d5e6f | tail -3
     check "the probe's open of its app's scheme answers True" "opened True" "$(sed -n 2p <<<"$out")"
     wait_until 20 test -s /tmp/vmtest-opened
     check "the app got the URL" "vmtest://item/42" "$(head -1 /tmp/vmtest-opened 2>&1)"

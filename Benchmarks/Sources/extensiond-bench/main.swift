@@ -414,7 +414,11 @@ final class Suite {
         log("secrets: copy matching, with the data")
         for i in 0..<100 {
             let attributes = SecretAttributes(itemClass: .genericPassword, service: "bench", account: "user\(i)", label: "bench \(i)")
-            do { try host.addSecret(attributes, data: Array("token-\(i)-0123456789abcdef".utf8)) } catch where error.code == .duplicateItem {}
+            do {
+                try host.addSecret(attributes, data: Array("token-\(i)-0123456789abcdef".utf8))
+            } catch {
+                if error.code != .duplicateItem { throw error }
+            }
         }
         let query = SecretAttributes(itemClass: .genericPassword, service: "bench", account: "user42")
         for i in 0..<(o.roundTrips + o.roundTrips / 10) {
