@@ -166,6 +166,15 @@ boot1() {
     check "the probe reads the administrator's write" "value light" "$(talk "$probe" "defaults-get $group theme" | sed -n 2p)"
     check "the suite is kept in the state directory, 0600" "600" "$(stat -c %a "/var/lib/extensiond/defaults/$group" 2>&1)"
 
+    echo "--- secrets: sealed with systemd-creds, never in clear"
+    check "the probe adds a secret" added "$(talk "$probe" "secret-add api.example.com alice vm-SECRET-7c1e" | sed -n 2p)"
+    check "the probe reads it back" "found vm-SECRET-7c1e in $group" "$(talk "$probe" "secret-copy api.example.com alice" | sed -n 2p)"
+    check_match "extctl secrets list shows its label, not its data" "$group +generic-password +token of alice" "$(extctl secrets list 2>&1)"
+    check "the key is sealed with systemd-creds (key.cred, no plain key)" "cred" \
+        "$([ -f /var/lib/extensiond/secrets/key.cred ] && [ ! -e /var/lib/extensiond/secrets/key ] && echo cred || ls -l /var/lib/extensiond/secrets)"
+    check "the secret is in no file of the state directory" "" "$(grep -r -l -a vm-SECRET-7c1e /var/lib/extensiond)"
+    check "nor in the journal" "" "$(journalctl -b --no-pager -q | grep -c vm-SECRET-7c1e | grep -v '^0$')"
+
     echo "--- locks at suspension: an exclusive lock in a shared container ends the holder"
     out=$(talk "$peer" "lock $group app.lock")
     check "the peer takes an exclusive lock in the shared container" locked "$(sed -n 2p <<<"$out")"
@@ -230,6 +239,8 @@ boot2() {
     check "the shared container keeps its group" "$(cat "$state/group-gid")" "$(stat -c %g "$(extctl container "$group")" 2>&1)"
     out=$(talk "$peer" "shared-read $group note")
     check "the shared container's files are kept" "shared: from-probe" "$(sed -n 2p <<<"$out")"
+    check "the secret is kept across the reboot (its key unsealed again)" "found vm-SECRET-7c1e in $group" "$(talk "$probe" "secret-copy api.example.com alice" | sed -n 2p)"
+    check "the shared default is kept" "value light" "$(talk "$probe" "defaults-get $group theme" | sed -n 2p)"
 
     echo "--- the previous boot's shutdown was clean"
     # From the last "Stopping" of the service in the previous boot (the shutdown) to its end.

@@ -90,6 +90,14 @@ def answer(command: str) -> str:
         if words[0] == "defaults-get":
             with rt.defaults(words[1]) as suite:
                 return f"value {suite.get(words[2])}"
+        if words[0] == "secret-add":
+            from extension_runtime import secrets
+            secrets.add(words[3].encode(), service=words[1], account=words[2], label=f"token of {words[2]}")
+            return "added"
+        if words[0] == "secret-copy":
+            from extension_runtime import secrets
+            item = secrets.copy(service=words[1], account=words[2])
+            return f"found {item.data.decode()} in {item.group}"
         if words[0] == "alloc":
             block = bytearray(int(words[1]) * 1024 * 1024)
             for i in range(0, len(block), 4096):
