@@ -25,24 +25,7 @@
 #include <time.h>
 #include <unistd.h>
 
-static long checks;
-
-static void check_(int ok, int line, const char *text) {
-    __atomic_add_fetch(&checks, 1, __ATOMIC_RELAXED);
-    if (ok) return;
-    fprintf(stderr, "roundtrip.c:%d: failed: %s\n", line, text);
-    exit(1);
-}
-
-static void eq_(long long actual, long long expected, int line, const char *text) {
-    __atomic_add_fetch(&checks, 1, __ATOMIC_RELAXED);
-    if (actual == expected) return;
-    fprintf(stderr, "roundtrip.c:%d: %s is %lld, expected %lld\n", line, text, actual, expected);
-    exit(1);
-}
-
-#define CHECK(condition) check_(!!(condition), __LINE__, #condition)
-#define EQ(actual, expected) eq_((long long)(actual), (long long)(expected), __LINE__, #actual)
+#include "checks.h"
 
 /* --- the fake daemon --------------------------------------------------------------------- */
 

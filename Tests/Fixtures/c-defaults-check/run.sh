@@ -18,7 +18,7 @@ root="$(cd "$here/../../.." && pwd)"
 cc=${CC:-cc}
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
-flags=(-std=c11 -O2 -Wall -Wextra -Werror -I "$root/include" -I "$root/runtime-c")
+flags=(-std=c11 -O2 -Wall -Wextra -Werror -I "$root/include" -I "$root/runtime-c" -I "$root/Tests/Fixtures/c-checks")
 
 echo "== 1. check.c: the mapping reader and the value decoder"
 "$cc" "${flags[@]}" "$here/check.c" "$root/runtime-c/defaults.c" "$root/runtime-c/wire.c" -lpthread -o "$work/check"

@@ -31,25 +31,7 @@
 #include <time.h>
 #include <unistd.h>
 
-static long checks;
-
-static void check_(int ok, int line, const char *text) {
-    __atomic_add_fetch(&checks, 1, __ATOMIC_RELAXED);
-    if (ok) return;
-    fprintf(stderr, "roundtrip.c:%d: failed: %s\n", line, text);
-    exit(1);
-}
-
-static void eq_(long long actual, long long expected, int line, const char *text) {
-    __atomic_add_fetch(&checks, 1, __ATOMIC_RELAXED);
-    if (actual == expected) return;
-    fprintf(stderr, "roundtrip.c:%d: %s is %lld, expected %lld\n", line, text, actual, expected);
-    exit(1);
-}
-
-#define CHECK(condition) check_(!!(condition), __LINE__, #condition)
-#define EQ(actual, expected) eq_((long long)(actual), (long long)(expected), __LINE__, #actual)
-#define STREQ(actual, expected) check_((actual) && strcmp((actual), (expected)) == 0, __LINE__, #actual " == " #expected)
+#include "checks.h"
 
 /* --- explicit_bzero, interposed ---------------------------------------------------------- */
 
@@ -391,7 +373,7 @@ static void expect_sent_(uint8_t kind, const char *hex, int line) {
         for (size_t i = 0; i < n; i++) fprintf(stderr, "%02x", got[i]);
         fprintf(stderr, "\n  expected kind %d, a tag, then %s\n", kind, hex);
     }
-    check_(ok, line, "the datagram sent");
+    check_(ok, __FILE__, line, "the datagram sent");
 }
 #define EXPECT_SENT(kind, hex) expect_sent_(kind, hex, __LINE__)
 

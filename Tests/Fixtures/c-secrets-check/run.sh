@@ -20,7 +20,7 @@ root="$(cd "$here/../../.." && pwd)"
 cc=${CC:-cc}
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
-flags=(-std=c11 -O2 -Wall -Wextra -Werror -I "$root/include" -I "$root/runtime-c")
+flags=(-std=c11 -O2 -Wall -Wextra -Werror -I "$root/include" -I "$root/runtime-c" -I "$root/Tests/Fixtures/c-checks")
 
 echo "== 1. scripts/build-runtime-c.sh and the export list"
 library="$(bash "$root/scripts/build-runtime-c.sh" --out "$work/lib")"
