@@ -1,4 +1,5 @@
 import ExtensionProtocol
+import ExtensionTransport
 import Logging
 import SupervisorCore
 import SupervisorKernel
@@ -123,7 +124,7 @@ final class DefaultsSuites {
     /// once done): a change is on disk within one file write after the one under way.
     private func persist(_ name: String) {
         guard var suite = suites[name], suite.dirty, !suite.persisting else { return }
-        if let e = kernel.makeDirectory(directory, mode: 0o700), !e.isAlreadyExisting {
+        if let e = makeDirectory() {
             logger.error("cannot create \(directory) to keep the defaults suite \(name): \(e)")
             return
         }
@@ -144,11 +145,18 @@ final class DefaultsSuites {
         }
     }
 
+    /// Creates the suites' directory (`0700`), and the state directory above it if missing.
+    private func makeDirectory() -> SystemError? {
+        if let e = kernel.makeDirectories(String(directory.dropLast("/defaults".count)), mode: 0o755) { return e }
+        if let e = kernel.makeDirectory(directory, mode: 0o700), !e.isAlreadyExisting { return e }
+        return nil
+    }
+
     /// Writes every suite changed since its last write, on this thread (at a stop, or before a
     /// re-exec).
     func flush() {
         for (name, suite) in suites where suite.dirty || suite.persisting {
-            if let e = kernel.makeDirectory(directory, mode: 0o700), !e.isAlreadyExisting { logger.error("cannot create \(directory): \(e)") }
+            if let e = makeDirectory() { logger.error("cannot create \(directory): \(e)") }
             if let e = kernel.replaceFile(directory + "/" + name, withParts: [SuiteLayout.file(suite.entries)], mode: 0o600, durable: true) {
                 logger.error("cannot keep the defaults suite \(name): \(e)")
             }

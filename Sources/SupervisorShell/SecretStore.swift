@@ -40,6 +40,11 @@ final class SecretStore {
     func ready() -> String? {
         if loaded { return loadProblem }
         loaded = true
+        let state = String(directory.dropLast("/secrets".count))
+        if let e = kernel.makeDirectories(state, mode: 0o755) {
+            loadProblem = "cannot create the state directory: \(e)"
+            return loadProblem
+        }
         for path in [directory, directory + "/items"] {
             if let e = kernel.makeDirectory(path, mode: 0o700), !e.isAlreadyExisting {
                 loadProblem = "cannot create \(path): \(e)"
