@@ -16,6 +16,7 @@
 // Launched by the bench without a supervisor (raw baselines), the bench plays the daemon's part
 // on fd 3 (ready, deliver), so the very same binary and code path serve both measurements.
 import Dispatch
+import ExtensionProtocol
 import ExtensionRuntime
 import Foundation
 import Synchronization
@@ -151,6 +152,24 @@ func throughput(_ n: Int, chains: Int) -> [UInt8] {
     return out
 }
 
+/// Keychain.copyMatching `n` times (an item of the extension's app group, added first): each
+/// round trip in nanoseconds, as n × u64; an empty answer when the keychain fails.
+func secretCopies(_ n: Int) -> [UInt8] {
+    let item = SecretAttributes(itemClass: .genericPassword, service: "bench", account: "copy", label: "bench")
+    do {
+        try Keychain.add(item, data: Array("token-0123456789abcdef0123456789".utf8))
+    } catch {
+        if error != .duplicateItem { return [] }
+    }
+    var out: [UInt8] = []
+    for _ in 0..<n {
+        let t0 = monotonicNanoseconds()
+        guard (try? Keychain.copyMatching(item)) != nil else { return [] }
+        append64(monotonicNanoseconds() - t0, to: &out)
+    }
+    return out
+}
+
 func serve(_ channel: Channel) {
     while let command = channel.read(1) {
         switch command[0] {
@@ -159,6 +178,12 @@ func serve(_ channel: Channel) {
         case UInt8(ascii: "a"):
             guard let n = channel.u32(), let hold = channel.u32(), let gap = channel.u32() else { return }
             guard channel.write(sequentialActivities(Int(n), hold: hold, gap: gap)) else { return }
+        case UInt8(ascii: "k"):
+            guard let n = channel.u32() else { return }
+            let answer = secretCopies(Int(n))
+            var head: [UInt8] = []
+            append32(UInt32(answer.count / 8), to: &head)
+            guard channel.write(head + answer) else { return }
         case UInt8(ascii: "t"):
             guard let n = channel.u32(), let chains = channel.u32() else { return }
             guard channel.write(throughput(Int(n), chains: max(1, Int(chains)))) else { return }
