@@ -41,9 +41,15 @@ extension Daemon {
             case .dbusActivatable:
                 target = .application(appID: app.id, systemBus: root)
             case .executable:
+                // Under a root daemon the app runs as its uid, which may have no passwd entry
+                // (an allocated one), and `User=` needs one: setpriv sets the ids instead.
+                var command = URLOpening.command(app.launch, url: url)!
+                if root, let uid = app.uid {
+                    command = ["/usr/bin/setpriv", "--reuid=\(uid)", "--regid=\(uid)", "--clear-groups", "--no-new-privs", "--"] + command
+                }
                 target = .service(
-                    unit: "app-extensiond-\(URLHandoff.unitEscaped(app.id))@\(UInt32.random(in: 1...UInt32.max)).service",
-                    command: URLOpening.command(app.launch, url: url)!, systemManager: root, user: root ? app.uid.map { "\($0)" } : nil)
+                    unit: "app-extensiond-\(URLHandoff.unitEscaped(app.id))@\(UInt32.random(in: 1...UInt32.max)).service", command: command,
+                    systemManager: root, user: nil)
             }
         case .schemeHandler(let scheme):
             if root {

@@ -155,7 +155,7 @@ boot1() {
     echo "$out"
     journalctl -b --no-pager -o cat MESSAGE_ID=5f3c0e7e2a9b4d1c8e6f1a2b3c4d5e6f | tail -3
     check "the probe's open of its app's scheme answers True" "opened True" "$(sed -n 2p <<<"$out")"
-    wait_until 20 test -s /tmp/vmtest-opened
+    wait_until 20 test -s /tmp/vmtest-opened || journalctl -b --no-pager -o cat -u 'app-extensiond-*' | tail -5
     check "the app got the URL" "vmtest://item/42" "$(head -1 /tmp/vmtest-opened 2>&1)"
     check_match "the app ran as a transient service of its own" "app-extensiond-org.vmtest.app@[0-9]+.service" "$(sed -n 2p /tmp/vmtest-opened 2>&1)"
     check "the app ran as its own uid" "$(extctl list --json | python3 -c 'import json, sys; print([a["uid"] for a in json.load(sys.stdin)["apps"]][0])')" "$(sed -n 3p /tmp/vmtest-opened 2>&1)"
