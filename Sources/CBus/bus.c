@@ -35,6 +35,9 @@ int bus_session_locked(pid_t pid, unsigned long long timeout_usec, int *locked, 
                             "GetSessionByPID", &error, &reply, "u", (uint32_t)pid);
     if (rc < 0) {
         if (sd_bus_error_has_name(&error, "org.freedesktop.login1.NoSessionForPID")) rc = -ENXIO;
+        else if (sd_bus_error_has_name(&error, "org.freedesktop.DBus.Error.ServiceUnknown") ||
+                 sd_bus_error_has_name(&error, "org.freedesktop.DBus.Error.NameHasNoOwner"))
+            rc = -ESRCH;
         rc = fail(rc, &error, "GetSessionByPID", why, why_size);
         goto done;
     }

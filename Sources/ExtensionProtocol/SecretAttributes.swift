@@ -64,12 +64,13 @@ public struct SecretAttributes: Equatable, Hashable, Sendable, Codable {
     }
 
     /// Whether the item these attributes describe matches `query` (its group checked apart):
-    /// every attribute the query gives is equal.
+    /// every attribute the query gives is equal, an absent one counting as empty (a port as 0),
+    /// as in `identity`.
     public func matches(_ query: SecretAttributes) -> Bool {
         if query.itemClass != .any && query.itemClass != itemClass { return false }
-        func same<T: Equatable>(_ q: T?, _ v: T?) -> Bool { q == nil || q == v }
+        func same(_ q: String?, _ v: String?) -> Bool { q == nil || q == (v ?? "") }
         return same(query.service, service) && same(query.account, account) && same(query.server, server) && same(query.protocol, self.protocol)
-            && same(query.port, port) && same(query.path, path) && same(query.label, label)
+            && (query.port == nil || query.port == (port ?? 0)) && same(query.path, path) && same(query.label, label)
     }
 }
 

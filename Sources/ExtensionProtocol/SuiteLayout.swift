@@ -31,9 +31,15 @@ public enum SuiteLayout {
     /// The bytes one entry takes in the area, its offset included.
     public static func entrySize(key: String, valueCount: Int) -> Int { 4 + 4 + key.utf8.count + 4 + valueCount }
 
-    /// The area holding `entries` (key → a value's encoding), and their count.
+    /// The area holding `entries` (key → a value's encoding).
     public static func area(_ entries: [String: [UInt8]]) -> [UInt8] {
-        let keys = entries.keys.sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) }
+        area(bytes: Dictionary(entries.map { (Array($0.key.utf8), $0.value) }, uniquingKeysWith: { a, _ in a }))
+    }
+
+    /// The area holding `entries` (a key's UTF-8 bytes → a value's encoding): keys told apart by
+    /// their bytes, as readers look them up (two canonically equivalent spellings are two keys).
+    public static func area(bytes entries: [[UInt8]: [UInt8]]) -> [UInt8] {
+        let keys = entries.keys.sorted { $0.lexicographicallyPrecedes($1) }
         var table: [UInt8] = []
         var body: [UInt8] = []
         table.reserveCapacity(keys.count * 4)
@@ -41,8 +47,8 @@ public enum SuiteLayout {
         for key in keys {
             let value = entries[key]!
             append32(tableSize + body.count, to: &table)
-            append32(key.utf8.count, to: &body)
-            body.append(contentsOf: key.utf8)
+            append32(key.count, to: &body)
+            body.append(contentsOf: key)
             append32(value.count, to: &body)
             body.append(contentsOf: value)
         }
@@ -51,7 +57,12 @@ public enum SuiteLayout {
 
     /// A whole suite file: header (sequence 0) and area.
     public static func file(_ entries: [String: [UInt8]]) -> [UInt8] {
-        let area = area(entries)
+        file(bytes: Dictionary(entries.map { (Array($0.key.utf8), $0.value) }, uniquingKeysWith: { a, _ in a }))
+    }
+
+    /// A whole suite file, keys by their bytes.
+    public static func file(bytes entries: [[UInt8]: [UInt8]]) -> [UInt8] {
+        let area = area(bytes: entries)
         var header = magic + [UInt8](repeating: 0, count: headerSize - magic.count)
         put32(area.count, at: usedOffset, in: &header)
         put32(entries.count, at: countOffset, in: &header)

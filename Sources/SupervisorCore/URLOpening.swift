@@ -53,12 +53,16 @@ public enum URLOpening {
     /// double quotes, with `\"`, `` \` ``, `\$` and `\\` escaped inside them), its field codes
     /// expanded for one URL: `%u`, `%U`, `%f` and `%F` become the URL (a URL is always
     /// passed, as GIO passes it to a handler that takes files), `%%` a `%`, the others dropped.
-    /// When no field code takes the URL it is appended. Nil when the quoting is broken.
+    /// When no field code takes the URL it is appended. Nil when the quoting is broken, or when
+    /// a field code stands inside quotes: the URL would be part of a word a shell may read
+    /// (`sh -c "open %u"`), which GIO too refuses to fill unquoted.
     public static func expandExec(_ exec: String, url: String) -> [String]? {
         var words: [String] = []
         var current = ""
-        var inWord = false, quoted = false, escaped = false
+        var inWord = false, quoted = false, escaped = false, previous: Character = " "
         for c in exec {
+            defer { previous = c }
+            if quoted && previous == "%" && "uUfF".contains(c) { return nil }
             if quoted {
                 if escaped {
                     current.append(c)

@@ -2,10 +2,14 @@ import CShims
 import CSystemd
 import ExtensionTransport
 import SupervisorCore
+import Synchronization
 
 #if canImport(Glibc)
 import Glibc
 #endif
+
+/// Numbers the temporary files of writes off the loop (`replaceFile`'s `unique`).
+private let temporaryCounter = Atomic<UInt64>(0)
 
 /// The real kernel, and the daemon's sd-event loop for timers and watches.
 public final class LinuxKernel: Kernel {
@@ -359,9 +363,12 @@ public final class LinuxKernel: Kernel {
         Self.replaceFile(path, withParts: parts, mode: mode, durable: durable)
     }
 
-    /// `replaceFile` on any thread.
-    static func replaceFile(_ path: String, withParts parts: [[UInt8]], mode: UInt32, durable: Bool) -> SystemError? {
-        let temporary = path + ".tmp"
+    /// `replaceFile` on any thread; `unique`: with a temporary file of its own (a write off the
+    /// loop, which a write of the same file on the loop may cross).
+    static func replaceFile(_ path: String, withParts parts: [[UInt8]], mode: UInt32, durable: Bool, unique: Bool = false) -> SystemError? {
+        // A name of its own per write: two writes of one file (one on the loop, one on a
+        // thread) never share, and so never tear, a temporary file; the last rename wins whole.
+        let temporary = path + ".tmp" + (unique ? ".\(getpid()).\(temporaryCounter.add(1, ordering: .relaxed).newValue)" : "")
         unlink(temporary)  // a leftover of an interrupted write
         let fd = Glibc.open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, mode_t(mode))
         guard fd >= 0 else { return SystemError("open \(temporary)", errno: errno) }
@@ -411,7 +418,7 @@ public final class LinuxKernel: Kernel {
     /// `Kernel.replaceFileInBackground`.
     public func replaceFileInBackground(_ path: String, with bytes: [UInt8], mode: UInt32, _ done: @escaping (SystemError?) -> Void) -> SystemError? {
         guard let loop else { return .notSupported }
-        return backgroundWork.run({ LinuxKernel.replaceFile(path, withParts: [bytes], mode: mode, durable: true) }, loop: loop, done)
+        return backgroundWork.run({ LinuxKernel.replaceFile(path, withParts: [bytes], mode: mode, durable: true, unique: true) }, loop: loop, done)
     }
 
     /// `Kernel.handOffInBackground`.

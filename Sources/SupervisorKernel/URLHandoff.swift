@@ -57,8 +57,12 @@ public struct URLHandoff: Sendable {
         if let pid = hostPID {
             var locked: Int32 = 0
             let rc = bus_session_locked(pid_t(pid), Self.timeoutMicroseconds, &locked, &why, why.count)
-            // No logind on the bus, or a host in no session: no session that could be locked.
             if rc == 0 && locked != 0 { return .locked }
+            // No system bus, no logind on it, or a host in no session: no session that could be
+            // locked. Any other failure (a timeout, a refusal) cannot tell: nothing is opened.
+            if rc < 0 && ![-ENXIO, -ESRCH, -ENOENT, -ECONNREFUSED].contains(rc) {
+                return .failed("cannot tell whether the host's session is locked: \(reason())")
+            }
         }
         switch target {
         case .application(let appID, let systemBus):

@@ -44,7 +44,11 @@ extension Daemon {
                 // Under a root daemon the app runs as its uid, which may have no passwd entry
                 // (an allocated one), and `User=` needs one: setpriv sets the ids instead.
                 var command = URLOpening.command(app.launch, url: url)!
-                if root, let uid = app.uid {
+                if root {
+                    guard let uid = app.uid else {
+                        return answer(
+                            .internalError, "the app '\(app.id)' has no uid (its user is unknown, or none could be allocated): it is not started as root")
+                    }
                     command = ["/usr/bin/setpriv", "--reuid=\(uid)", "--regid=\(uid)", "--clear-groups", "--no-new-privs", "--"] + command
                 }
                 target = .service(
@@ -58,7 +62,8 @@ extension Daemon {
             }
             target = .schemeHandler(scheme: scheme)
         }
-        let started = kernel.handOffInBackground(URLHandoff(url: url, hostPID: request.peer.pid, target: target)) { outcome in
+        let started = kernel.handOffInBackground(URLHandoff(url: url, hostPID: request.peer.pid, target: target)) { [unowned self] outcome in
+            urlHandoffsInFlight -= 1
             switch outcome {
             case .opened(let what): answer(nil, "handed to \(what)")
             case .locked: answer(.notPermitted, "the host's session is locked (logind's LockedHint)")
@@ -66,6 +71,7 @@ extension Daemon {
             case .failed(let why): answer(.interrupted, "cannot be handed over: \(why)")
             }
         }
-        if let e = started { answer(.internalError, "cannot start handing it over: \(e)") }
+        if let e = started { return answer(.internalError, "cannot start handing it over: \(e)") }
+        urlHandoffsInFlight += 1
     }
 }

@@ -42,7 +42,7 @@ extension Daemon {
     func attemptReexec() {
         guard reexecution.isPending, let deadline = reexecution.deadline else { return }
         let requester = reexecution.requester
-        if server.isBusy || extensions.isBusy {
+        if server.isBusy || extensions.isBusy || urlHandoffsInFlight > 0 {
             if kernel.now() >= deadline {
                 // Clients that do not read their messages do not hold the replacement off: they
                 // are cut off once, and what that causes (their requests end) gets its own wait.
@@ -56,7 +56,8 @@ extension Daemon {
                     return
                 }
                 reexecution.end()
-                return refuseReexec("stops in flight or messages peers did not read did not settle within \(Int(Reexecution.settleSeconds)) s", to: requester)
+                return refuseReexec(
+                    "stops in flight, URL hand-offs, or messages peers did not read did not settle within \(Int(Reexecution.settleSeconds)) s", to: requester)
             }
             return lookAgain(at: kernel.now().adding(seconds: Reexecution.retrySeconds))
         }

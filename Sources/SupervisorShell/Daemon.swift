@@ -31,6 +31,9 @@ public final class Daemon {
     let defaults: DefaultsSuites
     /// The secret items.
     let secrets: SecretStore
+    /// URL hand-offs under way on their threads: a re-exec waits for them (their answers
+    /// would be lost with the threads).
+    var urlHandoffsInFlight = 0
     /// A re-exec under way, or the answer owed after one.
     let reexecution: Reexecution
     /// The configuration read at start, which the manifest sources keep.

@@ -12,10 +12,10 @@ import SupervisorKernel
 final class DefaultsSuites {
     /// One open suite.
     private struct Suite {
-        /// Key → its value's encoding: what the memory holds, and what is kept on disk.
-        var entries: [String: [UInt8]]
-        /// The area's size for `entries` (`SuiteLayout.area(entries).count`).
-        var size: Int
+        /// A key's UTF-8 bytes → its value's encoding: what the memory holds, and what is kept
+        /// on disk. By bytes: a reader finds a key by its bytes, so two canonically equivalent
+        /// spellings are two keys here too.
+        var entries: [[UInt8]: [UInt8]]
         let memory: SuiteMemory
         /// A write of the file is under way.
         var persisting = false
@@ -58,18 +58,17 @@ final class DefaultsSuites {
             return .failure(Refusal(code: .badRequest, text: "the value of '\(key)' is not a defaults value: \(problem)"))
         }
         guard var suite = loaded(name) else { return .failure(Refusal(code: .internalError, text: "the suite '\(name)' cannot be opened (see the journal)")) }
-        let old = suite.entries[key]
-        if old == value { return .success(false) }
-        let oldSize = old.map { SuiteLayout.entrySize(key: key, valueCount: $0.count) } ?? 0
-        let newSize = value.map { SuiteLayout.entrySize(key: key, valueCount: $0.count) } ?? 0
-        let size = suite.size - oldSize + newSize
-        if size > SuiteLayout.capacity {
+        let keyBytes = Array(key.utf8)
+        if suite.entries[keyBytes] == value { return .success(false) }
+        var entries = suite.entries
+        entries[keyBytes] = value
+        let area = SuiteLayout.area(bytes: entries)
+        if area.count > SuiteLayout.capacity {
             return .failure(
-                Refusal(code: .limitReached, text: "the suite '\(name)' would take \(size) bytes with '\(key)' set, over its \(SuiteLayout.capacity)"))
+                Refusal(code: .limitReached, text: "the suite '\(name)' would take \(area.count) bytes with '\(key)' set, over its \(SuiteLayout.capacity)"))
         }
-        suite.entries[key] = value
-        suite.size = size
-        suite.memory.publish(area: SuiteLayout.area(suite.entries), count: suite.entries.count)
+        suite.entries = entries
+        suite.memory.publish(area: area, count: entries.count)
         suite.dirty = true
         suites[name] = suite
         persist(name)
@@ -91,12 +90,12 @@ final class DefaultsSuites {
     /// cannot be made (logged).
     private func loaded(_ name: String) -> Suite? {
         if let suite = suites[name] { return suite }
-        var entries: [String: [UInt8]] = [:]
+        var entries: [[UInt8]: [UInt8]] = [:]
         let path = directory + "/" + name
         switch kernel.read(path) {
         case .success(let bytes):
             do {
-                entries = try SuiteLayout.entries(ofFile: bytes)
+                entries = Dictionary(try SuiteLayout.entries(ofFile: bytes).map { (Array($0.key.utf8), $0.value) }, uniquingKeysWith: { a, _ in a })
             } catch {
                 logger.error("the defaults suite \(path) is not readable (\(error)); it starts empty, and the file is kept as \(path).bad")
                 _ = kernel.rename(path, to: path + ".bad")
@@ -113,9 +112,8 @@ final class DefaultsSuites {
             logger.error("cannot make the memory of the defaults suite \(name): \(e)")
             return nil
         }
-        let area = SuiteLayout.area(entries)
-        memory.publish(area: area, count: entries.count)
-        let suite = Suite(entries: entries, size: area.count, memory: memory)
+        memory.publish(area: SuiteLayout.area(bytes: entries), count: entries.count)
+        let suite = Suite(entries: entries, memory: memory)
         suites[name] = suite
         return suite
     }
@@ -132,7 +130,7 @@ final class DefaultsSuites {
         suite.persisting = true
         suites[name] = suite
         let path = directory + "/" + name
-        let started = kernel.replaceFileInBackground(path, with: SuiteLayout.file(suite.entries), mode: 0o600) { [weak self] e in
+        let started = kernel.replaceFileInBackground(path, with: SuiteLayout.file(bytes: suite.entries), mode: 0o600) { [weak self] e in
             guard let self else { return }
             if let e { self.logger.error("cannot keep the defaults suite \(name) in \(path): \(e)") }
             self.suites[name]?.persisting = false
@@ -157,7 +155,7 @@ final class DefaultsSuites {
     func flush() {
         for (name, suite) in suites where suite.dirty || suite.persisting {
             if let e = makeDirectory() { logger.error("cannot create \(directory): \(e)") }
-            if let e = kernel.replaceFile(directory + "/" + name, withParts: [SuiteLayout.file(suite.entries)], mode: 0o600, durable: true) {
+            if let e = kernel.replaceFile(directory + "/" + name, withParts: [SuiteLayout.file(bytes: suite.entries)], mode: 0o600, durable: true) {
                 logger.error("cannot keep the defaults suite \(name): \(e)")
             }
             suites[name]?.dirty = false
@@ -185,14 +183,22 @@ final class DefaultsSuites {
         for (name, fd) in handover.suites {
             switch kernel.adoptSuiteMemory(fd: fd) {
             case .success(let memory):
+                // Checked as a file would be (a member of the daemon's own uid could have written
+                // into it): a suite that is not sound is read again from its file instead.
                 let (area, count) = memory.published()
-                var entries: [String: [UInt8]] = [:]
-                area.withUnsafeBytes { raw in
-                    for (key, value) in (try? SuiteLayout.entries(in: raw, count: count)) ?? [] { entries[key] = Array(raw[value]) }
+                var header = SuiteLayout.file([:])
+                header.replaceSubrange(
+                    SuiteLayout.usedOffset..<SuiteLayout.usedOffset + 4, with: withUnsafeBytes(of: UInt32(area.count).littleEndian) { Array($0) })
+                header.replaceSubrange(
+                    SuiteLayout.countOffset..<SuiteLayout.countOffset + 4, with: withUnsafeBytes(of: UInt32(count).littleEndian) { Array($0) })
+                guard let checked = try? SuiteLayout.entries(ofFile: header + area) else {
+                    logger.error("the defaults suite \(name) handed over is not sound; it is read again from its file")
+                    memory.close()
+                    continue
                 }
-                suites[name] = Suite(
-                    entries: entries, size: area.count, memory: memory, dirty: true,
-                    openers: Set(handover.openers[name] ?? []))
+                let entries = Dictionary(checked.map { (Array($0.key.utf8), $0.value) }, uniquingKeysWith: { a, _ in a })
+                memory.publish(area: SuiteLayout.area(bytes: entries), count: entries.count)
+                suites[name] = Suite(entries: entries, memory: memory, dirty: true, openers: Set(handover.openers[name] ?? []))
                 persist(name)
             case .failure(let e):
                 logger.error("cannot take over the defaults suite \(name): \(e); it is read again from its file")

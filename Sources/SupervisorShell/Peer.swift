@@ -84,6 +84,7 @@ final class Peer {
             let slots = min(buffer.count / slotSize, left, PacketSocket.maxReceiveBatch)
             var messages: [Message] = []
             var end: ReadEnd?
+            var datagramsSeen = 0
             let arrived: Int
             do {
                 arrived = try socket.receive(batchInto: UnsafeMutableRawBufferPointer(rebasing: buffer[0..<(slots * slotSize)]), slotSize: slotSize) {
@@ -93,15 +94,17 @@ final class Peer {
                     case .closed: end = end ?? .closed
                     case .datagram(let count, let descriptor, let truncated):
                         if let descriptor { PacketSocket.closeReceived(descriptor) }
-                        let slot = messages.count
+                        let slot = datagramsSeen
+                        datagramsSeen += 1
+                        let datagram = UnsafeMutableRawBufferPointer(rebasing: buffer[(slot * slotSize)..<(slot * slotSize + count)])
+                        // Secret bytes stay only in the message's `SecretData`: the slot is
+                        // cleared whether it is decoded, malformed, or left unread.
+                        defer { if count > 1, MessageKind.carriesSecrets(datagram[1]) { datagram.initializeMemory(as: UInt8.self, repeating: 0) } }
                         guard end == nil else { return }
                         if truncated { return end = .violation("message over \(WireLimits.maxMessageSize) bytes") }
                         if descriptor != nil && refusesDescriptors { return end = .violation("sent a descriptor, which is not accepted here") }
                         do {
-                            let datagram = UnsafeMutableRawBufferPointer(rebasing: buffer[(slot * slotSize)..<(slot * slotSize + count)])
                             messages.append(try WireDecoder.decode(UnsafeRawBufferPointer(datagram)))
-                            // Secret bytes stay only in the message's `SecretData`, cleared when it goes.
-                            if count > 1, MessageKind.carriesSecrets(datagram[1]) { datagram.initializeMemory(as: UInt8.self, repeating: 0) }
                         } catch {
                             end = .violation("malformed message: \(error)")
                         }

@@ -18,12 +18,16 @@ enum SecretKeys {
     static let systemdCreds = "/usr/bin/systemd-creds"
 
     /// The cipher, and where its key came from; or why there is none.
-    static func load(directory: String, kernel: any Kernel, logger: Logger) -> Result<(SecretCipher, String), StoreProblem> {
-        if let credentials = kernel.environment("CREDENTIALS_DIRECTORY"), case .success(let bytes) = kernel.read(credentials + "/" + credentialName) {
+    /// A new key is made only where there is no key file at all (both absent, not unreadable)
+    /// and no item was sealed before (`itemsExist` false): never over items of another key.
+    static func load(directory: String, kernel: any Kernel, logger: Logger, itemsExist: Bool) -> Result<(SecretCipher, String), StoreProblem> {
+        if let credentials = kernel.environment("CREDENTIALS_DIRECTORY"), case .success(var bytes) = kernel.read(credentials + "/" + credentialName) {
+            defer { for i in bytes.indices { bytes[i] = 0 } }
             return cipher(bytes, "the service's credential \(credentialName)")
         }
         let sealed = directory + "/key.cred", plain = directory + "/key"
-        if case .success = kernel.status(sealed, followLinks: false) {
+        let sealedStatus = kernel.status(sealed, followLinks: false)
+        if case .success = sealedStatus {
             switch run(
                 [
                     "decrypt", "--name=\(credentialName)", sealed, "-",
@@ -33,9 +37,15 @@ enum SecretKeys {
             case .failure(let why): return .failure(StoreProblem("cannot decrypt \(sealed) with systemd-creds: \(why)"))
             }
         }
-        if case .success(let bytes) = kernel.read(plain) {
+        switch kernel.read(plain) {
+        case .success(var bytes):
+            defer { for i in bytes.indices { bytes[i] = 0 } }
             return cipher(bytes, "\(plain) (readable by the daemon's uid only: no systemd-creds)")
+        case .failure(let e) where !e.isNoEntry: return .failure(StoreProblem("cannot read \(plain): \(e)"))
+        case .failure: break
         }
+        if case .failure(let e) = sealedStatus, !e.isNoEntry { return .failure(StoreProblem("cannot look at \(sealed): \(e)")) }
+        if itemsExist { return .failure(StoreProblem("items exist but no key file does (\(sealed), \(plain)): no new key is made over them")) }
         // A new key.
         var hex = Array(SecretCipher.randomBytes(SecretCipher.keyBytes).flatMap { b in [b >> 4, b & 15].map { UInt8(ascii: "0") + ($0 < 10 ? $0 : $0 + 39) } })
         defer { for i in hex.indices { hex[i] = 0 } }

@@ -23,11 +23,8 @@ final class SecretStore {
     private var loaded = false
     /// Item id → item.
     private(set) var items: [String: Stored] = [:]
-    /// Identities of adds whose files are being written.
-    private var adding: Set<[String]> = []
-
-    /// Most items the store keeps.
-    static let maxItems = 10_000
+    /// Most items one access group holds.
+    static let maxItemsPerGroup = 1_000
     static let magic: [UInt8] = Array("EXTSECR1".utf8)
 
     init(stateDirectory: String, kernel: any Kernel, logger: Logger) {
@@ -51,27 +48,49 @@ final class SecretStore {
                 return loadProblem
             }
         }
-        switch SecretKeys.load(directory: directory, kernel: kernel, logger: logger) {
+        let names = (kernel.listDirectory(directory + "/items") ?? []).filter { $0.count == 32 && $0.allSatisfy(\.isHexDigit) }
+        let keySource: String
+        switch SecretKeys.load(directory: directory, kernel: kernel, logger: logger, itemsExist: !names.isEmpty) {
         case .failure(let why):
             loadProblem = why.description
             logger.error("the secret store cannot be used: \(why)")
             return why.description
         case .success(let (cipher, source)):
             self.cipher = cipher
+            keySource = source
             logger.info("the secret store's key comes from \(source)")
         }
-        for name in kernel.listDirectory(directory + "/items") ?? [] where name.count == 32 && name.allSatisfy(\.isHexDigit) {
+        var unopened: [(String, String)] = []
+        for name in names {
             let path = directory + "/items/" + name
-            switch kernel.read(path).mapError({ StoreProblem("\($0)") }).flatMap(parse) {
+            let bytes: [UInt8]
+            switch kernel.read(path) {
+            case .success(let b): bytes = b
+            case .failure(let e):
+                // Not a damaged item: the store cannot be read now, and nothing is set aside.
+                loadProblem = "cannot read \(path): \(e)"
+                items = [:]
+                logger.error("the secret store cannot be used: \(loadProblem!)")
+                return loadProblem
+            }
+            switch parse(bytes) {
             case .success(let item):
                 if cipher!.open(item.sealed, additional: Self.additional(item.attributes)) == nil {
-                    refuse(path, "it does not open with the store's key: damaged, or moved to another group or item")
+                    unopened.append((path, "it does not open with the store's key: damaged, or moved to another group or item"))
                 } else {
                     items[name] = item
                 }
             case .failure(let why): refuse(path, why.description)
             }
         }
+        // Not one item opens: the key is not the one they were sealed with (a credential
+        // replaced), not every item damaged. The store stays unusable, and nothing is set aside.
+        if items.isEmpty && unopened.count > 1 {
+            loadProblem = "none of the \(unopened.count) items opens with the key from \(keySource): is it the key they were sealed with?"
+            logger.error("the secret store cannot be used: \(loadProblem!)")
+            return loadProblem
+        }
+        for (path, why) in unopened { refuse(path, why) }
         return nil
     }
 
@@ -105,7 +124,7 @@ final class SecretStore {
         items.filter { SecretAccess.finds(query, item: $0.value.attributes, callerGroups: groups) }.sorted { $0.key < $1.key }.map { ($0.key, $0.value) }
     }
 
-    /// Adds an item; `done` gets the outcome once its file is durable (or at once when refused).
+    /// Adds an item; `done` gets the outcome once its file is durable.
     func add(_ attributes: SecretAttributes, data: SecretData, groups: [String], _ done: @escaping (SecretRefusal?) -> Void) {
         if let why = ready() { return done(SecretRefusal(.internalError, "the secret store cannot be used: \(why)")) }
         if let problem = SecretAccess.addProblem(attributes, dataCount: data.count) { return done(SecretRefusal(.badRequest, problem)) }
@@ -115,18 +134,19 @@ final class SecretStore {
         case .success(let group): attributes.group = group
         }
         let identity = attributes.identity
-        if adding.contains(identity) || items.values.contains(where: { $0.attributes.identity == identity }) {
+        if items.values.contains(where: { $0.attributes.identity == identity }) {
             return done(SecretRefusal(.duplicateItem, "an item with these attributes exists already in '\(attributes.group)'"))
         }
-        guard items.count + adding.count < Self.maxItems else { return done(SecretRefusal(.limitReached, "the store holds \(Self.maxItems) items already")) }
+        // A quota per group: what one app holds says nothing of the others, nor takes their room.
+        let group = attributes.group
+        guard items.values.count(where: { $0.attributes.group == group }) < Self.maxItemsPerGroup else {
+            return done(SecretRefusal(.limitReached, "the group '\(group)' holds \(Self.maxItemsPerGroup) items already"))
+        }
         let id = SecretCipher.randomBytes(16).map { String($0, radix: 16).count == 1 ? "0" + String($0, radix: 16) : String($0, radix: 16) }.joined()
         let item = Stored(attributes: attributes, sealed: cipher!.seal(data, additional: Self.additional(attributes)))
-        adding.insert(identity)
-        write(id, item) { [weak self] refusal in
-            self?.adding.remove(identity)
-            if refusal == nil { self?.items[id] = item }
-            done(refusal)
-        }
+        let refusal = write(id, item)
+        if refusal == nil { items[id] = item }
+        done(refusal)
     }
 
     /// The first match with its data, or every match's attributes; `itemNotFound` when none.
@@ -143,31 +163,28 @@ final class SecretStore {
         return .success((all ? found : [first]).prefix(WireLimits.maxSecretItems).map { SecretItem(attributes: $0.item.attributes, data: nil) })
     }
 
-    /// Changes every match's label and/or data; `done` once every file is durable.
+    /// Changes every match's label and/or data; `done` once, when every file is durable.
     func update(_ query: SecretAttributes, label: String?, data: SecretData?, groups: [String], _ done: @escaping (SecretRefusal?) -> Void) {
         if let why = ready() { return done(SecretRefusal(.internalError, "the secret store cannot be used: \(why)")) }
         if let data, data.count == 0 { return done(SecretRefusal(.badRequest, "an item needs data (1 to \(WireLimits.maxSecret) bytes)")) }
         let found = matches(query, groups: groups)
         guard !found.isEmpty else { return done(SecretRefusal(.itemNotFound, "no item matches")) }
-        var left = found.count
         var failure: SecretRefusal?
         for (id, old) in found {
             guard let current = data ?? cipher!.open(old.sealed, additional: Self.additional(old.attributes)) else {
-                failure = SecretRefusal(.internalError, "an item does not open any more")
-                left -= 1
+                failure = failure ?? SecretRefusal(.internalError, "an item does not open any more")
                 continue
             }
             var attributes = old.attributes
             if let label { attributes.label = label }
             let item = Stored(attributes: attributes, sealed: cipher!.seal(current, additional: Self.additional(attributes)))
-            write(id, item) { [weak self] refusal in
-                if refusal == nil { self?.items[id] = item }
+            if let refusal = write(id, item) {
                 failure = failure ?? refusal
-                left -= 1
-                if left == 0 { done(failure) }
+            } else {
+                items[id] = item
             }
         }
-        if left == 0 { done(failure) }
+        done(failure)
     }
 
     /// Deletes every match.
@@ -190,15 +207,11 @@ final class SecretStore {
                 .sorted { ($0.group, $0.label ?? "") < ($1.group, $1.label ?? "") })
     }
 
-    private func write(_ id: String, _ item: Stored, _ done: @escaping (SecretRefusal?) -> Void) {
-        let path = directory + "/items/" + id
-        if let e = kernel.replaceFileInBackground(
-            path, with: file(item), mode: 0o600,
-            { e in
-                done(e.map { SecretRefusal(.internalError, "cannot write the item: \($0)") })
-            })
-        {
-            done(SecretRefusal(.internalError, "cannot start writing the item: \(e)"))
-        }
+    /// Writes the item's file, durably, on the loop's thread: one write at a time, so that no
+    /// two writes of an item, or a write and a delete, can cross (a few milliseconds each;
+    /// adds and updates are rare, and each connection's and channel's rate bounds them).
+    private func write(_ id: String, _ item: Stored) -> SecretRefusal? {
+        kernel.replaceFile(directory + "/items/" + id, withParts: [file(item)], mode: 0o600, durable: true)
+            .map { SecretRefusal(.internalError, "cannot write the item: \($0)") }
     }
 }

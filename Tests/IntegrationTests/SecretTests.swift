@@ -156,4 +156,25 @@ struct SecretTests {
         #expect(daemon.log().contains("refused: truncated") || daemon.log().contains("description is malformed"), "\(daemon.log())")
         #expect(daemon.stop() == 0)
     }
+
+    @Test func itemsOfAKeyThatIsGoneAreNeitherSetAsideNorSealedAgainWithANewKey() throws {
+        let daemon = try Self.daemon()
+        try daemon.start(arguments: ["--socket-group", "nogroup"])
+        let widget = try daemon.host().begin("com.example.stocks.widget").hostChannel()
+        for account in ["a", "b"] {
+            widget.send("secret-add api.example.com \(account) secret-\(account)")
+            #expect(widget.readLine() == "added")
+        }
+        #expect(daemon.stop() == 0)
+        let secrets = daemon.directory + "/state/secrets"
+        for key in ["key", "key.cred"] { try? FileManager.default.removeItem(atPath: secrets + "/" + key) }
+        try daemon.start(arguments: ["--socket-group", "nogroup"])
+        let again = try daemon.host().begin("com.example.stocks.widget").hostChannel()
+        again.send("secret-copy api.example.com a")
+        #expect(again.readLine()?.hasPrefix("refused: the secret store cannot be used: items exist but no key file does") == true, "\(daemon.log())")
+        let names = try FileManager.default.contentsOfDirectory(atPath: secrets + "/items")
+        #expect(names.count == 2 && !names.contains { $0.hasSuffix(".bad") }, "\(names)")
+        #expect(!FileManager.default.fileExists(atPath: secrets + "/key") && !FileManager.default.fileExists(atPath: secrets + "/key.cred"), "no new key")
+        #expect(daemon.stop() == 0)
+    }
 }

@@ -33,6 +33,7 @@ import Testing
         #expect(URLOpening.expandExec("viewer --url=%u 100%%", url: "x:y") == ["viewer", "--url=x:y", "100%"])
         #expect(URLOpening.expandExec("plain", url: "x:y") == ["plain", "x:y"], "no field code: the URL is appended")
         #expect(URLOpening.expandExec("\"unterminated %u", url: "x:y") == nil)
+        #expect(URLOpening.expandExec("sh -c \"open %u\"", url: "x:$(reboot)") == nil, "a field code in quotes could reach a shell")
     }
 
     @Test func mimeappsListsAndDesktopEntriesAreRead() {

@@ -15,7 +15,8 @@ extern "C" {
 
 /// Whether the logind session of `pid` is locked: `*locked` is set from the `LockedHint` of the
 /// session `org.freedesktop.login1.Manager.GetSessionByPID(pid)` names, on the system bus
-/// ($DBUS_SYSTEM_BUS_ADDRESS, else the standard socket). -ENXIO: `pid` is in no session.
+/// ($DBUS_SYSTEM_BUS_ADDRESS, else the standard socket). -ENXIO: `pid` is in no session;
+/// -ESRCH: no logind on the bus; -ENOENT or -ECONNREFUSED: no system bus.
 int bus_session_locked(pid_t pid, unsigned long long timeout_usec, int *locked, char *why, size_t why_size);
 
 /// Calls `org.freedesktop.Application.Open([uri], {})` on the bus name `app_id`, at the object
