@@ -31,7 +31,8 @@ struct SecretTests {
         let r = try runProgram(
             "/usr/bin/setpriv",
             [
-                "--reuid=65534", "--regid=65534", "--clear-groups", "/usr/bin/python3", try ReachableCopies.copy(RuntimeC.packageRoot + "/Tests/Fixtures/secret-app/app.py"),
+                "--reuid=65534", "--regid=65534", "--clear-groups", "/usr/bin/python3",
+                try ReachableCopies.copy(RuntimeC.packageRoot + "/Tests/Fixtures/secret-app/app.py"),
                 daemon.socketPath, "copy", service, account,
             ])
         return r.out + r.err
