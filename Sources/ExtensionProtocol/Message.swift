@@ -296,7 +296,12 @@ public enum MessageKind: UInt8, Sendable {
 
 extension MessageKind {
     /// Whether messages of this kind can carry secret bytes, which their buffers must not keep.
-    public var carriesSecrets: Bool { [.secretAdd, .secretUpdate, .secretItems].contains(self) }
+    public var carriesSecrets: Bool {
+        switch self {
+        case .secretAdd, .secretUpdate, .secretItems: true
+        default: false
+        }
+    }
 
     /// Whether the raw kind `raw` is one that carries secret bytes.
     public static func carriesSecrets(_ raw: UInt8) -> Bool { MessageKind(rawValue: raw)?.carriesSecrets ?? false }
