@@ -32,6 +32,8 @@ command -v ip >/dev/null 2>&1 || [ -x /usr/sbin/ip ] || missing+=(iproute2)
 [ -f /usr/include/sys/acl.h ] || missing+=(libacl1-dev)
 # The secret store's cipher and key memory: libsodium.
 pkg-config --exists libsodium 2>/dev/null || missing+=(libsodium-dev)
+# Background transfers: the transfer worker (Sources/extensiond-transfer) is built on libcurl.
+pkg-config --exists libcurl 2>/dev/null || missing+=(libcurl4-openssl-dev)
 # Manual pages: `man --warnings -l` (man-db) renders them with groff.
 command -v man >/dev/null 2>&1 || missing+=(man-db)
 command -v groff >/dev/null 2>&1 || missing+=(groff-base)

@@ -54,25 +54,45 @@ done:
     return rc;
 }
 
-int bus_application_open(int system, const char *app_id, const char *uri, unsigned long long timeout_usec, char *why, size_t why_size) {
-    sd_bus *bus = NULL;
-    sd_bus_error error = SD_BUS_ERROR_NULL;
-    sd_bus_message *call = NULL, *reply = NULL;
+// The object path the Desktop Entry specification derives from an app id ('.' to '/', '-' to
+// '_'), allocated; NULL when out of memory.
+static char *application_path(const char *app_id) {
     size_t n = strlen(app_id);
     char *path = malloc(n + 2);
-    int rc;
-    if (!path) return fail(-ENOMEM, NULL, "allocate", why, why_size);
+    if (!path) return NULL;
     path[0] = '/';
     for (size_t i = 0; i < n; i++) path[i + 1] = app_id[i] == '.' ? '/' : app_id[i] == '-' ? '_' : app_id[i];
     path[n + 1] = 0;
+    return path;
+}
+
+// One call of org.freedesktop.Application: Open([uri], {}) when `action` is NULL, else
+// ActivateAction(action, [<parameter>], {}) with a string parameter.
+static int application_call(int system, const char *app_id, const char *uri, const char *action, const char *parameter,
+                            unsigned long long timeout_usec, char *why, size_t why_size) {
+    sd_bus *bus = NULL;
+    sd_bus_error error = SD_BUS_ERROR_NULL;
+    sd_bus_message *call = NULL, *reply = NULL;
+    const char *method = action ? "ActivateAction" : "Open";
+    char *path = application_path(app_id);
+    int rc;
+    if (!path) return fail(-ENOMEM, NULL, "allocate", why, why_size);
     rc = open_bus(system, timeout_usec, &bus);
     if (rc < 0) { rc = fail(rc, NULL, system ? "connect to the system bus" : "connect to the session bus", why, why_size); goto done; }
-    rc = sd_bus_message_new_method_call(bus, &call, app_id, path, "org.freedesktop.Application", "Open");
-    if (rc >= 0) rc = sd_bus_message_append_strv(call, (char *[]){(char *)uri, NULL});
+    rc = sd_bus_message_new_method_call(bus, &call, app_id, path, "org.freedesktop.Application", method);
+    if (action) {
+        if (rc >= 0) rc = sd_bus_message_append(call, "s", action);
+        if (rc >= 0) rc = sd_bus_message_append(call, "av", 1, "s", parameter);
+    } else if (rc >= 0) {
+        rc = sd_bus_message_append_strv(call, (char *[]){(char *)uri, NULL});
+    }
     if (rc >= 0) rc = sd_bus_message_append(call, "a{sv}", 0);
-    if (rc < 0) { rc = fail(rc, NULL, "build Open", why, why_size); goto done; }
+    if (rc < 0) { rc = fail(rc, NULL, action ? "build ActivateAction" : "build Open", why, why_size); goto done; }
     rc = sd_bus_call(bus, call, 0, &error, &reply);
-    if (rc < 0) { rc = fail(rc, &error, "org.freedesktop.Application.Open", why, why_size); goto done; }
+    if (rc < 0) {
+        rc = fail(rc, &error, action ? "org.freedesktop.Application.ActivateAction" : "org.freedesktop.Application.Open", why, why_size);
+        goto done;
+    }
     rc = 0;
 done:
     free(path);
@@ -81,6 +101,15 @@ done:
     sd_bus_message_unref(reply);
     sd_bus_flush_close_unref(bus);
     return rc;
+}
+
+int bus_application_open(int system, const char *app_id, const char *uri, unsigned long long timeout_usec, char *why, size_t why_size) {
+    return application_call(system, app_id, uri, NULL, NULL, timeout_usec, why, why_size);
+}
+
+int bus_application_activate_action(int system, const char *app_id, const char *action, const char *parameter,
+                                    unsigned long long timeout_usec, char *why, size_t why_size) {
+    return application_call(system, app_id, NULL, action, parameter, timeout_usec, why, why_size);
 }
 
 static int open_manager(int system, unsigned long long timeout_usec, sd_bus **bus) {

@@ -145,3 +145,18 @@ int shim_tree_usage(int top, uint64_t limit, uint64_t *bytes) {
     *bytes = total;
     return rc;
 }
+
+// openat2(2) of `relative` beneath the directory `dirfd`: no symbolic link, no magic link, no
+// `..` out of it, no mount crossing. Background transfers open a file an extension may have
+// replaced with a link this way. The new descriptor, or -errno.
+#include <linux/openat2.h>
+#include <sys/syscall.h>
+int shim_open_beneath(int dirfd, const char *relative, int flags, unsigned int mode) {
+    struct open_how how = {
+        .flags = (uint64_t)(flags | O_CLOEXEC),
+        .mode = (flags & O_CREAT) ? mode : 0,
+        .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV,
+    };
+    long fd = syscall(SYS_openat2, dirfd, relative, &how, sizeof how);
+    return fd < 0 ? -errno : (int)fd;
+}

@@ -200,6 +200,13 @@ extension ControlClient {
         case let .secretItems(tag, items):
             if let descriptor { Glibc.close(descriptor) }
             resolve(tag, .success(.secrets(items)))
+        case let .transferCreated(tag, task):
+            if let descriptor { Glibc.close(descriptor) }
+            resolve(tag, .success(.transferCreated(task)))
+        case let .transferEvents(session, group, events):
+            if let descriptor { Glibc.close(descriptor) }
+            let handler = state.withLock { $0.onTransferEvents[group + "/" + session] }
+            handler?(events)
         case let .defaultsOpened(tag):
             if !resolve(tag, .success(.suite(descriptor))), let descriptor { Glibc.close(descriptor) }
         case let .defaultsChanged(suite):

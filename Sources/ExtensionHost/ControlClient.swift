@@ -53,6 +53,8 @@ public enum Reply: Sendable {
     case suite(Int32?)
     /// The answer to `secretCopy`.
     case secrets([SecretItem])
+    /// The answer to `transferCreate`: the task's id.
+    case transferCreated(UInt64)
 }
 
 /// A connection to extensiond's control socket, shared by `ExtensionHostConnection` and
@@ -92,6 +94,7 @@ public final class ControlClient: Sendable {
         var onNewData: (@Sendable (String) -> Void)?
         var onSuiteChange: [String: [@Sendable (String) -> Void]] = [:]
         var onEvent: (@Sendable ([UInt8]) -> Void)?
+        var onTransferEvents: [String: @Sendable ([TransferEvent]) -> Void] = [:]
         var onClose: (@Sendable (HostError) -> Void)?
         var unmatchedReplies = 0
         /// Some thread holds the read role.
@@ -157,6 +160,13 @@ public final class ControlClient: Sendable {
     /// in order, however many events each `events` message carries.
     public func setEventHandler(_ handler: @escaping @Sendable ([UInt8]) -> Void) {
         state.withLock { $0.onEvent = handler }
+        startReader()
+    }
+
+    /// Called (on the thread reading the connection) with the events of the background session
+    /// `group/identifier` (`key`) that this connection created a task in or claimed.
+    public func setTransferHandler(_ key: String, _ handler: @escaping @Sendable ([TransferEvent]) -> Void) {
+        state.withLock { $0.onTransferEvents[key] = handler }
         startReader()
     }
 

@@ -34,6 +34,12 @@ public enum WireLimits {
     public static let maxSecret = 60_000
     /// Most items one `secretItems` carries (attributes only).
     public static let maxSecretItems = 64
+    /// Longest URL of a background transfer, in UTF-8 bytes.
+    public static let maxTransferURL = 8_192
+    /// Longest path of a background transfer's file in its shared container, in UTF-8 bytes.
+    public static let maxTransferPath = 1_024
+    /// Most events one `transferEvents` carries.
+    public static let maxTransferEvents = 64
     /// Largest shared defaults suite: its offsets table and entries, in bytes.
     public static let maxDefaultsSuite = 262_144
 }

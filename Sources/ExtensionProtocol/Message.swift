@@ -148,6 +148,25 @@ public enum Message: Equatable, Sendable {
     /// The items a `secretCopy` found (at least one).
     case secretItems(tag: UInt32, items: [SecretItem])
 
+    // MARK: Background transfers: runtime or host → daemon, on either socket (docs/transfers.md)
+
+    /// Create a task in the session `request.session` of the group `request.group`. Answered by
+    /// `transferCreated`, or a failure (`answer` on the runtime channel).
+    case transferCreate(tag: UInt32, request: TransferRequest)
+    /// Cancel a task of the caller's app. Answered by `answer` (runtime channel) or `ok`/`failure`.
+    case transferCancel(tag: UInt32, task: UInt64)
+    /// Become the consumer of the session's events: its queued completions follow as
+    /// `transferEvents`, and new events as they happen. Answered as `transferCancel` (first).
+    case transferClaim(tag: UInt32, session: String, group: String)
+    /// The caller has handled the session's events up to and including `through` (the model's
+    /// *did finish events*): they are forgotten, never delivered again. Answered as `transferCancel`.
+    case transferHandled(tag: UInt32, session: String, group: String, through: UInt64)
+
+    /// The task `transferCreate` with this tag made.
+    case transferCreated(tag: UInt32, task: UInt64)
+    /// Events of a session the receiver created a task in, or claimed (at least one).
+    case transferEvents(session: String, group: String, events: [TransferEvent])
+
     /// The answer to `openURL`, `suiteOpen` or `suiteWrite` with this tag: `failure` nil on
     /// success (for `openURL`: the URL was opened), otherwise why not; `text` says it for people.
     case answer(tag: UInt32, failure: FailureCode?, text: String)
@@ -170,6 +189,10 @@ public enum QueryKind: UInt8, Sendable {
     /// when empty), administrators only: JSON with each item's class, group and label, never
     /// its data or other attributes (`extctl secrets list`).
     case secrets = 4
+    /// The background transfer tasks of the extension or app named by the single entry of
+    /// `extensionIDs` (every one the caller may see when empty): JSON (docs/json.md,
+    /// "Transfers"). Administrators see every task, an app's processes their app's.
+    case transfers = 5
 }
 
 /// Why an operation failed, for programs; the accompanying text is for people.
@@ -244,6 +267,12 @@ extension Message {
         case .secretUpdate: .secretUpdate
         case .secretDelete: .secretDelete
         case .secretItems: .secretItems
+        case .transferCreate: .transferCreate
+        case .transferCancel: .transferCancel
+        case .transferClaim: .transferClaim
+        case .transferHandled: .transferHandled
+        case .transferCreated: .transferCreated
+        case .transferEvents: .transferEvents
         case .observe: .observe
         case .notify: .notify
         case .begun: .begun
@@ -288,10 +317,14 @@ public enum MessageKind: UInt8, Sendable {
         suiteWrite = 74
     /// Secrets, client (an extension's runtime or a host) to daemon, on either socket.
     case secretAdd = 75, secretCopy = 76, secretUpdate = 77, secretDelete = 78
+    /// Background transfers, client to daemon, on either socket.
+    case transferCreate = 79, transferCancel = 80, transferClaim = 81, transferHandled = 82
     /// Daemon to extension runtime, on its private channel, numbered from 96.
     case deliver = 96, ended = 97, granted = 98, denied = 99, expire = 100, notify = 101, refresh = 102, answer = 103, suiteChanged = 104
     /// Daemon to client, on either socket: the items a `secretCopy` found.
     case secretItems = 105
+    /// Daemon to client, on either socket: background transfers.
+    case transferCreated = 106, transferEvents = 107
 }
 
 extension MessageKind {

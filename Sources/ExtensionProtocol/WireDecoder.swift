@@ -208,6 +208,48 @@ public enum WireDecoder {
                 items.append(SecretItem(attributes: attributes, data: try r.flag("hasData") ? try r.secret() : nil))
             }
             return .secretItems(tag: tag, items: items)
+        case .transferCreate:
+            let tag = try r.u32("tag")
+            let session = try r.string("session", limit: WireLimits.maxIdentifier)
+            let group = try r.string("group", limit: WireLimits.maxIdentifier)
+            guard let method = TransferMethod(rawValue: try r.u8("method")) else { throw .invalidValue("method") }
+            let url = try r.string("url", limit: WireLimits.maxTransferURL)
+            let path = try r.string("path", limit: WireLimits.maxTransferPath)
+            return .transferCreate(
+                tag: tag,
+                request: TransferRequest(session: session, group: group, method: method, url: url, path: path, discretionary: try r.flag("discretionary")))
+        case .transferCancel:
+            return .transferCancel(tag: try r.u32("tag"), task: try r.u64("task"))
+        case .transferClaim:
+            let tag = try r.u32("tag")
+            let session = try r.string("session", limit: WireLimits.maxIdentifier)
+            return .transferClaim(tag: tag, session: session, group: try r.string("group", limit: WireLimits.maxIdentifier))
+        case .transferHandled:
+            let tag = try r.u32("tag")
+            let session = try r.string("session", limit: WireLimits.maxIdentifier)
+            let group = try r.string("group", limit: WireLimits.maxIdentifier)
+            return .transferHandled(tag: tag, session: session, group: group, through: try r.u64("through"))
+        case .transferCreated:
+            return .transferCreated(tag: try r.u32("tag"), task: try r.u64("task"))
+        case .transferEvents:
+            let session = try r.string("session", limit: WireLimits.maxIdentifier)
+            let group = try r.string("group", limit: WireLimits.maxIdentifier)
+            let n = Int(try r.u16("count"))
+            guard n > 0, n <= WireLimits.maxTransferEvents else { throw .invalidValue("count") }
+            var events: [TransferEvent] = []
+            for _ in 0..<n {
+                let sequence = try r.u64("sequence"), task = try r.u64("task")
+                guard let kind = TransferEvent.Kind(rawValue: try r.u8("kind")) else { throw .invalidValue("kind") }
+                let bytes = try r.u64("bytes"), total = Int64(bitPattern: try r.u64("total")), status = try r.u16("status")
+                let path = try r.string("path", limit: WireLimits.maxTransferPath + 4_096)
+                let domain = try r.string("domain", limit: WireLimits.maxIdentifier)
+                let code = Int32(bitPattern: try r.u32("code"))
+                events.append(
+                    TransferEvent(
+                        sequence: sequence, task: task, kind: kind, bytes: bytes, total: total, status: status, path: path, domain: domain, code: code,
+                        text: try r.string("text", limit: 512)))
+            }
+            return .transferEvents(session: session, group: group, events: events)
         case .answer:
             let tag = try r.u32("tag")
             let raw = try r.u16("code")

@@ -119,6 +119,35 @@ public struct WireEncoder: Sendable {
                 bytes.append(item.data == nil ? 0 : 1)
                 if let data = item.data { try putSecret(data) }
             }
+        case .transferCreate(let tag, let request):
+            put32(tag); try putString(request.session, field: "session", limit: WireLimits.maxIdentifier)
+            try putString(request.group, field: "group", limit: WireLimits.maxIdentifier)
+            bytes.append(request.method.rawValue)
+            try putString(request.url, field: "url", limit: WireLimits.maxTransferURL)
+            try putString(request.path, field: "path", limit: WireLimits.maxTransferPath)
+            bytes.append(request.discretionary ? 1 : 0)
+        case .transferCancel(let tag, let task):
+            put32(tag); put64(task)
+        case .transferClaim(let tag, let session, let group):
+            put32(tag); try putString(session, field: "session", limit: WireLimits.maxIdentifier)
+            try putString(group, field: "group", limit: WireLimits.maxIdentifier)
+        case .transferHandled(let tag, let session, let group, let through):
+            put32(tag); try putString(session, field: "session", limit: WireLimits.maxIdentifier)
+            try putString(group, field: "group", limit: WireLimits.maxIdentifier)
+            put64(through)
+        case .transferCreated(let tag, let task):
+            put32(tag); put64(task)
+        case .transferEvents(let session, let group, let events):
+            guard !events.isEmpty, events.count <= WireLimits.maxTransferEvents else { throw .invalidValue("events") }
+            try putString(session, field: "session", limit: WireLimits.maxIdentifier)
+            try putString(group, field: "group", limit: WireLimits.maxIdentifier)
+            put16(UInt16(events.count))
+            for e in events {
+                put64(e.sequence); put64(e.task); bytes.append(e.kind.rawValue); put64(e.bytes); put64(UInt64(bitPattern: e.total))
+                put16(e.status); try putString(e.path, field: "path", limit: WireLimits.maxTransferPath + 4_096)
+                try putString(e.domain, field: "domain", limit: WireLimits.maxIdentifier)
+                put32(UInt32(bitPattern: e.code)); putText(e.text, limit: 512)
+            }
         case .answer(let tag, let failure, let text):
             put32(tag); put16(failure?.rawValue ?? 0); putText(text, limit: WireLimits.maxText)
         case .acquire(let tag, let reason):

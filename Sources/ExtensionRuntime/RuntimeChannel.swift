@@ -51,6 +51,8 @@ final class RuntimeChannel: Sendable {
         var calls: [UInt32: @Sendable (Answer) -> Void] = [:]
         /// Handlers of each open suite's changes.
         var suiteObservers: [String: [@Sendable (String) -> Void]] = [:]
+        /// Each background session's handler, by `group/identifier`.
+        var transferHandlers: [String: @Sendable ([TransferEvent]) -> Void] = [:]
         var readerStarted = false
         var started = false
         var closed = false
@@ -157,6 +159,8 @@ final class RuntimeChannel: Sendable {
         var descriptor: Int32?
         /// The items of a `secretItems` answer.
         var items: [SecretItem] = []
+        /// The task of a `transferCreated` answer.
+        var task: UInt64 = 0
     }
 
     /// Sends the message `make` builds with a fresh tag; `answered` gets the daemon's answer on
@@ -190,6 +194,12 @@ final class RuntimeChannel: Sendable {
     /// Adds `handler` for changes other members make to the suite `suite`.
     func observeSuite(_ suite: String, _ handler: @escaping @Sendable (String) -> Void) {
         state.withLock { $0.suiteObservers[suite, default: []].append(handler) }
+    }
+
+    /// Sets the handler of the background session `group/identifier`'s events (nil removes it).
+    func setTransferHandler(_ key: String, _ handler: (@Sendable ([TransferEvent]) -> Void)?) {
+        state.withLock { $0.transferHandlers[key] = handler }
+        ensureReader()
     }
 
     /// Installs the background-refresh handler, which gets each refresh's id.
@@ -277,6 +287,14 @@ final class RuntimeChannel: Sendable {
             if let descriptor { close(descriptor) }
             let handlers = state.withLock { $0.suiteObservers[suite] ?? [] }
             return handlers.isEmpty ? nil : .notified(handlers, suite)
+        case .transferCreated(let tag, let task):
+            if let descriptor { close(descriptor) }
+            state.withLock { $0.calls.removeValue(forKey: tag) }?(Answer(failure: nil, text: "", descriptor: nil, task: task))
+            return nil
+        case .transferEvents(let session, let group, let events):
+            if let descriptor { close(descriptor) }
+            guard let handler = state.withLock({ $0.transferHandlers[group + "/" + session] }) else { return nil }
+            return .transferEvents { handler(events) }
         case .secretItems(let tag, let items):
             if let descriptor { close(descriptor) }
             state.withLock { $0.calls.removeValue(forKey: tag) }?(Answer(failure: nil, text: "", descriptor: nil, items: items))

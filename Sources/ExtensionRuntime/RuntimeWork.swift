@@ -16,6 +16,8 @@ enum RuntimeWork: Sendable {
     case refresh(@Sendable (UInt64) -> Void, UInt64)
     /// A notification hint the extension observes was posted: its handlers, in order.
     case notified([@Sendable (String) -> Void], String)
+    /// Events of a background session: its handler, then the acknowledgement of what it handled.
+    case transferEvents(@Sendable () -> Void)
 
     func perform() {
         switch self {
@@ -26,6 +28,7 @@ enum RuntimeWork: Sendable {
         case .ended(let handler, let requestID): handler(requestID)
         case .notified(let handlers, let name): for h in handlers { h(name) }
         case .refresh(let handler, let refreshID): handler(refreshID)
+        case .transferEvents(let run): run()
         }
     }
 }

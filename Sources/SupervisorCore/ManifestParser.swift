@@ -463,7 +463,7 @@ extension PolicyOverrides: Decodable {
         "suspendedLifetimeSeconds", "suspend", "lockedWhileSuspended", "refreshSeconds", "refresh",
     ]
     /// Keys only a configured point has.
-    static let pointKeys: Set<String> = ["limits", "network", "sandboxRequires", "openURLsPerMinute"]
+    static let pointKeys: Set<String> = ["limits", "network", "sandboxRequires", "openURLsPerMinute", "transferTasksPerApp", "transferBytesPerDay"]
 
     /// Decodes a manifest's `policy` or a configured point; an absent key stays nil. A
     /// configured point may also give `limits`, `network` and `sandboxRequires`. Unknown keys and
@@ -493,6 +493,18 @@ extension PolicyOverrides: Decodable {
                     throw ManifestFieldError(field: prefix + "openURLsPerMinute", problem: "\(perMinute) is not from 0 (no URL opened) to 600")
                 }
                 openURLsPerMinute = perMinute
+            }
+            if let tasks = try c.optional(Int.self, "transferTasksPerApp") {
+                guard (0...10_000).contains(tasks) else {
+                    throw ManifestFieldError(field: prefix + "transferTasksPerApp", problem: "\(tasks) is not from 0 (no background transfers) to 10000")
+                }
+                transferTasksPerApp = tasks
+            }
+            if let bytes = try c.optional(Int64.self, "transferBytesPerDay") {
+                guard bytes > 0 else {
+                    throw ManifestFieldError(field: prefix + "transferBytesPerDay", problem: "\(bytes) is not a positive number of bytes")
+                }
+                transferBytesPerDay = bytes
             }
             if c.contains(AnyKey(stringValue: "sandboxRequires")) {
                 let names = try c.decode([String].self, forKey: AnyKey(stringValue: "sandboxRequires"))

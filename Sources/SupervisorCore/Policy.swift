@@ -48,6 +48,17 @@ public struct Policy: Equatable, Sendable, Codable {
     /// How many URLs one extension process may open a minute (`ExtensionContext.open`); 0: its
     /// point does not allow opening URLs. A point's `openURLsPerMinute`.
     public var openURLsPerMinute = 10
+    /// How many unfinished background transfer tasks one app may have (its extensions' of this
+    /// point included); 0: the point does not allow background transfers. A point's
+    /// `transferTasksPerApp`.
+    public var transferTasksPerApp = Policy.defaultTransferTasksPerApp
+    /// How many bytes one app's background transfers may move a day (UTC); a point's
+    /// `transferBytesPerDay`.
+    public var transferBytesPerDay = Policy.defaultTransferBytesPerDay
+    /// `transferTasksPerApp` of a point that names none, and the limit of an app's own tasks.
+    public static let defaultTransferTasksPerApp = 20
+    /// `transferBytesPerDay` of a point that names none, and the limit of an app's own tasks: 4 GiB.
+    public static let defaultTransferBytesPerDay: Int64 = 4 << 30
     /// The sandbox parts (docs/security.md) without which its extensions are not launched; nil:
     /// the daemon's default, every part under a root daemon and none under another.
     public var sandboxRequires: [SandboxPart]?
@@ -131,6 +142,10 @@ public struct PolicyOverrides: Equatable, Sendable {
     public var network: Bool?
     /// A configured point's `openURLsPerMinute`.
     public var openURLsPerMinute: Int?
+    /// A configured point's `transferTasksPerApp`.
+    public var transferTasksPerApp: Int?
+    /// A configured point's `transferBytesPerDay`.
+    public var transferBytesPerDay: Int64?
     /// A configured point's `sandboxRequires`.
     public var sandboxRequires: [SandboxPart]?
 
@@ -152,6 +167,8 @@ public struct PolicyOverrides: Equatable, Sendable {
         if let v = limits { p.limits = v.applied(to: p.limits) }
         if let v = network { p.network = v }
         if let v = openURLsPerMinute { p.openURLsPerMinute = v }
+        if let v = transferTasksPerApp { p.transferTasksPerApp = v }
+        if let v = transferBytesPerDay { p.transferBytesPerDay = v }
         if let v = sandboxRequires { p.sandboxRequires = v }
         return p
     }

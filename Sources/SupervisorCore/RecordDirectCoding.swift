@@ -123,6 +123,8 @@ extension Policy: BinaryDirectCodable {
         try w.value(limits, "limits")
         w.bool(network, "network")
         w.integer(openURLsPerMinute, "openURLsPerMinute")
+        w.integer(transferTasksPerApp, "transferTasksPerApp")
+        w.integer(transferBytesPerDay, "transferBytesPerDay")
         try w.optional(sandboxRequires, "sandboxRequires") { try w.list($0, $1) }
     }
 
@@ -140,6 +142,8 @@ extension Policy: BinaryDirectCodable {
         limits = try r.canonical(ResourceLimits.self, "limits")
         network = try r.bool("network")
         openURLsPerMinute = try r.integer(Int.self, "openURLsPerMinute")
+        transferTasksPerApp = try r.integer(Int.self, "transferTasksPerApp")
+        transferBytesPerDay = try r.integer(Int64.self, "transferBytesPerDay")
         sandboxRequires = try r.canonicalListIfPresent(SandboxPart.self, "sandboxRequires")
     }
 }

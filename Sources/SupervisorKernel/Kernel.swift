@@ -189,6 +189,18 @@ public protocol Kernel: AnyObject, FileReads {
     func open(_ path: String, directory: Bool) -> Result<Int32, SystemError>
     /// Opens a file that exists write-only, close-on-exec (a cgroup control file kept open).
     func openForWriting(_ path: String) -> Result<Int32, SystemError>
+    /// Opens `path` for reading and writing, creating it (mode 0600) if it is absent, never
+    /// truncating it and never through a link: the new descriptor and the file's size.
+    func openPartialFile(_ path: String) -> Result<(fd: Int32, size: UInt64), SystemError>
+    /// Empties the file open at `fd`.
+    func truncate(fd: Int32) -> SystemError?
+    /// Opens the regular file `relative` beneath the directory `root` for reading, through no
+    /// link and no `..` out of it: the new descriptor and the file's size.
+    func openBeneath(_ root: String, _ relative: String) -> Result<(fd: Int32, size: UInt64), SystemError>
+    /// Moves the file `path` to `relative` beneath the directory `root` (replacing a file there),
+    /// through no link: missing directories are made (mode 0770 and `group`, or 0700 without
+    /// one), and the file gets `group` and mode 0660 (0600) first. The move is durable.
+    func placeBeneath(_ root: String, _ relative: String, from path: String, group: UInt32?) -> SystemError?
     /// close(2) of a descriptor the caller owns. No error is reported: the descriptor is
     /// released whatever close says.
     func close(_ fd: Int32)

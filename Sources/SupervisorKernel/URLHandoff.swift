@@ -14,6 +14,9 @@ public struct URLHandoff: Sendable {
         /// `org.freedesktop.Application.Open` on the bus name `appID` (the system bus, or the
         /// session bus).
         case application(appID: String, systemBus: Bool)
+        /// `org.freedesktop.Application.ActivateAction(action, [parameter], {})` on the bus name
+        /// `appID` (an app brought up in the background; `url` is not used).
+        case applicationAction(appID: String, action: String, parameter: String, systemBus: Bool)
         /// A transient service `unit` of the service manager (the system's, running as
         /// `user`; or the user's) running `command`.
         case service(unit: String, command: [String], systemManager: Bool, user: String?)
@@ -68,6 +71,9 @@ public struct URLHandoff: Sendable {
         case .application(let appID, let systemBus):
             let rc = bus_application_open(systemBus ? 1 : 0, appID, url, Self.timeoutMicroseconds, &why, why.count)
             return rc == 0 ? .opened("org.freedesktop.Application.Open on \(appID)") : .failed(reason())
+        case .applicationAction(let appID, let action, let parameter, let systemBus):
+            let rc = bus_application_activate_action(systemBus ? 1 : 0, appID, action, parameter, Self.timeoutMicroseconds, &why, why.count)
+            return rc == 0 ? .opened("org.freedesktop.Application.ActivateAction('\(action)') on \(appID)") : .failed(reason())
         case .service(let unit, let command, let systemManager, let user):
             return startService(unit: unit, command: command, systemManager: systemManager, user: user)
         case .schemeHandler(let scheme):

@@ -94,6 +94,8 @@ extension Daemon: ControlServerDelegate {
             server.sendDiscovered(found, tag: tag, to: c.id)
         case .secretAdd, .secretCopy, .secretUpdate, .secretDelete:
             secretRequest(message, from: .connection(c))
+        case .transferCreate, .transferCancel, .transferClaim, .transferHandled:
+            transferRequest(message, from: .connection(c))
         case let .defaultsOpen(tag, suite):
             openSuite(suite, tag: tag, from: c)
         case let .defaultsWrite(tag, suite, key, value):
@@ -136,6 +138,7 @@ extension Daemon: ControlServerDelegate {
     func answerQuery(_ c: ControlConnection, tag: UInt32, kind: QueryKind, ids: [String]) {
         if kind == .container { return answerContainer(c, tag: tag, names: ids) }
         if kind == .secrets { return answerSecretList(c, tag: tag, groups: ids) }
+        if kind == .transfers { return answerTransferList(c, tag: tag, names: ids) }
         var selected: [ExtensionRecord] = []
         if ids.isEmpty {
             selected = core.records.values.sorted { $0.manifest.id < $1.manifest.id }
@@ -167,6 +170,7 @@ extension Daemon {
     /// A host's connection closed: its requests end as if it had dismissed them.
     func hostGone(_ host: HostID) {
         defaults.hostGone(host)
+        transfers.forget(.connection(host))
         post(.hostGone(host: host))
     }
 }

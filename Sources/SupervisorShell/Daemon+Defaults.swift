@@ -89,6 +89,7 @@ extension Daemon: RuntimeCalls {
         case let .suiteWrite(tag, suite, key, value): writeSuite(suite, key: key, value: value, tag: tag, from: p)
         case let .openURL(tag, url): openURL(url, tag: tag, from: p)
         case .secretAdd, .secretCopy, .secretUpdate, .secretDelete: secretRequest(message, from: .extensionProcess(p))
+        case .transferCreate, .transferCancel, .transferClaim, .transferHandled: transferRequest(message, from: .extensionProcess(p))
         default: break
         }
     }

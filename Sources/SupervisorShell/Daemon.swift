@@ -31,6 +31,8 @@ public final class Daemon {
     let defaults: DefaultsSuites
     /// The secret items.
     let secrets: SecretStore
+    /// Background transfers: tasks, sessions and the worker.
+    let transfers: TransferService
     /// URL hand-offs under way on their threads: a re-exec waits for them (their answers
     /// would be lost with the threads).
     var urlHandoffsInFlight = 0
@@ -130,9 +132,12 @@ public final class Daemon {
                 "loaded \(loaded.manifests.count) extension(s) from \(options.extensionDirectories.joined(separator: ":")); \(loaded.errors.count) manifest error(s)"
             )
         }
+        transfers = Daemon.makeTransfers(
+            stateDirectory: options.stateDirectory, kernel: kernel, logger: logger, sources: sources, sandboxing: extensions.sandboxing)
         server.attach(self)
         extensions.attach(self)
         extensions.calls = self
+        transfers.calls = self
         if let handover {
             // The stacks first: a process found gone while it is restored leaves its stack's
             // members as it ends.
@@ -207,6 +212,8 @@ public final class Daemon {
                 ReexecReport(previousVersion: previous, version: daemonVersion, pid: kernel.processID, extensions: extensions.count),
                 tag: requester.tag, to: requester.host)
         }
+        // Tasks kept from before go on; sessions with events waiting bring their app up.
+        transfers.resume()
         // The core's deadline, as the replaced daemon had armed it (one that passed meanwhile
         // fires at once).
         if let at = core.armedDeadline { armDeadline(at) }
@@ -227,6 +234,7 @@ public final class Daemon {
         server.stop()
         extensions.finish()
         defaults.flush()
+        transfers.finish()
     }
 
     /// Runs the loop until shutdown completes. Returns the exit status.
@@ -268,6 +276,8 @@ public final class Daemon {
         // The iteration's monitor events go out before `afterDispatch`, which may re-exec the
         // daemon (`attemptReexec`): what is still in this process at the execve is lost.
         server.dispatchEnded()
+        // An extension suspended, resumed or ended may be a session's consumer.
+        transfers.consumersChanged()
         afterDispatch()
     }
 

@@ -30,7 +30,8 @@ extension ExtensionProcesses {
                     sink?.post(.requestFinished(extensionID: id, generation: g, requestID: r, outcome: .completed(payload)))
                 case .cancel(let r, let reason):
                     sink?.post(.requestFinished(extensionID: id, generation: g, requestID: r, outcome: .cancelled(reason)))
-                case .openURL, .suiteOpen, .suiteWrite, .secretAdd, .secretCopy, .secretUpdate, .secretDelete:
+                case .openURL, .suiteOpen, .suiteWrite, .secretAdd, .secretCopy, .secretUpdate, .secretDelete, .transferCreate, .transferCancel,
+                    .transferClaim, .transferHandled:
                     calls?.call(message, from: p)
                 default:
                     cutOff(p, reason: "sent \(message.kind), which extensions may not send")

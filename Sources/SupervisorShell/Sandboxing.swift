@@ -117,6 +117,21 @@ final class Sandboxing {
         return plan
     }
 
+    /// The sandbox of a helper of the daemon that has the host's network (the transfer worker):
+    /// every part that can be built but a network namespace, a file system view with nothing
+    /// writable (no state directory, no container, no home) and `readOnly` kept, and the
+    /// Landlock scope where there is one.
+    func helperPlan(readOnly: [String]) -> SandboxPlan? {
+        let parts = Set(SandboxPart.allCases.filter { support.missing[$0] == nil && $0 != .network })
+        guard !parts.isEmpty else { return nil }
+        let mounts = parts.contains(.filesystem) ? SandboxView(scratch: scratch, masks: masks, readOnly: readOnly, writable: []).mounts : []
+        var plan = SandboxPlan(
+            parts: parts, userNamespace: support.userNamespace, mounts: mounts, filter: filter, uid: kernel.userID, gid: kernel.groupID,
+            scratchBytes: 16 << 20)
+        plan.landlockScope = support.abstractSocketScope
+        return plan
+    }
+
     /// Whether a launch with `decision` enters its point's network namespace (it has the
     /// network, in a namespace of its own).
     static func needsNetworkStack(_ decision: SandboxDecision) -> Bool {

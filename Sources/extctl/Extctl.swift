@@ -16,7 +16,7 @@ struct Extctl: ParsableCommand {
             """,
         subcommands: [
             List.self, Status.self, IsActive.self, Open.self, Kill.self, Monitor.self, Reload.self, Prewarm.self, Post.self,
-            Refresh.self, Container.self, Defaults.self, Secrets.self, Reset.self, Reexec.self,
+            Refresh.self, Container.self, Defaults.self, Secrets.self, Transfers.self, Transfer.self, Reset.self, Reexec.self,
         ])
 }
 

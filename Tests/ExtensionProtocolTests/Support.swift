@@ -14,7 +14,7 @@ struct SplitMix64: RandomNumberGenerator {
 }
 
 /// Every wire type number, in order.
-let allKinds: [UInt8] = Array(1...15) + Array(32...36) + Array(38...45) + Array(64...78) + Array(96...105)
+let allKinds: [UInt8] = Array(1...15) + Array(32...36) + Array(38...45) + Array(64...82) + Array(96...107)
 
 /// Little-endian field builders for hand-made datagrams.
 func le16(_ v: UInt16) -> [UInt8] { [UInt8(v & 0xFF), UInt8(v >> 8)] }
@@ -79,6 +79,21 @@ let sampleMessages: [Message] = [
         items: [
             SecretItem(
                 attributes: SecretAttributes(itemClass: .genericPassword, group: "group.x", service: "a", account: "b", label: "c"), data: SecretData([7]))
+        ]),
+    .transferCreate(
+        tag: 30, request: TransferRequest(session: "s1", group: "group.x", method: .download, url: "https://example.org/f", path: "", discretionary: true)),
+    .transferCreate(
+        tag: 31, request: TransferRequest(session: "s1", group: "group.x", method: .uploadPost, url: "http://h/u", path: "dir/file", discretionary: false)),
+    .transferCancel(tag: 32, task: .max),
+    .transferClaim(tag: 33, session: "s1", group: "group.x"),
+    .transferHandled(tag: 34, session: "s1", group: "group.x", through: 7),
+    .transferCreated(tag: 30, task: 12),
+    .transferEvents(
+        session: "s1", group: "group.x",
+        events: [
+            TransferEvent(sequence: 0, task: 12, kind: .progress, bytes: 10, total: -1),
+            TransferEvent(sequence: 3, task: 12, kind: .completed, bytes: 20, total: 20, status: 200, path: "/c/transfers/s1/12"),
+            TransferEvent(sequence: 4, task: 13, kind: .failed, bytes: 0, total: -1, domain: "curl", code: 6, text: "could not resolve"),
         ]),
     .refreshed(tag: 16, answer: .newData),
     .refreshed(tag: 17, answer: .unsupported),

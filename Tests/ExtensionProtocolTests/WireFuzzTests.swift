@@ -122,7 +122,7 @@ struct WireFuzzTests {
             let tag = UInt32.random(in: 0...UInt32.max, using: &rng)
             let big = UInt64.random(in: 0...UInt64.max, using: &rng)
             let message: Message
-            switch Int.random(in: 0..<53, using: &rng) {
+            switch Int.random(in: 0..<60, using: &rng) {
             case 0: message = .begin(tag: tag, extensionID: text(WireLimits.maxIdentifier))
             case 1: message = .end(tag: tag, requestID: big)
             case 2: message = .query(tag: tag, kind: Bool.random(using: &rng) ? .list : .status, extensionIDs: ids())
@@ -196,6 +196,27 @@ struct WireFuzzTests {
                     tag: tag,
                     items: (0..<Int.random(in: 1...3, using: &rng)).map { _ in
                         SecretItem(attributes: attributes(), data: Bool.random(using: &rng) ? SecretData(bytes(500)) : nil)
+                    })
+            case 53, 54:
+                let method = TransferMethod(rawValue: UInt8.random(in: 1...3, using: &rng))!
+                message = .transferCreate(
+                    tag: tag,
+                    request: TransferRequest(
+                        session: text(WireLimits.maxIdentifier), group: text(60), method: method, url: text(WireLimits.maxTransferURL),
+                        path: text(WireLimits.maxTransferPath), discretionary: Bool.random(using: &rng)))
+            case 55: message = .transferCancel(tag: tag, task: big)
+            case 56: message = .transferClaim(tag: tag, session: text(WireLimits.maxIdentifier), group: text(WireLimits.maxIdentifier))
+            case 57: message = .transferHandled(tag: tag, session: text(60), group: text(60), through: big)
+            case 58: message = .transferCreated(tag: tag, task: big)
+            case 59:
+                message = .transferEvents(
+                    session: text(60), group: text(60),
+                    events: (0..<Int.random(in: 1...WireLimits.maxTransferEvents, using: &rng)).map { _ in
+                        TransferEvent(
+                            sequence: UInt64.random(in: 0...UInt64.max, using: &rng), task: big,
+                            kind: TransferEvent.Kind(rawValue: UInt8.random(in: 1...3, using: &rng))!, bytes: big,
+                            total: Int64.random(in: .min ... .max, using: &rng), status: UInt16.random(in: 0...UInt16.max, using: &rng), path: text(200),
+                            domain: text(20), code: Int32.random(in: .min ... .max, using: &rng), text: text(100))
                     })
             default: message = .expire(assertionID: big)
             }

@@ -30,10 +30,15 @@ struct DaemonConfigTests {
     }
 
     @Test func aBuiltInPointIsOverriddenOnlyWhereGiven() throws {
-        let c = try parseConfig(#"{"points": {"widget": {"backgroundSeconds": 8, "suspend": "never"}}}"#).get()
+        let c = try parseConfig(
+            #"{"points": {"widget": {"backgroundSeconds": 8, "suspend": "never", "transferTasksPerApp": 0, "transferBytesPerDay": 1000}}}"#
+        ).get()
         var widget = ExtensionPoints.builtIn.policies["widget"]!
         widget.backgroundSeconds = 8
         widget.suspend = .never
+        #expect(widget.transferTasksPerApp == Policy.defaultTransferTasksPerApp)
+        widget.transferTasksPerApp = 0
+        widget.transferBytesPerDay = 1000
         #expect(c.points.policies["widget"] == widget)
         for other in ["share", "action", "default"] {
             #expect(c.points.policies[other] == ExtensionPoints.builtIn.policies[other], "\(other) is untouched")
@@ -98,6 +103,8 @@ struct DaemonConfigTests {
         MalformedConfig("negative limit", #"{"limits": {"maxPrewarmed": -1}}"#, "limits.maxPrewarmed"),
         MalformedConfig("huge limit", #"{"limits": {"terminateGraceSeconds": 1000001}}"#, "limits.terminateGraceSeconds"),
         MalformedConfig("limit is a string", #"{"limits": {"maxRequestsPerHost": "64"}}"#, "limits.maxRequestsPerHost"),
+        MalformedConfig("transfers per app over the limit", #"{"points": {"widget": {"transferTasksPerApp": 10001}}}"#, "points.widget.transferTasksPerApp"),
+        MalformedConfig("no bytes a day", #"{"points": {"widget": {"transferBytesPerDay": 0}}}"#, "points.widget.transferBytesPerDay"),
         MalformedConfig("admin group is a name", #"{"adminGroup": "wheel"}"#, "adminGroup"),
     ]
 

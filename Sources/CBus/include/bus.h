@@ -25,6 +25,11 @@ int bus_session_locked(pid_t pid, unsigned long long timeout_usec, int *locked, 
 /// ($DBUS_SESSION_BUS_ADDRESS, else $XDG_RUNTIME_DIR/bus).
 int bus_application_open(int system, const char *app_id, const char *uri, unsigned long long timeout_usec, char *why, size_t why_size);
 
+/// Calls `org.freedesktop.Application.ActivateAction(action, [<parameter>], {})` on the bus name
+/// `app_id` (the path and buses as `bus_application_open`), which activates the app if it is not
+/// running: how an app is brought up in the background for its transfers' events.
+int bus_application_activate_action(int system, const char *app_id, const char *action, const char *parameter,
+                                    unsigned long long timeout_usec, char *why, size_t why_size);
 /// Starts `argv` (NULL-terminated; argv[0] an absolute path) as the transient service `unit` of
 /// the service manager (`org.freedesktop.systemd1.Manager.StartTransientUnit`, mode "fail"):
 /// the system manager when `system` is 1, running as `user` (a name or a number; NULL: root),

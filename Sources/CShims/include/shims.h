@@ -198,6 +198,11 @@ int shim_set_thread_fs_ids(unsigned int uid, unsigned int gid);
 /// then holds what was counted).
 int shim_tree_usage(int top, uint64_t limit, uint64_t *bytes);
 
+/// openat2(2) of `relative` beneath the directory `dirfd` with RESOLVE_BENEATH,
+/// RESOLVE_NO_SYMLINKS, RESOLVE_NO_MAGICLINKS and RESOLVE_NO_XDEV (`flags` get O_CLOEXEC;
+/// `mode` is used with O_CREAT). The new descriptor, or -errno.
+int shim_open_beneath(int dirfd, const char *relative, int flags, unsigned int mode);
+
 /// A shared defaults suite's memory: a memory file (memfd_create(2), close-on-exec) of `size`
 /// zero bytes, mode 0400, sealed against shrinking and growing (a member that maps it never
 /// gets SIGBUS). Returns the descriptor (read and write: map it to write) or -errno.

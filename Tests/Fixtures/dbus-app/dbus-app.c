@@ -11,6 +11,7 @@
  *   open <uri>              one per URI, for Open(as, a{sv})
  *   activate                for Activate(a{sv})
  *   action <name>           for ActivateAction(s, av, a{sv})
+ *   parameter <value>       each string parameter of that ActivateAction, after its action line
  *   platform <key>=<value>  desktop-startup-id / activation-token of the platform data
  *                           (string values only), after the lines above
  *
@@ -156,7 +157,20 @@ static int method_activate_action(sd_bus_message *m, void *userdata, sd_bus_erro
     const char *name;
     int r = sd_bus_message_read(m, "s", &name);
     if (r >= 0 && ((r = text_add(&t, "action ")) >= 0 && (r = text_add_value(&t, name)) >= 0)) r = text_add(&t, "\n");
-    if (r >= 0) r = sd_bus_message_skip(m, "av");
+    if (r >= 0) r = sd_bus_message_enter_container(m, 'a', "v");
+    while (r >= 0) {
+        const char *contents;
+        r = sd_bus_message_peek_type(m, NULL, &contents);
+        if (r <= 0) break;
+        if (strcmp(contents, "s") == 0) {
+            const char *value;
+            r = sd_bus_message_read(m, "v", "s", &value);
+            if (r >= 0 && (r = text_add(&t, "parameter ")) >= 0 && (r = text_add_value(&t, value)) >= 0) r = text_add(&t, "\n");
+        } else {
+            r = sd_bus_message_skip(m, "v");
+        }
+    }
+    if (r >= 0) r = sd_bus_message_exit_container(m);
     if (r >= 0) r = read_platform_data(m, &t);
     return finish(m, &t, r, error);
 }

@@ -413,7 +413,7 @@ ExtensionMain.run { request in
                 let bytes = try! WireEncoder.encoded(.release(assertionID: 999_999))
                 while (try? raw.send(bytes)) != nil {}
             }
-        default: reply(channel, defaultsProbe(line, channel) ?? secretProbe(line) ?? sandboxProbe(words) ?? "unknown command")
+        default: reply(channel, defaultsProbe(line, channel) ?? secretProbe(line) ?? transferProbe(line) ?? sandboxProbe(words) ?? "unknown command")
         }
     }
     channel.close()

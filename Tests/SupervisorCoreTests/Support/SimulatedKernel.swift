@@ -374,6 +374,10 @@ final class SimulatedKernel: Kernel {
     func readLink(_ path: String) -> Result<String, SystemError> { refuse("readlink(\(path))") }
     func cachedIdentity(_ path: String) -> Result<FileIdentity, SystemError> { refuse("statx(\(path))") }
     func open(_ path: String, directory: Bool) -> Result<Int32, SystemError> { refuse("open(\(path))") }
+    func openPartialFile(_ path: String) -> Result<(fd: Int32, size: UInt64), SystemError> { refuse("open(\(path), O_RDWR)") }
+    func truncate(fd: Int32) -> SystemError? { refused("ftruncate(\(fd))") }
+    func openBeneath(_ root: String, _ relative: String) -> Result<(fd: Int32, size: UInt64), SystemError> { refuse("openat2(\(relative))") }
+    func placeBeneath(_ root: String, _ relative: String, from path: String, group: UInt32?) -> SystemError? { refused("renameat(\(path))") }
     func openForWriting(_ path: String) -> Result<Int32, SystemError> { refuse("open(\(path), O_WRONLY)") }
 
     func close(_ fd: Int32) {

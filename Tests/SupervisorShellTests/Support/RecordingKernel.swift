@@ -422,6 +422,11 @@ final class RecordingKernel: Kernel {
         return .success(nextFD)
     }
 
+    func openPartialFile(_ path: String) -> Result<(fd: Int32, size: UInt64), SystemError> { .failure(SystemError(errno: ENOSYS)) }
+    func truncate(fd: Int32) -> SystemError? { SystemError(errno: ENOSYS) }
+    func openBeneath(_ root: String, _ relative: String) -> Result<(fd: Int32, size: UInt64), SystemError> { .failure(SystemError(errno: ENOSYS)) }
+    func placeBeneath(_ root: String, _ relative: String, from path: String, group: UInt32?) -> SystemError? { SystemError(errno: ENOSYS) }
+
     func openForWriting(_ path: String) -> Result<Int32, SystemError> {
         calls.append(.openForWriting(path))
         nextFD += 1
