@@ -170,3 +170,24 @@ done:
     sd_bus_flush_close_unref(bus);
     return rc;
 }
+
+int bus_power_and_network(unsigned long long timeout_usec, int *metered, int *on_battery, char *why, size_t why_size) {
+    sd_bus *bus = NULL;
+    sd_bus_error error = SD_BUS_ERROR_NULL;
+    int rc = open_bus(1, timeout_usec, &bus);
+    *metered = -1;
+    *on_battery = -1;
+    if (rc < 0) return fail(rc, NULL, "connect to the system bus", why, why_size);
+    uint32_t m = 0;
+    rc = sd_bus_get_property_trivial(bus, "org.freedesktop.NetworkManager", "/org/freedesktop/NetworkManager", "org.freedesktop.NetworkManager",
+                                     "Metered", &error, 'u', &m);
+    /* NM_METERED_YES (1) and NM_METERED_GUESS_YES (3) are metered. */
+    if (rc >= 0) *metered = (m == 1 || m == 3);
+    sd_bus_error_free(&error);
+    int b = 0;
+    rc = sd_bus_get_property_trivial(bus, "org.freedesktop.UPower", "/org/freedesktop/UPower", "org.freedesktop.UPower", "OnBattery", &error, 'b', &b);
+    if (rc >= 0) *on_battery = b != 0;
+    sd_bus_error_free(&error);
+    sd_bus_flush_close_unref(bus);
+    return 0;
+}

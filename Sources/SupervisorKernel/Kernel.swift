@@ -164,6 +164,9 @@ public protocol Kernel: AnyObject, FileReads {
     /// Hands a URL over (`URLHandoff.perform`) on a thread of its own; `done` gets the outcome
     /// on the loop's thread, in a later iteration. Returns why it could not start.
     func handOffInBackground(_ handoff: URLHandoff, _ done: @escaping (URLHandoff.Outcome) -> Void) -> SystemError?
+    /// Asks, off the loop, whether the network is metered or the machine on battery; `done` gets
+    /// the answer on the loop.
+    func checkConstraintsInBackground(_ done: @escaping (Constraints) -> Void) -> SystemError?
     /// A new, empty shared defaults suite (`SuiteMemory.make`).
     func makeSuiteMemory() -> Result<SuiteMemory, SystemError>
     /// The suite memory open at `fd`, handed over by the daemon this one replaced, mapped again.

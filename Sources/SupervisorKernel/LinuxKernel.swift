@@ -427,6 +427,12 @@ public final class LinuxKernel: Kernel {
         return backgroundWork.run({ handoff.perform() }, loop: loop, done)
     }
 
+    /// `Kernel.checkConstraintsInBackground`.
+    public func checkConstraintsInBackground(_ done: @escaping (Constraints) -> Void) -> SystemError? {
+        guard let loop else { return .notSupported }
+        return backgroundWork.run({ Constraints.check() }, loop: loop, done)
+    }
+
     /// `Kernel.makeSuiteMemory`.
     public func makeSuiteMemory() -> Result<SuiteMemory, SystemError> { SuiteMemory.make() }
 

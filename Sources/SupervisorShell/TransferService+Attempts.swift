@@ -15,6 +15,7 @@ extension TransferService {
             if attempts.removeValue(forKey: task.id) != nil { _ = worker.send(.cancel(task: task.id)) }
             finish(task, .failed(domain: "extensiond", code: TransferError.timedOut.rawValue, text: "older than 7 days (its resource timeout)"))
         }
+        checkConstraintsIfDue(now: now)
         let waiting = store.tasks.values.filter { TransferPlanner.mayStart($0, now: now, constrained: constrained) }.sorted { $0.id < $1.id }
         for task in waiting where attempts.count < TransferPlanner.maxRunning {
             let budget = store.budget.used(app: task.session.app, now: now)
@@ -43,9 +44,38 @@ extension TransferService {
             consider(store.budget.nextDay())
         }
         if let idle = idleSince, worker.isRunning { consider(idle + Self.workerIdleSeconds) }
+        if discretionaryWaiting, let at = constraintsCheckedAt { consider(at + Self.constraintsSeconds) }
         guard let at = next else { return }
         let when = kernel.now().adding(seconds: max(0, at - now))
         if case .success(let t) = kernel.addTimer(at: when, { [unowned self] in timerFired() }) { timer = t }
+    }
+
+    /// Whether a discretionary task waits.
+    private var discretionaryWaiting: Bool { store.tasks.values.contains { $0.discretionary && $0.state == .waiting } }
+
+    /// Asks (off the loop) whether the network is metered or the machine on battery, when a
+    /// discretionary task waits and the last answer is older than `constraintsSeconds`: no
+    /// question is asked, and no timer runs, without one.
+    private func checkConstraintsIfDue(now: Double) {
+        guard discretionaryWaiting, !checkingConstraints else { return }
+        if let at = constraintsCheckedAt, now - at < Self.constraintsSeconds { return }
+        checkingConstraints = true
+        let started = kernel.checkConstraintsInBackground { [unowned self] c in
+            checkingConstraints = false
+            constraintsCheckedAt = kernel.wallClock()
+            if c.constrained != constrained {
+                logger.info(
+                    "discretionary transfers \(c.constrained ? "wait" : "go on"): the network is \(c.metered == true ? "" : "not ")metered, the machine \(c.onBattery == true ? "on battery" : "not on battery")"
+                )
+            }
+            constrained = c.constrained
+            schedule()
+        }
+        if let e = started {
+            checkingConstraints = false
+            constraintsCheckedAt = now
+            logger.warning("cannot ask whether the network is metered: \(e); discretionary transfers go on")
+        }
     }
 
     private func timerFired() {

@@ -52,6 +52,11 @@ final class TransferService {
     var timer: (any Cancellable)?
     /// Whether discretionary tasks wait (a metered network, or on battery), as last checked.
     var constrained = false
+    /// When that was last asked (wall clock), and whether an answer is awaited.
+    var constraintsCheckedAt: Double?
+    var checkingConstraints = false
+    /// How often the constraints are asked again while discretionary tasks wait.
+    static let constraintsSeconds: Double = 60
     /// When the worker became idle (no attempt), for its idle stop.
     var idleSince: Double?
     /// How long an idle worker is kept.

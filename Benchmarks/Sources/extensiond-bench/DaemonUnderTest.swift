@@ -213,11 +213,19 @@ final class DaemonUnderTest {
             if asRoot { object["user"] = "root" }
             if m.point != "bench-sandboxed" { object["sandbox"] = "none" }
             // The extension of the secrets figure is in the bench's app, whose group it uses.
-            if m.id.hasSuffix(".secrets") { object["app"] = "org.example.bench" }
+            // It names the group too, which gives the group its shared container (where the
+            // transfers phase's downloads go).
+            if m.id.hasSuffix(".secrets") {
+                object["app"] = "org.example.bench"
+                object["sharedContainers"] = ["group.org.example.bench"]
+            }
             try JSONSerialization.data(withJSONObject: object).write(to: URL(fileURLWithPath: "\(extensions)/\(m.id).json"))
         }
         // An app with the group of the defaults figures (docs/defaults.md).
-        let app: [String: Any] = ["kind": "app", "id": "org.example.bench", "groups": ["group.org.example.bench"], "dbusActivatable": true]
+        // Under a root run its user is root: the bench's own connection is the app's (it makes
+        // the transfers phase's session).
+        var app: [String: Any] = ["kind": "app", "id": "org.example.bench", "groups": ["group.org.example.bench"], "dbusActivatable": true]
+        if asRoot { app["user"] = "root" }
         try JSONSerialization.data(withJSONObject: app).write(to: URL(fileURLWithPath: "\(extensions)/org.example.bench.app.json"))
         var config = config
         if asRoot { config["allowRootExtensions"] = true }

@@ -38,7 +38,7 @@ if arguments.first == "--helper" {
 // MARK: - Options
 
 /// The phases, in the order they run.
-let allPhases = ["micro", "baselines", "rtt", "defaults", "secrets", "cold", "prewarm", "resume", "throughput", "monitor", "assert", "suspend", "legs", "behaviour", "mass", "freeze", "handover"]
+let allPhases = ["micro", "baselines", "rtt", "defaults", "secrets", "transfers", "cold", "prewarm", "resume", "throughput", "monitor", "assert", "suspend", "legs", "behaviour", "mass", "freeze", "handover"]
 
 struct Options {
     var quick = false
@@ -175,6 +175,8 @@ final class Suite {
     var coldSandboxed = Samples(), coldUnsandboxed = Samples()
     /// Shared defaults: a read from the mapping; a write answered plus its notification at another member.
     var defaultsRead = Samples(), defaultsWrite = Samples()
+    /// Background transfers: a download beside curl, the worker's peak, the daemon's CPU.
+    var transfers: TransferFigures?
     /// Secrets: a copy matching one item, with its data, answered by the daemon.
     var secretCopy = Samples()
     var hostRTT = Samples(), rawRTT = Samples(), coldLaunch = Samples(), coldDynamic = Samples(), coldC = Samples(), afterPrewarm = Samples()
@@ -1054,6 +1056,7 @@ final class Suite {
         if on("rtt") { try profiled("rtt") { try controlPlane() } }
         if on("defaults") { try profiled("defaults") { try defaultsFigures() } }
         if on("secrets") { try profiled("secrets") { try secretFigures() } }
+        if on("transfers") { transfers = try profiled("transfers") { try transferFigures() } }
         if on("cold") { try profiled("cold") { try cold() } }
         if on("prewarm") { try profiled("prewarm") { try prewarm() } }
         if on("resume") { try profiled("resume") { try resumes() } }
@@ -1081,6 +1084,22 @@ final class Suite {
         var rows: [Row] = []
         rows.append(Row(figure: "defaults read", kind: .bounded(defaultsRead, limit: 1e-6), target: "p50 ≤ 1 µs"))
         rows.append(Row(figure: "secret copy matching", kind: .latency(secretCopy, baseline: hostRTT, factor: 1.5), target: "p50 ≤ 1.5× control RTT"))
+        if let t = transfers, t.service.count > 0, t.curl.count > 0 {
+            let mb = Double(t.size) / 1e6
+            let ours = mb / t.service.p50, theirs = mb / t.curl.p50
+            rows.append(Row(figure: "transfer throughput, \(t.size >> 20) MB on loopback",
+                            kind: .value(String(format: "%.0f MB/s", ours), baseline: String(format: "%.0f MB/s (curl -o)", theirs),
+                                         ratio: String(format: "%.2f×", ours / theirs), met: ours >= 0.95 * theirs), target: "≥ 0.95× curl"))
+            if let small = t.workerPeakSmall, let large = t.workerPeakLarge {
+                rows.append(Row(figure: "transfer worker peak RSS, \(t.size >> 20) MB download",
+                                kind: .value(String(format: "%.1f MB", Double(large) / 1e6), baseline: String(format: "%.1f MB (16 MB download)", Double(small) / 1e6),
+                                             ratio: String(format: "%.2f×", Double(large) / Double(max(1, small))), met: Double(large) <= Double(small) * 1.1 + 1e6),
+                                target: "does not grow with the size"))
+            }
+            if let cpu = t.daemonCPUPerMB {
+                rows.append(Row(figure: "transfer: daemon CPU per MB", kind: .value(String(format: "%.1f µs", cpu * 1e6), baseline: "—", ratio: "—", met: nil), target: "report"))
+            }
+        }
         rows.append(Row(figure: "defaults write + notification", kind: .latency(defaultsWrite, baseline: hostRTT, factor: 2), target: "p50 ≤ 2× control RTT"))
         rows.append(Row(figure: "assertion acquire", kind: .latency(acquire, baseline: socketRTT, factor: 2), target: "p50 ≤ 2× baseline"))
         rows.append(Row(figure: "assertion release", kind: .latency(release, baseline: socketRTT, factor: 2), target: "p50 ≤ 2× baseline"))

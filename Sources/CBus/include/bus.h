@@ -30,6 +30,10 @@ int bus_application_open(int system, const char *app_id, const char *uri, unsign
 /// running: how an app is brought up in the background for its transfers' events.
 int bus_application_activate_action(int system, const char *app_id, const char *action, const char *parameter,
                                     unsigned long long timeout_usec, char *why, size_t why_size);
+/// Whether the network is metered (NetworkManager's `Metered`: yes or guess-yes) and whether the
+/// machine runs on battery (UPower's `OnBattery`), on the system bus: each 1 or 0, or -1 where
+/// the service is not there (or does not answer). -errno only when there is no system bus.
+int bus_power_and_network(unsigned long long timeout_usec, int *metered, int *on_battery, char *why, size_t why_size);
 /// Starts `argv` (NULL-terminated; argv[0] an absolute path) as the transient service `unit` of
 /// the service manager (`org.freedesktop.systemd1.Manager.StartTransientUnit`, mode "fail"):
 /// the system manager when `system` is 1, running as `user` (a name or a number; NULL: root),

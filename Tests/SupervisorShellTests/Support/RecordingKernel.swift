@@ -422,6 +422,7 @@ final class RecordingKernel: Kernel {
         return .success(nextFD)
     }
 
+    func checkConstraintsInBackground(_ done: @escaping (Constraints) -> Void) -> SystemError? { .notSupported }
     func openPartialFile(_ path: String) -> Result<(fd: Int32, size: UInt64), SystemError> { .failure(SystemError(errno: ENOSYS)) }
     func truncate(fd: Int32) -> SystemError? { SystemError(errno: ENOSYS) }
     func openBeneath(_ root: String, _ relative: String) -> Result<(fd: Int32, size: UInt64), SystemError> { .failure(SystemError(errno: ENOSYS)) }
