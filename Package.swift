@@ -20,6 +20,7 @@ let package = Package(
     products: [
         .executable(name: "extensiond", targets: ["extensiond"]),
         .executable(name: "extctl", targets: ["extctl"]),
+        .executable(name: "extensiond-transfer", targets: ["extensiond-transfer"]),
         .library(name: "ExtensionRuntime", targets: ["ExtensionRuntime"]),
         .library(name: "ExtensionHost", targets: ["ExtensionHost"]),
         .library(name: "ExtensionStatus", targets: ["ExtensionStatus"]),
@@ -93,6 +94,11 @@ let package = Package(
             linkerSettings: [
                 .unsafeFlags(["-static-stdlib", "-l_FoundationCShims", "-l_FoundationCollections", "-lswiftSynchronization"], .when(platforms: [.linux]))
             ]),
+        // The transfer worker (docs/transfers.md, "The worker"): C, on libcurl and sd-event, a
+        // process of its own for what parses the network's bytes.
+        .executableTarget(
+            name: "extensiond-transfer", path: "Sources/extensiond-transfer",
+            linkerSettings: [.linkedLibrary("curl"), .linkedLibrary("systemd")]),
         .executableTarget(
             name: "extctl",
             dependencies: [

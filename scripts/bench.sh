@@ -7,7 +7,7 @@
 #                                 fails on errors, asserts nothing about timing
 #
 # Other arguments go to extensiond-bench (--help lists them, e.g. --only, --profile DIR).
-# Installs what it needs when missing (idempotent): libsystemd-dev, libseccomp-dev, libacl1-dev, libsodium-dev and
+# Installs what it needs when missing (idempotent): libsystemd-dev, libseccomp-dev, libacl1-dev, libsodium-dev, libcurl4-openssl-dev (the transfer worker), curl (the transfers baseline) and
 # pkg-config (build), dbus (dbus-daemon, for the D-Bus baseline of the control-plane figure), and
 # slirp4netns (the network stack of the sandboxed extensions' point, which a root daemon needs).
 set -euo pipefail
@@ -20,6 +20,8 @@ command -v pkg-config >/dev/null 2>&1 || missing+=(pkg-config)
 [ -x /usr/bin/dbus-daemon ] || missing+=(dbus)
 [ -f /usr/include/sys/acl.h ] || missing+=(libacl1-dev)
 pkg-config --exists libsodium 2>/dev/null || missing+=(libsodium-dev)
+pkg-config --exists libcurl 2>/dev/null || missing+=(libcurl4-openssl-dev)
+command -v curl >/dev/null 2>&1 || missing+=(curl)
 [ -x /usr/bin/slirp4netns ] || missing+=(slirp4netns)
 command -v cc >/dev/null 2>&1 || missing+=(gcc libc6-dev)
 if [ ${#missing[@]} -gt 0 ]; then
@@ -35,6 +37,7 @@ echo "==> building (release): extensiond, bench-extension, extensiond-bench"
 # dependency of Benchmarks/) changed, e.g. its linker flags: drop the plan so it is recomputed.
 rm -f Benchmarks/.build/*/release/description.json
 swift build -c release --package-path Benchmarks --product extensiond
+swift build -c release --package-path Benchmarks --product extensiond-transfer
 swift build -c release --package-path Benchmarks
 bin="$(swift build -c release --package-path Benchmarks --show-bin-path)"
 

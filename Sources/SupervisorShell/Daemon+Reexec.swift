@@ -189,9 +189,13 @@ extension Daemon {
         }
         // The watches stay as they are: the exec ends the loop with the program, and a failed
         // exec leaves this daemon as it was.
+        // The transfer worker ends first (its attempts go on from their files in the new program):
+        // no write of the old worker may follow the new program's look at a partial file.
+        transfers.pauseForReexec()
         let failure = kernel.execute(
             executable, arguments: reexecution.commandLine + ["--handover", Self.handoverPath(fd: documentFD)], keeping: document.descriptors + [documentFD])
         // Still here: the exec failed, and this daemon goes on.
+        transfers.schedule()
         serviceManager.ready(status: statusLine())
         return withoutDocument("\(failure)")
     }

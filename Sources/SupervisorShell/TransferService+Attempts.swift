@@ -268,6 +268,20 @@ extension TransferService {
         emit(event, of: task.session)
     }
 
+    /// Before a re-exec: every attempt is abandoned (its task waits, with no failure counted) and
+    /// the worker is ended and reaped; the day's counts are kept.
+    func pauseForReexec() {
+        guard !attempts.isEmpty || worker.isRunning else { return }
+        for id in attempts.keys {
+            guard var task = store.tasks[id] else { continue }
+            task.state = .waiting
+            store.save(task)
+        }
+        attempts = [:]
+        store.saveBudget()
+        worker.stop()
+    }
+
     /// The worker ended: each attempt it had is tried again after a backoff (a worker that a
     /// server's answer crashes does not crash in a loop).
     func workerGone() {

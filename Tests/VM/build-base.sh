@@ -21,10 +21,10 @@ root=$base/rootfs
 
 # systemd as PID 1 (systemd-sysv), dbus, the kernel (its initramfs is made by initramfs-tools
 # with MODULES=most: virtio_blk and ext4 are in it), and the packages' run-time dependencies
-# (libseccomp2, libacl1, libsodium23, libstdc++6, libsystemd0, python3, slirp4netns) plus the tools the
+# (libseccomp2, libacl1, libsodium23, libcurl4, libstdc++6, libsystemd0, python3, slirp4netns) plus the tools the
 # scenarios use.
 include=systemd,systemd-sysv,dbus,udev,linux-image-amd64,initramfs-tools,kmod,
-include+=libseccomp2,libacl1,libsodium23,libstdc++6,libgcc-s1,libsystemd0,python3,slirp4netns,bash-completion,
+include+=libseccomp2,libacl1,libsodium23,libcurl4,libstdc++6,libgcc-s1,libsystemd0,python3,slirp4netns,bash-completion,
 include+=gcc,libc6-dev,pkg-config,procps,psmisc,iproute2,util-linux,less,ca-certificates,passwd,
 include+=libpam-systemd,dbus-user-session
 
