@@ -249,3 +249,18 @@ struct TransferTests {
         #expect(list.status != 0 || list.out.contains("0 task(s) listed."), "\(list)")
     }
 }
+
+/// The worker alone, against `python3 -m http.server` and servers of the driver's own: every
+/// message of its protocol, resume, restart, redirects, uploads, cancel, stalls, refusals,
+/// TLS with SSL_CERT_FILE, 64 tasks at once, no idle wakeup, exit when the daemon's socket
+/// closes, and a resident set that does not grow with the size
+/// (Tests/Fixtures/transfer-worker-check/drive.py).
+@Suite struct TransferWorkerTests {
+    @Test func theWorkerSpeaksItsProtocolAndHoldsItsLimits() throws {
+        let r = try runProgram(
+            "/usr/bin/python3",
+            [RuntimeC.packageRoot + "/Tests/Fixtures/transfer-worker-check/drive.py", BuildProducts.path("extensiond-transfer"), "check", "--big-mb", "64"])
+        #expect(r.status == 0, "\(r.out)\n\(r.err)")
+        #expect(r.out.contains("\n0 failure(s)"), "\(r.out)")
+    }
+}
