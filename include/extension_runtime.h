@@ -350,6 +350,90 @@ int ext_secret_delete(const ext_secret_attributes *query);
  * NULL is ignored. */
 void ext_secret_free(ext_secret_item *items, size_t count);
 
+/* Background transfers (docs/transfers.md): downloads and uploads that extensiond performs in
+ * its own process, whatever happens to the extension, like Apple's background URLSession. A
+ * session is an identifier (chosen by the extension) in an app group of its app, whose shared
+ * container holds the files. A task's completion or failure is delivered to the session's
+ * callback while the process runs and is not suspended; once the callback has returned for it,
+ * the runtime tells extensiond it was handled (the model's "did finish events") and it is never
+ * delivered again. If the extension is suspended or ends first, the completions wait for the
+ * containing app, which extensiond brings up to claim the session. Progress is delivered only
+ * while the process runs (a suspended extension is never woken for it) and never acknowledged.
+ *
+ * ext_transfer_create, ext_transfer_cancel and ext_transfer_claim are round trips to extensiond
+ * that block the calling thread until it answers (callbacks of this runtime may call them).
+ *
+ * Errors shared by the functions below (negative returns): -EINVAL for a NULL or malformed
+ * argument, checked before anything is sent (a group or session that is NULL, empty, over 255
+ * bytes or not UTF-8; an unknown method; a NULL `task`; a url that is NULL, empty, over
+ * EXT_TRANSFER_MAX_URL bytes or not UTF-8; a path over EXT_TRANSFER_MAX_PATH bytes or not UTF-8;
+ * an upload with a NULL or empty path), or when extensiond refuses the request as malformed
+ * (not an http or https URL, a path outside the container, an upload's file it cannot read, a
+ * group with no shared container, a task already over); -EPERM when extensiond does not permit
+ * it (a group that is not one of the extension's app, an extension of no app, an extension
+ * point that allows no transfers); -ENOENT when there is no such task (ext_transfer_cancel);
+ * -ENOSPC when over one of extensiond's limits (the app's unfinished tasks:
+ * transferTasksPerApp); -EIO when extensiond failed (or answered out of protocol); -ENOTCONN
+ * without extensiond or once its channel closed; -ENOMEM. A round trip made by a callback that
+ * the runtime had to run on its reading thread (no thread could be created) returns -EAGAIN
+ * instead of waiting for an answer only that thread could read. */
+
+#define EXT_TRANSFER_MAX_URL 8192   /* a task's URL, in bytes of UTF-8 */
+#define EXT_TRANSFER_MAX_PATH 1024  /* a task's path in the shared container, in bytes of UTF-8 */
+
+#define EXT_TRANSFER_DOWNLOAD 1     /* GET, to a file moved into the container on success */
+#define EXT_TRANSFER_UPLOAD_PUT 2   /* PUT of a file of the container */
+#define EXT_TRANSFER_UPLOAD_POST 3  /* POST of a file of the container */
+
+#define EXT_TRANSFER_PROGRESS 1     /* `bytes` of `total` done (coalesced: a few a second at most) */
+#define EXT_TRANSFER_COMPLETED 2    /* the server answered: `status`, and a download's `path` */
+#define EXT_TRANSFER_FAILED 3       /* the task ended without an answer: `domain`, `code`, `text` */
+
+/* One event of a session. Its strings belong to the runtime. */
+typedef struct ext_transfer_event {
+    uint64_t sequence;   /* a completion's or failure's number in its session; 0 for progress */
+    uint64_t task;
+    int kind;            /* EXT_TRANSFER_PROGRESS, _COMPLETED or _FAILED */
+    uint64_t bytes;      /* done */
+    int64_t total;       /* -1: unknown */
+    int status;          /* the final HTTP status, 0 if none */
+    const char *path;    /* a completed download's file (absolute), "" otherwise */
+    const char *domain;  /* failed: "http", "curl", "posix" or "extensiond"; "" otherwise */
+    int code;            /* failed: the error's code in its domain */
+    const char *text;    /* failed: the error for people; "" otherwise */
+} ext_transfer_event;   /* valid only during the callback */
+
+/* Called on a runtime thread with each event of the session (group, session). */
+typedef void (*ext_transfer_callback)(const char *group, const char *session, const ext_transfer_event *event, void *context);
+
+/* Sets the callback of the session (group, session): events arrive on a runtime thread, in
+ * order. After the callback has returned for every event of one transferEvents message, the
+ * runtime sends transferHandled with the highest nonzero sequence (unless none), the model's
+ * "did finish events", without waiting for its answer. An event whose sequence is not above
+ * the highest already delivered for that session in this process is skipped (never delivered
+ * twice). NULL callback removes it (the session's events are then dropped, not acknowledged,
+ * from the next message on). A new callback replaces the session's. Events arrive once the
+ * session is claimed (ext_transfer_claim, or a task created in it). `context` is passed back
+ * unchanged, from other threads. Returns 0, -EINVAL (bad names, as above), -ENOMEM. */
+int ext_transfer_set_handler(const char *group, const char *session, ext_transfer_callback callback, void *context);
+
+/* Creates a task (one round trip). url: http or https, at most EXT_TRANSFER_MAX_URL bytes; path:
+ * relative in the group's shared container, at most EXT_TRANSFER_MAX_PATH bytes ("" or NULL for
+ * a download: the system names it, transfers/SESSION/TASK); method EXT_TRANSFER_DOWNLOAD,
+ * EXT_TRANSFER_UPLOAD_PUT or EXT_TRANSFER_UPLOAD_POST; a nonzero `discretionary` makes the task
+ * wait while the network is metered or the machine on battery. Creating a task claims its
+ * session. Sets *task (0 on an error). 0 or -errno as above. */
+int ext_transfer_create(const char *group, const char *session, int method, const char *url, const char *path,
+                        int discretionary, uint64_t *task);
+
+/* Cancels task `task`: it ends with a failure event (domain "extensiond", code 1). 0, -ENOENT
+ * when extensiond knows no such task of the extension's app, or as above. */
+int ext_transfer_cancel(uint64_t task);
+
+/* Becomes the consumer of the session (group, session): the completions queued for it are sent
+ * now (after a relaunch, say), and new events as they happen. 0 or -errno as above. */
+int ext_transfer_claim(const char *group, const char *session);
+
 #ifdef __cplusplus
 }
 #endif

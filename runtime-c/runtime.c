@@ -11,13 +11,16 @@
  * itself, then ends. An idle extension thus has one runtime thread, and a callback that blocks
  * never delays the reading of *expire*.
  *
- * Round trips (openURL, suiteOpen, suiteWrite, the secrets) are answered by *answer* (or, for
- * secretCopy, *secretItems*) with their tag: the reader completes the call and signals
- * `answered`, on which a blocking caller waits, or runs the call's callback (openURL). A
- * blocking caller is never the reader: callbacks run on threads that no longer hold the read
- * role (in the one case where a callback must run on the reading thread, no thread could be
- * created, a round trip it makes returns -EAGAIN). The send and receive buffers of the
- * secrets' messages are zeroed once used (secrets.c has the rest of the secrets API).
+ * Round trips (openURL, suiteOpen, suiteWrite, the secrets, the transfers) are answered by
+ * *answer* (or, for secretCopy, *secretItems*; for transferCreate, *transferCreated*) with their
+ * tag: the reader completes the call and signals `answered`, on which a blocking caller waits,
+ * or runs the call's callback (openURL). A blocking caller is never the reader: callbacks run
+ * on threads that no longer hold the read role (in the one case where a callback must run on the
+ * reading thread, no thread could be created, a round trip it makes returns -EAGAIN). The send
+ * and receive buffers of the secrets' messages are zeroed once used (secrets.c has the rest of
+ * the secrets API). *transferEvents* go to the hook transfers.c sets (transfers.h), which returns
+ * the work of delivering them; a *transferHandled* is sent without waiting: its answer is read
+ * and dropped.
  *
  * One mutex guards all state; no callback runs under it.
  */
@@ -25,6 +28,7 @@
 #include "extension_runtime.h"
 #include "defaults.h"
 #include "secrets.h"
+#include "transfers.h"
 #include "wire.h"
 
 #include <errno.h>
@@ -70,8 +74,9 @@ struct observer {
     struct observer *next;
 };
 
-/* One round trip awaiting its *answer* (openURL, suiteOpen, suiteWrite, the secrets) or
- * *secretItems* (secretCopy). Guarded by `lock`. */
+/* One round trip awaiting its *answer* (openURL, suiteOpen, suiteWrite, the secrets, the
+ * transfers), *secretItems* (secretCopy) or *transferCreated* (transferCreate). Guarded by
+ * `lock`. */
 struct call {
     uint32_t tag;
     ext_open_url_callback callback; /* openURL: called with the outcome; else a caller waits */
@@ -83,6 +88,10 @@ struct call {
     int with_data;         /* secretCopy: the first item with its data */
     ext_secret_item *items; /* secretCopy's result, `count` of them, when `result` is 0 */
     size_t count;
+    int transfer;          /* a transfer kind: its failure codes' errnos are transfer_error's */
+    int wants_task;        /* transferCreate: answered by transferCreated (an answer is a failure) */
+    uint64_t task;         /* transferCreate's result, when `result` is 0 */
+    int discard;           /* transferHandled: nobody waits; the call is freed once answered */
     struct call *next;
 };
 
@@ -118,6 +127,7 @@ static pthread_cond_t settled = PTHREAD_COND_INITIALIZER;  /* a change handler r
 static ext_defaults *suites;                               /* open, in the order opened */
 static _Thread_local int reading;                          /* this thread holds the read role */
 static _Thread_local ext_defaults *changing;               /* whose change handler this thread runs */
+static extt_events_hook transfer_events;                   /* transfers.c's, once a callback is set */
 
 /* Whether `fd` is an open AF_UNIX SOCK_SEQPACKET socket, as the channel extensiond passes is. */
 static int is_channel(int fd) {
@@ -157,9 +167,10 @@ static int is_secret(uint8_t kind) { return kind >= EXT_WIRE_SECRET_ADD && kind 
 static int send_message(const struct ext_wire_message *m) {
     uint8_t small[512];
     const struct ext_wire_secret_attributes *a = &m->attributes;
+    const struct ext_wire_transfer *t = &m->transfer;
     size_t capacity = EXT_WIRE_HEADER + 64 + m->length + m->key_length + m->value_length + m->label_length + m->items_length +
                       a->group.length + a->service.length + a->account.length + a->server.length + a->protocol.length +
-                      a->path.length + a->label.length;
+                      a->path.length + a->label.length + t->session.length + t->group.length + t->url.length + t->path.length;
     uint8_t *buffer = capacity <= sizeof small ? small : malloc(capacity);
     if (!buffer) return -1;
     long n = ext_wire_encode(m, buffer, capacity);
@@ -170,7 +181,7 @@ static int send_message(const struct ext_wire_message *m) {
         while (sent < 0 && errno == EINTR);
     if (is_secret(m->kind)) explicit_bzero(buffer, capacity);
     if (buffer != small) free(buffer);
-    return sent == n ? 0 : -1;
+    return n >= 0 && sent == n ? 0 : -1;
 }
 
 static int send_id(uint8_t kind, uint64_t id) {
@@ -216,7 +227,7 @@ static char *utf8_copy(const char *text, size_t limit, int cut, size_t *length) 
 
 /* --- threads ------------------------------------------------------------------------------ */
 
-enum work_kind { WORK_GRANTED, WORK_EXPIRED, WORK_DENIED, WORK_REQUEST, WORK_REFRESH, WORK_NOTIFY, WORK_OPENED, WORK_CHANGED };
+enum work_kind { WORK_GRANTED, WORK_EXPIRED, WORK_DENIED, WORK_REQUEST, WORK_REFRESH, WORK_NOTIFY, WORK_OPENED, WORK_CHANGED, WORK_JOB };
 
 struct work {
     enum work_kind kind;
@@ -231,6 +242,7 @@ struct work {
     ext_open_url_callback opened_callback;
     int opened;
     struct change *changes; /* `handlers` calls of the suite `name` */
+    struct extt_job job;    /* WORK_JOB: transfers.c's */
     char name[EXT_WIRE_MAX_IDENTIFIER + 1];
 };
 
@@ -260,6 +272,7 @@ static void perform(struct work *w) {
         break;
     case WORK_OPENED: w->opened_callback(w->opened != 0, w->context); break;
     case WORK_CHANGED: changed(w); break;
+    case WORK_JOB: w->job.run(w->job.arg); break;
     }
     free(w);
 }
@@ -345,7 +358,8 @@ static void close_down(void) {
     while (calls) {
         struct call *c = calls;
         calls = c->next;
-        if (c->callback) {
+        if (c->discard) free(c);
+        else if (c->callback) {
             c->next = unanswered;
             unanswered = c;
         } else {
@@ -401,6 +415,18 @@ static int answer_error(uint16_t code) {
     }
 }
 
+/* The errno of an *answer*'s failure code to a transfer kind (include/extension_runtime.h). */
+static int transfer_error(uint16_t code) {
+    switch (code) {
+    case 0: return 0;
+    case 5: return -EPERM;  /* notPermitted */
+    case 6: return -EINVAL; /* badRequest */
+    case 7: return -ENOENT; /* unknownRequest: no such task */
+    case 8: return -ENOSPC; /* limitReached */
+    default: return -EIO;   /* internalError (11), and any other */
+    }
+}
+
 /* Under `lock`: removes the call with `tag` from `calls`. */
 static struct call *unlink_call(uint32_t tag) {
     for (struct call **p = &calls; *p; p = &(*p)->next) {
@@ -420,15 +446,17 @@ static struct work *answer(const struct ext_wire_message *m, int fd) {
     struct work *w = NULL;
     pthread_mutex_lock(&lock);
     struct call *c = unlink_call(m->tag);
-    if (c && c->callback) {
+    if (c && c->discard) free(c);
+    else if (c && c->callback) {
         w = new_work(WORK_OPENED, NULL);
         w->opened_callback = c->callback;
         w->context = c->context;
         w->opened = m->code == 0;
         free(c);
     } else if (c) { /* the waiter's, on its stack: not touched once `lock` is released */
-        c->result = answer_error(m->code);
-        if (m->code == 0 && c->wants_items) c->result = -EIO; /* secretCopy: out of protocol */
+        c->result = c->transfer ? transfer_error(m->code) : answer_error(m->code);
+        /* secretCopy, transferCreate: an answer 0 is out of protocol */
+        if (m->code == 0 && (c->wants_items || c->wants_task)) c->result = -EIO;
         else if (m->code == 0) {
             c->fd = fd;
             fd = -1;
@@ -447,7 +475,8 @@ static struct work *secret_items(const struct ext_wire_message *m) {
     struct work *w = NULL;
     pthread_mutex_lock(&lock);
     struct call *c = unlink_call(m->tag);
-    if (c && c->callback) {
+    if (c && c->discard) free(c);
+    else if (c && c->callback) {
         w = new_work(WORK_OPENED, NULL);
         w->opened_callback = c->callback;
         w->context = c->context;
@@ -461,11 +490,48 @@ static struct work *secret_items(const struct ext_wire_message *m) {
     return w;
 }
 
-/* A datagram of an answering kind (*answer*, *secretItems*) that the decoder refused: its call,
- * when the tag can be read, fails with -EIO (an openURL callback gets false) instead of waiting
- * for an answer that will not come. */
+/* *transferCreated*: completes a transferCreate with its task. Any other call it would answer
+ * fails (an openURL callback gets false). */
+static struct work *transfer_created(const struct ext_wire_message *m) {
+    struct work *w = NULL;
+    pthread_mutex_lock(&lock);
+    struct call *c = unlink_call(m->tag);
+    if (c && c->discard) free(c);
+    else if (c && c->callback) {
+        w = new_work(WORK_OPENED, NULL);
+        w->opened_callback = c->callback;
+        w->context = c->context;
+        free(c);
+    } else if (c) {
+        c->result = c->wants_task ? 0 : -EIO;
+        c->task = m->id;
+        c->done = 1;
+        pthread_cond_broadcast(&answered);
+    }
+    pthread_mutex_unlock(&lock);
+    return w;
+}
+
+/* *transferEvents*: the work transfers.c's hook returns, if any (none before a callback is
+ * set: the events are dropped, not acknowledged). */
+static struct work *transfer_events_work(const struct ext_wire_message *m) {
+    pthread_mutex_lock(&lock);
+    extt_events_hook hook = transfer_events;
+    pthread_mutex_unlock(&lock);
+    struct extt_job job;
+    if (!hook || !hook(m, &job)) return NULL;
+    struct work *w = new_work(WORK_JOB, NULL);
+    w->job = job;
+    return w;
+}
+
+/* A datagram of an answering kind (*answer*, *secretItems*, *transferCreated*) that the decoder
+ * refused: its call, when the tag can be read, fails with -EIO (an openURL callback gets false)
+ * instead of waiting for an answer that will not come. */
 static struct work *refused_answer(const uint8_t *datagram, size_t size) {
-    if (size < EXT_WIRE_HEADER + 4 || (datagram[1] != EXT_WIRE_ANSWER && datagram[1] != EXT_WIRE_SECRET_ITEMS)) return NULL;
+    uint8_t kind = size > 1 ? datagram[1] : 0;
+    if (size < EXT_WIRE_HEADER + 4 || (kind != EXT_WIRE_ANSWER && kind != EXT_WIRE_SECRET_ITEMS && kind != EXT_WIRE_TRANSFER_CREATED))
+        return NULL;
     const uint8_t *t = datagram + EXT_WIRE_HEADER;
     struct ext_wire_message m = {
         .kind = EXT_WIRE_ANSWER,
@@ -606,6 +672,8 @@ static struct work *handle(const struct ext_wire_message *m, int fd) {
     }
     case EXT_WIRE_ANSWER: return answer(m, fd);
     case EXT_WIRE_SECRET_ITEMS: return secret_items(m);
+    case EXT_WIRE_TRANSFER_CREATED: return transfer_created(m);
+    case EXT_WIRE_TRANSFER_EVENTS: return transfer_events_work(m);
     case EXT_WIRE_SUITE_CHANGED: return suite_changed(m);
     case EXT_WIRE_EXPIRE: {
         /* Acknowledge first: the supervisor checks the message was read before it stops us. */
@@ -782,6 +850,32 @@ static int round_trip(struct ext_wire_message *m, int *fd) {
         else close(c.fd);
     }
     return rc;
+}
+
+int extt_round_trip(struct ext_wire_message *m, uint64_t *task) {
+    struct call c = {.callback = NULL, .fd = -1, .transfer = 1, .wants_task = task != NULL};
+    int rc = wait_call(&c, m);
+    if (c.fd >= 0) close(c.fd);
+    if (rc == 0 && task) *task = c.task;
+    return rc;
+}
+
+int extt_send(struct ext_wire_message *m) {
+    if (!supervised()) return -ENOTCONN;
+    struct call *c = calloc(1, sizeof *c);
+    if (!c) return -ENOMEM;
+    c->transfer = 1;
+    c->discard = 1;
+    int rc = start_call(c, m);
+    if (rc) free(c); /* not registered (start_call's -ENOTCONN) */
+    return rc;
+}
+
+void extt_set_events_hook(extt_events_hook hook) {
+    pthread_mutex_lock(&lock);
+    transfer_events = hook;
+    pthread_mutex_unlock(&lock);
+    if (supervised()) ensure_reader();
 }
 
 int exts_round_trip(struct ext_wire_message *m, int with_data, ext_secret_item **items, size_t *count) {

@@ -157,6 +157,50 @@ static int secret_update(struct reader *r, struct ext_wire_message *m) {
     return m->has_value ? secret_data(r, &m->value, &m->value_length) : 0;
 }
 
+/* A transfer kind's session and group. */
+static int transfer_names(struct reader *r, struct ext_wire_transfer *t) {
+    return span(r, EXT_WIRE_MAX_IDENTIFIER, &t->session) || span(r, EXT_WIRE_MAX_IDENTIFIER, &t->group);
+}
+
+/* transferCreate after its tag: the names, method (1...3), url, path, discretionary. */
+static int transfer_create(struct reader *r, struct ext_wire_transfer *t) {
+    if (transfer_names(r, t) || u8(r, &t->method) || t->method < 1 || t->method > 3) return -1;
+    return span(r, EXT_WIRE_MAX_TRANSFER_URL, &t->url) || span(r, EXT_WIRE_MAX_TRANSFER_PATH, &t->path) || flag(r, &t->discretionary);
+}
+
+static int transfer_event(struct reader *r, struct ext_wire_transfer_event *e) {
+    memset(e, 0, sizeof *e);
+    uint64_t total;
+    uint32_t code;
+    if (u64(r, &e->sequence) || u64(r, &e->task) || u8(r, &e->kind) || e->kind < 1 || e->kind > 3) return -1;
+    if (u64(r, &e->bytes) || u64(r, &total) || u16(r, &e->status)) return -1;
+    e->total = (int64_t)total;
+    if (span(r, EXT_WIRE_MAX_TRANSFER_EVENT_PATH, &e->path) || span(r, EXT_WIRE_MAX_IDENTIFIER, &e->domain) || u32(r, &code)) return -1;
+    e->code = (int32_t)code;
+    return span(r, EXT_WIRE_MAX_TRANSFER_TEXT, &e->text);
+}
+
+int ext_wire_transfer_event(const uint8_t **cursor, size_t *left, struct ext_wire_transfer_event *out) {
+    struct reader r = {*cursor, *left};
+    if (transfer_event(&r, out)) return -1;
+    *cursor = r.p;
+    *left = r.left;
+    return 0;
+}
+
+/* transferEvents: the names, count (1...EXT_WIRE_MAX_TRANSFER_EVENTS), then that many events. */
+static int transfer_events(struct reader *r, struct ext_wire_message *m) {
+    if (transfer_names(r, &m->transfer)) return -1;
+    if (u16(r, &m->count) || m->count == 0 || m->count > EXT_WIRE_MAX_TRANSFER_EVENTS) return -1;
+    m->items = r->p;
+    for (uint16_t i = 0; i < m->count; i++) {
+        struct ext_wire_transfer_event e;
+        if (transfer_event(r, &e)) return -1;
+    }
+    m->items_length = (size_t)(r->p - m->items);
+    return 0;
+}
+
 int ext_wire_decode(const uint8_t *datagram, size_t size, struct ext_wire_message *m) {
     memset(m, 0, sizeof *m);
     if (size < EXT_WIRE_HEADER || size > EXT_WIRE_MAX_MESSAGE) return -1;
@@ -201,6 +245,12 @@ int ext_wire_decode(const uint8_t *datagram, size_t size, struct ext_wire_messag
     case EXT_WIRE_SECRET_UPDATE: bad = u32(&r, &m->tag) || attributes(&r, &m->attributes) || secret_update(&r, m); break;
     case EXT_WIRE_SECRET_DELETE: bad = u32(&r, &m->tag) || attributes(&r, &m->attributes); break;
     case EXT_WIRE_SECRET_ITEMS: bad = u32(&r, &m->tag) || secret_items(&r, m); break;
+    case EXT_WIRE_TRANSFER_CREATE: bad = u32(&r, &m->tag) || transfer_create(&r, &m->transfer); break;
+    case EXT_WIRE_TRANSFER_CANCEL:
+    case EXT_WIRE_TRANSFER_CREATED: bad = u32(&r, &m->tag) || u64(&r, &m->id); break;
+    case EXT_WIRE_TRANSFER_CLAIM: bad = u32(&r, &m->tag) || transfer_names(&r, &m->transfer); break;
+    case EXT_WIRE_TRANSFER_HANDLED: bad = u32(&r, &m->tag) || transfer_names(&r, &m->transfer) || u64(&r, &m->id); break;
+    case EXT_WIRE_TRANSFER_EVENTS: bad = transfer_events(&r, m); break;
     default: return -1;
     }
     if (bad || r.left != 0) return -1;
@@ -293,6 +343,28 @@ static int put_secret_items(struct writer *w, const struct ext_wire_message *m) 
     return left != 0 || put_u16(w, m->count) || put(w, m->items, m->items_length);
 }
 
+static int put_transfer_names(struct writer *w, const struct ext_wire_transfer *t) {
+    return put_span(w, &t->session, EXT_WIRE_MAX_IDENTIFIER) || put_span(w, &t->group, EXT_WIRE_MAX_IDENTIFIER);
+}
+
+static int put_transfer_create(struct writer *w, const struct ext_wire_transfer *t) {
+    if (t->method < 1 || t->method > 3 || t->discretionary > 1 || put_transfer_names(w, t) || put(w, &t->method, 1)) return -1;
+    return put_span(w, &t->url, EXT_WIRE_MAX_TRANSFER_URL) || put_span(w, &t->path, EXT_WIRE_MAX_TRANSFER_PATH) ||
+           put(w, &t->discretionary, 1);
+}
+
+/* transferEvents: the names, the count, then the events, checked as the decoder reads them. */
+static int put_transfer_events(struct writer *w, const struct ext_wire_message *m) {
+    if (m->count == 0 || m->count > EXT_WIRE_MAX_TRANSFER_EVENTS || (m->items_length && !m->items)) return -1;
+    const uint8_t *cursor = m->items;
+    size_t left = m->items_length;
+    for (uint16_t i = 0; i < m->count; i++) {
+        struct ext_wire_transfer_event e;
+        if (ext_wire_transfer_event(&cursor, &left, &e)) return -1;
+    }
+    return left != 0 || put_transfer_names(w, &m->transfer) || put_u16(w, m->count) || put(w, m->items, m->items_length);
+}
+
 long ext_wire_encode(const struct ext_wire_message *m, uint8_t *buffer, size_t capacity) {
     struct writer w = {buffer, 0, capacity};
     uint8_t header[EXT_WIRE_HEADER] = {EXT_WIRE_VERSION, m->kind, 0, 0, 0, 0, 0, 0};
@@ -333,6 +405,12 @@ long ext_wire_encode(const struct ext_wire_message *m, uint8_t *buffer, size_t c
     case EXT_WIRE_SECRET_UPDATE: bad = put_u32(&w, m->tag) || put_attributes(&w, &m->attributes) || put_secret_update(&w, m); break;
     case EXT_WIRE_SECRET_DELETE: bad = put_u32(&w, m->tag) || put_attributes(&w, &m->attributes); break;
     case EXT_WIRE_SECRET_ITEMS: bad = put_u32(&w, m->tag) || put_secret_items(&w, m); break;
+    case EXT_WIRE_TRANSFER_CREATE: bad = put_u32(&w, m->tag) || put_transfer_create(&w, &m->transfer); break;
+    case EXT_WIRE_TRANSFER_CANCEL:
+    case EXT_WIRE_TRANSFER_CREATED: bad = put_u32(&w, m->tag) || put_u64(&w, m->id); break;
+    case EXT_WIRE_TRANSFER_CLAIM: bad = put_u32(&w, m->tag) || put_transfer_names(&w, &m->transfer); break;
+    case EXT_WIRE_TRANSFER_HANDLED: bad = put_u32(&w, m->tag) || put_transfer_names(&w, &m->transfer) || put_u64(&w, m->id); break;
+    case EXT_WIRE_TRANSFER_EVENTS: bad = put_transfer_events(&w, m); break;
     default: return -1;
     }
     if (bad || w.used > EXT_WIRE_MAX_MESSAGE) return -1;

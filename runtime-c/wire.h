@@ -26,6 +26,11 @@
 #define EXT_WIRE_MAX_SECRET_PATH 1024      /* an internet password's path */
 #define EXT_WIRE_MAX_SECRET_ITEMS 64       /* items in one secretItems (WireLimits.maxSecretItems) */
 #define EXT_WIRE_MAX_FAILURE_CODE 14 /* FailureCode.itemNotFound, the last code */
+#define EXT_WIRE_MAX_TRANSFER_URL 8192     /* a transfer's URL (WireLimits.maxTransferURL) */
+#define EXT_WIRE_MAX_TRANSFER_PATH 1024    /* a transfer's path in its shared container */
+#define EXT_WIRE_MAX_TRANSFER_EVENT_PATH (1024 + 4096) /* an event's path: absolute */
+#define EXT_WIRE_MAX_TRANSFER_TEXT 512     /* an event's text */
+#define EXT_WIRE_MAX_TRANSFER_EVENTS 64    /* events in one transferEvents (WireLimits.maxTransferEvents) */
 
 /* The message kinds of the runtime channel: runtime -> daemon, then daemon -> runtime. */
 enum ext_wire_kind {
@@ -44,6 +49,10 @@ enum ext_wire_kind {
     EXT_WIRE_SECRET_COPY = 76,
     EXT_WIRE_SECRET_UPDATE = 77,
     EXT_WIRE_SECRET_DELETE = 78,
+    EXT_WIRE_TRANSFER_CREATE = 79,
+    EXT_WIRE_TRANSFER_CANCEL = 80,
+    EXT_WIRE_TRANSFER_CLAIM = 81,
+    EXT_WIRE_TRANSFER_HANDLED = 82,
     EXT_WIRE_DELIVER = 96,
     EXT_WIRE_ENDED = 97,
     EXT_WIRE_GRANTED = 98,
@@ -54,6 +63,8 @@ enum ext_wire_kind {
     EXT_WIRE_ANSWER = 103,
     EXT_WIRE_SUITE_CHANGED = 104,
     EXT_WIRE_SECRET_ITEMS = 105,
+    EXT_WIRE_TRANSFER_CREATED = 106,
+    EXT_WIRE_TRANSFER_EVENTS = 107,
 };
 
 /* The bits of a secret attributes' `fields`: which attributes are present. */
@@ -91,10 +102,33 @@ struct ext_wire_secret_item {
     uint8_t has_data;
     struct ext_wire_span data;
 };
+/* A background transfer's names and request: session string(255), group string(255) (every
+ * transfer kind but transferCancel and transferCreated); transferCreate then: method u8 (1
+ * download, 2 upload PUT, 3 upload POST), url string(8192), path string(1024), discretionary u8
+ * (0 or 1). */
+struct ext_wire_transfer {
+    struct ext_wire_span session, group, url, path;
+    uint8_t method, discretionary;
+};
+
+/* One event of a transferEvents: sequence u64, task u64, kind u8 (1 progress, 2 completed, 3
+ * failed), bytes u64, total u64 (an int64, -1 unknown), status u16, path string(1024 + 4096),
+ * domain string(255), code u32 (an int32), text string(512). */
+struct ext_wire_transfer_event {
+    uint64_t sequence, task, bytes;
+    int64_t total;
+    uint8_t kind;
+    uint16_t status;
+    int32_t code;
+    struct ext_wire_span path, domain, text;
+};
+
 /* One decoded (or to-be-encoded) message. Fields a kind does not carry are 0.
- *   tag:    acquire, granted, denied, openURL, suiteOpen, suiteWrite, answer, the secret kinds
+ *   tag:    acquire, granted, denied, openURL, suiteOpen, suiteWrite, answer, the secret kinds,
+ *           the transfer kinds but transferEvents
  *   id:     the assertion, request or refresh id (release, expireReceived, complete, cancel,
- *           refreshDone, deliver, ended, granted, expire, refresh)
+ *           refreshDone, deliver, ended, granted, expire, refresh); the task (transferCancel,
+ *           transferCreated); `through` (transferHandled)
  *   answer: refreshDone (0 new data, 1 no data, 2 failed, 3 unsupported)
  *   code:   answer (0 success, else a failure code, 1...EXT_WIRE_MAX_FAILURE_CODE)
  *   data, length: the string (acquire, cancel, observe, denied, notify; the url of openURL;
@@ -130,6 +164,7 @@ struct ext_wire_message {
     uint16_t count;
     const uint8_t *items;
     size_t items_length;
+    struct ext_wire_transfer transfer;
 };
 
 /* Decodes one datagram of `size` bytes. Returns 0, or -1 when it is refused (short, too large,
@@ -146,6 +181,10 @@ long ext_wire_encode(const struct ext_wire_message *message, uint8_t *buffer, si
  * *cursor (*left bytes remaining), which it advances. 0, or -1 when the bytes there are not one
  * item (what the decoder refuses). */
 int ext_wire_secret_item(const uint8_t **cursor, size_t *left, struct ext_wire_secret_item *out);
+
+/* Reads the next event of a transferEvents' `items`, as ext_wire_secret_item reads an item. 0, or
+ * -1 when the bytes there are not one event (what the decoder refuses). */
+int ext_wire_transfer_event(const uint8_t **cursor, size_t *left, struct ext_wire_transfer_event *out);
 
 /* Whether `length` bytes at `bytes` are well-formed UTF-8 (as Swift's String(validating:)). */
 int ext_wire_valid_utf8(const uint8_t *bytes, size_t length);

@@ -36,7 +36,7 @@ tmp="$out/.libExtensionRuntimeC.so.0.$$"
     -Wl,-soname,libExtensionRuntimeC.so.0 -Wl,--version-script="$root/runtime-c/exports.map" \
     -Wl,-z,relro -Wl,-z,now -Wl,--as-needed \
     ${CFLAGS:-} ${LDFLAGS:-} \
-    "$root/runtime-c/wire.c" "$root/runtime-c/defaults.c" "$root/runtime-c/secrets.c" "$root/runtime-c/runtime.c" -lpthread -o "$tmp"
+    "$root/runtime-c/wire.c" "$root/runtime-c/defaults.c" "$root/runtime-c/secrets.c" "$root/runtime-c/transfers.c" "$root/runtime-c/runtime.c" -lpthread -o "$tmp"
 mv -f "$tmp" "$out/libExtensionRuntimeC.so.0"
 ln -sfn libExtensionRuntimeC.so.0 "$out/libExtensionRuntimeC.so"
 echo "$out/libExtensionRuntimeC.so.0"

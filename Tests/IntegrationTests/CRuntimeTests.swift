@@ -73,7 +73,7 @@ struct CRuntimeTests {
             })
         #expect(
             declared.contains("ext_shared_container_path") && declared.contains("ext_container_path") && declared.contains("ext_open_url")
-                && declared.contains("ext_secret_copy") && declared.count == 36, "\(declared.sorted())")
+                && declared.contains("ext_secret_copy") && declared.contains("ext_transfer_create") && declared.count == 40, "\(declared.sorted())")
         let nm = try runProgram("/usr/bin/env", ["nm", "-D", "--defined-only", try RuntimeC.library()])
         try #require(nm.status == 0, "\(nm.err)")
         let exported = Set(
@@ -229,6 +229,15 @@ struct CRuntimeTests {
         #expect(r.status == 0, "\(r.out)\n\(r.err)")
     }
 
+    /// The transfers API against a fake daemon: every message byte for byte, each answer's errno,
+    /// events in order, the automatic transferHandled, duplicates skipped, and the Python module:
+    /// Tests/Fixtures/c-transfers-check/run.sh.
+    @Test func theTransfersAPISpeaksTheProtocolAndAcknowledgesWhatItHandled() throws {
+        let r = try runProgram("/bin/bash", [Self.packageRoot + "/Tests/Fixtures/c-transfers-check/run.sh"])
+        #expect(r.status == 0, "\(r.out)\n\(r.err)")
+        #expect(r.out.contains("all passed"), "\(r.out)")
+    }
+
     /// A reason of EXT_ACTIVITY_MAX_REASON bytes reaches extensiond; one byte more is refused with
     /// -EMSGSIZE, the block is not called and nothing is sent (no `deny`).
     @Test func aReasonOverTheLimitIsRefusedNotDenied() throws {
@@ -318,6 +327,22 @@ struct CRuntimeTests {
             .suiteOpen(tag: 5, suite: "group.com.example"), .suiteWrite(tag: 6, suite: "group.com.example", key: "k", value: [1, 1]),
             .suiteWrite(tag: 6, suite: "group.com.example", key: text, value: nil),
             .answer(tag: 7, failure: nil, text: ""), .answer(tag: 7, failure: .limitReached, text: text), .suiteChanged(suite: "group.com.example"),
+            .transferCreate(
+                tag: 8, request: TransferRequest(session: text, group: "group.com.example", method: .download, url: "https://h/" + sized(40), path: "")),
+            .transferCreate(
+                tag: 8,
+                request: TransferRequest(
+                    session: "s", group: "g", method: .uploadPost, url: "http://h/" + sized(WireLimits.maxTransferURL - 9),
+                    path: sized(WireLimits.maxTransferPath), discretionary: true)),
+            .transferCancel(tag: 9, task: .max), .transferClaim(tag: 10, session: "s", group: text),
+            .transferHandled(tag: 11, session: "s", group: "g", through: 1 << 50), .transferCreated(tag: 8, task: 3),
+            .transferEvents(
+                session: "s", group: "g",
+                events: [
+                    TransferEvent(sequence: 0, task: 1, kind: .progress, bytes: 5, total: -1),
+                    TransferEvent(sequence: 9, task: 1, kind: .completed, bytes: 5, total: 5, status: 200, path: "/c/" + text),
+                    TransferEvent(sequence: 10, task: 2, kind: .failed, bytes: 0, total: .max, domain: "curl", code: -7, text: text),
+                ]),
         ]
         for answer in [RefreshAnswer.newData, .noData, .failed, .unsupported] { messages.append(.refreshDone(refreshID: 4, answer: answer)) }
         var datagrams = try messages.map { try WireEncoder.encoded($0) }
@@ -358,7 +383,7 @@ struct CRuntimeTests {
         var accepted = 0, refused = 0
         for (datagram, answer) in zip(datagrams, answers) {
             let hex = datagram.map { String(format: "%02x", $0) }.joined()
-            let runtimeKind = datagram.count > 1 && ((64...78).contains(datagram[1]) || (96...105).contains(datagram[1]))
+            let runtimeKind = datagram.count > 1 && ((64...82).contains(datagram[1]) || (96...107).contains(datagram[1]))
             if runtimeKind, (try? WireDecoder.decode(datagram)) != nil {
                 #expect(answer == hex, "C codec on \(hex)")
                 accepted += 1

@@ -31,6 +31,13 @@ Secrets, an app-group keychain extensiond keeps (extension_runtime.secrets)::
     secrets.add(b"hunter2", service="mail", account="ann")
     password = secrets.copy(service="mail", account="ann").data
 
+Background transfers, downloads and uploads extensiond performs (extension_runtime.transfers)::
+
+    from extension_runtime import transfers
+
+    session = transfers.Session("group.com.example.stocks", "quotes", print)
+    task = session.download("https://example.com/quotes.json", "quotes.json")
+
 The library is found through $EXTENSION_RUNTIME_LIB, else the installed pkg-config file
 (`extension-runtime`), else the dynamic loader's path; it is loaded on first use, which removes
 $EXTENSIOND_CHANNEL_FD from the environment (os.environ included).
@@ -55,7 +62,7 @@ __all__ = [
     "LibraryNotFoundError", "NotPermittedError", "NotSupervisedError", "RefreshResult", "Request",
     "UnknownSuiteError", "defaults", "expiring_activity", "is_supervised", "observe", "on_refresh",
     "open_url", "perform_expiring_activity", "refresh_complete", "request_handler", "run",
-    "secrets", "shared_container_path", "container_path", "start",
+    "secrets", "shared_container_path", "container_path", "start", "transfers",
 ]
 
 REQUEST_MAX_PAYLOAD: int = 60000
@@ -734,6 +741,8 @@ def defaults(suite: str) -> Defaults:
     return Defaults(suite, handle.value)
 
 
-# The secrets API, a submodule (`import extension_runtime.secrets` or `extension_runtime.secrets`);
-# imported last: it uses the exceptions above.
+# The secrets and background transfers APIs, submodules (`import extension_runtime.secrets` or
+# `extension_runtime.secrets`, and the same for `transfers`); imported last: they use the
+# exceptions above.
 from . import secrets  # noqa: E402
+from . import transfers  # noqa: E402

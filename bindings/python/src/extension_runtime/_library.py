@@ -46,6 +46,26 @@ class SecretItem(ctypes.Structure):
         ("length", ctypes.c_size_t),
     ]
 
+
+class TransferEvent(ctypes.Structure):
+    """ext_transfer_event: one event of a background session (valid only during the callback)."""
+    _fields_ = [
+        ("sequence", ctypes.c_uint64),
+        ("task", ctypes.c_uint64),
+        ("kind", ctypes.c_int),
+        ("bytes", ctypes.c_uint64),
+        ("total", ctypes.c_int64),
+        ("status", ctypes.c_int),
+        ("path", ctypes.c_char_p),
+        ("domain", ctypes.c_char_p),
+        ("code", ctypes.c_int),
+        ("text", ctypes.c_char_p),
+    ]
+
+
+TRANSFER = ctypes.CFUNCTYPE(None, ctypes.c_char_p, ctypes.c_char_p, ctypes.POINTER(TransferEvent), ctypes.c_void_p)
+
+
 _lock = threading.Lock()
 _library: Optional[ctypes.CDLL] = None
 
@@ -104,8 +124,8 @@ def _declare(lib: ctypes.CDLL) -> None:
         function = getattr(lib, name)
         function.argtypes = arguments
         function.restype = result
-    # Open URL, shared defaults and secrets: absent from a library older than this package (the
-    # calls then raise, naming the missing function; see require()).
+    # Open URL, shared defaults, secrets and background transfers: absent from a library older
+    # than this package (the calls then raise, naming the missing function; see require()).
     handle, size = c.c_void_p, c.c_size_t
     newer = {
         "ext_open_url": ([c.c_char_p, OPENED, c.c_void_p], c.c_int),
@@ -123,6 +143,10 @@ def _declare(lib: ctypes.CDLL) -> None:
         "ext_secret_update": ([c.POINTER(SecretAttributes), c.c_char_p, c.c_void_p, size], c.c_int),
         "ext_secret_delete": ([c.POINTER(SecretAttributes)], c.c_int),
         "ext_secret_free": ([c.POINTER(SecretItem), size], None),
+        "ext_transfer_set_handler": ([c.c_char_p, c.c_char_p, TRANSFER, c.c_void_p], c.c_int),
+        "ext_transfer_create": ([c.c_char_p, c.c_char_p, c.c_int, c.c_char_p, c.c_char_p, c.c_int, c.POINTER(c.c_uint64)], c.c_int),
+        "ext_transfer_cancel": ([c.c_uint64], c.c_int),
+        "ext_transfer_claim": ([c.c_char_p, c.c_char_p], c.c_int),
     }
     for name, (arguments, result) in newer.items():
         function = getattr(lib, name, None)
