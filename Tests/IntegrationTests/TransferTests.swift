@@ -27,13 +27,25 @@ struct TransferTests {
             manifests: [
                 "app.json": app, "other.json": other,
                 "widget.json": TestDaemon.testExtension(widgetID, extra: ["app": appID, "sharedContainers": [group]]),
-                "stranger.json": TestDaemon.testExtension(strangerID, extra: ["app": "com.example.other", "sharedContainers": ["group.com.example.other"]]),
+                // The other app's widget runs as extensions do: its own user, in the sandbox.
+                "stranger.json": TestDaemon.testExtension(
+                    strangerID,
+                    extra: [
+                        "app": "com.example.other", "sharedContainers": ["group.com.example.other"], "user": "nobody",
+                        "executable": try ReachableCopies.copy(BuildProducts.path("test-extension")),
+                    ]),
             ], socket: "run/control.sock")
         chmod(daemon.directory, 0o711)
         daemon.daemonExecutable = try ReachableCopies.copy(BuildProducts.path("extensiond"))
         _ = try ReachableCopies.copy(BuildProducts.path("extensiond-transfer"))
-        try daemon.start(environment: ["DBUS_SYSTEM_BUS_ADDRESS": bus.address, "SSL_CERT_FILE": server.caFile])
+        try start(daemon, bus: bus, server: server)
         return daemon
+    }
+
+    /// Starts (or starts again) `daemon` with the bus as its system bus, the server's CA trusted,
+    /// and its socket open to the app's uid (group nogroup).
+    static func start(_ daemon: TestDaemon, bus: PrivateBus, server: TransferServer) throws {
+        try daemon.start(environment: ["DBUS_SYSTEM_BUS_ADDRESS": bus.address, "SSL_CERT_FILE": server.caFile], arguments: ["--socket-group", "nogroup"])
     }
 
     /// A private bus where the app is D-Bus activatable (dbus-app records each activation).
@@ -124,7 +136,7 @@ struct TransferTests {
         try server.waitHold("resumed")
         try daemon.crash()
         try server.release("resumed")
-        try daemon.start(environment: ["DBUS_SYSTEM_BUS_ADDRESS": bus.address, "SSL_CERT_FILE": server.caFile])
+        try Self.start(daemon, bus: bus, server: server)
         // It resumes by itself; a re-exec at 70%.
         try server.waitHold("resumed")
         #expect(try daemon.extctl(["reexec"]).status == 0, "\(daemon.log())")

@@ -105,6 +105,10 @@ import threading
 import time
 import urllib.parse
 
+# A test runner that blocks signals (extensiond's tests block them for sd-event) passes its
+# mask on: unblocked here, so that SIGTERM ends this process and the ones it starts.
+signal.pthread_sigmask(signal.SIG_SETMASK, set())
+
 LAST_MODIFIED = "Fri, 02 Jan 2026 00:00:00 GMT"
 DEFAULT_CHUNK = 65536
 HOLD_LIMIT = 120.0

@@ -27,6 +27,11 @@ import tempfile
 import threading
 import time
 import urllib.request
+import signal
+
+# A test runner that blocks signals (extensiond's tests block them for sd-event) passes its
+# mask on: unblocked here, so that SIGTERM ends this process and the ones it starts.
+signal.pthread_sigmask(signal.SIG_SETMASK, set())
 
 START, CANCEL, HEADERS, PROGRESS, DONE = 1, 2, 10, 11, 12
 GET, PUT, POST = 1, 2, 3
