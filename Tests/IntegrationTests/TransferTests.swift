@@ -56,13 +56,13 @@ struct TransferTests {
         return (bus, record)
     }
 
-    /// The app's process (uid 65534, its manifest's user): Tests/Fixtures/transfer-app/app.py.
+    /// The app's process (uid 65534, its manifest's user): Tests/Fixtures/transfer-app/transfer-app.py.
     static func app(_ daemon: TestDaemon, _ arguments: [String]) throws -> String {
         let r = try runProgram(
             "/usr/bin/setpriv",
             [
                 "--reuid=65534", "--regid=65534", "--clear-groups", "/usr/bin/python3",
-                try ReachableCopies.copy(RuntimeC.packageRoot + "/Tests/Fixtures/transfer-app/app.py"), daemon.socketPath,
+                try ReachableCopies.copy(RuntimeC.packageRoot + "/Tests/Fixtures/transfer-app/transfer-app.py"), daemon.socketPath,
             ]
                 + arguments)
         return r.out + r.err

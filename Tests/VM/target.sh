@@ -175,6 +175,23 @@ boot1() {
     check "the secret is in no file of the state directory" "" "$(grep -r -l -a vm-SECRET-7c1e /var/lib/extensiond)"
     check "nor in the journal" "" "$(journalctl -b --no-pager -q | grep -c vm-SECRET-7c1e | grep -v '^0$')"
 
+    echo "--- background transfers: the installed worker, its own uid, the file in the container"
+    mkdir -p /tmp/vmtest-serve
+    head -c 3000000 /dev/urandom >/tmp/vmtest-serve/payload.bin
+    python3 -m http.server --bind 127.0.0.1 --directory /tmp/vmtest-serve 18080 >/dev/null 2>&1 &
+    served=$!
+    wait_until 20 python3 -c 'import socket; socket.create_connection(("127.0.0.1", 18080), timeout=1)'
+    out=$(talk "$probe" "transfer-download $group vm1 http://127.0.0.1:18080/payload.bin inbox/payload.bin")
+    check "the probe creates a download (its point allows them)" "created 1" "$(sed -n 2p <<<"$out")"
+    wait_until 60 sh -c 'extctl transfers --json | grep -q "\"state\":\"completed\""' || extctl transfers
+    check_match "extctl transfers lists it, completed" "^1 +org\.vmtest\.app +$group/vm1 +download +completed" "$(extctl transfers 2>&1 | sed -n 2p)"
+    check "the file is in the shared container, whole" "$(sha256sum </tmp/vmtest-serve/payload.bin)" "$(sha256sum <"$shared/inbox/payload.bin" 2>&1)"
+    check_match "the worker is the installed one, under a uid of its own" \
+        "the transfer worker runs: /usr/libexec/extensiond/extensiond-transfer, pid [0-9]+, uid [1-9][0-9]+" \
+        "$(journalctl -b --no-pager -o cat -u extensiond.service | grep 'the transfer worker runs' | tail -1)"
+    check "the task is kept in the state directory" "600" "$(stat -c %a /var/lib/extensiond/transfers/tasks/1 2>&1)"
+    kill "$served"
+
     echo "--- locks at suspension: an exclusive lock in a shared container ends the holder"
     out=$(talk "$peer" "lock $group app.lock")
     check "the peer takes an exclusive lock in the shared container" locked "$(sed -n 2p <<<"$out")"

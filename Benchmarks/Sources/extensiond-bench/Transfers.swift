@@ -62,7 +62,9 @@ extension Suite {
         func workerPeak() -> Int? {
             let children = (try? String(contentsOfFile: "/proc/\(daemon.pid)/task/\(daemon.pid)/children", encoding: .utf8)) ?? ""
             for pid in children.split(separator: " ").compactMap({ Int32($0) }) {
-                guard let comm = readText("/proc/\(pid)/comm"), comm.hasPrefix("extensiond-tran"), let status = readText("/proc/\(pid)/status") else { continue }
+                guard let comm = readText("/proc/\(pid)/comm"), comm.hasPrefix("extensiond-tran"), let status = readText("/proc/\(pid)/status") else {
+                    continue
+                }
                 return statusField(status, "VmHWM").map { $0 * 1024 }
             }
             return nil
@@ -83,7 +85,9 @@ extension Suite {
             try? FileManager.default.removeItem(atPath: dir + "/curl-large.bin")
         }
         f.workerPeakLarge = workerPeak()
-        details.append(Detail(name: "transfer: \(f.size >> 20) MB download through the service", samples: f.service, note: "create → completion event (file synced, moved)"))
+        details.append(
+            Detail(
+                name: "transfer: \(f.size >> 20) MB download through the service", samples: f.service, note: "create → completion event (file synced, moved)"))
         details.append(Detail(name: "  beside it: curl -o of the same file", samples: f.curl, note: "same server, alternated"))
         return f
     }

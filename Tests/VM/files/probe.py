@@ -98,6 +98,10 @@ def answer(command: str) -> str:
             from extension_runtime import secrets
             item = secrets.copy(service=words[1], account=words[2])
             return f"found {item.data.decode()} in {item.group}"
+        if words[0] == "transfer-download":
+            from extension_runtime import transfers
+            session = transfers.Session(words[2], words[1], lambda event: None)
+            return f"created {session.download(words[3], words[4] if len(words) > 4 else '')}"
         if words[0] == "alloc":
             block = bytearray(int(words[1]) * 1024 * 1024)
             for i in range(0, len(block), 4096):

@@ -3,13 +3,13 @@
 events, speaking extensiond's control protocol by hand (docs/protocol.md, "Background
 transfers") with nothing but the standard library.
 
-  app.py SOCKET claim GROUP SESSION COUNT [handle]
+  transfer-app.py SOCKET claim GROUP SESSION COUNT [handle]
       transferClaim, then reads transferEvents until COUNT completions or failures arrived, and
       prints one line per event: "completed TASK STATUS PATH" or "failed TASK DOMAIN CODE TEXT"
       (progress is not printed). With "handle": then transferHandled through the highest sequence
       (the model's did finish events), and prints "handled SEQ" once the daemon answered ok.
       A failure answer prints "failure CODE TEXT".
-  app.py SOCKET upload GROUP SESSION PATH URL
+  transfer-app.py SOCKET upload GROUP SESSION PATH URL
       transferCreate of a PUT upload: prints "created TASK" or "failure CODE TEXT".
 """
 import socket
