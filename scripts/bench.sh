@@ -52,4 +52,11 @@ cc -O2 -Wall -Werror Benchmarks/c/raw-extension.c -o "$bin/bench-c-raw"
 ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)"
 
 echo "==> $(swift --version 2>/dev/null | head -1)"
-exec "$bin/extensiond-bench" "$@"
+# The daemon runs from a copy in a directory every uid can search, beside its transfer worker:
+# a root daemon runs the worker under a uid of its own, which cannot reach a checkout below a
+# private directory (a clone in a 0700 temporary directory, or under /root).
+reach="$(mktemp -d /tmp/extensiond-bench-bin-XXXXXX)"
+chmod 755 "$reach"
+trap 'rm -rf "$reach"' EXIT
+cp "$bin/extensiond" "$bin/extensiond-transfer" "$reach/"
+"$bin/extensiond-bench" --daemon "$reach/extensiond" "$@"

@@ -8,14 +8,14 @@
 #   --prefix DIR   installation prefix (default: $PREFIX, else /usr/local)
 #   --destdir DIR  staging root prepended to every path, as `make install DESTDIR=` does
 #                  (default: $DESTDIR, else none); installed files still refer to PREFIX
-#   --from DIR     take extensiond and extctl from DIR instead of running
+#   --from DIR     take extensiond, extctl and extensiond-transfer from DIR instead of running
 #                  `swift build -c release` (e.g. the output of `swift build --show-bin-path`)
 #
 # The C runtime is built by scripts/build-runtime-c.sh (the system C compiler) unless DIR
 # already holds libExtensionRuntimeC.so.0.
 #
 # Layout, under DESTDIR/PREFIX:
-#   bin/extensiond, bin/extctl
+#   bin/extensiond, bin/extctl, libexec/extensiond/extensiond-transfer (the transfer worker)
 #   lib/libExtensionRuntimeC.so.0 (and the link-time name lib/libExtensionRuntimeC.so -> it),
 #   include/extension_runtime.h, lib/pkgconfig/extension-runtime.pc
 #   lib/systemd/system/extensiond.{service,socket}   (found by systemd for /usr and /usr/local)
@@ -50,12 +50,12 @@ prefix=${prefix%/}
 
 if [ -z "$from" ]; then
     echo "==> building (release)"
-    for product in extensiond extctl; do
+    for product in extensiond extctl extensiond-transfer; do
         swift build -c release --product "$product" >/dev/null
     done
     from=$(swift build -c release --show-bin-path)
 fi
-for f in extensiond extctl; do
+for f in extensiond extctl extensiond-transfer; do
     [ -f "$from/$f" ] || { echo "install.sh: $from/$f is missing (build it, or pass --from)" >&2; exit 1; }
 done
 runtime_c="$from/libExtensionRuntimeC.so.0"
@@ -80,6 +80,7 @@ put_text() { # mode target, text on stdin
 
 put 0755 "$from/extensiond" bin/extensiond
 put 0755 "$from/extctl" bin/extctl
+put 0755 "$from/extensiond-transfer" libexec/extensiond/extensiond-transfer
 put 0755 "$runtime_c" lib/libExtensionRuntimeC.so.0
 ln -sfn libExtensionRuntimeC.so.0 "$root/lib/libExtensionRuntimeC.so"
 installed "$root/lib/libExtensionRuntimeC.so"

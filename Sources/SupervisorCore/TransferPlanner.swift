@@ -101,7 +101,8 @@ public enum TransferPlanner {
         case completed(status: UInt16)
         /// Try again at `at` (wall clock), after a network error or a 5xx answer.
         case retry(at: Double, why: String)
-        /// Start the download again from byte 0 at once (the server cannot satisfy the range).
+        /// Start the download again from byte 0 (the server cannot satisfy the range), after a
+        /// backoff: a server that answers 416 to every range is not asked in a loop.
         case restart(why: String)
         /// The task fails.
         case failed(domain: String, code: Int32, text: String)
@@ -140,7 +141,7 @@ public enum TransferPlanner {
     private static func retryOrFail(_ task: TransferTask, now: Double, why: String, domain: String, code: Int32) -> Next {
         let at = now + backoff(failures: task.failures + 1)
         if at - task.createdAt > resourceSeconds {
-            return .failed(domain: "extensiond", code: TransferError.timedOut.rawValue, text: "no answer within 7 days; last: \(why)")
+            return .failed(domain: domain, code: code, text: "no answer within 7 days (its resource timeout); the last attempt: \(why)")
         }
         return .retry(at: at, why: why)
     }

@@ -60,7 +60,8 @@ public struct TransferTask: Sendable, Codable, Equatable {
     public var createdAt: Double
     /// Where it is.
     public var state: TransferState = .waiting
-    /// Failed attempts in a row (network errors, 5xx answers): the next backoff's exponent.
+    /// Failed attempts in a row (network errors, 5xx answers): the next backoff's exponent. An
+    /// attempt that moved bytes starts a new row.
     public var failures: Int = 0
     /// When it may be tried again (wall clock), if it waits for a backoff.
     public var retryAt: Double?

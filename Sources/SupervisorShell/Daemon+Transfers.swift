@@ -17,7 +17,9 @@ extension Daemon {
     ) -> TransferService {
         let worker = TransferWorker(kernel: kernel, logger: logger) {
             guard let program = Daemon.transferWorkerProgram(kernel: kernel) else {
-                return .failure(SystemError("extensiond-transfer is not installed beside extensiond or in /usr/libexec/extensiond", errno: 2))
+                return .failure(
+                    SystemError(
+                        "extensiond-transfer is not installed beside extensiond, in ../libexec/extensiond from it, or in /usr/libexec/extensiond", errno: 2))
             }
             var credentials: Credentials?
             if kernel.userID == 0 {
@@ -45,15 +47,23 @@ extension Daemon {
     /// The id the worker's uid is kept under in the identity store (never an extension's or
     /// an app's: those have no `@`).
     static let transferWorkerIdentity = "@extensiond-transfer"
-    /// What the worker takes from the daemon's environment: proxies, and the CA store.
+    /// What the worker takes from the daemon's environment: proxies, the CA store, and whether
+    /// it may connect to loopback and link-local addresses (`EXTENSIOND_TRANSFER_ALLOW_LOOPBACK=1`;
+    /// by default it refuses, so that no extension reaches the host's own services through it).
     static let transferWorkerEnvironment = [
-        "http_proxy", "https_proxy", "HTTPS_PROXY", "no_proxy", "NO_PROXY", "all_proxy", "ALL_PROXY", "SSL_CERT_FILE", "SSL_CERT_DIR",
+        "EXTENSIOND_TRANSFER_ALLOW_LOOPBACK", "http_proxy", "https_proxy", "HTTPS_PROXY", "no_proxy", "NO_PROXY", "all_proxy", "ALL_PROXY", "SSL_CERT_FILE",
+        "SSL_CERT_DIR",
     ]
 
-    /// `extensiond-transfer` beside the daemon's executable, else in /usr/libexec/extensiond.
+    /// `extensiond-transfer` beside the daemon's executable (a build directory), in
+    /// `../libexec/extensiond` from it (scripts/install.sh's layout), else in
+    /// /usr/libexec/extensiond (the Debian package's).
     static func transferWorkerProgram(kernel: any Kernel) -> String? {
         var candidates = ["/usr/libexec/extensiond/extensiond-transfer"]
-        if let me = kernel.executablePath() { candidates.insert(Sandboxing.directory(of: me) + "/extensiond-transfer", at: 0) }
+        if let me = kernel.executablePath() {
+            let bin = Sandboxing.directory(of: me)
+            candidates.insert(contentsOf: [bin + "/extensiond-transfer", Sandboxing.directory(of: bin) + "/libexec/extensiond/extensiond-transfer"], at: 0)
+        }
         return candidates.first { kernel.isExecutable($0) }
     }
 
@@ -100,7 +110,7 @@ extension Daemon {
         case let .transferCreate(tag, request):
             switch transfers.create(request, caller: caller, consumer: consumer) {
             case .failure(let refusal):
-                logger.info("transfer refused to \(caller.extensionID ?? caller.app ?? "a process of no app"): \(refusal.text)")
+                logger.info("transfer refused to \(caller.extensionID ?? caller.app ?? "a process of no app"): \(UntrustedText.escaped(refusal.text))")
                 answer(tag, refusal)
             case .success(let id):
                 switch asker {

@@ -134,6 +134,7 @@ public final class Daemon {
         }
         transfers = Daemon.makeTransfers(
             stateDirectory: options.stateDirectory, kernel: kernel, logger: logger, sources: sources, sandboxing: extensions.sandboxing)
+        if let consumers = handover?.transfers { transfers.restore(consumers) }
         server.attach(self)
         extensions.attach(self)
         extensions.calls = self

@@ -162,6 +162,8 @@ struct HandoverDocument: Codable {
     var apps: [AppManifest]? = nil
     /// The open shared defaults suites (nil from a daemon that had none open, or knew none).
     var defaults: DefaultsSuites.Handover? = nil
+    /// Who consumes each background session (nil from a daemon that had none).
+    var transfers: TransferService.Handover? = nil
 
     /// Every descriptor the document names: what must cross the `execve`.
     var descriptors: [Int32] {

@@ -174,9 +174,11 @@ extension TransferService {
                 armTimer(now: now)
             }
         case let .done(id, status, code, done, error):
-            guard attempts.removeValue(forKey: id) != nil, var task = store.tasks[id] else { return }
+            guard let attempt = attempts.removeValue(forKey: id), var task = store.tasks[id] else { return }
             if done > task.bytes { store.budget.add(done - task.bytes, app: task.session.app, now: kernel.wallClock()) }
             task.bytes = done
+            // Bytes moved: the failures before it are no longer "in a row".
+            if done > attempt.offset { task.failures = 0 }
             let end = TransferPlanner.AttemptEnd(status: UInt16(clamping: status), curlCode: code, text: error)
             settle(task, after: end)
             schedule()
@@ -205,7 +207,8 @@ extension TransferService {
             task.lastError = why
             store.save(task)
             logger.info(
-                "transfer \(task.id): \(why); attempt \(task.failures + 1) in \(Int((at - now).rounded()))s", metadata: ["TRANSFER_ID": "\(task.id)"])
+                "transfer \(task.id): \(UntrustedText.escaped(why)); attempt \(task.failures + 1) in \(Int((at - now).rounded()))s",
+                metadata: ["TRANSFER_ID": "\(task.id)"])
         case .restart(let why):
             task.failures += 1
             task.restarts += 1
@@ -261,7 +264,7 @@ extension TransferService {
             _ = kernel.removeFile(store.partialPath(task.id))
             event = TransferEvent(
                 sequence: 0, task: task.id, kind: .failed, bytes: task.bytes, total: task.total, status: task.status, domain: domain, code: code, text: text)
-            logger.notice("transfer \(task.id) failed: \(text) (\(domain) \(code))", metadata: ["TRANSFER_ID": "\(task.id)"])
+            logger.notice("transfer \(task.id) failed: \(UntrustedText.escaped(text)) (\(domain) \(code))", metadata: ["TRANSFER_ID": "\(task.id)"])
         }
         store.save(task)
         store.saveBudget()

@@ -80,7 +80,7 @@ final class TransferService {
             task.state = .waiting
             store.save(task)
         }
-        for (key, session) in store.sessions where !session.queued.isEmpty { wake(key) }
+        for (key, session) in store.sessions where !session.queued.isEmpty { flush(key) }
         schedule()
     }
 
@@ -266,6 +266,45 @@ final class TransferService {
     func rate(of id: UInt64, now: Double) -> Double? {
         guard let a = attempts[id], let task = store.tasks[id], now > a.startedAt else { return nil }
         return Double(task.bytes &- a.offset) / (now - a.startedAt)
+    }
+
+    /// What crosses a re-exec: who consumes each session (with what it was sent), and the
+    /// sessions whose app was brought up. The tasks and queued events are on disk already.
+    struct Handover: Codable, Equatable {
+        struct Consumer: Codable, Equatable {
+            var session: TransferSessionKey
+            var extensionID: String?
+            var generation: UInt64?
+            var host: HostID?
+            var sentThrough: UInt64
+        }
+        var consumers: [Consumer]
+        var woken: [TransferSessionKey]
+    }
+
+    /// This service's part of a hand-over document.
+    var handover: Handover {
+        Handover(
+            consumers: consumers.map { key, entry in
+                switch entry.consumer {
+                case .extensionProcess(let id, let generation):
+                    Handover.Consumer(session: key, extensionID: id, generation: generation, host: nil, sentThrough: entry.sentThrough)
+                case .connection(let host):
+                    Handover.Consumer(session: key, extensionID: nil, generation: nil, host: host, sentThrough: entry.sentThrough)
+                }
+            }, woken: Array(woken))
+    }
+
+    /// Takes over what a replaced daemon's service knew (before `resume`).
+    func restore(_ h: Handover) {
+        for c in h.consumers {
+            if let id = c.extensionID, let generation = c.generation {
+                consumers[c.session] = (.extensionProcess(id: id, generation: generation), c.sentThrough)
+            } else if let host = c.host {
+                consumers[c.session] = (.connection(host), c.sentThrough)
+            }
+        }
+        woken = Set(h.woken)
     }
 
     /// At shutdown: the day's counts kept, the worker ended.

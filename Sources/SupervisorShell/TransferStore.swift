@@ -7,7 +7,7 @@ import SupervisorKernel
 /// Background transfers as kept on disk (docs/transfers.md, "On disk"), under
 /// `STATE/transfers/`: each task in `tasks/ID`, each session's queued events in
 /// `sessions/KEY`, each partial download in `partial/ID`, the day's byte counts in `budget`,
-/// and the next task id in `next-id`. Every write is durable (written, synced, renamed) before
+/// and the next task id in `next-id`. A session's file is kept once empty: its sequence numbers go on. Every write is durable (written, synced, renamed) before
 /// the daemon acts on it: what a client was told survives a crash, a re-exec and a reboot.
 /// Loaded at the first use; a file that does not decode is refused by name and set aside
 /// (`NAME.bad`). Owned by the daemon's loop thread.
@@ -131,17 +131,12 @@ final class TransferStore {
     /// The session of `key` (a new, empty one if none is kept).
     func session(_ key: TransferSessionKey) -> TransferSession { sessions[key] ?? TransferSession(key: key) }
 
-    /// Keeps `session` durably (removes its file once it has nothing queued and no task).
+    /// Keeps `session` durably. Its file stays when nothing is queued: its next sequence
+    /// number must never be given again (a client skips a number it has already delivered).
     @discardableResult
     func save(_ session: TransferSession) -> SystemError? {
-        let path = directory + "/sessions/" + Self.fileName(session.key)
-        if session.queued.isEmpty && !tasks.values.contains(where: { $0.session == session.key }) {
-            sessions[session.key] = nil
-            if let e = kernel.removeFile(path), !e.isNoEntry { return e }
-            return nil
-        }
         sessions[session.key] = session
-        return write(session, to: path)
+        return write(session, to: directory + "/sessions/" + Self.fileName(session.key))
     }
 
     /// Keeps the day's byte counts (not synced on every progress: written when a task ends).

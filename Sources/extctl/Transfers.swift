@@ -55,6 +55,10 @@ struct Transfers: ParsableCommand {
 /// `extctl transfer cancel TASK`.
 struct Transfer: ParsableCommand {
     static let configuration = CommandConfiguration(abstract: "Act on one background transfer task.", subcommands: [TransferCancel.self])
+
+    /// Also here, so that `extctl --socket PATH transfer cancel TASK` parses: an option given
+    /// before the subcommand's name is decoded by each command of the path that declares it.
+    @OptionGroup var connection: ConnectionOptions
 }
 
 /// `extctl transfer cancel TASK`: administrators, or a process of the task's app.

@@ -33,6 +33,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <netinet/in.h>
+#include <arpa/inet.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <systemd/sd-event.h>
@@ -79,6 +81,10 @@ static CURLM *multi;
 static sd_event_source *curl_timer, *flush_timer;
 static struct task *tasks;
 static const char *ca_file, *ca_path;
+/* Whether connections to loopback and link-local addresses are allowed
+ * (EXTENSIOND_TRANSFER_ALLOW_LOOPBACK=1): by default they are refused, so that no extension
+ * reaches the host's own services (or a cloud's metadata address) through the worker. */
+static int allow_loopback;
 
 static void say(const char *format, ...) {
     va_list args;
@@ -378,6 +384,37 @@ static int on_seek(void *userdata, curl_off_t offset, int origin) {
     return CURL_SEEKFUNC_OK;
 }
 
+/* Whether `address` is a loopback, unspecified or link-local address (IPv4, IPv6, or IPv4
+ * mapped into IPv6). */
+static int is_local(const struct sockaddr *address) {
+    if (address->sa_family == AF_INET) {
+        uint32_t a = ntohl(((const struct sockaddr_in *)address)->sin_addr.s_addr);
+        return (a >> 24) == 127 || a == 0 || (a >> 16) == 0xA9FE; /* 127/8, 0.0.0.0, 169.254/16 */
+    }
+    if (address->sa_family == AF_INET6) {
+        const struct in6_addr *a = &((const struct sockaddr_in6 *)address)->sin6_addr;
+        if (IN6_IS_ADDR_LOOPBACK(a) || IN6_IS_ADDR_UNSPECIFIED(a) || IN6_IS_ADDR_LINKLOCAL(a)) return 1;
+        if (IN6_IS_ADDR_V4MAPPED(a)) {
+            struct sockaddr_in v4 = {.sin_family = AF_INET};
+            memcpy(&v4.sin_addr, &a->s6_addr[12], 4);
+            return is_local((const struct sockaddr *)&v4);
+        }
+    }
+    return 0;
+}
+
+/* Every connection libcurl opens (redirects and proxies included) goes through here: one to a
+ * local address is refused unless allowed, and the attempt fails for good (curl_code -1). */
+static curl_socket_t on_open_socket(void *clientp, curlsocktype purpose, struct curl_sockaddr *address) {
+    struct task *t = clientp;
+    (void)purpose;
+    if (!allow_loopback && is_local(&address->addr)) {
+        fail_locally(t, -1, "refused: a connection to a loopback or link-local address (EXTENSIOND_TRANSFER_ALLOW_LOOPBACK is not set)");
+        return CURL_SOCKET_BAD;
+    }
+    return socket(address->family, address->socktype | SOCK_CLOEXEC, address->protocol);
+}
+
 /* ---- The multi interface on sd-event ---- */
 
 static void check_done(void);
@@ -545,6 +582,8 @@ static void start(struct in *in, int fd) {
     curl_easy_setopt(e, CURLOPT_HEADERDATA, t);
     curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_body);
     curl_easy_setopt(e, CURLOPT_WRITEDATA, t);
+    curl_easy_setopt(e, CURLOPT_OPENSOCKETFUNCTION, on_open_socket);
+    curl_easy_setopt(e, CURLOPT_OPENSOCKETDATA, t);
     if (ca_file) curl_easy_setopt(e, CURLOPT_CAINFO, ca_file);
     if (ca_path) curl_easy_setopt(e, CURLOPT_CAPATH, ca_path);
     if (method == 1) {
@@ -640,6 +679,7 @@ int main(void) {
     signal(SIGPIPE, SIG_IGN);
     ca_file = getenv("SSL_CERT_FILE");
     ca_path = getenv("SSL_CERT_DIR");
+    allow_loopback = getenv("EXTENSIOND_TRANSFER_ALLOW_LOOPBACK") && strcmp(getenv("EXTENSIOND_TRANSFER_ALLOW_LOOPBACK"), "1") == 0;
     if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
         say("curl_global_init failed");
         return 1;

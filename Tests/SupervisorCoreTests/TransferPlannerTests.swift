@@ -79,7 +79,8 @@ import Testing
         #expect(next(0, -1) == .failed(domain: "extensiond", code: TransferError.cannotPerform.rawValue, text: "e"))
         // A retry that would fall past the 7 days fails instead.
         let old = Self.task(created: now - TransferPlanner.resourceSeconds + 0.5)
-        #expect(next(503, 0, old) == .failed(domain: "extensiond", code: TransferError.timedOut.rawValue, text: "no answer within 7 days; last: HTTP 503"))
+        #expect(next(503, 0, old) == .failed(domain: "http", code: 503, text: "no answer within 7 days (its resource timeout); the last attempt: HTTP 503"))
+        #expect(next(0, 7, old) == .failed(domain: "curl", code: 7, text: "no answer within 7 days (its resource timeout); the last attempt: e"))
         #expect(TransferPlanner.expired(Self.task(created: 0), now: TransferPlanner.resourceSeconds + 1))
         #expect(!TransferPlanner.expired(Self.task(created: 0), now: TransferPlanner.resourceSeconds - 1))
     }

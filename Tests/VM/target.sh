@@ -176,12 +176,14 @@ boot1() {
     check "nor in the journal" "" "$(journalctl -b --no-pager -q | grep -c vm-SECRET-7c1e | grep -v '^0$')"
 
     echo "--- background transfers: the installed worker, its own uid, the file in the container"
+    # The server is on an address of its own (the worker refuses loopback addresses by default).
+    ip addr add 192.0.2.10/32 dev lo
     mkdir -p /tmp/vmtest-serve
     head -c 3000000 /dev/urandom >/tmp/vmtest-serve/payload.bin
-    python3 -m http.server --bind 127.0.0.1 --directory /tmp/vmtest-serve 18080 >/dev/null 2>&1 &
+    python3 -m http.server --bind 192.0.2.10 --directory /tmp/vmtest-serve 18080 >/dev/null 2>&1 &
     served=$!
-    wait_until 20 python3 -c 'import socket; socket.create_connection(("127.0.0.1", 18080), timeout=1)'
-    out=$(talk "$probe" "transfer-download $group vm1 http://127.0.0.1:18080/payload.bin inbox/payload.bin")
+    wait_until 20 python3 -c 'import socket; socket.create_connection(("192.0.2.10", 18080), timeout=1)'
+    out=$(talk "$probe" "transfer-download $group vm1 http://192.0.2.10:18080/payload.bin inbox/payload.bin")
     check "the probe creates a download (its point allows them)" "created 1" "$(sed -n 2p <<<"$out")"
     wait_until 60 sh -c 'extctl transfers --json | grep -q "\"state\":\"completed\""' || extctl transfers
     check_match "extctl transfers lists it, completed" "^1 +org\.vmtest\.app +$group/vm1 +download +completed" "$(extctl transfers 2>&1 | sed -n 2p)"
@@ -190,6 +192,9 @@ boot1() {
         "the transfer worker runs: /usr/libexec/extensiond/extensiond-transfer, pid [0-9]+, uid [1-9][0-9]+" \
         "$(journalctl -b --no-pager -o cat -u extensiond.service | grep 'the transfer worker runs' | tail -1)"
     check "the task is kept in the state directory" "600" "$(stat -c %a /var/lib/extensiond/transfers/tasks/1 2>&1)"
+    out=$(talk "$probe" "transfer-download $group vm2 http://127.0.0.1:18080/payload.bin")
+    wait_until 60 sh -c 'extctl transfers --json | grep -q "\"state\":\"failed\""' || extctl transfers
+    check_match "a loopback URL fails for good: the worker refuses it" "loopback" "$(extctl transfers --json 2>&1)"
     kill "$served"
 
     echo "--- locks at suspension: an exclusive lock in a shared container ends the holder"

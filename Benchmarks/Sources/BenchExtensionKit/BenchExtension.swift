@@ -13,6 +13,12 @@
 //                              (performExpiringActivity's onFinished); answers
 //                              (start ns u64, end ns u64, completed u32, denied u32)
 //
+//   'd' len:u32 url path    -> a background download (BackgroundSession of the app's group
+//                              group.org.example.bench) of `url` to `path` in its container, both
+//                              UTF-8 (url, a NUL, path: `len` bytes); answers (elapsed ns u64 from
+//                              the create to the completion event, status u32, task u32), status 0
+//                              when it failed or was refused
+//
 // Launched by the bench without a supervisor (raw baselines), the bench plays the daemon's part
 // on fd 3 (ready, deliver), so the very same binary and code path serve both measurements.
 import Dispatch
@@ -170,6 +176,33 @@ func secretCopies(_ n: Int) -> [UInt8] {
     return out
 }
 
+/// One background download, from its creation to its completion event.
+func download(_ url: String, to path: String) -> [UInt8] {
+    let done = DispatchSemaphore(value: 0)
+    let status = Mutex<(UInt32, UInt64)>((0, 0))
+    let session = BackgroundSession(identifier: "bench", group: "group.org.example.bench") { e in
+        guard e.kind != .progress else { return }
+        status.withLock { $0 = (e.kind == .completed ? UInt32(e.status) : 0, e.task) }
+        done.signal()
+    }
+    var out: [UInt8] = []
+    let t0 = monotonicNanoseconds()
+    guard let task = try? session.download(url, to: path) else {
+        append64(0, to: &out)
+        append32(0, to: &out)
+        append32(0, to: &out)
+        return out
+    }
+    while true {
+        done.wait()
+        if status.withLock({ $0.1 }) == task { break }
+    }
+    append64(monotonicNanoseconds() - t0, to: &out)
+    append32(status.withLock { $0.0 }, to: &out)
+    append32(UInt32(truncatingIfNeeded: task), to: &out)
+    return out
+}
+
 func serve(_ channel: Channel) {
     while let command = channel.read(1) {
         switch command[0] {
@@ -184,6 +217,10 @@ func serve(_ channel: Channel) {
             var head: [UInt8] = []
             append32(UInt32(answer.count / 8), to: &head)
             guard channel.write(head + answer) else { return }
+        case UInt8(ascii: "d"):
+            guard let n = channel.u32(), let bytes = channel.read(Int(n)), let zero = bytes.firstIndex(of: 0) else { return }
+            let url = String(decoding: bytes[..<zero], as: UTF8.self), path = String(decoding: bytes[(zero + 1)...], as: UTF8.self)
+            guard channel.write(download(url, to: path)) else { return }
         case UInt8(ascii: "t"):
             guard let n = channel.u32(), let chains = channel.u32() else { return }
             guard channel.write(throughput(Int(n), chains: max(1, Int(chains)))) else { return }

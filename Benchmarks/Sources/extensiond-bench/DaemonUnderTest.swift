@@ -214,7 +214,7 @@ final class DaemonUnderTest {
             if m.point != "bench-sandboxed" { object["sandbox"] = "none" }
             // The extension of the secrets figure is in the bench's app, whose group it uses.
             // It names the group too, which gives the group its shared container (where the
-            // transfers phase's downloads go).
+            // transfers phase's downloads, made by this extension, go).
             if m.id.hasSuffix(".secrets") {
                 object["app"] = "org.example.bench"
                 object["sharedContainers"] = ["group.org.example.bench"]
@@ -222,10 +222,7 @@ final class DaemonUnderTest {
             try JSONSerialization.data(withJSONObject: object).write(to: URL(fileURLWithPath: "\(extensions)/\(m.id).json"))
         }
         // An app with the group of the defaults figures (docs/defaults.md).
-        // Under a root run its user is root: the bench's own connection is the app's (it makes
-        // the transfers phase's session).
-        var app: [String: Any] = ["kind": "app", "id": "org.example.bench", "groups": ["group.org.example.bench"], "dbusActivatable": true]
-        if asRoot { app["user"] = "root" }
+        let app: [String: Any] = ["kind": "app", "id": "org.example.bench", "groups": ["group.org.example.bench"], "dbusActivatable": true]
         try JSONSerialization.data(withJSONObject: app).write(to: URL(fileURLWithPath: "\(extensions)/org.example.bench.app.json"))
         var config = config
         if asRoot { config["allowRootExtensions"] = true }
@@ -251,6 +248,8 @@ final class DaemonUnderTest {
         ]
         var env = ProcessInfo.processInfo.environment
         env["NOTIFY_SOCKET"] = notifyPath
+        // The transfers phase's server is on loopback, which the worker refuses unless told.
+        env["EXTENSIOND_TRANSFER_ALLOW_LOOPBACK"] = "1"
         for k in ["LISTEN_FDS", "LISTEN_PID", "LISTEN_FDNAMES", "WATCHDOG_USEC", "WATCHDOG_PID"] { env.removeValue(forKey: k) }
         process.environment = env
         _ = FileManager.default.createFile(atPath: logPath, contents: nil)

@@ -50,14 +50,20 @@ extension Suite {
         }
         guard listening else { throw BenchError("python3 -m http.server did not answer on port \(port)") }
 
-        let completions = TransferCompletions()
-        let session = HostBackgroundSession(identifier: "bench", group: Suite.transferGroup, connection: host) { e in completions.add(e) }
+        // The download is the bench extension's (an extension of the bench's app): a
+        // BackgroundSession of the app's group, timed from its create to its completion event.
+        let session = try host.begin(Suite.secretsID)
+        guard let fd = session.channel else { throw BenchError("no channel from begin") }
+        defer { close(fd) }
         func download(_ name: String) throws -> Double {
-            let t0 = now()
-            let task = try session.download("http://127.0.0.1:\(port)/\(name)", to: "bench/\(name)")
-            guard let e = completions.wait(task: task, timeout: 600) else { throw BenchError("the download of \(name) did not complete") }
-            guard e.kind == .completed, e.status == 200 else { throw BenchError("the download of \(name) ended: \(e)") }
-            return now() - t0
+            let request = Array("http://127.0.0.1:\(port)/\(name)".utf8) + [0] + Array("bench/\(name)".utf8)
+            try writeAll(fd, [UInt8(ascii: "d")] + le32(UInt32(request.count)) + request)
+            let answer = try readExactly(fd, 16)
+            var ns: UInt64 = 0
+            for b in 0..<8 { ns |= UInt64(answer[b]) << (8 * UInt64(b)) }
+            let status = Int(answer[8]) | Int(answer[9]) << 8
+            guard status == 200 else { throw BenchError("the download of \(name) did not complete with 200 (see the daemon's log)") }
+            return Double(ns) / 1e9
         }
         func workerPeak() -> Int? {
             let children = (try? String(contentsOfFile: "/proc/\(daemon.pid)/task/\(daemon.pid)/children", encoding: .utf8)) ?? ""
@@ -90,26 +96,6 @@ extension Suite {
                 name: "transfer: \(f.size >> 20) MB download through the service", samples: f.service, note: "create → completion event (file synced, moved)"))
         details.append(Detail(name: "  beside it: curl -o of the same file", samples: f.curl, note: "same server, alternated"))
         return f
-    }
-}
-
-/// The completion events of the bench's session, by task.
-final class TransferCompletions: Sendable {
-    private let state = Mutex<[UInt64: TransferEvent]>([:])
-    private let arrived = DispatchSemaphore(value: 0)
-
-    func add(_ e: TransferEvent) {
-        guard e.kind != .progress else { return }
-        state.withLock { $0[e.task] = e }
-        arrived.signal()
-    }
-
-    func wait(task: UInt64, timeout: Double) -> TransferEvent? {
-        let deadline = Date().addingTimeInterval(timeout)
-        while true {
-            if let e = state.withLock({ $0[task] }) { return e }
-            if arrived.wait(timeout: .now() + max(0, deadline.timeIntervalSinceNow)) == .timedOut { return state.withLock { $0[task] } }
-        }
     }
 }
 

@@ -347,6 +347,8 @@ final class Suite {
                     // Background refresh on for every bench extension, none due during the run:
                     // the idle figure shows that a refresh schedule costs no wakeup.
                     "refresh": ["minimumIntervalSeconds": 86_400, "dailyBudget": 48],
+                    // The transfers phase moves a few GB in one run.
+                    "transferBytesPerDay": Int64(64) << 30,
                 ],
                 "bench-reclaim": ["launchTimeoutSeconds": 600, "suspendedLifetimeSeconds": 1],
                 "bench-sandboxed": ["launchTimeoutSeconds": 600, "suspendedLifetimeSeconds": 86_400],

@@ -647,6 +647,16 @@ class Check:
             done = w.until_done(60)[60][-1]
             self.ok(done["curl_code"] == 60 and done["status"] == 0, "system CA store: curl 60 (%r)" % done["error"])
             w.close()
+            print("a loopback address without EXTENSIOND_TRANSFER_ALLOW_LOOPBACK: refused for good")
+            plain = {k: v for k, v in os.environ.items() if k != "EXTENSIOND_TRANSFER_ALLOW_LOOPBACK"}
+            w = Worker(self.worker_path, env=dict(plain, SSL_CERT_FILE=cert))
+            path, fd = self.dest("lo0")
+            w.start(62, GET, url + "/file.bin", fd)
+            os.close(fd)
+            done = w.until_done(62)[62][-1]
+            self.ok(done["curl_code"] == -1 and "loopback" in done["error"] and os.path.getsize(path) == 0,
+                    "loopback refused: curl_code -1 (%r)" % done["error"])
+            w.close()
             w = Worker(self.worker_path, env=dict(os.environ, SSL_CERT_FILE=cert))
             path, fd = self.dest("tls1")
             w.start(61, GET, url + "/file.bin", fd)
@@ -670,6 +680,8 @@ def main():
     ap.add_argument("--stall", type=int, default=30)
     ap.add_argument("--big-mb", type=int, default=1024)
     a = ap.parse_args()
+    # Every server here is on loopback, which the worker refuses unless told.
+    os.environ["EXTENSIOND_TRANSFER_ALLOW_LOOPBACK"] = "1"
     if a.command == "check":
         return Check(a.worker, a.big_mb).run()
     w = Worker(a.worker)
