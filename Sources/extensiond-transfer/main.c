@@ -45,6 +45,7 @@
 #define MAX_URL 8192
 #define PROGRESS_USEC 250000ULL
 #define BUFFER_SIZE (256 * 1024)
+#define WRITEBACK_STEP (8ULL << 20)
 #define MAX_VALIDATOR 4096
 
 enum { START = 1, CANCEL = 2, HEADERS = 10, PROGRESS = 11, DONE = 12 };
@@ -71,6 +72,7 @@ struct task {
     /* What the worker itself found wrong (a short write, a wrong range): ends the attempt. */
     int local_code;
     char local_error[256];
+    uint64_t synced;      /* the file's bytes whose writeback was started (sync_file_range) */
     uint64_t progress_sent_usec, progress_sent_value;
     int progress_pending;
     struct task *next;
@@ -355,6 +357,13 @@ static size_t on_body(char *data, size_t size, size_t count, void *userdata) {
         }
         written += (size_t)w;
         t->position += (uint64_t)w;
+    }
+    /* Writeback started as the file grows: the fdatasync at the end (a complete download is
+     * durable before the daemon is told) then waits for the last few MB, not the whole file. */
+    if (t->position < t->synced) t->synced = 0;
+    if (t->position - t->synced >= WRITEBACK_STEP) {
+        sync_file_range(t->fd, (off_t)t->synced, (off_t)(t->position - t->synced), SYNC_FILE_RANGE_WRITE);
+        t->synced = t->position;
     }
     progressed(t);
     return n;

@@ -71,6 +71,28 @@ struct TransferTests {
         return r.out + r.err
     }
 
+    /// What each test runs against: a server (HTTPS with `tls`), a private bus where the app is
+    /// activatable (its activations in `record`), and a daemon; `close()` ends them.
+    struct Setup {
+        let directory: String
+        let server: TransferServer
+        let bus: PrivateBus
+        let record: String
+        let daemon: TestDaemon
+
+        func close() {
+            bus.close()
+            try? FileManager.default.removeItem(atPath: directory)
+        }
+    }
+
+    static func setUp(tls: Bool) throws -> Setup {
+        let directory = try TestDaemon.makeTemporaryDirectory()
+        let server = try TransferServer(directory: serverDirectory(), tls: tls)
+        let (bus, record) = try Self.bus(directory)
+        return Setup(directory: directory, server: server, bus: bus, record: record, daemon: try daemon(bus: bus, server: server))
+    }
+
     static func containerPath(_ daemon: TestDaemon) -> String { daemon.directory + "/state/containers/" + group }
 
     static func tasks(_ daemon: TestDaemon) throws -> [[String: Any]] {
@@ -82,12 +104,10 @@ struct TransferTests {
     static func serverDirectory() -> String { ReachableCopies.directory + "/server-\(UUID().uuidString)" }
 
     @Test func aDownloadOutlivesItsDismissedWidgetWhichIsNeverWokenAndTheAppGetsTheCompletion() throws {
-        let directory = try TestDaemon.makeTemporaryDirectory()
-        defer { try? FileManager.default.removeItem(atPath: directory) }
-        let server = try TransferServer(directory: Self.serverDirectory(), tls: true)
-        let (bus, record) = try Self.bus(directory)
-        defer { bus.close() }
-        let daemon = try Self.daemon(bus: bus, server: server)
+        let setup = try Self.setUp(tls: true)
+        defer { setup.close() }
+        let (server, daemon) = (setup.server, setup.daemon)
+        let record = setup.record
         let size = 20 << 20
         let host = try daemon.host()
         let session = try host.begin(Self.widgetID)
@@ -125,12 +145,9 @@ struct TransferTests {
     }
 
     @Test func aDaemonKilledAndReexecutedMidDownloadResumesWithRangeSendingAtMostOneChunkTwice() throws {
-        let directory = try TestDaemon.makeTemporaryDirectory()
-        defer { try? FileManager.default.removeItem(atPath: directory) }
-        let server = try TransferServer(directory: Self.serverDirectory(), tls: true)
-        let (bus, _) = try Self.bus(directory)
-        defer { bus.close() }
-        let daemon = try Self.daemon(bus: bus, server: server)
+        let setup = try Self.setUp(tls: true)
+        defer { setup.close() }
+        let (server, bus, daemon) = (setup.server, setup.bus, setup.daemon)
         let size = 16 << 20, chunk = 65_536
         let widget = try daemon.host().begin(Self.widgetID).hostChannel()
         widget.send("transfer-download s2 \(Self.group) \(server.url("/file/resumed?size=\(size)&chunk=\(chunk)&hold_at=\(size / 2),\(size * 7 / 10)"))")
@@ -158,12 +175,9 @@ struct TransferTests {
     }
 
     @Test func aServerThatDropsTheConnectionThreeTimesIsRetriedAfterItsBackoffs() throws {
-        let directory = try TestDaemon.makeTemporaryDirectory()
-        defer { try? FileManager.default.removeItem(atPath: directory) }
-        let server = try TransferServer(directory: Self.serverDirectory(), tls: false)
-        let (bus, _) = try Self.bus(directory)
-        defer { bus.close() }
-        let daemon = try Self.daemon(bus: bus, server: server)
+        let setup = try Self.setUp(tls: false)
+        defer { setup.close() }
+        let (server, daemon) = (setup.server, setup.daemon)
         let size = 4 << 20
         let widget = try daemon.host().begin(Self.widgetID).hostChannel()
         let started = Date()
@@ -182,12 +196,9 @@ struct TransferTests {
     }
 
     @Test func aServerThatRefusesRangeStartsTheDownloadAgainFromZero() throws {
-        let directory = try TestDaemon.makeTemporaryDirectory()
-        defer { try? FileManager.default.removeItem(atPath: directory) }
-        let server = try TransferServer(directory: Self.serverDirectory(), tls: false)
-        let (bus, _) = try Self.bus(directory)
-        defer { bus.close() }
-        let daemon = try Self.daemon(bus: bus, server: server)
+        let setup = try Self.setUp(tls: false)
+        defer { setup.close() }
+        let (server, daemon) = (setup.server, setup.daemon)
         let size = 4 << 20
         let widget = try daemon.host().begin(Self.widgetID).hostChannel()
         widget.send("transfer-download s4 \(Self.group) \(server.url("/file/norange?size=\(size)&range=0&drop=1&drop_at=\(size / 2)"))")
@@ -203,12 +214,10 @@ struct TransferTests {
     }
 
     @Test func anUploadOfFiftyMegabytesCompletesAcrossADismissal() throws {
-        let directory = try TestDaemon.makeTemporaryDirectory()
-        defer { try? FileManager.default.removeItem(atPath: directory) }
-        let server = try TransferServer(directory: Self.serverDirectory(), tls: true)
-        let (bus, record) = try Self.bus(directory)
-        defer { bus.close() }
-        let daemon = try Self.daemon(bus: bus, server: server)
+        let setup = try Self.setUp(tls: true)
+        defer { setup.close() }
+        let (server, daemon) = (setup.server, setup.daemon)
+        let record = setup.record
         let host = try daemon.host()
         let session = try host.begin(Self.widgetID)
         let widget = try session.hostChannel()
@@ -231,12 +240,9 @@ struct TransferTests {
     }
 
     @Test func anotherAppsExtensionCannotUseTheSessionNorReadItsFiles() throws {
-        let directory = try TestDaemon.makeTemporaryDirectory()
-        defer { try? FileManager.default.removeItem(atPath: directory) }
-        let server = try TransferServer(directory: Self.serverDirectory(), tls: false)
-        let (bus, _) = try Self.bus(directory)
-        defer { bus.close() }
-        let daemon = try Self.daemon(bus: bus, server: server)
+        let setup = try Self.setUp(tls: false)
+        defer { setup.close() }
+        let (server, daemon) = (setup.server, setup.daemon)
         let host = try daemon.host()
         let widget = try host.begin(Self.widgetID).hostChannel()
         widget.send("transfer-download s6 \(Self.group) \(server.url("/file/private?size=1000")) secret/file.bin")

@@ -11,6 +11,7 @@ import Synchronization
 struct TransferFigures {
     var service = Samples()
     var curl = Samples()
+    var curlSynced = Samples()
     var size = 0
     var workerPeakSmall: Int?
     var workerPeakLarge: Int?
@@ -89,12 +90,19 @@ extension Suite {
             guard r.status == 0 else { throw BenchError("curl: \(r.err)") }
             f.curl.add(now() - t0)
             try? FileManager.default.removeItem(atPath: dir + "/curl-large.bin")
+            // The same, then the file made durable, as the service's is before it is told.
+            let t1 = now()
+            let synced = try runCommand("/bin/sh", ["-c", "curl -sS -o \"$0\" \"$1\" && sync -d \"$0\"", dir + "/curl-large.bin", "http://127.0.0.1:\(port)/large.bin"])
+            guard synced.status == 0 else { throw BenchError("curl + sync: \(synced.err)") }
+            f.curlSynced.add(now() - t1)
+            try? FileManager.default.removeItem(atPath: dir + "/curl-large.bin")
         }
         f.workerPeakLarge = workerPeak()
         details.append(
             Detail(
                 name: "transfer: \(f.size >> 20) MB download through the service", samples: f.service, note: "create → completion event (file synced, moved)"))
         details.append(Detail(name: "  beside it: curl -o of the same file", samples: f.curl, note: "same server, alternated"))
+        details.append(Detail(name: "  and curl -o, then sync -d of the file", samples: f.curlSynced, note: "the durability the service gives"))
         return f
     }
 }

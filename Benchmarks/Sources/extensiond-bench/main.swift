@@ -1092,6 +1092,12 @@ final class Suite {
             rows.append(Row(figure: "transfer throughput, \(t.size >> 20) MB on loopback",
                             kind: .value(String(format: "%.0f MB/s", ours), baseline: String(format: "%.0f MB/s (curl -o)", theirs),
                                          ratio: String(format: "%.2f×", ours / theirs), met: ours >= 0.95 * theirs), target: "≥ 0.95× curl"))
+            if t.curlSynced.count > 0 {
+                let synced = mb / t.curlSynced.p50
+                rows.append(Row(figure: "transfer throughput beside curl -o + sync -d",
+                                kind: .value(String(format: "%.0f MB/s", ours), baseline: String(format: "%.0f MB/s (curl -o; sync -d)", synced),
+                                             ratio: String(format: "%.2f×", ours / synced), met: nil), target: "report (same durability)"))
+            }
             if let small = t.workerPeakSmall, let large = t.workerPeakLarge {
                 rows.append(Row(figure: "transfer worker peak RSS, \(t.size >> 20) MB download",
                                 kind: .value(String(format: "%.1f MB", Double(large) / 1e6), baseline: String(format: "%.1f MB (16 MB download)", Double(small) / 1e6),
