@@ -195,6 +195,52 @@ struct TransferTests {
         #expect(daemon.log().contains("attempt 4 in 4s"), "\(daemon.log())")
     }
 
+    @Test func aServerThatAnswers503BehindARedirectIsRetriedAndTheRedirectFollowed() throws {
+        let setup = try Self.setUp(tls: true)
+        defer { setup.close() }
+        let (server, daemon) = (setup.server, setup.daemon)
+        let size = 1 << 20
+        let widget = try daemon.host().begin(Self.widgetID).hostChannel()
+        widget.send("transfer-download s8 \(Self.group) \(server.url("/file/busy?size=\(size)&fail=2&redirect=1"))")
+        #expect(widget.readLine()?.hasPrefix("created ") == true, "\(daemon.log())")
+        try eventually("the download completes", timeout: 60) {
+            widget.send("transfer-events")
+            return widget.readLine()?.contains("completed 1 200") == true
+        }
+        #expect(try fileSHA256(Self.containerPath(daemon) + "/transfers/s8/1") == (try server.sha256("busy", size: size)))
+        let statuses = try server.stats("busy").requests.map(\.status)
+        #expect(statuses == [302, 503, 302, 503, 302, 200], "\(statuses)")
+        #expect(daemon.log().contains("transfer 1: HTTP 503; attempt 3 in 2s"), "\(daemon.log())")
+    }
+
+    @Test func aQueuedCompletionSurvivesACrashAndReachesTheAppOnce() throws {
+        let setup = try Self.setUp(tls: false)
+        defer { setup.close() }
+        let (server, bus, daemon, record) = (setup.server, setup.bus, setup.daemon, setup.record)
+        let host = try daemon.host()
+        let session = try host.begin(Self.widgetID)
+        let widget = try session.hostChannel()
+        widget.send("transfer-download s9 \(Self.group) \(server.url("/file/queued?size=4096&hold_at=1024"))")
+        #expect(widget.readLine() == "created 1", "\(daemon.log())")
+        try server.waitHold("queued")
+        try host.dismiss(session)
+        try eventually("the widget is stopped") { processState(session.pid) == "T" }
+        try server.release("queued")
+        try eventually("the app is brought up", timeout: 30) { DBusFixtures.records(record).contains("parameter \(Self.group)/s9") }
+        // The daemon dies with the completion queued, unclaimed; the next one brings the app up again.
+        try daemon.crash()
+        try Self.start(daemon, bus: bus, server: server)
+        try eventually("the app is brought up again", timeout: 30) {
+            DBusFixtures.records(record).filter { $0 == "parameter \(Self.group)/s9" }.count == 2
+        }
+        let first = try Self.app(daemon, ["claim", Self.group, "s9", "1", "handle"])
+        #expect(first.contains("completed 1 200 ") && first.contains("handled 1"), "\(first)\n\(daemon.log())")
+        // Handled: a second claim gets nothing, and the task is forgotten.
+        let second = try Self.app(daemon, ["claim", Self.group, "s9", "0"])
+        #expect(second.isEmpty, "\(second)")
+        #expect(try Self.tasks(daemon).isEmpty)
+    }
+
     @Test func aServerThatRefusesRangeStartsTheDownloadAgainFromZero() throws {
         let setup = try Self.setUp(tls: false)
         defer { setup.close() }

@@ -8,6 +8,8 @@ transfers") with nothing but the standard library.
       prints one line per event: "completed TASK STATUS PATH" or "failed TASK DOMAIN CODE TEXT"
       (progress is not printed). With "handle": then transferHandled through the highest sequence
       (the model's did finish events), and prints "handled SEQ" once the daemon answered ok.
+      With COUNT 0 it prints whatever completion the claim brings before the answer to a
+      transferHandled through 0 sent behind it (nothing, when nothing is queued).
       A failure answer prints "failure CODE TEXT".
   transfer-app.py SOCKET upload GROUP SESSION PATH URL
       transferCreate of a PUT upload: prints "created TASK" or "failure CODE TEXT".
@@ -79,11 +81,16 @@ def main() -> int:
     count = int(sys.argv[5])
     handle = len(sys.argv) > 6 and sys.argv[6] == "handle"
     sock.send(message(81, struct.pack("<I", 1) + string(session) + string(group)))
-    seen, highest, answered = 0, 0, False
-    while seen < count or not answered:
+    seen, highest = 0, 0
+    if count == 0:
+        # A barrier: the daemon answers in order, so every event the claim sent comes before
+        # the answer to this transferHandled (through 0: it acknowledges nothing).
+        sock.send(message(82, struct.pack("<I", 3) + string(session) + string(group) + struct.pack("<Q", 0)))
+    oks = 0
+    while seen < count or oks < (2 if count == 0 else 1):
         kind, body = receive(sock)
         if kind == 33:  # ok
-            answered = True
+            oks += 1
         elif kind == 34:
             print(failure(body))
             return 0
