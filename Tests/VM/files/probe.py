@@ -100,7 +100,7 @@ def answer(command: str) -> str:
             return f"found {item.data.decode()} in {item.group}"
         if words[0] == "transfer-download":
             from extension_runtime import transfers
-            session = transfers.Session(words[2], words[1], lambda event: None)
+            session = transfers.Session(words[1], words[2], lambda event: None)
             return f"created {session.download(words[3], words[4] if len(words) > 4 else '')}"
         if words[0] == "alloc":
             block = bytearray(int(words[1]) * 1024 * 1024)
