@@ -9,6 +9,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/acl.h>
 #include <sys/fsuid.h>
 #include <sys/stat.h>
@@ -146,9 +147,47 @@ int shim_tree_usage(int top, uint64_t limit, uint64_t *bytes) {
     return rc;
 }
 
+// `relative` opened beneath the directory `dirfd`, one component at a time: each directory with
+// O_NOFOLLOW | O_DIRECTORY, the last with O_NOFOLLOW, each on the file system of `dirfd`; no
+// empty, "." or ".." component. What openat2's RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS |
+// RESOLVE_NO_XDEV give, for a kernel or a system-call filter without openat2 (systemd 252's
+// @system-service answers it ENOSYS). The new descriptor, or -errno.
+static int open_walk(int dirfd, const char *relative, int flags, unsigned int mode) {
+    struct stat top;
+    if (fstat(dirfd, &top) != 0) return -errno;
+    char *copy = strdup(relative);
+    if (!copy) return -ENOMEM;
+    int current = dirfd, result = -EINVAL;
+    char *rest = copy;
+    for (;;) {
+        char *slash = strchr(rest, '/');
+        if (slash) *slash = 0;
+        if (!*rest || strcmp(rest, ".") == 0 || strcmp(rest, "..") == 0) { result = -EINVAL; break; }
+        int last = slash == NULL;
+        int fd = openat(current, rest, last ? (flags | O_NOFOLLOW | O_CLOEXEC) : (O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC),
+                        (flags & O_CREAT) ? mode : 0);
+        if (fd < 0) { result = -errno; break; }
+        struct stat st;
+        int failed = fstat(fd, &st) != 0 ? -errno : st.st_dev != top.st_dev ? -EXDEV : 0;
+        if (failed) {
+            result = failed;
+            close(fd);
+            break;
+        }
+        if (current != dirfd) close(current);
+        current = fd;
+        if (last) { result = fd; current = dirfd; break; }
+        rest = slash + 1;
+    }
+    if (current != dirfd) close(current);
+    free(copy);
+    return result;
+}
+
 // openat2(2) of `relative` beneath the directory `dirfd`: no symbolic link, no magic link, no
-// `..` out of it, no mount crossing. Background transfers open a file an extension may have
-// replaced with a link this way. The new descriptor, or -errno.
+// `..` out of it, no mount crossing; the same walked by hand where openat2 is not there.
+// Background transfers open a file an extension may have replaced with a link this way. The
+// new descriptor, or -errno.
 #include <linux/openat2.h>
 #include <sys/syscall.h>
 int shim_open_beneath(int dirfd, const char *relative, int flags, unsigned int mode) {
@@ -158,5 +197,6 @@ int shim_open_beneath(int dirfd, const char *relative, int flags, unsigned int m
         .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV,
     };
     long fd = syscall(SYS_openat2, dirfd, relative, &how, sizeof how);
+    if (fd < 0 && (errno == ENOSYS || errno == EPERM)) return open_walk(dirfd, relative, flags, mode);
     return fd < 0 ? -errno : (int)fd;
 }
