@@ -127,6 +127,11 @@ public enum TransferPlanner {
             if end.status == 416 && task.method == .download {
                 return .restart(why: "the server cannot satisfy the range (416)")
             }
+            if task.method == .download && (200..<300).contains(end.status) && task.total >= 0 && task.bytes < UInt64(task.total) {
+                // An answer that ended short of the resource (a 206 of part of the rest): resumed.
+                return retryOrFail(
+                    task, now: now, why: "the answer ended at byte \(task.bytes) of \(task.total)", domain: "http", code: Int32(end.status))
+            }
             if end.status >= 500 || end.status == 408 || end.status == 429 {
                 return retryOrFail(task, now: now, why: "HTTP \(end.status)", domain: "http", code: Int32(end.status))
             }

@@ -33,10 +33,11 @@ extension LinuxKernel {
         let top = Glibc.open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
         guard top >= 0 else { return .failure(SystemError("open \(root)", errno: errno)) }
         defer { Glibc.close(top) }
-        let fd = shim_open_beneath(top, relative, O_RDONLY | O_NOCTTY, 0)
+        // O_NONBLOCK: a FIFO a member planted there must not block the loop in open(2).
+        let fd = shim_open_beneath(top, relative, O_RDONLY | O_NOCTTY | O_NONBLOCK, 0)
         guard fd >= 0 else { return .failure(SystemError("open \(relative) in \(root)", errno: -fd)) }
         var st = stat()
-        guard fstat(fd, &st) == 0, st.st_mode & S_IFMT == S_IFREG else {
+        guard fstat(fd, &st) == 0, st.st_mode & S_IFMT == S_IFREG, fcntl(fd, F_SETFL, 0) == 0 else {
             Glibc.close(fd)
             return .failure(SystemError("\(relative) in \(root) is not a regular file", errno: EINVAL))
         }

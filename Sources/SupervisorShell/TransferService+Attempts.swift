@@ -16,10 +16,16 @@ extension TransferService {
             finish(task, .failed(domain: "extensiond", code: TransferError.timedOut.rawValue, text: "older than 7 days (its resource timeout)"))
         }
         checkConstraintsIfDue(now: now)
-        let waiting = store.tasks.values.filter { TransferPlanner.mayStart($0, now: now, constrained: constrained) }.sorted { $0.id < $1.id }
+        // Until the first answer, a discretionary task waits (it may be on a metered network).
+        let held = constrained || constraintsCheckedAt == nil
+        let waiting = store.tasks.values.filter { TransferPlanner.mayStart($0, now: now, constrained: held) }.sorted { $0.id < $1.id }
+        heldByBudget = false
         for task in waiting where attempts.count < TransferPlanner.maxRunning {
             let budget = store.budget.used(app: task.session.app, now: now)
-            if let limit = bytesPerDay(task), budget >= UInt64(limit) { continue }
+            if let limit = bytesPerDay(task), budget >= UInt64(limit) {
+                heldByBudget = true
+                continue
+            }
             start(task)
         }
         idleSince = attempts.isEmpty ? (idleSince ?? now) : nil
@@ -39,12 +45,12 @@ extension TransferService {
             if task.state == .waiting, let at = task.retryAt, at > now { consider(at) }
         }
         if attempts.values.contains(where: \.progressPending) { consider(now + TransferPlanner.progressInterval) }
-        if store.tasks.values.contains(where: { $0.state == .waiting }) && attempts.count < TransferPlanner.maxRunning {
-            // Waiting on a day's budget: the next day.
-            consider(store.budget.nextDay())
+        if heldByBudget {
+            // Held back by a day's budget: the next day (from now: the budget's own day may be past).
+            consider(((now / 86_400).rounded(.down) + 1) * 86_400)
         }
         if let idle = idleSince, worker.isRunning { consider(idle + Self.workerIdleSeconds) }
-        if discretionaryWaiting, let at = constraintsCheckedAt { consider(at + Self.constraintsSeconds) }
+        if discretionaryWaiting, !checkingConstraints, let at = constraintsCheckedAt { consider(at + Self.constraintsSeconds) }
         guard let at = next else { return }
         let when = kernel.now().adding(seconds: max(0, at - now))
         if case .success(let t) = kernel.addTimer(at: when, { [unowned self] in timerFired() }) { timer = t }

@@ -55,6 +55,8 @@ final class TransferService {
     /// When that was last asked (wall clock), and whether an answer is awaited.
     var constraintsCheckedAt: Double?
     var checkingConstraints = false
+    /// Whether the last `schedule` held a task back for its app's bytes a day.
+    var heldByBudget = false
     /// How often the constraints are asked again while discretionary tasks wait.
     static let constraintsSeconds: Double = 60
     /// When the worker became idle (no attempt), for its idle stop.
@@ -144,7 +146,10 @@ final class TransferService {
             store.remove(id)
             return .failure(TransferRefusal(.internalError, "cannot keep the task: \(e)"))
         }
-        if let e = store.save(store.session(key)) { logger.warning("cannot keep the session \(key): \(e)") }
+        if let e = store.save(store.session(key)) {
+            store.remove(id)
+            return .failure(TransferRefusal(.internalError, "cannot keep the session: \(e)"))
+        }
         logger.info(
             "transfer \(id) created in \(key) by \(caller.extensionID ?? "the app " + app): \(request.method.isUpload ? "upload of" : "download to") \(path)",
             metadata: ["TRANSFER_ID": "\(id)", "EXTENSION_ID": "\(caller.extensionID ?? "")"])
@@ -164,6 +169,7 @@ final class TransferService {
         task.state = .cancelled
         task.finishedAt = kernel.wallClock()
         store.save(task)
+        _ = kernel.removeFile(store.partialPath(id))
         logger.info("transfer \(id) cancelled", metadata: ["TRANSFER_ID": "\(id)"])
         emit(
             TransferEvent(

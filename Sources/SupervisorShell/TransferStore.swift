@@ -145,12 +145,20 @@ final class TransferStore {
     /// Where task `id`'s download is written until it is complete.
     func partialPath(_ id: UInt64) -> String { directory + "/partial/\(id)" }
 
-    /// A session's file name: its key's bytes in hex (any identifier, no path character).
+    /// A session's file name: its key's bytes in hex (any identifier, no path character); a
+    /// key of more than 100 bytes, its first 64 in hex and two 64-bit FNV-1a hashes of the whole
+    /// (a name stays under 255 bytes; the key itself is in the file).
     static func fileName(_ key: TransferSessionKey) -> String {
         let bytes = Array(key.app.utf8) + [0] + Array(key.group.utf8) + [0] + Array(key.identifier.utf8)
-        let hex: [Character] = Array("0123456789abcdef")
-        var s = ""
-        for b in bytes { s.append(hex[Int(b >> 4)]); s.append(hex[Int(b & 15)]) }
-        return s
+        func hex(_ b: some Sequence<UInt8>) -> String {
+            let digits: [Character] = Array("0123456789abcdef")
+            var s = ""
+            for x in b { s.append(digits[Int(x >> 4)]); s.append(digits[Int(x & 15)]) }
+            return s
+        }
+        guard bytes.count > 100 else { return hex(bytes) }
+        func fnv(_ seed: UInt64) -> UInt64 { bytes.reduce(seed) { ($0 ^ UInt64($1)) &* 0x100_0000_01b3 } }
+        let h1 = fnv(0xcbf2_9ce4_8422_2325), h2 = fnv(0x84222325_cbf29ce4)
+        return hex(bytes.prefix(64)) + "-" + String(h1, radix: 16) + String(h2, radix: 16)
     }
 }

@@ -52,14 +52,21 @@ final class TransferWorker {
     func send(_ message: TransferWorkerMessage, descriptor: Int32? = nil) -> SystemError? {
         if running == nil, let e = start() { return e }
         guard let r = running else { return .notSupported }
+        let failure: SystemError
         do {
-            _ = try r.socket.send(message.encoded, descriptor: descriptor)
-            return nil
+            if try r.socket.send(message.encoded, descriptor: descriptor) == .sent { return nil }
+            failure = SystemError("the transfer worker reads nothing (its socket is full)", errno: 0)
         } catch {
-            logger.warning("cannot write to the transfer worker: \(error)")
-            end()
-            return error
+            failure = error
         }
+        // A message that did not go leaves the worker behind: it is ended, and every attempt it
+        // had is tried again, on the next turn of the loop (not inside the caller's).
+        logger.warning("cannot write to the transfer worker: \(failure); ending it")
+        end()
+        if case .failure(let e) = kernel.addTimer(at: kernel.now(), { [unowned self] in onGone() }) {
+            logger.error("cannot arm a timer: \(e); the worker's attempts are tried again at the next event")
+        }
+        return failure
     }
 
     /// Ends the worker: its socket closes, and it exits at once (its transfers are abandoned).

@@ -591,6 +591,8 @@ static void start(struct in *in, int fd) {
     curl_easy_setopt(e, CURLOPT_HEADERDATA, t);
     curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_body);
     curl_easy_setopt(e, CURLOPT_WRITEDATA, t);
+    /* A proxy's "200 Connection established" is not the answer: never seen by on_header. */
+    curl_easy_setopt(e, CURLOPT_SUPPRESS_CONNECT_HEADERS, 1L);
     curl_easy_setopt(e, CURLOPT_OPENSOCKETFUNCTION, on_open_socket);
     curl_easy_setopt(e, CURLOPT_OPENSOCKETDATA, t);
     if (ca_file) curl_easy_setopt(e, CURLOPT_CAINFO, ca_file);
@@ -655,6 +657,7 @@ static int on_daemon(sd_event_source *s, int fd, uint32_t revents, void *userdat
         ssize_t n = recvmsg(fd, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
         if (n < 0 && errno == EINTR) continue;
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return 0;
+        if (n < 0) _exit(0); /* the daemon's socket failed: done */
         int received = -1;
         for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
             if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;

@@ -75,6 +75,12 @@ import Testing
         #expect(next(0, 60) == .failed(domain: "curl", code: 60, text: "e"), "a certificate that does not verify is not retried")
         #expect(next(0, 1) == .failed(domain: "curl", code: 1, text: "e"))
         #expect(next(416, 0) == .restart(why: "the server cannot satisfy the range (416)"))
+        var short = Self.task()
+        short.bytes = 500
+        short.total = 1_000
+        #expect(next(206, 0, short) == .retry(at: now + 1, why: "the answer ended at byte 500 of 1000"), "a short answer is resumed")
+        short.bytes = 1_000
+        #expect(next(206, 0, short) == .completed(status: 206))
         #expect(next(416, 0, Self.task(.uploadPut)) == .completed(status: 416))
         #expect(next(0, -1) == .failed(domain: "extensiond", code: TransferError.cannotPerform.rawValue, text: "e"))
         // A retry that would fall past the 7 days fails instead.
