@@ -15,7 +15,7 @@ public final class HostBackgroundSession: Sendable {
     public let group: String
     private let client: ControlClient
     private let onEvent: @Sendable (TransferEvent) -> Void
-    private let delivered = Mutex<UInt64>(0)
+    private let deliveries = Mutex(TransferDeliveries())
     private let acknowledged: @Sendable (UInt64, HostError?) -> Void
 
     /// The session `identifier` in `group` over `connection`; events go to `onEvent` (on the
@@ -62,19 +62,7 @@ public final class HostBackgroundSession: Sendable {
     }
 
     private func handle(_ events: [TransferEvent]) {
-        var last: UInt64 = 0
-        for event in events {
-            if event.sequence != 0 {
-                let fresh = delivered.withLock { d -> Bool in
-                    guard event.sequence > d else { return false }
-                    d = event.sequence
-                    return true
-                }
-                last = max(last, event.sequence)
-                if !fresh { continue }
-            }
-            onEvent(event)
-        }
+        let last = deliveries.withLock { $0.deliver(events, onEvent) }
         guard last > 0 else { return }
         // On another thread: this one reads the connection, and the answer comes through it.
         let (client, session, group, acknowledged, through) = (client, identifier, group, acknowledged, last)

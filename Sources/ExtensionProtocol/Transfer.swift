@@ -108,3 +108,31 @@ public enum TransferError: Int32, Sendable {
     /// The app group, or the app, is no longer declared.
     case groupGone = 5
 }
+
+/// What a client of a background session has handed to its code: the highest sequence number
+/// delivered in this process. Each batch of `transferEvents` goes through `deliver`, which
+/// passes on progress and each completion or failure not delivered before, and returns the
+/// sequence number to acknowledge (`transferHandled`), 0 when there is none. Not thread-safe:
+/// the owner serializes calls (one reading thread).
+public struct TransferDeliveries: Sendable {
+    /// The highest sequence number handed on.
+    public private(set) var delivered: UInt64 = 0
+
+    /// Nothing delivered yet.
+    public init() {}
+
+    /// Hands each event of `events` to `body` unless it is a completion or failure already
+    /// delivered; returns the highest sequence number of the batch (0: progress only).
+    public mutating func deliver(_ events: [TransferEvent], _ body: (TransferEvent) -> Void) -> UInt64 {
+        var last: UInt64 = 0
+        for event in events {
+            if event.sequence != 0 {
+                last = max(last, event.sequence)
+                guard event.sequence > delivered else { continue }
+                delivered = event.sequence
+            }
+            body(event)
+        }
+        return last
+    }
+}

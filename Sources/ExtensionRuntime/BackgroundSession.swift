@@ -21,8 +21,8 @@ public final class BackgroundSession: Sendable {
     /// The app group whose shared container holds the files.
     public let group: String
     private let onEvent: @Sendable (TransferEvent) -> Void
-    /// The highest sequence number handed to `onEvent`: a completion arrives once per process.
-    private let delivered = Mutex<UInt64>(0)
+    /// What was handed to `onEvent`: a completion arrives once per process.
+    private let deliveries = Mutex(TransferDeliveries())
 
     /// The session `identifier` in `group`, whose events go to `onEvent`.
     public init(identifier: String, group: String, onEvent: @escaping @Sendable (TransferEvent) -> Void) {
@@ -65,19 +65,7 @@ public final class BackgroundSession: Sendable {
     }
 
     private func handle(_ events: [TransferEvent]) {
-        var last: UInt64 = 0
-        for event in events {
-            if event.sequence != 0 {
-                let fresh = delivered.withLock { d -> Bool in
-                    guard event.sequence > d else { return false }
-                    d = event.sequence
-                    return true
-                }
-                last = max(last, event.sequence)
-                if !fresh { continue }
-            }
-            onEvent(event)
-        }
+        let last = deliveries.withLock { $0.deliver(events, onEvent) }
         guard last > 0, let channel = RuntimeChannel.shared else { return }
         let (session, group) = (identifier, group)
         channel.call({ .transferHandled(tag: $0, session: session, group: group, through: last) }, answered: { _ in })
