@@ -22,6 +22,9 @@ final class EventLoop {
         event = e
     }
 
+    /// The sd_event, for libraries that attach to it (sd-bus: `BusService`).
+    var eventPointer: OpaquePointer { event }
+
     deinit {
         if let timer { sd_event_source_disable_unref(timer) }
         sd_event_unref(event)

@@ -433,6 +433,18 @@ public final class LinuxKernel: Kernel {
         return backgroundWork.run({ Constraints.check() }, loop: loop, done)
     }
 
+    /// `Kernel.openBus`: the service attached to this kernel's loop.
+    public func openBus(system: Bool, handler: any BusServiceHandler) -> Result<BusService, SystemError> {
+        guard let loop else { return .failure(.notSupported) }
+        do { return .success(try BusService(system: system, event: loop.eventPointer, handler: handler)) } catch { return .failure(error) }
+    }
+
+    /// `Kernel.checkPolkitInBackground`.
+    public func checkPolkitInBackground(_ check: PolkitCheck, _ done: @escaping (PolkitCheck.Answer) -> Void) -> SystemError? {
+        guard let loop else { return .notSupported }
+        return backgroundWork.run({ check.perform() }, loop: loop, done)
+    }
+
     /// `Kernel.makeSuiteMemory`.
     public func makeSuiteMemory() -> Result<SuiteMemory, SystemError> { SuiteMemory.make() }
 

@@ -108,7 +108,7 @@ final class ControlServer {
 
     /// What crosses a hand-over: the listening socket, every connection, the next host id.
     func handover() -> (listener: Int32, ownedPath: String?, nextHostID: HostID, connections: [HandoverDocument.Connection]) {
-        let list = connections.values.sorted { $0.id < $1.id }.map { c in
+        let list = connections.values.filter { !$0.isAdopted }.sorted { $0.id < $1.id }.map { c in
             HandoverDocument.Connection(
                 host: c.id, fd: c.endpoint.socket.fd, pid: c.identity.pid, uid: c.identity.uid, gid: c.identity.gid, groups: c.identity.groups,
                 isMonitor: c.isMonitor, app: c.identity.app)
@@ -227,9 +227,7 @@ final class ControlServer {
             }
             let id = nextHostID
             nextHostID += 1
-            let identity = PeerIdentity(
-                pid: cred.pid, uid: cred.uid, gid: cred.gid, groups: supplementaryGroups(of: cred.pid),
-                app: delegate?.app(ofUID: cred.uid) ?? declaredApp(of: cred.pid))
+            let identity = identity(pid: cred.pid, uid: cred.uid, gid: cred.gid, groups: supplementaryGroups(of: cred.pid))
             if let refusal = delegate?.admissionProblem(identity) {
                 logger.notice("refused control connection from pid \(identity.pid) uid \(identity.uid): \(refusal)")
                 refuse(socket, .failure(tag: 0, code: .notPermitted, text: refusal), pid: identity.pid)
@@ -244,6 +242,41 @@ final class ControlServer {
             }
             connections[id] = c
         }
+    }
+
+    /// Who a peer is: its ids, and the declared app it belongs to (by its uid, else its scope).
+    private func identity(pid: Int32, uid: UInt32, gid: UInt32, groups: [UInt32]) -> PeerIdentity {
+        PeerIdentity(pid: pid, uid: uid, gid: gid, groups: groups, app: delegate?.app(ofUID: uid) ?? declaredApp(of: pid))
+    }
+
+    /// Takes `socket` (one end of a socket pair the daemon made) as a connection of a peer whose
+    /// credentials another party vouches for: the D-Bus front end, for a bus caller
+    /// (docs/dbus.md). The same admission rules as an accepted connection apply. Such a
+    /// connection is never handed over at a re-exec: its other end lives in this process.
+    /// Returns its host id, or why it was refused (`socket` is then closed).
+    func adopt(_ socket: PacketSocket, pid: Int32, uid: UInt32, gid: UInt32, groups: [UInt32]) -> Result<HostID, DaemonError> {
+        let identity = identity(pid: pid, uid: uid, gid: gid, groups: groups)
+        if let refusal = delegate?.admissionProblem(identity) {
+            logger.notice("refused bus caller pid \(pid) uid \(uid): \(refusal)")
+            socket.close()
+            return .failure(DaemonError(refusal))
+        }
+        let id = nextHostID
+        nextHostID += 1
+        let c = ControlConnection(
+            id: id, socket: socket, identity: identity, queueLimit: ControlServer.queueLimit, descriptorLimit: descriptorLimit, isAdopted: true)
+        if let error = c.endpoint.watch(through: kernel, { [unowned self, unowned c] events in connectionEvent(c, events: events) }) {
+            c.close()
+            return .failure(DaemonError("cannot watch the connection: \(error)"))
+        }
+        connections[id] = c
+        return .success(id)
+    }
+
+    /// Drops every adopted connection (before a re-exec: their other ends do not cross it), so
+    /// that their requests end now, as if their hosts had dismissed them.
+    func dropAdopted(reason: String) {
+        for c in connections.values.filter(\.isAdopted).sorted(by: { $0.id < $1.id }) { drop(c, reason: reason) }
     }
 
     /// The declared app whose systemd scope or service process `pid` is in (`AppProcessIdentity`),

@@ -33,6 +33,10 @@ extension Daemon: ControlServerDelegate {
     /// The declared app whose uid is `uid` (a root daemon's), or nil.
     func app(ofUID uid: UInt32) -> String? { apps.app(ofUID: uid) }
 
+    /// Whether `c` may make an administrative request now: its peer is an administrator, or
+    /// polkit allowed this one request (a bus caller's, docs/dbus.md).
+    func isAdministrator(_ c: ControlConnection) -> Bool { isAdministrator(c.identity) || c.takeAdministrationGrant() }
+
     func isAdministrator(_ peer: PeerIdentity) -> Bool {
         if peer.uid == 0 || peer.uid == kernel.userID { return true }
         guard let group = config.adminGroup else { return false }
@@ -48,21 +52,21 @@ extension Daemon: ControlServerDelegate {
         case let .query(tag, kind, ids):
             answerQuery(c, tag: tag, kind: kind, ids: ids)
         case let .kill(tag, id, signal):
-            guard isAdministrator(c.identity) else { return refuseAdmin(c, tag, "kill") }
+            guard isAdministrator(c) else { return refuseAdmin(c, tag, "kill") }
             post(.kill(host: c.id, tag: tag, extensionID: id, signal: signal))
         case let .reset(tag, id):
-            guard isAdministrator(c.identity) else { return refuseAdmin(c, tag, "reset") }
+            guard isAdministrator(c) else { return refuseAdmin(c, tag, "reset") }
             if let problem = Identifier.problem(id) {
                 return server.send(.failure(tag: tag, code: .badRequest, text: "'\(id)' is not an extension id: \(problem)"), to: c.id)
             }
             logger.notice("reset of \(id) asked by pid \(c.identity.pid) uid \(c.identity.uid)", metadata: ["EXTENSION_ID": "\(id)"])
             post(.reset(host: c.id, tag: tag, extensionID: id))
         case let .reexec(tag):
-            guard isAdministrator(c.identity) else { return refuseAdmin(c, tag, "reexec") }
+            guard isAdministrator(c) else { return refuseAdmin(c, tag, "reexec") }
             logger.notice("re-exec asked by pid \(c.identity.pid) uid \(c.identity.uid)")
             requestReexec(from: HandoverDocument.Requester(host: c.id, tag: tag))
         case let .reload(tag):
-            guard isAdministrator(c.identity) else { return refuseAdmin(c, tag, "reload") }
+            guard isAdministrator(c) else { return refuseAdmin(c, tag, "reload") }
             let report = reload()
             server.sendJSON(
                 ExtensionStatus.ReloadReport(
@@ -150,19 +154,22 @@ extension Daemon: ControlServerDelegate {
                 selected.append(r)
             }
         }
-        let now = kernel.iterationTime()
-        let clock = StatusDocument.Clock(monotonicNow: kernel.now(), wallClock: kernel.wallClock())
         if kind == .list {
             // The apps with every extension (a list of some ids still names all of each app's).
             let all = ids.isEmpty ? selected : core.records.values.sorted { $0.manifest.id < $1.manifest.id }
             return server.sendJSON(StatusDocument.list(selected, clock, apps: apps.sorted, allRecords: all), tag: tag, to: c.id)
         }
-        let document = StatusDocument.status(
-            selected, now: now, clock,
+        let document = statusDocument(selected)
+        server.sendJSON(document, tag: tag, to: c.id)
+    }
+
+    /// The status document of `records` (`extctl status --json`).
+    func statusDocument(_ records: [ExtensionRecord]) -> StatusReport {
+        StatusDocument.status(
+            records, now: kernel.iterationTime(), clock,
             containment: .init(mode: extensions.containment.mode, reason: extensions.containment.problem),
             processes: extensions.processEntries, limits: extensions.containment.enforcement,
             container: { [containers = extensions.containers] in containers.path(of: $0.id) }, sandbox: extensions.sandboxing.decide)
-        server.sendJSON(document, tag: tag, to: c.id)
     }
 }
 

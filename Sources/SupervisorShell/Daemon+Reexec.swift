@@ -192,10 +192,14 @@ extension Daemon {
         // The transfer worker ends first (its attempts go on from their files in the new program):
         // no write of the old worker may follow the new program's look at a partial file.
         transfers.pauseForReexec()
+        // The bus connection does not cross the exec: bus callers' requests end now (the new
+        // program takes the name again).
+        bus?.stop("the daemon is re-executing")
         let failure = kernel.execute(
             executable, arguments: reexecution.commandLine + ["--handover", Self.handoverPath(fd: documentFD)], keeping: document.descriptors + [documentFD])
         // Still here: the exec failed, and this daemon goes on.
         transfers.schedule()
+        bus?.start()
         serviceManager.ready(status: statusLine())
         return withoutDocument("\(failure)")
     }

@@ -38,6 +38,10 @@ public final class Daemon {
     var urlHandoffsInFlight = 0
     /// A re-exec under way, or the answer owed after one.
     let reexecution: Reexecution
+    /// Which bus the D-Bus interface goes on (`--bus`).
+    let busChoice: DaemonOptions.BusChoice
+    /// The D-Bus interface, once `start` put it on its bus.
+    var bus: BusInterface?
     /// The configuration read at start, which the manifest sources keep.
     var config: DaemonConfig { sources.config }
 
@@ -50,6 +54,7 @@ public final class Daemon {
         self.logger = logger
         self.kernel = kernel
         reexecution = Reexecution(commandLine: options.commandLine, programPath: options.programPath)
+        busChoice = options.bus
         defaults = DefaultsSuites(stateDirectory: options.stateDirectory, kernel: kernel, logger: logger)
         secrets = SecretStore(stateDirectory: options.stateDirectory, kernel: kernel, logger: logger)
         // A hand-over document is read first and let go at once: it is read only once. It is a
@@ -202,6 +207,9 @@ public final class Daemon {
             throw e
         }
         try server.start()
+        // On the bus before the service manager hears that the daemon is ready: a client started
+        // after readiness finds the name owned.
+        startBus()
         // Containers a reset set aside and did not finish removing (a stop or re-exec meanwhile).
         extensions.containers.removeLeftovers(logger: logger)
         if kernel.enableWatchdog(), let usec = kernel.watchdogInterval() {
@@ -232,6 +240,7 @@ public final class Daemon {
     /// Closes the control socket and every connection, and leaves the registry and cgroup
     /// subtrees as `ExtensionProcesses.finish` says.
     public func finish() {
+        bus?.stop("the daemon is stopping")
         server.stop()
         extensions.finish()
         defaults.flush()
@@ -353,6 +362,7 @@ public final class Daemon {
             logger.log(level: level, "\(e.extensionID): \(e.kind.rawValue)", metadata: metadata)
         }
         server.publish(e)
+        bus?.publish(e)
     }
 
     /// The priority of each kind of lifecycle entry (docs/operations.md). Assertion acquire,

@@ -33,6 +33,32 @@ public struct DaemonOptions: Sendable {
     /// and descriptors to take over instead of starting afresh.
     public var handoverPath: String?
 
+    /// Which message bus the D-Bus interface is on (docs/dbus.md).
+    public var bus: BusChoice = .auto
+
+    /// The `--bus` choices.
+    public enum BusChoice: String, Sendable, CaseIterable {
+        /// The system bus for a root daemon, else the session bus; none when it cannot be reached.
+        case auto
+        /// The system bus.
+        case system
+        /// The session bus.
+        case session
+        /// No D-Bus interface.
+        case none
+
+        /// Whether the interface goes on the system bus (true), the session bus (false), or
+        /// nowhere (nil), for a daemon running as `uid`.
+        public func systemBus(uid: UInt32) -> Bool? {
+            switch self {
+            case .auto: uid == 0
+            case .system: true
+            case .session: false
+            case .none: nil
+            }
+        }
+    }
+
     /// The `--containment` choices.
     public enum ContainmentChoice: String, Sendable, CaseIterable {
         /// A cgroup per extension when a writable cgroup v2 exists, process groups otherwise.

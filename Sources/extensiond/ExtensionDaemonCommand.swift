@@ -50,6 +50,13 @@ struct ExtensionDaemonCommand: ParsableCommand {
     var containment: DaemonOptions.ContainmentChoice = .auto
 
     @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "Which message bus the D-Bus interface (org.extensiond1) is on: auto (the system bus for root, else the session bus; none when it cannot be reached), system, session or none.",
+            valueName: "bus"))
+    var bus: DaemonOptions.BusChoice = .auto
+
+    @Option(
         name: .customLong("state-directory"),
         help: ArgumentHelp(
             "Where lasting state is kept (ids.json: the uid of each extension). Default: $STATE_DIRECTORY under systemd, /var/lib/extensiond for root, else $XDG_STATE_HOME/extensiond (~/.local/state/extensiond).",
@@ -143,6 +150,7 @@ struct ExtensionDaemonCommand: ParsableCommand {
             kernel: kernel, socketPath: socketPath, extensionDirectories: extensionDirectories, configFile: config,
             inheritedListener: inherited?.fd)
         options.containment = containment
+        options.bus = bus
         if let stateDirectory { options.stateDirectory = stateDirectory }
         options.socketGroup = socketGroup
         options.commandLine = Self.replacementArguments(Array(CommandLine.arguments.dropFirst()))
@@ -162,4 +170,5 @@ struct ExtensionDaemonCommand: ParsableCommand {
 
 extension LogTarget: ExpressibleByArgument {}
 extension DaemonOptions.ContainmentChoice: ExpressibleByArgument {}
+extension DaemonOptions.BusChoice: ExpressibleByArgument {}
 extension Logger.Level: @retroactive ExpressibleByArgument {}
