@@ -3,6 +3,8 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
@@ -171,6 +173,34 @@ int bench_dbus_ping(void *bus, const char *destination) {
     sd_bus_error_free(&error);
     sd_bus_message_unref(reply);
     sd_bus_message_unref(m);
+    return rc < 0 ? rc : 0;
+}
+
+/// Manager.Begin(id, {}) on extensiond's D-Bus interface: the request's object path (copied into
+/// `path`, `path_size` bytes) and the channel (`*fd`, a descriptor of the caller's own). 0 or -errno.
+int bench_dbus_begin(void *bus, const char *id, int *fd, char *path, size_t path_size) {
+    sd_bus_message *reply = NULL;
+    sd_bus_error error = SD_BUS_ERROR_NULL;
+    const char *object = NULL;
+    int channel = -1;
+    int rc = sd_bus_call_method((sd_bus *)bus, "org.extensiond1", "/org/extensiond1", "org.extensiond1.Manager", "Begin", &error, &reply,
+                                "sa{sv}", id, 0);
+    if (rc >= 0) rc = sd_bus_message_read(reply, "oh", &object, &channel);
+    if (rc >= 0) {
+        snprintf(path, path_size, "%s", object);
+        *fd = fcntl(channel, F_DUPFD_CLOEXEC, 3);
+        if (*fd < 0) rc = -errno;
+    }
+    sd_bus_error_free(&error);
+    sd_bus_message_unref(reply);
+    return rc < 0 ? rc : 0;
+}
+
+/// Request.Dismiss on the request object `path`. 0 or -errno.
+int bench_dbus_dismiss(void *bus, const char *path) {
+    sd_bus_error error = SD_BUS_ERROR_NULL;
+    int rc = sd_bus_call_method((sd_bus *)bus, "org.extensiond1", path, "org.extensiond1.Request", "Dismiss", &error, NULL, "");
+    sd_bus_error_free(&error);
     return rc < 0 ? rc : 0;
 }
 

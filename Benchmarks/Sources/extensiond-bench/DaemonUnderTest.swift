@@ -197,7 +197,11 @@ final class DaemonUnderTest {
     let events = EventStore()
 
     /// Manifests: id → (executable, point).
-    init(daemonPath: String, directory: String, manifests: [(id: String, executable: String, point: String)], config: [String: Any]) throws {
+    /// `arguments` and `environment` are added to the daemon's.
+    init(
+        daemonPath: String, directory: String, manifests: [(id: String, executable: String, point: String)], config: [String: Any],
+        arguments: [String] = [], environment: [String: String] = [:]
+    ) throws {
         self.directory = directory
         socketPath = directory + "/control.sock"
         logPath = directory + "/extensiond.log"
@@ -245,12 +249,13 @@ final class DaemonUnderTest {
         process.executableURL = URL(fileURLWithPath: daemonPath)
         process.arguments = [
             "--socket", socketPath, "--extensions", extensions, "--config", directory + "/config.json", "--state-directory", directory + "/state",
-        ]
+        ] + arguments
         var env = ProcessInfo.processInfo.environment
         env["NOTIFY_SOCKET"] = notifyPath
         // The transfers phase's server is on loopback, which the worker refuses unless told.
         env["EXTENSIOND_TRANSFER_ALLOW_LOOPBACK"] = "1"
         for k in ["LISTEN_FDS", "LISTEN_PID", "LISTEN_FDNAMES", "WATCHDOG_USEC", "WATCHDOG_PID"] { env.removeValue(forKey: k) }
+        env.merge(environment) { _, new in new }
         process.environment = env
         _ = FileManager.default.createFile(atPath: logPath, contents: nil)
         let logHandle = FileHandle(forWritingAtPath: logPath)

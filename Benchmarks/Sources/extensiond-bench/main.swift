@@ -38,7 +38,7 @@ if arguments.first == "--helper" {
 // MARK: - Options
 
 /// The phases, in the order they run.
-let allPhases = ["micro", "baselines", "rtt", "defaults", "secrets", "transfers", "cold", "prewarm", "resume", "throughput", "monitor", "assert", "suspend", "legs", "behaviour", "mass", "freeze", "handover"]
+let allPhases = ["micro", "baselines", "rtt", "defaults", "secrets", "transfers", "dbus", "cold", "prewarm", "resume", "throughput", "monitor", "assert", "suspend", "legs", "behaviour", "mass", "freeze", "handover"]
 
 struct Options {
     var quick = false
@@ -177,6 +177,8 @@ final class Suite {
     var defaultsRead = Samples(), defaultsWrite = Samples()
     /// Background transfers: a download beside curl, the worker's peak, the daemon's CPU.
     var transfers: TransferFigures?
+    /// The D-Bus interface: begin over the bus, on the socket, and a bare D-Bus round trip.
+    var dbus: DBusFigures?
     /// Secrets: a copy matching one item, with its data, answered by the daemon.
     var secretCopy = Samples()
     var hostRTT = Samples(), rawRTT = Samples(), coldLaunch = Samples(), coldDynamic = Samples(), coldC = Samples(), afterPrewarm = Samples()
@@ -1059,6 +1061,13 @@ final class Suite {
         if on("defaults") { try profiled("defaults") { try defaultsFigures() } }
         if on("secrets") { try profiled("secrets") { try secretFigures() } }
         if on("transfers") { transfers = try profiled("transfers") { try transferFigures() } }
+        if on("dbus") {
+            if DBusBaseline.available {
+                dbus = try profiled("dbus") { try dbusFigures() }
+            } else {
+                notes.append("dbus-daemon is not installed: no D-Bus figure (apt-get install dbus; scripts/bench.sh does)")
+            }
+        }
         if on("cold") { try profiled("cold") { try cold() } }
         if on("prewarm") { try profiled("prewarm") { try prewarm() } }
         if on("resume") { try profiled("resume") { try resumes() } }
@@ -1086,6 +1095,17 @@ final class Suite {
         var rows: [Row] = []
         rows.append(Row(figure: "defaults read", kind: .bounded(defaultsRead, limit: 1e-6), target: "p50 ≤ 1 µs"))
         rows.append(Row(figure: "secret copy matching", kind: .latency(secretCopy, baseline: hostRTT, factor: 1.5), target: "p50 ≤ 1.5× control RTT"))
+        if let d = dbus, d.begin.count > 0 {
+            let allowed = d.direct.p50 + 1.2 * d.bare.p50
+            rows.append(Row(figure: "D-Bus begin → channel → ping (suspended)",
+                            kind: .value(String(format: "%.1f µs", d.begin.p50 * 1e6),
+                                         baseline: String(format: "%.1f µs direct + %.1f µs bus RTT", d.direct.p50 * 1e6, d.bare.p50 * 1e6),
+                                         ratio: String(format: "%.2f× of allowed", d.begin.p50 / allowed), met: d.begin.p50 <= allowed),
+                            target: "≤ direct + 1.2× D-Bus RTT"))
+            details.append(Detail(name: "D-Bus: Manager.Begin → channel → ping, on a suspended extension", samples: d.begin, note: "sd-bus client, dbus-daemon"))
+            details.append(Detail(name: "D-Bus: the same begin on the direct socket (ExtensionHost)", samples: d.direct))
+            details.append(Detail(name: "D-Bus: Peer.Ping to extensiond through the same bus", samples: d.bare, note: "the bare D-Bus round trip"))
+        }
         if let t = transfers, t.service.count > 0, t.curl.count > 0 {
             let mb = Double(t.size) / 1e6
             let ours = mb / t.service.p50, theirs = mb / t.curl.p50

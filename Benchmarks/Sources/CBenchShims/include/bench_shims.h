@@ -6,6 +6,7 @@
 #define BENCH_SHIMS_H
 
 #include <stdint.h>
+#include <stddef.h>
 #include <sys/types.h>
 
 /// CLOCK_MONOTONIC in nanoseconds (the clock extensiond stamps its events with).
@@ -49,6 +50,10 @@ void *bench_dbus_open(const char *address, int *error);
 /// reply. Returns 0 or -errno.
 int bench_dbus_ping(void *bus, const char *destination);
 void bench_dbus_close(void *bus);
+/// Manager.Begin(id, {}) on extensiond's D-Bus interface: the request's path and the channel.
+int bench_dbus_begin(void *bus, const char *id, int *fd, char *path, size_t path_size);
+/// Request.Dismiss on `path`.
+int bench_dbus_dismiss(void *bus, const char *path);
 /// sd-bus service: connects, takes `name`, writes one byte to `ready_fd`, then serves (sd-bus
 /// answers org.freedesktop.DBus.Peer itself) until the bus goes away. Returns -errno on failure.
 int bench_dbus_serve(const char *address, const char *name, int ready_fd);
