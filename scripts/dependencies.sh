@@ -18,6 +18,10 @@ command -v nsenter >/dev/null 2>&1 && command -v unshare >/dev/null 2>&1 || miss
 # PrivateBus.swift): dbus-daemon, with D-Bus activation of a fixture app and a fake logind;
 # busctl, their client, comes with systemd.
 [ -x /usr/bin/dbus-daemon ] || missing+=(dbus-daemon)
+# The D-Bus interface's tests (Tests/IntegrationTests/DBusTests.swift) call it with real clients:
+# gdbus (libglib2.0-bin) and a Python host on GLib's Gio (python3-gi).
+command -v gdbus >/dev/null 2>&1 || missing+=(libglib2.0-bin)
+/usr/bin/python3 -c 'import gi; gi.require_version("Gio", "2.0"); from gi.repository import Gio' >/dev/null 2>&1 || missing+=(python3-gi gir1.2-glib-2.0)
 # The C runtime (libExtensionRuntimeC) and the C examples and tests: cc, with binutils' nm and
 # readelf for the export checks.
 command -v cc >/dev/null 2>&1 || missing+=(gcc libc6-dev)

@@ -1,3 +1,4 @@
+#define _GNU_SOURCE
 #include "service.h"
 
 #include <errno.h>
@@ -47,8 +48,12 @@ static int object_of(const char *path, int *object, char **key) {
         *object = BUS_OBJECT_EXTENSION;
         return 1;
     }
-    r = sd_bus_path_decode(path, REQUEST_PREFIX, key);
-    if (r <= 0) return r;
+    // Requests are named by their number, unescaped: /org/extensiond1/request/42.
+    const char *prefix = REQUEST_PREFIX "/";
+    size_t n = strlen(prefix);
+    if (strncmp(path, prefix, n) != 0 || path[n] == 0 || strspn(path + n, "0123456789") != strlen(path + n)) return 0;
+    *key = strdup(path + n);
+    if (!*key) return -ENOMEM;
     *object = BUS_OBJECT_REQUEST;
     return 1;
 }
@@ -107,7 +112,12 @@ static int enumerate(bus_service *s, int object, const char *prefix, char ***nod
     while (keys && keys[n]) n++;
     char **paths = calloc(n + 1, sizeof *paths);
     int r = paths ? 0 : -ENOMEM;
-    for (size_t i = 0; r == 0 && i < n; i++) r = sd_bus_path_encode(prefix, keys[i], &paths[i]);
+    for (size_t i = 0; r == 0 && i < n; i++) {
+        if (object == BUS_OBJECT_REQUEST)
+            r = asprintf(&paths[i], "%s/%s", prefix, keys[i]) < 0 ? -ENOMEM : 0;
+        else
+            r = sd_bus_path_encode(prefix, keys[i], &paths[i]);
+    }
     bus_strv_free(keys);
     if (r < 0) {
         bus_strv_free(paths);

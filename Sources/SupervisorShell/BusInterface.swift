@@ -170,17 +170,16 @@ final class BusInterface: BusServiceHandler {
     }
 
     func busCall(_ call: BusCall, object: BusObject, key: String, member: String, sender: String) {
+        // Every caller is admitted as a control connection is, whatever it calls (an extension
+        // without hostAccess is refused even a list).
+        guard let client = client(for: sender, call) else { return }
         switch (object, member) {
-        case (.manager, "ListExtensions"): return listExtensions(call)
-        case (.manager, "ListApps"): return listApps(call)
+        case (.manager, "ListExtensions"): listExtensions(call)
+        case (.manager, "ListApps"): listApps(call)
         case (.manager, "GetExtension"):
             guard let id = call.readString() else { return invalid(call, "GetExtension takes an extension id (s)") }
             guard delegate.busHasExtension(id) else { return call.reply(error: Self.errorPrefix + "UnknownExtension", "no extension with id '\(id)'") }
-            return call.reply(path: BusService.extensionPath(id))
-        default: break
-        }
-        guard let client = client(for: sender, call) else { return }
-        switch (object, member) {
+            call.reply(path: BusService.extensionPath(id))
         case (.manager, "Status"):
             guard let ids = call.readStrings() else { return invalid(call, "Status takes a list of extension ids (as)") }
             client.send({ .query(tag: $0, kind: .status, extensionIDs: ids) }, waiting: .json(call, []))

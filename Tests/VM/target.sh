@@ -72,6 +72,21 @@ boot1() {
     cgroup=$(status "$probe" "e['cgroup']")
     check_match "its cgroup is under the service's" "^/sys/fs/cgroup/system.slice/extensiond.service/.+$probe$" "$cgroup"
 
+    echo "--- D-Bus: org.extensiond1 on the system bus (docs/dbus.md)"
+    check "the daemon owns org.extensiond1" yes "$(busctl status org.extensiond1 >/dev/null 2>&1 && echo yes)"
+    check_match "busctl tree lists the probe's object" "/org/extensiond1/extension/org_2evmtest_2eprobe" "$(busctl tree org.extensiond1 2>&1)"
+    check "State over D-Bus is extctl's" "s \"$(status "$probe" "e['state']")\"" \
+        "$(busctl get-property org.extensiond1 /org/extensiond1/extension/org_2evmtest_2eprobe org.extensiond1.Extension State 2>&1)"
+    # busctl keeps the descriptor until it exits, and its leaving the bus dismisses the request.
+    out=$(busctl call org.extensiond1 /org/extensiond1 org.extensiond1.Manager Begin 'sa{sv}' "$probe" 0 2>&1)
+    check_match "Begin over D-Bus: a request object and a descriptor" '^oh "/org/extensiond1/request/[0-9]+" [0-9]+$' "$out"
+    wait_until 20 is_state "$probe" suspended
+    check "the caller gone: dismissed, suspended with the same pid" "suspended $pid" "$(status "$probe" "e['state'] + ' ' + str(e['pid'])")"
+    out=$(setpriv --reuid=65534 --regid=65534 --clear-groups busctl call org.extensiond1 /org/extensiond1 org.extensiond1.Manager Kill si "$probe" 15 2>&1)
+    check_match "Kill from a non-administrator is refused" "needs root" "$out"
+    check_match "a non-administrator lists the extensions" "org.vmtest.probe" \
+        "$(setpriv --reuid=65534 --regid=65534 --clear-groups busctl call org.extensiond1 /org/extensiond1 org.extensiond1.Manager ListExtensions 2>&1)"
+
     echo "--- limits (cgroup v2 controllers, delegated)"
     check "memory.max from the manifest" 268435456 "$(cat "$cgroup/memory.max" 2>&1)"
     check "pids.max from the manifest" 40 "$(cat "$cgroup/pids.max" 2>&1)"
