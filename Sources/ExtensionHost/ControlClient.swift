@@ -71,6 +71,7 @@ public final class ControlClient: Sendable {
     /// The default control socket: `$XDG_RUNTIME_DIR/extensiond/control.sock`, or
     /// `/run/extensiond/control.sock` without XDG_RUNTIME_DIR.
     public static var defaultSocketPath: String {
+        if let v = getenv("EXTENSIOND_SOCKET"), v.pointee != 0 { return String(cString: v) }
         if let v = getenv("XDG_RUNTIME_DIR"), v.pointee != 0 { return String(cString: v) + "/extensiond/control.sock" }
         return "/run/extensiond/control.sock"
     }

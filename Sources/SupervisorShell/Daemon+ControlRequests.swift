@@ -59,6 +59,12 @@ extension Daemon: ControlServerDelegate {
             if let problem = Identifier.problem(id) {
                 return server.send(.failure(tag: tag, code: .badRequest, text: "'\(id)' is not an extension id: \(problem)"), to: c.id)
             }
+            // An extension whose manifest was removed keeps its container until it is reset: an id
+            // with neither a record nor a container is one that never was.
+            if core.records[id] == nil, case .failure(let e) = kernel.status(extensions.containers.path(of: id), followLinks: false), e.isNoEntry {
+                return server.send(
+                    .failure(tag: tag, code: .unknownExtension, text: "no extension with id '\(id)', and no container of that name to empty"), to: c.id)
+            }
             logger.notice("reset of \(id) asked by pid \(c.identity.pid) uid \(c.identity.uid)", metadata: ["EXTENSION_ID": "\(id)"])
             post(.reset(host: c.id, tag: tag, extensionID: id))
         case let .reexec(tag):

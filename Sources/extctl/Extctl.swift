@@ -18,11 +18,20 @@ struct Extctl: ParsableCommand {
             List.self, Status.self, IsActive.self, Open.self, Kill.self, Monitor.self, Reload.self, Prewarm.self, Post.self,
             Refresh.self, Container.self, Defaults.self, Secrets.self, Transfers.self, Transfer.self, Reset.self, Reexec.self,
         ])
+
+    /// `--socket` before the command: shown in `extctl --help` and known to the shell
+    /// completion, which then completes the command after it. `ExtctlMain` hands its value to
+    /// the command, whose own `--socket` it becomes.
+    @OptionGroup(title: "Global options") var connection: ConnectionOptions
 }
 
 /// Options every subcommand takes.
 struct ConnectionOptions: ParsableArguments {
-    @Option(name: .long, help: ArgumentHelp("Control socket path (default: $XDG_RUNTIME_DIR/extensiond/control.sock).", valueName: "path"))
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "Control socket path (default: $EXTENSIOND_SOCKET, else $XDG_RUNTIME_DIR/extensiond/control.sock, else /run/extensiond/control.sock). Accepted before or after the command.",
+            valueName: "path"))
     var socket: String?
 
     func connect() throws -> ControlClient {

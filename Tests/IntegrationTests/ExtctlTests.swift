@@ -228,4 +228,58 @@ import Testing
         #expect(silent.status == 1)
         #expect(silent.err == "extctl: extensiond did not answer within 0.2s (--timeout)\n", "\(silent)")
     }
+
+    /// `extctl --help` shows `--socket`; EXTENSIOND_SOCKET names the socket when `--socket` is not
+    /// given; the bash completion completes ids after `extctl --socket S status ` (the global
+    /// option before the command) as after `extctl status `.
+    @Test func theSocketIsAGlobalOptionAnEnvironmentVariableAndCompletesAfter() throws {
+        let help = try runProgram(Self.extctl, ["--help"])
+        #expect(help.status == 0 && help.out.contains("--socket <path>") && help.out.contains("EXTENSIOND_SOCKET"), "\(help)")
+
+        let daemon = try TestDaemon(manifests: ["test.json": TestDaemon.testExtension(Self.id)])
+        try daemon.start()
+        let env = try runProgram("/usr/bin/env", ["EXTENSIOND_SOCKET=" + daemon.socketPath, "XDG_RUNTIME_DIR=/nonexistent", Self.extctl, "list"])
+        #expect(env.status == 0 && env.out.contains(Self.id), "\(env)")
+        let missing = try runProgram("/usr/bin/env", ["EXTENSIOND_SOCKET=/nonexistent/control.sock", Self.extctl, "list"])
+        #expect(missing.status == 1 && missing.err.contains("/nonexistent/control.sock"), "\(missing)")
+
+        // The generated bash completion, run as bash runs it for `extctl --socket S status <TAB>`.
+        let script = try runProgram(Self.extctl, ["--generate-completion-script", "bash"])
+        let file = daemon.directory + "/extctl.bash"
+        try script.out.write(toFile: file, atomically: true, encoding: .utf8)
+        let driver = """
+            source "$1"; PATH="$2:$PATH"
+            COMP_WORDS=(extctl --socket "$3" status ""); COMP_CWORD=4
+            COMP_LINE="extctl --socket $3 status "; COMP_POINT=${#COMP_LINE}
+            _extctl; printf '%s\\n' "${COMPREPLY[@]}"
+            """
+        let bin = (Self.extctl as NSString).deletingLastPathComponent
+        let completed = try runProgram("/bin/bash", ["-c", driver, "bash", file, bin, daemon.socketPath])
+        #expect(completed.out.split(separator: "\n").map(String.init) == [Self.id], "\(completed)")
+    }
+
+    /// `reset` of an id that is neither loaded nor has a container is an error naming it, and
+    /// empties nothing.
+    @Test func resetOfAnUnknownIdIsAnErrorNamingIt() throws {
+        let daemon = try TestDaemon(manifests: ["test.json": TestDaemon.testExtension(Self.id)])
+        try daemon.start()
+        let r = try daemon.extctl(["reset", "org.example.never"])
+        #expect(r.status == 1, "\(r)")
+        #expect(r.err == "extctl: no extension with id 'org.example.never', and no container of that name to empty\n", "\(r)")
+        let known = try daemon.extctl(["reset", Self.id])
+        #expect(known.status == 0, "\(known)")
+    }
+
+    /// At the end of its input `open` drains what the extension still sends (docs/extctl.md):
+    /// `echo ping | extctl open ID` prints the answer, then dismisses, and the extension is suspended.
+    @Test func openDrainsTheAnswerToTheLastLineThenDismisses() throws {
+        let daemon = try TestDaemon(manifests: ["test.json": TestDaemon.testExtension(Self.id)])
+        try daemon.start()
+        let index = daemon.events.count
+        let r = try daemon.extctl(["open", Self.id], stdin: "ping\n")
+        #expect(r.status == 0, "\(r)")
+        let lines = r.out.split(separator: "\n").map(String.init)
+        #expect(lines.count == 2 && lines[1].hasPrefix("pong"), "\(r)")
+        try daemon.events.wait("suspend", of: Self.id, after: index)
+    }
 }
