@@ -42,7 +42,10 @@ public enum Event: Equatable, Sendable {
     /// A spawn effect succeeded: the process exists and exec succeeded.
     case spawned(extensionID: String, generation: UInt64, pid: Int32)
     /// A spawn effect failed.
-    case spawnFailed(extensionID: String, generation: UInt64, error: String)
+    /// `configuration`: the failure comes from how the extension is installed (its program or a
+    /// directory on its path cannot be reached or run), not from the extension: it is not
+    /// counted as a crash, and does not throttle the next launch.
+    case spawnFailed(extensionID: String, generation: UInt64, error: String, configuration: Bool = false)
     /// The process announced readiness (or exec succeeded, for `exec` readiness).
     case ready(extensionID: String, generation: UInt64)
     /// The kernel confirmed that every process of the group is stopped. `locks`: every file lock

@@ -80,8 +80,8 @@ public struct Supervisor: Sendable {
         case let .hostGone(host): hostGone(host)
         case let .spawned(id, generation, pid):
             update(id, generation) { s, r in s.spawned(&r, pid: pid) }
-        case let .spawnFailed(id, generation, error):
-            update(id, generation) { s, r in s.spawnFailed(&r, error: error) }
+        case let .spawnFailed(id, generation, error, configuration):
+            update(id, generation) { s, r in s.spawnFailed(&r, error: error, configuration: configuration) }
         case let .ready(id, generation):
             update(id, generation) { s, r in s.ready(&r) }
         case let .stopConfirmed(id, generation, locks):
@@ -419,7 +419,7 @@ public struct Supervisor: Sendable {
         }
     }
 
-    private mutating func spawnFailed(_ r: inout ExtensionRecord, error: String) {
+    private mutating func spawnFailed(_ r: inout ExtensionRecord, error: String, configuration: Bool) {
         switch r.phase {
         case .launching: break
         case .terminating where r.pid == nil: break  // ended (shutdown, timeout, removal) before the spawn was answered
@@ -428,7 +428,9 @@ public struct Supervisor: Sendable {
         setPhase(&r, .notRunning)
         r.hints = NotificationHints()
         r.lastExit = ExitRecord(status: nil, reason: .launchFailed, at: now, pid: nil)
-        countCrash(&r, stable: false)
+        // A program that cannot be reached or run as installed is the manifest's or the
+        // installation's problem: the next request tries again at once, and says why again.
+        if !configuration { countCrash(&r, stable: false) }
         if shuttingDown || r.retired {
             failPending(&r, .shuttingDown, "'\(r.manifest.id)' is going away")
         } else {

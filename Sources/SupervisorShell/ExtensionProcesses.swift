@@ -184,7 +184,7 @@ final class ExtensionProcesses {
                 kernel.close(memoryCgroup.procsFD)
                 tree.remove(memoryCgroup, logger: logger)
             }
-            sink?.post(.spawnFailed(extensionID: id, generation: generation, error: error.description))
+            sink?.post(.spawnFailed(extensionID: id, generation: generation, error: error.description, configuration: Spawner.isConfigurationError(error)))
             return
         }
         if let cgroup { kernel.close(cgroup.directoryFD) }

@@ -107,8 +107,42 @@ enum Spawner {
         case .failure(let e):
             daemonEnd?.close()
             kernel.close(output.read)
-            throw e.during("spawn \(manifest.executable)" + (e.operation.isEmpty ? "" : " (\(e.operation))"))
+            var step = e.operation
+            if e.isPermissionDenied, e.operation == "execve" || e.operation == "chdir",
+                let why = refusal(manifest.executable, as: manifest.credentials, kernel: kernel)
+            {
+                step += "; " + why
+            }
+            throw e.during("spawn \(manifest.executable)" + (step.isEmpty ? "" : " (\(step))"))
         }
+    }
+
+    /// Whether a spawn failed because of how the extension is installed (its program or a
+    /// directory on the way cannot be reached or run as the extension's uid): not a crash of
+    /// the extension, so it is not counted for throttling (docs/extensiond.md, "Launch errors").
+    static func isConfigurationError(_ e: SystemError) -> Bool {
+        e.isPathProblem && (e.operation.contains("(execve") || e.operation.contains("(chdir"))
+    }
+
+    /// What the extension's uid cannot pass on the way to `executable`, and to the file it
+    /// resolves to (a venv's python is a link into an interpreter's tree): the first directory
+    /// it may not search, or the file it may not execute, as root sees them. Nil when nothing
+    /// on those paths refuses it.
+    static func refusal(_ executable: String, as credentials: Credentials?, kernel: any Kernel) -> String? {
+        let who = credentials ?? Credentials(uid: kernel.userID, gid: kernel.groupID, groups: kernel.supplementaryGroups)
+        var targets = [executable]
+        if let resolved = kernel.resolvePath(executable), resolved != executable { targets.append(resolved) }
+        for target in targets {
+            let components = PathTraversal.prefixes(target).compactMap { path -> PathTraversal.Component? in
+                guard case .success(let st) = kernel.status(path, followLinks: true) else { return nil }
+                return PathTraversal.Component(
+                    path: path, permissions: st.permissions, owner: st.owner, group: st.group, isDirectory: st.kind == .directory)
+            }
+            if let refused = PathTraversal.firstRefused(components, as: who) {
+                return PathTraversal.explanation(refused, target: target, as: who)
+            }
+        }
+        return nil
     }
 
     /// The credentials the child switches to: none under a daemon that is not root (it runs

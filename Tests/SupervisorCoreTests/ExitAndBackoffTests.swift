@@ -151,6 +151,19 @@ struct ExitAndBackoffTests {
         #expect(h.begin(at: 1).spawns.count == 1)
     }
 
+    /// A program the extension's uid cannot reach or run (a configuration error) fails each
+    /// request with the reason, and never throttles the next launch.
+    @Test func configurationSpawnFailuresAreNotThrottled() {
+        var h = Harness([manifest()], limits: Self.backoffLimits)
+        for generation in 1...3 {
+            h.begin(at: 0)
+            let e = h.step(.spawnFailed(extensionID: extID, generation: UInt64(generation), error: "EACCES", configuration: true), at: 0)
+            #expect(e.events(.throttle).isEmpty)
+            #expect(h.record.consecutiveCrashes == 0)
+        }
+        #expect(h.begin(at: 0).spawns.count == 1)
+    }
+
     @Test func staleGenerationEventsAreIgnored() {
         var h = Harness()
         h.activate(at: 0)
@@ -254,5 +267,40 @@ struct ExitAndBackoffTests {
         #expect((0...6).map { limits.backoff(afterCrashes: $0) } == [0, 0, 0.5, 1, 2, 3, 3])
         limits.crashBackoffBaseSeconds = 0
         #expect(limits.backoff(afterCrashes: 10) == 0, "a zero base disables the backoff")
+    }
+}
+
+/// `PathTraversal`: the first component a uid may not pass.
+@Suite struct PathTraversalTests {
+    static let user = Credentials(uid: 1000, gid: 1000, groups: [27])
+
+    static func component(_ path: String, _ mode: UInt32, owner: UInt32 = 0, group: UInt32 = 0, directory: Bool = true) -> PathTraversal.Component {
+        PathTraversal.Component(path: path, permissions: mode, owner: owner, group: group, isDirectory: directory)
+    }
+
+    @Test func prefixesAreTheDirectoriesThenTheFile() {
+        #expect(PathTraversal.prefixes("/root/.pyenv/bin/python") == ["/root", "/root/.pyenv", "/root/.pyenv/bin", "/root/.pyenv/bin/python"])
+        #expect(PathTraversal.prefixes("//a//b/") == ["/a", "/a/b"])
+    }
+
+    @Test func theFirstDirectoryWithoutSearchPermissionIsNamed() {
+        let path = [Self.component("/root", 0o700), Self.component("/root/bin", 0o755), Self.component("/root/bin/x", 0o755, directory: false)]
+        let refused = PathTraversal.firstRefused(path, as: Self.user)
+        #expect(refused?.path == "/root")
+        #expect(
+            PathTraversal.explanation(refused!, target: "/root/bin/x", as: Self.user)
+                == "uid 1000 (the extension's) cannot search the directory /root (mode 0700, owner 0, group 0) on the way to /root/bin/x")
+    }
+
+    @Test func ownerGroupAndOtherBitsApplyInThatOrder() {
+        // The owner's bits decide for the owner even when others may pass.
+        #expect(PathTraversal.firstRefused([Self.component("/d", 0o075, owner: 1000)], as: Self.user)?.path == "/d")
+        // A supplementary group's bits.
+        #expect(PathTraversal.firstRefused([Self.component("/d", 0o710, group: 27)], as: Self.user) == nil)
+        #expect(PathTraversal.firstRefused([Self.component("/d", 0o701, group: 27)], as: Self.user)?.path == "/d")
+        // A file without execute permission for the user.
+        #expect(PathTraversal.firstRefused([Self.component("/f", 0o644, directory: false)], as: Self.user)?.path == "/f")
+        // Root passes everything.
+        #expect(PathTraversal.firstRefused([Self.component("/d", 0o000)], as: Credentials(uid: 0, gid: 0)) == nil)
     }
 }

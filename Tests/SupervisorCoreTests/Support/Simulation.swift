@@ -643,7 +643,7 @@ extension Event {
     /// The (extension, generation) an event from a process is addressed to.
     var generationTarget: (String, UInt64)? {
         switch self {
-        case let .spawned(id, g, _), let .spawnFailed(id, g, _), let .ready(id, g), let .stopConfirmed(id, g, _),
+        case let .spawned(id, g, _), let .spawnFailed(id, g, _, _), let .ready(id, g), let .stopConfirmed(id, g, _),
             let .continueConfirmed(id, g), let .exited(id, g, _, _, _), let .acquire(id, g, _, _), let .release(id, g, _),
             let .expireReceived(id, g, _), let .channelClosed(id, g, _), let .deliveryFailed(id, g, _, _):
             (id, g)
