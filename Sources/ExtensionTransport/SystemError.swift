@@ -47,14 +47,13 @@ public struct SystemError: Error, Equatable, Sendable, CustomStringConvertible {
     public var isNoDevice: Bool { errno == ENODEV }
     /// ENOSYS: the system call does not exist here (or a seccomp policy answers so).
     public var isNotImplemented: Bool { errno == ENOSYS }
-    /// ENOTSUP: not supported here.
     /// Whether it says the program or a directory on its path cannot be run or reached as it
     /// is: permission denied, no such file, not a directory, too many links, a name too long,
     /// not an executable format. What a wrong path or mode in a manifest gives at `execve`.
     public var isPathProblem: Bool { [EACCES, ENOENT, ENOTDIR, ELOOP, ENAMETOOLONG, ENOEXEC].contains(errno) }
     /// Whether it is EACCES.
     public var isPermissionDenied: Bool { errno == EACCES }
-
+    /// ENOTSUP: not supported here.
     public static let notSupported = SystemError(errno: ENOTSUP)
     /// ENOTDIR: not a directory.
     public static func notADirectory(_ operation: String) -> SystemError { SystemError(operation, errno: ENOTDIR) }
