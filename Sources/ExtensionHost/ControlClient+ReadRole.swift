@@ -225,7 +225,7 @@ extension ControlClient {
             if let descriptor { Glibc.close(descriptor) }
             let handler = state.withLock { $0.onInterruption }
             handler?(requestID, reason)
-        case let .events(objects):
+        case let .events(objects), let .output(objects):
             if let descriptor { Glibc.close(descriptor) }
             let handler = state.withLock { $0.onEvent }
             if let handler { for json in objects { handler(json) } }

@@ -158,7 +158,8 @@ public final class ControlClient: Sendable {
 
     /// Called (on the thread reading the connection) for each monitor event (a JSON object of
     /// docs/json.md, "Events", which `ExtensionStatus.ExtensionEvent` decodes), once per event and
-    /// in order, however many events each `events` message carries.
+    /// in order, however many events each `events` message carries; and, after a `follow`, for
+    /// each output line (`OutputLog.Line`, with its `id`) of the `output` messages.
     public func setEventHandler(_ handler: @escaping @Sendable ([UInt8]) -> Void) {
         state.withLock { $0.onEvent = handler }
         startReader()

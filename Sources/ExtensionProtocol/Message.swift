@@ -35,6 +35,10 @@ public enum Message: Equatable, Sendable {
     /// Be told (`newData`) whenever a background refresh of these extensions brings new data.
     /// Answered by `ok` or `failure`.
     case subscribe(tag: UInt32, extensionIDs: [String])
+    /// Streams the output lines of one extension (exactly one id) to this connection from now
+    /// on, as `output` messages (`extctl logs -f`). Answered with the lines kept so far (the
+    /// `OutputLog` document of a `logs` query), or a failure naming an unknown id.
+    case follow(tag: UInt32, extensionIDs: [String])
     /// End the extension if it runs and empty its own container (`extctl reset`, administrators
     /// only). Answered by `ok` once the container is empty, or `failure`.
     case reset(tag: UInt32, extensionID: String)
@@ -69,6 +73,9 @@ public enum Message: Equatable, Sendable {
     /// one; the events of an iteration that do not fit one datagram follow in more `events`
     /// messages (`Message.events(carrying:)`).
     case events(json: [[UInt8]])
+    /// Output lines of followed extensions (after `follow`), in the order they were read: each a
+    /// JSON object `{"id", "time", "text"}` (docs/json.md, "Output lines").
+    case output(json: [[UInt8]])
     /// The extension completed the request, returning `payload` (`completeRequest`); the
     /// request is over: no `end` is needed, and a later one is answered `ok`.
     case completed(requestID: UInt64, payload: [UInt8])
@@ -193,6 +200,9 @@ public enum QueryKind: UInt8, Sendable {
     /// `extensionIDs` (every one the caller may see when empty): JSON (docs/json.md,
     /// "Transfers"). Administrators see every task, an app's processes their app's.
     case transfers = 5
+    /// The output lines an extension wrote lately (`extctl logs`): `OutputLog` (docs/json.md).
+    /// Exactly one id.
+    case logs = 6
 }
 
 /// Why an operation failed, for programs; the accompanying text is for people.
@@ -247,6 +257,8 @@ extension Message {
         case .post: .post
         case .forceRefresh: .forceRefresh
         case .subscribe: .subscribe
+        case .follow: .follow
+        case .output: .output
         case .reset: .reset
         case .reexec: .reexec
         case .refreshed: .refreshed
@@ -304,7 +316,7 @@ public enum MessageKind: UInt8, Sendable {
     /// Each case is the type of the `Message` case of the same name. These: host or `extctl`
     /// to daemon, on the control socket, numbered from 1.
     case begin = 1, end = 2, query = 3, kill = 4, reload = 5, monitor = 6, prewarm = 7, discover = 8, post = 9, forceRefresh = 10, subscribe = 11, reset = 12,
-        reexec = 13, defaultsOpen = 14, defaultsWrite = 15
+        reexec = 13, defaultsOpen = 14, defaultsWrite = 15, follow = 16
     /// Daemon to host or `extctl`, on the control socket, numbered from 32. 37 is not
     /// assigned: it is reserved, never to be reused.
     case begun = 32, ok = 33, failure = 34, json = 35, interrupted = 36, discovered = 38, completed = 39, cancelled = 40, refreshed = 41, newData = 42
@@ -325,6 +337,8 @@ public enum MessageKind: UInt8, Sendable {
     case secretItems = 105
     /// Daemon to client, on either socket: background transfers.
     case transferCreated = 106, transferEvents = 107
+    /// Daemon to a follower, on the control socket: output lines.
+    case output = 108
 }
 
 extension MessageKind {

@@ -123,14 +123,14 @@ public enum WireDecoder {
             return .json(tag: tag, final: final, chunk: try r.bytes("chunk", limit: WireLimits.maxChunk))
         case .interrupted:
             return .interrupted(requestID: try r.u64("requestID"), reason: try r.string("reason", limit: WireLimits.maxText))
-        case .events:
+        case .events, .output:
             let n = Int(try r.u16("events"))
             guard n > 0 else { throw .invalidValue("events") }
             var objects: [[UInt8]] = []
             // Each event takes at least its 4-byte length: no more room than the payload can fill.
             objects.reserveCapacity(min(n, r.remaining / 4))
             for _ in 0..<n { objects.append(try r.bytes("events", limit: WireLimits.maxChunk)) }
-            return .events(json: objects)
+            return kind == .events ? .events(json: objects) : .output(json: objects)
         case .completed:
             return .completed(requestID: try r.u64("requestID"), payload: try r.bytes("payload", limit: WireLimits.maxPayload))
         case .cancelled:
@@ -149,6 +149,8 @@ public enum WireDecoder {
             return .forceRefresh(tag: try r.u32("tag"), extensionID: try r.string("extensionID", limit: WireLimits.maxIdentifier))
         case .subscribe:
             return .subscribe(tag: try r.u32("tag"), extensionIDs: try r.identifiers())
+        case .follow:
+            return .follow(tag: try r.u32("tag"), extensionIDs: try r.identifiers())
         case .refreshed:
             let tag = try r.u32("tag")
             guard let answer = RefreshAnswer(rawValue: try r.u8("answer")) else { throw .invalidValue("answer") }

@@ -50,7 +50,7 @@ public struct WireEncoder: Sendable {
             put32(tag); bytes.append(final ? 1 : 0); try putBytes(chunk, field: "chunk", limit: WireLimits.maxChunk)
         case .interrupted(let requestID, let reason):
             put64(requestID); putText(reason, limit: WireLimits.maxText)
-        case .events(let objects):
+        case .events(let objects), .output(let objects):
             guard !objects.isEmpty, objects.count <= Int(UInt16.max) else { throw .invalidValue("events") }
             put16(UInt16(objects.count))
             for json in objects { try putBytes(json, field: "events", limit: WireLimits.maxChunk) }
@@ -75,6 +75,8 @@ public struct WireEncoder: Sendable {
         case .forceRefresh(let tag, let id):
             put32(tag); try putString(id, field: "extensionID", limit: WireLimits.maxIdentifier)
         case .subscribe(let tag, let ids):
+            put32(tag); try putIdentifiers(ids)
+        case .follow(let tag, let ids):
             put32(tag); try putIdentifiers(ids)
         case .refreshed(let tag, let answer):
             put32(tag); bytes.append(answer.rawValue)

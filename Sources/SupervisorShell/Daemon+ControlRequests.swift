@@ -92,6 +92,17 @@ extension Daemon: ControlServerDelegate {
             post(.post(host: c.id, peer: c.identity, tag: tag, name: name))
         case let .forceRefresh(tag, id):
             post(.forceRefresh(host: c.id, peer: c.identity, tag: tag, extensionID: id))
+        case let .follow(tag, ids):
+            guard ids.count == 1, let id = ids.first else {
+                return server.send(.failure(tag: tag, code: .badRequest, text: "follow names exactly one extension"), to: c.id)
+            }
+            guard core.records[id] != nil else {
+                return server.send(.failure(tag: tag, code: .unknownExtension, text: "no extension with id '\(id)'"), to: c.id)
+            }
+            // The lines kept so far, and from now on every new one: in one step of the loop, so
+            // that no line falls between them or comes twice.
+            extensions.outputs.follow(c.id, ids)
+            server.sendJSON(extensions.outputs.log(id), tag: tag, to: c.id)
         case let .subscribe(tag, ids):
             post(.subscribe(host: c.id, peer: c.identity, tag: tag, extensionIDs: ids))
         case let .discover(tag, point, content):
@@ -149,6 +160,15 @@ extension Daemon: ControlServerDelegate {
         if kind == .container { return answerContainer(c, tag: tag, names: ids) }
         if kind == .secrets { return answerSecretList(c, tag: tag, groups: ids) }
         if kind == .transfers { return answerTransferList(c, tag: tag, names: ids) }
+        if kind == .logs {
+            guard ids.count == 1, let id = ids.first else {
+                return server.send(.failure(tag: tag, code: .badRequest, text: "a logs query names exactly one extension"), to: c.id)
+            }
+            guard core.records[id] != nil else {
+                return server.send(.failure(tag: tag, code: .unknownExtension, text: "no extension with id '\(id)'"), to: c.id)
+            }
+            return server.sendJSON(extensions.outputs.log(id), tag: tag, to: c.id)
+        }
         var selected: [ExtensionRecord] = []
         if ids.isEmpty {
             selected = core.records.values.sorted { $0.manifest.id < $1.manifest.id }
@@ -182,6 +202,7 @@ extension Daemon: ControlServerDelegate {
 extension Daemon {
     /// A host's connection closed: its requests end as if it had dismissed them.
     func hostGone(_ host: HostID) {
+        extensions.outputs.forget(host)
         defaults.hostGone(host)
         transfers.forget(.connection(host))
         post(.hostGone(host: host))

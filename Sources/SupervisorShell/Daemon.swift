@@ -141,6 +141,7 @@ public final class Daemon {
             stateDirectory: options.stateDirectory, kernel: kernel, logger: logger, sources: sources, sandboxing: extensions.sandboxing)
         if let consumers = handover?.transfers { transfers.restore(consumers) }
         server.attach(self)
+        extensions.outputs.deliver = { [unowned server] host, message in server.send(message, to: host) }
         extensions.attach(self)
         extensions.calls = self
         transfers.calls = self
@@ -299,7 +300,7 @@ public final class Daemon {
         case let .signal(id, generation, signal, thenContinue): extensions.signal(id, generation, signal, thenContinue: thenContinue)
         case let .openRequest(id, generation, requestID, host, tag, pid, channel):
             openRequest(id, generation, requestID, host, tag, pid, channel)
-        case let .reply(host, message): server.send(message, to: host)
+        case let .reply(host, message): server.send(withLastOutput(message), to: host)
         case let .send(id, generation, message): extensions.send(message, to: id, generation)
         case let .armTimer(at): armDeadline(at)
         case let .record(event): record(event)
@@ -320,6 +321,27 @@ public final class Daemon {
             extensions.networks?.endAll()
             kernel.exitLoop(0)
         }
+    }
+
+    /// Lines of an extension's output a failed launch's answer quotes.
+    static let quotedOutputLines = 3
+
+    /// A launch's failure with the last lines the process wrote before it ended (a Python
+    /// traceback's `ModuleNotFoundError`), so that the host and `extctl open` see why. The
+    /// core's texts for these failures name the extension first, in quotes (an id has none).
+    func withLastOutput(_ message: Message) -> Message {
+        guard case let .failure(tag, .launchFailed, text) = message, let open = text.firstIndex(of: "'"),
+            let close = text[text.index(after: open)...].firstIndex(of: "'")
+        else { return message }
+        let lines = extensions.outputs.sinceLaunch(Self.quotedOutputLines, of: String(text[text.index(after: open)..<close]))
+        guard !lines.isEmpty else { return message }
+        let quoted = lines.map(\.text).joined(separator: " | ")
+        let room = WireLimits.maxText - text.utf8.count - 40
+        guard room > 0 else { return message }
+        // The end of the lines is what says why: a cut keeps it (and may split a character,
+        // which decoding replaces).
+        let kept = quoted.utf8.count <= room ? quoted : "…" + String(decoding: Array(quoted.utf8.suffix(room)), as: UTF8.self)
+        return .failure(tag: tag, code: .launchFailed, text: text + "; its last output: " + kept)
     }
 
     /// Hands a new request to its extension (with a stream pair when it has a channel), then

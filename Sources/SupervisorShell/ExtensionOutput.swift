@@ -31,8 +31,11 @@ final class ExtensionOutput {
     private var partial: [UInt8] = []
     private var rate = MessageRate(perSecond: MessageRate.outputLinesPerSecond, burst: MessageRate.outputLineBurst)
     private var dropped = 0
+    /// Where each line is kept too, for `extctl logs` (nil: only logged).
+    private let history: OutputHistory?
 
-    init(extensionID: String, fd: Int32, kernel: any Kernel, logger: Logger) {
+    init(extensionID: String, fd: Int32, kernel: any Kernel, logger: Logger, history: OutputHistory? = nil) {
+        self.history = history
         self.extensionID = extensionID
         self.fd = fd
         self.kernel = kernel
@@ -111,6 +114,9 @@ final class ExtensionOutput {
 
     private func emit(_ line: [UInt8]) {
         let metadata: Logger.Metadata = ["EXTENSION_ID": "\(extensionID)", "EXTENSION_OUTPUT": "1"]
+        let text = UntrustedText.escaped(String(decoding: line, as: UTF8.self))
+        // Kept whatever the log's rate: memory bounded per extension, no journal write.
+        history?.append(extensionID, text)
         guard rate.admit(at: kernel.now()) else {
             if dropped == 0 {
                 logger.warning(
@@ -121,7 +127,6 @@ final class ExtensionOutput {
             return
         }
         reportDropped()
-        let text = UntrustedText.escaped(String(decoding: line, as: UTF8.self))
         logger.info("\(extensionID): \(text)", metadata: metadata)
     }
 }

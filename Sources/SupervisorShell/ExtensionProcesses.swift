@@ -46,6 +46,8 @@ final class ExtensionProcesses {
     let networks: NetworkStacks?
     /// The measured size limit of the containers (`limits.diskMaxBytes`).
     let quota: ContainerQuota
+    /// The extensions' last output lines and their followers (`extctl logs`).
+    let outputs: OutputHistory
 
     /// Bytes an extension that does not read its channel may have queued before it is cut off.
     static let channelQueueLimit = 1 << 20
@@ -67,6 +69,7 @@ final class ExtensionProcesses {
         self.locks = locks
         self.buffers = buffers
         quota = ContainerQuota(kernel: kernel, logger: logger, interval: diskCheckSeconds)
+        outputs = OutputHistory(wallClock: { [unowned kernel] in kernel.wallClock() })
         networks = sandboxing.networkStackProgram.flatMap { program in
             networkNamespacePrefix.map { NetworkStacks(kernel: kernel, logger: logger, program: program, pathPrefix: $0) }
         }
@@ -200,6 +203,7 @@ final class ExtensionProcesses {
         add(p)
         if networkNamespace != nil { networks?.running(id, point: manifest.point) }
         quota.started(id, generation: generation, path: container, limit: manifest.policy.limits.diskMaxBytes)
+        outputs.launched(id)
         if let fd = spawned.output { p.output = startOutput(id, fd: fd) }
         let watched = watch(p)
         sink?.post(.spawned(extensionID: id, generation: generation, pid: spawned.pid))
@@ -221,7 +225,7 @@ final class ExtensionProcesses {
     /// nil, with `fd` closed, when the loop cannot watch it (the extension's writes then fail
     /// with EPIPE rather than block).
     private func startOutput(_ id: String, fd: Int32) -> ExtensionOutput? {
-        let output = ExtensionOutput(extensionID: id, fd: fd, kernel: kernel, logger: logger)
+        let output = ExtensionOutput(extensionID: id, fd: fd, kernel: kernel, logger: logger, history: outputs)
         guard let e = output.start() else { return output }
         logger.warning("cannot read the output of \(id): \(e)", metadata: ["EXTENSION_ID": "\(id)"])
         kernel.close(fd)

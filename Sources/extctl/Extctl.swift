@@ -15,7 +15,7 @@ struct Extctl: ParsableCommand {
             SIGPIPE or SIGTERM exits 130, 141 or 143.
             """,
         subcommands: [
-            List.self, Status.self, IsActive.self, Open.self, Kill.self, Monitor.self, Reload.self, Prewarm.self, Post.self,
+            List.self, Status.self, Logs.self, IsActive.self, Open.self, Kill.self, Monitor.self, Reload.self, Prewarm.self, Post.self,
             Refresh.self, Container.self, Defaults.self, Secrets.self, Transfers.self, Transfer.self, Reset.self, Reexec.self,
         ])
 

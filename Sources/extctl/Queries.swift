@@ -94,7 +94,17 @@ struct Status: ParsableCommand {
             print("Containment: process groups only (no cgroup per extension: \(document.containment.reason.map(safe) ?? "unknown reason")).")
             print("             A process that leaves its process group (setsid) escapes suspension and termination.\n")
         }
-        print(document.extensions.map { Format.statusBlock($0, eventLines: lines) }.joined(separator: "\n"), terminator: "")
+        // Like `systemctl status`, each extension's last output lines (`logs`), when ids were
+        // given (the status of everything stays short).
+        let blocks = try document.extensions.map { e in
+            var output: [OutputLog.Line] = []
+            if !ids.isEmpty && lines > 0 {
+                let log = try perform { () throws(HostError) in try client.call { .query(tag: $0, kind: .logs, extensionIDs: [e.id]) } }
+                output = Array(try decode(OutputLog.self, log).lines.suffix(lines))
+            }
+            return Format.statusBlock(e, eventLines: lines, output: output)
+        }
+        print(blocks.joined(separator: "\n"), terminator: "")
     }
 }
 

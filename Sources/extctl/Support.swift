@@ -94,7 +94,7 @@ enum Format {
 
     /// One extension's `status` block, with its last `eventLines` events. Every text from
     /// extensiond is escaped (`safe`): manifests and extensions choose some of it.
-    static func statusBlock(_ e: StatusReport.Extension, eventLines: Int = 10) -> String {
+    static func statusBlock(_ e: StatusReport.Extension, eventLines: Int = 10, output: [OutputLog.Line] = []) -> String {
         let dot = e.state == "active" ? "●" : e.state == "not-running" ? "○" : "◐"
         var lines = ["\(dot) \(safe(e.id)) (\(safe(e.point)))"]
         func field(_ name: String, _ value: String) { lines.append(name.leftPadded(12) + ": " + value) }
@@ -162,8 +162,16 @@ enum Format {
             lines.append("")
             for ev in e.recentEvents.suffix(eventLines) { lines.append("  " + eventLine(ev)) }
         }
+        if !output.isEmpty {
+            lines.append("")
+            lines.append("  Output (last \(output.count) line(s); extctl logs \(safe(e.id))):")
+            for line in output { lines.append("  " + outputLine(line)) }
+        }
         return lines.joined(separator: "\n") + "\n"
     }
+
+    /// One output line as `logs` prints it: `TIME TEXT` (escaped by the daemon, and again here).
+    static func outputLine(_ line: OutputLog.Line) -> String { safe(line.time) + " " + safe(line.text) }
 
     /// One event as `monitor` prints it: `TIME ID EVENT pid=P state=S … (DETAIL)`, escaped.
     static func eventLine(_ e: ExtensionEvent) -> String {

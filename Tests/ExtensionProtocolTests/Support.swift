@@ -14,7 +14,7 @@ struct SplitMix64: RandomNumberGenerator {
 }
 
 /// Every wire type number, in order.
-let allKinds: [UInt8] = Array(1...15) + Array(32...36) + Array(38...45) + Array(64...82) + Array(96...107)
+let allKinds: [UInt8] = Array(1...16) + Array(32...36) + Array(38...45) + Array(64...82) + Array(96...108)
 
 /// Little-endian field builders for hand-made datagrams.
 func le16(_ v: UInt16) -> [UInt8] { [UInt8(v & 0xFF), UInt8(v >> 8)] }
@@ -52,6 +52,7 @@ let sampleMessages: [Message] = [
     .begin(tag: 0, extensionID: ""),
     .forceRefresh(tag: 14, extensionID: "com.example.stocks.widget"),
     .subscribe(tag: 15, extensionIDs: ["com.example.stocks.widget", "b"]),
+    .follow(tag: 16, extensionIDs: ["com.example.stocks.widget"]),
     .reset(tag: 16, extensionID: "com.example.stocks.widget"),
     .reexec(tag: 17),
     .defaultsOpen(tag: 18, suite: "group.com.example.stocks"),
@@ -142,6 +143,7 @@ let sampleMessages: [Message] = [
     .json(tag: 16, final: true, chunk: [0, 0xFF, 0x80, 0x7F]),  // bytes, not text: anything goes
     .interrupted(requestID: 17, reason: "'x' ended: crashed (signal 11)"),
     .events(json: [Array("{\"kind\":\"launch\"}".utf8)]),
+    .output(json: [Array("{\"id\":\"a\",\"text\":\"hello\",\"time\":\"2026-11-28T17:00:00.000Z\"}".utf8)]),
     .events(json: [[], Array("{\"kind\":\"ready\"}".utf8), Array("{}".utf8)]),
     .ready,
     .acquire(tag: 18, reason: "finish upload ✓"),

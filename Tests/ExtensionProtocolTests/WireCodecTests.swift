@@ -238,7 +238,7 @@ struct WireDecoderErrorTests {
         BadDatagram("begun: hasChannel 255", frame(kind: 32, le32(1) + le64(1) + le32(1) + [255]), .invalidValue("hasChannel")),
         BadDatagram("json: final 2", frame(kind: 35, le32(1) + [2] + le32(0)), .invalidValue("final")),
         BadDatagram("query: kind 0", frame(kind: 3, le32(1) + [0] + le16(0)), .invalidValue("kind")),
-        BadDatagram("query: kind 6", frame(kind: 3, le32(1) + [6] + le16(0)), .invalidValue("kind")),
+        BadDatagram("query: kind 7", frame(kind: 3, le32(1) + [7] + le16(0)), .invalidValue("kind")),
         BadDatagram("failure: code 0", frame(kind: 34, le32(1) + le16(0) + str("x")), .invalidValue("code")),
         BadDatagram("failure: code 15", frame(kind: 34, le32(1) + le16(15) + str("x")), .invalidValue("code")),
         BadDatagram("failure: code 65535", frame(kind: 34, le32(1) + le16(.max) + str("x")), .invalidValue("code")),

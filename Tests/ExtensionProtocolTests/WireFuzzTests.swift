@@ -122,10 +122,10 @@ struct WireFuzzTests {
             let tag = UInt32.random(in: 0...UInt32.max, using: &rng)
             let big = UInt64.random(in: 0...UInt64.max, using: &rng)
             let message: Message
-            switch Int.random(in: 0..<60, using: &rng) {
+            switch Int.random(in: 0..<62, using: &rng) {
             case 0: message = .begin(tag: tag, extensionID: text(WireLimits.maxIdentifier))
             case 1: message = .end(tag: tag, requestID: big)
-            case 2: message = .query(tag: tag, kind: Bool.random(using: &rng) ? .list : .status, extensionIDs: ids())
+            case 2: message = .query(tag: tag, kind: [QueryKind.list, .status, .logs].randomElement(using: &rng)!, extensionIDs: ids())
             case 3: message = .kill(tag: tag, extensionID: text(40), signal: Int32.random(in: .min ... .max, using: &rng))
             case 4: message = .reload(tag: tag)
             case 5: message = .monitor(tag: tag)
@@ -218,6 +218,8 @@ struct WireFuzzTests {
                             total: Int64.random(in: .min ... .max, using: &rng), status: UInt16.random(in: 0...UInt16.max, using: &rng), path: text(200),
                             domain: text(20), code: Int32.random(in: .min ... .max, using: &rng), text: text(100))
                     })
+            case 60: message = .follow(tag: tag, extensionIDs: ids())
+            case 61: message = .output(json: (0..<Int.random(in: 1...4, using: &rng)).map { _ in bytes(3_000) })
             default: message = .expire(assertionID: big)
             }
             kindsSeen.insert(message.kind.rawValue)

@@ -1,0 +1,78 @@
+import ExtensionProtocol
+import ExtensionStatus
+import SupervisorCore
+
+/// The last output lines of each extension (`extctl logs`, `extctl status`, the reason of a
+/// launch that ended before it was ready), and the connections that follow them (`extctl logs
+/// -f`). In memory only: the journal (or the daemon's log) keeps every line for good. At most
+/// `OutputLog.kept` lines and `byteLimit` bytes per extension; an extension's lines outlive its
+/// process (a crash's last words stay readable). Owned by the daemon's loop.
+final class OutputHistory {
+    /// Bytes of text kept per extension.
+    static let byteLimit = 64 * 1024
+
+    private struct Kept {
+        var lines: [OutputLog.Line] = []
+        var bytes = 0
+        /// Lines ever appended, and that count when its current process was launched.
+        var total = 0
+        var atLaunch = 0
+    }
+
+    private var kept: [String: Kept] = [:]
+    private var followers: [HostID: Set<String>] = [:]
+    /// Sends an `output` message to a follower.
+    var deliver: ((HostID, Message) -> Void)?
+    private let wallClock: () -> Double
+
+    init(wallClock: @escaping () -> Double) { self.wallClock = wallClock }
+
+    /// Keeps `text` (escaped already) as the newest line of `id`, and sends it to its followers.
+    func append(_ id: String, _ text: String) {
+        let line = OutputLog.Line(time: WallClock.iso8601(secondsSince1970: wallClock()), text: text)
+        var k = kept[id] ?? Kept()
+        k.lines.append(line)
+        k.bytes += text.utf8.count
+        k.total += 1
+        var drop = 0
+        while k.lines.count - drop > OutputLog.kept || (k.bytes > Self.byteLimit && k.lines.count - drop > 1) {
+            k.bytes -= k.lines[drop].text.utf8.count
+            drop += 1
+        }
+        if drop > 0 { k.lines.removeFirst(drop) }
+        kept[id] = k
+        guard !followers.isEmpty, let deliver else { return }
+        var object = line
+        object.id = id
+        let message = Message.output(json: [object.jsonBytes()])
+        for (host, ids) in followers where ids.contains(id) { deliver(host, message) }
+    }
+
+    /// The lines kept for `id`, oldest first.
+    func log(_ id: String) -> OutputLog { OutputLog(id: id, lines: kept[id]?.lines ?? []) }
+
+    /// The last `count` lines of `id`'s, oldest first.
+    func last(_ count: Int, of id: String) -> [OutputLog.Line] { Array((kept[id]?.lines ?? []).suffix(count)) }
+
+    /// A process of `id` was launched: `sinceLaunch` counts from here.
+    func launched(_ id: String) {
+        var k = kept[id] ?? Kept()
+        k.atLaunch = k.total
+        kept[id] = k
+    }
+
+    /// The last `count` lines (at most) its current or last process wrote, oldest first.
+    func sinceLaunch(_ count: Int, of id: String) -> [OutputLog.Line] {
+        guard let k = kept[id] else { return [] }
+        return Array(k.lines.suffix(min(count, k.total - k.atLaunch)))
+    }
+
+    /// `host` follows `ids` from now on (in addition to what it followed).
+    func follow(_ host: HostID, _ ids: [String]) { followers[host, default: []].formUnion(ids) }
+
+    /// `host` is gone.
+    func forget(_ host: HostID) { followers[host] = nil }
+
+    /// Lets go of an extension's lines (it was removed).
+    func remove(_ id: String) { kept[id] = nil }
+}
