@@ -6,6 +6,7 @@ their prose:
     docs/extctl.md      -> man/extctl.1
     docs/policies.md    -> man/extensiond.conf.5      (the configuration file, policies, limits)
     docs/manifest.md    -> man/extensiond-manifest.5  (extension manifests)
+    docs/dbus.md        -> man/extensiond.dbus.5      (the D-Bus interface)
 
 Usage: scripts/generate-man.py [OUTPUT_DIRECTORY]   (default: man/)
 
@@ -33,11 +34,16 @@ PAGES = [
     ("extensiond-manifest.5", "docs/manifest.md", "EXTENSIOND-MANIFEST", "5",
      "extensiond-manifest \\- the JSON manifest declaring one extension to extensiond",
      ["EXTENSIONS_DIRECTORY/ID.json"]),
+    ("extensiond.dbus.5", "docs/dbus.md", "EXTENSIOND.DBUS", "5",
+     "extensiond.dbus \\- the D-Bus interface of extensiond",
+     ["org.extensiond1 on the system bus (system daemon) or the session bus (user daemon)",
+      "/org/extensiond1, /org/extensiond1/extension/ESCAPED_ID, /org/extensiond1/request/ID",
+      "extensiond --bus=auto|system|session|none"]),
 ]
 
 # Markdown sources that have a manual page: a link to one names the page.
 PAGE_OF = {"extensiond.md": "extensiond(8)", "extctl.md": "extctl(1)", "policies.md": "extensiond.conf(5)",
-           "manifest.md": "extensiond-manifest(5)"}
+           "manifest.md": "extensiond-manifest(5)", "dbus.md": "extensiond.dbus(5)"}
 
 
 def escape(text):

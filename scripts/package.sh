@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds the Debian packages of extensiond (debian/) and puts the .deb files in dist/:
-#   extensiond, libextensionruntimec0, libextensionruntimec-dev, python3-extension-runtime.
+#   extensiond, libextensionruntimec0, libextensionruntimec-dev, libextensionhostc0,
+#   libextensionhostc-dev, python3-extension-runtime.
 #
 #   scripts/package.sh [--lintian]
 #
@@ -18,7 +19,7 @@ run_lintian=false
 while [ $# -gt 0 ]; do
     case "$1" in
         --lintian) run_lintian=true; shift ;;
-        -h | --help) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h | --help) sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "package.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
     esac
 done

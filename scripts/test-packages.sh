@@ -15,8 +15,11 @@
 #   3. examples/c-extension/main.c compiles with `pkg-config --cflags --libs extension-runtime`
 #      alone, and runs under the installed daemon (default directories: manifest in
 #      /etc/extensiond/extensions, state in /var/lib/extensiond): ping, and a save under a task
-#      assertion.
-#   4. /usr/bin/python3 imports extension_runtime, which loads the installed library (through
+#      assertion. examples/c-host/host.c compiles with `pkg-config --cflags --libs
+#      extension-host` alone, links to the installed libExtensionHostC, and without a bus fails
+#      with a message naming the bus; the D-Bus policy, interfaces and polkit action are
+#      installed.
+#   4. /usr/bin/python3 imports extension_runtime, which loads the installed libraries (through
 #      pkg-config, and through the dynamic loader alone).
 #   5. dpkg --purge removes every file the packages listed, the configuration (/etc/extensiond),
 #      the state (/var/lib/extensiond) and the socket's enablement.
@@ -27,7 +30,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
 
-packages=(extensiond libextensionruntimec0 libextensionruntimec-dev python3-extension-runtime)
+packages=(extensiond libextensionruntimec0 libextensionruntimec-dev libextensionhostc0 libextensionhostc-dev python3-extension-runtime)
 if [ "$(id -u)" -eq 0 ]; then sudo=""; else sudo="sudo"; fi
 checks=0
 fail() { echo "test-packages: FAILED: $*" >&2; exit 1; }
@@ -46,10 +49,12 @@ done
 work=$(mktemp -d)
 chmod 0755 "$work" # the extension runs under a uid of its own and must reach its executable
 daemon_pid=""
+bus_pid=""
 installed=false
 cleanup() {
     status=$?
     [ -z "$daemon_pid" ] || { kill "$daemon_pid" 2>/dev/null || true; }
+    [ -z "$bus_pid" ] || { kill "$bus_pid" 2>/dev/null || true; }
     if $installed; then
         echo "test-packages: purging what this run installed" >&2
         $sudo dpkg --purge "${packages[@]}" >/dev/null 2>&1 || true
@@ -126,6 +131,31 @@ resolved=$(ldd "$work/c-extension" | awk '$1 == "libExtensionRuntimeC.so.0" { pr
     || fail "the C extension loads libExtensionRuntimeC.so.0 from '$resolved'"
 ok "cc main.c \$(pkg-config --cflags --libs extension-runtime) builds it ($flags), linked to $resolved"
 
+# A host in C over D-Bus: built against the installed header and library; with no bus to
+# reach, it fails naming the bus (running it against a daemon is the integration tests' job).
+flags=$(pkg-config --cflags --libs extension-host) || fail "pkg-config --cflags --libs extension-host"
+# shellcheck disable=SC2086 # the flags are words
+cc -Wall -Werror "$root/examples/c-host/host.c" $flags -o "$work/c-host" 2>"$work/cc.err" \
+    || fail "cc host.c \$(pkg-config --cflags --libs extension-host): $(cat "$work/cc.err")"
+resolved=$(ldd "$work/c-host" | awk '$1 == "libExtensionHostC.so.0" { print $3 }')
+[ -n "$resolved" ] && [ "$(readlink -f "$resolved")" = "$(readlink -f "/usr/lib/$(dpkg-architecture -qDEB_HOST_MULTIARCH)/libExtensionHostC.so.0")" ] \
+    || fail "the C host loads libExtensionHostC.so.0 from '$resolved'"
+"$work/c-host" --help >"$work/host.out" 2>&1 || fail "c-host --help exited non-zero: $(cat "$work/host.out")"
+grep -q "^usage: host " "$work/host.out" || fail "c-host --help prints no usage: $(cat "$work/host.out")"
+if env -i PATH=/usr/bin:/bin EXTENSIOND_BUS=system DBUS_SYSTEM_BUS_ADDRESS="unix:path=$work/no-bus" \
+    "$work/c-host" >"$work/host.out" 2>"$work/host.err"; then
+    fail "c-host succeeded without a bus"
+fi
+grep -q "cannot connect to the system bus (unix:path=$work/no-bus)" "$work/host.err" \
+    || fail "c-host without a bus does not name the bus: $(cat "$work/host.err")"
+ok "cc host.c \$(pkg-config --cflags --libs extension-host) builds the C host ($flags), linked to $resolved; without a bus it says: $(cat "$work/host.err")"
+for f in /usr/share/dbus-1/system.d/org.extensiond1.conf /usr/share/dbus-1/interfaces/org.extensiond1.Manager.xml \
+    /usr/share/dbus-1/interfaces/org.extensiond1.Extension.xml /usr/share/dbus-1/interfaces/org.extensiond1.Request.xml \
+    /usr/share/polkit-1/actions/org.extensiond1.policy /usr/share/dbus-1/system-services/org.extensiond1.service; do
+    [ -s "$f" ] || fail "$f is missing"
+done
+ok "the D-Bus policy, the interfaces' introspection data and the polkit action are installed"
+
 # The extension, sandboxed under its own uid, writes its state in its own container (HOME).
 container=/var/lib/extensiond/extensions/org.example.c
 $sudo install -d /etc/extensiond/extensions
@@ -133,9 +163,25 @@ cat >"$work/manifest.json" <<EOF
 {"id": "org.example.c", "executable": "$work/c-extension", "environment": {"C_EXTENSION_STATE": "$container/state.txt"}}
 EOF
 $sudo install -m 0644 "$work/manifest.json" /etc/extensiond/extensions/org.example.c.json
+# The stocks widget (examples/stocks-widget, built as the packages' Swift code is, statically
+# linked), for the C host below; in the work directory, which its uid can reach.
+# From scripts/package.sh's copy of the tree, whose Swift build it reuses, when it is there.
+tree="$root/.build-package/extensiond"
+[ -d "$tree/.build-deb" ] || tree="$root"
+swift build -c release --static-swift-stdlib --package-path "$tree" --scratch-path "$tree/.build-deb" --product stocks-widget \
+    >"$work/stocks-build.log" 2>&1 || { cat "$work/stocks-build.log" >&2; fail "swift build --product stocks-widget"; }
+install -m 0755 "$tree/.build-deb/release/stocks-widget" "$work/stocks-widget"
+printf '{"id": "com.example.stocks.widget", "point": "widget", "executable": "%s"}\n' "$work/stocks-widget" >"$work/stocks.json"
+$sudo install -m 0644 "$work/stocks.json" /etc/extensiond/extensions/com.example.stocks.widget.json
+# A message bus of the test's own standing in for the system bus (this machine may have none):
+# the root daemon takes org.extensiond1 there (--bus auto: the system bus for root).
+dbus-daemon --session --address="unix:path=$work/system-bus" --fork --print-pid >"$work/bus.pid" \
+    || fail "dbus-daemon did not start"
+bus_pid=$(cat "$work/bus.pid")
+export DBUS_SYSTEM_BUS_ADDRESS="unix:path=$work/system-bus"
 # The installed daemon with its default directories, as root (XDG_RUNTIME_DIR unset: the
 # system socket /run/extensiond/control.sock). Readiness is its READY=1 on a notify socket.
-daemon_pid=$($sudo env -u XDG_RUNTIME_DIR -u XDG_DATA_HOME -u XDG_STATE_HOME /usr/bin/python3 - "$work" <<'EOF'
+daemon_pid=$($sudo env -u XDG_RUNTIME_DIR -u XDG_DATA_HOME -u XDG_STATE_HOME DBUS_SYSTEM_BUS_ADDRESS="$DBUS_SYSTEM_BUS_ADDRESS" /usr/bin/python3 - "$work" <<'EOF'
 import os, socket, subprocess, sys
 work = sys.argv[1]
 path = os.path.join(work, "notify.sock")
@@ -171,6 +217,15 @@ exec {input}>&- # end of input: extctl dismisses the request and exits 0
 wait "$host_PID" || fail "extctl open exited non-zero: $(cat "$work/open.err")"
 [ -s /var/lib/extensiond/ids.json ] || fail "the daemon wrote no /var/lib/extensiond/ids.json"
 ok "the C extension (pid $pid) runs under the installed daemon: ping, save under an assertion; ids.json in /var/lib/extensiond"
+# The C host example, built from the installed packages (above), opens the stocks widget over
+# D-Bus, twice: the second request resumes the same process.
+first=$(EXTENSIOND_BUS=system "$work/c-host" com.example.stocks.widget 2>"$work/host.err") \
+    || fail "the C host could not open the stocks widget: $(cat "$work/host.err") (daemon: $(tail -5 "$work/daemon.log"))"
+[[ "$first" =~ ^stocks-widget\ pid\ ([0-9]+),\ shown\ 1\ time ]] || fail "the C host printed '$first'"
+widget=${BASH_REMATCH[1]}
+second=$(EXTENSIOND_BUS=system "$work/c-host" com.example.stocks.widget 2>"$work/host.err") || fail "the C host's second open: $(cat "$work/host.err")"
+[ "$second" = "stocks-widget pid $widget, shown 2 time(s)" ] || fail "the second open printed '$second', not the same process shown a second time"
+ok "the C host (pkg-config extension-host) opens the stocks widget over D-Bus under the installed daemon: '$first', then '$second'"
 $sudo kill -TERM "$daemon_pid"
 # Not this shell's child: tail --pid returns when it has exited (it ends its extensions first,
 # within terminateGraceSeconds, 5 s by default).
@@ -194,6 +249,13 @@ loaded=$(env -i PATH=/nonexistent /usr/bin/python3 -c 'from extension_runtime im
     || fail "extension_runtime cannot load the library through the dynamic loader"
 [ "$loaded" = "libExtensionRuntimeC.so.0 0" ] || fail "through the loader it loaded: $loaded"
 ok "extension_runtime loads libExtensionRuntimeC through pkg-config and through the dynamic loader"
+loaded=$(env -i PATH=/usr/bin:/bin /usr/bin/python3 -c 'from extension_runtime import _host_library; print(_host_library.library()._name)') \
+    || fail "extension_runtime.host cannot load libExtensionHostC through pkg-config"
+[ "$loaded" = "/usr/lib/$(dpkg-architecture -qDEB_HOST_MULTIARCH)/libExtensionHostC.so.0" ] || fail "through pkg-config it loaded: $loaded"
+loaded=$(env -i PATH=/nonexistent /usr/bin/python3 -c 'from extension_runtime import _host_library; print(_host_library.library()._name)') \
+    || fail "extension_runtime.host cannot load libExtensionHostC through the dynamic loader"
+[ "$loaded" = "libExtensionHostC.so.0" ] || fail "through the loader it loaded: $loaded"
+ok "extension_runtime.host loads libExtensionHostC through pkg-config and through the dynamic loader"
 cd "$root"
 
 echo "==> 5. dpkg --purge"

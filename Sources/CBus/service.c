@@ -166,19 +166,21 @@ static const sd_bus_vtable manager_vtable[] = {
     SD_BUS_VTABLE_END,
 };
 
+// The seven properties a lifecycle event changes are sent in PropertiesChanged; the others
+// change only at a reload and say so (EmitsChangedSignal false): read them again after one.
 static const sd_bus_vtable extension_vtable[] = {
     SD_BUS_VTABLE_START(0),
     SD_BUS_PROPERTY("Id", "s", on_property, 0, SD_BUS_VTABLE_PROPERTY_CONST),
-    SD_BUS_PROPERTY("Point", "s", on_property, 0, SD_BUS_VTABLE_PROPERTY_EMITS_INVALIDATION),
-    SD_BUS_PROPERTY("App", "s", on_property, 0, SD_BUS_VTABLE_PROPERTY_EMITS_INVALIDATION),
+    SD_BUS_PROPERTY("Point", "s", on_property, 0, 0),
+    SD_BUS_PROPERTY("App", "s", on_property, 0, 0),
     SD_BUS_PROPERTY("State", "s", on_property, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
     SD_BUS_PROPERTY("Pid", "u", on_property, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
     SD_BUS_PROPERTY("Since", "s", on_property, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
     SD_BUS_PROPERTY("Requests", "u", on_property, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
     SD_BUS_PROPERTY("Assertions", "u", on_property, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
-    SD_BUS_PROPERTY("Sandbox", "s", on_property, 0, SD_BUS_VTABLE_PROPERTY_EMITS_INVALIDATION),
-    SD_BUS_PROPERTY("Container", "s", on_property, 0, SD_BUS_VTABLE_PROPERTY_EMITS_INVALIDATION),
-    SD_BUS_PROPERTY("Limits", "a{st}", on_property, 0, SD_BUS_VTABLE_PROPERTY_EMITS_INVALIDATION),
+    SD_BUS_PROPERTY("Sandbox", "s", on_property, 0, 0),
+    SD_BUS_PROPERTY("Container", "s", on_property, 0, 0),
+    SD_BUS_PROPERTY("Limits", "a{st}", on_property, 0, 0),
     SD_BUS_PROPERTY("LastEvent", "s", on_property, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
     SD_BUS_PROPERTY("LastEventDetail", "s", on_property, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
     SD_BUS_VTABLE_END,

@@ -5,7 +5,7 @@ import Testing
 /// shell completions, and where scripts/install.sh puts both.
 @Suite struct ManualPageTests {
     static let packageRoot = RuntimeC.packageRoot
-    static let pages = ["extensiond.8", "extctl.1", "extensiond.conf.5", "extensiond-manifest.5"]
+    static let pages = ["extensiond.8", "extctl.1", "extensiond.conf.5", "extensiond-manifest.5", "extensiond.dbus.5"]
 
     /// `MANWIDTH=80 man --warnings -l FILE` renders each page with no warning at all.
     @Test(arguments: pages) func eachPageRendersWithoutWarnings(page: String) throws {
@@ -68,7 +68,7 @@ import Testing
             "/bin/bash", [Self.packageRoot + "/scripts/install.sh", "--from", BuildProducts.directory, "--destdir", destdir, "--prefix", "/usr"])
         try #require(install.status == 0, "\(install.err)\(install.out)")
         let root = destdir + "/usr"
-        for (name, section) in [("extensiond", "8"), ("extctl", "1"), ("extensiond.conf", "5"), ("extensiond-manifest", "5")] {
+        for (name, section) in [("extensiond", "8"), ("extctl", "1"), ("extensiond.conf", "5"), ("extensiond-manifest", "5"), ("extensiond.dbus", "5")] {
             let found = try runProgram("/usr/bin/env", ["man", "-M", root + "/share/man", "-w", section, name])
             #expect(found.out == "\(root)/share/man/man\(section)/\(name).\(section)\n", "man -w \(section) \(name): \(found.out)\(found.err)")
             let rendered = try runProgram("/usr/bin/env", ["MANWIDTH=80", "LC_ALL=C.UTF-8", "man", "--warnings", "-M", root + "/share/man", section, name])

@@ -558,8 +558,12 @@ struct SystemdProtocolTests {
             ("share/doc/extensiond/operations.md", 0o644),
             ("share/man/man8/extensiond.8", 0o644), ("share/man/man1/extctl.1", 0o644),
             ("share/man/man5/extensiond.conf.5", 0o644), ("share/man/man5/extensiond-manifest.5", 0o644),
+            ("share/man/man5/extensiond.dbus.5", 0o644),
             ("share/bash-completion/completions/extctl", 0o644), ("share/zsh/site-functions/_extctl", 0o644),
             ("share/fish/vendor_completions.d/extctl.fish", 0o644),
+            ("lib/libExtensionHostC.so.0", 0o755), ("include/extension_host.h", 0o644), ("lib/pkgconfig/extension-host.pc", 0o644),
+            ("share/dbus-1/system.d/org.extensiond1.conf", 0o644), ("share/dbus-1/interfaces/org.extensiond1.Manager.xml", 0o644),
+            ("share/dbus-1/system-services/org.extensiond1.service", 0o644), ("share/polkit-1/actions/org.extensiond1.policy", 0o644),
         ]
         for f in files {
             let attributes = try FileManager.default.attributesOfItem(atPath: root + "/" + f.path)

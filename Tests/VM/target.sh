@@ -23,7 +23,7 @@ manifest() { # NAME JSON
 
 boot1() {
     echo "--- install"
-    for p in extensiond libextensionruntimec0 libextensionruntimec-dev python3-extension-runtime; do
+    for p in extensiond libextensionruntimec0 libextensionruntimec-dev libextensionhostc0 libextensionhostc-dev python3-extension-runtime; do
         check "$p installed" "install ok installed" "$(dpkg-query -W -f '${Status}' "$p" 2>&1)"
     done
     check "extensiond.socket enabled" enabled "$(systemctl is-enabled extensiond.socket)"
@@ -319,7 +319,7 @@ boot2() {
 
     echo "--- purge"
     systemctl is-active --quiet extensiond.service && talk "$probe" ping >/dev/null
-    DEBIAN_FRONTEND=noninteractive apt-get purge -y extensiond libextensionruntimec0 libextensionruntimec-dev python3-extension-runtime >/tmp/purge.log 2>&1
+    DEBIAN_FRONTEND=noninteractive apt-get purge -y extensiond libextensionruntimec0 libextensionruntimec-dev libextensionhostc0 libextensionhostc-dev python3-extension-runtime >/tmp/purge.log 2>&1
     check "apt-get purge succeeds" 0 "$?"
     for d in /var/lib/extensiond /etc/extensiond /lib/systemd/system/extensiond.service /usr/bin/extensiond; do
         check "purge removes $d" absent "$([ -e "$d" ] && echo present || echo absent)"

@@ -38,7 +38,16 @@ Background transfers, downloads and uploads extensiond performs (extension_runti
     session = transfers.Session("group.com.example.stocks", "quotes", print)
     task = session.download("https://example.com/quotes.json", "quotes.json")
 
-The library is found through $EXTENSION_RUNTIME_LIB, else the installed pkg-config file
+Hosts of extensiond (begin requests on extensions, list and follow them, over D-Bus) use
+extension_runtime.host, on libExtensionHostC::
+
+    from extension_runtime.host import Host
+
+    with Host() as host, host.begin("com.example.stocks.widget") as request:
+        print(request.channel.makefile("rb").readline())
+
+(libExtensionHostC is found through $EXTENSION_HOST_LIB, else `pkg-config extension-host`, else
+the dynamic loader's path.) libExtensionRuntimeC is found through $EXTENSION_RUNTIME_LIB, else the installed pkg-config file
 (`extension-runtime`), else the dynamic loader's path; it is loaded on first use, which removes
 $EXTENSIOND_CHANNEL_FD from the environment (os.environ included).
 """
@@ -62,7 +71,7 @@ __all__ = [
     "LibraryNotFoundError", "NotPermittedError", "NotSupervisedError", "RefreshResult", "Request",
     "UnknownSuiteError", "defaults", "expiring_activity", "is_supervised", "observe", "on_refresh",
     "open_url", "perform_expiring_activity", "refresh_complete", "request_handler", "run",
-    "secrets", "shared_container_path", "container_path", "start", "transfers",
+    "secrets", "shared_container_path", "container_path", "start", "transfers", "host",
 ]
 
 REQUEST_MAX_PAYLOAD: int = 60000
@@ -743,6 +752,8 @@ def defaults(suite: str) -> Defaults:
 
 # The secrets and background transfers APIs, submodules (`import extension_runtime.secrets` or
 # `extension_runtime.secrets`, and the same for `transfers`); imported last: they use the
-# exceptions above.
+# exceptions above. `host` (the host side, over D-Bus, on libExtensionHostC) loads its library
+# on first use too.
 from . import secrets  # noqa: E402
 from . import transfers  # noqa: E402
+from . import host  # noqa: E402
