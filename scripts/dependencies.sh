@@ -54,6 +54,11 @@ command -v node >/dev/null 2>&1 || missing+=(nodejs)
 command -v java >/dev/null 2>&1 && java -m jdk.compiler/com.sun.tools.javac.Main -version >/dev/null 2>&1 \
     || missing+=(openjdk-17-jre-headless)
 
+# Node.js and Java as first-class runtimes (bindings/node on Node-API, bindings/java on JNI, both
+# on libExtensionRuntimeC): Node's headers, and the JDK's jni.h and javac.
+[ -f /usr/include/node/node_api.h ] || missing+=(libnode-dev)
+[ -f /usr/lib/jvm/java-17-openjdk-amd64/include/jni.h ] || missing+=(openjdk-17-jdk-headless)
+
 if [ ${#missing[@]} -gt 0 ]; then
     echo "==> installing ${missing[*]}"
     if [ "$(id -u)" -eq 0 ]; then sudo=""; else sudo="sudo"; fi
