@@ -77,7 +77,7 @@ extension Daemon: ControlServerDelegate {
             server.sendJSON(
                 ExtensionStatus.ReloadReport(
                     loaded: report.loaded, errors: report.errors.map(\.description),
-                    kept: report.kept.map { ExtensionStatus.ReloadReport.Kept(id: $0.id, file: $0.file) }),
+                    kept: report.kept.map { ExtensionStatus.ReloadReport.Kept(id: $0.id, file: $0.file) }, warnings: report.warnings),
                 tag: tag, to: c.id)
         case let .monitor(tag):
             c.startMonitoring()

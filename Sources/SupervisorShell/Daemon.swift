@@ -133,6 +133,7 @@ public final class Daemon {
         }
         if handover == nil {
             containment.warnUnenforcedLimits(loaded.manifests, logger: logger)
+            _ = Daemon.warnHiddenPrograms(loaded.manifests, sandboxing: extensions.sandboxing, logger: logger)
             logger.info(
                 "loaded \(loaded.manifests.count) extension(s) from \(options.extensionDirectories.joined(separator: ":")); \(loaded.errors.count) manifest error(s)"
             )
@@ -414,6 +415,8 @@ public final class Daemon {
         var errors: [ManifestError]
         /// Each extension whose file no longer loads, and that file: its previous definition stays in force.
         var kept: [(id: String, file: String)]
+        /// What loads but will not work: a program its sandbox hides.
+        var warnings: [String] = []
     }
 
     /// Re-reads the manifests (SIGHUP or `extctl reload`). Running extensions are not disturbed.
@@ -426,6 +429,7 @@ public final class Daemon {
         for e in errors { logger.error("manifest refused: \(UntrustedText.escaped(e.description))") }
         apps.replace(declaredApps)
         extensions.containment.warnUnenforcedLimits(manifests, logger: logger)
+        let warnings = Daemon.warnHiddenPrograms(manifests, sandboxing: extensions.sandboxing, logger: logger)
         let broken = Set(errors.map(\.file))
         let defined = Set(manifests.map(\.id))
         let loaded = manifests.count
@@ -439,7 +443,17 @@ public final class Daemon {
         post(.reload(manifests: manifests, errors: errors, host: nil, tag: 0))
         logger.info("reloaded: \(loaded) extension(s), \(errors.count) manifest error(s), \(kept.count) previous definition(s) kept")
         serviceManager.ready(status: statusLine())
-        return ReloadReport(loaded: loaded, errors: errors, kept: kept)
+        return ReloadReport(loaded: loaded, errors: errors, kept: kept, warnings: warnings)
+    }
+
+    /// Logs, for each manifest whose program its sandbox hides (`Sandboxing.hiddenProgram`),
+    /// why, before any launch; returns those sentences.
+    static func warnHiddenPrograms(_ manifests: [Manifest], sandboxing: Sandboxing, logger: Logger) -> [String] {
+        manifests.compactMap { m in
+            guard let why = sandboxing.hiddenProgram(m) else { return nil }
+            logger.warning("\(UntrustedText.escaped(why))", metadata: ["EXTENSION_ID": "\(m.id)"])
+            return why
+        }
     }
 }
 

@@ -132,6 +132,38 @@ final class Sandboxing {
         return plan
     }
 
+    /// Why `manifest`'s program will not work in its sandbox's view of the file system, or nil:
+    /// its executable, the file it resolves to, its `#!` interpreter, or a script named by an
+    /// absolute argument, under a directory the sandbox hides (`/home`, `/root`, `/run/user`)
+    /// or replaces with a private one (`/tmp`, `/var/tmp`). Only the directory of the
+    /// executable and of such a script stays visible: what lies beside or behind them there
+    /// (a virtual environment's `lib/`, an interpreter a link points to) does not.
+    func hiddenProgram(_ manifest: Manifest) -> String? {
+        guard case .success(let decision) = decide(manifest), decision.enabled, decision.enforced.contains(.filesystem) else { return nil }
+        let kept = [manifest.executable] + manifest.arguments.filter { $0.hasPrefix("/") }
+        var named: [(what: String, path: String)] = kept.map { ($0 == manifest.executable ? "its executable" : "the script", $0) }
+        let resolved = kernel.resolvePath(manifest.executable) ?? manifest.executable
+        if resolved != manifest.executable { named.append(("its executable resolves to", resolved)) }
+        // A script's first line (a binary is over the limit: not read).
+        if case .success(let head) = kernel.inspectFile(resolved, limit: 1 << 20), let bytes = head.contents, bytes.starts(with: Array("#!".utf8)) {
+            let line = String(decoding: bytes.dropFirst(2).prefix { $0 != 0x0A }, as: UTF8.self)
+            if let interpreter = line.split(separator: " ").first.map(String.init), interpreter.hasPrefix("/") {
+                named.append(("its interpreter", interpreter))
+            }
+        }
+        let hiding = masks.filter { !$0.hasPrefix("/sys/") && !Sandboxing.isWithin($0, stateDirectory) } + scratch
+        for (what, path) in named {
+            guard let hidden = hiding.first(where: { SandboxView.isBelow(path, $0) }) else { continue }
+            let visible =
+                kept.contains(path)
+                ? ": only \(Sandboxing.directory(of: path)) stays visible to it, not what lies beside it (a virtual environment's lib/)"
+                : ", which it cannot reach"
+            let how = scratch.contains(hidden) ? "which the sandbox replaces with a private, empty directory" : "which the sandbox hides"
+            return "\(manifest.id): \(what) \(path) is under \(hidden), \(how)\(visible); install it in a directory such as /opt"
+        }
+        return nil
+    }
+
     /// Whether a launch with `decision` enters its point's network namespace (it has the
     /// network, in a namespace of its own).
     static func needsNetworkStack(_ decision: SandboxDecision) -> Bool {

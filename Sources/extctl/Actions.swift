@@ -50,6 +50,7 @@ struct Reload: ParsableCommand {
         } else {
             print("\(report.loaded) extension(s) loaded, \(report.errors.count) manifest error(s)")
             for e in report.errors { writeError(e) }
+            for w in report.warnings { writeError("warning: " + w) }
             for k in report.kept {
                 writeError("'\(k.id)' keeps its previous definition until \(k.file) is fixed")
             }

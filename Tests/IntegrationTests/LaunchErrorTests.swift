@@ -33,4 +33,28 @@ struct LaunchErrorTests {
         }
         #expect(try CredentialTests.statusEntry(daemon, id)["consecutiveCrashes"] as? Int == 0)
     }
+
+    /// A program under a directory the sandbox replaces (/tmp) is named at reload, before any
+    /// launch, with what stays visible of it; the same program unsandboxed is not.
+    @Test func aProgramTheSandboxHidesIsNamedAtReload() throws {
+        let tree = ReachableCopies.directory + "/venv-\(getpid())-reload/bin"
+        try FileManager.default.createDirectory(atPath: tree, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: (tree as NSString).deletingLastPathComponent) }
+        try FileManager.default.copyItem(atPath: "/bin/true", toPath: tree + "/python")
+        let daemon = try TestDaemon(
+            manifests: [
+                "s.json": ["id": "org.example.sandboxed", "point": "widget", "executable": tree + "/python", "readiness": "exec"],
+                "n.json": ["id": "org.example.open", "point": "widget", "executable": tree + "/python", "readiness": "exec", "sandbox": "none"],
+            ],
+            config: ["allowUnsandboxedExtensions": true], extensionsAsRoot: false)
+        try daemon.start()
+        let r = try daemon.extctl(["reload"])
+        #expect(r.status == 0, "\(r)")
+        let hidden = try #require(ReachableCopies.directory.split(separator: "/").first.map { "/" + $0 })
+        #expect(
+            r.err.contains(
+                "extctl: warning: org.example.sandboxed: its executable \(tree)/python is under \(hidden), which the sandbox replaces with a private, empty directory: only \(tree) stays visible to it"
+            ), "\(r)")
+        #expect(!r.err.contains("org.example.open"), "\(r)")
+    }
 }

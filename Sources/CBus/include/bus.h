@@ -4,6 +4,10 @@
 #include <stddef.h>
 #include <sys/types.h>
 
+// The D-Bus interface's server side (a module's umbrella directory gains a header without its
+// cached module noticing: naming it here, in a header the cache knows, makes it rebuild).
+#include "service.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
