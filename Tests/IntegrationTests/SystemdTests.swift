@@ -243,6 +243,9 @@ struct SystemdTests {
         }
         #expect(lines.first { $0["MESSAGE"]?.hasSuffix("from-b-after-its-sibling") == true }?["EXTENSION_ID"] == "com.example.b")
         #expect(lines.first { $0["MESSAGE"]?.hasSuffix("from-a-after-its-attempts") == true }?["EXTENSION_ID"] == "com.example.a")
+        // The same line where its author looks: `extctl logs` (the daemon's own copy).
+        let logs = try session.run([Self.extctl, "logs", "-n", "1", "com.example.a"])
+        #expect(logs.status == 0 && logs.out.hasSuffix(" from-a-after-its-attempts\n"), "\(logs)")
         for host in [a, b] {
             try host.input.close()
             host.process.waitUntilExit()
