@@ -19,6 +19,8 @@
 #      extension-host` alone, links to the installed libExtensionHostC, and without a bus fails
 #      with a message naming the bus; the D-Bus policy, interfaces and polkit action are
 #      installed.
+#      docs/tutorial.md runs as written (scripts/test-tutorial.py): an extension in Python, C,
+#      Node.js and Java, each answering and saving in its container under an assertion.
 #   4. /usr/bin/python3 imports extension_runtime, which loads the installed libraries (through
 #      pkg-config, and through the dynamic loader alone).
 #   5. dpkg --purge removes every file the packages listed, the configuration (/etc/extensiond),
@@ -226,6 +228,11 @@ widget=${BASH_REMATCH[1]}
 second=$(EXTENSIOND_BUS=system "$work/c-host" com.example.stocks.widget 2>"$work/host.err") || fail "the C host's second open: $(cat "$work/host.err")"
 [ "$second" = "stocks-widget pid $widget, shown 2 time(s)" ] || fail "the second open printed '$second', not the same process shown a second time"
 ok "the C host (pkg-config extension-host) opens the stocks widget over D-Bus under the installed daemon: '$first', then '$second'"
+# docs/tutorial.md, as a reader runs it after the install: every file written, every command
+# run and its output compared (Python, C, Node.js, Java; each under the default sandbox).
+env -u XDG_RUNTIME_DIR /usr/bin/python3 "$root/scripts/test-tutorial.py" >"$work/tutorial.log" 2>&1 \
+    || { cat "$work/tutorial.log" >&2; fail "docs/tutorial.md (scripts/test-tutorial.py; the daemon's log: $(tail -5 "$work/daemon.log"))"; }
+ok "docs/tutorial.md runs as written: $(tail -1 "$work/tutorial.log")"
 $sudo kill -TERM "$daemon_pid"
 # Not this shell's child: tail --pid returns when it has exited (it ends its extensions first,
 # within terminateGraceSeconds, 5 s by default).

@@ -2,12 +2,10 @@
 functions: the same lookup as _library.py's for libExtensionRuntimeC."""
 import ctypes
 import os
-import shutil
-import subprocess
 import threading
 from typing import Optional
 
-from ._library import LibraryNotFoundError
+from ._library import LibraryNotFoundError, find
 
 
 class Extension(ctypes.Structure):
@@ -48,34 +46,11 @@ class HostLibraryNotFoundError(LibraryNotFoundError):
     (`extension-host`) nor the dynamic loader's path names it."""
 
 
-def _from_pkg_config() -> Optional[str]:
-    if shutil.which("pkg-config") is None:
-        return None
-    try:
-        out = subprocess.run(["pkg-config", "--variable=libdir", "extension-host"],
-                             capture_output=True, text=True, timeout=10)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    libdir = out.stdout.strip()
-    if out.returncode != 0 or not libdir:
-        return None
-    for name in ("libExtensionHostC.so.0", "libExtensionHostC.so"):
-        path = os.path.join(libdir, name)
-        if os.path.exists(path):
-            return path
-    return None
-
-
 def locate() -> str:
     """The library to load: $EXTENSION_HOST_LIB when set, else the one the installed pkg-config
     file `extension-host` names, else `libExtensionHostC.so.0` for the dynamic loader's own
     search. Raises HostLibraryNotFoundError for an $EXTENSION_HOST_LIB that does not exist."""
-    explicit = os.environ.get("EXTENSION_HOST_LIB")
-    if explicit:
-        if not os.path.exists(explicit):
-            raise HostLibraryNotFoundError(f"EXTENSION_HOST_LIB names {explicit}, which does not exist")
-        return explicit
-    return _from_pkg_config() or "libExtensionHostC.so.0"
+    return find("EXTENSION_HOST_LIB", "extension-host", "libExtensionHostC.so.0", HostLibraryNotFoundError)
 
 
 def _declare(lib: ctypes.CDLL) -> None:

@@ -75,22 +75,26 @@ class LibraryNotFoundError(ImportError):
     (`extension-runtime`) nor the dynamic loader's path names it."""
 
 
-def _from_pkg_config() -> Optional[str]:
-    if shutil.which("pkg-config") is None:
-        return None
-    try:
-        out = subprocess.run(["pkg-config", "--variable=libdir", "extension-runtime"],
-                             capture_output=True, text=True, timeout=10)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    libdir = out.stdout.strip()
-    if out.returncode != 0 or not libdir:
-        return None
-    for name in ("libExtensionRuntimeC.so.0", "libExtensionRuntimeC.so"):
-        path = os.path.join(libdir, name)
-        if os.path.exists(path):
-            return path
-    return None
+def find(variable: str, package: str, soname: str, error: type = LibraryNotFoundError) -> str:
+    """The library to load: the file $`variable` names when set (`error` when it does not
+    exist), else the one in the libdir of the installed pkg-config file `package`, else `soname`
+    for the dynamic loader's own search. Shared by libExtensionRuntimeC and libExtensionHostC."""
+    explicit = os.environ.get(variable)
+    if explicit:
+        if not os.path.exists(explicit):
+            raise error(f"{variable} names {explicit}, which does not exist")
+        return explicit
+    if shutil.which("pkg-config") is not None:
+        try:
+            out = subprocess.run(["pkg-config", "--variable=libdir", package], capture_output=True, text=True, timeout=10)
+        except (OSError, subprocess.SubprocessError):
+            out = None
+        libdir = out.stdout.strip() if out is not None and out.returncode == 0 else ""
+        for name in (soname, soname.rsplit(".", 1)[0]) if libdir else ():
+            path = os.path.join(libdir, name)
+            if os.path.exists(path):
+                return path
+    return soname
 
 
 def locate() -> str:
@@ -98,12 +102,7 @@ def locate() -> str:
     pkg-config file `extension-runtime` names, else `libExtensionRuntimeC.so.0` for the dynamic
     loader's own search. Raises LibraryNotFoundError for an $EXTENSION_RUNTIME_LIB that does
     not exist."""
-    explicit = os.environ.get("EXTENSION_RUNTIME_LIB")
-    if explicit:
-        if not os.path.exists(explicit):
-            raise LibraryNotFoundError(f"EXTENSION_RUNTIME_LIB names {explicit}, which does not exist")
-        return explicit
-    return _from_pkg_config() or "libExtensionRuntimeC.so.0"
+    return find("EXTENSION_RUNTIME_LIB", "extension-runtime", "libExtensionRuntimeC.so.0")
 
 
 def _declare(lib: ctypes.CDLL) -> None:
