@@ -209,6 +209,10 @@ int bus_service_open(int system, void *event, const bus_service_handlers *handle
         goto fail;
     }
     (void)sd_bus_set_description(s->bus, "extensiond");
+    // The calls this connection waits for on the loop (the name at start, a new caller's
+    // credentials) are bounded by this, not sd-bus's 25 s default: a bus that does not answer
+    // holds the loop at most this long, and the call that needed it is refused.
+    (void)sd_bus_set_method_call_timeout(s->bus, 2 * 1000 * 1000);
     // Descriptors pass over this connection (Begin's channel).
     (void)sd_bus_negotiate_fds(s->bus, 1);
     if ((r = sd_bus_add_object_vtable(s->bus, &s->slots[0], BUS_SERVICE_PATH, "org.extensiond1.Manager", manager_vtable, s)) < 0 ||
