@@ -206,6 +206,9 @@ final class ControlServer {
     /// The connections that asked for lifecycle events.
     var monitors: some Sequence<ControlConnection> { connections.values.lazy.filter(\.isMonitor) }
 
+    /// The hosts with an open connection.
+    var hosts: Set<HostID> { Set(connections.keys) }
+
     /// How many open connections `uid` has.
     func connectionCount(uid: UInt32) -> Int { connections.values.lazy.filter { $0.identity.uid == uid }.count }
 

@@ -209,6 +209,18 @@ public final class Daemon {
             throw e
         }
         try server.start()
+        // Requests whose host did not cross a re-exec (a D-Bus caller's control connection lives
+        // in the replaced program) end now, as if their hosts had dismissed them.
+        let connected = server.hosts
+        var orphans = Set<HostID>()
+        for r in core.records.values {
+            for q in r.requests where !connected.contains(q.host) { orphans.insert(q.host) }
+            for p in r.pending where !connected.contains(p.host) { orphans.insert(p.host) }
+        }
+        for host in orphans.sorted() {
+            logger.info("ending the requests of host \(host), whose connection did not cross the re-exec")
+            hostGone(host)
+        }
         // On the bus before the service manager hears that the daemon is ready: a client started
         // after readiness finds the name owned.
         startBus()

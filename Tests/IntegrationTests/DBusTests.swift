@@ -197,6 +197,32 @@ struct DBusTests {
         #expect(rig.close() == 0, "\(rig.daemon.log())")
     }
 
+    /// A re-exec ends the requests begun over the bus (their control connections live in the
+    /// replaced program): the extension is suspended, no request stays open in the new program,
+    /// and the new program owns org.extensiond1 again, under a new unique name.
+    @Test func aReexecEndsBusRequestsAndTheNewProgramTakesTheName() throws {
+        let rig = try DBusRig()
+        defer { rig.close() }
+        let before = try rig.bus.busctl([
+            "call", "org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus", "GetNameOwner", "s", "org.extensiond1",
+        ])
+        let host = try JSONLines.fixture("gio-host.py", [rig.address, Self.widget])
+        _ = try host.expect("begun")
+        let launch = try rig.daemon.events.wait("launch", of: Self.widget)
+        let mark = rig.daemon.events.count
+        let reexec = try rig.daemon.extctl(["reexec"])
+        try #require(reexec.status == 0, "\(reexec)\n\(rig.daemon.log())")
+        let suspend = try rig.daemon.events.wait("suspend", of: Self.widget, after: mark)
+        #expect(suspend.pid == launch.pid, "the same process, suspended")
+        #expect(try rig.openRequests(Self.widget).isEmpty)
+        let after = try rig.bus.busctl([
+            "call", "org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus", "GetNameOwner", "s", "org.extensiond1",
+        ])
+        #expect(after.status == 0 && after.out.hasPrefix("s \":") && after.out != before.out, "before: \(before.out) after: \(after)")
+        #expect(try rig.extensionProperty(Self.widget, "State") as? String == "suspended")
+        host.closeInput()
+    }
+
     // MARK: - Leaving the bus
 
     /// A host whose connection leaves the bus with its request open, by exiting without
