@@ -21,6 +21,8 @@ command -v nsenter >/dev/null 2>&1 && command -v unshare >/dev/null 2>&1 || miss
 # The D-Bus interface's tests (Tests/IntegrationTests/DBusTests.swift) call it with real clients:
 # gdbus (libglib2.0-bin) and a Python host on GLib's Gio (python3-gi).
 command -v gdbus >/dev/null 2>&1 || missing+=(libglib2.0-bin)
+# polkitd: DBusAccessTests run the real polkit daemon on a private system bus.
+[ -x /usr/lib/polkit-1/polkitd ] || missing+=(polkitd)
 /usr/bin/python3 -c 'import gi; gi.require_version("Gio", "2.0"); from gi.repository import Gio' >/dev/null 2>&1 || missing+=(python3-gi gir1.2-glib-2.0)
 # The C runtime (libExtensionRuntimeC) and the C examples and tests: cc, with binutils' nm and
 # readelf for the export checks.

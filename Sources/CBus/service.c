@@ -16,6 +16,8 @@ struct bus_service {
     sd_bus_slot *slots[6];
     bus_service_handlers handlers;
     void *context;
+    // Whether the name was granted (released at close).
+    int owns_name;
 };
 
 struct bus_call {
@@ -27,6 +29,14 @@ struct bus_watch {
     sd_bus_slot *slot;
     bus_service *service;
     char *name;
+    // Set once `gone` was called: it is called once, by the leave or by a match that failed.
+    int ended;
+};
+
+struct bus_query {
+    sd_bus_slot *slot;
+    void (*done)(void *userdata, int rc, int allowed, const char *why);
+    void *userdata;
 };
 
 static int failed(int rc, const char *step, char *why, size_t why_size) {
@@ -197,6 +207,16 @@ static const sd_bus_vtable request_vtable[] = {
     SD_BUS_VTABLE_END,
 };
 
+// The connection to the bus is gone (the bus daemon restarted or closed it): sd-bus delivers
+// this local signal once; the daemon closes the service and connects again later.
+static int on_disconnected(sd_bus_message *m, void *userdata, sd_bus_error *error) {
+    (void)m;
+    (void)error;
+    bus_service *s = userdata;
+    if (s->handlers.lost) s->handlers.lost(s->context);
+    return 0;
+}
+
 int bus_service_open(int system, void *event, const bus_service_handlers *handlers, void *context, bus_service **service, char *why,
                      size_t why_size) {
     bus_service *s = calloc(1, sizeof *s);
@@ -220,7 +240,10 @@ int bus_service_open(int system, void *event, const bus_service_handlers *handle
             0 ||
         (r = sd_bus_add_node_enumerator(s->bus, &s->slots[2], EXTENSION_PREFIX, enumerate_extensions, s)) < 0 ||
         (r = sd_bus_add_fallback_vtable(s->bus, &s->slots[3], REQUEST_PREFIX, "org.extensiond1.Request", request_vtable, find_object, s)) < 0 ||
-        (r = sd_bus_add_node_enumerator(s->bus, &s->slots[4], REQUEST_PREFIX, enumerate_requests, s)) < 0) {
+        (r = sd_bus_add_node_enumerator(s->bus, &s->slots[4], REQUEST_PREFIX, enumerate_requests, s)) < 0 ||
+        // A local match: sd-bus dispatches it itself, nothing is asked of the bus.
+        (r = sd_bus_match_signal(s->bus, &s->slots[5], "org.freedesktop.DBus.Local", NULL, "org.freedesktop.DBus.Local", "Disconnected",
+                                 on_disconnected, s)) < 0) {
         failed(r, "register the objects", why, why_size);
         goto fail;
     }
@@ -236,6 +259,7 @@ int bus_service_open(int system, void *event, const bus_service_handlers *handle
             failed(r, "request the name " BUS_SERVICE_NAME, why, why_size);
         goto fail;
     }
+    s->owns_name = 1;
     *service = s;
     return 0;
 fail:
@@ -245,9 +269,14 @@ fail:
 
 void bus_service_close(bus_service *s) {
     if (!s) return;
-    for (size_t i = 0; i < sizeof s->slots / sizeof s->slots[0]; i++) sd_bus_slot_unref(s->slots[i]);
+    for (size_t i = 0; i < sizeof s->slots / sizeof s->slots[0]; i++) s->slots[i] = sd_bus_slot_unref(s->slots[i]);
     if (s->bus) {
         (void)sd_bus_detach_event(s->bus);
+        // The name is released with a reply waited for (bounded by the connection's 2 s): a
+        // program that asks for it next (the re-executed daemon, on a connection of its own)
+        // finds it free. Closing alone would leave the release to whenever the bus reads the
+        // hang-up, which may come after that program's request.
+        if (s->owns_name && sd_bus_is_open(s->bus) > 0) (void)sd_bus_release_name(s->bus, BUS_SERVICE_NAME);
         sd_bus_flush_close_unref(s->bus);
     }
     free(s);
@@ -262,9 +291,24 @@ static int on_owner_changed(sd_bus_message *m, void *userdata, sd_bus_error *err
     (void)error;
     bus_watch *w = userdata;
     const char *name = NULL, *old_owner = NULL, *new_owner = NULL;
-    if (sd_bus_message_read(m, "sss", &name, &old_owner, &new_owner) < 0 || !name || strcmp(name, w->name) != 0) return 0;
+    if (w->ended || sd_bus_message_read(m, "sss", &name, &old_owner, &new_owner) < 0 || !name || strcmp(name, w->name) != 0) return 0;
     if (new_owner && *new_owner) return 0;
-    w->service->handlers.gone(w->service->context, w->name);
+    w->ended = 1;
+    w->service->handlers.gone(w->service->context, w->name, NULL);
+    return 0;
+}
+
+// The bus's answer to the AddMatch: an error (the bus's limit of match rules per connection,
+// say) means the leave would never be seen, so the caller is treated as gone now.
+static int on_match_installed(sd_bus_message *m, void *userdata, sd_bus_error *error) {
+    (void)error;
+    bus_watch *w = userdata;
+    const sd_bus_error *e = sd_bus_message_get_error(m);
+    if (w->ended || !e) return 0;
+    w->ended = 1;
+    char why[256];
+    snprintf(why, sizeof why, "the bus refused to report its leaving (AddMatch: %s)", e->message ? e->message : e->name);
+    w->service->handlers.gone(w->service->context, w->name, why);
     return 0;
 }
 
@@ -282,7 +326,7 @@ int bus_service_watch(bus_service *s, const char *name, bus_watch **watch) {
                      "type='signal',sender='org.freedesktop.DBus',path='/org/freedesktop/DBus',interface='org.freedesktop.DBus',"
                      "member='NameOwnerChanged',arg0='%s'",
                      name);
-    int r = n < 0 || (size_t)n >= sizeof rule ? -ENAMETOOLONG : sd_bus_add_match_async(s->bus, &w->slot, rule, on_owner_changed, NULL, w);
+    int r = n < 0 || (size_t)n >= sizeof rule ? -ENAMETOOLONG : sd_bus_add_match_async(s->bus, &w->slot, rule, on_owner_changed, on_match_installed, w);
     if (r < 0) {
         free(w->name);
         free(w);
@@ -456,44 +500,53 @@ int bus_service_request_signal(bus_service *s, uint64_t request, const char *des
     return r;
 }
 
-int bus_polkit_check(const char *sender, const char *action, unsigned long long timeout_usec, int *allowed, char *why, size_t why_size) {
-    sd_bus *bus = NULL;
-    sd_bus_error error = SD_BUS_ERROR_NULL;
-    sd_bus_message *call = NULL, *reply = NULL;
-    int r = sd_bus_open_system(&bus);
-    if (r < 0) {
-        failed(r, "connect to the system bus", why, why_size);
-        goto done;
+static int on_polkit_answer(sd_bus_message *m, void *userdata, sd_bus_error *ret_error) {
+    (void)ret_error;
+    bus_query *q = userdata;
+    const sd_bus_error *e = sd_bus_message_get_error(m);
+    int rc = 0, authorized = 0, challenge = 0;
+    char why[256] = "";
+    if (e) {
+        rc = sd_bus_error_has_name(e, SD_BUS_ERROR_SERVICE_UNKNOWN) || sd_bus_error_has_name(e, SD_BUS_ERROR_NAME_HAS_NO_OWNER)
+                 ? -ESRCH
+                 : -sd_bus_error_get_errno(e);
+        if (rc == 0) rc = -EIO;
+        snprintf(why, sizeof why, "CheckAuthorization: %s", e->message ? e->message : e->name);
+    } else {
+        rc = sd_bus_message_enter_container(m, 'r', "bba{ss}");
+        if (rc >= 0) rc = sd_bus_message_read(m, "bb", &authorized, &challenge);
+        if (rc < 0)
+            failed(rc, "read CheckAuthorization's answer", why, sizeof why);
+        else
+            rc = 0;
     }
-    sd_bus_set_method_call_timeout(bus, timeout_usec);
-    r = sd_bus_message_new_method_call(bus, &call, "org.freedesktop.PolicyKit1", "/org/freedesktop/PolicyKit1/Authority",
-                                       "org.freedesktop.PolicyKit1.Authority", "CheckAuthorization");
+    q->done(q->userdata, rc, authorized ? 1 : 0, why);
+    return 0;
+}
+
+int bus_service_check_polkit(bus_service *s, const char *sender, const char *action, unsigned long long timeout_usec,
+                             void (*done)(void *userdata, int rc, int allowed, const char *why), void *userdata, bus_query **query) {
+    bus_query *q = calloc(1, sizeof *q);
+    if (!q) return -ENOMEM;
+    q->done = done;
+    q->userdata = userdata;
+    sd_bus_message *call = NULL;
+    int r = sd_bus_message_new_method_call(s->bus, &call, "org.freedesktop.PolicyKit1", "/org/freedesktop/PolicyKit1/Authority",
+                                           "org.freedesktop.PolicyKit1.Authority", "CheckAuthorization");
     // subject (system-bus-name), action, details {}, flags 1 (AllowUserInteraction), no cancellation id.
     if (r >= 0) r = sd_bus_message_append(call, "(sa{sv})sa{ss}us", "system-bus-name", 1, "name", "s", sender, action, 0, 1u, "");
-    if (r < 0) {
-        failed(r, "build CheckAuthorization", why, why_size);
-        goto done;
-    }
-    r = sd_bus_call(bus, call, 0, &error, &reply);
-    if (r < 0) {
-        if (sd_bus_error_has_name(&error, SD_BUS_ERROR_SERVICE_UNKNOWN) || sd_bus_error_has_name(&error, SD_BUS_ERROR_NAME_HAS_NO_OWNER)) r = -ESRCH;
-        if (why && why_size > 0)
-            snprintf(why, why_size, "CheckAuthorization: %s", sd_bus_error_is_set(&error) ? error.message : strerror(-r));
-        goto done;
-    }
-    int authorized = 0, challenge = 0;
-    r = sd_bus_message_enter_container(reply, 'r', "bba{ss}");
-    if (r >= 0) r = sd_bus_message_read(reply, "bb", &authorized, &challenge);
-    if (r < 0) {
-        failed(r, "read CheckAuthorization's answer", why, why_size);
-        goto done;
-    }
-    *allowed = authorized ? 1 : 0;
-    r = 0;
-done:
-    sd_bus_error_free(&error);
+    if (r >= 0) r = sd_bus_call_async(s->bus, &q->slot, call, on_polkit_answer, q, timeout_usec);
     sd_bus_message_unref(call);
-    sd_bus_message_unref(reply);
-    sd_bus_flush_close_unref(bus);
-    return r;
+    if (r < 0) {
+        free(q);
+        return r;
+    }
+    *query = q;
+    return 0;
+}
+
+void bus_query_free(bus_query *q) {
+    if (!q) return;
+    sd_bus_slot_unref(q->slot);
+    free(q);
 }

@@ -27,8 +27,41 @@ public protocol BusServiceHandler: AnyObject {
     func busProperty(_ object: BusObject, key: String, property: String, into writer: BusWriter) -> Bool
     /// The keys of every object of a kind (for introspection's child nodes).
     func busChildren(_ object: BusObject) -> [String]
-    /// A watched unique name left the bus.
-    func busNameGone(_ name: String)
+    /// A watched unique name left the bus (`why` nil), or the bus refused to report its leaving
+    /// (`why` says so). Called once per watch.
+    func busNameGone(_ name: String, why: String?)
+    /// The connection to the bus was lost (the bus daemon restarted, say): nothing more comes on
+    /// it. The handler closes the service, from a later loop iteration, and may connect again.
+    func busLost()
+}
+
+/// What polkit said of a system-bus caller's action (docs/dbus.md, "Access").
+public enum PolkitAnswer: Sendable, Equatable {
+    /// The action is allowed (perhaps after the user authenticated).
+    case allowed
+    /// It is not.
+    case refused
+    /// No polkit on the system bus.
+    case absent
+    /// The check failed; why.
+    case failed(String)
+}
+
+/// A question to polkit in flight on the service's connection: `cancel` (or dropping it) makes
+/// sure its answer is never delivered.
+public final class PolkitQuery {
+    fileprivate var query: OpaquePointer?
+    fileprivate let done: (PolkitAnswer) -> Void
+
+    fileprivate init(_ done: @escaping (PolkitAnswer) -> Void) { self.done = done }
+
+    deinit { cancel() }
+
+    /// Cancels the question: its answer, if it comes, is dropped.
+    public func cancel() {
+        if let query { bus_query_free(query) }
+        query = nil
+    }
 }
 
 /// The credentials the bus vouches for about a caller.
@@ -198,9 +231,13 @@ public final class BusService {
                 for (i, key) in keys.enumerated() { strv[i] = strdup(key) }
                 return strv
             },
-            gone: { context, name in
+            gone: { context, name, why in
                 let me = Unmanaged<BusService>.fromOpaque(context!).takeUnretainedValue()
-                me.handler.busNameGone(String(cString: name!))
+                me.handler.busNameGone(String(cString: name!), why: why.map { String(cString: $0) })
+            },
+            lost: { context in
+                let me = Unmanaged<BusService>.fromOpaque(context!).takeUnretainedValue()
+                me.handler.busLost()
             })
         var why = [CChar](repeating: 0, count: 256)
         var made: OpaquePointer?
@@ -232,6 +269,27 @@ public final class BusService {
     /// Stops watching `name`.
     public func unwatch(_ name: String) {
         if let w = watches.removeValue(forKey: name) { bus_watch_free(w) }
+    }
+
+    /// Asks polkit whether the system-bus connection `sender` may do `action`, letting it ask
+    /// the user (up to 25 s), without waiting: `done` gets the answer on the loop, once, unless
+    /// the returned query is cancelled or dropped first. Fails when the question cannot be sent.
+    public func checkPolkit(sender: String, action: String, _ done: @escaping (PolkitAnswer) -> Void) -> Result<PolkitQuery, SystemError> {
+        guard let service else { return .failure(.notSupported) }
+        let query = PolkitQuery(done)
+        var made: OpaquePointer?
+        let rc = bus_service_check_polkit(
+            service, sender, action, 25_000_000,
+            { userdata, rc, allowed, why in
+                // The query is alive: freeing it (cancel) removes the slot, so no answer comes after.
+                let query = Unmanaged<PolkitQuery>.fromOpaque(userdata!).takeUnretainedValue()
+                let answer: PolkitAnswer =
+                    rc == -ESRCH ? .absent : rc < 0 ? .failed(String(cString: why!)) : allowed != 0 ? .allowed : .refused
+                query.done(answer)
+            }, Unmanaged.passUnretained(query).toOpaque(), &made)
+        guard rc >= 0, let made else { return .failure(SystemError("ask polkit (CheckAuthorization)", errno: -rc)) }
+        query.query = made
+        return .success(query)
     }
 
     /// The object path of extension `id`.

@@ -171,9 +171,6 @@ public protocol Kernel: AnyObject, FileReads {
     /// objects on the loop with `handler`, and owns the name `org.extensiond1`
     /// (docs/dbus.md). Fails when there is no bus, no loop, or the name is taken.
     func openBus(system: Bool, handler: any BusServiceHandler) -> Result<BusService, SystemError>
-    /// Asks polkit, off the loop, whether a system-bus caller may do an action; `done` gets the
-    /// answer on the loop's thread, in a later iteration. Returns why it could not start.
-    func checkPolkitInBackground(_ check: PolkitCheck, _ done: @escaping (PolkitCheck.Answer) -> Void) -> SystemError?
     /// A new, empty shared defaults suite (`SuiteMemory.make`).
     func makeSuiteMemory() -> Result<SuiteMemory, SystemError>
     /// The suite memory open at `fd`, handed over by the daemon this one replaced, mapped again.

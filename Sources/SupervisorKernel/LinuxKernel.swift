@@ -439,12 +439,6 @@ public final class LinuxKernel: Kernel {
         do { return .success(try BusService(system: system, event: loop.eventPointer, handler: handler)) } catch { return .failure(error) }
     }
 
-    /// `Kernel.checkPolkitInBackground`.
-    public func checkPolkitInBackground(_ check: PolkitCheck, _ done: @escaping (PolkitCheck.Answer) -> Void) -> SystemError? {
-        guard let loop else { return .notSupported }
-        return backgroundWork.run({ check.perform() }, loop: loop, done)
-    }
-
     /// `Kernel.makeSuiteMemory`.
     public func makeSuiteMemory() -> Result<SuiteMemory, SystemError> { SuiteMemory.make() }
 

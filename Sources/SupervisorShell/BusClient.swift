@@ -17,9 +17,22 @@ final class BusClient {
         case empty(BusCall)
         /// A JSON document (or a failure): the reply is its text.
         case json(BusCall, [UInt8])
+        /// `Reexec`: answered (empty) when the re-exec begins, which closes this client; a
+        /// failure before that is the reply.
+        case reexec(BusCall)
         /// Nothing: the call was answered already.
         case none
     }
+
+    /// An administrative call waiting for polkit's answer: the message to send, and what it waits for.
+    struct Administrative {
+        var make: (UInt32) -> Message
+        var waiting: Pending
+    }
+
+    /// How many administrative calls may wait for polkit on one connection; more are refused
+    /// with `LimitReached`.
+    static let administrativeLimit = 8
 
     /// The caller's unique name on the bus.
     let name: String
@@ -31,6 +44,10 @@ final class BusClient {
     private var nextTag: UInt32 = 1
     private var pending: [UInt32: Pending] = [:]
     private(set) var isClosed = false
+    /// Administrative calls waiting for polkit, oldest first: the first is being asked about.
+    private var administrative: [Administrative] = []
+    /// The question to polkit in flight, about `administrative.first`.
+    var polkit: PolkitQuery?
 
     init(name: String, host: HostID, socket: PacketSocket) {
         self.name = name
@@ -49,21 +66,42 @@ final class BusClient {
     }
 
     /// Sends `message` for `call`, recording what its answer means. A message the socket does
-    /// not take (the daemon reads it on the same loop: only a caller far ahead of it) is refused.
+    /// not take (the daemon reads it on the same loop: only a caller far ahead of it) is refused
+    /// with `LimitReached`. With `granting`, the message's tag is granted administration on that
+    /// connection (polkit allowed this call), and the grant is withdrawn if it is not sent.
     @discardableResult
-    func send(_ make: (UInt32) -> Message, waiting: Pending) -> Bool {
+    func send(_ make: (UInt32) -> Message, waiting: Pending, granting: ControlConnection? = nil) -> Bool {
         let tag = nextTag
         nextTag = nextTag == UInt32.max ? 1 : nextTag + 1
         let message = make(tag)
+        granting?.grantAdministration(tag: tag)
         let sent: Bool
         do { sent = try socket.send(WireEncoder.encoded(message)) == .sent } catch { sent = false }
         guard sent else {
+            granting?.withdrawAdministrationGrant(tag: tag)
             BusClient.fail(waiting, "org.extensiond1.Error.LimitReached", "too many calls in flight on this bus connection")
             return false
         }
         pending[tag] = waiting
         return true
     }
+
+    /// Queues an administrative call for polkit; false (the call answered `LimitReached`) when
+    /// `administrativeLimit` wait already.
+    func queueAdministrative(_ call: Administrative) -> Bool {
+        guard administrative.count < Self.administrativeLimit else {
+            BusClient.fail(call.waiting, "org.extensiond1.Error.LimitReached", "too many administrative calls wait for polkit on this bus connection")
+            return false
+        }
+        administrative.append(call)
+        return true
+    }
+
+    /// The administrative call polkit is to be asked about next.
+    var nextAdministrative: Administrative? { administrative.first }
+
+    /// Takes the call polkit answered.
+    func takeAdministrative() -> Administrative? { administrative.isEmpty ? nil : administrative.removeFirst() }
 
     /// What waited for `tag`, taken.
     func take(_ tag: UInt32) -> Pending? { pending.removeValue(forKey: tag) }
@@ -96,21 +134,28 @@ final class BusClient {
     }
 
     /// Closes this end (the control server then sees the connection close: its requests end as
-    /// if dismissed) and fails every call still waiting.
-    func close(_ why: String) {
+    /// if dismissed), cancels the question to polkit, and fails every call still waiting; with
+    /// `reexecuting`, a waiting `Reexec` is answered: the re-exec begins.
+    func close(_ why: String, reexecuting: Bool = false) {
         guard !isClosed else { return }
         isClosed = true
         watch?.cancel()
         watch = nil
         socket.close()
-        for (_, waiting) in pending { BusClient.fail(waiting, "org.extensiond1.Error.ShuttingDown", why) }
+        polkit?.cancel()
+        polkit = nil
+        for (_, waiting) in pending {
+            if reexecuting, case .reexec(let call) = waiting { call.reply() } else { BusClient.fail(waiting, "org.extensiond1.Error.ShuttingDown", why) }
+        }
         pending.removeAll()
+        for a in administrative { BusClient.fail(a.waiting, "org.extensiond1.Error.ShuttingDown", why) }
+        administrative.removeAll()
     }
 
     /// Answers a waiting call with an error.
     static func fail(_ waiting: Pending, _ name: String, _ text: String) {
         switch waiting {
-        case .begin(let call, _), .empty(let call), .json(let call, _): call.reply(error: name, text)
+        case .begin(let call, _), .empty(let call), .json(let call, _), .reexec(let call): call.reply(error: name, text)
         case .none: break
         }
     }

@@ -47,6 +47,14 @@ final class BusInterface: BusServiceHandler {
     private var service: BusService?
     private var clients: [String: BusClient] = [:]
     private var requests: [UInt64: Request] = [:]
+    /// The timer that connects again after the bus was lost, and the wait before the next try
+    /// (seconds).
+    private var reconnect: (any Cancellable)?
+    private var reconnectDelay = BusInterface.firstReconnectDelay
+    /// The first wait before connecting again after the bus was lost; it doubles up to
+    /// `lastReconnectDelay` while the bus cannot be reached.
+    static let firstReconnectDelay = 1.0
+    static let lastReconnectDelay = 60.0
     private let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: WireLimits.maxMessageSize, alignment: 8)
 
     init(systemBus: Bool, version: String, server: ControlServer, delegate: any BusInterfaceDelegate, kernel: any Kernel, logger: Logger) {
@@ -80,15 +88,40 @@ final class BusInterface: BusServiceHandler {
         }
     }
 
-    /// Ends every bus caller's requests and closes the connection (the name is released): before
-    /// a re-exec, whose new program takes the name again, and at exit.
-    func stop(_ why: String) {
-        for c in clients.values { close(c, why) }
+    /// Closes every bus caller's client and the connection (the name is released, the reply
+    /// waited for): at exit and when the bus was lost, their control connections close too, so
+    /// their requests end as if dismissed. Before a re-exec (`reexecuting`) those connections
+    /// are left as they are: the snapshot has been written, this program does nothing more to
+    /// their requests, and the new program ends them at its start (their hosts did not cross);
+    /// a waiting `Reexec` is answered. Nothing connects again after this but `start`.
+    func stop(_ why: String, reexecuting: Bool = false) {
+        reconnect?.cancel()
+        reconnect = nil
+        for c in clients.values { close(c, why, reexecuting: reexecuting) }
         clients.removeAll()
         requests.removeAll()
-        server.dropAdopted(reason: why)
+        if !reexecuting { server.dropAdopted(reason: why) }
         service?.close()
         service = nil
+    }
+
+    /// After the bus was lost: tries `start` after `reconnectDelay`, doubling the wait while it
+    /// fails.
+    private func scheduleReconnect() {
+        let delay = reconnectDelay
+        reconnectDelay = min(reconnectDelay * 2, Self.lastReconnectDelay)
+        let timer = kernel.addTimer(at: kernel.now().adding(seconds: delay)) { [unowned self] in
+            reconnect = nil
+            if start() {
+                reconnectDelay = Self.firstReconnectDelay
+            } else {
+                scheduleReconnect()
+            }
+        }
+        switch timer {
+        case .success(let t): reconnect = t
+        case .failure(let e): logger.warning("cannot connect to the bus again later: \(e)")
+        }
     }
 
     // MARK: - Lifecycle events
@@ -164,9 +197,23 @@ final class BusInterface: BusServiceHandler {
         }
     }
 
-    func busNameGone(_ name: String) {
+    func busNameGone(_ name: String, why: String?) {
         guard let c = clients[name] else { return service?.unwatch(name) ?? () }
-        close(c, "the caller left the bus")
+        if let why { logger.notice("closing bus caller \(name): \(why)") }
+        close(c, why ?? "the caller left the bus")
+    }
+
+    func busLost() {
+        // Called by sd-bus while it dispatches on the connection: the service is closed from
+        // the next loop iteration, not inside its own callback.
+        guard service != nil, reconnect == nil else { return }
+        logger.warning("lost the connection to the \(systemBus ? "system" : "session") bus; connecting again")
+        let later = kernel.addTimer(at: kernel.now()) { [unowned self] in
+            reconnect = nil
+            stop("the daemon lost the bus")
+            scheduleReconnect()
+        }
+        if case .success(let t) = later { reconnect = t }
     }
 
     func busCall(_ call: BusCall, object: BusObject, key: String, member: String, sender: String) {
@@ -199,30 +246,22 @@ final class BusInterface: BusServiceHandler {
             client.send({ .post(tag: $0, name: name) }, waiting: .empty(call))
         case (.manager, "Kill"):
             guard let id = call.readString(), let signal = call.readInt32() else { return invalid(call, "Kill takes an extension id and a signal (si)") }
-            administer(client) { $0.send({ .kill(tag: $0, extensionID: id, signal: signal) }, waiting: .empty(call)) }
+            administer(client, .init(make: { .kill(tag: $0, extensionID: id, signal: signal) }, waiting: .empty(call)))
         case (.manager, "Reset"):
             guard let id = call.readString() else { return invalid(call, "Reset takes an extension id (s)") }
-            administer(client) { $0.send({ .reset(tag: $0, extensionID: id) }, waiting: .empty(call)) }
+            administer(client, .init(make: { .reset(tag: $0, extensionID: id) }, waiting: .empty(call)))
         case (.manager, "Reload"):
-            administer(client) { $0.send({ .reload(tag: $0) }, waiting: .json(call, [])) }
+            administer(client, .init(make: { .reload(tag: $0) }, waiting: .json(call, [])))
         case (.manager, "Reexec"):
             // The bus connection does not cross the exec: the caller is answered when the
             // re-exec begins, and sees the name's new owner (NameOwnerChanged) when it is done.
-            administer(client) { [unowned self] c in
-                guard let identity = server.connection(c.host)?.identity else { return }
-                if delegate.isAdministrator(identity) || server.connection(c.host)?.hasAdministrationGrant == true {
-                    call.reply()
-                    c.send({ .reexec(tag: $0) }, waiting: .none)
-                } else {
-                    c.send({ .reexec(tag: $0) }, waiting: .empty(call))
-                }
-            }
+            administer(client, .init(make: { .reexec(tag: $0) }, waiting: .reexec(call)))
         case (.request, "Dismiss"):
             guard let id = UInt64(key), let r = requests[id], r.owner == sender else {
                 return call.reply(error: Self.errorPrefix + "UnknownRequest", "no request \(key) of this bus connection")
             }
-            requests[id] = nil
-            client.send({ .end(tag: $0, requestID: id) }, waiting: .empty(call))
+            // The object stays while the dismissal could not be sent: the caller may try again.
+            if client.send({ .end(tag: $0, requestID: id) }, waiting: .empty(call)) { requests[id] = nil }
         default:
             call.reply(error: "org.freedesktop.DBus.Error.UnknownMethod", "no method \(member) here")
         }
@@ -309,29 +348,53 @@ final class BusInterface: BusServiceHandler {
         }
     }
 
-    /// Runs `send` for an administrative call: at once for an administrator (or on the session
-    /// bus, where the daemon's own uid is the administrator), else after polkit allowed it (the
-    /// daemon then lets that one request through), or refused by the daemon's own check.
-    private func administer(_ c: BusClient, _ send: @escaping (BusClient) -> Void) {
-        guard systemBus, let identity = server.connection(c.host)?.identity, !delegate.isAdministrator(identity) else { return send(c) }
-        let host = c.host
-        let error = kernel.checkPolkitInBackground(PolkitCheck(sender: c.name, action: "org.extensiond1.manage")) { [weak self, weak c] answer in
-            guard let self, let c, !c.isClosed else { return }
-            switch answer {
-            case .allowed: server.connection(host)?.grantAdministration()
-            case .refused, .absent: break
-            case .failed(let why): logger.notice("polkit could not be asked about \(c.name): \(why)")
-            }
-            send(c)
+    /// Sends an administrative call: at once for an administrator (or on the session bus, where
+    /// the daemon's own uid is the administrator, and the daemon's own check decides); on the
+    /// system bus, for anyone else, after asking polkit, one question at a time per caller in
+    /// the order of the calls. A call polkit allowed is granted to the daemon's check by its
+    /// tag (`ControlConnection.grantAdministration`); any other is refused by that check.
+    private func administer(_ c: BusClient, _ call: BusClient.Administrative) {
+        guard systemBus, let identity = server.connection(c.host)?.identity, !delegate.isAdministrator(identity) else {
+            c.send(call.make, waiting: call.waiting)
+            return
         }
-        if let error {
-            logger.notice("polkit could not be asked about \(c.name): \(error)")
-            send(c)
+        guard c.queueAdministrative(call) else { return }
+        askPolkit(c)
+    }
+
+    /// Asks polkit about `c`'s oldest waiting administrative call, unless a question is in flight.
+    private func askPolkit(_ c: BusClient) {
+        guard !c.isClosed, c.polkit == nil, c.nextAdministrative != nil else { return }
+        let asked = service.map {
+            $0.checkPolkit(sender: c.name, action: "org.extensiond1.manage") { [unowned self, unowned c] answer in polkitAnswered(c, answer) }
+        }
+        switch asked {
+        case .success(let query): c.polkit = query
+        case .failure(let e):
+            logger.notice("polkit could not be asked about \(c.name): \(e)")
+            polkitAnswered(c, .failed("\(e)"))
+        case nil:
+            polkitAnswered(c, .failed("the daemon is leaving the bus"))
         }
     }
 
-    private func close(_ c: BusClient, _ why: String) {
-        c.close(why)
+    /// Polkit answered about `c`'s oldest waiting call (`c` is open: closing it cancels the
+    /// question): it is sent, granted when allowed, and the next one is asked about.
+    private func polkitAnswered(_ c: BusClient, _ answer: PolkitAnswer) {
+        c.polkit = nil
+        guard let call = c.takeAdministrative() else { return }
+        switch answer {
+        case .allowed: c.send(call.make, waiting: call.waiting, granting: server.connection(c.host))
+        case .refused, .absent: c.send(call.make, waiting: call.waiting)
+        case .failed(let why):
+            logger.notice("polkit could not be asked about \(c.name): \(why)")
+            c.send(call.make, waiting: call.waiting)
+        }
+        askPolkit(c)
+    }
+
+    private func close(_ c: BusClient, _ why: String, reexecuting: Bool = false) {
+        c.close(why, reexecuting: reexecuting)
         service?.unwatch(c.name)
         if clients[c.name] === c { clients[c.name] = nil }
         requests = requests.filter { $0.value.owner != c.name }
@@ -358,12 +421,19 @@ final class BusInterface: BusServiceHandler {
                 channel = pair.0
                 descriptor = pair.0
             }
-            guard let channel else { return call.reply(error: Self.errorPrefix + "InternalError", "no descriptor came with the request") }
+            guard let channel else {
+                // The request was begun: it ends now, as if dismissed, since its caller cannot use it.
+                c.send({ .end(tag: $0, requestID: requestID) }, waiting: .none)
+                return call.reply(error: Self.errorPrefix + "InternalError", "no descriptor came with the request")
+            }
             requests[requestID] = Request(owner: c.name, extensionID: id, pid: pid)
             call.reply(path: Self.requestPrefix + String(requestID), descriptor: channel)
         case let .ok(tag):
             guard let waiting = c.take(tag) else { return }
-            if case .empty(let call) = waiting { call.reply() } else { BusClient.fail(waiting, Self.errorPrefix + "InternalError", "an unexpected answer") }
+            switch waiting {
+            case .empty(let call), .reexec(let call): call.reply()
+            default: BusClient.fail(waiting, Self.errorPrefix + "InternalError", "an unexpected answer")
+            }
         case let .failure(tag, code, text):
             guard tag != 0, let waiting = c.take(tag) else {
                 if tag == 0 { logger.notice("bus caller \(c.name) refused: \(text)") }

@@ -18,8 +18,9 @@ final class ControlConnection {
     /// Made by the daemon for a caller another party vouches for (the D-Bus front end), not
     /// accepted on the socket: never handed over.
     let isAdopted: Bool
-    /// Administrative requests polkit allowed that have not come yet (`grantAdministration`).
-    private var adminGrants = 0
+    /// The tags of administrative requests polkit allowed that have not come yet
+    /// (`grantAdministration`).
+    private var adminGrants: Set<UInt32> = []
 
     init(id: HostID, socket: PacketSocket, identity: PeerIdentity, queueLimit: Int, descriptorLimit: Int, isAdopted: Bool = false) {
         self.isAdopted = isAdopted
@@ -31,19 +32,16 @@ final class ControlConnection {
     /// From now on the connection receives every lifecycle event.
     func startMonitoring() { isMonitor = true }
 
-    /// Lets the next administrative request on this connection through although its peer is
-    /// not an administrator: polkit allowed it (docs/dbus.md, "Access").
-    func grantAdministration() { adminGrants += 1 }
+    /// Lets the administrative request tagged `tag` on this connection through although its
+    /// peer is not an administrator: polkit allowed that call (docs/dbus.md, "Access"). Only the
+    /// message carrying that tag takes it; no other request, refused or queued, can.
+    func grantAdministration(tag: UInt32) { adminGrants.insert(tag) }
 
-    /// Whether a grant of `grantAdministration` waits.
-    var hasAdministrationGrant: Bool { adminGrants > 0 }
+    /// Withdraws the grant for `tag`: its message was never sent.
+    func withdrawAdministrationGrant(tag: UInt32) { adminGrants.remove(tag) }
 
-    /// Takes one grant of `grantAdministration`, if there is one.
-    func takeAdministrationGrant() -> Bool {
-        guard adminGrants > 0 else { return false }
-        adminGrants -= 1
-        return true
-    }
+    /// Takes the grant for `tag`, if there is one.
+    func takeAdministrationGrant(tag: UInt32) -> Bool { adminGrants.remove(tag) != nil }
 
     /// Whether a notification-hint post at `now` is within the connection's rate.
     func admitPost(at now: Instant) -> Bool { posts.admit(at: now) }

@@ -33,9 +33,9 @@ extension Daemon: ControlServerDelegate {
     /// The declared app whose uid is `uid` (a root daemon's), or nil.
     func app(ofUID uid: UInt32) -> String? { apps.app(ofUID: uid) }
 
-    /// Whether `c` may make an administrative request now: its peer is an administrator, or
-    /// polkit allowed this one request (a bus caller's, docs/dbus.md).
-    func isAdministrator(_ c: ControlConnection) -> Bool { isAdministrator(c.identity) || c.takeAdministrationGrant() }
+    /// Whether `c` may make the administrative request tagged `tag`: its peer is an
+    /// administrator, or polkit allowed this very request (a bus caller's, docs/dbus.md).
+    func isAdministrator(_ c: ControlConnection, tag: UInt32) -> Bool { isAdministrator(c.identity) || c.takeAdministrationGrant(tag: tag) }
 
     func isAdministrator(_ peer: PeerIdentity) -> Bool {
         if peer.uid == 0 || peer.uid == kernel.userID { return true }
@@ -52,10 +52,10 @@ extension Daemon: ControlServerDelegate {
         case let .query(tag, kind, ids):
             answerQuery(c, tag: tag, kind: kind, ids: ids)
         case let .kill(tag, id, signal):
-            guard isAdministrator(c) else { return refuseAdmin(c, tag, "kill") }
+            guard isAdministrator(c, tag: tag) else { return refuseAdmin(c, tag, "kill") }
             post(.kill(host: c.id, tag: tag, extensionID: id, signal: signal))
         case let .reset(tag, id):
-            guard isAdministrator(c) else { return refuseAdmin(c, tag, "reset") }
+            guard isAdministrator(c, tag: tag) else { return refuseAdmin(c, tag, "reset") }
             if let problem = Identifier.problem(id) {
                 return server.send(.failure(tag: tag, code: .badRequest, text: "'\(id)' is not an extension id: \(problem)"), to: c.id)
             }
@@ -68,11 +68,11 @@ extension Daemon: ControlServerDelegate {
             logger.notice("reset of \(id) asked by pid \(c.identity.pid) uid \(c.identity.uid)", metadata: ["EXTENSION_ID": "\(id)"])
             post(.reset(host: c.id, tag: tag, extensionID: id))
         case let .reexec(tag):
-            guard isAdministrator(c) else { return refuseAdmin(c, tag, "reexec") }
+            guard isAdministrator(c, tag: tag) else { return refuseAdmin(c, tag, "reexec") }
             logger.notice("re-exec asked by pid \(c.identity.pid) uid \(c.identity.uid)")
             requestReexec(from: HandoverDocument.Requester(host: c.id, tag: tag))
         case let .reload(tag):
-            guard isAdministrator(c) else { return refuseAdmin(c, tag, "reload") }
+            guard isAdministrator(c, tag: tag) else { return refuseAdmin(c, tag, "reload") }
             let report = reload()
             server.sendJSON(
                 ExtensionStatus.ReloadReport(

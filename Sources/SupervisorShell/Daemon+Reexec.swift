@@ -192,13 +192,16 @@ extension Daemon {
         // The transfer worker ends first (its attempts go on from their files in the new program):
         // no write of the old worker may follow the new program's look at a partial file.
         transfers.pauseForReexec()
-        // The bus connection does not cross the exec: bus callers' requests end now (the new
-        // program takes the name again).
-        bus?.stop("the daemon is re-executing")
+        // The bus connection does not cross the exec: it is closed, the name released; the bus
+        // callers' requests are left as the snapshot has them, and the new program ends them at
+        // its start (their hosts did not cross) and takes the name again.
+        bus?.stop("the daemon is re-executing", reexecuting: true)
         let failure = kernel.execute(
             executable, arguments: reexecution.commandLine + ["--handover", Self.handoverPath(fd: documentFD)], keeping: document.descriptors + [documentFD])
         // Still here: the exec failed, and this daemon goes on.
         transfers.schedule()
+        // The bus callers' connections were closed on their side: their requests end here.
+        self.server.dropAdopted(reason: "the re-exec failed, and their bus connection was closed")
         bus?.start()
         serviceManager.ready(status: statusLine())
         return withoutDocument("\(failure)")

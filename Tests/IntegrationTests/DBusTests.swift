@@ -220,7 +220,35 @@ struct DBusTests {
         ])
         #expect(after.status == 0 && after.out.hasPrefix("s \":") && after.out != before.out, "before: \(before.out) after: \(after)")
         #expect(try rig.extensionProperty(Self.widget, "State") as? String == "suspended")
+        // Ended once, by the new program: the replaced one did nothing more to the request
+        // after writing its snapshot.
+        let since = rig.daemon.events.all.dropFirst(mark).filter { $0.id == Self.widget }.map(\.kind)
+        #expect(since.filter { $0 == "end" }.count == 1 && since.filter { $0 == "suspend" }.count == 1, "\(since)")
         host.closeInput()
+    }
+
+    /// The bus daemon restarting (every connection cut, as a restart of the system's
+    /// dbus-daemon does) does not leave extensiond off the bus: the request begun on the lost
+    /// connection ends (the extension is suspended, the same process), and it connects to the
+    /// new bus, owns org.extensiond1 again and answers there.
+    @Test func aDaemonThatLostTheBusConnectsAgainAndTakesTheName() throws {
+        let rig = try DBusRig()
+        defer { rig.close() }
+        let host = try JSONLines.fixture("gio-host.py", [rig.address, Self.widget])
+        _ = try host.expect("begun")
+        let launch = try rig.daemon.events.wait("launch", of: Self.widget)
+        let mark = rig.daemon.events.count
+        try rig.restartBus()
+        let suspend = try rig.daemon.events.wait("suspend", of: Self.widget, after: mark)
+        #expect(suspend.pid == launch.pid, "the same process, suspended")
+        #expect(try rig.openRequests(Self.widget).isEmpty)
+        try rig.waitForName("org.extensiond1")
+        #expect(try rig.listExtensions() == (try rig.extctlList()))
+        let begin = try BusClients.gdbus(rig.address, "org.extensiond1.Manager.Begin", [Self.widget, "{}"])
+        #expect(begin.status == 0 && begin.out.contains("/org/extensiond1/request/"), "\(begin)\n\(rig.daemon.log())")
+        #expect(rig.daemon.log().contains("lost the connection to the session bus"), "\(rig.daemon.log())")
+        host.closeInput()
+        #expect(rig.close() == 0, "\(rig.daemon.log())")
     }
 
     // MARK: - Leaving the bus
@@ -463,11 +491,13 @@ struct DBusTests {
 
 /// One test's bus and daemon: a private dbus-daemon in a temporary directory of the test's own
 /// (searchable by every uid, so that a caller run as nobody reaches the bus), and a root
-/// extensiond with `DBusTests.manifests()` (and any `extra`) started with `--bus=session` on
-/// it (DBUS_SESSION_BUS_ADDRESS and DBUS_SYSTEM_BUS_ADDRESS both point at it).
+/// extensiond with `DBusTests.manifests()` (and any `extra`) started with `--bus=session` (or
+/// `bus`) on it (DBUS_SESSION_BUS_ADDRESS and DBUS_SYSTEM_BUS_ADDRESS both point at it, as
+/// `unix:path=…` with no guid, as a system's address is: a bus started again on the same path
+/// is the same bus to it).
 final class DBusRig {
     let directory: String
-    let bus: PrivateBus
+    private(set) var bus: PrivateBus
     let daemon: TestDaemon
     private var status: Int32?
 
@@ -475,7 +505,7 @@ final class DBusRig {
 
     /// Starts both. The daemon tells its readiness (READY=1) only once it owns org.extensiond1
     /// (docs/dbus.md): this throws when the name has no owner right after.
-    init(extra: (_ address: String, _ directory: String) throws -> [String: [String: Any]] = { _, _ in [:] }) throws {
+    init(bus choice: String = "session", extra: (_ address: String, _ directory: String) throws -> [String: [String: Any]] = { _, _ in [:] }) throws {
         let directory = try TestDaemon.makeTemporaryDirectory()
         self.directory = directory
         do {
@@ -483,7 +513,8 @@ final class DBusRig {
             let bus = try PrivateBus(directory: directory + "/bus")
             let manifests = DBusTests.manifests().merging(try extra(bus.address, directory)) { _, given in given }
             let daemon = try TestDaemon(manifests: manifests)
-            try daemon.start(environment: ["DBUS_SESSION_BUS_ADDRESS": bus.address, "DBUS_SYSTEM_BUS_ADDRESS": bus.address], arguments: ["--bus=session"])
+            let address = "unix:path=" + PrivateBus.addressValue(bus.socketPath)
+            try daemon.start(environment: ["DBUS_SESSION_BUS_ADDRESS": address, "DBUS_SYSTEM_BUS_ADDRESS": address], arguments: ["--bus=" + choice])
             self.bus = bus
             self.daemon = daemon
         } catch {
@@ -494,6 +525,20 @@ final class DBusRig {
         guard owned.out.trimmingCharacters(in: .whitespacesAndNewlines) == "b true" else {
             throw HarnessError("org.extensiond1 has no owner once extensiond sent READY=1 (\(owned.status): \(owned.out)\(owned.err)); log:\n\(daemon.log())")
         }
+    }
+
+    /// Stops the bus (every connection to it is cut, as when the system's dbus-daemon is
+    /// restarted) and starts a new one listening on the same path.
+    func restartBus() throws {
+        bus.close()
+        unlink(bus.socketPath)
+        bus = try PrivateBus(directory: directory + "/bus")
+    }
+
+    /// Waits (at most `timeout` seconds) until `name` has an owner on the bus (`gdbus wait`).
+    func waitForName(_ name: String, timeout: Int = 30) throws {
+        let r = try runProgram(BusClients.gdbusPath, ["wait", "--address", address, "--timeout", String(timeout), name])
+        guard r.status == 0 else { throw HarnessError("\(name) got no owner within \(timeout) s (\(r.status)): \(r.err)\nlog:\n\(daemon.log())") }
     }
 
     /// Stops the daemon, then the bus, and removes the directory; the daemon's exit status.

@@ -25,6 +25,8 @@ typedef struct bus_call bus_call;
 typedef struct bus_writer bus_writer;
 /// A watch on a bus name's owner leaving (a match for NameOwnerChanged).
 typedef struct bus_watch bus_watch;
+/// A question to polkit in flight (an asynchronous call on the service's connection).
+typedef struct bus_query bus_query;
 
 /// The kinds of object: the manager, an extension (key: its id), a request (key: its number).
 enum { BUS_OBJECT_MANAGER = 0, BUS_OBJECT_EXTENSION = 1, BUS_OBJECT_REQUEST = 2 };
@@ -40,8 +42,12 @@ typedef struct bus_service_handlers {
     /// The keys of every object of `object` kind: a NULL-terminated malloc'd array of malloc'd
     /// strings (freed here), or NULL.
     char **(*children)(void *context, int object);
-    /// The owner of a watched unique name left the bus.
-    void (*gone)(void *context, const char *name);
+    /// The owner of a watched unique name left the bus (`why` NULL), or its leaving cannot be
+    /// watched (`why` says why: the bus refused the match). Called once per watch.
+    void (*gone)(void *context, const char *name, const char *why);
+    /// The connection to the bus was lost (the bus daemon restarted or closed it); nothing more
+    /// comes on it. May be NULL.
+    void (*lost)(void *context);
 } bus_service_handlers;
 
 /// Connects to the bus (`system` 1: the system bus, else the session bus; both honour
@@ -49,14 +55,16 @@ typedef struct bus_service_handlers {
 /// and requests the name. 0 or -errno with `why` written: -EEXIST when another owns the name.
 int bus_service_open(int system, void *event, const bus_service_handlers *handlers, void *context, bus_service **service, char *why,
                      size_t why_size);
-/// Releases the name and closes the connection; calls not yet answered are dropped.
+/// Releases the name (waiting for the bus's reply, at most 2 s) and closes the connection;
+/// calls not yet answered are dropped.
 void bus_service_close(bus_service *service);
 /// The connection's unique name (":1.42").
 const char *bus_service_unique_name(bus_service *service);
 
 /// Starts watching `name` (a unique name) leave the bus; `gone` is called once when it does.
 /// The match is added without waiting: messages from one connection are handled in order by the
-/// bus, so a call made after this one sees the match in place.
+/// bus, so a call made after this one sees the match in place. If the bus refuses the match,
+/// `gone` is called with why.
 int bus_service_watch(bus_service *service, const char *name, bus_watch **watch);
 void bus_watch_free(bus_watch *watch);
 
@@ -112,10 +120,15 @@ int bus_service_extension_changed(bus_service *service, const char *id, const ch
 int bus_service_request_signal(bus_service *service, uint64_t request, const char *destination, const char *signal, const void *payload,
                                size_t size, const char *reason);
 
-/// Asks polkit (org.freedesktop.PolicyKit1 on the system bus, on a connection of its own: any
-/// thread) whether the system bus connection `sender` may do `action`, allowing it to ask the
-/// user. `*allowed` 1 or 0. -ESRCH: no polkit on the bus. Bounded by `timeout_usec`.
-int bus_polkit_check(const char *sender, const char *action, unsigned long long timeout_usec, int *allowed, char *why, size_t why_size);
+/// Asks polkit (org.freedesktop.PolicyKit1, on the service's own connection, without waiting)
+/// whether the system bus connection `sender` may do `action`, allowing it to ask the user;
+/// bounded by `timeout_usec`. `done` runs once on the loop: `rc` 0 with `allowed` 1 or 0,
+/// -ESRCH when there is no polkit on the bus, another -errno with `why` otherwise; never after
+/// `bus_query_free` (which cancels the question). 0 or -errno (then `done` never runs).
+int bus_service_check_polkit(bus_service *service, const char *sender, const char *action, unsigned long long timeout_usec,
+                             void (*done)(void *userdata, int rc, int allowed, const char *why), void *userdata, bus_query **query);
+/// Frees a question: cancels it when it is still in flight. `done` does not run after this.
+void bus_query_free(bus_query *query);
 
 #ifdef __cplusplus
 }

@@ -376,7 +376,6 @@ final class SimulatedKernel: Kernel {
     func open(_ path: String, directory: Bool) -> Result<Int32, SystemError> { refuse("open(\(path))") }
     func checkConstraintsInBackground(_ done: @escaping (Constraints) -> Void) -> SystemError? { refused("the system bus") }
     func openBus(system: Bool, handler: any BusServiceHandler) -> Result<BusService, SystemError> { .failure(.notSupported) }
-    func checkPolkitInBackground(_ check: PolkitCheck, _ done: @escaping (PolkitCheck.Answer) -> Void) -> SystemError? { refused("the system bus") }
     func openPartialFile(_ path: String) -> Result<(fd: Int32, size: UInt64), SystemError> { refuse("open(\(path), O_RDWR)") }
     func truncate(fd: Int32) -> SystemError? { refused("ftruncate(\(fd))") }
     func openBeneath(_ root: String, _ relative: String) -> Result<(fd: Int32, size: UInt64), SystemError> { refuse("openat2(\(relative))") }

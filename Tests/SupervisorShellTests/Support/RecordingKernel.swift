@@ -424,7 +424,6 @@ final class RecordingKernel: Kernel {
 
     func checkConstraintsInBackground(_ done: @escaping (Constraints) -> Void) -> SystemError? { .notSupported }
     func openBus(system: Bool, handler: any BusServiceHandler) -> Result<BusService, SystemError> { .failure(.notSupported) }
-    func checkPolkitInBackground(_ check: PolkitCheck, _ done: @escaping (PolkitCheck.Answer) -> Void) -> SystemError? { .notSupported }
     func openPartialFile(_ path: String) -> Result<(fd: Int32, size: UInt64), SystemError> { .failure(SystemError(errno: ENOSYS)) }
     func truncate(fd: Int32) -> SystemError? { SystemError(errno: ENOSYS) }
     func openBeneath(_ root: String, _ relative: String) -> Result<(fd: Int32, size: UInt64), SystemError> { .failure(SystemError(errno: ENOSYS)) }
