@@ -38,10 +38,12 @@ public enum PathTraversal {
     }
 
     /// The first component `credentials` may not pass: a directory without search permission
-    /// for it, or the last component, a file it may not execute. Root passes everything. Nil when
-    /// every component lets it through (its permission problem lies elsewhere).
+    /// for it, or the last component, a file it may not execute. Root searches every directory
+    /// but executes only a file with at least one execute bit (as the kernel decides). Nil when
+    /// every component lets it through (its permission problem lies elsewhere). Mode bits only:
+    /// access control lists are not read, so a refusal an ACL makes is not named here.
     public static func firstRefused(_ components: [Component], as credentials: Credentials) -> Component? {
-        guard credentials.uid != 0 else { return nil }
+        guard credentials.uid != 0 else { return components.first { !$0.isDirectory && $0.permissions & 0o111 == 0 } }
         for c in components {
             let bits: UInt32
             if c.owner == credentials.uid {

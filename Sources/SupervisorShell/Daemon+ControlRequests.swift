@@ -96,9 +96,10 @@ extension Daemon: ControlServerDelegate {
             guard ids.count == 1, let id = ids.first else {
                 return server.send(.failure(tag: tag, code: .badRequest, text: "follow names exactly one extension"), to: c.id)
             }
-            guard core.records[id] != nil else {
+            guard let r = core.records[id] else {
                 return server.send(.failure(tag: tag, code: .unknownExtension, text: "no extension with id '\(id)'"), to: c.id)
             }
+            guard mayReadOutput(c.identity, of: r.manifest) else { return refuseOutput(c, tag, id) }
             // The lines kept so far, and from now on every new one: in one step of the loop, so
             // that no line falls between them or comes twice.
             extensions.outputs.follow(c.id, ids)
@@ -164,9 +165,10 @@ extension Daemon: ControlServerDelegate {
             guard ids.count == 1, let id = ids.first else {
                 return server.send(.failure(tag: tag, code: .badRequest, text: "a logs query names exactly one extension"), to: c.id)
             }
-            guard core.records[id] != nil else {
+            guard let r = core.records[id] else {
                 return server.send(.failure(tag: tag, code: .unknownExtension, text: "no extension with id '\(id)'"), to: c.id)
             }
+            guard mayReadOutput(c.identity, of: r.manifest) else { return refuseOutput(c, tag, id) }
             return server.sendJSON(extensions.outputs.log(id), tag: tag, to: c.id)
         }
         var selected: [ExtensionRecord] = []
@@ -200,6 +202,23 @@ extension Daemon: ControlServerDelegate {
 }
 
 extension Daemon {
+    /// Whether `peer` may read an extension's output (`extctl logs`, the lines a failed launch
+    /// quotes): administrators, and the processes of the app the extension belongs to. Output
+    /// may carry what the extension never meant to share; the journal shows it only to its
+    /// readers too.
+    func mayReadOutput(_ peer: PeerIdentity, of manifest: Manifest) -> Bool {
+        isAdministrator(peer) || (peer.app != nil && peer.app == manifest.app)
+    }
+
+    private func refuseOutput(_ c: ControlConnection, _ tag: UInt32, _ id: String) {
+        server.send(
+            .failure(
+                tag: tag, code: .notPermitted,
+                text:
+                    "the output of \(id) is shown to root, the daemon's uid \(kernel.userID)\(config.adminGroup.map { ", group \($0)" } ?? "") and its app's processes"
+            ), to: c.id)
+    }
+
     /// A host's connection closed: its requests end as if it had dismissed them.
     func hostGone(_ host: HostID) {
         extensions.outputs.forget(host)

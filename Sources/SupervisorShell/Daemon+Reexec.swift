@@ -129,7 +129,7 @@ extension Daemon {
             ownedSocketPath: server.ownedPath, nextHostID: server.nextHostID, connections: server.connections, processes: processes,
             requester: requester, sandbox: HandoverDocument.Sandbox(extensions.sandboxing.probe), sharedContainers: sources.containers.known,
             containersRoot: sources.containers.resolvedRoot, networkStacks: extensions.networks?.handover,
-            apps: apps.sorted, defaults: defaults.handover, transfers: transfers.handover)
+            apps: apps.sorted, defaults: defaults.handover, transfers: transfers.handover, outputs: extensions.outputs.handover)
         let parts: [[UInt8]]
         do {
             parts = try HandoverFile.encode(document, kernel: kernel)

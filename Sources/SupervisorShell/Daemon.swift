@@ -150,6 +150,8 @@ public final class Daemon {
             // The stacks first: a process found gone while it is restored leaves its stack's
             // members as it ends.
             if let stacks = handover.networkStacks { extensions.restoreNetworkStacks(stacks) }
+            // The kept lines before the processes, whose output pipes add to them.
+            if let outputs = handover.outputs { extensions.outputs.restore(outputs, hosts: Set(handover.connections.map(\.host))) }
             extensions.restore(handover.processes)
             // The container checks of the processes taken over start again (none is in flight
             // across the exec: a walk is a thread of the old program's).
@@ -313,7 +315,7 @@ public final class Daemon {
         case let .signal(id, generation, signal, thenContinue): extensions.signal(id, generation, signal, thenContinue: thenContinue)
         case let .openRequest(id, generation, requestID, host, tag, pid, channel):
             openRequest(id, generation, requestID, host, tag, pid, channel)
-        case let .reply(host, message): server.send(withLastOutput(message), to: host)
+        case let .reply(host, message): server.send(withLastOutput(message, to: host), to: host)
         case let .send(id, generation, message): extensions.send(message, to: id, generation)
         case let .armTimer(at): armDeadline(at)
         case let .record(event): record(event)
@@ -340,13 +342,18 @@ public final class Daemon {
     static let quotedOutputLines = 3
 
     /// A launch's failure with the last lines the process wrote before it ended (a Python
-    /// traceback's `ModuleNotFoundError`), so that the host and `extctl open` see why. The
-    /// core's texts for these failures name the extension first, in quotes (an id has none).
-    func withLastOutput(_ message: Message) -> Message {
+    /// traceback's `ModuleNotFoundError`), so that the host and `extctl open` see why, when the
+    /// host may read the extension's output (`mayReadOutput`). The core's texts for these
+    /// failures name the extension first, in quotes (an id has none).
+    func withLastOutput(_ message: Message, to host: HostID) -> Message {
         guard case let .failure(tag, .launchFailed, text) = message, let open = text.firstIndex(of: "'"),
             let close = text[text.index(after: open)...].firstIndex(of: "'")
         else { return message }
-        let lines = extensions.outputs.sinceLaunch(Self.quotedOutputLines, of: String(text[text.index(after: open)..<close]))
+        let id = String(text[text.index(after: open)..<close])
+        guard let peer = server.connection(host)?.identity, let manifest = core.records[id]?.manifest, mayReadOutput(peer, of: manifest) else {
+            return message
+        }
+        let lines = extensions.outputs.sinceLaunch(Self.quotedOutputLines, of: id)
         guard !lines.isEmpty else { return message }
         let quoted = lines.map(\.text).joined(separator: " | ")
         let room = WireLimits.maxText - text.utf8.count - 40
@@ -453,6 +460,9 @@ public final class Daemon {
             kept.append((r.manifest.id, r.manifest.source))
         }
         post(.reload(manifests: manifests, errors: errors, host: nil, tag: 0))
+        // The lines of extensions the reload removed go (a removed one still running keeps its own
+        // until the next reload after it ends).
+        extensions.outputs.retain(only: Set(core.records.keys))
         logger.info("reloaded: \(loaded) extension(s), \(errors.count) manifest error(s), \(kept.count) previous definition(s) kept")
         serviceManager.ready(status: statusLine())
         return ReloadReport(loaded: loaded, errors: errors, kept: kept, warnings: warnings)

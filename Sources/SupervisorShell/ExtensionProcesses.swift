@@ -171,6 +171,8 @@ final class ExtensionProcesses {
         let limits = containment.enforcement(manifest)
         var memoryCgroup: MemoryCgroupV1?
         let spawned: SpawnedProcess
+        // Before the attempt: a launch that fails quotes none of an earlier process's lines.
+        outputs.launched(id)
         do throws(SystemError) {
             if let cgroup, let problem = CgroupTree.applyLimits(limits, to: cgroup.path, kernel: kernel) { throw problem }
             if let tree = containment.memoryCgroupsV1, let memory = limits.first(where: \.byMemoryCgroupV1) {
@@ -203,7 +205,6 @@ final class ExtensionProcesses {
         add(p)
         if networkNamespace != nil { networks?.running(id, point: manifest.point) }
         quota.started(id, generation: generation, path: container, limit: manifest.policy.limits.diskMaxBytes)
-        outputs.launched(id)
         if let fd = spawned.output { p.output = startOutput(id, fd: fd) }
         let watched = watch(p)
         sink?.post(.spawned(extensionID: id, generation: generation, pid: spawned.pid))

@@ -164,6 +164,9 @@ struct HandoverDocument: Codable {
     var defaults: DefaultsSuites.Handover? = nil
     /// Who consumes each background session (nil from a daemon that had none).
     var transfers: TransferService.Handover? = nil
+    /// Each extension's last output lines and who follows them (`extctl logs -f`); nil from a
+    /// daemon that kept none.
+    var outputs: OutputHistory.Handover? = nil
 
     /// Every descriptor the document names: what must cross the `execve`.
     var descriptors: [Int32] {

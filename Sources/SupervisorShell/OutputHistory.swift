@@ -73,6 +73,46 @@ final class OutputHistory {
     /// `host` is gone.
     func forget(_ host: HostID) { followers[host] = nil }
 
-    /// Lets go of an extension's lines (it was removed).
-    func remove(_ id: String) { kept[id] = nil }
+    /// Lets go of the lines of every extension but `ids` (those removed by a reload), and
+    /// stops following them.
+    func retain(only ids: Set<String>) {
+        kept = kept.filter { ids.contains($0.key) }
+        for (host, followed) in followers {
+            let left = followed.intersection(ids)
+            followers[host] = left.isEmpty ? nil : left
+        }
+    }
+
+    /// What crosses a re-exec: every extension's kept lines, and who follows which.
+    struct Handover: Codable, Equatable {
+        struct Lines: Codable, Equatable {
+            var lines: [OutputLog.Line]
+            /// How many of them its current or last process wrote.
+            var sinceLaunch: Int
+        }
+        struct Follower: Codable, Equatable {
+            var host: HostID
+            var ids: [String]
+        }
+        var kept: [String: Lines]
+        var followers: [Follower]
+    }
+
+    /// This history, for the program that replaces the daemon.
+    var handover: Handover {
+        Handover(
+            kept: kept.mapValues { Handover.Lines(lines: $0.lines, sinceLaunch: min($0.lines.count, $0.total - $0.atLaunch)) },
+            followers: followers.sorted { $0.key < $1.key }.map { Handover.Follower(host: $0.key, ids: $0.value.sorted()) })
+    }
+
+    /// Takes the history the replaced daemon handed over (`hosts`: the connections that
+    /// crossed; a follower among none of them is dropped).
+    func restore(_ h: Handover, hosts: Set<HostID>) {
+        for (id, l) in h.kept {
+            let lines = Array(l.lines.suffix(OutputLog.kept))
+            kept[id] = Kept(
+                lines: lines, bytes: lines.reduce(0) { $0 + $1.text.utf8.count }, total: lines.count, atLaunch: lines.count - min(l.sinceLaunch, lines.count))
+        }
+        for f in h.followers where hosts.contains(f.host) { followers[f.host, default: []].formUnion(f.ids) }
+    }
 }

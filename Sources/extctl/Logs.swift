@@ -43,16 +43,15 @@ struct Logs: ParsableCommand {
             return
         }
         // The daemon answers `follow` with the lines kept so far and then sends every new one:
-        // new lines wait here until the kept ones are printed.
+        // new lines wait here until the kept ones are printed. Lines are written under the
+        // gate's lock, so the waiting ones are all out before a newer one.
         let gate = Mutex<(open: Bool, waiting: [OutputLog.Line])>((false, []))
         let decoder = JSONDecoder()
         client.setEventHandler { bytes in
             guard let line = try? decoder.decode(OutputLog.Line.self, from: Data(bytes)) else { return }
-            let now = gate.withLock { state -> Bool in
-                if !state.open { state.waiting.append(line) }
-                return state.open
+            gate.withLock { state in
+                if state.open { Logs.write(line, json: asJSON) } else { state.waiting.append(line) }
             }
-            if now { Logs.write(line, json: asJSON) }
         }
         let done = DispatchSemaphore(value: 0)
         let lost = Interruption()
@@ -62,12 +61,11 @@ struct Logs: ParsableCommand {
         }
         let reply = try perform { () throws(HostError) in try client.call { .follow(tag: $0, extensionIDs: [id]) } }
         for line in try decode(OutputLog.self, reply).lines.suffix(lines) { Logs.write(line, json: asJSON) }
-        let waiting = gate.withLock { state -> [OutputLog.Line] in
+        gate.withLock { state in
+            for line in state.waiting { Logs.write(line, json: asJSON) }
+            state.waiting = []
             state.open = true
-            defer { state.waiting = [] }
-            return state.waiting
         }
-        for line in waiting { Logs.write(line, json: asJSON) }
         done.wait()
         throw Failure(lost.reason ?? "extensiond closed the connection")
     }

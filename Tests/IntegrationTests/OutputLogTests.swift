@@ -63,4 +63,67 @@ import Testing
         let next = output.readLine(timeout: 10)
         #expect(next?.hasSuffix(" bye") == true, "\(String(describing: next))")
     }
+
+    /// The kept lines and a follower cross `extctl reexec`: after it `extctl logs` still shows
+    /// the lines written before, and the follower started before prints the next line. A caller
+    /// that is neither an administrator nor the extension's app (nobody) is refused its output,
+    /// by `logs` and by `logs -f`.
+    @Test func theKeptLinesAndAFollowerCrossAReexecAndOnlyAdministratorsReadThem() throws {
+        let id = "org.example.talker"
+        let script = "trap 'echo bye >&2; exit 0' TERM; echo one; echo two >&2; sleep 1000 & wait"
+        let daemon = try TestDaemon(
+            manifests: [
+                "t.json": [
+                    "id": id, "point": "widget", "executable": "/bin/sh", "arguments": ["-c", script], "readiness": "exec", "policy": ["suspend": "never"],
+                ]
+            ], socket: "run/control.sock")
+        // The socket reachable by nobody (a member of its group).
+        chmod(daemon.directory, 0o711)
+        try daemon.start(arguments: ["--socket-group", "nogroup"])
+        let index = daemon.events.count
+        #expect(try daemon.extctl(["prewarm", id]).status == 0)
+        try daemon.events.wait("ready", of: id, after: index)
+        let follower = try RawProcess(Self.extctl, ["logs", "-f", "--socket", daemon.socketPath, id], pipes: true)
+        defer { _ = follower.stop(SIGTERM) }
+        let output = HostChannel(fd: follower.output)
+        var kept: [String] = []
+        while kept.count < 2, let line = output.readLine(timeout: 10) { kept.append(line) }
+        #expect(kept.count == 2, "\(kept)")
+
+        for arguments in [["logs", id], ["logs", "-f", id]] {
+            let command =
+                ["--reuid=65534", "--regid=65534", "--clear-groups", Self.extctl, arguments[0], "--socket", daemon.socketPath] + arguments.dropFirst()
+            let refused = try runProgram("/usr/bin/setpriv", command)
+            #expect(refused.status == 1 && refused.err.contains("the output of \(id) is shown to root"), "\(arguments): \(refused)")
+        }
+
+        let reexec = try daemon.extctl(["reexec"])
+        try #require(reexec.status == 0, "\(reexec)\n\(daemon.log())")
+        let logs = try daemon.extctl(["logs", id])
+        let texts = logs.out.split(separator: "\n").map { $0.split(separator: " ").dropFirst().joined(separator: " ") }
+        #expect(texts.sorted() == ["one", "two"], "the lines written before the re-exec: \(logs)")
+        #expect(try daemon.extctl(["kill", "--signal", "TERM", id]).status == 0)
+        let next = output.readLine(timeout: 10)
+        #expect(next?.hasSuffix(" bye") == true, "the follower of the replaced program: \(String(describing: next))\n\(daemon.log())")
+    }
+
+    /// A launch whose spawn fails (its program removed since the last one) quotes none of the
+    /// lines the earlier process wrote.
+    @Test func aFailedSpawnQuotesNoneOfAnEarlierProcesssLines() throws {
+        let id = "org.example.vanishing"
+        let directory = try TestDaemon.makeTemporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let program = directory + "/talk.sh"
+        try Data("#!/bin/sh\necho earlier-line-of-the-first-process\nexit 3\n".utf8).write(to: URL(fileURLWithPath: program))
+        chmod(program, 0o755)
+        chmod(directory, 0o755)
+        let daemon = try TestDaemon(manifests: ["v.json": ["id": id, "point": "widget", "executable": program, "sandbox": "none"]])
+        try daemon.start()
+        let first = try daemon.extctl(["open", id], stdin: "")
+        #expect(first.status == 1 && first.err.contains("earlier-line-of-the-first-process"), "\(first)")
+        unlink(program)
+        let second = try daemon.extctl(["open", id], stdin: "")
+        #expect(second.status == 1, "\(second)")
+        #expect(!second.err.contains("earlier-line-of-the-first-process"), "\(second)")
+    }
 }

@@ -300,7 +300,10 @@ struct ExitAndBackoffTests {
         #expect(PathTraversal.firstRefused([Self.component("/d", 0o701, group: 27)], as: Self.user)?.path == "/d")
         // A file without execute permission for the user.
         #expect(PathTraversal.firstRefused([Self.component("/f", 0o644, directory: false)], as: Self.user)?.path == "/f")
-        // Root passes everything.
-        #expect(PathTraversal.firstRefused([Self.component("/d", 0o000)], as: Credentials(uid: 0, gid: 0)) == nil)
+        // Root searches every directory, and executes a file with any execute bit, but not one
+        // with none.
+        let root = Credentials(uid: 0, gid: 0)
+        #expect(PathTraversal.firstRefused([Self.component("/d", 0o000), Self.component("/d/f", 0o001, owner: 5, directory: false)], as: root) == nil)
+        #expect(PathTraversal.firstRefused([Self.component("/d", 0o000), Self.component("/d/f", 0o644, directory: false)], as: root)?.path == "/d/f")
     }
 }
