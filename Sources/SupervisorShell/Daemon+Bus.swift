@@ -12,8 +12,7 @@ extension Daemon: BusInterfaceDelegate {
     }
 
     func busList() -> ListDocument {
-        let records = core.records.values.sorted { $0.manifest.id < $1.manifest.id }
-        return StatusDocument.list(records, clock, apps: apps.sorted, allRecords: records)
+        StatusDocument.list(sortedRecords(), clock, apps: apps.sorted, members: appMembers())
     }
 
     func busStatus(_ id: String) -> StatusReport.Extension? {

@@ -173,7 +173,7 @@ extension Daemon: ControlServerDelegate {
         }
         var selected: [ExtensionRecord] = []
         if ids.isEmpty {
-            selected = core.records.values.sorted { $0.manifest.id < $1.manifest.id }
+            selected = sortedRecords()
         } else {
             for id in ids {
                 guard let r = core.records[id] else {
@@ -184,11 +184,22 @@ extension Daemon: ControlServerDelegate {
         }
         if kind == .list {
             // The apps with every extension (a list of some ids still names all of each app's).
-            let all = ids.isEmpty ? selected : core.records.values.sorted { $0.manifest.id < $1.manifest.id }
-            return server.sendJSON(StatusDocument.list(selected, clock, apps: apps.sorted, allRecords: all), tag: tag, to: c.id)
+            return server.sendJSON(StatusDocument.list(selected, clock, apps: apps.sorted, members: appMembers()), tag: tag, to: c.id)
         }
         let document = statusDocument(selected)
         server.sendJSON(document, tag: tag, to: c.id)
+    }
+
+    /// Every record, by id. The ids are sorted, not the records: a record is a large value,
+    /// which a sort would move about many times (a query of a daemon with a thousand extensions).
+    func sortedRecords() -> [ExtensionRecord] { core.records.keys.sorted().compactMap { core.records[$0] } }
+
+    /// The ids of the extensions of each declared app, by app id (none when no app is declared).
+    func appMembers() -> [String: [String]] {
+        guard !apps.sorted.isEmpty else { return [:] }
+        var members: [String: [String]] = [:]
+        for (id, r) in core.records { if let app = r.manifest.app { members[app, default: []].append(id) } }
+        return members.mapValues { $0.sorted() }
     }
 
     /// The status document of `records` (`extctl status --json`).

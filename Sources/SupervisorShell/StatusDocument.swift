@@ -25,11 +25,9 @@ enum StatusDocument {
         .encoded(EventJSON.encode(e, time: clock.iso(e.at)))
     }
 
-    /// The list of `records`, and of `apps` with the extensions of `allRecords` that name each.
-    static func list(_ records: [ExtensionRecord], _ clock: Clock, apps: [AppManifest] = [], allRecords: [ExtensionRecord] = []) -> ListDocument {
-        var members: [String: [String]] = [:]
-        for r in allRecords { if let app = r.manifest.app { members[app, default: []].append(r.manifest.id) } }
-        return ListDocument(
+    /// The list of `records`, and of `apps` with their extensions' ids (`members`, by app id).
+    static func list(_ records: [ExtensionRecord], _ clock: Clock, apps: [AppManifest] = [], members: [String: [String]] = [:]) -> ListDocument {
+        ListDocument(
             apps: apps.map { a in
                 let launch: String
                 switch a.launch {
