@@ -9,8 +9,9 @@
 #   --runtime-c DIR     the directory of libExtensionRuntimeC.so.0 to link with (default:
 #                       .build/runtime-c, built there by scripts/build-runtime-c.sh if missing)
 #   --node-include DIR  Node's headers, node_api.h (default: /usr/include/node)
-#   --no-bundle         do not copy libExtensionRuntimeC.so.0 into the package: the addon then
-#                       finds the installed library through the dynamic loader's path
+#   --no-bundle         do not copy libExtensionRuntimeC.so.0 into the package, and give the
+#                       addon no run path: it finds the installed library through the dynamic
+#                       loader's path (the Debian package node-extension-runtime is built so)
 #   --debug             -O0 -g instead of -O2
 #
 # Produces the package directory DIR/extension-runtime/ (require('extension-runtime') with DIR
@@ -18,10 +19,10 @@
 #   package.json, index.js, index.d.ts, README.md   from bindings/node
 #   extension_runtime.node                          the addon
 #   libExtensionRuntimeC.so.0                       a copy of the C runtime (not with --no-bundle)
-# The addon's run path is $ORIGIN, its own directory: the package finds the copy of the C
-# runtime beside it wherever the directory is (the build tree, a node_modules directory, a
-# copy under /tmp another uid can read), and, without a copy, the dynamic loader's path (an
-# installed libExtensionRuntimeC.so.0). No absolute build path is recorded. Prints the
+# The addon's run path is $ORIGIN, its own directory (not with --no-bundle): the package finds
+# the copy of the C runtime beside it wherever the directory is (the build tree, a
+# node_modules directory, a copy under /tmp another uid can read), and, without a copy, the
+# dynamic loader's path (an installed libExtensionRuntimeC.so.0). No absolute build path is recorded. Prints the
 # package's path. $CFLAGS and $LDFLAGS, when set, are added after the script's own flags.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -64,9 +65,11 @@ chmod 0755 "$package" # readable by every uid whatever the umask: an extension r
 # file. The addon links against the library's SONAME (libExtensionRuntimeC.so.0), named here
 # by path so that no link-time symbolic link is needed.
 tmp="$package/.extension_runtime.node.$$"
+rpath=(-Wl,-rpath,'$ORIGIN')
+[ "$bundle" = 1 ] || rpath=()
 "$cc" -std=c11 "${optimize[@]}" -Wall -Wextra -Werror -fPIC -shared -fvisibility=hidden \
     -DNAPI_VERSION=8 -I "$node_include" -I "$root/include" \
-    -Wl,-rpath,'$ORIGIN' -Wl,-z,relro -Wl,-z,now -Wl,--as-needed \
+    "${rpath[@]}" -Wl,-z,relro -Wl,-z,now -Wl,--as-needed \
     ${CFLAGS:-} ${LDFLAGS:-} \
     "$root/bindings/node/src/addon.c" "$runtime_c/libExtensionRuntimeC.so.0" -lpthread -o "$tmp"
 chmod 0755 "$tmp"

@@ -20,7 +20,10 @@
 #      with a message naming the bus; the D-Bus policy, interfaces and polkit action are
 #      installed.
 #      docs/tutorial.md runs as written (scripts/test-tutorial.py): an extension in Python, C,
-#      Node.js and Java, each answering and saving in its container under an assertion.
+#      Node.js and Java, each answering and saving in its container under an assertion (Node.js
+#      and Java on the installed node-extension-runtime and libextension-runtime-java: their
+#      files are where Debian's Node.js and JVM look, linked to the installed C runtime, with
+#      no run path).
 #   4. /usr/bin/python3 imports extension_runtime, which loads the installed libraries (through
 #      pkg-config, and through the dynamic loader alone).
 #   5. dpkg --purge removes every file the packages listed, the configuration (/etc/extensiond),
@@ -32,7 +35,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
 
-packages=(extensiond libextensionruntimec0 libextensionruntimec-dev libextensionhostc0 libextensionhostc-dev python3-extension-runtime)
+packages=(extensiond libextensionruntimec0 libextensionruntimec-dev libextensionhostc0 libextensionhostc-dev python3-extension-runtime
+    node-extension-runtime libextension-runtime-jni libextension-runtime-java)
 if [ "$(id -u)" -eq 0 ]; then sudo=""; else sudo="sudo"; fi
 checks=0
 fail() { echo "test-packages: FAILED: $*" >&2; exit 1; }
@@ -228,6 +232,20 @@ widget=${BASH_REMATCH[1]}
 second=$(EXTENSIOND_BUS=system "$work/c-host" com.example.stocks.widget 2>"$work/host.err") || fail "the C host's second open: $(cat "$work/host.err")"
 [ "$second" = "stocks-widget pid $widget, shown 2 time(s)" ] || fail "the second open printed '$second', not the same process shown a second time"
 ok "the C host (pkg-config extension-host) opens the stocks widget over D-Bus under the installed daemon: '$first', then '$second'"
+# The Node.js and Java runtimes' packages: in Debian's places, on the installed C runtime.
+multiarch=$(dpkg-architecture -qDEB_HOST_MULTIARCH)
+addon=/usr/lib/$multiarch/nodejs/extension-runtime/extension_runtime.node
+jni=/usr/lib/$multiarch/jni/libextension_runtime_jni.so
+for f in "$addon" /usr/lib/$multiarch/nodejs/extension-runtime/{index.js,index.d.ts,package.json} "$jni" /usr/share/java/extension-runtime.jar; do
+    [ -f "$f" ] || fail "$f is missing"
+done
+for f in "$addon" "$jni"; do
+    ! readelf -d "$f" | grep -Eq 'RPATH|RUNPATH' || fail "$f has a run path: $(readelf -d "$f" | grep -E 'RPATH|RUNPATH')"
+    # (/lib is /usr/lib on a merged-/usr system: the loader may name either.)
+    ldd "$f" | grep -Eq "libExtensionRuntimeC\.so\.0 => (/usr)?/lib/$multiarch/libExtensionRuntimeC\.so\.0" \
+        || fail "$f does not load the installed libExtensionRuntimeC.so.0: $(ldd "$f")"
+done
+ok "node-extension-runtime and libextension-runtime-java/-jni install the module, the jar and the JNI library where Node.js and the JVM look, on the installed C runtime"
 # docs/tutorial.md, as a reader runs it after the install: every file written, every command
 # run and its output compared (Python, C, Node.js, Java; each under the default sandbox).
 env -u XDG_RUNTIME_DIR /usr/bin/python3 "$root/scripts/test-tutorial.py" >"$work/tutorial.log" 2>&1 \

@@ -22,7 +22,18 @@ if [ ${#missing[@]} -gt 0 ]; then
     DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 upgrade=$(mktemp -d)
-trap 'rm -rf "$upgrade"' EXIT
+# The guest's base image has the dependencies of the daemon's, the C and the Python packages,
+# not Node.js or a Java runtime, and installs offline: the Node.js and Java runtimes' packages
+# stay out of it (scripts/test-packages.sh installs and runs them on this machine).
+vmdist=$(mktemp -d)
+trap 'rm -rf "$upgrade" "$vmdist"' EXIT
+for deb in "$dist"/*.deb; do
+    case "$(basename "$deb")" in
+        node-extension-runtime_* | libextension-runtime-java_* | libextension-runtime-jni_*) ;;
+        *) cp "$deb" "$vmdist/" ;;
+    esac
+done
+dist=$vmdist
 Tests/VM/make-upgrade.sh "$dist" "$upgrade" >/dev/null
 export SRC=$(pwd) VM_UPGRADE=$upgrade
 if [ -n "$sudo" ]; then sudo -E bash Tests/VM/run.sh Tests/VM/target.sh "$dist"; else bash Tests/VM/run.sh Tests/VM/target.sh "$dist"; fi
