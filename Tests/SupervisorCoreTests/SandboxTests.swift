@@ -91,6 +91,18 @@ struct SandboxViewTests {
         #expect(SandboxView.isBelow("/srv/x", "/srv"))
         #expect(!SandboxView.isBelow("/srvx", "/srv"))
         #expect(SandboxView.isBelow("/a", "/"))
+        #expect(!SandboxView.isBelow("/", "/"))
+        #expect(!SandboxView.isBelow("/srv", "/srv"))
+    }
+
+    /// Depth counts components whatever the slashes; parents come before what lies below them,
+    /// and equal depths are ordered by path.
+    @Test func depthCountsComponentsAndMountsComeParentsFirst() {
+        #expect(SandboxView.depth("/") == 0)
+        #expect(SandboxView.depth("/a//b/") == 2)
+        #expect(SandboxView.depth("/a/b/c") == 3)
+        let view = SandboxView(scratch: ["/tmp"], masks: ["/srv", "/home"], readOnly: ["/srv/b/c", "/srv/a"], writable: [])
+        #expect(view.mounts.map(\.path) == ["/home", "/srv", "/tmp", "/srv/a", "/srv/b/c"])
     }
 }
 
