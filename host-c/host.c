@@ -49,6 +49,10 @@
 #define REQUEST_MATCH                                                                                            \
     "type='signal',sender='" EXT_HOST_BUS_NAME "',interface='" REQUEST_INTERFACE "',path_namespace='" REQUEST_PREFIX \
     "'"
+/* The daemon leaving the bus (or being replaced: a re-exec's new program takes the name). */
+#define OWNER_MATCH                                                                                             \
+    "type='signal',sender='org.freedesktop.DBus',path='/org/freedesktop/DBus',interface='org.freedesktop.DBus'," \
+    "member='NameOwnerChanged',arg0='" EXT_HOST_BUS_NAME "'"
 #define MONITOR_MATCH                                                                                          \
     "type='signal',sender='" EXT_HOST_BUS_NAME "',interface='org.freedesktop.DBus.Properties',"               \
     "member='PropertiesChanged',path_namespace='" EXTENSION_PREFIX "'"
@@ -66,6 +70,8 @@ struct end_signal {
 struct ext_host {
     sd_bus *bus;
     sd_bus_slot *request_match;
+    sd_bus_slot *owner_match;
+    sd_bus_slot *disconnect_match;
     sd_bus_slot *monitor_match;
     ext_host_event_callback monitor_callback;
     void *monitor_context;
@@ -305,6 +311,43 @@ static int on_request_signal(sd_bus_message *m, void *userdata, sd_bus_error *re
     return 0;
 }
 
+/* Ends, as interrupted with `reason`, every open request that `still_owner` (the name's owner
+ * now; NULL: nobody) did not answer: its daemon is gone, and nothing would end it. A callback
+ * may dismiss any request, so the list is walked again from its head after each delivery. */
+static void interrupt_requests(ext_host *host, const char *still_owner, const char *reason) {
+    for (;;) {
+        ext_host_request *request = host->requests;
+        while (request && (request->over || request->deferred || (still_owner && streq(request->sender, still_owner))))
+            request = request->next;
+        if (!request)
+            return;
+        deliver(request, EXT_HOST_INTERRUPTED, NULL, 0, reason);
+    }
+}
+
+/* NameOwnerChanged of org.extensiond1 (the match OWNER_MATCH): the daemon left the bus, or
+ * another program took the name (a re-exec): requests of the old owner end. */
+static int on_owner_changed(sd_bus_message *m, void *userdata, sd_bus_error *ret_error) {
+    (void)ret_error;
+    ext_host *host = userdata;
+    const char *name = NULL, *old_owner = NULL, *new_owner = NULL;
+    if (sd_bus_message_read(m, "sss", &name, &old_owner, &new_owner) < 0 || !streq(name, EXT_HOST_BUS_NAME))
+        return 0;
+    if (!old_owner || !*old_owner)
+        return 0; /* the name was free: no request of ours was answered by nobody */
+    interrupt_requests(host, new_owner && *new_owner ? new_owner : NULL,
+                       new_owner && *new_owner ? "extensiond was replaced on the bus (a re-exec): the request ended with it"
+                                               : "extensiond left the bus: the request ended with it");
+    return 0;
+}
+
+/* The host's own connection to the bus is gone (sd-bus's local Disconnected). */
+static int on_disconnected(sd_bus_message *m, void *userdata, sd_bus_error *ret_error) {
+    (void)m, (void)ret_error;
+    interrupt_requests(userdata, NULL, "the host's connection to the bus was lost");
+    return 0;
+}
+
 /* PropertiesChanged of an extension (the match MONITOR_MATCH). */
 static int on_properties_changed(sd_bus_message *m, void *userdata, sd_bus_error *ret_error) {
     (void)ret_error;
@@ -484,6 +527,20 @@ API int ext_host_open(ext_host_bus bus, ext_host **out) {
         free(host);
         return r;
     }
+    /* The daemon's leaving, and the connection's loss (a local match: nothing is asked of the
+     * bus), end the open requests. */
+    r = sd_bus_add_match(b, &host->owner_match, OWNER_MATCH, on_owner_changed, host);
+    if (r >= 0)
+        r = sd_bus_match_signal(b, &host->disconnect_match, "org.freedesktop.DBus.Local", NULL, "org.freedesktop.DBus.Local",
+                                "Disconnected", on_disconnected, host);
+    if (r < 0) {
+        fail_open(r, "%s: the bus refused a match rule: %s", errno_name(r, name, sizeof name), strerror(-r));
+        sd_bus_slot_unref(host->request_match);
+        sd_bus_slot_unref(host->owner_match);
+        sd_bus_flush_close_unref(b);
+        free(host);
+        return r;
+    }
     *out = host;
     return 0;
 }
@@ -509,6 +566,8 @@ API void ext_host_close(ext_host *host) {
         free_end(host->pending[i]);
     /* Slots hold references to the bus: released first. */
     sd_bus_slot_unref(host->request_match);
+    sd_bus_slot_unref(host->owner_match);
+    sd_bus_slot_unref(host->disconnect_match);
     sd_bus_slot_unref(host->monitor_match);
     sd_bus_flush_close_unref(host->bus);
     free(host);

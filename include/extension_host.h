@@ -115,7 +115,9 @@ int ext_host_wait(ext_host *host, uint64_t timeout_usec);
 typedef enum { EXT_HOST_COMPLETED = 1, EXT_HOST_CANCELLED = 2, EXT_HOST_INTERRUPTED = 3 } ext_host_outcome;
 
 /* The request ended: completed (payload, size; reason NULL), cancelled or interrupted (reason;
- * payload NULL, size 0). Called once per request; the request object stays valid until
+ * payload NULL, size 0). Interrupted also when the daemon that answered its Begin leaves the bus
+ * or is replaced there (a re-exec), and when the host's connection to the bus is lost: nothing
+ * else would end it. Called once per request; the request object stays valid until
  * ext_host_dismiss. payload and reason are valid only during the call. The callback may call
  * ext_host_dismiss on this request (then must not use it after) and any other function of the
  * host but ext_host_close. */

@@ -70,4 +70,72 @@ struct HostLibraryTests {
         let events = out["events"] as? [String] ?? []
         #expect(["launch", "ready", "begin", "end", "suspend"].allSatisfy(events.contains), "\(events)")
     }
+
+    /// A request open when the daemon goes away ends: the library sees org.extensiond1 lose
+    /// its owner (the daemon killed with SIGKILL: no signal of its own) and delivers
+    /// `interrupted` with why, to the Python host's request.
+    @Test func aRequestOpenWhenTheDaemonDiesIsInterrupted() throws {
+        let library = try Self.hostLibrary.get()
+        let rig = try DBusRig()
+        defer { rig.close() }
+        let script = """
+            import sys
+            from extension_runtime.host import Host
+            with Host() as host:
+                request = host.begin(sys.argv[1])
+                print("begun", flush=True)
+                outcome = request.wait(30)
+                print(outcome.kind if outcome else "none", outcome.reason if outcome else "", flush=True)
+            """
+        let host = try RawProcess(
+            "/usr/bin/env",
+            [
+                "EXTENSIOND_BUS=session", "DBUS_SESSION_BUS_ADDRESS=" + rig.address, "EXTENSION_HOST_LIB=" + library + "/libExtensionHostC.so.0",
+                "PYTHONPATH=" + Self.root + "/bindings/python/src", "/usr/bin/python3", "-c", script, DBusTests.widget,
+            ], pipes: true)
+        defer { _ = host.stop(SIGKILL, timeout: 5) }
+        let output = HostChannel(fd: host.output)
+        let begun = output.readLine(timeout: 30)
+        try #require(begun == "begun", "\(String(describing: begun))")
+        let widget = try #require(rig.extensionProperty(DBusTests.widget, "Pid") as? Int)
+        defer { kill(pid_t(widget), SIGKILL) }  // the killed daemon leaves its extension behind
+        let daemon = try #require(rig.daemon.process?.processIdentifier)
+        kill(daemon, SIGKILL)
+        let ended = output.readLine(timeout: 30)
+        #expect(ended == "interrupted extensiond left the bus: the request ended with it", "\(String(describing: ended))")
+        #expect(host.wait(timeout: 10) && host.exitCode == 0)
+    }
+
+    /// A Python host's callback may close the host, and change its monitor: both take effect
+    /// once the library's dispatch returns (no use of the freed host), and no callback runs
+    /// after the close.
+    @Test func aPythonCallbackMayCloseTheHost() throws {
+        let library = try Self.hostLibrary.get()
+        let rig = try DBusRig()
+        defer { rig.close() }
+        let script = """
+            import sys
+            from extension_runtime.host import Host
+            host = Host()
+            seen = []
+            def on_event(event):
+                seen.append(event.event)
+                host.monitor(lambda e: seen.append("second " + e.event))
+                host.close()
+            host.monitor(on_event)
+            request = host.begin(sys.argv[1])
+            try:
+                while True:
+                    host.wait(10)
+            except ValueError as error:
+                print(len(seen), str(error), flush=True)
+            """
+        let r = try runProgram(
+            "/usr/bin/env",
+            [
+                "EXTENSIOND_BUS=session", "DBUS_SESSION_BUS_ADDRESS=" + rig.address, "EXTENSION_HOST_LIB=" + library + "/libExtensionHostC.so.0",
+                "PYTHONPATH=" + Self.root + "/bindings/python/src", "/usr/bin/python3", "-c", script, DBusTests.widget,
+            ])
+        #expect(r.status == 0 && r.out == "1 the host is closed\n", "\(r)")
+    }
 }

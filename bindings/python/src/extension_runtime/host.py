@@ -40,7 +40,7 @@ import socket
 import time
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, Callable, Dict, Iterable, List, Optional, Type
+from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple, Type
 
 from . import _host_library
 from ._host_library import HostLibraryNotFoundError
@@ -228,6 +228,11 @@ class Host:
         self._ended_callback = _host_library.REQUEST_ENDED(self._ended)
         self._event_callback = _host_library.EVENT()
         self._on_event: Optional[Callable[[Event], None]] = None
+        # While the library runs callbacks (process, wait), closing the host or changing the
+        # subscription would free what it is using: both wait until it returns.
+        self._dispatching = 0
+        self._close_pending = False
+        self._monitor_pending: Optional[Tuple[Optional[Callable[[Event], None]]]] = None
         handle = ctypes.c_void_p()
         result = self._lib.ext_host_open(_BUSES[bus], ctypes.byref(handle))
         if result < 0:
@@ -257,7 +262,7 @@ class Host:
     def _ended(self, _request: Optional[int], outcome: int, payload: Optional[int], size: int,
                reason: Optional[bytes], context: Optional[int]) -> None:
         try:
-            request = self._requests.get(context or 0)
+            request = None if self._close_pending else self._requests.get(context or 0)
             if request is None:
                 return
             data = ctypes.string_at(payload, size) if payload and size else b""
@@ -268,7 +273,7 @@ class Host:
 
     def _event(self, pointer: Any, _context: Optional[int]) -> None:
         try:
-            callback = self._on_event
+            callback = None if self._close_pending else self._on_event
             if callback is None:
                 return
             e = pointer.contents
@@ -286,10 +291,32 @@ class Host:
         to be sent)."""
         return self._check(self._lib.ext_host_events(self._open()))
 
+    def _dispatch(self, call: Callable[[int], int]) -> int:
+        """Runs a library call that may run callbacks, then what they asked for meanwhile
+        (close, monitor)."""
+        handle = self._open()
+        self._dispatching += 1
+        try:
+            return call(handle)
+        finally:
+            self._dispatching -= 1
+            if self._dispatching == 0:
+                if self._monitor_pending is not None and not self._close_pending:
+                    (callback,), self._monitor_pending = self._monitor_pending, None
+                    self.monitor(callback)
+                if self._close_pending:
+                    self._close_pending = False
+                    self.close()
+
     def process(self) -> int:
         """Processes one step, running its callbacks: >0 when there may be more to do (call it
-        again), 0 when idle."""
-        return self._check(self._lib.ext_host_process(self._open()))
+        again), 0 when idle. A callback may close the host or change its monitor: that is done
+        once the step returns."""
+        result = self._dispatch(self._lib.ext_host_process)
+        if self._handle is None:
+            self._raise_callback_exception()
+            return 0
+        return self._check(result)
 
     def wait(self, timeout: Optional[float] = None) -> bool:
         """Processes what is queued, or else waits up to `timeout` seconds (None: no limit) for
@@ -301,7 +328,10 @@ class Host:
                 usec = _FOREVER
             else:
                 usec = max(0, int((deadline - time.monotonic()) * 1_000_000))
-            result = self._lib.ext_host_wait(self._open(), usec)
+            result = self._dispatch(lambda handle: self._lib.ext_host_wait(handle, usec))
+            if self._handle is None:  # a callback closed the host
+                self._raise_callback_exception()
+                return True
             if result == -errno.EINTR:  # PEP 475: retried after the signal handlers ran
                 self._raise_callback_exception()
                 continue
@@ -343,8 +373,14 @@ class Host:
     def monitor(self, callback: Optional[Callable[[Event], None]]) -> None:
         """Calls `callback(event)` for each lifecycle event of every extension (their
         PropertiesChanged carrying LastEvent), from process() or wait(); None ends it. One
-        subscription per host: a new callback replaces the previous one."""
+        subscription per host: a new callback replaces the previous one. Called from a callback,
+        the new callback gets the events from now on, and the subscription changes once
+        process() or wait() returns."""
         handle = self._open()
+        if self._dispatching:
+            self._on_event = callback
+            self._monitor_pending = (callback,)
+            return
         if callback is None:
             self._on_event = None
             self._check(self._lib.ext_host_monitor(handle, _host_library.EVENT(), None))
@@ -371,9 +407,14 @@ class Host:
 
     def close(self) -> None:
         """Closes the connection: the daemon dismisses the requests left open; their channels
-        close too. A second call does nothing."""
+        close too. A second call does nothing. Called from a callback, it takes effect once
+        process() or wait() returns (no later callback runs)."""
         handle = self._handle
         if handle is None:
+            return
+        if self._dispatching:
+            self._close_pending = True
+            self._on_event = None
             return
         for request in list(self._requests.values()):
             request._forget()
