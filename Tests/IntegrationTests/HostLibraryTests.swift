@@ -15,6 +15,15 @@ struct HostLibraryTests {
         return out
     }.mapError { ($0 as? HarnessError) ?? HarnessError("\($0)") }
 
+    /// The arguments of /usr/bin/env running the Python host `script` with the widget's id as
+    /// its argument, on the rig's bus, with the library built here and the source tree's package.
+    static func python(_ script: String, rig: DBusRig, library: String) -> [String] {
+        [
+            "EXTENSIOND_BUS=session", "DBUS_SESSION_BUS_ADDRESS=" + rig.address, "EXTENSION_HOST_LIB=" + library + "/libExtensionHostC.so.0",
+            "PYTHONPATH=" + root + "/bindings/python/src", "/usr/bin/python3", "-c", script, DBusTests.widget,
+        ]
+    }
+
     @Test func theCHostExampleOpensTheExtensionAndTheSecondOpenResumesIt() throws {
         let library = try Self.hostLibrary.get()
         let rig = try DBusRig()
@@ -58,11 +67,7 @@ struct HostLibraryTests {
                 print(json.dumps({"ids": ids, "answer": answer, "events": [e[1] for e in events if e[0] == sys.argv[1]]}))
             """
         let r = try runProgram(
-            "/usr/bin/env",
-            [
-                "EXTENSIOND_BUS=session", "DBUS_SESSION_BUS_ADDRESS=" + rig.address, "EXTENSION_HOST_LIB=" + library + "/libExtensionHostC.so.0",
-                "PYTHONPATH=" + Self.root + "/bindings/python/src", "/usr/bin/python3", "-c", script, DBusTests.widget,
-            ])
+            "/usr/bin/env", Self.python(script, rig: rig, library: library))
         try #require(r.status == 0, "\(r)")
         let out = try #require(try JSONSerialization.jsonObject(with: Data(r.out.utf8)) as? [String: Any], "\(r)")
         #expect(out["ids"] as? [String] == [DBusTests.widget, DBusTests.sleeper], "\(out)")
@@ -88,11 +93,7 @@ struct HostLibraryTests {
                 print(outcome.kind if outcome else "none", outcome.reason if outcome else "", flush=True)
             """
         let host = try RawProcess(
-            "/usr/bin/env",
-            [
-                "EXTENSIOND_BUS=session", "DBUS_SESSION_BUS_ADDRESS=" + rig.address, "EXTENSION_HOST_LIB=" + library + "/libExtensionHostC.so.0",
-                "PYTHONPATH=" + Self.root + "/bindings/python/src", "/usr/bin/python3", "-c", script, DBusTests.widget,
-            ], pipes: true)
+            "/usr/bin/env", Self.python(script, rig: rig, library: library), pipes: true)
         defer { _ = host.stop(SIGKILL, timeout: 5) }
         let output = HostChannel(fd: host.output)
         let begun = output.readLine(timeout: 30)
@@ -131,11 +132,7 @@ struct HostLibraryTests {
                 print(len(seen), str(error), flush=True)
             """
         let r = try runProgram(
-            "/usr/bin/env",
-            [
-                "EXTENSIOND_BUS=session", "DBUS_SESSION_BUS_ADDRESS=" + rig.address, "EXTENSION_HOST_LIB=" + library + "/libExtensionHostC.so.0",
-                "PYTHONPATH=" + Self.root + "/bindings/python/src", "/usr/bin/python3", "-c", script, DBusTests.widget,
-            ])
+            "/usr/bin/env", Self.python(script, rig: rig, library: library))
         #expect(r.status == 0 && r.out == "1 the host is closed\n", "\(r)")
     }
 }

@@ -9,6 +9,31 @@ import Testing
 @Suite struct OutputLogTests {
     static let extctl = BuildProducts.path("extctl")
 
+    static let talkerID = "org.example.talker"
+    /// An extension that writes two lines at once, and "bye" at SIGTERM; never suspended: it
+    /// writes its first lines whenever it gets to run.
+    static var talker: [String: [String: Any]] {
+        [
+            "t.json": [
+                "id": talkerID, "point": "widget", "executable": "/bin/sh",
+                "arguments": ["-c", "trap 'echo bye >&2; exit 0' TERM; echo one; echo two >&2; sleep 1000 & wait"], "readiness": "exec",
+                "policy": ["suspend": "never"],
+            ]
+        ]
+    }
+
+    /// Launches the talker, starts `extctl logs -f` on it and reads the two lines kept.
+    static func follow(_ daemon: TestDaemon) throws -> (RawProcess, HostChannel, [String]) {
+        let index = daemon.events.count
+        #expect(try daemon.extctl(["prewarm", talkerID]).status == 0)
+        try daemon.events.wait("ready", of: talkerID, after: index)
+        let follower = try RawProcess(extctl, ["logs", "-f", "--socket", daemon.socketPath, talkerID], pipes: true)
+        let output = HostChannel(fd: follower.output)
+        var kept: [String] = []
+        while kept.count < 2, let line = output.readLine(timeout: 10) { kept.append(line) }
+        return (follower, output, kept)
+    }
+
     @Test func anImportErrorIsInTheOpenErrorStatusAndLogs() throws {
         let id = "org.example.broken"
         let daemon = try TestDaemon(manifests: [
@@ -38,26 +63,14 @@ import Testing
     }
 
     @Test func logsFollowPrintsTheKeptLinesThenTheNewOnes() throws {
-        let id = "org.example.talker"
-        let script = "trap 'echo bye >&2; exit 0' TERM; echo one; echo two >&2; sleep 1000 & wait"
-        let daemon = try TestDaemon(manifests: [
-            // Never suspended: it writes its first lines whenever it gets to run.
-            "t.json": [
-                "id": id, "point": "widget", "executable": "/bin/sh", "arguments": ["-c", script], "readiness": "exec", "policy": ["suspend": "never"],
-            ]
-        ])
+        let daemon = try TestDaemon(manifests: Self.talker)
         try daemon.start()
-        let index = daemon.events.count
-        #expect(try daemon.extctl(["prewarm", id]).status == 0)
-        try daemon.events.wait("ready", of: id, after: index)
-        let follower = try RawProcess(Self.extctl, ["logs", "-f", "--socket", daemon.socketPath, id], pipes: true)
+        let (follower, output, kept) = try Self.follow(daemon)
         defer { _ = follower.stop(SIGTERM) }
-        let output = HostChannel(fd: follower.output)
         // The kept lines first (both written before the follow; the order of two pipes' writes
         // is the order the daemon read them).
-        var kept: [String] = []
-        while kept.count < 2, let line = output.readLine(timeout: 10) { kept.append(line) }
         #expect(kept.map { $0.split(separator: " ").dropFirst().joined(separator: " ") }.sorted() == ["one", "two"], "\(kept)")
+        let id = Self.talkerID
         // Then a line written after the follow began.
         #expect(try daemon.extctl(["kill", "--signal", "TERM", id]).status == 0)
         let next = output.readLine(timeout: 10)
@@ -69,25 +82,13 @@ import Testing
     /// that is neither an administrator nor the extension's app (nobody) is refused its output,
     /// by `logs` and by `logs -f`.
     @Test func theKeptLinesAndAFollowerCrossAReexecAndOnlyAdministratorsReadThem() throws {
-        let id = "org.example.talker"
-        let script = "trap 'echo bye >&2; exit 0' TERM; echo one; echo two >&2; sleep 1000 & wait"
-        let daemon = try TestDaemon(
-            manifests: [
-                "t.json": [
-                    "id": id, "point": "widget", "executable": "/bin/sh", "arguments": ["-c", script], "readiness": "exec", "policy": ["suspend": "never"],
-                ]
-            ], socket: "run/control.sock")
+        let id = Self.talkerID
+        let daemon = try TestDaemon(manifests: Self.talker, socket: "run/control.sock")
         // The socket reachable by nobody (a member of its group).
         chmod(daemon.directory, 0o711)
         try daemon.start(arguments: ["--socket-group", "nogroup"])
-        let index = daemon.events.count
-        #expect(try daemon.extctl(["prewarm", id]).status == 0)
-        try daemon.events.wait("ready", of: id, after: index)
-        let follower = try RawProcess(Self.extctl, ["logs", "-f", "--socket", daemon.socketPath, id], pipes: true)
+        let (follower, output, kept) = try Self.follow(daemon)
         defer { _ = follower.stop(SIGTERM) }
-        let output = HostChannel(fd: follower.output)
-        var kept: [String] = []
-        while kept.count < 2, let line = output.readLine(timeout: 10) { kept.append(line) }
         #expect(kept.count == 2, "\(kept)")
 
         for arguments in [["logs", id], ["logs", "-f", id]] {
