@@ -14,6 +14,12 @@
  * request of the host has (yet) is kept in a small bounded list that Begin consults; one found
  * there is delivered by the next ext_host_process.
  *
+ * Nothing else would end a request whose daemon is gone, so a second match, on the bus's
+ * NameOwnerChanged for org.extensiond1, ends as interrupted every open request the old owner
+ * (by unique name) answered, whether the name went free (a stop, a crash, a re-exec: the daemon
+ * releases the name before its execve) or straight to another program; and sd-bus's local
+ * Disconnected ends every open request when the host's own connection is lost.
+ *
  * No shared state: everything lives in the ext_host, but the text of a failed ext_host_open,
  * which has no host to live in (thread-local).
  */
@@ -153,6 +159,13 @@ static int daemon_errno(const char *name, int r) {
 /* Records the failure `r` of `interface.member` ("NAME: MESSAGE"); returns its errno value. */
 static int fail_call(ext_host *host, int r, const sd_bus_error *bus_error, const char *interface,
                      const char *member) {
+    /* Once the connection is gone, every call fails the same way (sd-bus's own error says
+     * System.Error.ENOTCONN): say so, not the errno alone. */
+    if ((r == -ENOTCONN || r == -ECONNRESET) && sd_bus_is_open(host->bus) <= 0)
+        return fail(host, r,
+                    SD_BUS_ERROR_DISCONNECTED ": the host's connection to the bus was lost (the bus stopped, or closed "
+                    "it): %s (calling %s.%s); open a new host",
+                    strerror(-r), interface, member);
     if (sd_bus_error_is_set(bus_error))
         return fail(host, daemon_errno(bus_error->name, r), "%s: %s", bus_error->name,
                     bus_error->message ? bus_error->message : "");
@@ -311,13 +324,17 @@ static int on_request_signal(sd_bus_message *m, void *userdata, sd_bus_error *re
     return 0;
 }
 
-/* Ends, as interrupted with `reason`, every open request that `still_owner` (the name's owner
- * now; NULL: nobody) did not answer: its daemon is gone, and nothing would end it. A callback
- * may dismiss any request, so the list is walked again from its head after each delivery. */
-static void interrupt_requests(ext_host *host, const char *still_owner, const char *reason) {
+/* Ends, as interrupted with `reason`, every open request that `gone` (the unique name that lost
+ * org.extensiond1; NULL: whoever, the connection itself is lost) answered, and every one whose
+ * answer named no sender: its daemon is gone, and nothing would end it. Only the old owner's:
+ * NameOwnerChanged may be dispatched late, after a Begin the next owner answered (a host that
+ * begins a request after a re-exec before it processes what came meanwhile). A callback may
+ * dismiss any request, or begin one, so the list is walked again from its head after each
+ * delivery. */
+static void interrupt_requests(ext_host *host, const char *gone, const char *reason) {
     for (;;) {
         ext_host_request *request = host->requests;
-        while (request && (request->over || request->deferred || (still_owner && streq(request->sender, still_owner))))
+        while (request && (request->over || request->deferred || (gone && request->sender && !streq(request->sender, gone))))
             request = request->next;
         if (!request)
             return;
@@ -325,18 +342,24 @@ static void interrupt_requests(ext_host *host, const char *still_owner, const ch
     }
 }
 
-/* NameOwnerChanged of org.extensiond1 (the match OWNER_MATCH): the daemon left the bus, or
- * another program took the name (a re-exec): requests of the old owner end. */
+/* NameOwnerChanged of org.extensiond1 (the match OWNER_MATCH), from the bus itself: the daemon
+ * left the bus (no new owner: a stop, a crash, a re-exec's release of the name), or another
+ * program took the name straight from it: the requests the old owner answered end. */
 static int on_owner_changed(sd_bus_message *m, void *userdata, sd_bus_error *ret_error) {
     (void)ret_error;
     ext_host *host = userdata;
     const char *name = NULL, *old_owner = NULL, *new_owner = NULL;
+    /* Only the bus can tell (it sets every message's sender): one another client sends to this
+     * connection alone (a unicast signal, which no rule of the bus's filters) is ignored. */
+    if (!streq(sd_bus_message_get_sender(m), "org.freedesktop.DBus"))
+        return 0;
     if (sd_bus_message_read(m, "sss", &name, &old_owner, &new_owner) < 0 || !streq(name, EXT_HOST_BUS_NAME))
         return 0;
     if (!old_owner || !*old_owner)
         return 0; /* the name was free: no request of ours was answered by nobody */
-    interrupt_requests(host, new_owner && *new_owner ? new_owner : NULL,
-                       new_owner && *new_owner ? "extensiond was replaced on the bus (a re-exec): the request ended with it"
+    interrupt_requests(host, old_owner,
+                       new_owner && *new_owner ? "extensiond was replaced on the bus (another program took "
+                                                 "org.extensiond1): the request ended with it"
                                                : "extensiond left the bus: the request ended with it");
     return 0;
 }
@@ -613,21 +636,24 @@ API int ext_host_process(ext_host *host) {
 API int ext_host_wait(ext_host *host, uint64_t timeout_usec) {
     if (!host)
         return -EINVAL;
+    /* A failure after something was processed (the connection lost once its Disconnected ran
+     * the callbacks) is left to the next call, which meets it again: the caller sees what the
+     * callbacks did first. */
     int processed = 0, r;
     while ((r = ext_host_process(host)) > 0)
         processed = 1;
-    if (r < 0)
-        return r;
     if (processed)
         return 1;
+    if (r < 0)
+        return r;
     r = sd_bus_wait(host->bus, timeout_usec);
     if (r < 0)
         return fail_call(host, r, NULL, "sd_bus", "wait");
     if (r == 0)
         return 0;
     while ((r = ext_host_process(host)) > 0)
-        ;
-    return r < 0 ? r : 1;
+        processed = 1;
+    return r < 0 && !processed ? r : 1;
 }
 
 /* The decimal at the end of a request path, or 0. */

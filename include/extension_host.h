@@ -108,19 +108,25 @@ int ext_host_process(ext_host *host);
 /* Processes what is queued; if nothing was, waits up to `timeout_usec` microseconds
  * (UINT64_MAX: forever) for the connection and processes everything that arrived. >0 when
  * something was processed (not necessarily a callback: any message), 0 on timeout, -errno as
- * ext_host_process; -EINTR when a signal interrupted the wait. */
+ * ext_host_process; -EINTR when a signal interrupted the wait. A failure that follows what was
+ * processed (the connection lost, once its loss ended the requests) is returned by the next
+ * call. */
 int ext_host_wait(ext_host *host, uint64_t timeout_usec);
 
 /* How a request ended. */
 typedef enum { EXT_HOST_COMPLETED = 1, EXT_HOST_CANCELLED = 2, EXT_HOST_INTERRUPTED = 3 } ext_host_outcome;
 
 /* The request ended: completed (payload, size; reason NULL), cancelled or interrupted (reason;
- * payload NULL, size 0). Interrupted also when the daemon that answered its Begin leaves the bus
- * or is replaced there (a re-exec), and when the host's connection to the bus is lost: nothing
- * else would end it. Called once per request; the request object stays valid until
- * ext_host_dismiss. payload and reason are valid only during the call. The callback may call
- * ext_host_dismiss on this request (then must not use it after) and any other function of the
- * host but ext_host_close. */
+ * payload NULL, size 0). Interrupted also when the daemon that answered its Begin leaves the
+ * bus (org.extensiond1 loses that owner: the daemon stopped, died or re-executes; reason
+ * "extensiond left the bus: ...", "extensiond was replaced on the bus ..." when another program
+ * took the name from it), and when the host's own connection to the bus is lost ("the host's
+ * connection to the bus was lost"; every later call fails with -ENOTCONN or -ECONNRESET,
+ * org.freedesktop.DBus.Error.Disconnected): nothing else would end it. A request the next owner
+ * answered is not ended by the old owner's leaving. Called once per request; the request object
+ * stays valid until ext_host_dismiss. payload and reason are valid only during the call. The
+ * callback may call ext_host_dismiss on this request (then must not use it after) and any other
+ * function of the host but ext_host_close. */
 typedef void (*ext_host_request_callback)(ext_host_request *request, ext_host_outcome outcome,
                                           const void *payload, size_t size, const char *reason, void *context);
 

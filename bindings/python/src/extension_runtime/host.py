@@ -20,10 +20,13 @@ include/extension_host.h; the interface: docs/dbus.md)::
 A Host is one connection to the bus: use it (and its requests) from one thread at a time. The
 callbacks (`on_end` of begin, the monitor's) run only inside `process()` and `wait()` (and
 `Request.wait()`), on the calling thread; an exception a callback raises is raised again from
-that call, once the library's own call has returned. For an event loop, wait until `fileno()`
-is readable (or writable, when `events()` has `select.POLLOUT`), then call `process()` until it
-returns 0; after any other method (begin, dismiss, list...), call `process()` until it returns 0
-before waiting again: messages that arrived during the call are queued in the host.
+that call, once the library's own call has returned. A callback may call `close()` or
+`monitor()`: they would free or replace what the library is using while it runs the callback,
+so they take effect once that call has returned (the host counts as closed to its callers at
+once). For an event loop, wait until `fileno()` is readable (or writable, when `events()` has
+`select.POLLOUT`), then call `process()` until it returns 0; after any other method (begin,
+dismiss, list...), call `process()` until it returns 0 before waiting again: messages that
+arrived during the call are queued in the host.
 
 Errors: HostError (an OSError) with `errno`, the full text, and `name`, the D-Bus error's name
 (`org.extensiond1.Error.UnknownExtension`; `org.freedesktop.DBus.Error.ServiceUnknown` when no
@@ -58,7 +61,10 @@ CANCELLED: str = "cancelled"
 
 INTERRUPTED: str = "interrupted"
 """Outcome.kind of a request whose extension exited, crashed or was killed with it open (with a
-reason)."""
+reason); also of every open request when the daemon that answered its begin leaves the bus
+(stops, dies, re-executes: "extensiond left the bus: ...") or the host's own connection to the
+bus is lost (then every later call raises HostError, name
+org.freedesktop.DBus.Error.Disconnected)."""
 
 _KINDS = {1: COMPLETED, 2: CANCELLED, 3: INTERRUPTED}
 _BUSES = {None: 0, "system": 1, "session": 2}
@@ -244,7 +250,8 @@ class Host:
         return HostError(-result, text or os.strerror(-result))
 
     def _open(self) -> int:
-        if self._handle is None:
+        # A callback's close() takes effect later, but the host is closed to its callers at once.
+        if self._handle is None or self._close_pending:
             raise ValueError("the host is closed")
         return self._handle
 
@@ -310,8 +317,8 @@ class Host:
 
     def process(self) -> int:
         """Processes one step, running its callbacks: >0 when there may be more to do (call it
-        again), 0 when idle. A callback may close the host or change its monitor: that is done
-        once the step returns."""
+        again), 0 when idle (also when a callback closed the host). A callback may close the
+        host or change its monitor: that is done once the step returns."""
         result = self._dispatch(self._lib.ext_host_process)
         if self._handle is None:
             self._raise_callback_exception()
@@ -321,7 +328,8 @@ class Host:
     def wait(self, timeout: Optional[float] = None) -> bool:
         """Processes what is queued, or else waits up to `timeout` seconds (None: no limit) for
         something to arrive and processes it, running the callbacks. True when something was
-        processed, False at the timeout."""
+        processed, False at the timeout. A callback may close the host or change its monitor:
+        that is done once this returns (True, after a close)."""
         deadline = None if timeout is None else time.monotonic() + max(0.0, timeout)
         while True:
             if deadline is None:
@@ -373,9 +381,11 @@ class Host:
     def monitor(self, callback: Optional[Callable[[Event], None]]) -> None:
         """Calls `callback(event)` for each lifecycle event of every extension (their
         PropertiesChanged carrying LastEvent), from process() or wait(); None ends it. One
-        subscription per host: a new callback replaces the previous one. Called from a callback,
-        the new callback gets the events from now on, and the subscription changes once
-        process() or wait() returns."""
+        subscription per host: a new callback replaces the previous one. Called from a callback
+        (a request's on_end, the monitor's), the new callback (or None) gets the events from
+        now on, and the library's subscription changes once the process() or wait() that runs
+        the callback returns (replacing it while the library runs the old one would free that
+        callback under it); a failure to subscribe is raised from that process() or wait()."""
         handle = self._open()
         if self._dispatching:
             self._on_event = callback
@@ -407,8 +417,11 @@ class Host:
 
     def close(self) -> None:
         """Closes the connection: the daemon dismisses the requests left open; their channels
-        close too. A second call does nothing. Called from a callback, it takes effect once
-        process() or wait() returns (no later callback runs)."""
+        close too. A second call does nothing. Called from a callback (a request's on_end, the
+        monitor's), it takes effect once the process() or wait() that runs the callback returns
+        (closing the library's host under it would free what it is still using): no later
+        callback runs, and every other method raises ValueError ("the host is closed") from
+        then on."""
         handle = self._handle
         if handle is None:
             return
