@@ -541,6 +541,14 @@ final class DBusRig {
         guard r.status == 0 else { throw HarnessError("\(name) got no owner within \(timeout) s (\(r.status)): \(r.err)\nlog:\n\(daemon.log())") }
     }
 
+    /// Kills the daemon with SIGKILL (it says nothing on the bus); returns the pid of the
+    /// widget, which a killed daemon leaves behind, for the caller to kill at its end.
+    func killDaemonLeavingWidget() throws -> pid_t {
+        let widget = try #require(extensionProperty(DBusTests.widget, "Pid") as? Int)
+        kill(try #require(daemon.process?.processIdentifier), SIGKILL)
+        return pid_t(widget)
+    }
+
     /// Stops the daemon, then the bus, and removes the directory; the daemon's exit status.
     @discardableResult
     func close() -> Int32 {

@@ -242,9 +242,8 @@ struct HostLibraryLeaveTests {
         let output = HostChannel(fd: host.output)
         let begun = output.readLine(timeout: 30)
         try #require(begun == "begun", "\(String(describing: begun))")
-        let widget = try #require(rig.extensionProperty(DBusTests.widget, "Pid") as? Int)
-        defer { kill(pid_t(widget), SIGKILL) }  // the killed daemon leaves its extension behind
-        kill(try #require(rig.daemon.process?.processIdentifier), SIGKILL)
+        let widget = try rig.killDaemonLeavingWidget()
+        defer { kill(widget, SIGKILL) }
         let line = try #require(output.readLine(timeout: 30), "the script printed nothing more")
         let out = try #require(try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any], "\(line)")
         #expect((out["seen"] as? [Any])?.count == 2, "\(out)")

@@ -98,10 +98,8 @@ struct HostLibraryTests {
         let output = HostChannel(fd: host.output)
         let begun = output.readLine(timeout: 30)
         try #require(begun == "begun", "\(String(describing: begun))")
-        let widget = try #require(rig.extensionProperty(DBusTests.widget, "Pid") as? Int)
-        defer { kill(pid_t(widget), SIGKILL) }  // the killed daemon leaves its extension behind
-        let daemon = try #require(rig.daemon.process?.processIdentifier)
-        kill(daemon, SIGKILL)
+        let widget = try rig.killDaemonLeavingWidget()
+        defer { kill(widget, SIGKILL) }
         let ended = output.readLine(timeout: 30)
         #expect(ended == "interrupted extensiond left the bus: the request ended with it", "\(String(describing: ended))")
         #expect(host.wait(timeout: 10) && host.exitCode == 0)
