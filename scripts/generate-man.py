@@ -53,7 +53,7 @@ def escape(text):
 def inline(text):
     """Markdown inline markup to roff: code, bold, emphasis, links."""
     out, i = [], 0
-    pattern = re.compile(r"`([^`]+)`|\*\*(.+?)\*\*|(?<![\w*])\*(?!\s)(.+?)(?<!\s)\*(?![\w*])|\[([^\]]+)\]\(([^)]+)\)")
+    pattern = re.compile(r"`([^`]+)`|\*\*(.+?)\*\*|(?<![\w*])\*(?!\s)(.+?)(?<!\s)\*(?![\w*])|\[([^\]]+)\]\(([^)]+)\)", re.DOTALL)
     for m in pattern.finditer(text):
         out.append(escape(text[i:m.start()]))
         if m.group(1) is not None:
@@ -71,6 +71,11 @@ def inline(text):
         i = m.end()
     out.append(escape(text[i:]))
     return "".join(out)
+
+
+def inline_lines(lines):
+    """The lines of one paragraph or item to roff lines: markup may span a line break."""
+    return [line_safe(t) for t in inline("\n".join(lines)).split("\n")]
 
 
 def line_safe(text):
@@ -101,11 +106,11 @@ def convert(markdown, title, section, name_line, synopsis):
     def flush():
         if paragraph and out[-1] == '.SH "NAME"':
             # whatis, apropos and mandb (lexgrog) read NAME as "name \- summary", no macro before it.
-            out.extend(line_safe(inline(p)).replace(" — ", " \\- ", 1) for p in paragraph)
+            out.extend(p.replace(" — ", " \\- ", 1) for p in inline_lines(paragraph))
             paragraph.clear()
         elif paragraph:
             out.append(".PP")
-            out.extend(line_safe(inline(p)) for p in paragraph)
+            out.extend(inline_lines(paragraph))
             paragraph.clear()
 
     while i < n:
@@ -168,7 +173,7 @@ def convert(markdown, title, section, name_line, synopsis):
                     break
                 text.append(lines[i].strip())
                 i += 1
-            out += [".IP " + marker + (" 4" if indent == 0 else " 6")] + [line_safe(inline(t)) for t in text]
+            out += [".IP " + marker + (" 4" if indent == 0 else " 6")] + inline_lines(text)
             continue
         if stripped.startswith(">"):
             flush()
@@ -176,7 +181,7 @@ def convert(markdown, title, section, name_line, synopsis):
             while i < n and lines[i].strip().startswith(">"):
                 quote.append(lines[i].strip()[1:].strip())
                 i += 1
-            out += [".RS 4"] + [line_safe(inline(q)) for q in quote if q] + [".RE"]
+            out += [".RS 4"] + inline_lines([q for q in quote if q]) + [".RE"]
             continue
         paragraph.append(stripped)
         i += 1

@@ -305,6 +305,9 @@ static int on_match_installed(sd_bus_message *m, void *userdata, sd_bus_error *e
     bus_watch *w = userdata;
     const sd_bus_error *e = sd_bus_message_get_error(m);
     if (w->ended || !e) return 0;
+    // A match pending when the connection was lost fails with it: not a refusal, and the
+    // service is being closed (its lost handler runs), which ends this watch.
+    if (sd_bus_is_open(sd_bus_message_get_bus(m)) <= 0) return 0;
     w->ended = 1;
     char why[256];
     snprintf(why, sizeof why, "the bus refused to report its leaving (AddMatch: %s)", e->message ? e->message : e->name);
@@ -435,6 +438,9 @@ int bus_call_reply_string(bus_call *call, const char *value) { return finish(cal
 int bus_call_reply_path(bus_call *call, const char *path) { return finish(call, sd_bus_reply_method_return(call->message, "o", path)); }
 
 int bus_call_reply_path_fd(bus_call *call, const char *path, int fd) {
+    // A caller that expects no reply would never get the descriptor: that is a failure here
+    // (sd-bus skips such a reply and says success).
+    if (!sd_bus_message_get_expect_reply(call->message)) return finish(call, -ENOMSG);
     return finish(call, sd_bus_reply_method_return(call->message, "oh", path, fd));
 }
 

@@ -141,10 +141,11 @@ public final class BusCall {
         return list
     }
 
-    private func finish(_ reply: (OpaquePointer) -> Int32) {
-        guard let call else { return }
+    @discardableResult
+    private func finish(_ reply: (OpaquePointer) -> Int32) -> Int32 {
+        guard let call else { return -EALREADY }
         self.call = nil
-        _ = reply(call)
+        return reply(call)
     }
 
     /// An empty reply.
@@ -154,7 +155,13 @@ public final class BusCall {
     /// An object path.
     public func reply(path: String) { finish { bus_call_reply_path($0, path) } }
     /// An object path and a descriptor (duplicated into the message: the caller keeps `fd`).
-    public func reply(path: String, descriptor fd: Int32) { finish { bus_call_reply_path_fd($0, path, fd) } }
+    /// Fails when the reply cannot be sent: the descriptor cannot be duplicated, the connection
+    /// does not pass descriptors, the caller expects no reply (ENOMSG), or the call was answered.
+    @discardableResult
+    public func reply(path: String, descriptor fd: Int32) -> SystemError? {
+        let rc = finish { bus_call_reply_path_fd($0, path, fd) }
+        return rc < 0 ? SystemError("reply with the request's descriptor", errno: -rc) : nil
+    }
     /// An error: its D-Bus name and message.
     public func reply(error name: String, _ message: String) { finish { bus_call_reply_error($0, name, message) } }
     /// A reply `write` composes; an `InternalError` if it cannot be made or `write` fails.

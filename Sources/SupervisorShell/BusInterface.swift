@@ -41,6 +41,8 @@ final class BusInterface: BusServiceHandler {
     let kernel: any Kernel
     let logger: Logger
     let systemBus: Bool
+    /// Whether a bus that is not there at all is waited for (`--bus=system` or `session`).
+    let waitsForAbsentBus: Bool
     let version: String
     private unowned let server: ControlServer
     private unowned let delegate: any BusInterfaceDelegate
@@ -57,8 +59,11 @@ final class BusInterface: BusServiceHandler {
     static let lastReconnectDelay = 60.0
     private let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: WireLimits.maxMessageSize, alignment: 8)
 
-    init(systemBus: Bool, version: String, server: ControlServer, delegate: any BusInterfaceDelegate, kernel: any Kernel, logger: Logger) {
+    init(
+        systemBus: Bool, waitsForAbsentBus: Bool, version: String, server: ControlServer, delegate: any BusInterfaceDelegate, kernel: any Kernel, logger: Logger
+    ) {
         self.systemBus = systemBus
+        self.waitsForAbsentBus = waitsForAbsentBus
         self.version = version
         self.server = server
         self.delegate = delegate
@@ -68,25 +73,35 @@ final class BusInterface: BusServiceHandler {
 
     deinit { buffer.deallocate() }
 
-    /// Connects and takes the name; logs why not when it cannot (the daemon goes on without
-    /// D-Bus). Returns whether it is on the bus.
+    /// Connects and takes the name; logs why not when it cannot, and the daemon goes on without
+    /// D-Bus. A failed try is tried again after 1, 2, 4 … 60 s (the bus is restarting, the name
+    /// is still another's), except, when `waitsForAbsentBus` is false (`--bus=auto`), for a bus
+    /// that is not there at all (no socket, no address): that machine has none. Returns whether
+    /// it is on the bus.
     @discardableResult
     func start() -> Bool {
         let bus = systemBus ? "system" : "session"
         switch kernel.openBus(system: systemBus, handler: self) {
         case .success(let s):
             service = s
+            reconnectDelay = Self.firstReconnectDelay
             logger.info("on the \(bus) bus as org.extensiond1")
             return true
         case .failure(let e):
+            let retry = waitsForAbsentBus || !e.isAbsent
+            let later = retry ? "; trying again in \(Self.seconds(reconnectDelay))" : ""
             if e.isAlreadyExisting {
-                logger.warning("not on the \(bus) bus: \(e.operation) (is another extensiond running?)")
+                logger.warning("not on the \(bus) bus: \(e.operation) (is another extensiond running?)\(later)")
             } else {
-                logger.info("not on the \(bus) bus: \(e.operation.isEmpty ? "\(e)" : e.operation)")
+                logger.info("not on the \(bus) bus: \(e.operation.isEmpty ? "\(e)" : e.operation)\(later)")
             }
+            if retry { scheduleReconnect() }
             return false
         }
     }
+
+    /// `2 s`.
+    private static func seconds(_ s: Double) -> String { "\(Int(s)) s" }
 
     /// Closes every bus caller's client and the connection (the name is released, the reply
     /// waited for): at exit and when the bus was lost, their control connections close too, so
@@ -105,18 +120,16 @@ final class BusInterface: BusServiceHandler {
         service = nil
     }
 
-    /// After the bus was lost: tries `start` after `reconnectDelay`, doubling the wait while it
-    /// fails.
+    /// Tries `start` after `reconnectDelay`, doubling the wait up to `lastReconnectDelay` each
+    /// time it is scheduled (`start` resets it once on the bus, and schedules the next try when
+    /// it fails).
     private func scheduleReconnect() {
+        guard reconnect == nil else { return }
         let delay = reconnectDelay
         reconnectDelay = min(reconnectDelay * 2, Self.lastReconnectDelay)
         let timer = kernel.addTimer(at: kernel.now().adding(seconds: delay)) { [unowned self] in
             reconnect = nil
-            if start() {
-                reconnectDelay = Self.firstReconnectDelay
-            } else {
-                scheduleReconnect()
-            }
+            start()
         }
         switch timer {
         case .success(let t): reconnect = t
@@ -426,8 +439,13 @@ final class BusInterface: BusServiceHandler {
                 c.send({ .end(tag: $0, requestID: requestID) }, waiting: .none)
                 return call.reply(error: Self.errorPrefix + "InternalError", "no descriptor came with the request")
             }
+            if let e = call.reply(path: Self.requestPrefix + String(requestID), descriptor: channel) {
+                // The caller never gets the request: it ends now, as if dismissed.
+                logger.notice("request \(requestID) of \(c.name) ended: \(e)")
+                c.send({ .end(tag: $0, requestID: requestID) }, waiting: .none)
+                return
+            }
             requests[requestID] = Request(owner: c.name, extensionID: id, pid: pid)
-            call.reply(path: Self.requestPrefix + String(requestID), descriptor: channel)
         case let .ok(tag):
             guard let waiting = c.take(tag) else { return }
             switch waiting {

@@ -4,11 +4,15 @@ import SupervisorKernel
 
 /// What the D-Bus interface reads from the daemon (docs/dbus.md), and putting it on its bus.
 extension Daemon: BusInterfaceDelegate {
-    /// Puts the D-Bus interface on the bus `--bus` chose, when one is chosen and reachable.
+    /// Puts the D-Bus interface on the bus `--bus` chose, when one is chosen: at once when it
+    /// can be reached, else later (`BusInterface.start`).
     func startBus() {
         guard bus == nil, let system = busChoice.systemBus(uid: kernel.userID) else { return }
-        let interface = BusInterface(systemBus: system, version: daemonVersion, server: server, delegate: self, kernel: kernel, logger: logger)
-        if interface.start() { bus = interface }
+        let interface = BusInterface(
+            systemBus: system, waitsForAbsentBus: busChoice != .auto, version: daemonVersion, server: server, delegate: self, kernel: kernel,
+            logger: logger)
+        bus = interface
+        interface.start()
     }
 
     func busList() -> ListDocument {

@@ -251,6 +251,40 @@ struct DBusTests {
         #expect(rig.close() == 0, "\(rig.daemon.log())")
     }
 
+    /// A daemon started while its bus is down (`--bus=session`, the socket absent) says so,
+    /// runs, and takes the name once the bus is up.
+    @Test func aDaemonStartedBeforeItsBusTakesTheNameOnceTheBusIsUp() throws {
+        let rig = try DBusRig(busDown: true)
+        defer { rig.close() }
+        #expect(rig.daemon.log().contains("not on the session bus"), "\(rig.daemon.log())")
+        #expect(rig.daemon.log().contains("trying again in 1 s"), "\(rig.daemon.log())")
+        try rig.startBus()
+        try rig.waitForName("org.extensiond1")
+        #expect(try rig.listExtensions() == (try rig.extctlList()))
+        let begin = try BusClients.gdbus(rig.address, "org.extensiond1.Manager.Begin", [Self.widget, "{}"])
+        #expect(begin.status == 0 && begin.out.contains("/org/extensiond1/request/"), "\(begin)\n\(rig.daemon.log())")
+        #expect(rig.close() == 0, "\(rig.daemon.log())")
+    }
+
+    /// A caller that expects no reply to its `Begin` could never get the request's channel: the
+    /// request the daemon began ends at once (the extension is suspended) while the caller stays
+    /// on the bus, and no request object is left.
+    @Test func aBeginWhoseReplyCannotBeSentEndsItsRequest() throws {
+        let rig = try DBusRig()
+        defer { rig.close() }
+        let caller = try JSONLines.fixture("gio-host.py", [rig.address, Self.widget, "--no-reply"])
+        _ = try caller.expect("sent")
+        let launch = try rig.daemon.events.wait("launch", of: Self.widget)
+        let suspend = try rig.daemon.events.wait("suspend", of: Self.widget)
+        #expect(suspend.pid == launch.pid)
+        #expect(try rig.openRequests(Self.widget).isEmpty)
+        #expect(try rig.requestPaths().isEmpty, "no request object is left")
+        #expect(rig.daemon.log().contains("ended: reply with the request's descriptor"), "\(rig.daemon.log())")
+        caller.closeInput()
+        _ = try caller.expect("done")
+        #expect(rig.close() == 0, "\(rig.daemon.log())")
+    }
+
     // MARK: - Leaving the bus
 
     /// A host whose connection leaves the bus with its request open, by exiting without
@@ -505,7 +539,12 @@ final class DBusRig {
 
     /// Starts both. The daemon tells its readiness (READY=1) only once it owns org.extensiond1
     /// (docs/dbus.md): this throws when the name has no owner right after.
-    init(bus choice: String = "session", extra: (_ address: String, _ directory: String) throws -> [String: [String: Any]] = { _, _ in [:] }) throws {
+    /// With `busDown`, the bus is stopped before the daemon starts (`startBus` starts it again),
+    /// and nothing is checked of the name.
+    init(
+        bus choice: String = "session", busDown: Bool = false,
+        extra: (_ address: String, _ directory: String) throws -> [String: [String: Any]] = { _, _ in [:] }
+    ) throws {
         let directory = try TestDaemon.makeTemporaryDirectory()
         self.directory = directory
         do {
@@ -514,6 +553,10 @@ final class DBusRig {
             let manifests = DBusTests.manifests().merging(try extra(bus.address, directory)) { _, given in given }
             let daemon = try TestDaemon(manifests: manifests)
             let address = "unix:path=" + PrivateBus.addressValue(bus.socketPath)
+            if busDown {
+                bus.close()
+                unlink(bus.socketPath)
+            }
             try daemon.start(environment: ["DBUS_SESSION_BUS_ADDRESS": address, "DBUS_SYSTEM_BUS_ADDRESS": address], arguments: ["--bus=" + choice])
             self.bus = bus
             self.daemon = daemon
@@ -521,6 +564,7 @@ final class DBusRig {
             try? FileManager.default.removeItem(atPath: directory)
             throw error
         }
+        if busDown { return }
         let owned = try bus.busctl(["call", "org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus", "NameHasOwner", "s", "org.extensiond1"])
         guard owned.out.trimmingCharacters(in: .whitespacesAndNewlines) == "b true" else {
             throw HarnessError("org.extensiond1 has no owner once extensiond sent READY=1 (\(owned.status): \(owned.out)\(owned.err)); log:\n\(daemon.log())")
@@ -532,6 +576,11 @@ final class DBusRig {
     func restartBus() throws {
         bus.close()
         unlink(bus.socketPath)
+        try startBus()
+    }
+
+    /// Starts a bus listening on the bus's path (after `busDown`).
+    func startBus() throws {
         bus = try PrivateBus(directory: directory + "/bus")
     }
 

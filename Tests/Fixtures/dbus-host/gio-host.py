@@ -3,7 +3,7 @@
 GLib's Gio (python3-gi), for Tests/IntegrationTests/DBusTests.swift. It uses no code of this
 project: it checks that a client of another toolkit gets a request's channel descriptor.
 
-Usage: gio-host.py ADDRESS EXTENSION_ID [--exit-without-dismiss]
+Usage: gio-host.py ADDRESS EXTENSION_ID [--exit-without-dismiss | --no-reply]
 
 Connects to the message bus at ADDRESS, subscribes to the org.extensiond1.Request signals sent
 to it, and calls org.extensiond1.Manager.Begin(EXTENSION_ID, {}) with a descriptor list, keeping
@@ -14,6 +14,10 @@ the channel descriptor (the reply's handle) open. Prints one JSON object per lin
         name and this process's pid.
   {"event": "error", "call": METHOD, "name": D-BUS ERROR NAME, "message": TEXT}
         A call failed (Begin failing: then it exits with status 1).
+
+With --no-reply it sends Begin flagged NO_REPLY_EXPECTED instead (it can never get the
+channel), prints {"event": "sent"}, and stays connected until end of input, then prints
+{"event": "done"}.
 
 With --exit-without-dismiss it then writes "ping\\n" to the channel, prints the answer as
 {"event": "answer", "answer": LINE} and exits at once (status 0) without dismissing: its bus
@@ -79,7 +83,7 @@ def ping(fd):
 
 def main():
     if len(sys.argv) < 3:
-        print("usage: gio-host.py ADDRESS EXTENSION_ID [--exit-without-dismiss]", file=sys.stderr)
+        print("usage: gio-host.py ADDRESS EXTENSION_ID [--exit-without-dismiss | --no-reply]", file=sys.stderr)
         return 2
     address, extension_id = sys.argv[1], sys.argv[2]
     exit_without_dismiss = "--exit-without-dismiss" in sys.argv[3:]
@@ -94,6 +98,17 @@ def main():
     # Subscribed before Begin, so that no signal of the request can be missed. The signals are
     # unicast (their destination is set): the bus delivers them without a match rule.
     connection.signal_subscribe(None, NAME + ".Request", None, None, None, Gio.DBusSignalFlags.NO_MATCH_RULE, on_signal)
+
+    if "--no-reply" in sys.argv[3:]:
+        message = Gio.DBusMessage.new_method_call(NAME, "/org/extensiond1", NAME + ".Manager", "Begin")
+        message.set_body(GLib.Variant("(sa{sv})", (extension_id, {})))
+        message.set_flags(Gio.DBusMessageFlags.NO_REPLY_EXPECTED)
+        connection.send_message(message, Gio.DBusSendMessageFlags.NONE)
+        connection.flush_sync(None)
+        emit(event="sent", unique=connection.get_unique_name())
+        sys.stdin.read()
+        emit(event="done")
+        return 0
 
     try:
         reply, fds = connection.call_with_unix_fd_list_sync(
