@@ -18,6 +18,8 @@ struct bus_service {
     void *context;
     // Whether the name was granted (released at close).
     int owns_name;
+    // Numbers the polkit questions' cancellation ids.
+    unsigned long long polkit_questions;
 };
 
 struct bus_call {
@@ -35,9 +37,29 @@ struct bus_watch {
 
 struct bus_query {
     sd_bus_slot *slot;
+    // A reference of its own: a question outlives nothing, but may be freed after the service.
+    sd_bus *bus;
     void (*done)(void *userdata, int rc, int allowed, const char *why);
     void *userdata;
+    // Set once an answer (or an error) came: a question freed before that is cancelled.
+    int answered;
+    // The question's cancellation id, unique on this connection.
+    char cancellation[48];
 };
+
+// Tells polkit to give up question `q` (CancelCheckAuthorization, no reply wanted): polkit then
+// ends it (and its authentication dialog), and the bus's count of replies this connection waits
+// for (max_replies_per_connection) goes down at once rather than at the bus's own timeout.
+static void cancel_polkit_question(bus_query *q) {
+    if (sd_bus_is_open(q->bus) <= 0) return;
+    sd_bus_message *m = NULL;
+    int r = sd_bus_message_new_method_call(q->bus, &m, "org.freedesktop.PolicyKit1", "/org/freedesktop/PolicyKit1/Authority",
+                                           "org.freedesktop.PolicyKit1.Authority", "CancelCheckAuthorization");
+    if (r >= 0) r = sd_bus_message_append(m, "s", q->cancellation);
+    if (r >= 0) r = sd_bus_message_set_expect_reply(m, 0);
+    if (r >= 0) (void)sd_bus_send(q->bus, m, NULL);
+    sd_bus_message_unref(m);
+}
 
 static int failed(int rc, const char *step, char *why, size_t why_size) {
     if (why && why_size > 0) snprintf(why, why_size, "%s: %s", step, strerror(rc < 0 ? -rc : rc));
@@ -509,14 +531,20 @@ int bus_service_request_signal(bus_service *s, uint64_t request, const char *des
 static int on_polkit_answer(sd_bus_message *m, void *userdata, sd_bus_error *ret_error) {
     (void)ret_error;
     bus_query *q = userdata;
+    q->answered = 1;
     const sd_bus_error *e = sd_bus_message_get_error(m);
     int rc = 0, authorized = 0, challenge = 0;
     char why[256] = "";
     if (e) {
-        rc = sd_bus_error_has_name(e, SD_BUS_ERROR_SERVICE_UNKNOWN) || sd_bus_error_has_name(e, SD_BUS_ERROR_NAME_HAS_NO_OWNER)
-                 ? -ESRCH
-                 : -sd_bus_error_get_errno(e);
+        if (sd_bus_error_has_name(e, SD_BUS_ERROR_SERVICE_UNKNOWN) || sd_bus_error_has_name(e, SD_BUS_ERROR_NAME_HAS_NO_OWNER))
+            rc = -ESRCH;
+        else if (sd_bus_error_has_name(e, SD_BUS_ERROR_LIMITS_EXCEEDED))
+            rc = -ENOBUFS;  // the bus's cap on replies waited for: a limit, not a refusal
+        else
+            rc = -sd_bus_error_get_errno(e);
         if (rc == 0) rc = -EIO;
+        // Our timeout (sd-bus's NoReply): polkit may still be asking the user.
+        if (sd_bus_error_has_name(e, SD_BUS_ERROR_NO_REPLY) || rc == -ETIMEDOUT) cancel_polkit_question(q);
         snprintf(why, sizeof why, "CheckAuthorization: %s", e->message ? e->message : e->name);
     } else {
         rc = sd_bus_message_enter_container(m, 'r', "bba{ss}");
@@ -536,14 +564,19 @@ int bus_service_check_polkit(bus_service *s, const char *sender, const char *act
     if (!q) return -ENOMEM;
     q->done = done;
     q->userdata = userdata;
+    q->bus = sd_bus_ref(s->bus);
+    snprintf(q->cancellation, sizeof q->cancellation, "extensiond-%llu", ++s->polkit_questions);
     sd_bus_message *call = NULL;
     int r = sd_bus_message_new_method_call(s->bus, &call, "org.freedesktop.PolicyKit1", "/org/freedesktop/PolicyKit1/Authority",
                                            "org.freedesktop.PolicyKit1.Authority", "CheckAuthorization");
-    // subject (system-bus-name), action, details {}, flags 1 (AllowUserInteraction), no cancellation id.
-    if (r >= 0) r = sd_bus_message_append(call, "(sa{sv})sa{ss}us", "system-bus-name", 1, "name", "s", sender, action, 0, 1u, "");
+    // subject (system-bus-name), action, details {}, flags 1 (AllowUserInteraction), the
+    // cancellation id (CancelCheckAuthorization takes it from this connection only).
+    if (r >= 0)
+        r = sd_bus_message_append(call, "(sa{sv})sa{ss}us", "system-bus-name", 1, "name", "s", sender, action, 0, 1u, q->cancellation);
     if (r >= 0) r = sd_bus_call_async(s->bus, &q->slot, call, on_polkit_answer, q, timeout_usec);
     sd_bus_message_unref(call);
     if (r < 0) {
+        sd_bus_unref(q->bus);
         free(q);
         return r;
     }
@@ -554,5 +587,7 @@ int bus_service_check_polkit(bus_service *s, const char *sender, const char *act
 void bus_query_free(bus_query *q) {
     if (!q) return;
     sd_bus_slot_unref(q->slot);
+    if (!q->answered) cancel_polkit_question(q);
+    sd_bus_unref(q->bus);
     free(q);
 }

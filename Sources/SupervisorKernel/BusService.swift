@@ -43,6 +43,9 @@ public enum PolkitAnswer: Sendable, Equatable {
     case refused
     /// No polkit on the system bus.
     case absent
+    /// The bus refused the question for its limit of replies the daemon waits for
+    /// (`max_replies_per_connection`); why.
+    case limited(String)
     /// The check failed; why.
     case failed(String)
 }
@@ -280,7 +283,9 @@ public final class BusService {
 
     /// Asks polkit whether the system-bus connection `sender` may do `action`, letting it ask
     /// the user (up to 25 s), without waiting: `done` gets the answer on the loop, once, unless
-    /// the returned query is cancelled or dropped first. Fails when the question cannot be sent.
+    /// the returned query is cancelled or dropped first. A question that times out, or is
+    /// cancelled before its answer, is cancelled at polkit too (`CancelCheckAuthorization`).
+    /// Fails when the question cannot be sent.
     public func checkPolkit(sender: String, action: String, _ done: @escaping (PolkitAnswer) -> Void) -> Result<PolkitQuery, SystemError> {
         guard let service else { return .failure(.notSupported) }
         let query = PolkitQuery(done)
@@ -291,7 +296,9 @@ public final class BusService {
                 // The query is alive: freeing it (cancel) removes the slot, so no answer comes after.
                 let query = Unmanaged<PolkitQuery>.fromOpaque(userdata!).takeUnretainedValue()
                 let answer: PolkitAnswer =
-                    rc == -ESRCH ? .absent : rc < 0 ? .failed(String(cString: why!)) : allowed != 0 ? .allowed : .refused
+                    rc == -ESRCH
+                    ? .absent
+                    : rc == -ENOBUFS ? .limited(String(cString: why!)) : rc < 0 ? .failed(String(cString: why!)) : allowed != 0 ? .allowed : .refused
                 query.done(answer)
             }, Unmanaged.passUnretained(query).toOpaque(), &made)
         guard rc >= 0, let made else { return .failure(SystemError("ask polkit (CheckAuthorization)", errno: -rc)) }

@@ -38,6 +38,8 @@ final class BusClient {
     let name: String
     /// Its control connection's host id.
     let host: HostID
+    /// Its effective uid, as the bus gave it.
+    let uid: UInt32
     /// This process's end of the socket pair.
     private let socket: PacketSocket
     private var watch: (any Watch)?
@@ -49,9 +51,10 @@ final class BusClient {
     /// The question to polkit in flight, about `administrative.first`.
     var polkit: PolkitQuery?
 
-    init(name: String, host: HostID, socket: PacketSocket) {
+    init(name: String, host: HostID, uid: UInt32, socket: PacketSocket) {
         self.name = name
         self.host = host
+        self.uid = uid
         self.socket = socket
     }
 

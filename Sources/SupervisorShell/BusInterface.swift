@@ -57,6 +57,15 @@ final class BusInterface: BusServiceHandler {
     /// `lastReconnectDelay` while the bus cannot be reached.
     static let firstReconnectDelay = 1.0
     static let lastReconnectDelay = 60.0
+    /// Whose question goes to polkit next, across callers.
+    private var polkitTurns = PolkitTurns<String>(limit: BusInterface.polkitLimit, perUser: BusInterface.polkitPerUser)
+    /// Questions to polkit in flight at once, at most: well under dbus-daemon's default cap of
+    /// replies one connection may wait for (`max_replies_per_connection`, 128 on the system bus).
+    static let polkitLimit = 32
+    /// Questions in flight at once for the callers of one uid, at most.
+    static let polkitPerUser = 4
+    /// Set while `stop` closes the callers: no question is asked meanwhile.
+    private var stopping = false
     private let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: WireLimits.maxMessageSize, alignment: 8)
 
     init(
@@ -112,8 +121,11 @@ final class BusInterface: BusServiceHandler {
     func stop(_ why: String, reexecuting: Bool = false) {
         reconnect?.cancel()
         reconnect = nil
+        stopping = true
+        defer { stopping = false }
         for c in clients.values { close(c, why, reexecuting: reexecuting) }
         clients.removeAll()
+        polkitTurns = PolkitTurns(limit: Self.polkitLimit, perUser: Self.polkitPerUser)
         requests.removeAll()
         if !reexecuting { server.dropAdopted(reason: why) }
         service?.close()
@@ -349,7 +361,7 @@ final class BusInterface: BusServiceHandler {
             call.reply(error: Self.errorPrefix + "NotPermitted", refusal.description)
             return nil
         case .success(let host):
-            let c = BusClient(name: sender, host: host, socket: ourEnd)
+            let c = BusClient(name: sender, host: host, uid: credentials.uid, socket: ourEnd)
             if let e = c.start(kernel, { [unowned self, unowned c] in answers(c) }) {
                 c.close("cannot be watched: \(e)")
                 service.unwatch(sender)
@@ -364,53 +376,69 @@ final class BusInterface: BusServiceHandler {
     /// Sends an administrative call: at once for an administrator (or on the session bus, where
     /// the daemon's own uid is the administrator, and the daemon's own check decides); on the
     /// system bus, for anyone else, after asking polkit, one question at a time per caller in
-    /// the order of the calls. A call polkit allowed is granted to the daemon's check by its
-    /// tag (`ControlConnection.grantAdministration`); any other is refused by that check.
+    /// the order of its calls, the callers taking turns (`PolkitTurns`). A call polkit allowed
+    /// is granted to the daemon's check by its tag (`ControlConnection.grantAdministration`);
+    /// any other is refused by that check.
     private func administer(_ c: BusClient, _ call: BusClient.Administrative) {
         guard systemBus, let identity = server.connection(c.host)?.identity, !delegate.isAdministrator(identity) else {
             c.send(call.make, waiting: call.waiting)
             return
         }
         guard c.queueAdministrative(call) else { return }
-        askPolkit(c)
+        polkitTurns.wait(c.name, uid: c.uid)
+        askPolkitInTurn()
     }
 
-    /// Asks polkit about `c`'s oldest waiting administrative call, unless a question is in flight.
-    private func askPolkit(_ c: BusClient) {
-        guard !c.isClosed, c.polkit == nil, c.nextAdministrative != nil else { return }
-        let asked = service.map {
-            $0.checkPolkit(sender: c.name, action: "org.extensiond1.manage") { [unowned self, unowned c] answer in polkitAnswered(c, answer) }
-        }
-        switch asked {
-        case .success(let query): c.polkit = query
-        case .failure(let e):
-            logger.notice("polkit could not be asked about \(c.name): \(e)")
-            polkitAnswered(c, .failed("\(e)"))
-        case nil:
-            polkitAnswered(c, .failed("the daemon is leaving the bus"))
+    /// Asks polkit about each caller whose turn it is now (`PolkitTurns.next`).
+    private func askPolkitInTurn() {
+        while !stopping, let name = polkitTurns.next() {
+            guard let c = clients[name], !c.isClosed, c.polkit == nil, c.nextAdministrative != nil else {
+                polkitTurns.answered(name)
+                continue
+            }
+            let asked = service.map {
+                $0.checkPolkit(sender: c.name, action: "org.extensiond1.manage") { [unowned self, unowned c] answer in
+                    polkitAnswered(c, answer)
+                    askPolkitInTurn()
+                }
+            }
+            switch asked {
+            case .success(let query): c.polkit = query
+            case .failure(let e): polkitAnswered(c, .failed("\(e)"))
+            case nil: polkitAnswered(c, .failed("the daemon is leaving the bus"))
+            }
         }
     }
 
     /// Polkit answered about `c`'s oldest waiting call (`c` is open: closing it cancels the
-    /// question): it is sent, granted when allowed, and the next one is asked about.
+    /// question): it is sent, granted when allowed, refused with `LimitReached` when the bus
+    /// refused the question for its limit, and `c` waits for its next turn if it has more.
     private func polkitAnswered(_ c: BusClient, _ answer: PolkitAnswer) {
         c.polkit = nil
+        polkitTurns.answered(c.name)
         guard let call = c.takeAdministrative() else { return }
         switch answer {
         case .allowed: c.send(call.make, waiting: call.waiting, granting: server.connection(c.host))
         case .refused, .absent: c.send(call.make, waiting: call.waiting)
+        case .limited(let why):
+            logger.notice("polkit could not be asked about \(c.name): \(why)")
+            BusClient.fail(call.waiting, Self.errorPrefix + "LimitReached", "too many questions to polkit wait on the bus; try again later")
         case .failed(let why):
             logger.notice("polkit could not be asked about \(c.name): \(why)")
             c.send(call.make, waiting: call.waiting)
         }
-        askPolkit(c)
+        if c.nextAdministrative != nil { polkitTurns.wait(c.name, uid: c.uid) }
     }
 
     private func close(_ c: BusClient, _ why: String, reexecuting: Bool = false) {
         c.close(why, reexecuting: reexecuting)
         service?.unwatch(c.name)
-        if clients[c.name] === c { clients[c.name] = nil }
+        if clients[c.name] === c {
+            clients[c.name] = nil
+            polkitTurns.leave(c.name)
+        }
         requests = requests.filter { $0.value.owner != c.name }
+        askPolkitInTurn()
     }
 
     // MARK: - Answers

@@ -52,9 +52,11 @@ struct DBusAccessTests {
     }
 
     /// Eight administrative calls sent at once on one connection by a caller polkit allows
-    /// (a Gio client as nobody) are all asked about, one at a time, and all answered; then
-    /// its Reexec is answered when the re-exec begins, and the new program owns the name.
-    @Test func administrativeCallsWaitingForPolkitOnOneConnectionAreEachAnswered() throws {
+    /// (a Gio client as nobody), and two on each of 11 more connections of the same uid (more
+    /// than the 4 questions one uid may have in flight: the callers take turns), are all asked
+    /// about and all answered; then a Reexec is answered when the re-exec begins, and the new
+    /// program owns the name.
+    @Test func administrativeCallsWaitingForPolkitAreEachAnswered() throws {
         let rig = try DBusRig(bus: "system")
         defer { rig.close() }
         let polkit = try Self.polkit(rig)
@@ -65,7 +67,8 @@ struct DBusAccessTests {
             gi.require_version("Gio", "2.0")
             from gi.repository import Gio, GLib
             flags = Gio.DBusConnectionFlags.AUTHENTICATION_CLIENT | Gio.DBusConnectionFlags.MESSAGE_BUS_CONNECTION
-            bus = Gio.DBusConnection.new_for_address_sync(sys.argv[1], flags, None, None)
+            buses = [Gio.DBusConnection.new_for_address_sync(sys.argv[1], flags, None, None) for _ in range(12)]
+            bus = buses[0]
             loop = GLib.MainLoop()
             results = []
             def done(connection, result, method):
@@ -74,12 +77,13 @@ struct DBusAccessTests {
                     results.append(method + " ok")
                 except GLib.Error as e:
                     results.append(method + " " + (Gio.DBusError.get_remote_error(e) or e.message))
-                if len(results) == 8:
+                if len(results) == 30:
                     loop.quit()
-            for i in range(8):
-                method = "Reload" if i % 2 == 0 else "Reset"
-                arguments = None if method == "Reload" else GLib.Variant("(s)", (sys.argv[2],))
-                bus.call("org.extensiond1", "/org/extensiond1", "org.extensiond1.Manager", method, arguments, None, 0, 30000, None, done, method)
+            for connection, count in [(bus, 8)] + [(other, 2) for other in buses[1:]]:
+                for i in range(count):
+                    method = "Reload" if i % 2 == 0 else "Reset"
+                    arguments = None if method == "Reload" else GLib.Variant("(s)", (sys.argv[2],))
+                    connection.call("org.extensiond1", "/org/extensiond1", "org.extensiond1.Manager", method, arguments, None, 0, 30000, None, done, method)
             loop.run()
             reexec = bus.call_sync("org.extensiond1", "/org/extensiond1", "org.extensiond1.Manager", "Reexec", None, None, 0, 30000, None)
             print(json.dumps({"calls": sorted(results), "reexec": reexec.unpack()}))
@@ -91,7 +95,7 @@ struct DBusAccessTests {
         let r = try runProgram(command[0], Array(command.dropFirst()))
         try #require(r.status == 0, "\(r)\npolkitd: \(polkit.log)\n\(rig.daemon.log())")
         let out = try #require(try JSONSerialization.jsonObject(with: Data(r.out.utf8)) as? [String: Any], "\(r)")
-        #expect(out["calls"] as? [String] == Array(repeating: "Reload ok", count: 4) + Array(repeating: "Reset ok", count: 4), "\(out)")
+        #expect(out["calls"] as? [String] == Array(repeating: "Reload ok", count: 15) + Array(repeating: "Reset ok", count: 15), "\(out)")
         #expect((out["reexec"] as? [Any])?.isEmpty == true, "\(out)")
         try rig.waitForName("org.extensiond1")
         try eventually("the re-executed daemon owns org.extensiond1") {

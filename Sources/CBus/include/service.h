@@ -123,11 +123,15 @@ int bus_service_request_signal(bus_service *service, uint64_t request, const cha
 /// Asks polkit (org.freedesktop.PolicyKit1, on the service's own connection, without waiting)
 /// whether the system bus connection `sender` may do `action`, allowing it to ask the user;
 /// bounded by `timeout_usec`. `done` runs once on the loop: `rc` 0 with `allowed` 1 or 0,
-/// -ESRCH when there is no polkit on the bus, another -errno with `why` otherwise; never after
-/// `bus_query_free` (which cancels the question). 0 or -errno (then `done` never runs).
+/// -ESRCH when there is no polkit on the bus, -ENOBUFS when the bus refused it for its limit of
+/// replies waited for (LimitsExceeded), another -errno with `why` otherwise; never after
+/// `bus_query_free`. A question with a cancellation id of its own: one that times out, or is
+/// freed before its answer, is cancelled at polkit (CancelCheckAuthorization). 0 or -errno
+/// (then `done` never runs).
 int bus_service_check_polkit(bus_service *service, const char *sender, const char *action, unsigned long long timeout_usec,
                              void (*done)(void *userdata, int rc, int allowed, const char *why), void *userdata, bus_query **query);
-/// Frees a question: cancels it when it is still in flight. `done` does not run after this.
+/// Frees a question: cancels it (here and at polkit) when it is still in flight. `done` does not
+/// run after this.
 void bus_query_free(bus_query *query);
 
 #ifdef __cplusplus
