@@ -221,6 +221,18 @@ extension Daemon {
         isAdministrator(peer) || (peer.app != nil && peer.app == manifest.app)
     }
 
+    /// Stops each `extctl logs -f` following that `mayReadOutput` no longer allows, and logs it
+    /// (`when`: after the reload, after the re-exec).
+    func recheckOutputFollowers(_ when: String) {
+        let stopped = extensions.outputs.recheckFollowers { [unowned self] host, id in
+            guard let peer = server.connection(host)?.identity, let manifest = core.records[id]?.manifest else { return false }
+            return mayReadOutput(peer, of: manifest)
+        }
+        for (host, ids) in stopped {
+            logger.notice("host \(host) no longer follows the output of \(ids.joined(separator: ", ")) \(when): it may not read it now")
+        }
+    }
+
     private func refuseOutput(_ c: ControlConnection, _ tag: UInt32, _ id: String) {
         server.send(
             .failure(

@@ -151,7 +151,11 @@ public final class Daemon {
             // members as it ends.
             if let stacks = handover.networkStacks { extensions.restoreNetworkStacks(stacks) }
             // The kept lines before the processes, whose output pipes add to them.
-            if let outputs = handover.outputs { extensions.outputs.restore(outputs, hosts: Set(handover.connections.map(\.host))) }
+            if let outputs = handover.outputs {
+                extensions.outputs.restore(outputs, hosts: Set(handover.connections.map(\.host)))
+                // This program's configuration (its administrators) decides who follows on.
+                recheckOutputFollowers("after the re-exec")
+            }
             extensions.restore(handover.processes)
             // The container checks of the processes taken over start again (none is in flight
             // across the exec: a walk is a thread of the old program's).
@@ -459,10 +463,17 @@ public final class Daemon {
             manifests.append(r.manifest)
             kept.append((r.manifest.id, r.manifest.source))
         }
+        let appBefore = core.records.mapValues(\.manifest.app)
         post(.reload(manifests: manifests, errors: errors, host: nil, tag: 0))
         // The lines of extensions the reload removed go (a removed one still running keeps its own
-        // until the next reload after it ends).
+        // until the next reload after it ends), and those of an extension moved to another app:
+        // that app's processes may not read what was written for the previous one's.
         extensions.outputs.retain(only: Set(core.records.keys))
+        for (id, r) in core.records where appBefore[id].map({ $0 != r.manifest.app }) == true {
+            logger.info("the output kept for \(id) is dropped: its app changed")
+            extensions.outputs.forgetLines(of: id)
+        }
+        recheckOutputFollowers("after the reload")
         logger.info("reloaded: \(loaded) extension(s), \(errors.count) manifest error(s), \(kept.count) previous definition(s) kept")
         serviceManager.ready(status: statusLine())
         return ReloadReport(loaded: loaded, errors: errors, kept: kept, warnings: warnings)

@@ -83,6 +83,25 @@ final class OutputHistory {
         }
     }
 
+    /// Lets go of `id`'s kept lines: its app changed at a reload, and they were written for the
+    /// eyes of the previous app's processes.
+    func forgetLines(of id: String) { kept[id] = nil }
+
+    /// Stops each following that `may` no longer allows (a reload changed an extension's app or
+    /// the administrators; a re-exec's new program checks what crossed), and returns them,
+    /// host by host, each host's ids sorted.
+    func recheckFollowers(_ may: (HostID, String) -> Bool) -> [(host: HostID, ids: [String])] {
+        var stopped: [(host: HostID, ids: [String])] = []
+        for (host, followed) in followers.sorted(by: { $0.key < $1.key }) {
+            let refused = followed.filter { !may(host, $0) }
+            guard !refused.isEmpty else { continue }
+            let left = followed.subtracting(refused)
+            followers[host] = left.isEmpty ? nil : left
+            stopped.append((host, refused.sorted()))
+        }
+        return stopped
+    }
+
     /// What crosses a re-exec: every extension's kept lines, and who follows which.
     struct Handover: Codable, Equatable {
         struct Lines: Codable, Equatable {
@@ -98,10 +117,30 @@ final class OutputHistory {
         var followers: [Follower]
     }
 
-    /// This history, for the program that replaces the daemon.
-    var handover: Handover {
-        Handover(
-            kept: kept.mapValues { Handover.Lines(lines: $0.lines, sinceLaunch: min($0.lines.count, $0.total - $0.atLaunch)) },
+    /// Bytes of kept text the hand-over document carries across a re-exec, at most (each
+    /// extension's 64 KiB times a thousand extensions would be 64 MiB to write and read while
+    /// the loop waits).
+    static let handoverByteLimit = 4 * 1024 * 1024
+
+    /// This history, for the program that replaces the daemon. When the lines of every
+    /// extension together exceed `handoverByteLimit`, each extension keeps its newest lines
+    /// within an equal share of it.
+    var handover: Handover { handover(byteLimit: Self.handoverByteLimit) }
+
+    /// `handover` with a budget of `byteLimit` bytes of text.
+    func handover(byteLimit: Int) -> Handover {
+        let total = kept.values.reduce(0) { $0 + $1.bytes }
+        let share = total > byteLimit && !kept.isEmpty ? byteLimit / kept.count : Int.max
+        return Handover(
+            kept: kept.mapValues { k in
+                var lines = k.lines[...]
+                var bytes = k.bytes
+                while bytes > share, let first = lines.first {
+                    bytes -= first.text.utf8.count
+                    lines = lines.dropFirst()
+                }
+                return Handover.Lines(lines: Array(lines), sinceLaunch: min(lines.count, k.total - k.atLaunch))
+            },
             followers: followers.sorted { $0.key < $1.key }.map { Handover.Follower(host: $0.key, ids: $0.value.sorted()) })
     }
 
@@ -109,9 +148,14 @@ final class OutputHistory {
     /// crossed; a follower among none of them is dropped).
     func restore(_ h: Handover, hosts: Set<HostID>) {
         for (id, l) in h.kept {
-            let lines = Array(l.lines.suffix(OutputLog.kept))
-            kept[id] = Kept(
-                lines: lines, bytes: lines.reduce(0) { $0 + $1.text.utf8.count }, total: lines.count, atLaunch: lines.count - min(l.sinceLaunch, lines.count))
+            // Within this program's bounds, whatever the document holds.
+            var lines = l.lines.suffix(OutputLog.kept)
+            var bytes = lines.reduce(0) { $0 + $1.text.utf8.count }
+            while lines.count > 1, bytes > Self.byteLimit, let first = lines.first {
+                bytes -= first.text.utf8.count
+                lines = lines.dropFirst()
+            }
+            kept[id] = Kept(lines: Array(lines), bytes: bytes, total: lines.count, atLaunch: lines.count - min(l.sinceLaunch, lines.count))
         }
         for f in h.followers where hosts.contains(f.host) { followers[f.host, default: []].formUnion(f.ids) }
     }

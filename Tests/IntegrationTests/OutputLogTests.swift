@@ -27,6 +27,11 @@ import Testing
         let index = daemon.events.count
         #expect(try daemon.extctl(["prewarm", talkerID]).status == 0)
         try daemon.events.wait("ready", of: talkerID, after: index)
+        return try followStarted(daemon)
+    }
+
+    /// Starts `extctl logs -f` on the talker, running, and reads the two lines kept.
+    static func followStarted(_ daemon: TestDaemon) throws -> (RawProcess, HostChannel, [String]) {
         let follower = try RawProcess(extctl, ["logs", "-f", "--socket", daemon.socketPath, talkerID], pipes: true)
         let output = HostChannel(fd: follower.output)
         var kept: [String] = []
@@ -106,6 +111,58 @@ import Testing
         #expect(try daemon.extctl(["kill", "--signal", "TERM", id]).status == 0)
         let next = output.readLine(timeout: 10)
         #expect(next?.hasSuffix(" bye") == true, "the follower of the replaced program: \(String(describing: next))\n\(daemon.log())")
+    }
+
+    /// Output access is checked again at a reload: the talker belongs to app A, whose user is
+    /// nobody, so nobody reads and follows its output; moved to app B by a reload, its kept
+    /// lines are dropped, nobody's follower is stopped (the daemon says so) and nobody is
+    /// refused its lines, while an administrator's follower sees the next line.
+    @Test func aReloadThatMovesAnExtensionToAnotherAppRechecksWhoReadsItsOutput() throws {
+        let id = Self.talkerID
+        var talker = try #require(Self.talker["t.json"])
+        talker["app"] = "com.example.a"
+        let apps: [String: [String: Any]] = [
+            "a.json": ["kind": "app", "id": "com.example.a", "user": 65534, "dbusActivatable": true],
+            "b.json": ["kind": "app", "id": "com.example.b", "dbusActivatable": true],
+        ]
+        let daemon = try TestDaemon(manifests: apps.merging(["t.json": talker]) { a, _ in a }, socket: "run/control.sock")
+        chmod(daemon.directory, 0o711)
+        try daemon.start(arguments: ["--socket-group", "nogroup"])
+        let index = daemon.events.count
+        let prewarm = try daemon.extctl(["prewarm", id])
+        try #require(prewarm.status == 0, "\(prewarm)\n\(daemon.log())")
+        try daemon.events.wait("ready", of: id, after: index)
+        func asNobody(_ arguments: [String]) -> [String] {
+            ["--reuid=65534", "--regid=65534", "--clear-groups", Self.extctl, arguments[0], "--socket", daemon.socketPath] + arguments.dropFirst()
+        }
+        let allowed = try runProgram("/usr/bin/setpriv", asNobody(["logs", id]))
+        #expect(allowed.status == 0 && allowed.out.split(separator: "\n").count == 2, "app A's user reads its lines: \(allowed)")
+        let nobodyFollower = try RawProcess("/usr/bin/setpriv", asNobody(["logs", "-f", id]), pipes: true)
+        defer { _ = nobodyFollower.stop(SIGTERM) }
+        let nobodyOutput = HostChannel(fd: nobodyFollower.output)
+        var kept: [String] = []
+        while kept.count < 2, let line = nobodyOutput.readLine(timeout: 10) { kept.append(line) }
+        #expect(kept.count == 2, "\(kept)")
+        let (adminFollower, adminOutput, _) = try Self.followStarted(daemon)
+        defer { _ = adminFollower.stop(SIGTERM) }
+
+        talker["app"] = "com.example.b"
+        try daemon.writeManifest("t.json", talker)
+        #expect(try daemon.extctl(["reload"]).status == 0)
+        #expect(daemon.log().contains("the output kept for \(id) is dropped: its app changed"), "\(daemon.log())")
+        #expect(daemon.log().contains("no longer follows the output of \(id) after the reload"), "\(daemon.log())")
+        let logs = try daemon.extctl(["logs", id])
+        #expect(logs.status == 0 && logs.out.isEmpty, "the lines written for app A are gone: \(logs)")
+        let refused = try runProgram("/usr/bin/setpriv", asNobody(["logs", id]))
+        #expect(refused.status == 1 && refused.err.contains("the output of \(id) is shown to root"), "\(refused)")
+
+        #expect(try daemon.extctl(["kill", "--signal", "TERM", id]).status == 0)
+        let next = adminOutput.readLine(timeout: 10)
+        #expect(next?.hasSuffix(" bye") == true, "the administrator follows on: \(String(describing: next))")
+        _ = nobodyFollower.stop(SIGTERM)
+        var rest: [String] = []
+        while let line = nobodyOutput.readLine(timeout: 1) { rest.append(line) }
+        #expect(!rest.contains { $0.hasSuffix(" bye") }, "nobody's follower got no line after the reload: \(rest)")
     }
 
     /// A launch whose spawn fails (its program removed since the last one) quotes none of the

@@ -1,0 +1,67 @@
+import ExtensionStatus
+import SupervisorCore
+import Testing
+
+@testable import SupervisorShell
+
+/// The kept output lines (OutputHistory): what crosses a re-exec stays within its budget, and who
+/// follows is checked again.
+@Suite struct OutputHistoryTests {
+    static func history(extensions: Int, linesEach: Int, bytesEach line: Int) -> OutputHistory {
+        let h = OutputHistory(wallClock: { 1_000 })
+        for e in 0..<extensions {
+            h.launched("e\(e)")
+            for i in 0..<linesEach { h.append("e\(e)", String(repeating: "x", count: line - 8) + String(format: "%08d", i)) }
+        }
+        return h
+    }
+
+    static func bytes(_ h: OutputHistory.Handover) -> Int { h.kept.values.reduce(0) { $0 + $1.lines.reduce(0) { $0 + $1.text.utf8.count } } }
+
+    @Test func theHandoverKeepsEveryLineWithinItsBudget() {
+        let h = Self.history(extensions: 3, linesEach: 10, bytesEach: 100)
+        let all = h.handover(byteLimit: 3_000)
+        #expect(all.kept.values.allSatisfy { $0.lines.count == 10 && $0.sinceLaunch == 10 })
+        #expect(all == h.handover)
+    }
+
+    @Test func overItsBudgetEachExtensionKeepsItsNewestLinesInAnEqualShare() {
+        let h = Self.history(extensions: 4, linesEach: 50, bytesEach: 1_000)
+        let trimmed = h.handover(byteLimit: 20_000)
+        #expect(Self.bytes(trimmed) <= 20_000)
+        for (id, lines) in trimmed.kept {
+            #expect(lines.lines.count == 5, "\(id): a share of 5,000 bytes is 5 lines of 1,000")
+            #expect(lines.lines.last?.text.hasSuffix("00000049") == true, "the newest line stays")
+            #expect(lines.sinceLaunch == 5)
+        }
+    }
+
+    @Test func aHandoverOverItsBoundsIsCutToThemAtRestore() {
+        let big = Self.history(extensions: 1, linesEach: 120, bytesEach: 1_000)
+        var document = big.handover(byteLimit: Int.max)
+        document.kept["e0"]?.lines += (0..<80).map { OutputLog.Line(time: "t", text: String(repeating: "y", count: 1_000) + "\($0)") }
+        let restored = OutputHistory(wallClock: { 1_000 })
+        restored.restore(document, hosts: [])
+        let lines = restored.log("e0").lines
+        #expect(lines.count <= OutputLog.kept)
+        #expect(lines.reduce(0) { $0 + $1.text.utf8.count } <= OutputHistory.byteLimit)
+        #expect(lines.last?.text.hasSuffix("79") == true)
+    }
+
+    @Test func aFollowingNoLongerAllowedStopsAndIsReported() {
+        let h = Self.history(extensions: 2, linesEach: 1, bytesEach: 10)
+        var delivered: [HostID] = []
+        h.deliver = { host, _ in delivered.append(host) }
+        h.follow(7, ["e0", "e1"])
+        h.follow(8, ["e1"])
+        let stopped = h.recheckFollowers { host, id in !(host == 7 && id == "e1") && host != 8 }
+        #expect(stopped.map(\.host) == [7, 8])
+        #expect(stopped.map(\.ids) == [["e1"], ["e1"]])
+        h.append("e1", "after")
+        #expect(delivered.isEmpty, "no one follows e1 now")
+        h.append("e0", "after")
+        #expect(delivered == [7])
+        h.forgetLines(of: "e0")
+        #expect(h.log("e0").lines.isEmpty)
+    }
+}
