@@ -195,6 +195,7 @@ static const sd_bus_vtable manager_vtable[] = {
     SD_BUS_METHOD_WITH_ARGS("Reload", SD_BUS_NO_ARGS, SD_BUS_RESULT("s", json), on_method, SD_BUS_VTABLE_UNPRIVILEGED),
     SD_BUS_METHOD_WITH_ARGS("Reset", SD_BUS_ARGS("s", id), SD_BUS_NO_RESULT, on_method, SD_BUS_VTABLE_UNPRIVILEGED),
     SD_BUS_METHOD_WITH_ARGS("Reexec", SD_BUS_NO_ARGS, SD_BUS_NO_RESULT, on_method, SD_BUS_VTABLE_UNPRIVILEGED),
+    SD_BUS_SIGNAL_WITH_ARGS("Reexecuted", SD_BUS_ARGS("b", succeeded, "s", version, "s", previous_version, "s", detail), 0),
     SD_BUS_VTABLE_END,
 };
 
@@ -526,6 +527,11 @@ int bus_service_request_signal(bus_service *s, uint64_t request, const char *des
     if (r >= 0) r = sd_bus_send(s->bus, m, NULL);
     sd_bus_message_unref(m);
     return r;
+}
+
+int bus_service_emit_reexecuted(bus_service *s, int succeeded, const char *version, const char *previous, const char *detail) {
+    return sd_bus_emit_signal(s->bus, "/org/extensiond1", "org.extensiond1.Manager", "Reexecuted", "bsss", succeeded ? 1 : 0, version, previous,
+                              detail);
 }
 
 static int on_polkit_answer(sd_bus_message *m, void *userdata, sd_bus_error *ret_error) {

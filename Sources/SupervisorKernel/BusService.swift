@@ -322,6 +322,14 @@ public final class BusService {
         return rc < 0 ? SystemError("PropertiesChanged on \(id)", errno: -rc) : nil
     }
 
+    /// Emits the manager's `Reexecuted` signal to everyone listening: whether the re-exec took
+    /// place, this program's version, the version before, and what happened.
+    public func reexecuted(succeeded: Bool, version: String, previousVersion: String, detail: String) -> SystemError? {
+        guard let service else { return nil }
+        let rc = bus_service_emit_reexecuted(service, succeeded ? 1 : 0, version, previousVersion, detail)
+        return rc < 0 ? SystemError("Reexecuted", errno: -rc) : nil
+    }
+
     /// Emits `signal` on request `request`'s object to `destination` only.
     public func requestSignal(_ request: UInt64, to destination: String, _ signal: String, payload: [UInt8] = [], reason: String = "") -> SystemError? {
         guard let service else { return nil }

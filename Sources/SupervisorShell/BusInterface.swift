@@ -64,6 +64,8 @@ final class BusInterface: BusServiceHandler {
     static let polkitLimit = 32
     /// Questions in flight at once for the callers of one uid, at most.
     static let polkitPerUser = 4
+    /// How the last re-exec ended, for the `Reexecuted` signal: sent once on the bus.
+    private var reexecOutcome: (succeeded: Bool, previousVersion: String, detail: String)?
     /// Set while `stop` closes the callers: no question is asked meanwhile.
     private var stopping = false
     private let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: WireLimits.maxMessageSize, alignment: 8)
@@ -95,6 +97,7 @@ final class BusInterface: BusServiceHandler {
             service = s
             reconnectDelay = Self.firstReconnectDelay
             logger.info("on the \(bus) bus as org.extensiond1")
+            announceReexecOutcome()
             return true
         case .failure(let e):
             let retry = waitsForAbsentBus || !e.isAbsent
@@ -146,6 +149,23 @@ final class BusInterface: BusServiceHandler {
         switch timer {
         case .success(let t): reconnect = t
         case .failure(let e): logger.warning("cannot connect to the bus again later: \(e)")
+        }
+    }
+
+    /// A re-exec ended: `succeeded` in the new program (`previousVersion` the replaced one's), or
+    /// not, in the old one going on (`detail` why). The `Reexecuted` signal says so once this
+    /// program is on the bus: a `Reexec` caller, answered when the re-exec began, learns here
+    /// how it ended.
+    func reexecEnded(succeeded: Bool, previousVersion: String, detail: String) {
+        reexecOutcome = (succeeded, previousVersion, detail)
+        if service != nil { announceReexecOutcome() }
+    }
+
+    private func announceReexecOutcome() {
+        guard let service, let o = reexecOutcome else { return }
+        reexecOutcome = nil
+        if let e = service.reexecuted(succeeded: o.succeeded, version: version, previousVersion: o.previousVersion, detail: o.detail) {
+            logger.notice("cannot emit Reexecuted: \(e)")
         }
     }
 

@@ -203,6 +203,7 @@ extension Daemon {
         // The bus callers' connections were closed on their side: their requests end here.
         self.server.dropAdopted(reason: "the re-exec failed, and their bus connection was closed")
         bus?.start()
+        bus?.reexecEnded(succeeded: false, previousVersion: daemonVersion, detail: "the execve of \(executable) failed: \(failure)")
         serviceManager.ready(status: statusLine())
         return withoutDocument("\(failure)")
     }

@@ -42,6 +42,9 @@ public final class Daemon {
     let busChoice: DaemonOptions.BusChoice
     /// The D-Bus interface, once `start` put it on its bus.
     var bus: BusInterface?
+    /// The version of the program this one replaced (a re-exec), and how many extensions it
+    /// handed over; nil for a program that started afresh.
+    let tookOverFrom: (version: String, extensions: Int)?
     /// The configuration read at start, which the manifest sources keep.
     var config: DaemonConfig { sources.config }
 
@@ -72,6 +75,7 @@ public final class Daemon {
             return try Daemon.readHandover(path, kernel: kernel)
         }
         let decoded = kernel.now()
+        tookOverFrom = handover.map { ($0.daemonVersion, $0.core.records.count) }
         if let handover {
             // The socket the replaced daemon served, even when the service manager had passed it.
             options.socketPath = handover.socketPath
@@ -230,6 +234,9 @@ public final class Daemon {
         // On the bus before the service manager hears that the daemon is ready: a client started
         // after readiness finds the name owned.
         startBus()
+        if let previous = tookOverFrom {
+            bus?.reexecEnded(succeeded: true, previousVersion: previous.version, detail: "took over \(previous.extensions) extension(s)")
+        }
         // Containers a reset set aside and did not finish removing (a stop or re-exec meanwhile).
         extensions.containers.removeLeftovers(logger: logger)
         if kernel.enableWatchdog(), let usec = kernel.watchdogInterval() {

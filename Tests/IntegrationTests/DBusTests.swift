@@ -51,6 +51,7 @@ struct DBusTests {
         for (name, signature, result) in methods {
             #expect(manager[name].map { Array($0.prefix(3)) } == ["method", signature, result], "\(name): \(manager[name] ?? [])")
         }
+        #expect(manager[".Reexecuted"].map { Array($0.prefix(3)) } == ["signal", "bsss", "-"], "\(manager[".Reexecuted"] ?? [])")
         #expect(try rig.property("/org/extensiond1", "org.extensiond1.Manager", "Bus") as? String == "session")
         let version = try runProgram(BuildProducts.path("extensiond"), ["--version"]).out.trimmingCharacters(in: .whitespacesAndNewlines)
         #expect(try rig.property("/org/extensiond1", "org.extensiond1.Manager", "Version") as? String == version)
@@ -199,10 +200,13 @@ struct DBusTests {
 
     /// A re-exec ends the requests begun over the bus (their control connections live in the
     /// replaced program): the extension is suspended, no request stays open in the new program,
-    /// and the new program owns org.extensiond1 again, under a new unique name.
+    /// and the new program owns org.extensiond1 again, under a new unique name, and says so
+    /// with the manager's Reexecuted signal.
     @Test func aReexecEndsBusRequestsAndTheNewProgramTakesTheName() throws {
         let rig = try DBusRig()
         defer { rig.close() }
+        let monitor = try JSONLines.fixture("gio-monitor.py", [rig.address, "--reexecuted"])
+        _ = try monitor.expect("subscribed")
         let before = try rig.bus.busctl([
             "call", "org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus", "GetNameOwner", "s", "org.extensiond1",
         ])
@@ -224,6 +228,11 @@ struct DBusTests {
         // after writing its snapshot.
         let since = rig.daemon.events.all.dropFirst(mark).filter { $0.id == Self.widget }.map(\.kind)
         #expect(since.filter { $0 == "end" }.count == 1 && since.filter { $0 == "suspend" }.count == 1, "\(since)")
+        let version = try runProgram(BuildProducts.path("extensiond"), ["--version"]).out.trimmingCharacters(in: .whitespacesAndNewlines)
+        let reexecuted = try monitor.expect("reexecuted", skipping: ["changed"])
+        #expect(reexecuted["succeeded"] as? Bool == true, "\(reexecuted)")
+        #expect(reexecuted["version"] as? String == version && reexecuted["previous_version"] as? String == version, "\(reexecuted)")
+        #expect((reexecuted["detail"] as? String)?.hasPrefix("took over ") == true, "\(reexecuted)")
         host.closeInput()
     }
 

@@ -119,6 +119,9 @@ int bus_service_extension_changed(bus_service *service, const char *id, const ch
 /// `request`'s object, to `destination` only.
 int bus_service_request_signal(bus_service *service, uint64_t request, const char *destination, const char *signal, const void *payload,
                                size_t size, const char *reason);
+/// Emits the manager's `Reexecuted` signal (broadcast): whether the re-exec took place, the
+/// version of the program now running, the one before, and what happened.
+int bus_service_emit_reexecuted(bus_service *service, int succeeded, const char *version, const char *previous, const char *detail);
 
 /// Asks polkit (org.freedesktop.PolicyKit1, on the service's own connection, without waiting)
 /// whether the system bus connection `sender` may do `action`, allowing it to ask the user;

@@ -3,7 +3,7 @@
 (org.extensiond1, docs/dbus.md) on GLib's Gio (python3-gi), for
 Tests/IntegrationTests/DBusTests.swift.
 
-Usage: gio-monitor.py ADDRESS
+Usage: gio-monitor.py ADDRESS [--reexecuted]
 
 Connects to the message bus at ADDRESS and asks it (AddMatch, answered before anything else
 is printed) for every org.freedesktop.DBus.Properties.PropertiesChanged signal under
@@ -14,6 +14,9 @@ is printed) for every org.freedesktop.DBus.Properties.PropertiesChanged signal u
   {"event": "changed", "path": PATH, "interface": NAME, "changed": {PROPERTY: VALUE, ...},
    "invalidated": [PROPERTY, ...]}
         One signal, in the order the bus delivered them.
+  {"event": "reexecuted", "succeeded": B, "version": V, "previous_version": P, "detail": D}
+        With --reexecuted: the manager's Reexecuted signal (asked for with a match rule of
+        its own, added before "subscribed").
 
 It runs until it is killed or its bus connection closes (then it prints {"event": "closed"}
 and exits 0).
@@ -28,6 +31,7 @@ from gi.repository import Gio, GLib  # noqa: E402
 
 RULE = ("type='signal',interface='org.freedesktop.DBus.Properties',member='PropertiesChanged',"
         "path_namespace='/org/extensiond1/extension'")
+REEXECUTED = "type='signal',interface='org.extensiond1.Manager',member='Reexecuted',path='/org/extensiond1'"
 
 
 def emit(**fields):
@@ -35,8 +39,8 @@ def emit(**fields):
 
 
 def main():
-    if len(sys.argv) != 2:
-        print("usage: gio-monitor.py ADDRESS", file=sys.stderr)
+    if len(sys.argv) not in (2, 3) or sys.argv[2:] not in ([], ["--reexecuted"]):
+        print("usage: gio-monitor.py ADDRESS [--reexecuted]", file=sys.stderr)
         return 2
     flags = Gio.DBusConnectionFlags.AUTHENTICATION_CLIENT | Gio.DBusConnectionFlags.MESSAGE_BUS_CONNECTION
     connection = Gio.DBusConnection.new_for_address_sync(sys.argv[1], flags, None, None)
@@ -60,6 +64,14 @@ def main():
     connection.connect("closed", on_closed)
     connection.call_sync("org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus", "AddMatch",
                          GLib.Variant("(s)", (RULE,)), None, Gio.DBusCallFlags.NONE, 30000, None)
+    if sys.argv[2:] == ["--reexecuted"]:
+        def on_reexecuted(_connection, _sender, _path, _interface, _member, parameters):
+            succeeded, version, previous, detail = parameters.unpack()
+            emit(event="reexecuted", succeeded=succeeded, version=version, previous_version=previous, detail=detail)
+        connection.signal_subscribe(None, "org.extensiond1.Manager", "Reexecuted", "/org/extensiond1", None,
+                                    Gio.DBusSignalFlags.NO_MATCH_RULE, on_reexecuted)
+        connection.call_sync("org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus", "AddMatch",
+                             GLib.Variant("(s)", (REEXECUTED,)), None, Gio.DBusCallFlags.NONE, 30000, None)
     emit(event="subscribed")
     loop.run()
     return 0

@@ -101,11 +101,15 @@ final class JSONLines {
         }
     }
 
-    /// The next JSON object, which must have `"event": event`; throws with everything it printed
-    /// otherwise (another event, end of output, or nothing within `timeout` seconds).
+    /// The next JSON object, which must have `"event": event` (objects whose event is in
+    /// `skipping` are passed over); throws with everything it printed otherwise (another event,
+    /// end of output, or nothing within `timeout` seconds).
     @discardableResult
-    func expect(_ event: String, timeout: Double = 20) throws -> [String: Any] {
-        guard let object = next(timeout: timeout) else {
+    func expect(_ event: String, skipping: Set<String> = [], timeout: Double = 20) throws -> [String: Any] {
+        let deadline = Date().addingTimeInterval(timeout)
+        var next = self.next(timeout: timeout)
+        while let o = next, let e = o["event"] as? String, skipping.contains(e) { next = self.next(timeout: max(0, deadline.timeIntervalSinceNow)) }
+        guard let object = next else {
             throw HarnessError("pid \(pid) printed no '\(event)' within \(timeout)s; it printed:\n\(transcript.joined(separator: "\n"))")
         }
         guard object["event"] as? String == event else {
