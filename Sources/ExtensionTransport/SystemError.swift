@@ -41,8 +41,9 @@ public struct SystemError: Error, Equatable, Sendable, CustomStringConvertible {
     public var isNoProcess: Bool { errno == ESRCH }
     /// ECHILD: not a child, or already reaped.
     public var isNoChild: Bool { errno == ECHILD }
-    /// ENOENT or ENOMEDIUM: nothing is there (no such file; for a bus, no address or socket).
-    public var isAbsent: Bool { errno == ENOENT || errno == ENOMEDIUM }
+    /// ENOENT, ENOMEDIUM or ENOTSUP: nothing is there (no such file; for a bus, no address or
+    /// socket, or no bus support at all).
+    public var isAbsent: Bool { errno == ENOENT || errno == ENOMEDIUM || errno == ENOTSUP }
     /// EEXIST: the file exists.
     public var isAlreadyExisting: Bool { errno == EEXIST }
     /// ENODEV: for a cgroup file kept open, its cgroup was removed.
