@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/capability.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
 #include <net/if.h>
@@ -170,7 +171,8 @@ static int shim_private_dev(const int device_fds[shim_device_count], const char 
         if (mount(source, target, NULL, MS_BIND, NULL) != 0) return -errno;
     }
     if (mkdir("/dev/shm", 01777) != 0) return -errno;
-    if (mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, scratch_options) != 0) return -errno;
+    // Without options (a template), the directory only: each extension mounts its own.
+    if (scratch_options != NULL && mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, scratch_options) != 0) return -errno;
     static const char *const links[][2] = {
         { "/proc/self/fd", "/dev/fd" }, { "/proc/self/fd/0", "/dev/stdin" },
         { "/proc/self/fd/1", "/dev/stdout" }, { "/proc/self/fd/2", "/dev/stderr" },
@@ -269,6 +271,74 @@ static int shim_file_system_view(const shim_sandbox *p) {
     return 0;
 }
 
+int shim_sandbox_uses_template(const shim_sandbox *p) {
+    return p != NULL && (p->parts & SHIM_SANDBOX_FILESYSTEM) && !(p->parts & SHIM_SANDBOX_USERNS) && p->template_fd >= 0;
+}
+
+// Whether `path` is one of the masks the plan's template made.
+static int shim_in_template(const shim_sandbox *p, const char *path) {
+    for (int k = 0; k < p->ntemplate_masks; k++) {
+        if (strcmp(p->template_masks[k], path) == 0) return 1;
+    }
+    return 0;
+}
+
+// The file system view from the plan's template (shim_sandbox_template): a copy of its mount
+// namespace, with what is this extension's own added. The directories it keeps are taken
+// first, from the daemon's namespace (where the masks do not hide them), as detached copies
+// made read-only and nosuid throughout, as the template's mounts are; a bind mount could not
+// come from another namespace, a detached copy is attached with move_mount.
+int shim_sandbox_view_from_template(const shim_sandbox *p) {
+    int trees[shim_max_keeps];
+    if (p->nmounts > shim_max_keeps) return -E2BIG;
+    struct mount_attr ro = { .attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID };
+    for (int i = 0; i < p->nmounts; i++) {
+        trees[i] = -1;
+        if (p->mounts[i].kind < SHIM_MOUNT_KEEP_RO) continue;
+        trees[i] = (int)syscall(SYS_open_tree, AT_FDCWD, p->mounts[i].path, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE);
+        if (trees[i] < 0) return -errno;
+        if (mount_setattr(trees[i], "", AT_EMPTY_PATH | AT_RECURSIVE, &ro, sizeof(ro)) != 0) return -errno;
+    }
+    if (setns(p->template_fd, CLONE_NEWNS) != 0) return -errno;
+    // A copy of the template's namespace, the extension's own (and its own System V IPC).
+    if (unshare(CLONE_NEWNS | CLONE_NEWIPC) != 0) return -errno;
+    if (mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, p->scratch_options) != 0) return -errno;
+    int made[shim_max_keeps];
+    for (int i = 0; i < p->nmounts; i++) {
+        const char *path = p->mounts[i].path;
+        made[i] = 0;
+        switch (p->mounts[i].kind) {
+        case SHIM_MOUNT_SCRATCH:
+            if (mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV, p->scratch_options) != 0) return -errno;
+            break;
+        case SHIM_MOUNT_MASK:
+            // Already there, empty and read-only, unless something kept lies below it: then a
+            // tmpfs of its own over it, to make that mount point in.
+            if (shim_in_template(p, path) && !shim_holds_below(p, i)) break;
+            if (mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, "mode=0711,size=4k") != 0) return -errno;
+            made[i] = 1;
+            break;
+        default: {
+            int rc = shim_make_path(path, 0755);
+            if (rc != 0) return rc;
+            if (syscall(SYS_move_mount, trees[i], "", AT_FDCWD, path, MOVE_MOUNT_F_EMPTY_PATH) != 0) return -errno;
+            close(trees[i]);
+            trees[i] = -1;
+            unsigned long flags = MS_REMOUNT | MS_BIND | MS_NOSUID | MS_NODEV | shim_mount_flags(path);
+            if (p->mounts[i].kind == SHIM_MOUNT_KEEP_RO) flags |= MS_RDONLY;
+            if (mount(NULL, path, NULL, flags, NULL) != 0) return -errno;
+        }
+        }
+    }
+    // The masks made here become read-only; one with nothing kept below it is not even searchable.
+    for (int i = 0; i < p->nmounts; i++) {
+        if (!made[i]) continue;
+        if (!shim_holds_below(p, i) && chmod(p->mounts[i].path, 0) != 0) return -errno;
+        if (mount(NULL, p->mounts[i].path, NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) != 0) return -errno;
+    }
+    return 0;
+}
+
 // A /proc of its own pid namespace, read-only: only the extension's processes are there.
 // hidepid=invisible as well, for a process that a setuid-less extension could still meet
 // there (none today: the namespace holds the extension's processes alone).
@@ -319,14 +389,21 @@ int shim_sandbox_enter(const shim_sandbox *p, uint64_t cloned, int *step) {
         if (unshare(CLONE_NEWNET) != 0) return -errno;
         if ((rc = shim_loopback_up()) != 0) return rc;
     }
-    if (p->parts & (SHIM_SANDBOX_FILESYSTEM | SHIM_SANDBOX_PROC)) {
+    // A view from a template was built by the child before its descriptors were closed
+    // (shim_sandbox_view_from_template: the template's descriptor was still open).
+    int from_template = shim_sandbox_uses_template(p);
+    if (from_template) {
+        // Built.
+    } else if (p->parts & (SHIM_SANDBOX_FILESYSTEM | SHIM_SANDBOX_PROC)) {
         *step = SHIM_STEP_SANDBOX_FILESYSTEM;
         // With the file system's part, System V IPC and POSIX message queues are the
         // extension's own too, as /tmp and /dev/shm are: an IPC namespace of its own.
         int flags = CLONE_NEWNS | ((p->parts & SHIM_SANDBOX_FILESYSTEM) ? CLONE_NEWIPC : 0);
         if (unshare(flags) != 0) return -errno;
     }
-    if (p->parts & SHIM_SANDBOX_FILESYSTEM) {
+    if (from_template) {
+        // Built.
+    } else if (p->parts & SHIM_SANDBOX_FILESYSTEM) {
         if ((rc = shim_file_system_view(p)) != 0) return rc;
     } else if (p->parts & SHIM_SANDBOX_PROC) {
         if (mount(NULL, "/", NULL, MS_REC | MS_SLAVE, NULL) != 0) return -errno;
@@ -377,6 +454,61 @@ int shim_sandbox_install_filter(const void *filter) {
 }
 
 // The rest runs in the daemon.
+
+struct shim_template_work {
+    const shim_sandbox_mount *masks;
+    int nmasks;
+    int fd;
+    int error;
+};
+
+// The thread of shim_sandbox_template: a mount namespace unshared here is this thread's own
+// (with its root and working directory), the daemon's other threads stay where they are; the
+// namespace outlives the thread through the descriptor.
+static void *shim_template_thread(void *arg) {
+    struct shim_template_work *w = arg;
+    if (unshare(CLONE_NEWNS) != 0) {
+        w->error = errno;
+        return NULL;
+    }
+    shim_sandbox view;
+    memset(&view, 0, sizeof(view));
+    view.parts = SHIM_SANDBOX_FILESYSTEM;
+    view.mounts = w->masks;
+    view.nmounts = w->nmasks;
+    view.scratch_options = NULL;  // /dev/shm is each extension's own
+    view.netns_fd = -1;
+    view.template_fd = -1;
+    int rc = shim_file_system_view(&view);
+    if (rc != 0) {
+        w->error = -rc;
+        return NULL;
+    }
+    w->fd = open("/proc/thread-self/ns/mnt", O_RDONLY | O_CLOEXEC);
+    if (w->fd < 0) w->error = errno;
+    return NULL;
+}
+
+int shim_sandbox_template(const shim_sandbox_mount *masks, int nmasks, int *fd) {
+    for (int i = 0; i < nmasks; i++) {
+        if (masks[i].kind != SHIM_MOUNT_MASK) return -EINVAL;
+    }
+    // A child enters the template with setns, which takes CAP_SYS_ADMIN and CAP_SYS_CHROOT
+    // (a unit's bounding set may lack the second): without both, no template.
+    struct __user_cap_header_struct header = { .version = _LINUX_CAPABILITY_VERSION_3, .pid = 0 };
+    struct __user_cap_data_struct data[2];
+    memset(data, 0, sizeof(data));
+    if (syscall(SYS_capget, &header, data) != 0) return -errno;
+    if (!(data[0].effective & (1u << CAP_SYS_ADMIN)) || !(data[0].effective & (1u << CAP_SYS_CHROOT))) return -EPERM;
+    struct shim_template_work w = { .masks = masks, .nmasks = nmasks, .fd = -1, .error = 0 };
+    pthread_t thread;
+    int rc = pthread_create(&thread, NULL, shim_template_thread, &w);
+    if (rc != 0) return -rc;
+    pthread_join(thread, NULL);
+    if (w.error != 0) return -w.error;
+    *fd = w.fd;
+    return 0;
+}
 
 struct shim_netns_work {
     int fd;

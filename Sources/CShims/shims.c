@@ -202,6 +202,15 @@ static void shim_child(const shim_spawn_options *o, int report, int forked_child
         step = SHIM_STEP_SANDBOX_NETWORK;
         if (setns(o->sandbox->netns_fd, CLONE_NEWNET) != 0) goto fail;
     }
+    // The file system view from its template, entered while the template's descriptor is open.
+    if (shim_sandbox_uses_template(o->sandbox)) {
+        step = SHIM_STEP_SANDBOX_FILESYSTEM;
+        int rc = shim_sandbox_view_from_template(o->sandbox);
+        if (rc != 0) {
+            errno = -rc;
+            goto fail;
+        }
+    }
     step = SHIM_STEP_DESCRIPTORS;
     int channel = shim_lift(o->channel_fd), out = shim_lift(o->stdout_fd), err = shim_lift(o->stderr_fd);
     int extra = shim_lift(o->extra_fd);

@@ -62,6 +62,12 @@ public protocol Kernel: AnyObject, FileReads {
     /// A new network namespace with its loopback up (`shim_network_namespace`): a descriptor
     /// of it, close-on-exec, which keeps it alive. The daemon's own namespaces are untouched.
     func networkNamespace() -> Result<Int32, SystemError>
+    /// The part of the sandbox's file system view every extension shares, made once in a mount
+    /// namespace of its own (`shim_sandbox_template`): the system read-only, the private `/dev`,
+    /// `masks` (absolute, in a plan's order) empty and read-only. A descriptor of it,
+    /// close-on-exec, which keeps it alive; a spawn whose plan names it (`SandboxPlan.template`)
+    /// starts from a copy. The daemon's own namespaces are untouched.
+    func sandboxTemplate(masks: [String]) -> Result<Int32, SystemError>
     /// Makes the namespace `fd` reachable at `path`, a new file bound over with it (as `ip
     /// netns add` does), for a helper that takes a namespace by path.
     func bindNamespace(_ fd: Int32, at path: String) -> SystemError?

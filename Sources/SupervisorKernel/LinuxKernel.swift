@@ -549,6 +549,16 @@ public final class LinuxKernel: Kernel {
         return rc == 0 ? .success(fd) : .failure(SystemError("network namespace", errno: -rc))
     }
 
+    /// `Kernel.sandboxTemplate`: fails naming "sandbox template".
+    public func sandboxTemplate(masks: [String]) -> Result<Int32, SystemError> {
+        withCStrings(masks) { paths in
+            let mounts = (0..<masks.count).map { shim_sandbox_mount(path: UnsafePointer(paths[$0]), kind: Int32(SHIM_MOUNT_MASK)) }
+            var fd: Int32 = -1
+            let rc = mounts.withUnsafeBufferPointer { shim_sandbox_template($0.baseAddress, Int32(masks.count), &fd) }
+            return rc == 0 ? .success(fd) : .failure(SystemError("sandbox template", errno: -rc))
+        }
+    }
+
     /// `Kernel.bindNamespace`: fails naming "bind".
     public func bindNamespace(_ fd: Int32, at path: String) -> SystemError? {
         let rc = shim_bind_namespace(fd, path)
@@ -579,7 +589,8 @@ public final class LinuxKernel: Kernel {
         var step: Int32 = -1
         let groups: [gid_t] = request.credentials?.groups ?? []
         let limits = request.resourceLimits.map { shim_rlimit(resource: LinuxKernel.rlimit($0.resource), value: $0.value) }
-        let mountPaths = request.sandbox?.mounts.map(\.path) ?? []
+        // The template's masks after the plan's mounts, in one list of C strings.
+        let mountPaths = (request.sandbox?.mounts.map(\.path) ?? []) + (request.sandbox?.template?.masks ?? [])
         let pid: pid_t = withCStrings(mountPaths) { paths in
             withSandbox(request.sandbox, paths: paths) { sandbox in
                 withCStrings([request.path] + request.arguments) { argv in
@@ -674,9 +685,11 @@ public final class LinuxKernel: Kernel {
             // Formatted here: the child between clone and exec calls nothing that may allocate.
             let scratch = "mode=1777" + (plan.scratchBytes.map { ",size=\($0)" } ?? "")
             return scratch.withCString { options in
+                let masks = plan.template.map { _ in UnsafeRawPointer(paths + plan.mounts.count).assumingMemoryBound(to: UnsafePointer<CChar>?.self) }
                 var c = shim_sandbox(
                     parts: bits, mounts: list.baseAddress, nmounts: Int32(list.count), filter: plan.filter, uid: plan.uid, gid: plan.gid,
-                    scratch_options: options, netns_fd: plan.networkNamespaceFD ?? -1)
+                    scratch_options: options, netns_fd: plan.networkNamespaceFD ?? -1, template_fd: plan.template?.fd ?? -1,
+                    template_masks: masks, ntemplate_masks: Int32(plan.template?.masks.count ?? 0))
                 return withUnsafePointer(to: &c) { body($0) }
             }
         }

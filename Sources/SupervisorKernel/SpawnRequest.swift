@@ -77,6 +77,10 @@ public struct SandboxPlan: Equatable {
     /// user-mode stack joins to the host's network), or nil for a new one with its loopback
     /// only. The descriptor stays the caller's.
     public var networkNamespaceFD: Int32? = nil
+    /// With `.filesystem` and no user namespace: the template the view starts from
+    /// (`Kernel.sandboxTemplate`), its descriptor and the masks it was made with; nil to build
+    /// the whole view in the child. The descriptor stays the caller's.
+    public var template: SandboxTemplateRef? = nil
 
     /// A plan of these values, stored as given. `filter` is not copied: it must stay valid
     /// until the spawn that uses it returns.
@@ -91,6 +95,20 @@ public struct SandboxPlan: Equatable {
         self.filter = filter
         self.uid = uid
         self.gid = gid
+    }
+}
+
+/// A sandbox template a plan starts from (`Kernel.sandboxTemplate`).
+public struct SandboxTemplateRef: Equatable, Sendable {
+    /// Its mount namespace's descriptor.
+    public var fd: Int32
+    /// The masks it was made with.
+    public var masks: [String]
+
+    /// A reference to the template `fd`, made with `masks`.
+    public init(fd: Int32, masks: [String]) {
+        self.fd = fd
+        self.masks = masks
     }
 }
 

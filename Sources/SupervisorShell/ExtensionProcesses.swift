@@ -44,6 +44,8 @@ final class ExtensionProcesses {
     /// The points' network stacks, for sandboxed extensions with the network (nil where
     /// there can be none: `Sandboxing.networkStackProgram`).
     let networks: NetworkStacks?
+    /// The shared part of the sandboxed file system view, which each sandboxed launch copies.
+    let sandboxTemplate: SandboxTemplate
     /// The measured size limit of the containers (`limits.diskMaxBytes`).
     let quota: ContainerQuota
     /// The extensions' last output lines and their followers (`extctl logs`).
@@ -69,6 +71,7 @@ final class ExtensionProcesses {
         self.locks = locks
         self.buffers = buffers
         quota = ContainerQuota(kernel: kernel, logger: logger, interval: diskCheckSeconds)
+        sandboxTemplate = SandboxTemplate(kernel: kernel, logger: logger)
         outputs = OutputHistory(wallClock: { [unowned kernel] in kernel.wallClock() })
         networks = sandboxing.networkStackProgram.flatMap { program in
             networkNamespacePrefix.map { NetworkStacks(kernel: kernel, logger: logger, program: program, pathPrefix: $0) }
@@ -180,6 +183,9 @@ final class ExtensionProcesses {
             }
             var plan = sandboxing.plan(manifest, sandbox, container: container, cgroup: cgroup?.path)
             plan?.networkNamespaceFD = networkNamespace
+            if let p = plan, p.parts.contains(.filesystem), !p.userNamespace {
+                plan?.template = sandboxTemplate.reference(masks: sandboxing.templateMasks)
+            }
             spawned = try Spawner.spawn(
                 manifest, kernel: kernel, cgroupFD: cgroup?.directoryFD, limits: limits, memoryCgroupProcsFD: memoryCgroup?.procsFD,
                 container: container, sandbox: plan)

@@ -25,6 +25,9 @@ final class Sandboxing {
     private let stateDirectory: String
     /// Private to each extension: the existing ones of /tmp and /var/tmp.
     private let scratch: [String]
+    /// The masks of every plan, as a plan orders them (one below another dropped): what the
+    /// sandbox's template is made with (`SandboxTemplate`).
+    let templateMasks: [String]
     /// The user-mode network stack (slirp4netns) that joins a point's network namespace to
     /// the host's network, or nil when there is none here (`support.noNetworkStack` says why).
     let networkStackProgram: String?
@@ -73,6 +76,7 @@ final class Sandboxing {
         masks = existing(["/home", "/root", "/run/user", "/sys/fs/cgroup", "/sys/class/net"]) + [stateDirectory] + manifests
         self.stateDirectory = stateDirectory
         scratch = existing(["/tmp", "/var/tmp"])
+        templateMasks = SandboxView(scratch: [], masks: masks, readOnly: [], writable: []).mounts.map(\.path)
         let enforced = SandboxPart.allCases.filter { missing[$0] == nil }.map(\.rawValue).joined(separator: ", ")
         let notEnforced = missing.isEmpty ? "" : "; not: " + missing.keys.sorted().map { "\($0.rawValue) (\(missing[$0]!))" }.joined(separator: ", ")
         let networked = noNetworkStack.map { "; extensions with the network: \($0)" } ?? "; extensions with the network: their point's slirp4netns"

@@ -415,6 +415,51 @@ struct SandboxTests {
     /// The manifest directories are hidden: another extension's manifest (whose environment may
     /// hold a token) cannot be read, nor the directory listed. (A directory under /tmp is hidden
     /// by the private /tmp anyway: this one is under /run.)
+    /// The shared part of the view is made once (the template) and each launch copies it; a
+    /// mount made on the system after that drops it, so an extension launched later sees the
+    /// new mount (read-only), while one launched before keeps the view of its launch.
+    @Test func aMountMadeAfterTheTemplateReachesTheNextLaunch() throws {
+        let mountPoint = "/run/extensiond-test-mount-\(getpid())"
+        try FileManager.default.createDirectory(atPath: mountPoint, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o755])
+        defer { try? FileManager.default.removeItem(atPath: mountPoint) }
+        let daemon = try TestDaemon(
+            manifests: ["a.json": try Self.manifest("org.example.a"), "b.json": try Self.manifest("org.example.b")], extensionsAsRoot: false)
+        try daemon.start()
+        let host = try daemon.host()
+        let (a, _) = try CredentialTests.open(daemon, host, "org.example.a")
+        #expect(daemon.log().contains("sandbox: the shared part of the file system view made"), "\(daemon.log())")
+        let mounted = try runProgram("/usr/bin/mount", ["-t", "tmpfs", "-o", "size=64k,mode=0755", "tmpfs", mountPoint])
+        try #require(mounted.status == 0, "\(mounted)")
+        defer { _ = try? runProgram("/usr/bin/umount", [mountPoint]) }
+        try Data("here\n".utf8).write(to: URL(fileURLWithPath: mountPoint + "/marker"))
+        let (b, _) = try CredentialTests.open(daemon, host, "org.example.b")
+        #expect(Self.ask(b, "read-file \(mountPoint)/marker") == "read", "launched after the mount: it sees it")
+        #expect(Self.ask(b, "write-file \(mountPoint)/other") == "refused: Read-only file system")
+        #expect(Self.ask(a, "read-file \(mountPoint)/marker") == "refused: No such file or directory", "launched before: the view of its launch")
+        #expect(daemon.log().contains("template 2)"), "a new template after the mount: \(daemon.log())")
+        host.close()
+        #expect(daemon.stop() == 0)
+    }
+
+    /// A daemon that cannot enter a mount namespace (no CAP_SYS_CHROOT in its bounding set)
+    /// makes no template, says so once, and builds each view whole: its extensions still launch,
+    /// sandboxed.
+    @Test func withoutATemplateEachLaunchBuildsTheWholeView() throws {
+        let daemon = try TestDaemon(
+            manifests: ["a.json": try Self.manifest("org.example.a"), "b.json": try Self.manifest("org.example.b")], extensionsAsRoot: false)
+        try daemon.start(wrapper: ["/usr/bin/setpriv", "--bounding-set", "-sys_chroot", "--"])
+        let host = try daemon.host()
+        let (a, _) = try CredentialTests.open(daemon, host, "org.example.a")
+        let (b, _) = try CredentialTests.open(daemon, host, "org.example.b")
+        #expect(Self.ask(a, "write-file /etc/sandbox-probe") == "refused: Read-only file system")
+        #expect(Self.ask(b, "list-dir \(daemon.directory)/state/extensions") == "entries org.example.b", "only its own container")
+        let log = daemon.log()
+        #expect(log.components(separatedBy: "sandbox: no template of the file system view").count == 2, "said once: \(log)")
+        #expect(!log.contains("the shared part of the file system view made"), "\(log)")
+        host.close()
+        #expect(daemon.stop() == 0)
+    }
+
     @Test func otherManifestsAreHidden() throws {
         let manifests = "/run/extensiond-test-manifests-\(getpid())"
         try FileManager.default.createDirectory(atPath: manifests, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o755])

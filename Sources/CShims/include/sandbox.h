@@ -54,6 +54,11 @@ typedef struct shim_sandbox_plan {
     int netns_fd;                      // with NETWORK: a network namespace to enter (its point's,
                                        //   with a user-mode stack to the host's network), or -1
                                        //   for a new one with its loopback only
+    int template_fd;                   // with FILESYSTEM and without USERNS: a mount namespace
+                                       //   from shim_sandbox_template, whose copy the view starts
+                                       //   from, or -1 to build the whole view
+    const char *const *template_masks; // the masks that template was made with (its `masks`)
+    int ntemplate_masks;
 } shim_sandbox;
 
 /// The steps of the sandbox in the child, as reported in shim_spawn's `*failed_step`
@@ -87,6 +92,28 @@ int shim_landlock_scope(void);
 /// shim_sandbox_clone_flags, or 0 when it was forked). Only system calls, no allocation. On
 /// failure returns -errno and sets `*step` to the SHIM_STEP_SANDBOX_* that failed.
 int shim_sandbox_enter(const shim_sandbox *plan, uint64_t cloned, int *step);
+
+/// Makes the part of a file system view every sandboxed extension shares, once, in a new mount
+/// namespace (on a thread of its own: the caller's namespaces are not touched; needs
+/// CAP_SYS_ADMIN): the daemon's mounts copied with nothing propagating either way, all of them
+/// read-only and nosuid, the private /dev with its pseudo-devices (and an empty /dev/shm
+/// directory), and the `masks` (each SHIM_MOUNT_MASK, ordered as a plan orders them) made empty
+/// and read-only. Its descriptor (close-on-exec) in `*fd`, which keeps it alive. A child whose
+/// plan names it (`template_fd`) enters it, takes a copy of its own (CLONE_NEWNS), and adds
+/// only what is its own: /dev/shm, /tmp and /var/tmp, the directories it keeps, and the masks
+/// that hold one of them. The namespace holds the mounts there were when it was made: the
+/// caller makes a new one when the mount table changes. Returns 0 or -errno.
+int shim_sandbox_template(const shim_sandbox_mount *masks, int nmasks, int *fd);
+
+/// Whether the view of `plan` starts from a template (`template_fd`, with FILESYSTEM and
+/// without USERNS).
+int shim_sandbox_uses_template(const shim_sandbox *plan);
+
+/// Builds the file system view of `plan` from its template, in the spawned child, while the
+/// template's descriptor is open (before the child closes its descriptors): enters a copy of
+/// the template's mount namespace and adds what is the extension's own. shim_sandbox_enter
+/// then skips the view. Only system calls. Returns 0 or -errno.
+int shim_sandbox_view_from_template(const shim_sandbox *plan);
 
 /// Installs the system-call filter `filter` (a struct sock_fprog *) in the calling thread;
 /// needs PR_SET_NO_NEW_PRIVS or CAP_SYS_ADMIN. Returns 0 or -errno.

@@ -211,6 +211,7 @@ final class SimulatedKernel: Kernel {
     func adoptSuiteMemory(fd: Int32) -> Result<SuiteMemory, SystemError> { .failure(.notSupported) }
     var landlockABI: Int { 0 }
     func networkNamespace() -> Result<Int32, SystemError> { refuse("network namespace") }
+    func sandboxTemplate(masks: [String]) -> Result<Int32, SystemError> { refuse("sandbox template") }
     func waitReadable(fd: Int32, seconds: Double) -> Result<Bool, SystemError> { refuse("poll(\(fd))") }
 
     var processorCount: Int { 1 }

@@ -462,6 +462,7 @@ final class RecordingKernel: Kernel {
     func adoptSuiteMemory(fd: Int32) -> Result<SuiteMemory, SystemError> { .failure(.notSupported) }
     var landlockABI: Int { 0 }
     func networkNamespace() -> Result<Int32, SystemError> { .failure(.notSupported) }
+    func sandboxTemplate(masks: [String]) -> Result<Int32, SystemError> { .failure(.notSupported) }
     func waitReadable(fd: Int32, seconds: Double) -> Result<Bool, SystemError> { .failure(.notSupported) }
 
     func spawn(_ request: SpawnRequest) -> Result<(pid: Int32, pidfd: Int32), SystemError> {

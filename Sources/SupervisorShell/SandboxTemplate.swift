@@ -1,0 +1,77 @@
+import ExtensionTransport
+import Logging
+import SupervisorKernel
+
+/// The part of the sandboxed file system view every extension shares (`Kernel.sandboxTemplate`):
+/// the system read-only, the private `/dev`, the masks. Made at the first sandboxed launch that
+/// can start from it, and kept while the daemon's mount table does not change: a mount or an
+/// unmount on the system drops it (it holds the mounts there were, and would keep an unmounted
+/// file system busy), and the next launch makes a new one. Each launch then copies it and adds
+/// only what is its own, instead of building the whole view. Only a daemon that needs no user
+/// namespace uses one. Owned by the daemon's loop.
+final class SandboxTemplate {
+    private let kernel: any Kernel
+    private let logger: Logger
+    /// The template now, if one is made.
+    private var current: SandboxTemplateRef?
+    /// The daemon's mount table, watched for changes (POLLPRI on `/proc/self/mountinfo`).
+    private var mountTable: (fd: Int32, watch: any Watch)?
+    /// Set once a template could not be made or the mount table cannot be watched: each launch
+    /// then builds its whole view, as without a template.
+    private var unavailable = false
+    /// How many templates were made (one, and one more after each change of the mount table
+    /// that a launch followed).
+    private var made = 0
+
+    init(kernel: any Kernel, logger: Logger) {
+        self.kernel = kernel
+        self.logger = logger
+    }
+
+    /// The template made with `masks` (a plan's masks, in order), made now if need be; nil when
+    /// none can be had.
+    func reference(masks: [String]) -> SandboxTemplateRef? {
+        if let current, current.masks == masks { return current }
+        drop()
+        guard !unavailable, watchMountTable() else { return nil }
+        switch kernel.sandboxTemplate(masks: masks) {
+        case .success(let fd):
+            current = SandboxTemplateRef(fd: fd, masks: masks)
+            made += 1
+            logger.info("sandbox: the shared part of the file system view made (\(masks.count) mask(s), template \(made)); each sandboxed launch copies it")
+        case .failure(let e):
+            unavailable = true
+            logger.warning("sandbox: no template of the file system view (\(e)); each sandboxed launch builds the whole view")
+        }
+        return current
+    }
+
+    /// Lets the template go (the mount table changed): the next launch makes a new one.
+    func drop() {
+        guard let current else { return }
+        kernel.close(current.fd)
+        self.current = nil
+    }
+
+    private func watchMountTable() -> Bool {
+        if mountTable != nil { return true }
+        let fd: Int32
+        switch kernel.open("/proc/self/mountinfo", directory: false) {
+        case .success(let opened): fd = opened
+        case .failure(let e):
+            unavailable = true
+            logger.warning("sandbox: no template of the file system view: the mount table cannot be watched (\(e))")
+            return false
+        }
+        switch kernel.watch(fd: fd, events: Poll.priority, { [unowned self] _ in drop() }) {
+        case .success(let w):
+            mountTable = (fd, w)
+            return true
+        case .failure(let e):
+            kernel.close(fd)
+            unavailable = true
+            logger.warning("sandbox: no template of the file system view: the mount table cannot be watched (\(e))")
+            return false
+        }
+    }
+}
