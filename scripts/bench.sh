@@ -42,9 +42,12 @@ swift build -c release --package-path Benchmarks
 bin="$(swift build -c release --package-path Benchmarks --show-bin-path)"
 
 echo "==> building (cc): libExtensionRuntimeC, bench-c-extension on it, bench-c-raw (no runtime)"
-bash scripts/build-runtime-c.sh --out "$bin/runtime-c" >/dev/null
-cc -O2 -Wall -Werror Benchmarks/c/c-extension.c -I include -L "$bin/runtime-c" -lExtensionRuntimeC \
-    -Wl,-rpath,"$bin/runtime-c" -lpthread -o "$bin/bench-c-extension"
+# The library's name in the extension is its absolute path (its SONAME here): the loader opens
+# it at once, as an installed extension's loader finds the packaged library through
+# /etc/ld.so.cache. A run path instead would have it try 14 directories first (glibc-hwcaps/*,
+# tls/*, x86_64/*), which no installed extension does.
+LDFLAGS="-Wl,-soname,$bin/runtime-c/libExtensionRuntimeC.so.0" bash scripts/build-runtime-c.sh --out "$bin/runtime-c" >/dev/null
+cc -O2 -Wall -Werror Benchmarks/c/c-extension.c -I include "$bin/runtime-c/libExtensionRuntimeC.so.0" -lpthread -o "$bin/bench-c-extension"
 cc -O2 -Wall -Werror Benchmarks/c/raw-extension.c -o "$bin/bench-c-raw"
 
 # 1,000 extensions need about 4 descriptors each in the daemon and the bench (the daemon and

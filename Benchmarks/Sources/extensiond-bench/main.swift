@@ -1142,7 +1142,8 @@ final class Suite {
             rows.append(Row(figure: "cold launch, sandboxed / \"sandbox\": \"none\"", kind: .latency(coldSandboxed, baseline: coldUnsandboxed, factor: 1.2), target: "≤ 1.2× baseline"))
         }
         if haveC, let c = cFootprint, let raw = rawCFootprint {
-            rows.append(Row(figure: "cold launch (C, libExtensionRuntimeC)", kind: .latency(coldC, baseline: rawCLaunchBeside, factor: 1.2), target: "≤ 1.2× baseline"))
+            // Issue 39's target for the supervised C launch: back to 1.5× the raw C program.
+            rows.append(Row(figure: "cold launch (C, libExtensionRuntimeC)", kind: .latency(coldC, baseline: rawCLaunchBeside, factor: 1.5), target: "≤ 1.5× baseline"))
             rows.append(Row(figure: "cold launch, raw spawn (C, libExtensionRuntimeC)", kind: .latency(rawCRuntimeLaunch, baseline: rawCLaunch, factor: 1.2), target: "≤ 1.2× baseline"))
             rows.append(Row(figure: "cold launch (Swift, static) / C", kind: .latency(coldLaunch, baseline: coldC, factor: nil), target: "report"))
             rows.append(Row(figure: "C extension resident set, serving",
