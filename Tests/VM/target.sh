@@ -132,6 +132,8 @@ boot1() {
     out=$(talk "$probe" home-read tmp-list)
     check "HOME is kept across a relaunch" "home: kept-across-relaunch" "$(sed -n 2p <<<"$out")"
     check "/tmp is new at a relaunch" "tmp:" "$(sed -n 3p <<<"$out")"
+    check_match "each sandboxed launch copies the view's template" "the shared part of the file system view made" "$(journalctl -u extensiond --no-pager -q -o cat | grep -m1 'the shared part of the file system view made')"
+    check_no_match "the unit lets the child enter the template (no 'no template')" "no template of the file system view" "$(journalctl -u extensiond --no-pager -q -o cat)"
     # An address of the host that is not loopback: one end of a veth pair.
     ip link add vmtsta type veth peer name vmtstb && ip addr add 10.213.7.1/32 dev vmtsta && ip link set vmtsta up && ip link set vmtstb up
     python3 -m http.server --bind 10.213.7.1 8765 >/dev/null 2>&1 &
