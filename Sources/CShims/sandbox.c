@@ -462,6 +462,62 @@ struct shim_template_work {
     int error;
 };
 
+// A mount point of /proc/thread-self/mountinfo (its fifth field) with its octal escapes
+// (\040 for a space) undone, into `out`; 0, or -1 when it does not fit.
+static int shim_mount_point(const char *line, char *out, size_t size) {
+    const char *p = line;
+    for (int field = 0; field < 4; field++) {
+        p = strchr(p, ' ');
+        if (p == NULL) return -1;
+        p++;
+    }
+    size_t n = 0;
+    while (*p != ' ' && *p != '\0' && *p != '\n') {
+        char c = *p++;
+        if (c == '\\' && p[0] >= '0' && p[0] <= '7' && p[1] >= '0' && p[1] <= '7' && p[2] >= '0' && p[2] <= '7') {
+            c = (char)((p[0] - '0') * 64 + (p[1] - '0') * 8 + (p[2] - '0'));
+            p += 3;
+        }
+        if (n + 1 >= size) return -1;
+        out[n++] = c;
+    }
+    out[n] = '\0';
+    return 0;
+}
+
+// Detaches, in the calling thread's own private mount namespace, every mount at or below one
+// of `masks`: what a mask hides need not be in the template (each launch's copy of the
+// template is then smaller, and a file system mounted there is not kept busy by it). The
+// deepest first, until a pass detaches nothing. Returns 0 or -errno.
+static int shim_detach_below(const shim_sandbox_mount *masks, int nmasks) {
+    for (int pass = 0; pass < 64; pass++) {
+        FILE *f = fopen("/proc/thread-self/mountinfo", "re");
+        if (f == NULL) return -errno;
+        char *line = NULL;
+        size_t cap = 0;
+        char point[4096], deepest[4096] = "";
+        size_t deepest_depth = 0;
+        while (getline(&line, &cap, f) > 0) {
+            if (shim_mount_point(line, point, sizeof(point)) != 0) continue;
+            for (int i = 0; i < nmasks; i++) {
+                if (!shim_under(point, masks[i].path)) continue;
+                size_t depth = 0;
+                for (const char *c = point; *c; c++) depth += *c == '/';
+                if (depth >= deepest_depth) {
+                    deepest_depth = depth;
+                    memcpy(deepest, point, strlen(point) + 1);
+                }
+                break;
+            }
+        }
+        free(line);
+        fclose(f);
+        if (deepest[0] == '\0') return 0;
+        if (umount2(deepest, MNT_DETACH) != 0) return -errno;
+    }
+    return -ELOOP;
+}
+
 // The thread of shim_sandbox_template: a mount namespace unshared here is this thread's own
 // (with its root and working directory), the daemon's other threads stay where they are; the
 // namespace outlives the thread through the descriptor.
@@ -479,7 +535,13 @@ static void *shim_template_thread(void *arg) {
     view.scratch_options = NULL;  // /dev/shm is each extension's own
     view.netns_fd = -1;
     view.template_fd = -1;
-    int rc = shim_file_system_view(&view);
+    // Nothing propagates out before anything is detached here.
+    if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0) {
+        w->error = errno;
+        return NULL;
+    }
+    int rc = shim_detach_below(w->masks, w->nmasks);
+    if (rc == 0) rc = shim_file_system_view(&view);
     if (rc != 0) {
         w->error = -rc;
         return NULL;
