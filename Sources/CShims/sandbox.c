@@ -674,20 +674,35 @@ int shim_seccomp_filter(const void **out) {
         struct scmp_arg_cmp cmp = { .arg = (unsigned)clone_arg, .op = SCMP_CMP_MASKED_EQ, .datum_a = namespaces[i], .datum_b = namespaces[i] };
         rc = seccomp_rule_add_array(ctx, eperm, SCMP_SYS(clone), 1, &cmp);
     }
-    // Socket families: unix, inet, inet6 and netlink's route protocol only (getaddrinfo reads
-    // the addresses through it); every other family (vsock, packet, bluetooth, alg, …) is
-    // refused with EAFNOSUPPORT, as a kernel without it would answer. Families from 64 on do
-    // not exist (AF_MAX is 46 in Linux 6.x): the kernel itself answers EAFNOSUPPORT.
+    // Socket families: unix (1), inet (2), inet6 (10) and netlink's (16) route protocol only
+    // (getaddrinfo reads the addresses through it); every other family (vsock, packet,
+    // bluetooth, alg, …) is refused with EAFNOSUPPORT, as a kernel without it would answer.
+    // The family and protocol are ints, of which the kernel reads the lower 32 bits of their
+    // registers: each comparison masks those (a 64-bit comparison, libseccomp's SCMP_CMP32
+    // included, would let a caller that sets the upper half through). The families refused, as
+    // masked ranges: 0, 3, 4–7, 8–9, 11, 12–15, 17, 18–19, 20–23, 24–31, 32–63; from 64 on (and
+    // negative ones) the kernel itself answers EAFNOSUPPORT (AF_MAX is 46 in Linux 6.x).
     const uint32_t nofamily = SCMP_ACT_ERRNO(EAFNOSUPPORT);
     static const int syscalls_with_family[] = { SCMP_SYS(socket), SCMP_SYS(socketpair) };
+    static const uint32_t refused_families[][2] = {
+        { 0xffffffffu, 0 }, { 0xffffffffu, 3 }, { ~3u, 4 }, { ~1u, 8 }, { 0xffffffffu, 11 }, { ~3u, 12 },
+        { 0xffffffffu, 17 }, { ~1u, 18 }, { ~3u, 20 }, { ~7u, 24 }, { ~31u, 32 },
+    };
     for (size_t s = 0; rc == 0 && s < sizeof(syscalls_with_family) / sizeof(syscalls_with_family[0]); s++) {
-        for (int family = 0; rc == 0 && family < 64; family++) {
-            if (family == AF_UNIX || family == AF_INET || family == AF_INET6 || family == AF_NETLINK) continue;
-            rc = seccomp_rule_add(ctx, nofamily, syscalls_with_family[s], 1, SCMP_A0(SCMP_CMP_EQ, (scmp_datum_t)family));
+        for (size_t r = 0; rc == 0 && r < sizeof(refused_families) / sizeof(refused_families[0]); r++) {
+            struct scmp_arg_cmp family = { .arg = 0, .op = SCMP_CMP_MASKED_EQ, .datum_a = refused_families[r][0], .datum_b = refused_families[r][1] };
+            rc = seccomp_rule_add_array(ctx, nofamily, syscalls_with_family[s], 1, &family);
         }
     }
-    if (rc == 0) {
-        rc = seccomp_rule_add(ctx, nofamily, SCMP_SYS(socket), 2, SCMP_A0(SCMP_CMP_EQ, AF_NETLINK), SCMP_A2(SCMP_CMP_NE, 0 /* NETLINK_ROUTE */));
+    // Netlink with a protocol other than NETLINK_ROUTE (0): 1, 2–3, 4–7, 8–15, 16–31; from 32
+    // on (MAX_LINKS) the kernel answers EPROTONOSUPPORT itself.
+    static const uint32_t refused_protocols[][2] = { { 0xffffffffu, 1 }, { ~1u, 2 }, { ~3u, 4 }, { ~7u, 8 }, { ~15u, 16 } };
+    for (size_t r = 0; rc == 0 && r < sizeof(refused_protocols) / sizeof(refused_protocols[0]); r++) {
+        struct scmp_arg_cmp both[2] = {
+            { .arg = 0, .op = SCMP_CMP_MASKED_EQ, .datum_a = 0xffffffffu, .datum_b = AF_NETLINK },
+            { .arg = 2, .op = SCMP_CMP_MASKED_EQ, .datum_a = refused_protocols[r][0], .datum_b = refused_protocols[r][1] },
+        };
+        rc = seccomp_rule_add_array(ctx, nofamily, SCMP_SYS(socket), 2, both);
     }
     if (rc == 0) {
         int nr = seccomp_syscall_resolve_name("clone3");

@@ -348,8 +348,16 @@ struct SandboxTests {
         for (family, proto) in [(1, 0), (2, 0), (10, 0), (16, 0)] {
             #expect(Self.ask(a, "syscall socket \(family):\(proto)") == "allowed", "family \(family)")
         }
-        for (family, proto) in [(40, 0), (17, 0), (38, 0), (16, 9), (63, 0)] {
+        for (family, proto) in [(40, 0), (17, 0), (38, 0), (16, 9), (63, 0), (0, 0), (3, 0), (9, 0), (11, 0), (15, 0)] {
             #expect(Self.ask(a, "syscall socket \(family):\(proto)") == "refused: Address family not supported by protocol", "family \(family)")
+        }
+        // The same with the upper halves of the registers set, which the kernel ignores: the
+        // filter compares what the kernel reads.
+        for (family, proto) in [(1, 0), (16, 0)] {
+            #expect(Self.ask(a, "syscall socket-wide \(family):\(proto)") == "allowed", "family \(family), wide")
+        }
+        for (family, proto) in [(40, 0), (17, 0), (16, 9)] {
+            #expect(Self.ask(a, "syscall socket-wide \(family):\(proto)") == "refused: Address family not supported by protocol", "family \(family), wide")
         }
         // Its runtime channel and its assertions work as ever inside.
         #expect(Self.ask(a, "assert 0.1 sandboxed") == "granted")

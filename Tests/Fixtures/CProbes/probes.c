@@ -57,6 +57,17 @@ int probe_socket(int family, int protocol) {
     return 0;
 }
 
+int probe_socket_wide(int family, int protocol) {
+    // The upper halves of the registers set: the kernel reads ints (the lower halves), so a
+    // filter that compares all 64 bits would let any family through.
+    long high = 1L << 32;
+    long s = syscall(SYS_socket, (long)(unsigned)family | high, (long)(SOCK_DGRAM | SOCK_CLOEXEC), (long)(unsigned)protocol | high);
+    if (s < 0 && errno == ESOCKTNOSUPPORT) s = syscall(SYS_socket, (long)(unsigned)family | high, (long)(SOCK_STREAM | SOCK_CLOEXEC), (long)(unsigned)protocol | high);
+    if (s < 0) return errno;
+    close((int)s);
+    return 0;
+}
+
 int probe_message_queue(int key, int create) {
     return msgget((key_t)key, create ? IPC_CREAT | 0666 : 0) < 0 ? errno : 0;
 }

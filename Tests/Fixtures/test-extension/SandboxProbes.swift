@@ -54,6 +54,9 @@ func sandboxProbe(_ words: [String]) -> String? {
         case "socket":  // socket FAMILY[:PROTOCOL] (the command has three words at most)
             let numbers = word(2).split(separator: ":").map { Int32($0) ?? -1 }
             return outcome(probe_socket(numbers.first ?? -1, numbers.count > 1 ? numbers[1] : 0))
+        case "socket-wide":  // socket-wide FAMILY[:PROTOCOL]: the registers' upper halves set
+            let numbers = word(2).split(separator: ":").map { Int32($0) ?? -1 }
+            return outcome(probe_socket_wide(numbers.first ?? -1, numbers.count > 1 ? numbers[1] : 0))
         case "msgget": return outcome(probe_message_queue(Int32(word(2)) ?? 0, 0))
         case "msgget-create": return outcome(probe_message_queue(Int32(word(2)) ?? 0, 1))
         default: return "unknown system call"

@@ -19,6 +19,9 @@ int probe_io_uring(void);
 int probe_tcp_connect(int port);
 /// socket(2) of `family` and `protocol` (a datagram socket, else a stream one), closed again.
 int probe_socket(int family, int protocol);
+/// The same through syscall(2) with the upper 32 bits of the family and protocol registers
+/// set (the kernel reads their lower halves).
+int probe_socket_wide(int family, int protocol);
 /// msgget(2) of the System V message queue `key`, created (mode 0666) when `create`.
 int probe_message_queue(int key, int create);
 /// kill(pid, 0): 0 or the errno.
