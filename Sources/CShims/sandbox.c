@@ -455,13 +455,6 @@ int shim_sandbox_install_filter(const void *filter) {
 
 // The rest runs in the daemon.
 
-struct shim_template_work {
-    const shim_sandbox_mount *masks;
-    int nmasks;
-    int fd;
-    int error;
-};
-
 // A mount point of /proc/thread-self/mountinfo (its fifth field) with its octal escapes
 // (\040 for a space) undone, into `out`; 0, or -1 when it does not fit.
 static int shim_mount_point(const char *line, char *out, size_t size) {
@@ -518,37 +511,67 @@ static int shim_detach_below(const shim_sandbox_mount *masks, int nmasks) {
     return -ELOOP;
 }
 
-// The thread of shim_sandbox_template: a mount namespace unshared here is this thread's own
-// (with its root and working directory), the daemon's other threads stay where they are; the
-// namespace outlives the thread through the descriptor.
-static void *shim_template_thread(void *arg) {
-    struct shim_template_work *w = arg;
-    if (unshare(CLONE_NEWNS) != 0) {
+struct shim_namespace_work {
+    int flags;           // the CLONE_NEW* to unshare
+    const char *ns;      // its /proc/thread-self/ns entry
+    int (*build)(void *);
+    void *arg;
+    int fd;
+    int error;
+};
+
+// The thread of shim_namespace_on_thread: a namespace unshared here is this thread's own (a
+// mount namespace with its root and working directory), the daemon's other threads stay where
+// they are; the namespace outlives the thread through the descriptor.
+static void *shim_namespace_thread(void *arg) {
+    struct shim_namespace_work *w = arg;
+    if (unshare(w->flags) != 0) {
         w->error = errno;
         return NULL;
     }
-    shim_sandbox view;
-    memset(&view, 0, sizeof(view));
-    view.parts = SHIM_SANDBOX_FILESYSTEM;
-    view.mounts = w->masks;
-    view.nmounts = w->nmasks;
-    view.scratch_options = NULL;  // /dev/shm is each extension's own
-    view.netns_fd = -1;
-    view.template_fd = -1;
-    // Nothing propagates out before anything is detached here.
-    if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0) {
-        w->error = errno;
-        return NULL;
-    }
-    int rc = shim_detach_below(w->masks, w->nmasks);
-    if (rc == 0) rc = shim_file_system_view(&view);
+    int rc = w->build(w->arg);
     if (rc != 0) {
         w->error = -rc;
         return NULL;
     }
-    w->fd = open("/proc/thread-self/ns/mnt", O_RDONLY | O_CLOEXEC);
+    w->fd = open(w->ns, O_RDONLY | O_CLOEXEC);
     if (w->fd < 0) w->error = errno;
     return NULL;
+}
+
+// A new namespace (`flags`), built by `build(arg)` on a thread of its own: its descriptor
+// (close-on-exec) in `*fd`. Returns 0 or -errno.
+static int shim_namespace_on_thread(int flags, const char *ns, int (*build)(void *), void *arg, int *fd) {
+    struct shim_namespace_work w = { .flags = flags, .ns = ns, .build = build, .arg = arg, .fd = -1, .error = 0 };
+    pthread_t thread;
+    int rc = pthread_create(&thread, NULL, shim_namespace_thread, &w);
+    if (rc != 0) return -rc;
+    pthread_join(thread, NULL);
+    if (w.error != 0) return -w.error;
+    *fd = w.fd;
+    return 0;
+}
+
+struct shim_template_masks {
+    const shim_sandbox_mount *masks;
+    int nmasks;
+};
+
+// The template's view, in the thread's new mount namespace.
+static int shim_template_build(void *arg) {
+    const struct shim_template_masks *t = arg;
+    shim_sandbox view;
+    memset(&view, 0, sizeof(view));
+    view.parts = SHIM_SANDBOX_FILESYSTEM;
+    view.mounts = t->masks;
+    view.nmounts = t->nmasks;
+    view.scratch_options = NULL;  // /dev/shm is each extension's own
+    view.netns_fd = -1;
+    view.template_fd = -1;
+    // Nothing propagates out before anything is detached here.
+    if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0) return -errno;
+    int rc = shim_detach_below(t->masks, t->nmasks);
+    return rc != 0 ? rc : shim_file_system_view(&view);
 }
 
 int shim_sandbox_template(const shim_sandbox_mount *masks, int nmasks, int *fd) {
@@ -562,37 +585,14 @@ int shim_sandbox_template(const shim_sandbox_mount *masks, int nmasks, int *fd) 
     memset(data, 0, sizeof(data));
     if (syscall(SYS_capget, &header, data) != 0) return -errno;
     if (!(data[0].effective & (1u << CAP_SYS_ADMIN)) || !(data[0].effective & (1u << CAP_SYS_CHROOT))) return -EPERM;
-    struct shim_template_work w = { .masks = masks, .nmasks = nmasks, .fd = -1, .error = 0 };
-    pthread_t thread;
-    int rc = pthread_create(&thread, NULL, shim_template_thread, &w);
-    if (rc != 0) return -rc;
-    pthread_join(thread, NULL);
-    if (w.error != 0) return -w.error;
-    *fd = w.fd;
-    return 0;
+    struct shim_template_masks t = { .masks = masks, .nmasks = nmasks };
+    return shim_namespace_on_thread(CLONE_NEWNS, "/proc/thread-self/ns/mnt", shim_template_build, &t, fd);
 }
 
-struct shim_netns_work {
-    int fd;
-    int error;
-};
-
-// The thread of shim_network_namespace: a network namespace is a thread's own, so unsharing
-// it here leaves the daemon's other threads where they are; the thread ends with it.
-static void *shim_netns_thread(void *arg) {
-    struct shim_netns_work *w = arg;
-    if (unshare(CLONE_NEWNET) != 0) {
-        w->error = errno;
-        return NULL;
-    }
-    int rc = shim_loopback_up();
-    if (rc != 0) {
-        w->error = -rc;
-        return NULL;
-    }
-    w->fd = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
-    if (w->fd < 0) w->error = errno;
-    return NULL;
+// A network namespace's loopback, up.
+static int shim_netns_build(void *unused) {
+    (void)unused;
+    return shim_loopback_up();
 }
 
 int shim_bind_namespace(int fd, const char *path) {
@@ -616,14 +616,7 @@ int shim_unbind_namespace(const char *path) {
 }
 
 int shim_network_namespace(int *fd) {
-    struct shim_netns_work w = { .fd = -1, .error = 0 };
-    pthread_t thread;
-    int rc = pthread_create(&thread, NULL, shim_netns_thread, &w);
-    if (rc != 0) return -rc;
-    pthread_join(thread, NULL);
-    if (w.error != 0) return -w.error;
-    *fd = w.fd;
-    return 0;
+    return shim_namespace_on_thread(CLONE_NEWNET, "/proc/thread-self/ns/net", shim_netns_build, NULL, fd);
 }
 
 #ifndef CLONE_NEWTIME
