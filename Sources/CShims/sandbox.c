@@ -291,7 +291,9 @@ static int shim_in_template(const shim_sandbox *p, const char *path) {
 int shim_sandbox_view_from_template(const shim_sandbox *p) {
     int trees[shim_max_keeps];
     if (p->nmounts > shim_max_keeps) return -E2BIG;
-    struct mount_attr ro = { .attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID };
+    // Private as well: a copy keeps its source's peer group, through which a mount made later
+    // under the directory on the system would appear here (and one made here, there).
+    struct mount_attr ro = { .attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID, .propagation = MS_PRIVATE };
     for (int i = 0; i < p->nmounts; i++) {
         trees[i] = -1;
         if (p->mounts[i].kind < SHIM_MOUNT_KEEP_RO) continue;
@@ -478,37 +480,55 @@ static int shim_mount_point(const char *line, char *out, size_t size) {
     return 0;
 }
 
-// Detaches, in the calling thread's own private mount namespace, every mount at or below one
+// Detaches, in the calling thread's own private mount namespace, the mounts at or below one
 // of `masks`: what a mask hides need not be in the template (each launch's copy of the
-// template is then smaller, and a file system mounted there is not kept busy by it). The
-// deepest first, until a pass detaches nothing. Returns 0 or -errno.
+// template is then smaller, and a file system mounted there is not kept busy by it). Read once,
+// the deepest first and, at one depth, the last mounted first; best effort: a mount that
+// cannot be detached (one covered by another, which its path no longer reaches) stays, hidden
+// under the mask like the rest. Returns 0, or -errno when the table cannot be read.
 static int shim_detach_below(const shim_sandbox_mount *masks, int nmasks) {
-    for (int pass = 0; pass < 64; pass++) {
-        FILE *f = fopen("/proc/thread-self/mountinfo", "re");
-        if (f == NULL) return -errno;
-        char *line = NULL;
-        size_t cap = 0;
-        char point[4096], deepest[4096] = "";
-        size_t deepest_depth = 0;
-        while (getline(&line, &cap, f) > 0) {
-            if (shim_mount_point(line, point, sizeof(point)) != 0) continue;
-            for (int i = 0; i < nmasks; i++) {
-                if (!shim_under(point, masks[i].path)) continue;
-                size_t depth = 0;
-                for (const char *c = point; *c; c++) depth += *c == '/';
-                if (depth >= deepest_depth) {
-                    deepest_depth = depth;
-                    memcpy(deepest, point, strlen(point) + 1);
-                }
+    FILE *f = fopen("/proc/thread-self/mountinfo", "re");
+    if (f == NULL) return -errno;
+    char *line = NULL;
+    size_t cap = 0, count = 0, room = 0, deepest = 0;
+    struct shim_point { char *path; size_t depth; } *points = NULL;
+    char point[4096];
+    int rc = 0;
+    while (getline(&line, &cap, f) > 0) {
+        if (shim_mount_point(line, point, sizeof(point)) != 0) continue;
+        int hidden = 0;
+        for (int i = 0; i < nmasks && !hidden; i++) hidden = shim_under(point, masks[i].path);
+        if (!hidden) continue;
+        if (count == room) {
+            room = room ? room * 2 : 64;
+            struct shim_point *more = realloc(points, room * sizeof(*points));
+            if (more == NULL) {
+                rc = -ENOMEM;
                 break;
             }
+            points = more;
         }
-        free(line);
-        fclose(f);
-        if (deepest[0] == '\0') return 0;
-        if (umount2(deepest, MNT_DETACH) != 0) return -errno;
+        size_t depth = 0;
+        for (const char *c = point; *c; c++) depth += *c == '/';
+        points[count].path = strdup(point);
+        points[count].depth = depth;
+        if (depth > deepest) deepest = depth;
+        if (points[count].path == NULL) {
+            rc = -ENOMEM;
+            break;
+        }
+        count++;
     }
-    return -ELOOP;
+    free(line);
+    fclose(f);
+    for (size_t depth = deepest + 1; rc == 0 && count > 0 && depth-- > 0;) {
+        for (size_t k = count; k-- > 0;) {
+            if (points[k].depth == depth) (void)umount2(points[k].path, MNT_DETACH);
+        }
+    }
+    for (size_t k = 0; k < count; k++) free(points[k].path);
+    free(points);
+    return rc;
 }
 
 struct shim_namespace_work {

@@ -56,6 +56,10 @@ public struct SystemError: Error, Equatable, Sendable, CustomStringConvertible {
     public var isPathProblem: Bool { [EACCES, ENOENT, ENOTDIR, ELOOP, ENAMETOOLONG, ENOEXEC].contains(errno) }
     /// Whether it is EACCES.
     public var isPermissionDenied: Bool { errno == EACCES }
+    /// ENOBUFS: a queue is full (sd-bus's of messages waiting to be written).
+    public var isNoBufferSpace: Bool { errno == ENOBUFS }
+    /// EPERM: the operation is not permitted (a capability is missing).
+    public var isNotPermitted: Bool { errno == EPERM }
     /// ENOTSUP: not supported here.
     public static let notSupported = SystemError(errno: ENOTSUP)
     /// ENOTDIR: not a directory.

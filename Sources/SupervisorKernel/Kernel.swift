@@ -76,6 +76,9 @@ public protocol Kernel: AnyObject, FileReads {
     /// poll(2) of `fd` for input for at most `seconds`: whether it became readable (or hung
     /// up) in time. The loop does not run meanwhile.
     func waitReadable(fd: Int32, seconds: Double) -> Result<Bool, SystemError>
+    /// poll(2) of `fd` for POLLPRI without waiting: whether a priority event is pending (a
+    /// change of the mount table on `/proc/self/mountinfo`, which this takes).
+    func hasPriorityEvent(fd: Int32) -> Bool
     /// Builds the extensions' system-call filter once (an opaque program kept for the
     /// daemon's life), and probes which sandbox parts a child can build with it, unless
     /// `known` is given: what the daemon this one replaced probed, on the same kernel.

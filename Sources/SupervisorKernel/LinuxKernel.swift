@@ -571,6 +571,12 @@ public final class LinuxKernel: Kernel {
         return rc == 0 ? nil : SystemError("umount \(path)", errno: -rc)
     }
 
+    /// `Kernel.hasPriorityEvent`.
+    public func hasPriorityEvent(fd: Int32) -> Bool {
+        var p = pollfd(fd: fd, events: Int16(POLLPRI), revents: 0)
+        return poll(&p, 1, 0) > 0 && p.revents & Int16(POLLPRI | POLLERR) != 0
+    }
+
     /// `Kernel.waitReadable`: retries EINTR with the time left; fails naming "poll".
     public func waitReadable(fd: Int32, seconds: Double) -> Result<Bool, SystemError> {
         let deadline = now().adding(seconds: seconds)

@@ -424,6 +424,7 @@ final class BusInterface: BusServiceHandler {
             }
             switch asked {
             case .success(let query): c.polkit = query
+            case .failure(let e) where e.isNoBufferSpace: polkitAnswered(c, .limited("\(e)"))
             case .failure(let e): polkitAnswered(c, .failed("\(e)"))
             case nil: polkitAnswered(c, .failed("the daemon is leaving the bus"))
             }

@@ -183,12 +183,22 @@ final class ExtensionProcesses {
             }
             var plan = sandboxing.plan(manifest, sandbox, container: container, cgroup: cgroup?.path)
             plan?.networkNamespaceFD = networkNamespace
-            if let p = plan, p.parts.contains(.filesystem), !p.userNamespace {
+            if let p = plan, sandboxing.canStartFromTemplate(p) {
                 plan?.template = sandboxTemplate.reference(masks: sandboxing.templateMasks)
             }
-            spawned = try Spawner.spawn(
-                manifest, kernel: kernel, cgroupFD: cgroup?.directoryFD, limits: limits, memoryCgroupProcsFD: memoryCgroup?.procsFD,
-                container: container, sandbox: plan)
+            do throws(SystemError) {
+                spawned = try Spawner.spawn(
+                    manifest, kernel: kernel, cgroupFD: cgroup?.directoryFD, limits: limits, memoryCgroupProcsFD: memoryCgroup?.procsFD,
+                    container: container, sandbox: plan)
+            } catch  where plan?.template != nil && Spawner.failedInFileSystemView(error) {
+                // A template that cannot be entered here (a security module's refusal): no
+                // template from now on, and this launch builds its whole view.
+                sandboxTemplate.disable("\(id) could not start from it: \(error)")
+                plan?.template = nil
+                spawned = try Spawner.spawn(
+                    manifest, kernel: kernel, cgroupFD: cgroup?.directoryFD, limits: limits, memoryCgroupProcsFD: memoryCgroup?.procsFD,
+                    container: container, sandbox: plan)
+            }
         } catch {
             if let cgroup { discardCgroup(cgroup) }
             if let memoryCgroup, let tree = containment.memoryCgroupsV1 {

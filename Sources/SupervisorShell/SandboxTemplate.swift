@@ -16,9 +16,11 @@ final class SandboxTemplate {
     private var current: SandboxTemplateRef?
     /// The daemon's mount table, watched for changes (POLLPRI on `/proc/self/mountinfo`).
     private var mountTable: (fd: Int32, watch: any Watch)?
-    /// Set once a template could not be made or the mount table cannot be watched: each launch
-    /// then builds its whole view, as without a template.
+    /// Set for good when none can be had here (no CAP_SYS_CHROOT, no watch of the mount table,
+    /// a launch that could not enter one): each launch then builds its whole view.
     private var unavailable = false
+    /// Set when making one failed otherwise: tried again once the mount table changes.
+    private var failedSinceMountChange = false
     /// How many templates were made (one, and one more after each change of the mount table
     /// that a launch followed).
     private var made = 0
@@ -29,28 +31,46 @@ final class SandboxTemplate {
     }
 
     /// The template made with `masks` (a plan's masks, in order), made now if need be; nil when
-    /// none can be had.
+    /// none can be had. A change of the mount table not yet dispatched by the loop is seen here
+    /// first: the template made before it is not used.
     func reference(masks: [String]) -> SandboxTemplateRef? {
+        if let mountTable, kernel.hasPriorityEvent(fd: mountTable.fd) { mountTableChanged() }
         if let current, current.masks == masks { return current }
         drop()
-        guard !unavailable, watchMountTable() else { return nil }
+        guard !unavailable, !failedSinceMountChange, watchMountTable() else { return nil }
         switch kernel.sandboxTemplate(masks: masks) {
         case .success(let fd):
             current = SandboxTemplateRef(fd: fd, masks: masks)
             made += 1
             logger.info("sandbox: the shared part of the file system view made (\(masks.count) mask(s), template \(made)); each sandboxed launch copies it")
+        case .failure(let e) where e.isNotPermitted:
+            disable("\(e)")
         case .failure(let e):
-            unavailable = true
-            logger.warning("sandbox: no template of the file system view (\(e)); each sandboxed launch builds the whole view")
+            failedSinceMountChange = true
+            logger.warning("sandbox: no template of the file system view (\(e)); each sandboxed launch builds the whole view until the mount table changes")
         }
         return current
     }
 
-    /// Lets the template go (the mount table changed): the next launch makes a new one.
+    /// Stops using templates for good (`why`: a launch could not enter one, or the daemon may
+    /// not): each launch builds its whole view.
+    func disable(_ why: String) {
+        drop()
+        guard !unavailable else { return }
+        unavailable = true
+        logger.warning("sandbox: no template of the file system view (\(why)); each sandboxed launch builds the whole view")
+    }
+
+    /// Lets the template go: the next launch makes a new one.
     func drop() {
         guard let current else { return }
         kernel.close(current.fd)
         self.current = nil
+    }
+
+    private func mountTableChanged() {
+        failedSinceMountChange = false
+        drop()
     }
 
     private func watchMountTable() -> Bool {
@@ -59,18 +79,16 @@ final class SandboxTemplate {
         switch kernel.open("/proc/self/mountinfo", directory: false) {
         case .success(let opened): fd = opened
         case .failure(let e):
-            unavailable = true
-            logger.warning("sandbox: no template of the file system view: the mount table cannot be watched (\(e))")
+            disable("the mount table cannot be watched: \(e)")
             return false
         }
-        switch kernel.watch(fd: fd, events: Poll.priority, { [unowned self] _ in drop() }) {
+        switch kernel.watch(fd: fd, events: Poll.priority, { [unowned self] _ in mountTableChanged() }) {
         case .success(let w):
             mountTable = (fd, w)
             return true
         case .failure(let e):
             kernel.close(fd)
-            unavailable = true
-            logger.warning("sandbox: no template of the file system view: the mount table cannot be watched (\(e))")
+            disable("the mount table cannot be watched: \(e)")
             return false
         }
     }

@@ -90,6 +90,22 @@ final class Sandboxing {
         SandboxDecision.decide(manifest, support: support, requiredByDefault: requiredByDefault)
     }
 
+    /// Whether `plan`'s view can start from the template: every mask of the template is one
+    /// of the plan's, or lies below one of its private directories (which covers it). A plan
+    /// that dropped one (a directory it keeps, such as a manifest directory holding its
+    /// program, is shown as it is) builds its whole view: the template would hide it.
+    func canStartFromTemplate(_ plan: SandboxPlan) -> Bool {
+        guard plan.parts.contains(.filesystem), !plan.userNamespace else { return false }
+        var masks = Set<String>()
+        var scratch: [String] = []
+        for m in plan.mounts {
+            if m.kind == .mask { masks.insert(m.path) } else if m.kind == .scratch { scratch.append(m.path) }
+        }
+        return templateMasks.allSatisfy { mask in
+            masks.contains(mask) || scratch.contains { mask == $0 || SandboxView.isBelow(mask, $0) }
+        }
+    }
+
     /// The plan of one launch: the parts of `decision`, and the file system view that keeps the
     /// executable's directory (and that of each script named by an absolute argument)
     /// read-only, and its container and shared containers writable.

@@ -117,6 +117,9 @@ enum Spawner {
         }
     }
 
+    /// Whether a spawn failed while the child built its sandbox's file system view.
+    static func failedInFileSystemView(_ e: SystemError) -> Bool { e.operation.contains("(sandbox: the file system view") }
+
     /// Whether a spawn failed because of how the extension is installed (its program or a
     /// directory on the way cannot be reached or run as the extension's uid): not a crash of
     /// the extension, so it is not counted for throttling (docs/extensiond.md, "Launch errors").

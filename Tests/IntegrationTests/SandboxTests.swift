@@ -449,6 +449,64 @@ struct SandboxTests {
         #expect(daemon.stop() == 0)
     }
 
+    /// A directory an extension keeps (its container) is a private copy: a mount made on the
+    /// system below it after the launch does not reach the running extension (nor one made
+    /// inside, the system).
+    /// The daemon's directory is made a shared mount first, as mounts are under systemd (this
+    /// machine's are private): a copy that stayed in its peer group would receive the mount.
+    @Test func aMountMadeUnderAKeptDirectoryAfterTheLaunchDoesNotReachIt() throws {
+        let id = "org.example.a"
+        let daemon = try TestDaemon(manifests: ["a.json": try Self.manifest(id)], extensionsAsRoot: false)
+        for step in [["--bind", daemon.directory, daemon.directory], ["--make-shared", daemon.directory]] {
+            let r = try runProgram("/usr/bin/mount", step)
+            try #require(r.status == 0, "mount \(step): \(r)")
+        }
+        defer { _ = try? runProgram("/usr/bin/umount", ["-l", daemon.directory]) }
+        try daemon.start()
+        let host = try daemon.host()
+        let (a, _) = try CredentialTests.open(daemon, host, id)
+        let container = daemon.directory + "/state/extensions/" + id
+        #expect(Self.ask(a, "write-file \(container)/settings") == "written", "its container is writable")
+        let mountPoint = container + "/later"
+        try FileManager.default.createDirectory(atPath: mountPoint, withIntermediateDirectories: false)
+        var owner = stat()
+        #expect(stat(container, &owner) == 0)
+        chown(mountPoint, owner.st_uid, owner.st_gid)
+        let mounted = try runProgram("/usr/bin/mount", ["-t", "tmpfs", "-o", "size=64k,mode=0777", "tmpfs", mountPoint])
+        try #require(mounted.status == 0, "\(mounted)")
+        defer { _ = try? runProgram("/usr/bin/umount", [mountPoint]) }
+        try Data("here\n".utf8).write(to: URL(fileURLWithPath: mountPoint + "/marker"))
+        #expect(Self.ask(a, "read-file \(mountPoint)/marker") == "refused: No such file or directory", "the system's later mount stays out")
+        #expect(Self.ask(a, "write-file \(mountPoint)/inside") == "written", "the directory itself is the container's")
+        #expect(!FileManager.default.fileExists(atPath: mountPoint + "/inside"), "what it writes there is below the system's mount, not in it")
+        host.close()
+        #expect(daemon.stop() == 0)
+    }
+
+    /// An extension whose program lies in a manifest directory (which the sandbox hides from the
+    /// others) still sees that directory, read-only, when the template hides it: it builds its
+    /// whole view (launched after another extension made the template).
+    @Test func anExtensionInAHiddenManifestDirectoryStillStarts() throws {
+        let manifests = "/run/extensiond-test-program-\(getpid())"
+        try FileManager.default.createDirectory(atPath: manifests, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o755])
+        defer { try? FileManager.default.removeItem(atPath: manifests) }
+        let program = manifests + "/test-extension"
+        try FileManager.default.copyItem(atPath: BuildProducts.path("test-extension"), toPath: program)
+        chmod(program, 0o755)
+        var inside = try Self.manifest("org.example.inside")
+        inside["executable"] = program
+        try JSONSerialization.data(withJSONObject: inside).write(to: URL(fileURLWithPath: manifests + "/inside.json"))
+        let daemon = try TestDaemon(manifests: ["a.json": try Self.manifest("org.example.a")], extensionsAsRoot: false)
+        try daemon.start(arguments: ["--extensions", manifests])
+        let host = try daemon.host()
+        _ = try CredentialTests.open(daemon, host, "org.example.a")
+        #expect(daemon.log().contains("the shared part of the file system view made"), "\(daemon.log())")
+        let (b, _) = try CredentialTests.open(daemon, host, "org.example.inside")
+        #expect(Self.ask(b, "write-file \(manifests)/probe") == "refused: Read-only file system", "its own directory, read-only")
+        host.close()
+        #expect(daemon.stop() == 0)
+    }
+
     /// A daemon that cannot enter a mount namespace (no CAP_SYS_CHROOT in its bounding set)
     /// makes no template, says so once, and builds each view whole: its extensions still launch,
     /// sandboxed.

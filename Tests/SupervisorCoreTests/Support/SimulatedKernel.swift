@@ -212,6 +212,7 @@ final class SimulatedKernel: Kernel {
     var landlockABI: Int { 0 }
     func networkNamespace() -> Result<Int32, SystemError> { refuse("network namespace") }
     func sandboxTemplate(masks: [String]) -> Result<Int32, SystemError> { refuse("sandbox template") }
+    func hasPriorityEvent(fd: Int32) -> Bool { false }
     func waitReadable(fd: Int32, seconds: Double) -> Result<Bool, SystemError> { refuse("poll(\(fd))") }
 
     var processorCount: Int { 1 }

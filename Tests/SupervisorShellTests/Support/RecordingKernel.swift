@@ -463,6 +463,7 @@ final class RecordingKernel: Kernel {
     var landlockABI: Int { 0 }
     func networkNamespace() -> Result<Int32, SystemError> { .failure(.notSupported) }
     func sandboxTemplate(masks: [String]) -> Result<Int32, SystemError> { .failure(.notSupported) }
+    func hasPriorityEvent(fd: Int32) -> Bool { false }
     func waitReadable(fd: Int32, seconds: Double) -> Result<Bool, SystemError> { .failure(.notSupported) }
 
     func spawn(_ request: SpawnRequest) -> Result<(pid: Int32, pidfd: Int32), SystemError> {
