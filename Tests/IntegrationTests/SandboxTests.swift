@@ -24,6 +24,15 @@ struct SandboxTests {
         return (daemon, host, try CredentialTests.open(daemon, host, "org.example.a"), try CredentialTests.open(daemon, host, "org.example.b"))
     }
 
+    /// Makes `path` (mode 0755, outside the private /tmp) holding `manifests` (file name →
+    /// object), for a daemon started with `--extensions path`; the caller removes it.
+    static func manifestDirectory(_ path: String, _ manifests: [String: [String: Any]]) throws {
+        try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o755])
+        for (name, object) in manifests {
+            try JSONSerialization.data(withJSONObject: object).write(to: URL(fileURLWithPath: path + "/" + name))
+        }
+    }
+
     static func ask(_ channel: HostChannel, _ command: String) -> String {
         channel.send(command)
         return channel.readLine() ?? "(no answer)"
@@ -488,14 +497,13 @@ struct SandboxTests {
     /// whole view (launched after another extension made the template).
     @Test func anExtensionInAHiddenManifestDirectoryStillStarts() throws {
         let manifests = "/run/extensiond-test-program-\(getpid())"
-        try FileManager.default.createDirectory(atPath: manifests, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o755])
-        defer { try? FileManager.default.removeItem(atPath: manifests) }
         let program = manifests + "/test-extension"
-        try FileManager.default.copyItem(atPath: BuildProducts.path("test-extension"), toPath: program)
-        chmod(program, 0o755)
         var inside = try Self.manifest("org.example.inside")
         inside["executable"] = program
-        try JSONSerialization.data(withJSONObject: inside).write(to: URL(fileURLWithPath: manifests + "/inside.json"))
+        try Self.manifestDirectory(manifests, ["inside.json": inside])
+        defer { try? FileManager.default.removeItem(atPath: manifests) }
+        try FileManager.default.copyItem(atPath: BuildProducts.path("test-extension"), toPath: program)
+        chmod(program, 0o755)
         let daemon = try TestDaemon(manifests: ["a.json": try Self.manifest("org.example.a")], extensionsAsRoot: false)
         try daemon.start(arguments: ["--extensions", manifests])
         let host = try daemon.host()
@@ -528,11 +536,10 @@ struct SandboxTests {
 
     @Test func otherManifestsAreHidden() throws {
         let manifests = "/run/extensiond-test-manifests-\(getpid())"
-        try FileManager.default.createDirectory(atPath: manifests, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o755])
-        defer { try? FileManager.default.removeItem(atPath: manifests) }
         var secret = try Self.manifest("org.example.secret")
         secret["environment"] = ["TOKEN": "s3cret"]
-        try JSONSerialization.data(withJSONObject: secret).write(to: URL(fileURLWithPath: manifests + "/secret.json"))
+        try Self.manifestDirectory(manifests, ["secret.json": secret])
+        defer { try? FileManager.default.removeItem(atPath: manifests) }
         let daemon = try TestDaemon(manifests: ["a.json": try Self.manifest("org.example.a")], extensionsAsRoot: false)
         try daemon.start(arguments: ["--extensions", manifests])
         let host = try daemon.host()
