@@ -275,6 +275,16 @@ int shim_sandbox_uses_template(const shim_sandbox *p) {
     return p != NULL && (p->parts & SHIM_SANDBOX_FILESYSTEM) && !(p->parts & SHIM_SANDBOX_USERNS) && p->template_fd >= 0;
 }
 
+// Whether a mount of the plan before mount `i` lies at or above it: that mount covers what the
+// template has there (a private /tmp over a template mask below it, or a kept directory that
+// brings the real contents back).
+static int shim_covered_before(const shim_sandbox *p, int i) {
+    for (int k = 0; k < i; k++) {
+        if (shim_under(p->mounts[i].path, p->mounts[k].path)) return 1;
+    }
+    return 0;
+}
+
 // Whether `path` is one of the masks the plan's template made.
 static int shim_in_template(const shim_sandbox *p, const char *path) {
     for (int k = 0; k < p->ntemplate_masks; k++) {
@@ -288,7 +298,7 @@ static int shim_in_template(const shim_sandbox *p, const char *path) {
 // first, from the daemon's namespace (where the masks do not hide them), as detached copies
 // made read-only and nosuid throughout, as the template's mounts are; a bind mount could not
 // come from another namespace, a detached copy is attached with move_mount.
-int shim_sandbox_view_from_template(const shim_sandbox *p) {
+int shim_sandbox_view_from_template(const shim_sandbox *p, int *step) {
     int trees[shim_max_keeps];
     if (p->nmounts > shim_max_keeps) return -E2BIG;
     // Private as well: a copy keeps its source's peer group, through which a mount made later
@@ -301,9 +311,11 @@ int shim_sandbox_view_from_template(const shim_sandbox *p) {
         if (trees[i] < 0) return -errno;
         if (mount_setattr(trees[i], "", AT_EMPTY_PATH | AT_RECURSIVE, &ro, sizeof(ro)) != 0) return -errno;
     }
+    *step = SHIM_STEP_SANDBOX_TEMPLATE;
     if (setns(p->template_fd, CLONE_NEWNS) != 0) return -errno;
     // A copy of the template's namespace, the extension's own (and its own System V IPC).
     if (unshare(CLONE_NEWNS | CLONE_NEWIPC) != 0) return -errno;
+    *step = SHIM_STEP_SANDBOX_FILESYSTEM;
     if (mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, p->scratch_options) != 0) return -errno;
     int made[shim_max_keeps];
     for (int i = 0; i < p->nmounts; i++) {
@@ -314,9 +326,10 @@ int shim_sandbox_view_from_template(const shim_sandbox *p) {
             if (mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV, p->scratch_options) != 0) return -errno;
             break;
         case SHIM_MOUNT_MASK:
-            // Already there, empty and read-only, unless something kept lies below it: then a
-            // tmpfs of its own over it, to make that mount point in.
-            if (shim_in_template(p, path) && !shim_holds_below(p, i)) break;
+            // Already there, empty and read-only, unless something kept lies below it (a tmpfs
+            // of its own over it, to make that mount point in) or a mount made here above it
+            // covered the template's (a fresh mask over what that mount shows).
+            if (shim_in_template(p, path) && !shim_holds_below(p, i) && !shim_covered_before(p, i)) break;
             if (mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, "mode=0711,size=4k") != 0) return -errno;
             made[i] = 1;
             break;

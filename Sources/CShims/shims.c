@@ -205,7 +205,7 @@ static void shim_child(const shim_spawn_options *o, int report, int forked_child
     // The file system view from its template, entered while the template's descriptor is open.
     if (shim_sandbox_uses_template(o->sandbox)) {
         step = SHIM_STEP_SANDBOX_FILESYSTEM;
-        int rc = shim_sandbox_view_from_template(o->sandbox);
+        int rc = shim_sandbox_view_from_template(o->sandbox, &step);
         if (rc != 0) {
             errno = -rc;
             goto fail;

@@ -183,6 +183,12 @@ final class EventSource: Watch {
         return rc < 0 ? SystemError(errno: -rc) : nil
     }
 
+    /// `Watch.isPending`: `sd_event_source_get_pending`.
+    var isPending: Bool {
+        guard let source else { return false }
+        return sd_event_source_get_pending(source) > 0
+    }
+
     /// Hands the source to the loop, which keeps it until the loop itself goes; this object
     /// no longer refers to it.
     func float() {

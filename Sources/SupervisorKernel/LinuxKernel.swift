@@ -670,6 +670,7 @@ public final class LinuxKernel: Kernel {
         11: "sandbox: the user namespace", 12: "sandbox: the file system view (filesystem)", 13: "sandbox: the private /proc (proc)",
         14: "sandbox: the network namespace (network)", 15: "sandbox: the system-call filter (syscalls)",
         16: "sandbox: the Landlock scope of abstract unix sockets and signals",
+        17: "sandbox: entering the template of the file system view",
     ]
 
     /// Calls `body` with the C form of `plan` (nil without one); `paths` are the C strings of

@@ -12,6 +12,9 @@ public protocol Watch: Cancellable {
     /// Replaces the events watched (EPOLLIN, EPOLLOUT…); the error when the loop refused the
     /// change, which then watches what it did before.
     func setEvents(_ events: UInt32) -> SystemError?
+    /// Whether the loop has collected an event for it that it has not dispatched yet (it
+    /// dispatches one source per iteration).
+    var isPending: Bool { get }
 }
 
 /// epoll event bits (Glibc does not export the EPOLL* constants to Swift).

@@ -190,7 +190,7 @@ final class ExtensionProcesses {
                 spawned = try Spawner.spawn(
                     manifest, kernel: kernel, cgroupFD: cgroup?.directoryFD, limits: limits, memoryCgroupProcsFD: memoryCgroup?.procsFD,
                     container: container, sandbox: plan)
-            } catch  where plan?.template != nil && Spawner.failedInFileSystemView(error) {
+            } catch  where plan?.template != nil && Spawner.failedEnteringTemplate(error) {
                 // A template that cannot be entered here (a security module's refusal): no
                 // template from now on, and this launch builds its whole view.
                 sandboxTemplate.disable("\(id) could not start from it: \(error)")

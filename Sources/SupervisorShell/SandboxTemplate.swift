@@ -31,10 +31,12 @@ final class SandboxTemplate {
     }
 
     /// The template made with `masks` (a plan's masks, in order), made now if need be; nil when
-    /// none can be had. A change of the mount table not yet dispatched by the loop is seen here
-    /// first: the template made before it is not used.
+    /// none can be had. A change of the mount table the loop has not dispatched yet is seen
+    /// here first: the template made before it is not used.
     func reference(masks: [String]) -> SandboxTemplateRef? {
-        if let mountTable, kernel.hasPriorityEvent(fd: mountTable.fd) { mountTableChanged() }
+        // The loop may have collected the change already (the watch is pending, and the file
+        // will not report it again), or not yet (the file reports it here).
+        if let mountTable, mountTable.watch.isPending || kernel.hasPriorityEvent(fd: mountTable.fd) { mountTableChanged() }
         if let current, current.masks == masks { return current }
         drop()
         guard !unavailable, !failedSinceMountChange, watchMountTable() else { return nil }

@@ -117,8 +117,9 @@ enum Spawner {
         }
     }
 
-    /// Whether a spawn failed while the child built its sandbox's file system view.
-    static func failedInFileSystemView(_ e: SystemError) -> Bool { e.operation.contains("(sandbox: the file system view") }
+    /// Whether a spawn failed as the child entered the template of its file system view
+    /// (`setns`, `unshare`), not in what it adds of its own.
+    static func failedEnteringTemplate(_ e: SystemError) -> Bool { e.operation.contains("(sandbox: entering the template") }
 
     /// Whether a spawn failed because of how the extension is installed (its program or a
     /// directory on the way cannot be reached or run as the extension's uid): not a crash of

@@ -515,6 +515,33 @@ struct SandboxTests {
         #expect(daemon.stop() == 0)
     }
 
+    /// A directory an extension keeps that lies above the state and manifest directories (its
+    /// program in the daemon's own directory, under the private /tmp) shows neither: the masks
+    /// over them are made afresh, since the template's are covered.
+    @Test func aKeptDirectoryAboveHiddenDirectoriesStillHidesThem() throws {
+        let id = "org.example.above"
+        let daemon = try TestDaemon(manifests: ["a.json": try Self.manifest("org.example.a")], extensionsAsRoot: false)
+        chmod(daemon.directory, 0o755)
+        let program = daemon.directory + "/test-extension"
+        try FileManager.default.copyItem(atPath: BuildProducts.path("test-extension"), toPath: program)
+        chmod(program, 0o755)
+        var above = try Self.manifest(id)
+        above["executable"] = program
+        try daemon.writeManifest("above.json", above)
+        try daemon.start()
+        let host = try daemon.host()
+        _ = try CredentialTests.open(daemon, host, "org.example.a")
+        let (b, _) = try CredentialTests.open(daemon, host, id)
+        #expect(daemon.log().contains("the shared part of the file system view made"), "\(daemon.log())")
+        #expect(Self.ask(b, "read-file \(daemon.directory)/state/ids.json") == "refused: No such file or directory")
+        #expect(Self.ask(b, "list-dir \(daemon.directory)/state/extensions") == "entries \(id)", "only its own container")
+        // The manifest directory below it, which holds nothing it keeps: hidden too.
+        #expect(Self.ask(b, "read-file \(daemon.extensionsDirectory)/a.json") == "refused: Permission denied")
+        #expect(Self.ask(b, "list-dir \(daemon.extensionsDirectory)") == "refused: Permission denied")
+        host.close()
+        #expect(daemon.stop() == 0)
+    }
+
     /// A daemon that cannot enter a mount namespace (no CAP_SYS_CHROOT in its bounding set)
     /// makes no template, says so once, and builds each view whole: its extensions still launch,
     /// sandboxed.

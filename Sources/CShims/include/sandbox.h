@@ -70,6 +70,7 @@ enum {
     SHIM_STEP_SANDBOX_NETWORK = 14,    // the network namespace and its loopback
     SHIM_STEP_SANDBOX_SYSCALLS = 15,   // installing the system-call filter
     SHIM_STEP_SANDBOX_SCOPE = 16,      // the Landlock scope
+    SHIM_STEP_SANDBOX_TEMPLATE = 17,   // entering a copy of the view's template (setns, unshare)
 };
 
 /// The CLONE_NEW* flags with which the child of `plan` must be cloned: a pid namespace can
@@ -112,8 +113,9 @@ int shim_sandbox_uses_template(const shim_sandbox *plan);
 /// Builds the file system view of `plan` from its template, in the spawned child, while the
 /// template's descriptor is open (before the child closes its descriptors): enters a copy of
 /// the template's mount namespace and adds what is the extension's own. shim_sandbox_enter
-/// then skips the view. Only system calls. Returns 0 or -errno.
-int shim_sandbox_view_from_template(const shim_sandbox *plan);
+/// then skips the view. Only system calls. Returns 0 or -errno, `*step` then saying whether
+/// entering the template (SHIM_STEP_SANDBOX_TEMPLATE) or the rest failed.
+int shim_sandbox_view_from_template(const shim_sandbox *plan, int *step);
 
 /// Installs the system-call filter `filter` (a struct sock_fprog *) in the calling thread;
 /// needs PR_SET_NO_NEW_PRIVS or CAP_SYS_ADMIN. Returns 0 or -errno.

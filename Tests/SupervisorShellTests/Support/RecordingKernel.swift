@@ -139,6 +139,7 @@ final class RecordingKernel: Kernel {
             self.handler = handler
             self.kernel = kernel
         }
+        var isPending: Bool { false }
         func setEvents(_ events: UInt32) -> SystemError? {
             kernel?.calls.append(.setEvents(fd: fd, events: events))
             if let errno = kernel?.refusedEventChanges { return SystemError(errno: errno) }
