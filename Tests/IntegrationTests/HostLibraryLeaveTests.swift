@@ -126,9 +126,7 @@ struct HostLibraryLeaveTests {
         defer { rig.close() }
         let host = try Self.startCHost(try Self.buildCHost(rig, library: library), rig: rig, count: 2)
         defer { _ = host.stop(SIGKILL, timeout: 5) }
-        let output = HostChannel(fd: host.output)
-        let begun = output.readLine(timeout: 30)
-        try #require(begun == "begun", "\(String(describing: begun))")
+        let output = try HostLibraryTests.begun(host)
         let widget = try #require(rig.extensionProperty(DBusTests.widget, "Pid") as? Int)
         // A killed daemon leaves its extension behind (killed at the end: its exit must not
         // reach a daemon still dying).
@@ -161,9 +159,7 @@ struct HostLibraryLeaveTests {
         defer { rig.close() }
         let cHost = try Self.startCHost(try Self.buildCHost(rig, library: library), rig: rig, count: 2)
         defer { _ = cHost.stop(SIGKILL, timeout: 5) }
-        let cOutput = HostChannel(fd: cHost.output)
-        let begun = cOutput.readLine(timeout: 30)
-        try #require(begun == "begun", "\(String(describing: begun))")
+        let cOutput = try HostLibraryTests.begun(cHost)
         let script = """
             import sys
             from extension_runtime.host import Host, HostError
@@ -177,11 +173,9 @@ struct HostLibraryLeaveTests {
                 except HostError as error:
                     print(error.name, flush=True)
             """
-        let python = try RawProcess("/usr/bin/env", HostLibraryTests.python(script, rig: rig, library: library), pipes: true)
+        let python = try HostLibraryTests.pythonHost(script, rig: rig, library: library)
         defer { _ = python.stop(SIGKILL, timeout: 5) }
-        let pythonOutput = HostChannel(fd: python.output)
-        let pythonBegun = pythonOutput.readLine(timeout: 30)
-        try #require(pythonBegun == "begun", "\(String(describing: pythonBegun))")
+        let pythonOutput = try HostLibraryTests.begun(python)
         // dbus-daemon answers for itself with its own pid.
         let owner = try rig.bus.busctl([
             "call", "org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus", "GetConnectionUnixProcessID", "s", "org.freedesktop.DBus",
@@ -237,11 +231,9 @@ struct HostLibraryLeaveTests {
             """
         // Freed memory filled with garbage (glibc's MALLOC_PERTURB_): a use of the closed host
         // crashes rather than reads what happened to stay there.
-        let host = try RawProcess("/usr/bin/env", ["MALLOC_PERTURB_=165"] + HostLibraryTests.python(script, rig: rig, library: library), pipes: true)
+        let host = try HostLibraryTests.pythonHost(script, rig: rig, library: library, environment: ["MALLOC_PERTURB_=165"])
         defer { _ = host.stop(SIGKILL, timeout: 5) }
-        let output = HostChannel(fd: host.output)
-        let begun = output.readLine(timeout: 30)
-        try #require(begun == "begun", "\(String(describing: begun))")
+        let output = try HostLibraryTests.begun(host)
         let widget = try rig.killDaemonLeavingWidget()
         defer { kill(widget, SIGKILL) }
         let line = try #require(output.readLine(timeout: 30), "the script printed nothing more")
@@ -278,11 +270,9 @@ struct HostLibraryLeaveTests {
                 answer = second.channel.recv(100).decode().strip()
                 print(json.dumps({"ended": ended, "answer": answer}), flush=True)
             """
-        let host = try RawProcess("/usr/bin/env", HostLibraryTests.python(script, rig: rig, library: library), pipes: true)
+        let host = try HostLibraryTests.pythonHost(script, rig: rig, library: library)
         defer { _ = host.stop(SIGKILL, timeout: 5) }
-        let output = HostChannel(fd: host.output)
-        let begun = output.readLine(timeout: 30)
-        try #require(begun == "begun", "\(String(describing: begun))")
+        let output = try HostLibraryTests.begun(host)
         let reexec = try rig.daemon.extctl(["reexec"])
         try #require(reexec.status == 0, "\(reexec)\n\(rig.daemon.log())")
         try rig.waitForName("org.extensiond1")

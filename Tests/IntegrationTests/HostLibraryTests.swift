@@ -24,6 +24,20 @@ struct HostLibraryTests {
         ]
     }
 
+    /// The Python host `script` running on `rig`'s bus (after `environment`, `NAME=value`
+    /// words), its output piped.
+    static func pythonHost(_ script: String, rig: DBusRig, library: String, environment: [String] = []) throws -> RawProcess {
+        try RawProcess("/usr/bin/env", environment + python(script, rig: rig, library: library), pipes: true)
+    }
+
+    /// The output of `host` once it printed `begun` (it must, within 30 s).
+    static func begun(_ host: RawProcess) throws -> HostChannel {
+        let output = HostChannel(fd: host.output)
+        let begun = output.readLine(timeout: 30)
+        try #require(begun == "begun", "\(String(describing: begun))")
+        return output
+    }
+
     @Test func theCHostExampleOpensTheExtensionAndTheSecondOpenResumesIt() throws {
         let library = try Self.hostLibrary.get()
         let rig = try DBusRig()
@@ -92,12 +106,9 @@ struct HostLibraryTests {
                 outcome = request.wait(30)
                 print(outcome.kind if outcome else "none", outcome.reason if outcome else "", flush=True)
             """
-        let host = try RawProcess(
-            "/usr/bin/env", Self.python(script, rig: rig, library: library), pipes: true)
+        let host = try Self.pythonHost(script, rig: rig, library: library)
         defer { _ = host.stop(SIGKILL, timeout: 5) }
-        let output = HostChannel(fd: host.output)
-        let begun = output.readLine(timeout: 30)
-        try #require(begun == "begun", "\(String(describing: begun))")
+        let output = try Self.begun(host)
         let widget = try rig.killDaemonLeavingWidget()
         defer { kill(widget, SIGKILL) }
         let ended = output.readLine(timeout: 30)
