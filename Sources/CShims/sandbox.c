@@ -99,6 +99,21 @@ static unsigned long shim_mount_flags(const char *path) {
     return flags;
 }
 
+// Remounts the kept directory bound at `path` nosuid and nodev (and read-only for
+// SHIM_MOUNT_KEEP_RO), keeping the flags it already has: in a user namespace the ones it
+// inherited are locked (a cgroup or sysfs mount's noexec), and a remount that would clear one
+// fails with EPERM. Returns 0 or -errno.
+static int shim_remount_kept(const char *path, int kind) {
+    unsigned long flags = MS_REMOUNT | MS_BIND | MS_NOSUID | MS_NODEV | shim_mount_flags(path);
+    if (kind == SHIM_MOUNT_KEEP_RO) flags |= MS_RDONLY;
+    return mount(NULL, path, NULL, flags, NULL) != 0 ? -errno : 0;
+}
+
+// Makes the mask at `path` read-only (and nosuid, nodev, noexec); -1 with errno on failure.
+static int shim_seal_mask(const char *path) {
+    return mount(NULL, path, NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL);
+}
+
 // Writes `text` to the file `path` (the id maps of a user namespace).
 static int shim_write_file(const char *path, const char *text) {
     int fd = open(path, O_WRONLY | O_CLOEXEC);
@@ -246,12 +261,7 @@ static int shim_file_system_view(const shim_sandbox *p) {
             char source[40];
             shim_fd_path(source, keep_fds[i]);
             if (mount(source, path, NULL, MS_BIND | MS_REC, NULL) != 0) return -errno;
-            // The flags the bound mount already has are kept: in a user namespace the ones it
-            // inherited are locked (a cgroup or sysfs mount's noexec), and a remount that
-            // would clear one fails with EPERM.
-            unsigned long flags = MS_REMOUNT | MS_BIND | MS_NOSUID | MS_NODEV | shim_mount_flags(path);
-            if (p->mounts[i].kind == SHIM_MOUNT_KEEP_RO) flags |= MS_RDONLY;
-            if (mount(NULL, path, NULL, flags, NULL) != 0) return -errno;
+            if ((rc = shim_remount_kept(path, p->mounts[i].kind)) != 0) return rc;
             close(keep_fds[i]);
         }
         }
@@ -266,7 +276,7 @@ static int shim_file_system_view(const shim_sandbox *p) {
             if (chmod(dir, 0) != 0) return -errno;
             close(empty_fd);
         }
-        if (mount(NULL, p->mounts[i].path, NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) != 0) return -errno;
+        if (shim_seal_mask(p->mounts[i].path) != 0) return -errno;
     }
     return 0;
 }
@@ -339,9 +349,7 @@ int shim_sandbox_view_from_template(const shim_sandbox *p, int *step) {
             if (syscall(SYS_move_mount, trees[i], "", AT_FDCWD, path, MOVE_MOUNT_F_EMPTY_PATH) != 0) return -errno;
             close(trees[i]);
             trees[i] = -1;
-            unsigned long flags = MS_REMOUNT | MS_BIND | MS_NOSUID | MS_NODEV | shim_mount_flags(path);
-            if (p->mounts[i].kind == SHIM_MOUNT_KEEP_RO) flags |= MS_RDONLY;
-            if (mount(NULL, path, NULL, flags, NULL) != 0) return -errno;
+            if ((rc = shim_remount_kept(path, p->mounts[i].kind)) != 0) return rc;
         }
         }
     }
@@ -349,7 +357,7 @@ int shim_sandbox_view_from_template(const shim_sandbox *p, int *step) {
     for (int i = 0; i < p->nmounts; i++) {
         if (!made[i]) continue;
         if (!shim_holds_below(p, i) && chmod(p->mounts[i].path, 0) != 0) return -errno;
-        if (mount(NULL, p->mounts[i].path, NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) != 0) return -errno;
+        if (shim_seal_mask(p->mounts[i].path) != 0) return -errno;
     }
     return 0;
 }

@@ -186,18 +186,19 @@ final class ExtensionProcesses {
             if let p = plan, sandboxing.canStartFromTemplate(p) {
                 plan?.template = sandboxTemplate.reference(masks: sandboxing.templateMasks)
             }
-            do throws(SystemError) {
-                spawned = try Spawner.spawn(
+            func attempt(_ plan: SandboxPlan?) throws(SystemError) -> SpawnedProcess {
+                try Spawner.spawn(
                     manifest, kernel: kernel, cgroupFD: cgroup?.directoryFD, limits: limits, memoryCgroupProcsFD: memoryCgroup?.procsFD,
                     container: container, sandbox: plan)
+            }
+            do throws(SystemError) {
+                spawned = try attempt(plan)
             } catch  where plan?.template != nil && Spawner.failedEnteringTemplate(error) {
                 // A template that cannot be entered here (a security module's refusal): no
                 // template from now on, and this launch builds its whole view.
                 sandboxTemplate.disable("\(id) could not start from it: \(error)")
                 plan?.template = nil
-                spawned = try Spawner.spawn(
-                    manifest, kernel: kernel, cgroupFD: cgroup?.directoryFD, limits: limits, memoryCgroupProcsFD: memoryCgroup?.procsFD,
-                    container: container, sandbox: plan)
+                spawned = try attempt(plan)
             }
         } catch {
             if let cgroup { discardCgroup(cgroup) }
