@@ -40,9 +40,13 @@ final class ExtensionContainers {
     /// Creates the container of `id` if need be, owned by `uid`/`gid` (when the daemon is
     /// root) with mode 0700. Returns its path.
     func prepare(_ id: String, uid: UInt32?, gid: UInt32?) -> Result<String, SystemError> {
-        if let e = prepareRoot() { return .failure(e) }
         let path = path(of: id)
-        if let e = kernel.makeDirectory(path, mode: 0o700), !e.isAlreadyExisting { return .failure(e.during("mkdir \(path)")) }
+        // The directories above it are made only when they are missing (the first launch).
+        if let e = kernel.makeDirectory(path, mode: 0o700), !e.isAlreadyExisting {
+            guard e.isNoEntry else { return .failure(e.during("mkdir \(path)")) }
+            if let e = prepareRoot() { return .failure(e) }
+            if let e = kernel.makeDirectory(path, mode: 0o700), !e.isAlreadyExisting { return .failure(e.during("mkdir \(path)")) }
+        }
         // The directory itself, never a link an extension planted in its place.
         let st: FileStatus
         switch kernel.status(path, followLinks: false) {

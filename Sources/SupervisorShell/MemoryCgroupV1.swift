@@ -84,14 +84,16 @@ final class MemoryCgroupV1Tree {
     /// count and opens its `cgroup.procs` for the child to join.
     func create(_ extensionID: String, limit: UInt64) -> Result<MemoryCgroupV1, SystemError> {
         let path = path(of: extensionID)
-        if let e = kernel.makeDirectory(path), !e.isAlreadyExisting {
+        let made = kernel.makeDirectory(path)
+        if let e = made, !e.isAlreadyExisting {
             return .failure(e.during("create the memory cgroup \(path)"))
         }
         if let e = kernel.write(path + "/" + LimitEnforcement.memoryV1Control, "\(limit)") {
             return .failure(withoutDirectory(path, e.during("set limits.memoryMaxBytes in \(path)/\(LimitEnforcement.memoryV1Control)")))
         }
-        // A cgroup just created has killed nothing; a count that cannot be read counts as 0.
-        let before = (try? MemoryCgroupV1Tree.oomKills(path, kernel: kernel).get()) ?? 0
+        // A cgroup just created has killed nothing (its count is not read); one taken over
+        // from an earlier launch may have. A count that cannot be read counts as 0.
+        let before = made == nil ? 0 : (try? MemoryCgroupV1Tree.oomKills(path, kernel: kernel).get()) ?? 0
         switch kernel.openForWriting(path + "/cgroup.procs") {
         case .success(let fd): return .success(MemoryCgroupV1(path: path, procsFD: fd, oomKillsAtStart: before))
         case .failure(let e):

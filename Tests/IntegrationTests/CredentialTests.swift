@@ -165,6 +165,12 @@ struct CredentialTests {
         let (_, pid) = try Self.open(allowed, host, "org.example.root")
         #expect(try Self.statusField(pid, "Uid") == "0")
         #expect(try Self.statusField(pid, "CapEff") == "0000000000000000", "root without capabilities")
+        #expect(try Self.statusField(pid, "CapPrm") == "0000000000000000")
+        // The child drops exactly the capabilities of the bounding set it was cloned with: the
+        // daemon's (the unit's, by `UnitRestrictions`), which it keeps.
+        #expect(try Self.statusField(pid, "CapBnd") == "0000000000000000", "nothing to gain at an exec")
+        let daemonPID = try #require(allowed.process?.processIdentifier)
+        #expect(try Self.statusField(daemonPID, "CapBnd") != "0000000000000000", "the daemon keeps its own")
         host.close()
         #expect(allowed.stop() == 0)
     }

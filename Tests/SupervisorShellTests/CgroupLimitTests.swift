@@ -144,9 +144,8 @@ struct CgroupLimitTests {
             k.calls == [
                 .makeDirectory(path),
                 .write(path + "/memory.limit_in_bytes", "268435456"),
-                .read(path + "/memory.oom_control"),
                 .openForWriting(path + "/cgroup.procs"),
-            ])
+            ], "a cgroup just made has killed nothing: its count is not read")
         #expect(memory.oomKillsAtStart == 0)
 
         let manifest = Manifest(
@@ -165,6 +164,8 @@ struct CgroupLimitTests {
         let k = hybridKernel()
         let tree = try MemoryCgroupV1Tree.setUp(kernel: k, underSystemd: true, socketPath: "/run/x.sock").get()
         let path = tree.path(of: "org.example.x")
+        // Left behind by an earlier launch (a process of it was still inside).
+        #expect(k.makeDirectory(path) == nil)
         k.files[path + "/memory.oom_control"] = "oom_kill_disable 0\nunder_oom 0\noom_kill 3\n"
         let memory = try tree.create("org.example.x", limit: 1 << 30).get()
         #expect(memory.oomKillsAtStart == 3)

@@ -23,12 +23,25 @@ struct ExtensionContainersTests {
 
     @Test func aNewContainerIsMadeWithItsModeThenGivenAway() throws {
         let k = kernel()
+        k.parentsMustExist = true
+        let containers = ExtensionContainers(stateDirectory: "/var/lib/extensiond", kernel: k)
+        #expect(try containers.prepare("org.example.x", uid: 1234, gid: 1234).get() == Self.path)
+        let changes = k.calls.filter { if case .stat = $0 { false } else { true } }
+        #expect(changes == [.makeDirectory(Self.path), .changeOwner(Self.path, 1234, 1234)], "the directories above exist: not made again")
+    }
+
+    /// The state directory and `extensions/` are made when the container's mkdir finds them
+    /// missing (the first launch on a new system).
+    @Test func theDirectoriesAboveAreMadeWhenMissing() throws {
+        let k = RecordingKernel()
+        k.parentsMustExist = true
+        k.statuses["/var/lib"] = FileStatus(kind: .directory, permissions: 0o755, owner: 0, group: 0, size: 0, identity: FileIdentity(device: 1, inode: 1))
         let containers = ExtensionContainers(stateDirectory: "/var/lib/extensiond", kernel: k)
         #expect(try containers.prepare("org.example.x", uid: 1234, gid: 1234).get() == Self.path)
         let changes = k.calls.filter { if case .stat = $0 { false } else { true } }
         #expect(
             changes == [
-                .makeDirectory("/var/lib/extensiond"), .makeDirectory(Self.root), .makeDirectory(Self.path),
+                .makeDirectory(Self.path), .makeDirectory("/var/lib/extensiond"), .makeDirectory(Self.root), .makeDirectory(Self.path),
                 .changeOwner(Self.path, 1234, 1234),
             ])
     }

@@ -327,9 +327,16 @@ final class RecordingKernel: Kernel {
         return .success(nextMemoryFile)
     }
 
+    /// With `parentsMustExist`, `makeDirectory` fails with ENOENT where `statuses` has no
+    /// directory above the path, as the kernel does.
+    var parentsMustExist = false
+
     func makeDirectory(_ path: String, mode: UInt32) -> SystemError? {
         calls.append(.makeDirectory(path))
         if statuses[path] != nil { return SystemError(errno: EEXIST) }
+        if parentsMustExist, let slash = path.lastIndex(of: "/"), slash != path.startIndex, statuses[String(path[..<slash])] == nil {
+            return SystemError(errno: ENOENT)
+        }
         statuses[path] = FileStatus(kind: .directory, permissions: mode, owner: userID, group: groupID, size: 0, identity: FileIdentity(device: 1, inode: 2))
         return nil
     }
