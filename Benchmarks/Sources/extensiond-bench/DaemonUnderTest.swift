@@ -63,8 +63,7 @@ final class EventStore: Sendable {
     func append(_ bytes: [UInt8]) {
         let received = now()
         guard let kind = jsonField(bytes, "event"), let id = jsonField(bytes, "id"),
-            let mono = jsonField(bytes, "monotonic").flatMap(Double.init)
-        else { return }
+              let mono = jsonField(bytes, "monotonic").flatMap(Double.init) else { return }
         let e = DaemonEvent(
             kind: kind, id: id, monotonic: mono, assertion: jsonField(bytes, "assertion").flatMap(Int.init),
             pid: jsonField(bytes, "pid").flatMap(Int.init), received: received)
@@ -197,18 +196,6 @@ final class DaemonUnderTest {
     private(set) var monitor: ControlClient?
     let events = EventStore()
 
-    /// `units/extensiond.service`'s `CapabilityBoundingSet=` as `setpriv --bounding-set` takes
-    /// it (`-all,+setuid,…`), or nil when the unit cannot be read.
-    static func unitBoundingSet() -> String? {
-        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-            .deletingLastPathComponent()
-        guard let unit = try? String(contentsOf: root.appendingPathComponent("units/extensiond.service"), encoding: .utf8),
-            let line = unit.split(separator: "\n").first(where: { $0.hasPrefix("CapabilityBoundingSet=") })
-        else { return nil }
-        let names = line.dropFirst("CapabilityBoundingSet=".count).split(separator: " ").map { "+" + $0.dropFirst("CAP_".count).lowercased() }
-        return (["-all"] + names).joined(separator: ",")
-    }
-
     /// Manifests: id → (executable, point).
     /// `arguments` and `environment` are added to the daemon's.
     init(
@@ -259,20 +246,10 @@ final class DaemonUnderTest {
         defer { close(notify) }
 
         process = Process()
-        let daemonArguments =
-            [
-                "--socket", socketPath, "--extensions", extensions, "--config", directory + "/config.json", "--state-directory",
-                directory + "/state",
-            ] + arguments
-        // A root daemon gets the system unit's bounding set, as installed (the tests' harness
-        // does the same): the capabilities each spawned child drops are those.
-        if asRoot, let bounding = Self.unitBoundingSet(), FileManager.default.isExecutableFile(atPath: "/usr/bin/setpriv") {
-            process.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
-            process.arguments = ["--bounding-set", bounding, "--", daemonPath] + daemonArguments
-        } else {
-            process.executableURL = URL(fileURLWithPath: daemonPath)
-            process.arguments = daemonArguments
-        }
+        process.executableURL = URL(fileURLWithPath: daemonPath)
+        process.arguments = [
+            "--socket", socketPath, "--extensions", extensions, "--config", directory + "/config.json", "--state-directory", directory + "/state",
+        ] + arguments
         var env = ProcessInfo.processInfo.environment
         env["NOTIFY_SOCKET"] = notifyPath
         // The transfers phase's server is on loopback, which the worker refuses unless told.
@@ -326,9 +303,8 @@ final class DaemonUnderTest {
         while true {
             let reply = try host.client.call { .query(tag: $0, kind: .list, extensionIDs: ids) }
             guard case .json(let bytes) = reply,
-                let doc = try JSONSerialization.jsonObject(with: Data(bytes)) as? [String: Any],
-                let list = doc["extensions"] as? [[String: Any]]
-            else { throw BenchError("bad list reply") }
+                  let doc = try JSONSerialization.jsonObject(with: Data(bytes)) as? [String: Any],
+                  let list = doc["extensions"] as? [[String: Any]] else { throw BenchError("bad list reply") }
             if list.allSatisfy({ $0["state"] as? String == state }) { return }
             if now() > deadline {
                 let states = list.map { "\($0["id"] ?? "?")=\($0["state"] ?? "?")" }.prefix(10).joined(separator: " ")
