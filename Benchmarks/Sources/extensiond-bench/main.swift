@@ -457,10 +457,22 @@ final class Suite {
         guard let fd = session.channel else { throw BenchError("no channel from begin") }
         try ping(fd)
         let t = now() - t0
+        try requireOwnCgroup(id, pid: session.pid)
         close(fd)
         try host.kill(id)
         try daemon.waitStates([id], "not-running", via: host)
         return t
+    }
+
+    /// Under a root daemon, that the launched process is in the extension's own cgroup: a
+    /// daemon that fell back to process groups (a cgroup root it may not write) launches
+    /// faster, and its figures would not be the supervisor's.
+    func requireOwnCgroup(_ id: String, pid: Int32) throws {
+        guard getuid() == 0 else { return }
+        let cgroups = readText("/proc/\(pid)/cgroup") ?? ""
+        guard cgroups.split(separator: "\n").contains(where: { $0.hasPrefix("0::") && $0.hasSuffix("/" + id) }) else {
+            throw BenchError("\(id) (pid \(pid)) is not in a cgroup of its own (\(cgroups)): see \(daemon.logPath)")
+        }
     }
 
     func cold() throws {
