@@ -117,30 +117,42 @@ final class OutputHistory {
         var followers: [Follower]
     }
 
-    /// Bytes of kept text the hand-over document carries across a re-exec, at most (each
+    /// Bytes of kept lines the hand-over document carries across a re-exec, at most (each
     /// extension's 64 KiB times a thousand extensions would be 64 MiB to write and read while
-    /// the loop waits).
+    /// the loop waits). A line counts as `handoverCost`: its text, its time and the framing
+    /// the document's binary form gives it.
     static let handoverByteLimit = 4 * 1024 * 1024
 
+    /// Bytes the binary form (`BinaryFormat`) adds to a line's text and time, at most: the
+    /// keyed container's header (9), the keys `text` and `time` with their lengths (10), two
+    /// tags and two LEB128 lengths (up to 8). Without it 1,000 extensions of 200 short lines
+    /// each would carry some 9 MB of framing past a budget of text alone.
+    static let handoverLineFraming = 27
+
+    /// What `line` costs the hand-over document, at most.
+    static func handoverCost(_ line: OutputLog.Line) -> Int { line.text.utf8.count + line.time.utf8.count + handoverLineFraming }
+
     /// This history, for the program that replaces the daemon. When the lines of every
-    /// extension together exceed `handoverByteLimit`, each extension keeps its newest lines
-    /// within an equal share of it.
+    /// extension together cost more than `handoverByteLimit`, each extension keeps its newest
+    /// lines within an equal share of it.
     var handover: Handover { handover(byteLimit: Self.handoverByteLimit) }
 
-    /// `handover` with a budget of `byteLimit` bytes of text.
+    /// `handover` with a budget of `byteLimit` bytes of lines (`handoverCost`).
     func handover(byteLimit: Int) -> Handover {
-        let total = kept.values.reduce(0) { $0 + $1.bytes }
+        let costs = kept.mapValues { $0.lines.reduce(0) { $0 + Self.handoverCost($1) } }
+        let total = costs.values.reduce(0, +)
         let share = total > byteLimit && !kept.isEmpty ? byteLimit / kept.count : Int.max
         return Handover(
-            kept: kept.mapValues { k in
-                var lines = k.lines[...]
-                var bytes = k.bytes
-                while bytes > share, let first = lines.first {
-                    bytes -= first.text.utf8.count
-                    lines = lines.dropFirst()
-                }
-                return Handover.Lines(lines: Array(lines), sinceLaunch: min(lines.count, k.total - k.atLaunch))
-            },
+            kept: Dictionary(
+                uniqueKeysWithValues: kept.map { id, k in
+                    var lines = k.lines[...]
+                    var bytes = costs[id] ?? 0
+                    while bytes > share, let first = lines.first {
+                        bytes -= Self.handoverCost(first)
+                        lines = lines.dropFirst()
+                    }
+                    return (id, Handover.Lines(lines: Array(lines), sinceLaunch: min(lines.count, k.total - k.atLaunch)))
+                }),
             followers: followers.sorted { $0.key < $1.key }.map { Handover.Follower(host: $0.key, ids: $0.value.sorted()) })
     }
 

@@ -16,11 +16,14 @@ import Testing
         return h
     }
 
-    static func bytes(_ h: OutputHistory.Handover) -> Int { h.kept.values.reduce(0) { $0 + $1.lines.reduce(0) { $0 + $1.text.utf8.count } } }
+    /// What the document's lines cost (`OutputHistory.handoverCost`).
+    static func cost(_ h: OutputHistory.Handover) -> Int {
+        h.kept.values.reduce(0) { $0 + $1.lines.reduce(0) { $0 + OutputHistory.handoverCost($1) } }
+    }
 
     @Test func theHandoverKeepsEveryLineWithinItsBudget() {
         let h = Self.history(extensions: 3, linesEach: 10, bytesEach: 100)
-        let all = h.handover(byteLimit: 3_000)
+        let all = h.handover(byteLimit: 30 * OutputHistory.handoverCost(h.log("e0").lines[0]))
         #expect(all.kept.values.allSatisfy { $0.lines.count == 10 && $0.sinceLaunch == 10 })
         #expect(all == h.handover)
     }
@@ -28,11 +31,31 @@ import Testing
     @Test func overItsBudgetEachExtensionKeepsItsNewestLinesInAnEqualShare() {
         let h = Self.history(extensions: 4, linesEach: 50, bytesEach: 1_000)
         let trimmed = h.handover(byteLimit: 20_000)
-        #expect(Self.bytes(trimmed) <= 20_000)
+        #expect(Self.cost(trimmed) <= 20_000)
+        let line = OutputHistory.handoverCost(h.log("e0").lines[0])
+        #expect(line > 1_000 && line < 1_100, "its text, its time and its framing")
         for (id, lines) in trimmed.kept {
-            #expect(lines.lines.count == 5, "\(id): a share of 5,000 bytes is 5 lines of 1,000")
+            #expect(lines.lines.count == 5_000 / line, "\(id): a share of 5,000 bytes")
             #expect(lines.lines.last?.text.hasSuffix("00000049") == true, "the newest line stays")
-            #expect(lines.sinceLaunch == 5)
+            #expect(lines.sinceLaunch == lines.lines.count)
+        }
+    }
+
+    /// The budget bounds the encoded document, not only its text: 1,000 extensions of 200
+    /// one-byte lines are 200 KB of text, but 10 MB of lines in the binary form.
+    @Test func theEncodedHandoverStaysWithinItsBudgetWhateverTheLinesLength() throws {
+        let h = OutputHistory(wallClock: { 1_000_000_000 })
+        for e in 0..<1_000 {
+            for i in 0..<OutputLog.kept { h.append("org.example.e\(e)", String(i % 10)) }
+        }
+        let document = h.handover
+        let encoded = try BinaryEncoder().encode(document)
+        let framing = 64 * document.kept.count  // each extension's id, its container and its count
+        #expect(encoded.count <= OutputHistory.handoverByteLimit + framing, "\(encoded.count) bytes")
+        #expect(document.kept.values.allSatisfy { $0.lines.last?.text == "9" && $0.lines.count > 10 }, "each keeps its newest lines")
+        for k in document.kept.values {
+            let each = try BinaryEncoder().encode(k.lines)
+            #expect(each.count <= k.lines.reduce(0) { $0 + OutputHistory.handoverCost($1) } + 9, "a line costs no more than its handoverCost")
         }
     }
 
