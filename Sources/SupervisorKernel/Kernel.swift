@@ -66,8 +66,10 @@ public protocol Kernel: AnyObject, FileReads {
     /// namespace of its own (`shim_sandbox_template`): the system read-only, the private `/dev`,
     /// `masks` (absolute, in a plan's order) empty and read-only. A descriptor of it,
     /// close-on-exec, which keeps it alive; a spawn whose plan names it (`SandboxPlan.template`)
-    /// starts from a copy. The daemon's own namespaces are untouched.
-    func sandboxTemplate(masks: [String]) -> Result<Int32, SystemError>
+    /// starts from a copy. The daemon's own namespaces are untouched. Made on a thread of its
+    /// own (1–2 ms): `done` runs on the loop's thread with the outcome, in a later iteration.
+    /// Returns why it could not start (then `done` does not run).
+    func sandboxTemplateInBackground(masks: [String], _ done: @escaping (Result<Int32, SystemError>) -> Void) -> SystemError?
     /// Makes the namespace `fd` reachable at `path`, a new file bound over with it (as `ip
     /// netns add` does), for a helper that takes a namespace by path.
     func bindNamespace(_ fd: Int32, at path: String) -> SystemError?

@@ -549,8 +549,13 @@ public final class LinuxKernel: Kernel {
         return rc == 0 ? .success(fd) : .failure(SystemError("network namespace", errno: -rc))
     }
 
-    /// `Kernel.sandboxTemplate`: fails naming "sandbox template".
-    public func sandboxTemplate(masks: [String]) -> Result<Int32, SystemError> {
+    /// `Kernel.sandboxTemplateInBackground`: fails naming "sandbox template".
+    public func sandboxTemplateInBackground(masks: [String], _ done: @escaping (Result<Int32, SystemError>) -> Void) -> SystemError? {
+        guard let loop else { return .notSupported }
+        return backgroundWork.run({ Self.sandboxTemplate(masks: masks) }, loop: loop, done)
+    }
+
+    private static func sandboxTemplate(masks: [String]) -> Result<Int32, SystemError> {
         withCStrings(masks) { paths in
             let mounts = (0..<masks.count).map { shim_sandbox_mount(path: UnsafePointer(paths[$0]), kind: Int32(SHIM_MOUNT_MASK)) }
             var fd: Int32 = -1

@@ -2,18 +2,24 @@ import ExtensionTransport
 import Logging
 import SupervisorKernel
 
-/// The part of the sandboxed file system view every extension shares (`Kernel.sandboxTemplate`):
-/// the system read-only, the private `/dev`, the masks. Made at the first sandboxed launch that
-/// can start from it, and kept while the daemon's mount table does not change: a mount or an
-/// unmount on the system drops it (it holds the mounts there were, and would keep an unmounted
-/// file system busy), and the next launch makes a new one. Each launch then copies it and adds
-/// only what is its own, instead of building the whole view. Only a daemon that needs no user
-/// namespace uses one. Owned by the daemon's loop.
+/// The part of the sandboxed file system view every extension shares
+/// (`Kernel.sandboxTemplateInBackground`): the system read-only, the private `/dev`, the masks.
+/// Made on another thread when a sandboxed launch first asks for it, and kept while the daemon's
+/// mount table does not change: a mount or an unmount on the system drops it (it holds the
+/// mounts there were, and would keep an unmounted file system busy), and the next launch asks
+/// for a new one. A launch that finds none ready builds its whole view, so the loop never
+/// waits for one; each launch that finds one copies it and adds only what is its own. Only a
+/// daemon that needs no user namespace uses one. Owned by the daemon's loop.
 final class SandboxTemplate {
     private let kernel: any Kernel
     private let logger: Logger
     /// The template now, if one is made.
     private var current: SandboxTemplateRef?
+    /// The template being made on another thread: the mount table's generation when it was
+    /// started (a template of an older generation is let go when it arrives).
+    private var building: UInt64?
+    /// Counts the changes of the mount table the daemon saw.
+    private var generation: UInt64 = 0
     /// The daemon's mount table, watched for changes (POLLPRI on `/proc/self/mountinfo`).
     private var mountTable: (fd: Int32, watch: any Watch)?
     /// Set for good when none can be had here (no CAP_SYS_CHROOT, no watch of the mount table,
@@ -30,28 +36,46 @@ final class SandboxTemplate {
         self.logger = logger
     }
 
-    /// The template made with `masks` (a plan's masks, in order), made now if need be; nil when
-    /// none can be had. A change of the mount table the loop has not dispatched yet is seen
-    /// here first: the template made before it is not used.
+    /// The template made with `masks` (a plan's masks, in order), or nil when none is ready:
+    /// one is then started, for the launches after this one. A change of the mount table the
+    /// loop has not dispatched yet is seen here first: the template made before it is not used.
     func reference(masks: [String]) -> SandboxTemplateRef? {
         // The loop may have collected the change already (the watch is pending, and the file
         // will not report it again), or not yet (the file reports it here).
         if let mountTable, mountTable.watch.isPending || kernel.hasPriorityEvent(fd: mountTable.fd) { mountTableChanged() }
         if let current, current.masks == masks { return current }
         drop()
-        guard !unavailable, !failedSinceMountChange, watchMountTable() else { return nil }
-        switch kernel.sandboxTemplate(masks: masks) {
+        guard building == nil, !unavailable, !failedSinceMountChange, watchMountTable() else { return nil }
+        let started = generation
+        if let e = kernel.sandboxTemplateInBackground(masks: masks, { [weak self] in self?.arrived($0, masks: masks, generation: started) }) {
+            failedSinceMountChange = true
+            logger.warning("sandbox: no template of the file system view (\(e)); each sandboxed launch builds the whole view until the mount table changes")
+            return nil
+        }
+        building = started
+        return nil
+    }
+
+    /// A template made on another thread arrived: kept when the mount table has not changed
+    /// since it was started, let go otherwise (the next launch starts another).
+    private func arrived(_ outcome: Result<Int32, SystemError>, masks: [String], generation started: UInt64) {
+        building = nil
+        switch outcome {
         case .success(let fd):
+            guard started == generation, !unavailable, current == nil else {
+                kernel.close(fd)
+                return
+            }
             current = SandboxTemplateRef(fd: fd, masks: masks)
             made += 1
             logger.info("sandbox: the shared part of the file system view made (\(masks.count) mask(s), template \(made)); each sandboxed launch copies it")
         case .failure(let e) where e.isNotPermitted:
             disable("\(e)")
         case .failure(let e):
+            guard started == generation else { return }
             failedSinceMountChange = true
             logger.warning("sandbox: no template of the file system view (\(e)); each sandboxed launch builds the whole view until the mount table changes")
         }
-        return current
     }
 
     /// Stops using templates for good (`why`: a launch could not enter one, or the daemon may
@@ -71,6 +95,7 @@ final class SandboxTemplate {
     }
 
     private func mountTableChanged() {
+        generation += 1
         failedSinceMountChange = false
         drop()
     }

@@ -211,7 +211,9 @@ final class SimulatedKernel: Kernel {
     func adoptSuiteMemory(fd: Int32) -> Result<SuiteMemory, SystemError> { .failure(.notSupported) }
     var landlockABI: Int { 0 }
     func networkNamespace() -> Result<Int32, SystemError> { refuse("network namespace") }
-    func sandboxTemplate(masks: [String]) -> Result<Int32, SystemError> { refuse("sandbox template") }
+    func sandboxTemplateInBackground(masks: [String], _ done: @escaping (Result<Int32, SystemError>) -> Void) -> SystemError? {
+        refused("sandbox template")
+    }
     func hasPriorityEvent(fd: Int32) -> Bool { false }
     func waitReadable(fd: Int32, seconds: Double) -> Result<Bool, SystemError> { refuse("poll(\(fd))") }
 

@@ -470,7 +470,15 @@ final class RecordingKernel: Kernel {
     func adoptSuiteMemory(fd: Int32) -> Result<SuiteMemory, SystemError> { .failure(.notSupported) }
     var landlockABI: Int { 0 }
     func networkNamespace() -> Result<Int32, SystemError> { .failure(.notSupported) }
-    func sandboxTemplate(masks: [String]) -> Result<Int32, SystemError> { .failure(.notSupported) }
+    /// What the next `sandboxTemplateInBackground` makes (a failure by default), at
+    /// `finishBackgroundWork`.
+    var sandboxTemplates: [Result<Int32, SystemError>] = []
+    func sandboxTemplateInBackground(masks: [String], _ done: @escaping (Result<Int32, SystemError>) -> Void) -> SystemError? {
+        calls.append(.inBackground)
+        let outcome = sandboxTemplates.isEmpty ? .failure(.notSupported) : sandboxTemplates.removeFirst()
+        backgroundWork.append { done(outcome) }
+        return nil
+    }
     func hasPriorityEvent(fd: Int32) -> Bool { false }
     func waitReadable(fd: Int32, seconds: Double) -> Result<Bool, SystemError> { .failure(.notSupported) }
 
