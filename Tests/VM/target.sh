@@ -60,6 +60,11 @@ boot1() {
     # It is the first process of a pid namespace of its own: its getpid() is 1.
     check_match "the probe launches and answers, as pid 1 of its own namespace" "^pong 1 [0-9]+$" "$(sed -n 2p <<<"$out")"
     check "its NSpid on the host ends in 1" 1 "$(awk '/^NSpid:/ { print $NF }' "/proc/$pid/status")"
+    # The child drops each capability of the bounding set it was cloned with (the unit's).
+    check "no capability, not even in its bounding set" "0000000000000000 0000000000000000 0000000000000000" \
+        "$(awk '/^CapPrm:|^CapEff:|^CapBnd:/ { printf "%s%s", sep, $2; sep = " " }' "/proc/$pid/status")"
+    check_match "the daemon keeps the unit's bounding set (not empty)" "^0*[1-9a-f][0-9a-f]*$" \
+        "$(awk '/^CapBnd:/ { print $2 }' "/proc/$(systemctl show -p MainPID --value extensiond.service)/status")"
     check "extctl open exits 0" "exit 0" "$(tail -1 <<<"$out")"
     wait_until 20 is_state "$probe" suspended
     check "dismissed: suspended" suspended "$(status "$probe" "e['state']")"
