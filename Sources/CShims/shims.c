@@ -10,7 +10,6 @@
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
-#include <spawn.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -183,11 +182,14 @@ struct shim_clone_args {
 static int shim_lift(int fd) { return fd < 0 ? -1 : fcntl(fd, F_DUPFD_CLOEXEC, 10); }
 
 // The capabilities of the spawning thread's bounding set, one bit each, read once per thread
-// (41 PR_CAPBSET_READ calls) so that its children drop only those: each PR_CAPBSET_DROP
-// commits new credentials (~1.1 µs here), whether or not the capability is in the set, and
-// under the system unit's CapabilityBoundingSet= only 11 of the 41 are. A bounding set is
-// per thread and only ever shrinks, so the mask stays a superset of the thread's set. A child
-// reads it from the thread it was cloned from (shared memory, or fork's copy).
+// (a PR_CAPBSET_READ per capability the kernel knows) so that its children drop only those:
+// each PR_CAPBSET_DROP commits new credentials (~1.1 µs here), whether or not the capability
+// is in the set, and under the system unit's CapabilityBoundingSet= only 11 of the 41 are. A
+// bounding set is per thread and only shrinks within a user namespace, so the mask stays a
+// superset of the thread's set. A child reads it from the thread it was cloned from (shared
+// memory, or fork's copy). A child that enters a new user namespace gets a full set there,
+// and drops every capability (shim_child). A read refused for any other reason than the end
+// of the list leaves every bit set: nothing is left undropped on a guess.
 static __thread uint64_t shim_bounding_mask;
 static __thread int shim_bounding_known;
 
@@ -197,7 +199,10 @@ static void shim_read_bounding_set(void) {
     uint64_t mask = 0;
     for (int cap = 0; cap < 64; cap++) {
         int present = prctl(PR_CAPBSET_READ, cap, 0, 0, 0);
-        if (present < 0) break;  // EINVAL: past the last capability this kernel knows
+        if (present < 0) {
+            if (errno != EINVAL) mask = ~0ULL;  // EINVAL: past the last capability this kernel knows
+            break;
+        }
         if (present) mask |= 1ULL << cap;
     }
     shim_bounding_mask = mask;
@@ -275,13 +280,16 @@ static void shim_child(const shim_spawn_options *o, int report, int forked_child
     }
     step = SHIM_STEP_BOUNDING;
     // Every capability of the bounding set the parent read (shim_spawn), which is this
-    // child's: it was cloned from the same thread.
+    // child's: it was cloned from the same thread. In a user namespace of its own the set is
+    // full again: every capability the kernel knows.
+    uint64_t bounding = (o->sandbox != NULL && (o->sandbox->parts & SHIM_SANDBOX_USERNS)) ? ~0ULL : shim_bounding_mask;
     for (int cap = 0; cap < 64; cap++) {
-        if (!(shim_bounding_mask & (1ULL << cap))) continue;
+        if (!(bounding & (1ULL << cap))) continue;
         // A trusted helper keeps the capabilities it names (its permitted set is not cleared
         // below, and no_new_privs bounds what it gets at exec by it and this bounding set).
         if (o->keep_privilege && (o->kept_capabilities & (1ULL << cap))) continue;
         if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0) {
+            if (errno == EINVAL) break;  // past the last capability this kernel knows
             if (errno == EPERM && !o->set_credentials) break;  // no CAP_SETPCAP: nothing to drop from
             goto fail;
         }
@@ -402,62 +410,12 @@ int shim_clone3_available(void) {
     return rc < 0 && errno == ENOSYS ? 0 : 1;
 }
 
-// The spawn without clone3 (and so without a cgroup): posix_spawn, then pidfd_open.
-static pid_t shim_posix_spawn(const shim_spawn_options *o, int *pidfd) {
-    posix_spawn_file_actions_t actions;
-    posix_spawnattr_t attr;
-    int rc = posix_spawn_file_actions_init(&actions);
-    if (rc != 0) return -rc;
-    rc = posix_spawnattr_init(&attr);
-    if (rc != 0) {
-        posix_spawn_file_actions_destroy(&actions);
-        return -rc;
-    }
-    sigset_t empty, all;
-    sigemptyset(&empty);
-    sigfillset(&all);
-    sigdelset(&all, SIGKILL);
-    sigdelset(&all, SIGSTOP);
-    rc = posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
-    if (rc == 0) rc = posix_spawnattr_setsigmask(&attr, &empty);
-    if (rc == 0) rc = posix_spawnattr_setsigdefault(&attr, &all);
-    if (rc == 0) rc = posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
-    if (rc == 0 && o->stdout_fd >= 0) rc = posix_spawn_file_actions_adddup2(&actions, o->stdout_fd, 1);
-    if (rc == 0 && o->stderr_fd >= 0) rc = posix_spawn_file_actions_adddup2(&actions, o->stderr_fd, 2);
-    if (rc == 0 && o->channel_fd >= 0) {
-        if (o->channel_fd == 3) {
-            // dup2 onto itself would keep FD_CLOEXEC set; move it away and back.
-            rc = posix_spawn_file_actions_adddup2(&actions, 3, 100);
-            if (rc == 0) rc = posix_spawn_file_actions_adddup2(&actions, 100, 3);
-        } else {
-            rc = posix_spawn_file_actions_adddup2(&actions, o->channel_fd, 3);
-        }
-    }
-    if (rc == 0) rc = posix_spawn_file_actions_addclosefrom_np(&actions, o->channel_fd >= 0 ? 4 : 3);
-    if (rc == 0 && o->cwd != NULL) rc = posix_spawn_file_actions_addchdir_np(&actions, o->cwd);
-    pid_t pid = -1;
-    if (rc == 0) rc = posix_spawn(&pid, o->path, &actions, &attr, o->argv, o->envp);
-    posix_spawn_file_actions_destroy(&actions);
-    posix_spawnattr_destroy(&attr);
-    if (rc != 0) return -rc;
-    int fd = shim_pidfd_open(pid);
-    if (fd < 0) {
-        kill(pid, SIGKILL);
-        siginfo_t si;
-        waitid(P_PID, (id_t)pid, &si, WEXITED);
-        return fd;
-    }
-    *pidfd = fd;
-    return pid;
-}
-
 pid_t shim_spawn(const shim_spawn_options *o, int *pidfd) {
     if (o->failed_step != NULL) *o->failed_step = -1;
     shim_read_bounding_set();
-    // Without clone3 (and so without a cgroup): posix_spawn, or fork where credentials or
-    // limits must be applied in the child.
+    // Without clone3 (and so without a cgroup): fork, and the same child, which takes every
+    // step (the bounding set, no_new_privs, the capabilities) whatever the manifest asks.
     int forked = o->cgroup_fd < 0 && !shim_clone3_available();
-    if (forked && !o->set_credentials && o->nrlimits == 0 && o->sandbox == NULL && o->memory_cgroup_procs_fd < 0 && o->extra_fd < 0) return shim_posix_spawn(o, pidfd);
     int pipefd[2];
     if (pipe2(pipefd, O_CLOEXEC) != 0) return -errno;
     int fd = -1;

@@ -1,4 +1,5 @@
 import ExtensionProtocol
+import ExtensionStatus
 import ExtensionTransport
 import Logging
 import SupervisorCore
@@ -15,7 +16,10 @@ import SupervisorKernel
 /// until its end comes, the pipe closes or the process is torn down. At most
 /// `MessageRate.outputLinesPerSecond` lines a second are logged, in bursts of
 /// `outputLineBurst`; what goes beyond is counted and said in one line once lines are admitted
-/// again. The loop wakes only when the extension writes. Owned by the daemon's loop thread.
+/// again. What a flood costs the loop is bounded: of one read only the newest `linesPerRead`
+/// lines are handled, and after a read over the rate the pipe is not read for `pauseSeconds`
+/// (the extension's writes wait). The loop wakes only when the extension writes. Owned by the
+/// daemon's loop thread.
 final class ExtensionOutput {
     /// The longest line logged; longer ones are cut into pieces of this size.
     static let lineLimit = 4096
@@ -31,6 +35,15 @@ final class ExtensionOutput {
     private var partial: [UInt8] = []
     private var rate = MessageRate(perSecond: MessageRate.outputLinesPerSecond, burst: MessageRate.outputLineBurst)
     private var dropped = 0
+    /// Whether the read being handled had lines over the rate.
+    private var overRate = false
+    /// While reading pauses (the output went over the rate): the timer that resumes it.
+    private var resume: (any Cancellable)?
+
+    /// How long reading pauses after a read with lines over the rate. Meanwhile the pipe fills
+    /// and the extension's writes wait, so a flood costs the loop about ten reads a second,
+    /// not a core: a pipe's 64 KiB per pause is still far more than is logged.
+    static let pauseSeconds = 0.1
     /// Where each line is kept too, for `extctl logs` (nil: only logged).
     private let history: OutputHistory?
 
@@ -59,9 +72,14 @@ final class ExtensionOutput {
     /// Reads what is waiting (up to `readLimit` bytes) and logs its complete lines; at end of
     /// file, the last partial line too, and the pipe is closed.
     func readAvailable() {
-        guard watch != nil else { return }
+        guard let watch else { return }
+        // Paused, only a hang-up or an error wakes it (no input is watched): read on.
+        if let resume { resumeReading(resume, watch) }
         switch kernel.readSome(fd: fd, limit: Self.readLimit) {
-        case .success(let bytes?): take(bytes)
+        case .success(let bytes?):
+            overRate = false
+            take(bytes)
+            if overRate { pause(watch) }
         case .success(nil): finish()
         case .failure(let e):
             logger.warning("cannot read the output of \(extensionID): \(e)", metadata: ["EXTENSION_ID": "\(extensionID)"])
@@ -69,10 +87,35 @@ final class ExtensionOutput {
         }
     }
 
-    /// Logs what is still in the pipe and the last partial line, and closes the read end.
+    /// Stops watching for input for `pauseSeconds`; reads on at once if that cannot be done.
+    private func pause(_ watch: any Watch) {
+        guard resume == nil, watch.setEvents(0) == nil else { return }
+        switch kernel.addTimer(at: kernel.now().adding(seconds: Self.pauseSeconds), { [unowned self] in timerResumes() }) {
+        case .success(let timer): resume = timer
+        case .failure: _ = watch.setEvents(Poll.input)
+        }
+    }
+
+    private func timerResumes() {
+        resume = nil
+        _ = watch?.setEvents(Poll.input)
+    }
+
+    private func resumeReading(_ timer: any Cancellable, _ watch: any Watch) {
+        timer.cancel()
+        resume = nil
+        _ = watch.setEvents(Poll.input)
+    }
+
+    /// Logs what is still in the pipe (one read of at most `readLimit` bytes, the default
+    /// capacity of a pipe: a writer that keeps the pipe full, a process outside the extension's
+    /// cgroup holding the write end, cannot keep the loop reading) and the last partial line,
+    /// and closes the read end.
     func finish() {
         guard let w = watch else { return }
-        while case .success(let bytes?) = kernel.readSome(fd: fd, limit: Self.readLimit), !bytes.isEmpty { take(bytes) }
+        resume?.cancel()
+        resume = nil
+        if case .success(let bytes?) = kernel.readSome(fd: fd, limit: Self.readLimit), !bytes.isEmpty { take(bytes) }
         if !partial.isEmpty { emit(partial) }
         partial = []
         reportDropped()
@@ -90,10 +133,27 @@ final class ExtensionOutput {
         dropped = 0
     }
 
+    /// The most complete lines of one read handled one by one: the newest ones, as many as the
+    /// rate's burst lets through. The lines before them in the same read are counted as not
+    /// logged, without a look at their text, so that a writer of empty lines (64 Ki of them in
+    /// a read) costs the loop a scan of the read, not 64 Ki log entries.
+    static let linesPerRead = Int(MessageRate.outputLineBurst)
+
     /// Appends `bytes` to the partial line, logging each line it completes and each
-    /// `lineLimit` bytes without a newline.
+    /// `lineLimit` bytes without a newline; of a read with more than `linesPerRead` complete
+    /// lines, only the newest `linesPerRead`.
     private func take(_ bytes: [UInt8]) {
         var rest = bytes[...]
+        let lines = bytes.reduce(0) { $1 == 0x0A ? $0 + 1 : $0 }
+        if lines > Self.linesPerRead {
+            var skipped = 0
+            while skipped < lines - Self.linesPerRead, let newline = rest.firstIndex(of: 0x0A) {
+                rest = rest[(newline + 1)...]
+                skipped += 1
+            }
+            partial = []
+            notLogged(skipped)
+        }
         while !rest.isEmpty {
             let window = rest.prefix(Self.lineLimit - partial.count)
             if let newline = window.firstIndex(of: 0x0A) {
@@ -113,20 +173,22 @@ final class ExtensionOutput {
     }
 
     private func emit(_ line: [UInt8]) {
-        let metadata: Logger.Metadata = ["EXTENSION_ID": "\(extensionID)", "EXTENSION_OUTPUT": "1"]
         let text = UntrustedText.escaped(String(decoding: line, as: UTF8.self))
         // Kept whatever the log's rate: memory bounded per extension, no journal write.
         history?.append(extensionID, text)
-        guard rate.admit(at: kernel.now()) else {
-            if dropped == 0 {
-                logger.warning(
-                    "\(extensionID): its output is over \(Int(MessageRate.outputLinesPerSecond)) lines a second; lines are not logged until it slows down",
-                    metadata: metadata)
-            }
-            dropped += 1
-            return
-        }
+        guard rate.admit(at: kernel.now()) else { return notLogged(1) }
         reportDropped()
-        logger.info("\(extensionID): \(text)", metadata: metadata)
+        logger.info("\(extensionID): \(text)", metadata: ["EXTENSION_ID": "\(extensionID)", "EXTENSION_OUTPUT": "1"])
+    }
+
+    /// Counts `count` lines not logged, saying so at the first.
+    private func notLogged(_ count: Int) {
+        overRate = true
+        if dropped == 0 {
+            logger.warning(
+                "\(extensionID): its output is over \(Int(MessageRate.outputLinesPerSecond)) lines a second; lines are not logged until it slows down",
+                metadata: ["EXTENSION_ID": "\(extensionID)", "EXTENSION_OUTPUT": "1"])
+        }
+        dropped += count
     }
 }

@@ -17,6 +17,20 @@ final class OutputHistory {
         /// Lines ever appended, and that count when its current process was launched.
         var total = 0
         var atLaunch = 0
+
+        /// Appends `line`, then lets the oldest go beyond `OutputLog.kept` lines or
+        /// `byteLimit` bytes (the newest always stays).
+        mutating func add(_ line: OutputLog.Line) {
+            lines.append(line)
+            bytes += line.text.utf8.count
+            total += 1
+            var drop = 0
+            while lines.count - drop > OutputLog.kept || (bytes > OutputHistory.byteLimit && lines.count - drop > 1) {
+                bytes -= lines[drop].text.utf8.count
+                drop += 1
+            }
+            if drop > 0 { lines.removeFirst(drop) }
+        }
     }
 
     private var kept: [String: Kept] = [:]
@@ -30,17 +44,9 @@ final class OutputHistory {
     /// Keeps `text` (escaped already) as the newest line of `id`, and sends it to its followers.
     func append(_ id: String, _ text: String) {
         let line = OutputLog.Line(time: WallClock.iso8601(secondsSince1970: wallClock()), text: text)
-        var k = kept[id] ?? Kept()
-        k.lines.append(line)
-        k.bytes += text.utf8.count
-        k.total += 1
-        var drop = 0
-        while k.lines.count - drop > OutputLog.kept || (k.bytes > Self.byteLimit && k.lines.count - drop > 1) {
-            k.bytes -= k.lines[drop].text.utf8.count
-            drop += 1
-        }
-        if drop > 0 { k.lines.removeFirst(drop) }
-        kept[id] = k
+        // In place: a copy taken out of the dictionary would share its buffer, and the append
+        // would copy every kept line (retaining each) at each line.
+        kept[id, default: Kept()].add(line)
         guard !followers.isEmpty, let deliver else { return }
         var object = line
         object.id = id

@@ -175,6 +175,27 @@ struct CredentialTests {
         #expect(allowed.stop() == 0)
     }
 
+    /// Where `clone3` is refused (ENOSYS, as a container runtime's filter does), the daemon has
+    /// no cgroup to spawn into and forks: the child takes every step all the same, so a root
+    /// extension without credentials to switch to gets no capability, not even in its bounding
+    /// set, and no_new_privs.
+    @Test func withoutClone3ARootExtensionStillGetsNoCapability() throws {
+        let root = try Self.manifest("org.example.root", ["user": "root", "sandbox": "none"])
+        let daemon = try TestDaemon(
+            manifests: ["root.json": root], config: ["allowRootExtensions": true, "allowUnsandboxedExtensions": true], extensionsAsRoot: false)
+        try daemon.start(wrapper: [BuildProducts.path("unit-restrictions"), "--no-clone3", "--"])
+        let host = try daemon.host()
+        let (_, pid) = try Self.open(daemon, host, "org.example.root")
+        #expect(daemon.log().contains("process groups"), "no cgroup without clone3: \(daemon.log())")
+        #expect(try Self.statusField(pid, "Uid") == "0")
+        for field in ["CapBnd", "CapPrm", "CapEff"] {
+            #expect(try Self.statusField(pid, field) == "0000000000000000", "\(field)")
+        }
+        #expect(try Self.statusField(pid, "NoNewPrivs") == "1")
+        host.close()
+        #expect(daemon.stop() == 0)
+    }
+
     @Test func openFilesMaxShowsInProcLimits() throws {
         let daemon = try TestDaemon(
             manifests: ["f.json": try Self.manifest("org.example.files", ["limits": ["openFilesMax": 64]])], extensionsAsRoot: false)

@@ -4,7 +4,7 @@
 // UnitRestrictions reads them from units/extensiond.service):
 //
 //   unit-restrictions [--cgroup DIR]... [--capabilities "CAP_A CAP_B ..."] [--umask 0077]
-//                     [--no-new-privileges] [--restrict-suid-sgid] -- PROGRAM [ARGUMENT...]
+//                     [--no-new-privileges] [--restrict-suid-sgid] [--no-clone3] -- PROGRAM [ARGUMENT...]
 //
 //   --cgroup DIR          joins the cgroup DIR first (writes to DIR/cgroup.procs), as systemd
 //                         starts a service in a cgroup of its own (Delegate=yes: one the test
@@ -88,9 +88,21 @@ static void restrict_suid_sgid(void) {
     seccomp_release(ctx);
 }
 
+// clone3 answers ENOSYS, as under a container runtime's or an older systemd's filter: the
+// daemon then has no CLONE_INTO_CGROUP, and spawns with fork.
+static void refuse_clone3(void) {
+    scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
+    if (ctx == NULL) die("seccomp_init", ENOMEM);
+    int rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS), SCMP_SYS(clone3), 0);
+    if (rc != 0) die("seccomp_rule_add", -rc);
+    rc = seccomp_load(ctx);
+    if (rc != 0) die("seccomp_load", -rc);
+    seccomp_release(ctx);
+}
+
 int main(int argc, char **argv) {
     const char *capabilities = NULL;
-    int nnp = 0, suid = 0, i = 1;
+    int nnp = 0, suid = 0, noclone3 = 0, i = 1;
     for (; i < argc && strcmp(argv[i], "--") != 0; i++) {
         if (strcmp(argv[i], "--cgroup") == 0 && i + 1 < argc) {
             char path[4096];
@@ -106,6 +118,8 @@ int main(int argc, char **argv) {
             nnp = 1;
         } else if (strcmp(argv[i], "--restrict-suid-sgid") == 0) {
             suid = 1;
+        } else if (strcmp(argv[i], "--no-clone3") == 0) {
+            noclone3 = 1;
         } else {
             fprintf(stderr, "unit-restrictions: unknown argument %s\n", argv[i]);
             return 2;
@@ -126,6 +140,7 @@ int main(int argc, char **argv) {
     }
     if (nnp && prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) die("PR_SET_NO_NEW_PRIVS", errno);
     if (suid) restrict_suid_sgid();
+    if (noclone3) refuse_clone3();
     execv(argv[i + 1], argv + i + 1);
     die(argv[i + 1], errno);
 }

@@ -151,14 +151,15 @@ final class TestDaemon {
     /// Starts the daemon as nobody (setpriv), as a daemon that is not root: its directory is
     /// given to nobody, it runs from a copy nobody can reach, and its readiness socket is
     /// writable by it.
-    func startAsNobody(environment: [String: String] = [:]) throws {
+    func startAsNobody(environment: [String: String] = [:], boundingSet: String? = nil) throws {
         chown(directory, 65534, 65534)
         daemonExecutable = try ReachableCopies.copy(BuildProducts.path("extensiond"))
         let notify = try NotifySocket(path: directory + "/notify.sock")
         defer { notify.close() }
         chmod(notify.path, 0o777)
         try start(
-            environment: environment, notifySocket: notify, wrapper: ["/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--"],
+            environment: environment, notifySocket: notify,
+            wrapper: ["/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"] + (boundingSet.map { ["--bounding-set", $0] } ?? []) + ["--"],
             unitRestrictions: false)
     }
 

@@ -1,0 +1,91 @@
+import ExtensionStatus
+import ExtensionTransport
+import Logging
+import SupervisorKernel
+import Testing
+
+@testable import SupervisorShell
+
+/// How the daemon reads an extension's output pipe (`ExtensionOutput`), through the recording
+/// kernel: a flood of lines costs the loop a bounded amount of work per read, reading pauses
+/// while the output is over its rate, and a teardown reads once.
+struct ExtensionOutputTests {
+    static let id = "org.example.chatty"
+    static let fd: Int32 = 30
+
+    func started(_ k: RecordingKernel, _ history: OutputHistory) throws -> ExtensionOutput {
+        let output = ExtensionOutput(extensionID: Self.id, fd: Self.fd, kernel: k, logger: Logger(label: "test"), history: history)
+        try #require(output.start() == nil)
+        return output
+    }
+
+    /// `count` lines `prefix0` … as the bytes of one read.
+    static func lines(_ count: Int, from first: Int = 0, prefix: String = "l") -> [UInt8] {
+        Array((first..<(first + count)).map { "\(prefix)\($0)\n" }.joined().utf8)
+    }
+
+    func events(_ k: RecordingKernel) -> [UInt32] {
+        k.calls.compactMap { if case .setEvents(fd: Self.fd, let events) = $0 { events } else { nil } }
+    }
+
+    @Test func ofAReadOfManyLinesOnlyTheNewestAreHandled() throws {
+        let k = RecordingKernel()
+        let history = OutputHistory(wallClock: { 1_000 })
+        let output = try started(k, history)
+        k.reads[Self.fd] = [Self.lines(5_000)]
+        k.fire(fd: Self.fd)
+        #expect(output.openFD == Self.fd)
+        #expect(ExtensionOutput.linesPerRead == 1_000, "the burst")
+        let kept = history.log(Self.id).lines.map(\.text)
+        #expect(kept.count == OutputLog.kept)
+        #expect(kept.first == "l\(5_000 - OutputLog.kept)" && kept.last == "l4999", "the newest, in order")
+    }
+
+    @Test func overItsRateReadingPausesThenResumes() throws {
+        let k = RecordingKernel()
+        let history = OutputHistory(wallClock: { 1_000 })
+        let output = try started(k, history)
+        // Five reads of 200 lines: the burst (1,000) is spent, nothing is over it yet.
+        for i in 0..<5 {
+            k.reads[Self.fd] = [Self.lines(200, from: i * 200)]
+            k.fire(fd: Self.fd)
+        }
+        #expect(events(k).isEmpty, "within the burst: read on")
+        k.reads[Self.fd] = [Self.lines(200, from: 1_000)]
+        k.fire(fd: Self.fd)
+        #expect(events(k) == [0], "over the rate: no input watched")
+        #expect(history.log(Self.id).lines.last?.text == "l1199", "what was read is still kept")
+        k.advance(to: k.clock.adding(seconds: ExtensionOutput.pauseSeconds))
+        #expect(events(k) == [0, Poll.input], "read again after the pause")
+        #expect(output.openFD == Self.fd)
+    }
+
+    @Test func aHangUpWhilePausedIsReadAtOnce() throws {
+        let k = RecordingKernel()
+        let history = OutputHistory(wallClock: { 1_000 })
+        let output = try started(k, history)
+        k.reads[Self.fd] = [Self.lines(1_100), Array("last words\n".utf8), nil]
+        k.fire(fd: Self.fd)
+        #expect(events(k) == [0], "900 lines not even looked at: over the rate")
+        k.fire(fd: Self.fd, events: 0x010)  // EPOLLHUP: watched whatever the events
+        // The pause ends; the burst was spent, so that line is over the rate too: paused again.
+        #expect(events(k) == [0, Poll.input, 0])
+        #expect(history.log(Self.id).lines.last?.text == "last words", "kept all the same")
+        k.fire(fd: Self.fd, events: 0x010)
+        #expect(output.openFD == nil, "end of file: closed")
+        #expect(k.timers.allSatisfy { $0.cancelled }, "no timer left")
+    }
+
+    /// A writer that keeps the pipe full (a process outside the extension's cgroup holding the
+    /// write end) cannot keep the teardown reading: one read, then the pipe is closed.
+    @Test func aTeardownReadsOnce() throws {
+        let k = RecordingKernel()
+        let history = OutputHistory(wallClock: { 1_000 })
+        let output = try started(k, history)
+        k.reads[Self.fd] = (0..<50).map { Self.lines(10, from: $0 * 10) }
+        output.finish()
+        #expect(k.reads[Self.fd]?.count == 49)
+        #expect(output.openFD == nil)
+        #expect(k.calls.contains(.close(Self.fd)))
+    }
+}
