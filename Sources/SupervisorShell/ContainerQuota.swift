@@ -8,7 +8,9 @@ import SupervisorKernel
 /// measured every `diskCheckSeconds` on a thread of its own (`Kernel.measureTreeInBackground`:
 /// bounded memory whatever the tree, with the daemon's own ids, whose CAP_DAC_READ_SEARCH
 /// reads what the extension made unreadable to itself), and once more when it is suspended;
-/// never while it is suspended, so an idle extension costs no wake-up. A measurement over the
+/// never while it is suspended, so an idle extension costs no wake-up. One walk per container
+/// runs at a time, across the extension's relaunches, and its result counts for the process
+/// running when it ends. A measurement over the
 /// limit posts `diskLimitExceeded`, and the core ends the extension (`disk-limit`); so do
 /// `failureLimit` failed measurements in a row (a tree reshaped under the walk on purpose must
 /// not escape its limit). Owned by the daemon's loop thread.
@@ -19,7 +21,6 @@ final class ContainerQuota {
         let path: String
         let limit: UInt64
         var timer: (any Cancellable)?
-        var measuring = false
         /// Failed measurements since the last one that succeeded.
         var failures = 0
         init(generation: UInt64, path: String, limit: UInt64) {
@@ -36,6 +37,10 @@ final class ContainerQuota {
     /// Failed measurements in a row after which the container counts as over its limit.
     static let failureLimit = 3
     private var watched: [String: Watched] = [:]
+    /// The containers being walked: one walk per container at a time, whatever the process
+    /// that asked (a walk outlives the process it was started for: one of a crash-looping
+    /// extension, relaunched many times during one walk, does not start a walk each time).
+    private var walking: Set<String> = []
 
     init(kernel: any Kernel, logger: Logger, interval: Double) {
         self.kernel = kernel
@@ -87,12 +92,13 @@ final class ContainerQuota {
     }
 
     private func measure(_ id: String, _ w: Watched) {
-        guard !w.measuring else { return }  // one walk at a time; the next check comes
-        w.measuring = true
-        let started = kernel.measureTreeInBackground(w.path, owner: nil, limit: w.limit) { [weak self, weak w] result in
-            guard let self, let w else { return }
-            w.measuring = false
-            guard watched[id] === w else { return }  // it ended meanwhile
+        let path = w.path
+        guard walking.insert(path).inserted else { return }  // one walk at a time; the next check comes
+        let started = kernel.measureTreeInBackground(path, owner: nil, limit: w.limit) { [weak self] result in
+            guard let self else { return }
+            walking.remove(path)
+            // The size of the container now, whichever of its processes the walk began under.
+            guard let w = watched[id], w.path == path else { return }  // it ended meanwhile
             switch result {
             case .success(let bytes) where bytes > w.limit:
                 w.failures = 0
@@ -105,7 +111,7 @@ final class ContainerQuota {
             }
         }
         if let started {
-            w.measuring = false
+            walking.remove(path)
             failed(id, w, started)
         }
     }

@@ -46,6 +46,7 @@ final class RecordingKernel: Kernel {
         case replaceFile(String)
         case removeFile(String)
         case removeTree(String, owner: FileOwner?)
+        case measureTree(String)
         case rename(String, String)
         case outputPipe
         case setGroupDefaultACL(String, UInt32)
@@ -93,6 +94,7 @@ final class RecordingKernel: Kernel {
             case let .replaceFile(path): "replace(\(path))"
             case let .removeFile(path): "unlink(\(path))"
             case let .removeTree(path, owner): "rm -r(\(path)\(owner.map { " as \($0.uid):\($0.gid)" } ?? ""))"
+            case let .measureTree(path): "du(\(path))"
             case let .rename(path, newPath): "rename(\(path), \(newPath))"
             case .outputPipe: "pipe2(O_CLOEXEC)"
             case let .setGroupDefaultACL(path, gid): "setfacl(\(path), default:g:\(gid):rwx)"
@@ -457,8 +459,16 @@ final class RecordingKernel: Kernel {
     /// No network stack is started in the shell's tests: refused as unsupported.
     func bindNamespace(_ fd: Int32, at path: String) -> SystemError? { .notSupported }
     func unbindNamespace(at path: String) -> SystemError? { nil }
+    /// The sizes the next `measureTreeInBackground` walks find, one each, at
+    /// `finishBackgroundWork` (nil: none can be started).
+    var treeSizes: [Result<UInt64, SystemError>]?
     func measureTreeInBackground(_ path: String, owner: FileOwner?, limit: UInt64, _ done: @escaping (Result<UInt64, SystemError>) -> Void) -> SystemError? {
-        .notSupported
+        guard var sizes = treeSizes, !sizes.isEmpty else { return .notSupported }
+        calls.append(.measureTree(path))
+        let size = sizes.removeFirst()
+        treeSizes = sizes
+        backgroundWork.append { done(size) }
+        return nil
     }
     func replaceFileInBackground(_ path: String, with bytes: [UInt8], mode: UInt32, _ done: @escaping (SystemError?) -> Void) -> SystemError? {
         .notSupported
