@@ -37,10 +37,14 @@ final class ContainerQuota {
     /// Failed measurements in a row after which the container counts as over its limit.
     static let failureLimit = 3
     private var watched: [String: Watched] = [:]
-    /// The containers being walked: one walk per container at a time, whatever the process
-    /// that asked (a walk outlives the process it was started for: one of a crash-looping
-    /// extension, relaunched many times during one walk, does not start a walk each time).
-    private var walking: Set<String> = []
+    /// The containers being walked, each with the tree's `replacements` count when its walk
+    /// began: one walk per container at a time, whatever the process that asked (a walk
+    /// outlives the process it was started for: one of a crash-looping extension, relaunched
+    /// many times during one walk, does not start a walk each time).
+    private var walking: [String: Int] = [:]
+    /// How many times each container was replaced by an empty one (`extctl reset`): a walk
+    /// goes on in the tree it opened, set aside, and its result is not the new container's.
+    private var replacements: [String: Int] = [:]
 
     init(kernel: any Kernel, logger: Logger, interval: Double) {
         self.kernel = kernel
@@ -77,6 +81,12 @@ final class ContainerQuota {
         watched.removeValue(forKey: id)?.timer = nil
     }
 
+    /// The container at `path` was replaced by an empty one (`extctl reset`): a walk of the old
+    /// tree counts for nothing, and the new one may be walked at once.
+    func containerReplaced(_ path: String) {
+        replacements[path, default: 0] += 1
+    }
+
     private func arm(_ id: String, _ w: Watched) {
         switch kernel.addTimer(
             at: kernel.now().adding(seconds: interval), priority: 0,
@@ -93,12 +103,15 @@ final class ContainerQuota {
 
     private func measure(_ id: String, _ w: Watched) {
         let path = w.path
-        guard walking.insert(path).inserted else { return }  // one walk at a time; the next check comes
+        let tree = replacements[path, default: 0]
+        guard walking[path] != tree else { return }  // one walk at a time; the next check comes
+        walking[path] = tree
         let started = kernel.measureTreeInBackground(path, owner: nil, limit: w.limit) { [weak self] result in
             guard let self else { return }
-            walking.remove(path)
-            // The size of the container now, whichever of its processes the walk began under.
-            guard let w = watched[id], w.path == path else { return }  // it ended meanwhile
+            if walking[path] == tree { walking[path] = nil }
+            // The size of the container now, whichever of its processes the walk began under,
+            // unless the container was replaced meanwhile.
+            guard replacements[path, default: 0] == tree, let w = watched[id], w.path == path else { return }
             switch result {
             case .success(let bytes) where bytes > w.limit:
                 w.failures = 0
@@ -111,7 +124,7 @@ final class ContainerQuota {
             }
         }
         if let started {
-            walking.remove(path)
+            if walking[path] == tree { walking[path] = nil }
             failed(id, w, started)
         }
     }

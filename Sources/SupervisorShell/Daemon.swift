@@ -334,6 +334,7 @@ public final class Daemon {
             let containers = extensions.containers
             switch containers.reset(id, logger: logger) {
             case .success:
+                extensions.quota.containerReplaced(containers.path(of: id))
                 logger.notice(
                     "\(id): its container \(containers.path(of: id)) was emptied (reset); the old contents are removed in the background",
                     metadata: ["EXTENSION_ID": "\(id)"])

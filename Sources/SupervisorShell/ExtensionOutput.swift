@@ -98,7 +98,12 @@ final class ExtensionOutput {
 
     private func timerResumes() {
         resume = nil
-        _ = watch?.setEvents(Poll.input)
+        guard let watch, watch.setEvents(Poll.input) != nil else { return }
+        // The loop refused the change (it watches nothing meanwhile): tried again after
+        // another pause, rather than leaving the extension blocked on a full pipe for good.
+        if case .success(let timer) = kernel.addTimer(at: kernel.now().adding(seconds: Self.pauseSeconds), { [unowned self] in timerResumes() }) {
+            resume = timer
+        }
     }
 
     private func resumeReading(_ timer: any Cancellable, _ watch: any Watch) {
@@ -107,15 +112,25 @@ final class ExtensionOutput {
         _ = watch.setEvents(Poll.input)
     }
 
-    /// Logs what is still in the pipe (one read of at most `readLimit` bytes, the default
-    /// capacity of a pipe: a writer that keeps the pipe full, a process outside the extension's
-    /// cgroup holding the write end, cannot keep the loop reading) and the last partial line,
-    /// and closes the read end.
+    /// The most bytes read at a teardown: a pipe's largest capacity (`/proc/sys/fs/pipe-max-size`
+    /// by default, which an extension may set its pipe to).
+    static let teardownReadLimit = 1024 * 1024
+
+    /// Logs what is still in the pipe (at most `teardownReadLimit` bytes: a writer that keeps
+    /// the pipe full, a process outside the extension's cgroup holding the write end, cannot
+    /// keep the loop reading; of them the newest lines, as of any read) and the last partial
+    /// line, and closes the read end.
     func finish() {
         guard let w = watch else { return }
         resume?.cancel()
         resume = nil
-        if case .success(let bytes?) = kernel.readSome(fd: fd, limit: Self.readLimit), !bytes.isEmpty { take(bytes) }
+        var left: [UInt8] = []
+        while left.count < Self.teardownReadLimit,
+            case .success(let bytes?) = kernel.readSome(fd: fd, limit: min(Self.readLimit, Self.teardownReadLimit - left.count)), !bytes.isEmpty
+        {
+            left += bytes
+        }
+        if !left.isEmpty { take(left) }
         if !partial.isEmpty { emit(partial) }
         partial = []
         reportDropped()
@@ -123,6 +138,10 @@ final class ExtensionOutput {
         watch = nil
         kernel.close(fd)
     }
+
+    /// The read end is about to cross a re-exec (only the descriptor does): says now how many
+    /// lines were not logged.
+    func handingOver() { reportDropped() }
 
     /// Says how many lines were not logged, if any.
     private func reportDropped() {

@@ -303,6 +303,7 @@ final class ExtensionProcesses {
         var list: [HandoverDocument.Process] = []
         for p in byID.values.sorted(by: { $0.extensionID < $1.extensionID }) {
             guard let group = p.group.snapshot, p.channel?.hasUnsent != true else { return nil }
+            p.output?.handingOver()
             list.append(
                 HandoverDocument.Process(
                     extensionID: p.extensionID, generation: p.generation, pid: p.pid, pidfd: p.pidfd, startTicks: registry.startTicks(of: p.pid),

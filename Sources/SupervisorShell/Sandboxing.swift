@@ -72,8 +72,11 @@ final class Sandboxing {
         // bound back read-only (`plan`); a top-level system directory is never hidden.
         let manifests = existing(manifestDirectories).filter { !Sandboxing.systemDirectories.contains(SandboxView.normalized($0)) }
         // The cgroup tree (every other process's cgroup, pids and memory use) and the network
-        // interfaces of the host (names and MAC addresses) are hidden as well.
-        masks = existing(["/home", "/root", "/run/user", "/sys/fs/cgroup", "/sys/class/net"]) + [stateDirectory] + manifests
+        // interfaces of the host (names and MAC addresses) are hidden as well: their list, and
+        // the devices' directories it links to.
+        masks =
+            existing(["/home", "/root", "/run/user", "/sys/fs/cgroup", "/sys/class/net"] + Sandboxing.interfaceDirectories(kernel))
+            + [stateDirectory] + manifests
         self.stateDirectory = stateDirectory
         scratch = existing(["/tmp", "/var/tmp"])
         templateMasks = SandboxView(scratch: [], masks: masks, readOnly: [], writable: []).mounts.map(\.path)
@@ -188,6 +191,19 @@ final class Sandboxing {
     /// network, in a namespace of its own).
     static func needsNetworkStack(_ decision: SandboxDecision) -> Bool {
         decision.enabled && decision.network && decision.enforced.contains(.network)
+    }
+
+    /// The directories of `/sys/devices` that hold the host's network interfaces, as they are
+    /// when the masks are made (at start and at each reload): the virtual ones', and each
+    /// other interface's device's (the parent of what its `/sys/class/net` link resolves to).
+    static func interfaceDirectories(_ kernel: any Kernel) -> [String] {
+        var found = ["/sys/devices/virtual/net"]
+        for name in kernel.listDirectory("/sys/class/net") ?? [] {
+            guard let resolved = kernel.resolvePath("/sys/class/net/" + name), let slash = resolved.lastIndex(of: "/") else { continue }
+            let parent = String(resolved[..<slash])
+            if parent.hasPrefix("/sys/devices/") && !found.contains(parent) { found.append(parent) }
+        }
+        return found
     }
 
     /// Directories a manifest directory may be but that are never hidden: the system's own.

@@ -612,6 +612,12 @@ struct SandboxTests {
         let listed = Self.ask(a, "list-dir \(root)")
         #expect(!listed.contains("cgroup.procs"), "\(listed)")
         #expect(Self.ask(a, "list-dir /sys/class/net").hasPrefix("refused: "), "the host's interfaces")
+        // Nor under /sys/devices, where each interface's device keeps them (names, addresses).
+        for name in (try? FileManager.default.contentsOfDirectory(atPath: "/sys/class/net")) ?? [] {
+            let device = URL(fileURLWithPath: "/sys/class/net/" + name).resolvingSymlinksInPath().deletingLastPathComponent().path
+            #expect(Self.ask(a, "list-dir \(device)").hasPrefix("refused: "), "\(name) under \(device)")
+            #expect(Self.ask(a, "read-file \(device)/\(name)/address").hasPrefix("refused: "), "\(name)'s address")
+        }
         _ = pidA
         host.close()
         #expect(daemon.stop() == 0)

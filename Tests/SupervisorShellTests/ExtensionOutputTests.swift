@@ -1,5 +1,6 @@
 import ExtensionStatus
 import ExtensionTransport
+import Glibc
 import Logging
 import SupervisorKernel
 import Testing
@@ -77,15 +78,35 @@ struct ExtensionOutputTests {
     }
 
     /// A writer that keeps the pipe full (a process outside the extension's cgroup holding the
-    /// write end) cannot keep the teardown reading: one read, then the pipe is closed.
-    @Test func aTeardownReadsOnce() throws {
+    /// write end) cannot keep the teardown reading: at most a pipe's largest capacity (1 MiB),
+    /// of which the newest lines are kept (an enlarged pipe's last words included), then the
+    /// pipe is closed.
+    @Test func aTeardownReadsAtMostAPipesLargestCapacity() throws {
         let k = RecordingKernel()
         let history = OutputHistory(wallClock: { 1_000 })
         let output = try started(k, history)
-        k.reads[Self.fd] = (0..<50).map { Self.lines(10, from: $0 * 10) }
+        let chunk = Array(repeating: UInt8(ascii: "x"), count: 65_535) + [0x0A]
+        k.reads[Self.fd] = Array(repeating: chunk, count: 15) + [Array("last words\n".utf8)] + Array(repeating: chunk, count: 40)
         output.finish()
-        #expect(k.reads[Self.fd]?.count == 49)
+        #expect(k.reads[Self.fd]?.count == 40, "1 MiB read: the rest of the 17th read and 39 more are left")
+        #expect(history.log(Self.id).lines.contains { $0.text == "last words" })
         #expect(output.openFD == nil)
         #expect(k.calls.contains(.close(Self.fd)))
+    }
+
+    /// A resume the loop refuses is tried again after another pause.
+    @Test func aRefusedResumeIsTriedAgain() throws {
+        let k = RecordingKernel()
+        let history = OutputHistory(wallClock: { 1_000 })
+        let output = try started(k, history)
+        k.reads[Self.fd] = [Self.lines(1_100)]
+        k.fire(fd: Self.fd)
+        #expect(events(k) == [0])
+        k.refusedEventChanges = EBUSY
+        k.advance(to: k.clock.adding(seconds: ExtensionOutput.pauseSeconds))
+        k.refusedEventChanges = nil
+        k.advance(to: k.clock.adding(seconds: ExtensionOutput.pauseSeconds))
+        #expect(events(k) == [0, Poll.input, Poll.input], "refused once, then watched again")
+        #expect(output.openFD == Self.fd)
     }
 }

@@ -365,12 +365,17 @@ final class RecordingKernel: Kernel {
         return .success((nextFD, nextFD + 1))
     }
 
-    /// What `readSome` returns for each descriptor, one result a call (then EAGAIN: empty).
+    /// What `readSome` returns for each descriptor, one result a call, at most `limit` bytes of
+    /// it (the rest comes at the next call; then EAGAIN: empty).
     var reads: [Int32: [[UInt8]?]] = [:]
 
     func readSome(fd: Int32, limit: Int) -> Result<[UInt8]?, SystemError> {
         guard var queue = reads[fd], !queue.isEmpty else { return .success([]) }
-        let next = queue.removeFirst()
+        var next = queue.removeFirst()
+        if let bytes = next, bytes.count > limit {
+            next = Array(bytes.prefix(limit))
+            queue.insert(Array(bytes.dropFirst(limit)), at: 0)
+        }
         reads[fd] = queue
         return .success(next)
     }
