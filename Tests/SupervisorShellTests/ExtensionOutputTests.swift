@@ -14,10 +14,13 @@ struct ExtensionOutputTests {
     static let id = "org.example.chatty"
     static let fd: Int32 = 30
 
-    func started(_ k: RecordingKernel, _ history: OutputHistory) throws -> ExtensionOutput {
+    /// An output read on a recording kernel, keeping its lines in a history of its own.
+    func started() throws -> (RecordingKernel, OutputHistory, ExtensionOutput) {
+        let k = RecordingKernel()
+        let history = OutputHistory(wallClock: { 1_000 })
         let output = ExtensionOutput(extensionID: Self.id, fd: Self.fd, kernel: k, logger: Logger(label: "test"), history: history)
         try #require(output.start() == nil)
-        return output
+        return (k, history, output)
     }
 
     /// `count` lines `prefix0` … as the bytes of one read.
@@ -30,9 +33,7 @@ struct ExtensionOutputTests {
     }
 
     @Test func ofAReadOfManyLinesOnlyTheNewestAreHandled() throws {
-        let k = RecordingKernel()
-        let history = OutputHistory(wallClock: { 1_000 })
-        let output = try started(k, history)
+        let (k, history, output) = try started()
         k.reads[Self.fd] = [Self.lines(5_000)]
         k.fire(fd: Self.fd)
         #expect(output.openFD == Self.fd)
@@ -43,9 +44,7 @@ struct ExtensionOutputTests {
     }
 
     @Test func overItsRateReadingPausesThenResumes() throws {
-        let k = RecordingKernel()
-        let history = OutputHistory(wallClock: { 1_000 })
-        let output = try started(k, history)
+        let (k, history, output) = try started()
         // Five reads of 200 lines: the burst (1,000) is spent, nothing is over it yet.
         for i in 0..<5 {
             k.reads[Self.fd] = [Self.lines(200, from: i * 200)]
@@ -62,9 +61,7 @@ struct ExtensionOutputTests {
     }
 
     @Test func aHangUpWhilePausedIsReadAtOnce() throws {
-        let k = RecordingKernel()
-        let history = OutputHistory(wallClock: { 1_000 })
-        let output = try started(k, history)
+        let (k, history, output) = try started()
         k.reads[Self.fd] = [Self.lines(1_100), Array("last words\n".utf8), nil]
         k.fire(fd: Self.fd)
         #expect(events(k) == [0], "900 lines not even looked at: over the rate")
@@ -82,9 +79,7 @@ struct ExtensionOutputTests {
     /// of which the newest lines are kept (an enlarged pipe's last words included), then the
     /// pipe is closed.
     @Test func aTeardownReadsAtMostAPipesLargestCapacity() throws {
-        let k = RecordingKernel()
-        let history = OutputHistory(wallClock: { 1_000 })
-        let output = try started(k, history)
+        let (k, history, output) = try started()
         let chunk = Array(repeating: UInt8(ascii: "x"), count: 65_535) + [0x0A]
         k.reads[Self.fd] = Array(repeating: chunk, count: 15) + [Array("last words\n".utf8)] + Array(repeating: chunk, count: 40)
         output.finish()
@@ -96,9 +91,7 @@ struct ExtensionOutputTests {
 
     /// A resume the loop refuses is tried again after another pause.
     @Test func aRefusedResumeIsTriedAgain() throws {
-        let k = RecordingKernel()
-        let history = OutputHistory(wallClock: { 1_000 })
-        let output = try started(k, history)
+        let (k, _, output) = try started()
         k.reads[Self.fd] = [Self.lines(1_100)]
         k.fire(fd: Self.fd)
         #expect(events(k) == [0])
