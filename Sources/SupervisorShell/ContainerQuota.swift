@@ -108,7 +108,7 @@ final class ContainerQuota {
         walking[path] = tree
         let started = kernel.measureTreeInBackground(path, owner: nil, limit: w.limit) { [weak self] result in
             guard let self else { return }
-            if walking[path] == tree { walking[path] = nil }
+            walkEnded(path, tree)
             // The size of the container now, whichever of its processes the walk began under,
             // unless the container was replaced meanwhile.
             guard replacements[path, default: 0] == tree, let w = watched[id], w.path == path else { return }
@@ -124,9 +124,14 @@ final class ContainerQuota {
             }
         }
         if let started {
-            if walking[path] == tree { walking[path] = nil }
+            walkEnded(path, tree)
             failed(id, w, started)
         }
+    }
+
+    /// The walk of `path` begun at its `tree`th replacement ended (or never began).
+    private func walkEnded(_ path: String, _ tree: Int) {
+        if walking[path] == tree { walking[path] = nil }
     }
 
     private func failed(_ id: String, _ w: Watched, _ e: SystemError) {

@@ -74,7 +74,11 @@ final class ExtensionOutput {
     func readAvailable() {
         guard let watch else { return }
         // Paused, only a hang-up or an error wakes it (no input is watched): read on.
-        if let resume { resumeReading(resume, watch) }
+        if let resume {
+            resume.cancel()
+            self.resume = nil
+            _ = watch.setEvents(Poll.input)
+        }
         switch kernel.readSome(fd: fd, limit: Self.readLimit) {
         case .success(let bytes?):
             overRate = false
@@ -90,10 +94,15 @@ final class ExtensionOutput {
     /// Stops watching for input for `pauseSeconds`; reads on at once if that cannot be done.
     private func pause(_ watch: any Watch) {
         guard resume == nil, watch.setEvents(0) == nil else { return }
-        switch kernel.addTimer(at: kernel.now().adding(seconds: Self.pauseSeconds), { [unowned self] in timerResumes() }) {
-        case .success(let timer): resume = timer
-        case .failure: _ = watch.setEvents(Poll.input)
-        }
+        if !armResume() { _ = watch.setEvents(Poll.input) }
+    }
+
+    /// Arms the timer that watches for input again after `pauseSeconds`; false if it cannot be.
+    private func armResume() -> Bool {
+        guard case .success(let timer) = kernel.addTimer(at: kernel.now().adding(seconds: Self.pauseSeconds), { [unowned self] in timerResumes() })
+        else { return false }
+        resume = timer
+        return true
     }
 
     private func timerResumes() {
@@ -101,15 +110,7 @@ final class ExtensionOutput {
         guard let watch, watch.setEvents(Poll.input) != nil else { return }
         // The loop refused the change (it watches nothing meanwhile): tried again after
         // another pause, rather than leaving the extension blocked on a full pipe for good.
-        if case .success(let timer) = kernel.addTimer(at: kernel.now().adding(seconds: Self.pauseSeconds), { [unowned self] in timerResumes() }) {
-            resume = timer
-        }
-    }
-
-    private func resumeReading(_ timer: any Cancellable, _ watch: any Watch) {
-        timer.cancel()
-        resume = nil
-        _ = watch.setEvents(Poll.input)
+        _ = armResume()
     }
 
     /// The most bytes read at a teardown: a pipe's largest capacity (`/proc/sys/fs/pipe-max-size`

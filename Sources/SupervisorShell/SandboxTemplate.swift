@@ -15,9 +15,9 @@ final class SandboxTemplate {
     private let logger: Logger
     /// The template now, if one is made.
     private var current: SandboxTemplateRef?
-    /// The template being made on another thread: the mount table's generation when it was
-    /// started (a template of an older generation is let go when it arrives).
-    private var building: UInt64?
+    /// Whether a template is being made on another thread (one of an older generation of the
+    /// mount table is let go when it arrives).
+    private var building = false
     /// Counts the changes of the mount table the daemon saw.
     private var generation: UInt64 = 0
     /// The daemon's mount table, watched for changes (POLLPRI on `/proc/self/mountinfo`).
@@ -45,21 +45,20 @@ final class SandboxTemplate {
         if let mountTable, mountTable.watch.isPending || kernel.hasPriorityEvent(fd: mountTable.fd) { mountTableChanged() }
         if let current, current.masks == masks { return current }
         drop()
-        guard building == nil, !unavailable, !failedSinceMountChange, watchMountTable() else { return nil }
+        guard !building, !unavailable, !failedSinceMountChange, watchMountTable() else { return nil }
         let started = generation
         if let e = kernel.sandboxTemplateInBackground(masks: masks, { [weak self] in self?.arrived($0, masks: masks, generation: started) }) {
-            failedSinceMountChange = true
-            logger.warning("sandbox: no template of the file system view (\(e)); each sandboxed launch builds the whole view until the mount table changes")
+            failed(e)
             return nil
         }
-        building = started
+        building = true
         return nil
     }
 
     /// A template made on another thread arrived: kept when the mount table has not changed
     /// since it was started, let go otherwise (the next launch starts another).
     private func arrived(_ outcome: Result<Int32, SystemError>, masks: [String], generation started: UInt64) {
-        building = nil
+        building = false
         switch outcome {
         case .success(let fd):
             guard started == generation, !unavailable, current == nil else {
@@ -73,9 +72,14 @@ final class SandboxTemplate {
             disable("\(e)")
         case .failure(let e):
             guard started == generation else { return }
-            failedSinceMountChange = true
-            logger.warning("sandbox: no template of the file system view (\(e)); each sandboxed launch builds the whole view until the mount table changes")
+            failed(e)
         }
+    }
+
+    /// None could be made (`e`): tried again once the mount table changes.
+    private func failed(_ e: SystemError) {
+        failedSinceMountChange = true
+        logger.warning("sandbox: no template of the file system view (\(e)); each sandboxed launch builds the whole view until the mount table changes")
     }
 
     /// Stops using templates for good (`why`: a launch could not enter one, or the daemon may
