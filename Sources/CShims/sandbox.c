@@ -199,6 +199,53 @@ static int shim_private_dev(const int device_fds[shim_device_count], const char 
     return 0;
 }
 
+// Whether the directory open at `fd` is the plan's hidden directory (the daemon's state
+// directory) or lies below it, found from the descriptor by walking up with ".." to the root:
+// no path text is trusted, so a link put on a kept directory's path (before the plan or
+// between the plan and now) cannot bring that directory into the view. 1, 0, or -errno.
+static int shim_within_hidden(const shim_sandbox *p, int fd) {
+    if (p->hidden_dev == 0 && p->hidden_ino == 0) return 0;
+    struct stat st;
+    if (fstat(fd, &st) != 0) return -errno;
+    int at = fd, rc = -ELOOP;
+    for (int depth = 0; depth < 4096; depth++) {
+        if (st.st_dev == p->hidden_dev && st.st_ino == p->hidden_ino) {
+            rc = 1;
+            break;
+        }
+        int up = openat(at, "..", O_PATH | O_DIRECTORY | O_CLOEXEC);
+        struct stat parent;
+        if (up < 0 || fstat(up, &parent) != 0) {
+            rc = -errno;
+            if (up >= 0) close(up);
+            break;
+        }
+        if (at != fd) close(at);
+        at = up;
+        if (parent.st_dev == st.st_dev && parent.st_ino == st.st_ino) {  // the root: its ".." is itself
+            rc = 0;
+            break;
+        }
+        st = parent;
+    }
+    if (at != fd) close(at);
+    return rc;
+}
+
+// Opens the directory kept mount `i` of the view shows (O_PATH); a read-only one is refused
+// with EXDEV where it is the hidden directory or lies below it (a writable one is the
+// extension's container, there by design). The descriptor, or -errno.
+static int shim_open_kept(const shim_sandbox *p, int i) {
+    int fd = open(p->mounts[i].path, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) return -errno;
+    int within = p->mounts[i].kind == SHIM_MOUNT_KEEP_RO ? shim_within_hidden(p, fd) : 0;
+    if (within != 0) {
+        close(fd);
+        return within > 0 ? -EXDEV : within;
+    }
+    return fd;
+}
+
 // The file system view: see sandbox.h and docs/security.md.
 static int shim_file_system_view(const shim_sandbox *p) {
     // No propagation either way: nothing mounted here reaches the daemon's namespace, and a
@@ -211,8 +258,8 @@ static int shim_file_system_view(const shim_sandbox *p) {
     for (int i = 0; i < p->nmounts; i++) {
         keep_fds[i] = -1;
         if (p->mounts[i].kind < SHIM_MOUNT_KEEP_RO) continue;
-        keep_fds[i] = open(p->mounts[i].path, O_PATH | O_DIRECTORY | O_CLOEXEC);
-        if (keep_fds[i] < 0) return -errno;
+        keep_fds[i] = shim_open_kept(p, i);
+        if (keep_fds[i] < 0) return keep_fds[i];
     }
     int device_fds[shim_device_count];
     for (int i = 0; i < shim_device_count; i++) {
@@ -317,7 +364,11 @@ int shim_sandbox_view_from_template(const shim_sandbox *p, int *step) {
     for (int i = 0; i < p->nmounts; i++) {
         trees[i] = -1;
         if (p->mounts[i].kind < SHIM_MOUNT_KEEP_RO) continue;
-        trees[i] = (int)syscall(SYS_open_tree, AT_FDCWD, p->mounts[i].path, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE);
+        // Copied from the directory checked, never from its path again.
+        int dir = shim_open_kept(p, i);
+        if (dir < 0) return dir;
+        trees[i] = (int)syscall(SYS_open_tree, dir, "", AT_EMPTY_PATH | OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE);
+        close(dir);
         if (trees[i] < 0) return -errno;
         if (mount_setattr(trees[i], "", AT_EMPTY_PATH | AT_RECURSIVE, &ro, sizeof(ro)) != 0) return -errno;
     }

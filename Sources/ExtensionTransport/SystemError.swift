@@ -60,6 +60,9 @@ public struct SystemError: Error, Equatable, Sendable, CustomStringConvertible {
     public var isNoBufferSpace: Bool { errno == ENOBUFS }
     /// EPERM: the operation is not permitted (a capability is missing).
     public var isNotPermitted: Bool { errno == EPERM }
+    /// EXDEV: across file systems; a spawn's file system view gives it for a kept directory
+    /// that is, or lies below, the directory its plan hides (`SandboxPlan.hiddenDirectory`).
+    public var isCrossDevice: Bool { errno == EXDEV }
     /// ENOTSUP: not supported here.
     public static let notSupported = SystemError(errno: ENOTSUP)
     /// ENOTDIR: not a directory.

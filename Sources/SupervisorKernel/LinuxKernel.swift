@@ -701,7 +701,8 @@ public final class LinuxKernel: Kernel {
                 var c = shim_sandbox(
                     parts: bits, mounts: list.baseAddress, nmounts: Int32(list.count), filter: plan.filter, uid: plan.uid, gid: plan.gid,
                     scratch_options: options, netns_fd: plan.networkNamespaceFD ?? -1, template_fd: plan.template?.fd ?? -1,
-                    template_masks: masks, ntemplate_masks: Int32(plan.template?.masks.count ?? 0))
+                    template_masks: masks, ntemplate_masks: Int32(plan.template?.masks.count ?? 0),
+                    hidden_dev: dev_t(plan.hiddenDirectory?.device ?? 0), hidden_ino: ino_t(plan.hiddenDirectory?.inode ?? 0))
                 return withUnsafePointer(to: &c) { body($0) }
             }
         }

@@ -81,6 +81,11 @@ public struct SandboxPlan: Equatable {
     /// (`Kernel.sandboxTemplate`), its descriptor and the masks it was made with; nil to build
     /// the whole view in the child. The descriptor stays the caller's.
     public var template: SandboxTemplateRef? = nil
+    /// A directory (the daemon's state directory) that no read-only kept directory of the view
+    /// may be or lie below. The child checks the directory it opens, walking up from it, so a
+    /// link on a kept directory's path, even one put there after the plan was made, cannot
+    /// show it; such a spawn fails (`EXDEV` at the file system view). Nil checks nothing.
+    public var hiddenDirectory: FileIdentity? = nil
 
     /// A plan of these values, stored as given. `filter` is not copied: it must stay valid
     /// until the spawn that uses it returns.

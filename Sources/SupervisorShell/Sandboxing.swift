@@ -137,7 +137,15 @@ final class Sandboxing {
             parts: Set(decision.enforced), userNamespace: support.userNamespace, mounts: mounts, filter: filter, uid: kernel.userID, gid: kernel.groupID,
             scratchBytes: manifest.policy.limits.memoryMaxBytes)
         plan.landlockScope = decision.scoped
+        plan.hiddenDirectory = stateDirectoryIdentity
         return plan
+    }
+
+    /// The state directory's device and inode: the child refuses a read-only kept directory
+    /// that is it or lies below it, whatever path led there (the check above reads only text).
+    private var stateDirectoryIdentity: FileIdentity? {
+        guard case .success(let st) = kernel.status(stateDirectory, followLinks: true) else { return nil }
+        return st.identity
     }
 
     /// The sandbox of a helper of the daemon that has the host's network (the transfer worker):
@@ -152,6 +160,7 @@ final class Sandboxing {
             parts: parts, userNamespace: support.userNamespace, mounts: mounts, filter: filter, uid: kernel.userID, gid: kernel.groupID,
             scratchBytes: 16 << 20)
         plan.landlockScope = support.abstractSocketScope
+        plan.hiddenDirectory = stateDirectoryIdentity
         return plan
     }
 

@@ -113,6 +113,9 @@ enum Spawner {
             {
                 step += "; " + why
             }
+            if e.isCrossDevice, sandbox?.hiddenDirectory != nil, e.operation.hasPrefix("sandbox: the file system view") {
+                step += "; a directory it keeps read-only (its executable's, or a script's it names) is the state directory or lies below it, through a link"
+            }
             throw e.during("spawn \(manifest.executable)" + (step.isEmpty ? "" : " (\(step))"))
         }
     }

@@ -207,6 +207,33 @@ struct SandboxTests {
         #expect(daemon.stop() == 0)
     }
 
+    /// Nor through a link: a directory kept read-only is checked on what the child opens (its
+    /// device and inode, walking up from it), not on its path's text, which a link can lead
+    /// elsewhere (even one put on the path after the plan was made). A launch whose argument
+    /// reaches the state directory through a link fails, saying why: with the whole view (the
+    /// first sandboxed launch) and with the template's.
+    @Test func anArgumentLinkedIntoTheStateDirectoryIsRefused() throws {
+        let daemon = try TestDaemon(manifests: [:], extensionsAsRoot: false)
+        let state = daemon.directory + "/state"
+        let links = daemon.directory + "/links"
+        try FileManager.default.createDirectory(atPath: links, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o755])
+        try FileManager.default.createSymbolicLink(atPath: links + "/state", withDestinationPath: state)
+        for id in ["org.example.a", "org.example.b"] {
+            try daemon.writeManifest("\(id).json", try Self.manifest(id, ["arguments": [links + "/state/ids.json"]]))
+        }
+        try daemon.start()
+        #expect(chmod(state, 0o755) == 0, "as the unit makes it (StateDirectoryMode=0755): only the masks hide it")
+        #expect(FileManager.default.fileExists(atPath: links + "/state/ids.json"))
+        for (n, id) in ["org.example.a", "org.example.b"].enumerated() {
+            if n == 1 { try Self.awaitTemplate(daemon, 1) }
+            let r = try daemon.extctl(["open", id], stdin: "")
+            #expect(r.status == 1, "\(id): \(r)")
+            #expect(r.err.contains("sandbox: the file system view"), "\(id): \(r)")
+            #expect(r.err.contains("is the state directory or lies below it, through a link"), "\(id): \(r)")
+        }
+        #expect(daemon.stop() == 0)
+    }
+
     @Test func homeRootOtherContainersAndTheSystemAreOutOfReach() throws {
         let (daemon, host, (a, _), (b, _)) = try Self.twoSandboxedExtensions()
         #expect(Self.ask(b, "write-file \(daemon.directory)/state/extensions/org.example.b/mine") == "written")

@@ -59,6 +59,9 @@ typedef struct shim_sandbox_plan {
                                        //   from, or -1 to build the whole view
     const char *const *template_masks; // the masks that template was made with (its `masks`)
     int ntemplate_masks;
+    dev_t hidden_dev;                  // a directory no SHIM_MOUNT_KEEP_RO may be or lie below (the
+    ino_t hidden_ino;                  //   daemon's state directory), checked on the directory
+                                       //   opened, refused with EXDEV; 0 and 0 for none
 } shim_sandbox;
 
 /// The steps of the sandbox in the child, as reported in shim_spawn's `*failed_step`
