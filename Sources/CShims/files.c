@@ -12,8 +12,17 @@
 #include <string.h>
 #include <sys/acl.h>
 #include <sys/fsuid.h>
+#include <linux/dqblk_xfs.h>
+#include <linux/fs.h>
+#include <linux/quota.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
+
+#ifndef SYS_quotactl_fd
+#define SYS_quotactl_fd 443
+#endif
 
 int shim_set_group_default_acl(const char *path, unsigned int gid) {
     char text[96];
@@ -48,7 +57,44 @@ static int shim_identity_of(int fd, struct shim_identity *out) {
     return 0;
 }
 
-int shim_tree_usage(int top, uint64_t limit, uint64_t *bytes) {
+int shim_project_quota_enforced(int fd) {
+    struct fs_quota_statv state = { .qs_version = FS_QSTATV_VERSION1 };
+    if (syscall(SYS_quotactl_fd, fd, QCMD(Q_XGETQSTATV, PRJQUOTA), 0, &state) != 0) return -errno;
+    return (state.qs_flags & FS_QUOTA_PDQ_ENFD) != 0;
+}
+
+int shim_set_project_limit(int fd, uint32_t project, uint64_t bytes) {
+    // In quota blocks of 1 KiB (QIF_DQBLKSIZE), rounded up; soft and hard the same: refused
+    // at once, no grace period.
+    uint64_t blocks = bytes / 1024 + (bytes % 1024 != 0);
+    struct if_dqblk limit = { .dqb_bhardlimit = blocks, .dqb_bsoftlimit = blocks, .dqb_valid = QIF_BLIMITS };
+    return syscall(SYS_quotactl_fd, fd, QCMD(Q_SETQUOTA, PRJQUOTA), project, &limit) == 0 ? 0 : -errno;
+}
+
+// Gives the file open at `fd` the project id `project`, and a directory PROJINHERIT too (what
+// is made in it gets the same id), unless it has them. 0 or -errno.
+static int shim_tag_project(int fd, uint32_t project, int directory) {
+    struct fsxattr a;
+    if (ioctl(fd, FS_IOC_FSGETXATTR, &a) != 0) return -errno;
+    uint32_t flags = directory ? a.fsx_xflags | FS_XFLAG_PROJINHERIT : a.fsx_xflags;
+    if (a.fsx_projid == project && flags == a.fsx_xflags) return 0;
+    a.fsx_projid = project;
+    a.fsx_xflags = flags;
+    return ioctl(fd, FS_IOC_FSSETXATTR, &a) == 0 ? 0 : -errno;
+}
+
+// Tags the regular file `name` in `dir` with `project`. A file that is gone, replaced by
+// something else, or cannot be opened is left as it is (the measurement still counts it).
+static int shim_tag_file(int dir, const char *name, uint32_t project) {
+    int fd = openat(dir, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+    if (fd < 0) return (errno == ENOENT || errno == ELOOP || errno == EACCES || errno == ENXIO) ? 0 : -errno;
+    struct stat st;
+    int rc = fstat(fd, &st) != 0 ? -errno : S_ISREG(st.st_mode) ? shim_tag_project(fd, project, 0) : 0;
+    close(fd);
+    return rc;
+}
+
+int shim_tree_usage(int top, uint64_t limit, uint32_t project, uint64_t *bytes) {
     // One level per directory on the way down: its identity and where its listing stood.
     struct level {
         struct shim_identity id;
@@ -66,6 +112,12 @@ int shim_tree_usage(int top, uint64_t limit, uint64_t *bytes) {
     }
     struct stat st;
     if (fstat(dirfd(dir), &st) == 0) total += (uint64_t)st.st_blocks * 512;
+    // Each directory is tagged before it is listed: what is made in it meanwhile inherits.
+    if (project != 0 && (rc = shim_tag_project(dirfd(dir), project, 1)) != 0) {
+        closedir(dir);
+        *bytes = 0;
+        return rc;
+    }
     for (;;) {
         errno = 0;
         struct dirent *e = readdir(dir);
@@ -107,12 +159,14 @@ int shim_tree_usage(int top, uint64_t limit, uint64_t *bytes) {
         }
         total += (uint64_t)st.st_blocks * 512;
         if (limit > 0 && total > limit) break;  // over: no need to count the rest
+        if (project != 0 && S_ISREG(st.st_mode) && (rc = shim_tag_file(dirfd(dir), e->d_name, project)) != 0) break;
         if (!S_ISDIR(st.st_mode)) continue;
         int child = openat(dirfd(dir), e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         if (child < 0) {
             // Removed, or replaced by a link or a file since it was examined: its blocks were
-            // counted as they were then.
-            if (errno == ENOENT || errno == ELOOP || errno == ENOTDIR) continue;
+            // counted as they were then. Tagging with the owner's ids, a directory it may not
+            // search (its own made so, or root's lost+found) is left as it is.
+            if (errno == ENOENT || errno == ELOOP || errno == ENOTDIR || (project != 0 && errno == EACCES)) continue;
             rc = -errno;
             break;
         }
@@ -140,6 +194,7 @@ int shim_tree_usage(int top, uint64_t limit, uint64_t *bytes) {
             close(child);
             break;
         }
+        if (project != 0 && (rc = shim_tag_project(dirfd(dir), project, 1)) != 0) break;
     }
     if (dir != NULL) closedir(dir);
     free(levels);

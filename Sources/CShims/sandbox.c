@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/capability.h>
+#include <linux/fs.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
 #include <net/if.h>
@@ -715,6 +716,9 @@ int shim_network_namespace(int *fd) {
 #define CLONE_NEWTIME 0x00000080
 #endif
 
+// file_setattr(2)'s number (the same in the generic table and x86_64's).
+enum { shim_file_setattr_nr = 469 };
+
 int shim_seccomp_filter(const void **out) {
     scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
     if (ctx == NULL) return -ENOMEM;
@@ -737,7 +741,7 @@ int shim_seccomp_filter(const void **out) {
         "bpf", "perf_event_open", "keyctl", "add_key", "request_key", "userfaultfd",
         // The machine itself.
         "kexec_load", "kexec_file_load", "reboot", "init_module", "finit_module", "delete_module",
-        "swapon", "swapoff", "acct", "quotactl", "open_by_handle_at", "lookup_dcookie", "nfsservctl",
+        "swapon", "swapoff", "acct", "quotactl", "quotactl_fd", "open_by_handle_at", "lookup_dcookie", "nfsservctl",
         // io_uring bypasses this filter for the operations it performs.
         "io_uring_setup", "io_uring_enter", "io_uring_register",
     };
@@ -789,6 +793,20 @@ int shim_seccomp_filter(const void **out) {
         };
         rc = seccomp_rule_add_array(ctx, nofamily, SCMP_SYS(socket), 2, both);
     }
+    // A file's project id and inode flags: the extension owns its container's files and
+    // could give one project 0, or clear PROJINHERIT on a directory (whose new files would
+    // then be in project 0), and so escape its container's project quota (docs/policies.md,
+    // "The container's size"). The request is an unsigned int: its register's lower half.
+    static const uint32_t refused_ioctls[] = { FS_IOC_FSSETXATTR, FS_IOC_SETFLAGS, FS_IOC32_SETFLAGS };
+    for (size_t i = 0; rc == 0 && i < sizeof(refused_ioctls) / sizeof(refused_ioctls[0]); i++) {
+        struct scmp_arg_cmp request = { .arg = 1, .op = SCMP_CMP_MASKED_EQ, .datum_a = 0xffffffffu, .datum_b = refused_ioctls[i] };
+        rc = seccomp_rule_add_array(ctx, eperm, SCMP_SYS(ioctl), 1, &request);
+    }
+    // file_setattr(2) (Linux 6.17) sets the same attributes by path; libseccomp 2.5 has no
+    // name for it.
+#if defined(__x86_64__) || defined(__aarch64__)
+    if (rc == 0) rc = seccomp_rule_add(ctx, eperm, shim_file_setattr_nr, 0);
+#endif
     if (rc == 0) {
         int nr = seccomp_syscall_resolve_name("clone3");
         if (nr != __NR_SCMP_ERROR) rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS), nr, 0);

@@ -167,6 +167,16 @@ public protocol Kernel: AnyObject, FileReads {
     /// past `limit` (> 0); hands the bytes to `done` on the loop's thread, in a later
     /// iteration. Returns why it could not start; `done` then never runs.
     func measureTreeInBackground(_ path: String, owner: FileOwner?, limit: UInt64, _ done: @escaping (Result<UInt64, SystemError>) -> Void) -> SystemError?
+    /// Puts the directory tree at `path`, which `owner` owns, under the project quota of the
+    /// owner's uid with a hard limit of `limit` bytes (`ProjectQuota`: the tree walked as
+    /// `TreeUsage` walks it, with the owner's file system ids, each directory and regular file
+    /// given the project id), on a thread of its own; hands the
+    /// outcome to `done` on the loop's thread, in a later iteration (`.unavailable` where the
+    /// file system enforces no project quota). Returns why it could not start; `done` then
+    /// never runs.
+    func limitTreeInBackground(
+        _ path: String, owner: FileOwner, limit: UInt64, _ done: @escaping (Result<ProjectQuotaOutcome, SystemError>) -> Void
+    ) -> SystemError?
     /// Replaces the file at `path` with `bytes` as `replaceFile` does, durably (fsync of the data
     /// before the rename, and of the directory after), on a thread of its own; hands the outcome
     /// to `done` on the loop's thread, in a later iteration. Returns why it could not start;

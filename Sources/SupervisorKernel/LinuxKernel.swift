@@ -415,6 +415,14 @@ public final class LinuxKernel: Kernel {
         return backgroundWork.run({ TreeUsage.measure(path, owner: owner, limit: limit) }, loop: loop, done)
     }
 
+    /// `Kernel.limitTreeInBackground`.
+    public func limitTreeInBackground(
+        _ path: String, owner: FileOwner, limit: UInt64, _ done: @escaping (Result<ProjectQuotaOutcome, SystemError>) -> Void
+    ) -> SystemError? {
+        guard let loop else { return .notSupported }
+        return backgroundWork.run({ ProjectQuota.apply(path, owner: owner, limit: limit) }, loop: loop, done)
+    }
+
     /// `Kernel.replaceFileInBackground`.
     public func replaceFileInBackground(_ path: String, with bytes: [UInt8], mode: UInt32, _ done: @escaping (SystemError?) -> Void) -> SystemError? {
         guard let loop else { return .notSupported }

@@ -29,7 +29,7 @@ enum TreeUsage {
         let top = openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
         guard top >= 0 else { return .failure(SystemError("open \(path)", errno: errno)) }
         var bytes: UInt64 = 0
-        let rc = shim_tree_usage(top, limit, &bytes)
+        let rc = shim_tree_usage(top, limit, 0, &bytes)
         return rc == 0 ? .success(bytes) : .failure(SystemError("measure \(path)", errno: -rc))
     }
 }

@@ -13,7 +13,11 @@ import SupervisorKernel
 /// running when it ends. A measurement over the
 /// limit posts `diskLimitExceeded`, and the core ends the extension (`disk-limit`); so do
 /// `failureLimit` failed measurements in a row (a tree reshaped under the walk on purpose must
-/// not escape its limit). Owned by the daemon's loop thread.
+/// not escape its limit). Where the container's file system enforces project quotas (ext4
+/// mounted `prjquota`, XFS `pquota`), the container is also put under one at its launch
+/// (`Kernel.limitTreeInBackground`, the extension's own uid as the project id), so that the
+/// file system refuses a write past the limit; the measurement goes on beside it. Owned by
+/// the daemon's loop thread.
 final class ContainerQuota {
     /// One watched extension process.
     private final class Watched {
@@ -45,6 +49,13 @@ final class ContainerQuota {
     /// How many times each container was replaced by an empty one (`extctl reset`): a walk
     /// goes on in the tree it opened, set aside, and its result is not the new container's.
     private var replacements: [String: Int] = [:]
+    /// The containers under a project quota, with the limit set (until they are replaced).
+    private var limited: [String: UInt64] = [:]
+    /// The containers being put under one.
+    private var limiting: Set<String> = []
+    /// The file systems (devices) that enforce no project quota, found at a first try: not
+    /// tried again, and said once.
+    private var withoutProjectQuotas: Set<UInt64> = []
 
     init(kernel: any Kernel, logger: Logger, interval: Double) {
         self.kernel = kernel
@@ -55,12 +66,23 @@ final class ContainerQuota {
     /// Generation `generation` of `id` has its container at `path`: measured every `interval`
     /// from now while `running` (false: suspended, as a process taken over at a re-exec may
     /// be), if it has a limit.
-    func started(_ id: String, generation: UInt64, path: String, limit: UInt64?, running: Bool = true) {
+    /// `owner` owns its container, whose project id is the owner's uid where its file system
+    /// enforces project quotas (`owner(of:)`), nil for none.
+    func started(_ id: String, generation: UInt64, path: String, limit: UInt64?, owner: FileOwner? = nil, running: Bool = true) {
         ended(id)
         guard let limit else { return }
         let w = Watched(generation: generation, path: path, limit: limit)
         watched[id] = w
         if running { arm(id, w) }
+        if let owner { putUnderProjectQuota(id, path: path, owner: owner, limit: limit) }
+    }
+
+    /// The owner of the container of an extension with `credentials`, whose uid is its project
+    /// id: only its own uid (not a uid another extension may share, nor root's: project 0 is
+    /// none).
+    static func owner(of credentials: Credentials?) -> FileOwner? {
+        guard let c = credentials, c.ownUID, c.uid != 0 else { return nil }
+        return FileOwner(uid: c.uid, gid: c.gid)
     }
 
     /// It was suspended: measured once more, then not until it resumes.
@@ -85,6 +107,41 @@ final class ContainerQuota {
     /// tree counts for nothing, and the new one may be walked at once.
     func containerReplaced(_ path: String) {
         replacements[path, default: 0] += 1
+        limited[path] = nil
+    }
+
+    /// Puts the container at `path`, which `owner` owns, under the project quota of the owner's
+    /// uid limited to `limit`, unless it is, or is being, or its file system has none.
+    private func putUnderProjectQuota(_ id: String, path: String, owner: FileOwner, limit: UInt64) {
+        guard limited[path] != limit, !limiting.contains(path), case .success(let st) = kernel.status(path, followLinks: false),
+            !withoutProjectQuotas.contains(st.identity.device)
+        else { return }
+        let device = st.identity.device
+        let tree = replacements[path, default: 0]
+        limiting.insert(path)
+        let started = kernel.limitTreeInBackground(path, owner: owner, limit: limit) { [weak self] result in
+            guard let self else { return }
+            limiting.remove(path)
+            // A container replaced meanwhile is put under its quota at its next launch.
+            guard replacements[path, default: 0] == tree else { return }
+            switch result {
+            case .success(.limited):
+                limited[path] = limit
+                logger.info(
+                    "\(id): its container is limited to \(limit) bytes by the file system (project quota \(owner.uid)); it is measured as well",
+                    metadata: ["EXTENSION_ID": "\(id)"])
+            case .success(.unavailable(let why)):
+                withoutProjectQuotas.insert(device)
+                logger.notice("container size limits on the file system of \(path) are measured only: it enforces no project quota (\(why))")
+            case .failure(let e):
+                logger.warning(
+                    "\(id): its container could not be put under a project quota: \(e); it is measured only", metadata: ["EXTENSION_ID": "\(id)"])
+            }
+        }
+        if let started {
+            limiting.remove(path)
+            logger.warning("\(id): its container could not be put under a project quota: \(started); it is measured only", metadata: ["EXTENSION_ID": "\(id)"])
+        }
     }
 
     private func arm(_ id: String, _ w: Watched) {

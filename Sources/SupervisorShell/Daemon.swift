@@ -167,7 +167,7 @@ public final class Daemon {
                 guard r.pid != nil, let limit = r.manifest.policy.limits.diskMaxBytes else { continue }
                 extensions.quota.started(
                     r.manifest.id, generation: r.generation, path: extensions.containers.path(of: r.manifest.id), limit: limit,
-                    running: r.state != .suspended)
+                    owner: ContainerQuota.owner(of: r.manifest.credentials), running: r.state != .suspended)
             }
             if let requester = handover.requester { reexecution.owe(requester, previousVersion: handover.daemonVersion) }
             logger.notice(

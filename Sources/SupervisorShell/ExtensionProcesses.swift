@@ -221,7 +221,9 @@ final class ExtensionProcesses {
         }
         add(p)
         if networkNamespace != nil { networks?.running(id, point: manifest.point) }
-        quota.started(id, generation: generation, path: container, limit: manifest.policy.limits.diskMaxBytes)
+        quota.started(
+            id, generation: generation, path: container, limit: manifest.policy.limits.diskMaxBytes,
+            owner: ContainerQuota.owner(of: manifest.credentials))
         if let fd = spawned.output { p.output = startOutput(id, fd: fd) }
         let watched = watch(p)
         sink?.post(.spawned(extensionID: id, generation: generation, pid: spawned.pid))

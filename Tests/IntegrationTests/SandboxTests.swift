@@ -372,6 +372,24 @@ struct SandboxTests {
         try eventually("the stack ends with the daemon") { processState(stack) == nil }
     }
 
+    /// Its files' project id and inode flags stay as the daemon set them: the filter refuses
+    /// FS_IOC_FSSETXATTR, FS_IOC_SETFLAGS and file_setattr(2), with which an extension could
+    /// take a file (project 0), or a directory's new files (no PROJINHERIT), out of its
+    /// container's project quota (docs/policies.md, "The container's size").
+    @Test func anExtensionCannotChangeItsFilesProjectOrInodeFlags() throws {
+        let daemon = try TestDaemon(manifests: ["a.json": try Self.manifest("org.example.a")], extensionsAsRoot: false)
+        try daemon.start()
+        let host = try daemon.host()
+        let (a, _) = try CredentialTests.open(daemon, host, "org.example.a")
+        let home = String(Self.ask(a, "home").dropFirst("home ".count))
+        #expect(home == daemon.directory + "/state/extensions/org.example.a")
+        for call in ["project", "inode-flags", "file-setattr"] {
+            #expect(Self.ask(a, "syscall \(call) \(home)") == "refused: Operation not permitted", "\(call)")
+        }
+        host.close()
+        #expect(daemon.stop() == 0)
+    }
+
     @Test func theFilterRefusesWhatAnExtensionHasNoBusinessDoing() throws {
         let daemon = try TestDaemon(manifests: ["a.json": try Self.manifest("org.example.a")], extensionsAsRoot: false)
         try daemon.start()
@@ -817,6 +835,11 @@ struct ContainerQuotaTests {
         try expectDiskLimitExit(daemon, id, after: mark)
         #expect(FileManager.default.fileExists(atPath: container + "/big"), "its files stay")
         #expect(daemon.log().contains("over its limits.diskMaxBytes (1048576)"), "\(daemon.log())")
+        // The tests' file system enforces no project quota (the VM scenario has one that
+        // does): said once, and the container is measured.
+        let measuredOnly = "are measured only: it enforces no project quota"
+        try eventually("the first try at a project quota is logged: \(daemon.log())") { daemon.log().contains(measuredOnly) }
+        #expect(daemon.log().components(separatedBy: measuredOnly).count == 2, "\(daemon.log())")
         host.close()
         #expect(daemon.stop() == 0)
     }

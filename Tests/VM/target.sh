@@ -45,6 +45,7 @@ boot1() {
         \"sharedContainers\": [\"$group\"], \"network\": false}"
     manifest frozen '{"id": "org.vmtest.frozen", "point": "widget", "executable": "/opt/vmtest/probe.py", "policy": {"suspend": "freeze"}}'
     manifest hog '{"id": "org.vmtest.hog", "point": "widget", "executable": "/opt/vmtest/probe.py", "limits": {"memoryMaxBytes": 67108864}}'
+    manifest quota '{"id": "org.vmtest.quota", "point": "widget", "executable": "/opt/vmtest/probe.py", "limits": {"diskMaxBytes": 4194304}}'
 
     echo "--- socket activation"
     list=$(extctl list 2>&1)
@@ -159,6 +160,34 @@ boot1() {
         "$(ps -o comm= --ppid "$(systemctl show -p MainPID --value extensiond.service)" | grep -m1 slirp4netns)"
     kill "$server" "$loopback" "$abstract"
     ip link del vmtsta
+
+    echo "--- the container's size: a project quota where the file system has them"
+    # Its container is the root of an ext4 of its own with project quotas (mkfs -O
+    # project,quota, mounted prjquota), made where the daemon makes containers, before its
+    # first launch.
+    qdir=/var/lib/extensiond/extensions/org.vmtest.quota
+    truncate -s 64M /var/tmp/vmtest-quota.img && mkfs.ext4 -q -O project,quota /var/tmp/vmtest-quota.img
+    mkdir -p "$qdir" && mount -o loop,prjquota /var/tmp/vmtest-quota.img "$qdir" && rmdir "$qdir/lost+found"
+    check "the test's ext4 enforces project quotas" yes "$(findmnt -n -o OPTIONS "$qdir" | grep -q prjquota && echo yes)"
+    out=$(talk org.vmtest.quota "home-fill first 1048576")
+    echo "$out"
+    check "under its limit (4 MiB) it writes 1 MiB" "written 1048576" "$(sed -n 2p <<<"$out")"
+    limited() { journalctl -u extensiond --no-pager -q -o cat | grep -q "org.vmtest.quota: its container is limited to 4194304 bytes by the file system"; }
+    wait_until 30 limited
+    check "the daemon put its container under a project quota" yes "$(limited && echo yes)"
+    quid=$(status org.vmtest.quota "e['credentials']['uid']")
+    check "the container is tagged with the extension's uid as project id, inherited (lsattr -p)" "$quid P" \
+        "$(lsattr -d -p "$qdir" 2>&1 | awk '{ print $1, ($2 ~ /P/) ? "P" : "-" }')"
+    out=$(talk org.vmtest.quota "home-fill second 4194304" "home-fill third 65536" ping)
+    echo "$out"
+    check_match "past its limit the file system refuses the write" "^error: OSError: \[Errno 122\] Disk quota exceeded" "$(sed -n 2p <<<"$out")"
+    check_match "it is refused, not killed: it still answers" "^pong 1 " "$(sed -n 4p <<<"$out")"
+    used=$(du -sk --apparent-size "$qdir" | cut -f1)
+    check "its container holds no more than its limit" yes "$([ "$used" -le 4096 ] && echo yes || echo "no: $used KiB")"
+    check "nor was it ended for its size" 0 "$(journalctl -u extensiond --no-pager -q -o cat | grep -c 'org.vmtest.quota: its container holds more than')"
+    extctl kill org.vmtest.quota >/dev/null 2>&1
+    wait_until 20 is_state org.vmtest.quota not-running
+    umount "$qdir" && rm -f /var/tmp/vmtest-quota.img
 
     echo "--- a shared container used by two extensions"
     out=$(talk "$probe" "shared-write $group note from-probe")

@@ -194,9 +194,23 @@ int shim_set_thread_fs_ids(unsigned int uid, unsigned int gid);
 /// directory moved while the walk is inside it ends the walk with -ESTALE.
 /// Bounded whatever the tree's depth and names: one descriptor open at a time, going back up
 /// by "..", checked against the directory it came from, and 24 bytes per level; no path is
-/// built. With `limit` > 0 it stops counting once past it. Returns 0 or -errno (`*bytes`
-/// then holds what was counted).
-int shim_tree_usage(int top, uint64_t limit, uint64_t *bytes);
+/// built. With `limit` > 0 it stops counting once past it. With `project` > 0 it also gives
+/// each directory (before listing it) and each regular file that project id, and each
+/// directory PROJINHERIT (shim_set_project_limit), as `chattr -R +P -p` does; a file or a
+/// directory that cannot be opened is left as it is. Returns 0 or -errno (`*bytes` then holds what was
+/// counted).
+int shim_tree_usage(int top, uint64_t limit, uint32_t project, uint64_t *bytes);
+
+/// Whether the file system of the file open at `fd` enforces project quotas (ext4 mounted
+/// with `prjquota`, XFS with `pquota`): 1, 0 when it only counts them, or -errno (ENOSYS
+/// without quotactl_fd(2), ESRCH without project quotas, EPERM without CAP_SYS_ADMIN).
+int shim_project_quota_enforced(int fd);
+
+/// Sets the hard (and soft) block limit of project `project` on the file system of the file
+/// open at `fd` to `bytes`, rounded up to whole KiB: the file system then refuses a write
+/// that would take the files of that project past it (EDQUOT). Needs CAP_SYS_ADMIN.
+/// Returns 0 or -errno.
+int shim_set_project_limit(int fd, uint32_t project, uint64_t bytes);
 
 /// openat2(2) of `relative` beneath the directory `dirfd` with RESOLVE_BENEATH,
 /// RESOLVE_NO_SYMLINKS, RESOLVE_NO_MAGICLINKS and RESOLVE_NO_XDEV (`flags` get O_CLOEXEC;

@@ -4,6 +4,9 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <linux/bpf.h>
+#include <linux/fs.h>
+#include <fcntl.h>
+#include <sys/ioctl.h>
 #include <netinet/in.h>
 #include <sched.h>
 #include <string.h>
@@ -143,4 +146,27 @@ int probe_abstract_listen(const char *name) {
         return e;
     }
     return 0;  // kept open: it listens for the rest of the process's life
+}
+
+int probe_project_attribute(const char *path) {
+    int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) return errno;
+    struct fsxattr a;
+    memset(&a, 0, sizeof(a));
+    int rc = ioctl(fd, FS_IOC_FSSETXATTR, &a) == 0 ? 0 : errno;
+    close(fd);
+    return rc;
+}
+
+int probe_inode_flags(const char *path) {
+    int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) return errno;
+    long flags = 0;
+    int rc = ioctl(fd, FS_IOC_SETFLAGS, &flags) == 0 ? 0 : errno;
+    close(fd);
+    return rc;
+}
+
+int probe_file_setattr(const char *path) {
+    return syscall(469, AT_FDCWD, path, NULL, 0, 0) == 0 ? 0 : errno;
 }

@@ -59,6 +59,9 @@ func sandboxProbe(_ words: [String]) -> String? {
             return outcome(probe_socket_wide(numbers.first ?? -1, numbers.count > 1 ? numbers[1] : 0))
         case "msgget": return outcome(probe_message_queue(Int32(word(2)) ?? 0, 0))
         case "msgget-create": return outcome(probe_message_queue(Int32(word(2)) ?? 0, 1))
+        case "project": return outcome(probe_project_attribute(word(2)))
+        case "inode-flags": return outcome(probe_inode_flags(word(2)))
+        case "file-setattr": return outcome(probe_file_setattr(word(2)))
         default: return "unknown system call"
         }
     case "output":

@@ -201,6 +201,11 @@ final class SimulatedKernel: Kernel {
     func measureTreeInBackground(_ path: String, owner: FileOwner?, limit: UInt64, _ done: @escaping (Result<UInt64, SystemError>) -> Void) -> SystemError? {
         refused("measure(\(path))")
     }
+    func limitTreeInBackground(
+        _ path: String, owner: FileOwner, limit: UInt64, _ done: @escaping (Result<ProjectQuotaOutcome, SystemError>) -> Void
+    ) -> SystemError? {
+        refused("limit(\(path))")
+    }
     func replaceFileInBackground(_ path: String, with bytes: [UInt8], mode: UInt32, _ done: @escaping (SystemError?) -> Void) -> SystemError? {
         refused("replace(\(path))")
     }

@@ -47,6 +47,7 @@ final class RecordingKernel: Kernel {
         case removeFile(String)
         case removeTree(String, owner: FileOwner?)
         case measureTree(String)
+        case limitTree(String, project: UInt32, limit: UInt64)
         case rename(String, String)
         case outputPipe
         case setGroupDefaultACL(String, UInt32)
@@ -95,6 +96,7 @@ final class RecordingKernel: Kernel {
             case let .removeFile(path): "unlink(\(path))"
             case let .removeTree(path, owner): "rm -r(\(path)\(owner.map { " as \($0.uid):\($0.gid)" } ?? ""))"
             case let .measureTree(path): "du(\(path))"
+            case let .limitTree(path, project, limit): "chattr -R +P -p \(project) \(path); setquota -P \(project) \(limit)"
             case let .rename(path, newPath): "rename(\(path), \(newPath))"
             case .outputPipe: "pipe2(O_CLOEXEC)"
             case let .setGroupDefaultACL(path, gid): "setfacl(\(path), default:g:\(gid):rwx)"
@@ -473,6 +475,18 @@ final class RecordingKernel: Kernel {
         let size = sizes.removeFirst()
         treeSizes = sizes
         backgroundWork.append { done(size) }
+        return nil
+    }
+    /// What the next `limitTreeInBackground` calls come to, one each, at
+    /// `finishBackgroundWork` (none left: they cannot be started).
+    var projectQuotas: [Result<ProjectQuotaOutcome, SystemError>] = []
+    func limitTreeInBackground(
+        _ path: String, owner: FileOwner, limit: UInt64, _ done: @escaping (Result<ProjectQuotaOutcome, SystemError>) -> Void
+    ) -> SystemError? {
+        guard !projectQuotas.isEmpty else { return .notSupported }
+        calls.append(.limitTree(path, project: owner.uid, limit: limit))
+        let outcome = projectQuotas.removeFirst()
+        backgroundWork.append { done(outcome) }
         return nil
     }
     func replaceFileInBackground(_ path: String, with bytes: [UInt8], mode: UInt32, _ done: @escaping (SystemError?) -> Void) -> SystemError? {

@@ -7,6 +7,8 @@ Commands (one line each; every answer is one line):
   ping                  -> "pong PID UID"
   home-write TEXT       -> writes TEXT to $HOME/probe.state: "written" or "error: ..."
   home-read             -> "home: TEXT", or "home: (none)" when there is no file
+  home-fill NAME BYTES  -> writes BYTES zero bytes to $HOME/NAME (64 KiB at a time, then
+                           fsync): "written BYTES" or "error: ..."
   tmp-write NAME        -> creates /tmp/NAME: "written" or "error: ..."
   tmp-list              -> "tmp: NAMES" (comma-separated, sorted)
   connect HOST PORT     -> "connected", or "error: ..." (a TCP connection, closed at once)
@@ -42,6 +44,14 @@ def answer(command: str) -> str:
                 os.fsync(f.fileno())
             os.rename(path + ".tmp", path)
             return "written"
+        if words[0] == "home-fill":
+            left = int(words[2])
+            with open(os.path.join(os.environ["HOME"], words[1]), "wb") as f:
+                while left > 0:
+                    left -= f.write(bytes(min(left, 65536)))
+                f.flush()
+                os.fsync(f.fileno())
+            return f"written {words[2]}"
         if words[0] == "home-read":
             path = os.path.join(os.environ["HOME"], "probe.state")
             if not os.path.exists(path):

@@ -38,4 +38,11 @@ int probe_abstract_listen(const char *name);
 /// connect(2) to the IPv4 `address`:`port`: 0 or the errno.
 int probe_tcp_connect_to(const char *address, int port);
 
+/// ioctl(FS_IOC_FSSETXATTR) on the directory `path` with project 0 and no flags.
+int probe_project_attribute(const char *path);
+/// ioctl(FS_IOC_SETFLAGS) on the directory `path` with no flags.
+int probe_inode_flags(const char *path);
+/// file_setattr(2) of `path` with no attributes (EINVAL from a kernel that has it).
+int probe_file_setattr(const char *path);
+
 #endif
