@@ -233,16 +233,39 @@ static int shim_within_hidden(const shim_sandbox *p, int fd) {
     return rc;
 }
 
+// Whether the directory open at `fd`, named `path` in the plan, is one of the plan's protected
+// directories (one the view hides or replaces, or above one) reached by another path: bound
+// there, it would show what the view's masks, made at their own paths, do not cover. 1, 0, or
+// -errno.
+static int shim_exposes_protected(const shim_sandbox *p, int fd, const char *path) {
+    if (p->nprotected_dirs == 0) return 0;
+    struct stat st;
+    if (fstat(fd, &st) != 0) return -errno;
+    int found = 0;
+    for (int k = 0; k < p->nprotected_dirs; k++) {
+        const shim_protected_dir *d = &p->protected_dirs[k];
+        if (d->dev != st.st_dev || d->ino != st.st_ino) continue;
+        if (strcmp(d->path, path) == 0) return 0;
+        found = 1;
+    }
+    return found;
+}
+
 // Opens the directory kept mount `i` of the view shows (O_PATH); a read-only one is refused
-// with EXDEV where it is the hidden directory or lies below it (a writable one is the
-// extension's container, there by design). The descriptor, or -errno.
+// with EXDEV where it is the hidden directory or lies below it, or is a protected directory
+// reached by another path (a writable one is the extension's container, there by design). The
+// descriptor, or -errno.
 static int shim_open_kept(const shim_sandbox *p, int i) {
     int fd = open(p->mounts[i].path, O_PATH | O_DIRECTORY | O_CLOEXEC);
     if (fd < 0) return -errno;
-    int within = p->mounts[i].kind == SHIM_MOUNT_KEEP_RO ? shim_within_hidden(p, fd) : 0;
-    if (within != 0) {
+    int refused = 0;
+    if (p->mounts[i].kind == SHIM_MOUNT_KEEP_RO) {
+        refused = shim_within_hidden(p, fd);
+        if (refused == 0) refused = shim_exposes_protected(p, fd, p->mounts[i].path);
+    }
+    if (refused != 0) {
         close(fd);
-        return within > 0 ? -EXDEV : within;
+        return refused > 0 ? -EXDEV : refused;
     }
     return fd;
 }

@@ -608,8 +608,11 @@ public final class LinuxKernel: Kernel {
         var step: Int32 = -1
         let groups: [gid_t] = request.credentials?.groups ?? []
         let limits = request.resourceLimits.map { shim_rlimit(resource: LinuxKernel.rlimit($0.resource), value: $0.value) }
-        // The template's masks after the plan's mounts, in one list of C strings.
-        let mountPaths = (request.sandbox?.mounts.map(\.path) ?? []) + (request.sandbox?.template?.masks ?? [])
+        // The template's masks and the protected directories after the plan's mounts, in one
+        // list of C strings.
+        let mountPaths =
+            (request.sandbox?.mounts.map(\.path) ?? []) + (request.sandbox?.template?.masks ?? [])
+            + (request.sandbox?.protectedDirectories.map(\.path) ?? [])
         let pid: pid_t = withCStrings(mountPaths) { paths in
             withSandbox(request.sandbox, paths: paths) { sandbox in
                 withCStrings([request.path] + request.arguments) { argv in
@@ -704,14 +707,21 @@ public final class LinuxKernel: Kernel {
             }
             // Formatted here: the child between clone and exec calls nothing that may allocate.
             let scratch = "mode=1777" + (plan.scratchBytes.map { ",size=\($0)" } ?? "")
+            let protectedAt = plan.mounts.count + (plan.template?.masks.count ?? 0)
+            let protected = plan.protectedDirectories.enumerated().map { k, d in
+                shim_protected_dir(dev: dev_t(d.identity.device), ino: ino_t(d.identity.inode), path: UnsafePointer(paths[protectedAt + k]))
+            }
             return scratch.withCString { options in
-                let masks = plan.template.map { _ in UnsafeRawPointer(paths + plan.mounts.count).assumingMemoryBound(to: UnsafePointer<CChar>?.self) }
-                var c = shim_sandbox(
-                    parts: bits, mounts: list.baseAddress, nmounts: Int32(list.count), filter: plan.filter, uid: plan.uid, gid: plan.gid,
-                    scratch_options: options, netns_fd: plan.networkNamespaceFD ?? -1, template_fd: plan.template?.fd ?? -1,
-                    template_masks: masks, ntemplate_masks: Int32(plan.template?.masks.count ?? 0),
-                    hidden_dev: dev_t(plan.hiddenDirectory?.device ?? 0), hidden_ino: ino_t(plan.hiddenDirectory?.inode ?? 0))
-                return withUnsafePointer(to: &c) { body($0) }
+                protected.withUnsafeBufferPointer { protectedList in
+                    let masks = plan.template.map { _ in UnsafeRawPointer(paths + plan.mounts.count).assumingMemoryBound(to: UnsafePointer<CChar>?.self) }
+                    var c = shim_sandbox(
+                        parts: bits, mounts: list.baseAddress, nmounts: Int32(list.count), filter: plan.filter, uid: plan.uid, gid: plan.gid,
+                        scratch_options: options, netns_fd: plan.networkNamespaceFD ?? -1, template_fd: plan.template?.fd ?? -1,
+                        template_masks: masks, ntemplate_masks: Int32(plan.template?.masks.count ?? 0),
+                        hidden_dev: dev_t(plan.hiddenDirectory?.device ?? 0), hidden_ino: ino_t(plan.hiddenDirectory?.inode ?? 0),
+                        protected_dirs: protectedList.baseAddress, nprotected_dirs: Int32(protectedList.count))
+                    return withUnsafePointer(to: &c) { body($0) }
+                }
             }
         }
     }

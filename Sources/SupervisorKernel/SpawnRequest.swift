@@ -86,6 +86,12 @@ public struct SandboxPlan: Equatable {
     /// link on a kept directory's path, even one put there after the plan was made, cannot
     /// show it; such a spawn fails (`EXDEV` at the file system view). Nil checks nothing.
     public var hiddenDirectory: FileIdentity? = nil
+    /// The directories the view hides or replaces and every directory above them, each with its
+    /// real path (`Sandboxing.protectedDirectories`). A read-only kept directory that is one of
+    /// them must be named by that path, so that the view's masks lie below it; reached by
+    /// another path (a link on it, another mount of it) the spawn fails (`EXDEV` at the file
+    /// system view), as it would otherwise show what those masks hide.
+    public var protectedDirectories: [ProtectedDirectory] = []
 
     /// A plan of these values, stored as given. `filter` is not copied: it must stay valid
     /// until the spawn that uses it returns.
@@ -137,5 +143,19 @@ public struct ResourceLimit: Equatable, Sendable {
     public init(resource: Resource, value: UInt64) {
         self.resource = resource
         self.value = value
+    }
+}
+
+/// A directory a sandbox's view hides or replaces, or one above such a directory
+/// (`SandboxPlan.protectedDirectories`).
+public struct ProtectedDirectory: Equatable, Sendable {
+    /// Which directory it is.
+    public var identity: FileIdentity
+    /// Its real path (no link on it).
+    public var path: String
+    /// The directory of this identity and path, stored as given.
+    public init(identity: FileIdentity, path: String) {
+        self.identity = identity
+        self.path = path
     }
 }

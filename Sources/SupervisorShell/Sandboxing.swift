@@ -25,6 +25,9 @@ final class Sandboxing {
     private let stateDirectory: String
     /// Private to each extension: the existing ones of /tmp and /var/tmp.
     private let scratch: [String]
+    /// The directories the view hides or replaces, and those above them
+    /// (`SandboxPlan.protectedDirectories`), found at start and at each reload.
+    private let protectedDirectories: [ProtectedDirectory]
     /// The masks of every plan, as a plan orders them (one below another dropped): what the
     /// sandbox's template is made with (`SandboxTemplate`).
     let templateMasks: [String]
@@ -79,6 +82,7 @@ final class Sandboxing {
             + [stateDirectory] + manifests
         self.stateDirectory = stateDirectory
         scratch = existing(["/tmp", "/var/tmp"])
+        protectedDirectories = Sandboxing.protectedDirectories(masks + scratch + ["/proc", "/dev"], kernel: kernel)
         templateMasks = SandboxView(scratch: [], masks: masks, readOnly: [], writable: []).mounts.map(\.path)
         let enforced = SandboxPart.allCases.filter { missing[$0] == nil }.map(\.rawValue).joined(separator: ", ")
         let notEnforced = missing.isEmpty ? "" : "; not: " + missing.keys.sorted().map { "\($0.rawValue) (\(missing[$0]!))" }.joined(separator: ", ")
@@ -138,7 +142,26 @@ final class Sandboxing {
             scratchBytes: manifest.policy.limits.memoryMaxBytes)
         plan.landlockScope = decision.scoped
         plan.hiddenDirectory = stateDirectoryIdentity
+        plan.protectedDirectories = protectedDirectories
         return plan
+    }
+
+    /// `paths` (made real: no link on them) and every directory above each, by identity and real
+    /// path, each pair once.
+    static func protectedDirectories(_ paths: [String], kernel: any Kernel) -> [ProtectedDirectory] {
+        var found: [ProtectedDirectory] = []
+        var seen = Set<String>()
+        for path in paths {
+            guard var directory = kernel.resolvePath(path) else { continue }
+            while seen.insert(directory).inserted {
+                if case .success(let st) = kernel.status(directory, followLinks: false) {
+                    found.append(ProtectedDirectory(identity: st.identity, path: directory))
+                }
+                if directory == "/" { break }
+                directory = Sandboxing.directory(of: directory)
+            }
+        }
+        return found
     }
 
     /// The state directory's device and inode: the child refuses a read-only kept directory
@@ -161,6 +184,7 @@ final class Sandboxing {
             scratchBytes: 16 << 20)
         plan.landlockScope = support.abstractSocketScope
         plan.hiddenDirectory = stateDirectoryIdentity
+        plan.protectedDirectories = protectedDirectories
         return plan
     }
 

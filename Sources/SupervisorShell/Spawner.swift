@@ -113,8 +113,11 @@ enum Spawner {
             {
                 step += "; " + why
             }
-            if e.isCrossDevice, sandbox?.hiddenDirectory != nil, e.operation.hasPrefix("sandbox: the file system view") {
-                step += "; a directory it keeps read-only (its executable's, or a script's it names) is the state directory or lies below it, through a link"
+            if e.isCrossDevice, sandbox?.hiddenDirectory != nil || sandbox?.protectedDirectories.isEmpty == false,
+                e.operation.hasPrefix("sandbox: the file system view")
+            {
+                step +=
+                    "; a directory it keeps read-only (its executable's, or a script's it names) is reached through a link or another mount: the state directory, a directory below it, or one above what the sandbox hides"
             }
             throw e.during("spawn \(manifest.executable)" + (step.isEmpty ? "" : " (\(step))"))
         }

@@ -208,28 +208,42 @@ struct SandboxTests {
     }
 
     /// Nor through a link: a directory kept read-only is checked on what the child opens (its
-    /// device and inode, walking up from it), not on its path's text, which a link can lead
-    /// elsewhere (even one put on the path after the plan was made). A launch whose argument
-    /// reaches the state directory through a link fails, saying why: with the whole view (the
-    /// first sandboxed launch) and with the template's.
-    @Test func anArgumentLinkedIntoTheStateDirectoryIsRefused() throws {
+    /// device and inode), not on its path's text, which a link can lead elsewhere (even one put
+    /// on the path after the plan was made). A launch whose script's directory is reached
+    /// through a link fails, saying why, where that directory is the state directory (or below
+    /// it), one above it, or one the view replaces (`/tmp`): bound at the link's path, it
+    /// would show them unmasked. With the whole view (the first sandboxed launch) and with the
+    /// template's.
+    @Test func anArgumentLinkedIntoOrAboveTheStateDirectoryIsRefused() throws {
         let daemon = try TestDaemon(manifests: [:], extensionsAsRoot: false)
         let state = daemon.directory + "/state"
         let links = daemon.directory + "/links"
         try FileManager.default.createDirectory(atPath: links, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o755])
         try FileManager.default.createSymbolicLink(atPath: links + "/state", withDestinationPath: state)
-        for id in ["org.example.a", "org.example.b"] {
-            try daemon.writeManifest("\(id).json", try Self.manifest(id, ["arguments": [links + "/state/ids.json"]]))
+        try FileManager.default.createSymbolicLink(atPath: links + "/above", withDestinationPath: daemon.directory)
+        // And /tmp, which the view replaces with a private one: its own files shown instead.
+        try FileManager.default.createSymbolicLink(atPath: links + "/tmp", withDestinationPath: "/tmp")
+        let inTmp = "/tmp/extensiond-link-probe-\(getpid())"
+        try "x".write(toFile: inTmp, atomically: true, encoding: .utf8)
+        defer { try? FileManager.default.removeItem(atPath: inTmp) }
+        try "x".write(toFile: daemon.directory + "/script", atomically: true, encoding: .utf8)
+        let cases = [
+            ("org.example.a", links + "/state/ids.json"), ("org.example.b", links + "/above/script"),
+            ("org.example.c", links + "/tmp/" + (inTmp as NSString).lastPathComponent),
+            ("org.example.d", links + "/state/ids.json"), ("org.example.e", links + "/above/script"),
+        ]
+        for (id, argument) in cases {
+            try daemon.writeManifest("\(id).json", try Self.manifest(id, ["arguments": [argument]]))
         }
         try daemon.start()
         #expect(chmod(state, 0o755) == 0, "as the unit makes it (StateDirectoryMode=0755): only the masks hide it")
-        #expect(FileManager.default.fileExists(atPath: links + "/state/ids.json"))
-        for (n, id) in ["org.example.a", "org.example.b"].enumerated() {
-            if n == 1 { try Self.awaitTemplate(daemon, 1) }
+        for (n, (id, argument)) in cases.enumerated() {
+            #expect(FileManager.default.fileExists(atPath: argument))
+            if n == 3 { try Self.awaitTemplate(daemon, 1) }
             let r = try daemon.extctl(["open", id], stdin: "")
             #expect(r.status == 1, "\(id): \(r)")
             #expect(r.err.contains("sandbox: the file system view"), "\(id): \(r)")
-            #expect(r.err.contains("is the state directory or lies below it, through a link"), "\(id): \(r)")
+            #expect(r.err.contains("is reached through a link or another mount"), "\(id): \(r)")
         }
         #expect(daemon.stop() == 0)
     }

@@ -40,6 +40,14 @@ typedef struct {
     int kind;                // SHIM_MOUNT_*
 } shim_sandbox_mount;
 
+/// A directory the view hides or replaces, or one above such a directory: its identity and its
+/// real path (no link on it).
+typedef struct {
+    dev_t dev;
+    ino_t ino;
+    const char *path;
+} shim_protected_dir;
+
 /// The plan of one extension's sandbox. The mounts are applied in order, each parent before
 /// what lies below it (the daemon's SandboxView orders them and drops the needless ones).
 typedef struct shim_sandbox_plan {
@@ -62,6 +70,10 @@ typedef struct shim_sandbox_plan {
     dev_t hidden_dev;                  // a directory no SHIM_MOUNT_KEEP_RO may be or lie below (the
     ino_t hidden_ino;                  //   daemon's state directory), checked on the directory
                                        //   opened, refused with EXDEV; 0 and 0 for none
+    const shim_protected_dir *protected_dirs; // a SHIM_MOUNT_KEEP_RO whose directory is one of
+    int nprotected_dirs;               //   these must be named by its path (the view's masks then
+                                       //   lie below it): reached by another path (a link on it,
+                                       //   another mount of it), it is refused with EXDEV
 } shim_sandbox;
 
 /// The steps of the sandbox in the child, as reported in shim_spawn's `*failed_step`
