@@ -36,10 +36,15 @@ int shim_set_group_default_acl(const char *path, unsigned int gid) {
 
 int shim_set_thread_fs_ids(unsigned int uid, unsigned int gid) {
     // Each call returns the previous id; a second call with the same id tells whether the
-    // first took effect (setfsuid reports no error itself).
-    setfsgid(gid);
-    setfsuid(uid);
-    if ((unsigned int)setfsgid(gid) != gid || (unsigned int)setfsuid(uid) != uid) return -EPERM;
+    // first took effect (setfsuid reports no error itself). Half done, the previous ids are
+    // put back: the thread is left as it was.
+    int previous_gid = setfsgid(gid);
+    int previous_uid = setfsuid(uid);
+    if ((unsigned int)setfsgid(gid) != gid || (unsigned int)setfsuid(uid) != uid) {
+        setfsuid((uid_t)previous_uid);
+        setfsgid((gid_t)previous_gid);
+        return -EPERM;
+    }
     return 0;
 }
 
@@ -71,8 +76,20 @@ int shim_set_project_limit(int fd, uint32_t project, uint64_t bytes) {
     return syscall(SYS_quotactl_fd, fd, QCMD(Q_SETQUOTA, PRJQUOTA), project, &limit) == 0 ? 0 : -errno;
 }
 
+// Whether a file's tagging failed for a reason of its own, after which the walk goes on: it is
+// gone or was replaced (ENOENT, ELOOP, ENXIO, ENOTTY), cannot be opened (EACCES, EWOULDBLOCK:
+// a lease), is not the owner's (EPERM), or would take the project past its limit (EDQUOT). It
+// stays as it was; the measurement still counts it.
+static int shim_tag_skipped(int error) {
+    return error == ENOENT || error == ELOOP || error == ENXIO || error == ENOTTY || error == EACCES || error == EWOULDBLOCK ||
+           error == EPERM || error == EDQUOT;
+}
+
 // Gives the file open at `fd` the project id `project`, and a directory PROJINHERIT too (what
-// is made in it gets the same id), unless it has them. 0 or -errno.
+// is made in it gets the same id), unless it has them. The project id is the files' owner's
+// uid: the change is made with it as the thread's file system uid (an owner may make it; the
+// daemon has no CAP_FOWNER), the walk itself with the daemon's ids (CAP_DAC_READ_SEARCH opens
+// what the owner made unreadable to itself). 0 or -errno.
 static int shim_tag_project(int fd, uint32_t project, int directory) {
     struct fsxattr a;
     if (ioctl(fd, FS_IOC_FSGETXATTR, &a) != 0) return -errno;
@@ -80,18 +97,28 @@ static int shim_tag_project(int fd, uint32_t project, int directory) {
     if (a.fsx_projid == project && flags == a.fsx_xflags) return 0;
     a.fsx_projid = project;
     a.fsx_xflags = flags;
-    return ioctl(fd, FS_IOC_FSSETXATTR, &a) == 0 ? 0 : -errno;
+    int previous = setfsuid(project);
+    int rc = ioctl(fd, FS_IOC_FSSETXATTR, &a) == 0 ? 0 : -errno;
+    setfsuid((uid_t)previous);
+    return rc;
 }
 
-// Tags the regular file `name` in `dir` with `project`. A file that is gone, replaced by
-// something else, or cannot be opened is left as it is (the measurement still counts it).
+// Tags the regular file `name` in `dir` with `project`, unless it is skipped
+// (shim_tag_skipped). 0 or -errno.
 static int shim_tag_file(int dir, const char *name, uint32_t project) {
     int fd = openat(dir, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
-    if (fd < 0) return (errno == ENOENT || errno == ELOOP || errno == EACCES || errno == ENXIO) ? 0 : -errno;
+    if (fd < 0) return shim_tag_skipped(errno) ? 0 : -errno;
     struct stat st;
     int rc = fstat(fd, &st) != 0 ? -errno : S_ISREG(st.st_mode) ? shim_tag_project(fd, project, 0) : 0;
     close(fd);
-    return rc;
+    return rc != 0 && shim_tag_skipped(-rc) ? 0 : rc;
+}
+
+// Tags the directory open at `fd` (shim_tag_project); one skipped (shim_tag_skipped) is still
+// walked, for what is the owner's below it. 0 or -errno.
+static int shim_tag_directory(int fd, uint32_t project) {
+    int rc = shim_tag_project(fd, project, 1);
+    return rc != 0 && shim_tag_skipped(-rc) ? 0 : rc;
 }
 
 int shim_tree_usage(int top, uint64_t limit, uint32_t project, uint64_t *bytes) {
@@ -113,6 +140,7 @@ int shim_tree_usage(int top, uint64_t limit, uint32_t project, uint64_t *bytes) 
     struct stat st;
     if (fstat(dirfd(dir), &st) == 0) total += (uint64_t)st.st_blocks * 512;
     // Each directory is tagged before it is listed: what is made in it meanwhile inherits.
+    // The top is tagged or the walk fails: without it, what is made there would not inherit.
     if (project != 0 && (rc = shim_tag_project(dirfd(dir), project, 1)) != 0) {
         closedir(dir);
         *bytes = 0;
@@ -164,9 +192,8 @@ int shim_tree_usage(int top, uint64_t limit, uint32_t project, uint64_t *bytes) 
         int child = openat(dirfd(dir), e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         if (child < 0) {
             // Removed, or replaced by a link or a file since it was examined: its blocks were
-            // counted as they were then. Tagging with the owner's ids, a directory it may not
-            // search (its own made so, or root's lost+found) is left as it is.
-            if (errno == ENOENT || errno == ELOOP || errno == ENOTDIR || (project != 0 && errno == EACCES)) continue;
+            // counted as they were then.
+            if (errno == ENOENT || errno == ELOOP || errno == ENOTDIR) continue;
             rc = -errno;
             break;
         }
@@ -194,7 +221,7 @@ int shim_tree_usage(int top, uint64_t limit, uint32_t project, uint64_t *bytes) 
             close(child);
             break;
         }
-        if (project != 0 && (rc = shim_tag_project(dirfd(dir), project, 1)) != 0) break;
+        if (project != 0 && (rc = shim_tag_directory(dirfd(dir), project)) != 0) break;
     }
     if (dir != NULL) closedir(dir);
     free(levels);

@@ -21,14 +21,14 @@ public enum ProjectQuotaOutcome: Equatable, Sendable {
 /// thread it is called on (a background one: the tree is walked).
 enum ProjectQuota {
     /// Gives the tree at `path` (never followed if it is a link), which `owner` owns, the
-    /// project id of the owner's uid, and the project the hard limit `limit` bytes. The limit
-    /// is set before the tree is tagged, so that each file is limited from the moment it is
-    /// tagged; each directory is tagged before it is listed, so that what is made in it
-    /// meanwhile is tagged too. The tree is walked with the owner's file system ids: an owner
-    /// may set its files' project id (in the initial user namespace), so the daemon needs no
-    /// CAP_FOWNER; a directory the owner made unsearchable to itself keeps what it held
-    /// untagged (what is made in a tagged directory is tagged at birth, and the measurement,
-    /// with the daemon's ids, counts everything).
+    /// project id of the owner's uid, and the project the hard limit `limit` bytes (0: no
+    /// limit, and the tree is not walked). The limit is set before the tree is tagged, so that
+    /// each file is limited from the moment it is tagged; each directory is tagged before it is
+    /// listed, so that what is made in it meanwhile gets the id at birth. The walk is made with
+    /// the daemon's ids (it opens what the owner made unreadable to itself), each change with
+    /// the owner's uid as the file system uid (an owner may set its files' project id in the
+    /// initial user namespace, so the daemon needs no CAP_FOWNER); an entry that cannot be
+    /// tagged is left as it is (`shim_tree_usage`), and the measurement still counts it.
     static func apply(_ path: String, owner: FileOwner, limit: UInt64) -> Result<ProjectQuotaOutcome, SystemError> {
         let project = owner.uid
         let fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
@@ -36,32 +36,38 @@ enum ProjectQuota {
         let enforced = shim_project_quota_enforced(fd)
         if enforced <= 0 {
             close(fd)
-            let why =
-                enforced == 0
-                ? SystemError("project quotas counted but not enforced on the file system of \(path) (mounted without prjquota)", errno: ENOTSUP)
-                : SystemError("quotactl_fd(Q_XGETQSTATV, PRJQUOTA) on the file system of \(path)", errno: -enforced)
-            return .success(.unavailable(why))
+            if enforced == 0 {
+                return .success(.unavailable(SystemError("project quotas are counted but not enforced on the file system of \(path)", errno: ENOTSUP)))
+            }
+            let e = SystemError("quotactl_fd(Q_XGETQSTATV, PRJQUOTA) on the file system of \(path)", errno: -enforced)
+            return unavailable(-enforced) ? .success(.unavailable(e)) : .failure(e)
         }
         let rc = shim_set_project_limit(fd, project, limit)
         if rc != 0 {
             close(fd)
             let e = SystemError("quotactl_fd(Q_SETQUOTA, PRJQUOTA, \(project))", errno: -rc)
-            return rc == -EPERM ? .success(.unavailable(e)) : .failure(e)
+            return unavailable(-rc) ? .success(.unavailable(e)) : .failure(e)
         }
-        let switched = shim_set_thread_fs_ids(owner.uid, owner.gid)
-        if switched != 0 {
+        if limit == 0 {
             close(fd)
-            return .failure(SystemError("setfsuid \(owner.uid)", errno: -switched))
+            return .success(.limited)
         }
-        defer { _ = shim_set_thread_fs_ids(geteuid(), getegid()) }
         var bytes: UInt64 = 0
         let tagged = shim_tree_usage(fd, 0, project, &bytes)  // closes fd
         guard tagged == 0 else {
             let e = SystemError("set project \(project) on the tree at \(path)", errno: -tagged)
-            // A file system without the attribute (ENOTTY, EOPNOTSUPP) will not take it on any
-            // container.
-            return [ENOTTY, EOPNOTSUPP].contains(-tagged) ? .success(.unavailable(e)) : .failure(e)
+            // A file system without the project id attribute has none on any container.
+            return [ENOTTY, ENOTSUP, EOPNOTSUPP].contains(-tagged) ? .success(.unavailable(e)) : .failure(e)
         }
         return .success(.limited)
+    }
+
+    /// Whether `error` says the file system (or the daemon's privilege) has no project quotas
+    /// to offer: not a failure of this container, and not worth trying again there. ENOSYS (no
+    /// quotactl_fd), ESRCH (no project quota turned on), ENOTSUP/EOPNOTSUPP/ENOTTY (the file
+    /// system has none, or no project id attribute), EINVAL (the command unknown to it), EPERM
+    /// (no CAP_SYS_ADMIN, or a system-call filter).
+    static func unavailable(_ error: Int32) -> Bool {
+        [ENOSYS, ESRCH, ENOTSUP, EOPNOTSUPP, ENOTTY, EINVAL, EPERM].contains(error)
     }
 }

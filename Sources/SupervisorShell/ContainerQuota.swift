@@ -49,13 +49,16 @@ final class ContainerQuota {
     /// How many times each container was replaced by an empty one (`extctl reset`): a walk
     /// goes on in the tree it opened, set aside, and its result is not the new container's.
     private var replacements: [String: Int] = [:]
-    /// The containers under a project quota, with the limit set (until they are replaced).
+    /// The containers under a project quota, with the limit set (0: none), until replaced.
     private var limited: [String: UInt64] = [:]
-    /// The containers being put under one.
-    private var limiting: Set<String> = []
-    /// The file systems (devices) that enforce no project quota, found at a first try: not
-    /// tried again, and said once.
-    private var withoutProjectQuotas: Set<UInt64> = []
+    /// The containers being put under one, each with the tree's `replacements` count when it
+    /// began (a walk of a tree set aside by a reset does not hold up the new container's).
+    private var limiting: [String: Int] = [:]
+    /// The file systems (devices) that enforce no project quota, found at a first try, with
+    /// why: not tried again.
+    private var withoutProjectQuotas: [UInt64: SystemError] = [:]
+    /// Those of them said in the log (once each, when a container there first has a limit).
+    private var saidWithout: Set<UInt64> = []
 
     init(kernel: any Kernel, logger: Logger, interval: Double) {
         self.kernel = kernel
@@ -68,20 +71,22 @@ final class ContainerQuota {
     /// be), if it has a limit.
     /// `owner` owns its container, whose project id is the owner's uid where its file system
     /// enforces project quotas (`owner(of:)`), nil for none.
+    /// Without a limit, a project quota an earlier launch set is lifted (limit 0).
     func started(_ id: String, generation: UInt64, path: String, limit: UInt64?, owner: FileOwner? = nil, running: Bool = true) {
         ended(id)
+        if let owner { putUnderProjectQuota(id, path: path, owner: owner, limit: limit ?? 0) }
         guard let limit else { return }
         let w = Watched(generation: generation, path: path, limit: limit)
         watched[id] = w
         if running { arm(id, w) }
-        if let owner { putUnderProjectQuota(id, path: path, owner: owner, limit: limit) }
     }
 
     /// The owner of the container of an extension with `credentials`, whose uid is its project
     /// id: only its own uid (not a uid another extension may share, nor root's: project 0 is
-    /// none).
-    static func owner(of credentials: Credentials?) -> FileOwner? {
-        guard let c = credentials, c.ownUID, c.uid != 0 else { return nil }
+    /// none), and only for an extension under the sandbox's system-call filter (`filtered`),
+    /// which refuses the calls that would take its files out of the project.
+    static func owner(of credentials: Credentials?, filtered: Bool) -> FileOwner? {
+        guard filtered, let c = credentials, c.ownUID, c.uid != 0 else { return nil }
         return FileOwner(uid: c.uid, gid: c.gid)
     }
 
@@ -111,37 +116,53 @@ final class ContainerQuota {
     }
 
     /// Puts the container at `path`, which `owner` owns, under the project quota of the owner's
-    /// uid limited to `limit`, unless it is, or is being, or its file system has none.
+    /// uid limited to `limit` (0: none), unless it is, or is being for this tree, or its file
+    /// system has none (never tried there first for `limit` 0: there is nothing to lift).
     private func putUnderProjectQuota(_ id: String, path: String, owner: FileOwner, limit: UInt64) {
-        guard limited[path] != limit, !limiting.contains(path), case .success(let st) = kernel.status(path, followLinks: false),
-            !withoutProjectQuotas.contains(st.identity.device)
-        else { return }
-        let device = st.identity.device
         let tree = replacements[path, default: 0]
-        limiting.insert(path)
+        guard limited[path] != limit, limiting[path] != tree, case .success(let st) = kernel.status(path, followLinks: false) else { return }
+        let device = st.identity.device
+        if withoutProjectQuotas[device] != nil {
+            sayWithout(device, path: path, limit: limit)
+            return
+        }
+        limiting[path] = tree
         let started = kernel.limitTreeInBackground(path, owner: owner, limit: limit) { [weak self] result in
             guard let self else { return }
-            limiting.remove(path)
+            if limiting[path] == tree { limiting[path] = nil }
             // A container replaced meanwhile is put under its quota at its next launch.
             guard replacements[path, default: 0] == tree else { return }
             switch result {
             case .success(.limited):
                 limited[path] = limit
-                logger.info(
-                    "\(id): its container is limited to \(limit) bytes by the file system (project quota \(owner.uid)); it is measured as well",
-                    metadata: ["EXTENSION_ID": "\(id)"])
+                if limit > 0 {
+                    logger.info(
+                        "\(id): its container is limited to \(limit) bytes by the file system (project quota \(owner.uid)); it is measured as well",
+                        metadata: ["EXTENSION_ID": "\(id)"])
+                }
             case .success(.unavailable(let why)):
-                withoutProjectQuotas.insert(device)
-                logger.notice("container size limits on the file system of \(path) are measured only: it enforces no project quota (\(why))")
+                withoutProjectQuotas[device] = why
+                sayWithout(device, path: path, limit: limit)
             case .failure(let e):
                 logger.warning(
                     "\(id): its container could not be put under a project quota: \(e); it is measured only", metadata: ["EXTENSION_ID": "\(id)"])
             }
+            // The limit changed while this one was set: the running process gets the new one.
+            if let w = watched[id], w.path == path, w.limit != limited[path], limited[path] != nil {
+                putUnderProjectQuota(id, path: path, owner: owner, limit: w.limit)
+            }
         }
         if let started {
-            limiting.remove(path)
+            if limiting[path] == tree { limiting[path] = nil }
             logger.warning("\(id): its container could not be put under a project quota: \(started); it is measured only", metadata: ["EXTENSION_ID": "\(id)"])
         }
+    }
+
+    /// Says once that the file system `device` (of `path`) enforces no project quota, when a
+    /// container there has a limit.
+    private func sayWithout(_ device: UInt64, path: String, limit: UInt64) {
+        guard limit > 0, let why = withoutProjectQuotas[device], saidWithout.insert(device).inserted else { return }
+        logger.notice("container size limits on the file system of \(path) are measured only: it enforces no project quota (\(why))")
     }
 
     private func arm(_ id: String, _ w: Watched) {

@@ -165,9 +165,12 @@ public final class Daemon {
             // across the exec: a walk is a thread of the old program's).
             for r in core.records.values {
                 guard r.pid != nil, let limit = r.manifest.policy.limits.diskMaxBytes else { continue }
+                // Its system-call filter as the sandbox would build it now (the process keeps the
+                // one of its launch).
+                let filtered = if case .success(let d) = extensions.sandboxing.decide(r.manifest) { d.enabled && d.enforced.contains(.syscalls) } else { false }
                 extensions.quota.started(
                     r.manifest.id, generation: r.generation, path: extensions.containers.path(of: r.manifest.id), limit: limit,
-                    owner: ContainerQuota.owner(of: r.manifest.credentials), running: r.state != .suspended)
+                    owner: ContainerQuota.owner(of: r.manifest.credentials, filtered: filtered), running: r.state != .suspended)
             }
             if let requester = handover.requester { reexecution.owe(requester, previousVersion: handover.daemonVersion) }
             logger.notice(

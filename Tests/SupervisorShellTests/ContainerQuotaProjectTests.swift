@@ -97,15 +97,54 @@ struct ContainerQuotaProjectTests {
     }
 
     @Test func onlyAnExtensionsOwnUidIsAProject() {
-        #expect(ContainerQuota.owner(of: Credentials(uid: 70000, gid: 70001, ownUID: true)) == FileOwner(uid: 70000, gid: 70001))
-        #expect(ContainerQuota.owner(of: Credentials(uid: 1000, gid: 1000, ownUID: false)) == nil, "a uid others may share")
-        #expect(ContainerQuota.owner(of: Credentials(uid: 0, gid: 0, ownUID: true)) == nil, "project 0 is none")
-        #expect(ContainerQuota.owner(of: nil) == nil)
+        #expect(ContainerQuota.owner(of: Credentials(uid: 70000, gid: 70001, ownUID: true), filtered: true) == FileOwner(uid: 70000, gid: 70001))
+        #expect(ContainerQuota.owner(of: Credentials(uid: 1000, gid: 1000, ownUID: false), filtered: true) == nil, "a uid others may share")
+        #expect(ContainerQuota.owner(of: Credentials(uid: 0, gid: 0, ownUID: true), filtered: true) == nil, "project 0 is none")
+        #expect(ContainerQuota.owner(of: nil, filtered: true) == nil)
+        #expect(ContainerQuota.owner(of: Credentials(uid: 70000, gid: 70001, ownUID: true), filtered: false) == nil, "no filter: it could take its files out")
         let k = kernel()
         k.projectQuotas = [.success(.limited)]
         let quota = ContainerQuota(kernel: k, logger: Logger(label: "test"), interval: 60)
         quota.started("org.example.a", generation: 1, path: Self.a, limit: 1 << 20, owner: nil)
-        quota.started("org.example.b", generation: 1, path: Self.b, limit: nil, owner: FileOwner(uid: 70001, gid: 70001))
-        #expect(limits(k).isEmpty, "no project, or no limit")
+        #expect(limits(k).isEmpty, "no project")
+    }
+
+    @Test func aLaunchWithoutALimitLiftsTheOneSetBefore() {
+        let k = kernel()
+        k.projectQuotas = [.success(.limited), .success(.limited)]
+        let quota = ContainerQuota(kernel: k, logger: Logger(label: "test"), interval: 60)
+        let owner = FileOwner(uid: 70000, gid: 70000)
+        quota.started("org.example.a", generation: 1, path: Self.a, limit: 1 << 20, owner: owner)
+        k.finishBackgroundWork()
+        quota.started("org.example.a", generation: 2, path: Self.a, limit: nil, owner: owner)
+        #expect(limits(k).last == .limitTree(Self.a, project: 70000, limit: 0), "the manifest dropped its limit")
+        k.finishBackgroundWork()
+        quota.started("org.example.a", generation: 3, path: Self.a, limit: nil, owner: owner)
+        #expect(limits(k).count == 2, "lifted already")
+    }
+
+    @Test func aContainerReplacedDuringAWalkIsTaggedAtOnce() {
+        let k = kernel()
+        k.projectQuotas = [.success(.limited), .success(.limited)]
+        let quota = ContainerQuota(kernel: k, logger: Logger(label: "test"), interval: 60)
+        let owner = FileOwner(uid: 70000, gid: 70000)
+        quota.started("org.example.a", generation: 1, path: Self.a, limit: 1 << 20, owner: owner)
+        quota.containerReplaced(Self.a)
+        quota.started("org.example.a", generation: 2, path: Self.a, limit: 1 << 20, owner: owner)
+        #expect(limits(k).count == 2, "the old tree's walk does not hold up the new container's")
+    }
+
+    @Test func aLimitChangedDuringAWalkIsSetWhenItEnds() {
+        let k = kernel()
+        k.projectQuotas = [.success(.limited), .success(.limited)]
+        let quota = ContainerQuota(kernel: k, logger: Logger(label: "test"), interval: 60)
+        let owner = FileOwner(uid: 70000, gid: 70000)
+        quota.started("org.example.a", generation: 1, path: Self.a, limit: 1 << 20, owner: owner)
+        quota.started("org.example.a", generation: 2, path: Self.a, limit: 2 << 20, owner: owner)
+        #expect(limits(k).count == 1, "one walk of the tree at a time")
+        k.finishBackgroundWork()
+        #expect(limits(k).last == .limitTree(Self.a, project: 70000, limit: 2 << 20), "the running process's limit")
+        k.finishBackgroundWork()
+        #expect(limits(k).count == 2)
     }
 }

@@ -169,18 +169,23 @@ boot1() {
     truncate -s 64M /var/tmp/vmtest-quota.img && mkfs.ext4 -q -O project,quota /var/tmp/vmtest-quota.img
     mkdir -p "$qdir" && mount -o loop,prjquota /var/tmp/vmtest-quota.img "$qdir" && rmdir "$qdir/lost+found"
     check "the test's ext4 enforces project quotas" yes "$(findmnt -n -o OPTIONS "$qdir" | grep -q prjquota && echo yes)"
+    # What it had before (an older daemon's, say): a directory it made unreadable to itself
+    # (write and search only), which the daemon's walk must still tag.
+    quid=$(status org.vmtest.quota "e['credentials']['uid']")
+    install -d -o "$quid" -g "$quid" -m 0300 "$qdir/locked"
     out=$(talk org.vmtest.quota "home-fill first 1048576")
     echo "$out"
     check "under its limit (4 MiB) it writes 1 MiB" "written 1048576" "$(sed -n 2p <<<"$out")"
     limited() { journalctl -u extensiond --no-pager -q -o cat | grep -q "org.vmtest.quota: its container is limited to 4194304 bytes by the file system"; }
     wait_until 30 limited
     check "the daemon put its container under a project quota" yes "$(limited && echo yes)"
-    quid=$(status org.vmtest.quota "e['credentials']['uid']")
     check "the container is tagged with the extension's uid as project id, inherited (lsattr -p)" "$quid P" \
         "$(lsattr -d -p "$qdir" 2>&1 | awk '{ print $1, ($2 ~ /P/) ? "P" : "-" }')"
-    out=$(talk org.vmtest.quota "home-fill second 4194304" "home-fill third 65536" ping)
+    check "so is the directory it made unreadable to itself" "$quid P" \
+        "$(lsattr -d -p "$qdir/locked" 2>&1 | awk '{ print $1, ($2 ~ /P/) ? "P" : "-" }')"
+    out=$(talk org.vmtest.quota "home-fill locked/second 4194304" "home-fill third 65536" ping)
     echo "$out"
-    check_match "past its limit the file system refuses the write" "^error: OSError: \[Errno 122\] Disk quota exceeded" "$(sed -n 2p <<<"$out")"
+    check_match "past its limit the file system refuses the write, there too" "^error: OSError: \[Errno 122\] Disk quota exceeded" "$(sed -n 2p <<<"$out")"
     check_match "it is refused, not killed: it still answers" "^pong 1 " "$(sed -n 4p <<<"$out")"
     used=$(du -sk --apparent-size "$qdir" | cut -f1)
     check "its container holds no more than its limit" yes "$([ "$used" -le 4096 ] && echo yes || echo "no: $used KiB")"

@@ -194,11 +194,13 @@ int shim_set_thread_fs_ids(unsigned int uid, unsigned int gid);
 /// directory moved while the walk is inside it ends the walk with -ESTALE.
 /// Bounded whatever the tree's depth and names: one descriptor open at a time, going back up
 /// by "..", checked against the directory it came from, and 24 bytes per level; no path is
-/// built. With `limit` > 0 it stops counting once past it. With `project` > 0 it also gives
-/// each directory (before listing it) and each regular file that project id, and each
-/// directory PROJINHERIT (shim_set_project_limit), as `chattr -R +P -p` does; a file or a
-/// directory that cannot be opened is left as it is. Returns 0 or -errno (`*bytes` then holds what was
-/// counted).
+/// built. With `limit` > 0 it stops counting once past it. With `project` > 0, the uid of
+/// the tree's owner, it also gives each directory (before listing it) and each regular file
+/// that project id, and each directory PROJINHERIT (shim_set_project_limit), as `chattr -R +P
+/// -p` does: the walk with the caller's ids, each change with the owner's as the file system
+/// uid. An entry that is gone, cannot be opened, is not the owner's or would take the project
+/// past its limit is left as it is, and the walk goes on. Returns 0 or -errno (`*bytes` then
+/// holds what was counted).
 int shim_tree_usage(int top, uint64_t limit, uint32_t project, uint64_t *bytes);
 
 /// Whether the file system of the file open at `fd` enforces project quotas (ext4 mounted
