@@ -78,11 +78,12 @@ int shim_set_project_limit(int fd, uint32_t project, uint64_t bytes) {
 
 // Whether a file's tagging failed for a reason of its own, after which the walk goes on: it is
 // gone or was replaced (ENOENT, ELOOP, ENXIO, ENOTTY), cannot be opened (EACCES, EWOULDBLOCK:
-// a lease), is not the owner's (EPERM), or would take the project past its limit (EDQUOT). It
+// a lease; ENOKEY: encrypted, its key gone), is not the owner's (EPERM), or would take the
+// project past its limit (EDQUOT). It
 // stays as it was; the measurement still counts it.
 static int shim_tag_skipped(int error) {
     return error == ENOENT || error == ELOOP || error == ENXIO || error == ENOTTY || error == EACCES || error == EWOULDBLOCK ||
-           error == EPERM || error == EDQUOT;
+           error == EPERM || error == EDQUOT || error == ENOKEY;
 }
 
 // Gives the file open at `fd` the project id `project`, and a directory PROJINHERIT too (what

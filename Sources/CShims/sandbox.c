@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/capability.h>
+#include <limits.h>
 #include <linux/fs.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
@@ -251,13 +252,53 @@ static int shim_exposes_protected(const shim_sandbox *p, int fd, const char *pat
     return found;
 }
 
-// Opens the directory kept mount `i` of the view shows (O_PATH); a read-only one is refused
-// with EXDEV where it is the hidden directory or lies below it, or is a protected directory
-// reached by another path (a writable one is the extension's container, there by design). The
-// descriptor, or -errno.
+// Opens the absolute `path`, a directory, following no link on it: each component O_NOFOLLOW
+// (openat2's RESOLVE_NO_SYMLINKS, which systemd 252's @system-service answers ENOSYS). A link
+// (or a file) on the way fails with ELOOP. The daemon makes a kept path real when it plans:
+// a link found here was put there since. O_PATH descriptor, or -errno.
+static int shim_open_without_links(const char *path) {
+    if (path[0] != '/') return -EINVAL;
+    int at = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (at < 0) return -errno;
+    const char *s = path;
+    char name[NAME_MAX + 1];
+    for (;;) {
+        while (*s == '/') s++;
+        if (*s == 0) return at;
+        size_t n = 0;
+        while (s[n] != 0 && s[n] != '/') n++;
+        int bad = n > NAME_MAX ? -ENAMETOOLONG : 0;
+        if (bad == 0) {
+            memcpy(name, s, n);
+            name[n] = 0;
+            if (strcmp(name, ".") == 0 || strcmp(name, "..") == 0) bad = -EINVAL;
+        }
+        if (bad != 0) {
+            close(at);
+            return bad;
+        }
+        s += n;
+        int next = openat(at, name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        int error = errno;
+        close(at);
+        if (next < 0) return error == ENOTDIR ? -ELOOP : -error;
+        at = next;
+    }
+}
+
+// Opens the directory kept mount `i` of the view shows (O_PATH). A read-only one is opened
+// without following a link (shim_open_without_links), and refused with EXDEV where it is the
+// hidden directory or lies below it, or is a protected directory reached by another path (a
+// writable one is the extension's container, there by design). The descriptor, or -errno.
 static int shim_open_kept(const shim_sandbox *p, int i) {
-    int fd = open(p->mounts[i].path, O_PATH | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0) return -errno;
+    int fd;
+    if (p->mounts[i].kind == SHIM_MOUNT_KEEP_RO) {
+        fd = shim_open_without_links(p->mounts[i].path);
+        if (fd < 0) return fd;
+    } else {
+        fd = open(p->mounts[i].path, O_PATH | O_DIRECTORY | O_CLOEXEC);
+        if (fd < 0) return -errno;
+    }
     int refused = 0;
     if (p->mounts[i].kind == SHIM_MOUNT_KEEP_RO) {
         refused = shim_within_hidden(p, fd);
@@ -331,7 +372,10 @@ static int shim_file_system_view(const shim_sandbox *p) {
             if ((rc = shim_make_path(path, 0755)) != 0) return rc;
             char source[40];
             shim_fd_path(source, keep_fds[i]);
-            if (mount(source, path, NULL, MS_BIND | MS_REC, NULL) != 0) return -errno;
+            // A read-only one alone, without the mounts below it (another mount of what the
+            // view hides could be one); its container with them.
+            unsigned long recursive = p->mounts[i].kind == SHIM_MOUNT_KEEP_RW ? MS_REC : 0;
+            if (mount(source, path, NULL, MS_BIND | recursive, NULL) != 0) return -errno;
             if ((rc = shim_remount_kept(path, p->mounts[i].kind)) != 0) return rc;
             close(keep_fds[i]);
         }
@@ -391,7 +435,8 @@ int shim_sandbox_view_from_template(const shim_sandbox *p, int *step) {
         // Copied from the directory checked, never from its path again.
         int dir = shim_open_kept(p, i);
         if (dir < 0) return dir;
-        trees[i] = (int)syscall(SYS_open_tree, dir, "", AT_EMPTY_PATH | OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE);
+        unsigned int recursive = p->mounts[i].kind == SHIM_MOUNT_KEEP_RW ? AT_RECURSIVE : 0;  // as shim_file_system_view
+        trees[i] = (int)syscall(SYS_open_tree, dir, "", AT_EMPTY_PATH | OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | recursive);
         close(dir);
         if (trees[i] < 0) return -errno;
         if (mount_setattr(trees[i], "", AT_EMPTY_PATH | AT_RECURSIVE, &ro, sizeof(ro)) != 0) return -errno;

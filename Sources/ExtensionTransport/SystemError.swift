@@ -63,6 +63,8 @@ public struct SystemError: Error, Equatable, Sendable, CustomStringConvertible {
     /// EXDEV: across file systems; a spawn's file system view gives it for a kept directory
     /// that is, or lies below, the directory its plan hides (`SandboxPlan.hiddenDirectory`).
     public var isCrossDevice: Bool { errno == EXDEV }
+    /// ELOOP: a link where none may be (`O_NOFOLLOW`), or too many of them.
+    public var isTooManyLinks: Bool { errno == ELOOP }
     /// ENOTSUP: not supported here.
     public static let notSupported = SystemError(errno: ENOTSUP)
     /// ENOTDIR: not a directory.

@@ -46,11 +46,21 @@ enum ProjectQuota {
         if rc != 0 {
             close(fd)
             let e = SystemError("quotactl_fd(Q_SETQUOTA, PRJQUOTA, \(project))", errno: -rc)
-            return unavailable(-rc) ? .success(.unavailable(e)) : .failure(e)
+            // Without the privilege (EPERM, ENOSYS: a filter) no container gets one; another
+            // error is this project's (an id out of the file system's range: EINVAL).
+            return [EPERM, ENOSYS].contains(-rc) ? .success(.unavailable(e)) : .failure(e)
         }
         if limit == 0 {
             close(fd)
             return .success(.limited)
+        }
+        // The walk makes each change as the owner (setfsuid): a thread that cannot switch would
+        // have every change refused, and every entry skipped without a word.
+        let switched = shim_set_thread_fs_ids(owner.uid, owner.gid)
+        _ = shim_set_thread_fs_ids(geteuid(), getegid())
+        if switched != 0 {
+            close(fd)
+            return .failure(SystemError("setfsuid \(owner.uid)", errno: -switched))
         }
         var bytes: UInt64 = 0
         let tagged = shim_tree_usage(fd, 0, project, &bytes)  // closes fd

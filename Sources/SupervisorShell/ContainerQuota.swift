@@ -49,8 +49,14 @@ final class ContainerQuota {
     /// How many times each container was replaced by an empty one (`extctl reset`): a walk
     /// goes on in the tree it opened, set aside, and its result is not the new container's.
     private var replacements: [String: Int] = [:]
+    /// The project quota each container should have: its limit (0: none) and its owner.
+    private var wanted: [String: (limit: UInt64, owner: FileOwner, id: String)] = [:]
     /// The containers under a project quota, with the limit set (0: none), until replaced.
     private var limited: [String: UInt64] = [:]
+    /// The limit whose setting failed on each container: not tried again until the limit
+    /// changes or the container is replaced (a failure would otherwise walk the tree and warn
+    /// at every launch).
+    private var failedAt: [String: UInt64] = [:]
     /// The containers being put under one, each with the tree's `replacements` count when it
     /// began (a walk of a tree set aside by a reset does not hold up the new container's).
     private var limiting: [String: Int] = [:]
@@ -70,11 +76,15 @@ final class ContainerQuota {
     /// from now while `running` (false: suspended, as a process taken over at a re-exec may
     /// be), if it has a limit.
     /// `owner` owns its container, whose project id is the owner's uid where its file system
-    /// enforces project quotas (`owner(of:)`), nil for none.
-    /// Without a limit, a project quota an earlier launch set is lifted (limit 0).
-    func started(_ id: String, generation: UInt64, path: String, limit: UInt64?, owner: FileOwner? = nil, running: Bool = true) {
+    /// enforces project quotas (`owner(of:)`), nil for none. The project gets `limit` when the
+    /// extension runs `filtered` (under the sandbox's system-call filter, which keeps it from
+    /// taking its files out of the project); without a limit, or without the filter, the
+    /// project's limit is lifted (0), as an earlier launch may have set one.
+    func started(
+        _ id: String, generation: UInt64, path: String, limit: UInt64?, owner: FileOwner? = nil, filtered: Bool = true, running: Bool = true
+    ) {
         ended(id)
-        if let owner { putUnderProjectQuota(id, path: path, owner: owner, limit: limit ?? 0) }
+        if let owner { want(id, path: path, owner: owner, limit: filtered ? limit ?? 0 : 0) }
         guard let limit else { return }
         let w = Watched(generation: generation, path: path, limit: limit)
         watched[id] = w
@@ -83,10 +93,9 @@ final class ContainerQuota {
 
     /// The owner of the container of an extension with `credentials`, whose uid is its project
     /// id: only its own uid (not a uid another extension may share, nor root's: project 0 is
-    /// none), and only for an extension under the sandbox's system-call filter (`filtered`),
-    /// which refuses the calls that would take its files out of the project.
-    static func owner(of credentials: Credentials?, filtered: Bool) -> FileOwner? {
-        guard filtered, let c = credentials, c.ownUID, c.uid != 0 else { return nil }
+    /// none).
+    static func owner(of credentials: Credentials?) -> FileOwner? {
+        guard let c = credentials, c.ownUID, c.uid != 0 else { return nil }
         return FileOwner(uid: c.uid, gid: c.gid)
     }
 
@@ -113,14 +122,25 @@ final class ContainerQuota {
     func containerReplaced(_ path: String) {
         replacements[path, default: 0] += 1
         limited[path] = nil
+        failedAt[path] = nil
     }
 
-    /// Puts the container at `path`, which `owner` owns, under the project quota of the owner's
-    /// uid limited to `limit` (0: none), unless it is, or is being for this tree, or its file
-    /// system has none (never tried there first for `limit` 0: there is nothing to lift).
-    private func putUnderProjectQuota(_ id: String, path: String, owner: FileOwner, limit: UInt64) {
+    /// The container at `path`, which `owner` owns, should be under the project quota of the
+    /// owner's uid limited to `limit` (0: none).
+    private func want(_ id: String, path: String, owner: FileOwner, limit: UInt64) {
+        wanted[path] = (limit, owner, id)
+        putUnderProjectQuota(path)
+    }
+
+    /// Puts the container at `path` under the project quota it should have, unless it is under
+    /// it, or is being put under one for this tree, or that failed, or its file system has
+    /// none. When a walk ends, what is wanted then is set in turn (a limit changed or lifted
+    /// meanwhile).
+    private func putUnderProjectQuota(_ path: String) {
         let tree = replacements[path, default: 0]
-        guard limited[path] != limit, limiting[path] != tree, case .success(let st) = kernel.status(path, followLinks: false) else { return }
+        guard let (limit, owner, id) = wanted[path], limited[path] != limit, failedAt[path] != limit, limiting[path] != tree,
+            case .success(let st) = kernel.status(path, followLinks: false)
+        else { return }
         let device = st.identity.device
         if withoutProjectQuotas[device] != nil {
             sayWithout(device, path: path, limit: limit)
@@ -144,17 +164,21 @@ final class ContainerQuota {
                 withoutProjectQuotas[device] = why
                 sayWithout(device, path: path, limit: limit)
             case .failure(let e):
-                logger.warning(
-                    "\(id): its container could not be put under a project quota: \(e); it is measured only", metadata: ["EXTENSION_ID": "\(id)"])
+                failedAt[path] = limit
+                if limit > 0 {
+                    logger.warning(
+                        "\(id): its container could not be put under a project quota: \(e); it is measured only", metadata: ["EXTENSION_ID": "\(id)"])
+                }
             }
-            // The limit changed while this one was set: the running process gets the new one.
-            if let w = watched[id], w.path == path, w.limit != limited[path], limited[path] != nil {
-                putUnderProjectQuota(id, path: path, owner: owner, limit: w.limit)
-            }
+            putUnderProjectQuota(path)
         }
         if let started {
             if limiting[path] == tree { limiting[path] = nil }
-            logger.warning("\(id): its container could not be put under a project quota: \(started); it is measured only", metadata: ["EXTENSION_ID": "\(id)"])
+            failedAt[path] = limit
+            if limit > 0 {
+                logger.warning(
+                    "\(id): its container could not be put under a project quota: \(started); it is measured only", metadata: ["EXTENSION_ID": "\(id)"])
+            }
         }
     }
 

@@ -170,7 +170,7 @@ public final class Daemon {
                 let filtered = if case .success(let d) = extensions.sandboxing.decide(r.manifest) { d.enabled && d.enforced.contains(.syscalls) } else { false }
                 extensions.quota.started(
                     r.manifest.id, generation: r.generation, path: extensions.containers.path(of: r.manifest.id), limit: limit,
-                    owner: ContainerQuota.owner(of: r.manifest.credentials, filtered: filtered), running: r.state != .suspended)
+                    owner: ContainerQuota.owner(of: r.manifest.credentials), filtered: filtered, running: r.state != .suspended)
             }
             if let requester = handover.requester { reexecution.owe(requester, previousVersion: handover.daemonVersion) }
             logger.notice(

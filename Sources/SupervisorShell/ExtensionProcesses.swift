@@ -223,7 +223,7 @@ final class ExtensionProcesses {
         if networkNamespace != nil { networks?.running(id, point: manifest.point) }
         quota.started(
             id, generation: generation, path: container, limit: manifest.policy.limits.diskMaxBytes,
-            owner: ContainerQuota.owner(of: manifest.credentials, filtered: sandbox.enabled && sandbox.enforced.contains(.syscalls)))
+            owner: ContainerQuota.owner(of: manifest.credentials), filtered: sandbox.enabled && sandbox.enforced.contains(.syscalls))
         if let fd = spawned.output { p.output = startOutput(id, fd: fd) }
         let watched = watch(p)
         sink?.post(.spawned(extensionID: id, generation: generation, pid: spawned.pid))

@@ -67,8 +67,11 @@ final class Sandboxing {
         support = SandboxSupport(
             missing: missing, userNamespace: userNamespace, noNetworkStack: noNetworkStack, abstractSocketScope: kernel.landlockABI >= 6)
         requiredByDefault = daemonIsRoot ? Set(SandboxPart.allCases) : []
+        // Each by its real path (no link on it), as the plans name the directories they keep:
+        // the view's mounts are ordered by their paths, each parent before what lies below it.
         func existing(_ paths: [String]) -> [String] {
             paths.filter { if case .success(let st) = kernel.status($0, followLinks: true) { st.kind == .directory } else { false } }
+                .map { kernel.resolvePath($0) ?? $0 }
         }
         // The manifest directories too: other extensions' manifests (their environment may hold
         // tokens) are none of its business. A directory that holds the extension's own files is
@@ -79,10 +82,10 @@ final class Sandboxing {
         // the devices' directories it links to.
         masks =
             existing(["/home", "/root", "/run/user", "/sys/fs/cgroup", "/sys/class/net"] + Sandboxing.interfaceDirectories(kernel))
-            + [stateDirectory] + manifests
-        self.stateDirectory = stateDirectory
+            + [kernel.resolvePath(stateDirectory) ?? stateDirectory] + manifests
+        self.stateDirectory = kernel.resolvePath(stateDirectory) ?? stateDirectory
         scratch = existing(["/tmp", "/var/tmp"])
-        protectedDirectories = Sandboxing.protectedDirectories(masks + scratch + ["/proc", "/dev"], kernel: kernel)
+        protectedDirectories = Sandboxing.protectedDirectories(masks + scratch + ["/proc", "/dev", "/dev/shm"], kernel: kernel)
         templateMasks = SandboxView(scratch: [], masks: masks, readOnly: [], writable: []).mounts.map(\.path)
         let enforced = SandboxPart.allCases.filter { missing[$0] == nil }.map(\.rawValue).joined(separator: ", ")
         let notEnforced = missing.isEmpty ? "" : "; not: " + missing.keys.sorted().map { "\($0.rawValue) (\(missing[$0]!))" }.joined(separator: ", ")
@@ -126,13 +129,21 @@ final class Sandboxing {
                     readOnly.append(Sandboxing.directory(of: argument))
                 }
             }
+            // By their real paths: each is shown where it really is, and the child opens it
+            // following no link (one put on the way since fails the launch), so that no link
+            // leads a kept directory to what the view hides (the host's /tmp or /dev/shm, a
+            // directory above a mask) or into the state directory.
+            readOnly = readOnly.map { kernel.resolvePath($0) ?? $0 }
             // A manifest cannot show its extension the state directory (the ids of every
-            // extension, the others' containers) by naming a file there.
-            readOnly.removeAll { Sandboxing.isWithin($0, stateDirectory) }
+            // extension, the others' containers) by naming a file there, nor the host's /tmp
+            // or /var/tmp instead of its private ones by naming a file right in them.
+            readOnly.removeAll { Sandboxing.isWithin($0, stateDirectory) || scratch.contains($0) }
             // Its own cgroup stays visible, read-only, at its path (a runtime sizes itself from
             // its memory.max); the rest of the cgroup tree is hidden (`masks`).
             if let cgroup { readOnly.append(cgroup) }
-            let writable = (container.map { [$0] } ?? []) + manifest.sharedContainers.compactMap { manifest.containerPaths[$0] }
+            let writable = ((container.map { [$0] } ?? []) + manifest.sharedContainers.compactMap { manifest.containerPaths[$0] }).map {
+                kernel.resolvePath($0) ?? $0
+            }
             mounts = SandboxView(scratch: scratch, masks: masks, readOnly: readOnly, writable: writable).mounts
         }
         // The private tmpfs mounts hold at most the extension's memory limit (their pages are

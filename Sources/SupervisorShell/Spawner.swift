@@ -113,6 +113,10 @@ enum Spawner {
             {
                 step += "; " + why
             }
+            if e.isTooManyLinks, sandbox != nil, e.operation.hasPrefix("sandbox: the file system view") {
+                step +=
+                    "; a directory it keeps read-only (its executable's, or a script's it names) has a link on its path that was not there when the launch was planned"
+            }
             if e.isCrossDevice, sandbox?.hiddenDirectory != nil || sandbox?.protectedDirectories.isEmpty == false,
                 e.operation.hasPrefix("sandbox: the file system view")
             {

@@ -207,44 +207,55 @@ struct SandboxTests {
         #expect(daemon.stop() == 0)
     }
 
-    /// Nor through a link: a directory kept read-only is checked on what the child opens (its
-    /// device and inode), not on its path's text, which a link can lead elsewhere (even one put
-    /// on the path after the plan was made). A launch whose script's directory is reached
-    /// through a link fails, saying why, where that directory is the state directory (or below
-    /// it), one above it, or one the view replaces (`/tmp`): bound at the link's path, it
-    /// would show them unmasked. With the whole view (the first sandboxed launch) and with the
-    /// template's.
-    @Test func anArgumentLinkedIntoOrAboveTheStateDirectoryIsRefused() throws {
+    /// Nor through a link: a kept directory is shown where it really is (the daemon resolves
+    /// its links when it plans, and the child opens it following none), so a script's
+    /// directory reached through a link to the state directory, to a directory above it, or to
+    /// the host's /tmp shows none of them: the state directory stays masked, and the private
+    /// /tmp stays private. One reached through another mount of a directory the view hides
+    /// or replaces (a bind of /tmp) fails the launch, saying why: with the whole view (the
+    /// first sandboxed launch) and with the template's.
+    @Test func aLinkOrAnotherMountOnAKeptPathShowsNothingTheViewHides() throws {
         let daemon = try TestDaemon(manifests: [:], extensionsAsRoot: false)
         let state = daemon.directory + "/state"
         let links = daemon.directory + "/links"
         try FileManager.default.createDirectory(atPath: links, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o755])
         try FileManager.default.createSymbolicLink(atPath: links + "/state", withDestinationPath: state)
         try FileManager.default.createSymbolicLink(atPath: links + "/above", withDestinationPath: daemon.directory)
-        // And /tmp, which the view replaces with a private one: its own files shown instead.
         try FileManager.default.createSymbolicLink(atPath: links + "/tmp", withDestinationPath: "/tmp")
-        let inTmp = "/tmp/extensiond-link-probe-\(getpid())"
-        try "x".write(toFile: inTmp, atomically: true, encoding: .utf8)
-        defer { try? FileManager.default.removeItem(atPath: inTmp) }
+        let inTmp = "extensiond-link-probe-\(getpid())"
+        try "x".write(toFile: "/tmp/" + inTmp, atomically: true, encoding: .utf8)
+        defer { try? FileManager.default.removeItem(atPath: "/tmp/" + inTmp) }
         try "x".write(toFile: daemon.directory + "/script", atomically: true, encoding: .utf8)
-        let cases = [
-            ("org.example.a", links + "/state/ids.json"), ("org.example.b", links + "/above/script"),
-            ("org.example.c", links + "/tmp/" + (inTmp as NSString).lastPathComponent),
-            ("org.example.d", links + "/state/ids.json"), ("org.example.e", links + "/above/script"),
+        let bound = daemon.directory + "/bound"
+        try FileManager.default.createDirectory(atPath: bound, withIntermediateDirectories: true)
+        #expect(try runProgram("/bin/mount", ["--bind", "/tmp", bound]).status == 0)
+        defer { _ = try? runProgram("/bin/umount", [bound]) }
+        let manifests = [
+            ("org.example.a", links + "/state/ids.json"), ("org.example.b", links + "/above/script"), ("org.example.c", links + "/tmp/" + inTmp),
+            ("org.example.d", bound + "/" + inTmp), ("org.example.e", bound + "/" + inTmp),
         ]
-        for (id, argument) in cases {
+        for (id, argument) in manifests {
             try daemon.writeManifest("\(id).json", try Self.manifest(id, ["arguments": [argument]]))
         }
         try daemon.start()
         #expect(chmod(state, 0o755) == 0, "as the unit makes it (StateDirectoryMode=0755): only the masks hide it")
-        for (n, (id, argument)) in cases.enumerated() {
-            #expect(FileManager.default.fileExists(atPath: argument))
-            if n == 3 { try Self.awaitTemplate(daemon, 1) }
+        #expect(chmod(daemon.directory, 0o711) == 0, "the extension's uid reaches its script through it")
+        let host = try daemon.host()
+        let (a, _) = try CredentialTests.open(daemon, host, "org.example.a")
+        #expect(Self.ask(a, "read-file \(state)/ids.json") == "refused: No such file or directory")
+        let (b, _) = try CredentialTests.open(daemon, host, "org.example.b")
+        #expect(Self.ask(b, "read-file \(daemon.directory)/script") == "read", "its script, at its real path")
+        #expect(Self.ask(b, "read-file \(state)/ids.json") == "refused: No such file or directory", "the state directory masked below it")
+        let (c, _) = try CredentialTests.open(daemon, host, "org.example.c")
+        #expect(!Self.ask(c, "list-dir /tmp").contains(inTmp), "its /tmp is its own")
+        try Self.awaitTemplate(daemon, 1)
+        for id in ["org.example.d", "org.example.e"] {  // the whole view, then the template's
+            if id == "org.example.e" { try Self.awaitTemplate(daemon, 1) }
             let r = try daemon.extctl(["open", id], stdin: "")
             #expect(r.status == 1, "\(id): \(r)")
-            #expect(r.err.contains("sandbox: the file system view"), "\(id): \(r)")
             #expect(r.err.contains("is reached through a link or another mount"), "\(id): \(r)")
         }
+        host.close()
         #expect(daemon.stop() == 0)
     }
 

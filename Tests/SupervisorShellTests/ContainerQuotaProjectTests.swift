@@ -28,14 +28,21 @@ struct ContainerQuotaProjectTests {
         return k
     }
 
+    static let owner = FileOwner(uid: 70000, gid: 70000)
+
+    /// A kernel whose next project quotas come to `outcomes`, and a quota on it.
+    func quota(_ outcomes: [Result<ProjectQuotaOutcome, SystemError>]) -> (RecordingKernel, ContainerQuota) {
+        let k = kernel()
+        k.projectQuotas = outcomes
+        return (k, ContainerQuota(kernel: k, logger: Logger(label: "test"), interval: 60))
+    }
+
     func limits(_ k: RecordingKernel) -> [RecordingKernel.Call] {
         k.calls.filter { if case .limitTree = $0 { true } else { false } }
     }
 
     @Test func aContainerIsPutUnderItsQuotaOnceUntilItIsReplaced() {
-        let k = kernel()
-        k.projectQuotas = [.success(.limited), .success(.limited)]
-        let quota = ContainerQuota(kernel: k, logger: Logger(label: "test"), interval: 60)
+        let (k, quota) = quota([.success(.limited), .success(.limited)])
         quota.started("org.example.a", generation: 1, path: Self.a, limit: 1 << 20, owner: FileOwner(uid: 70000, gid: 70000))
         quota.started("org.example.a", generation: 2, path: Self.a, limit: 1 << 20, owner: FileOwner(uid: 70000, gid: 70000))
         #expect(limits(k) == [.limitTree(Self.a, project: 70000, limit: 1 << 20)], "one while the first is under way")
@@ -52,9 +59,7 @@ struct ContainerQuotaProjectTests {
     }
 
     @Test func aContainerReplacedWhileItIsTaggedIsTaggedAgain() {
-        let k = kernel()
-        k.projectQuotas = [.success(.limited), .success(.limited)]
-        let quota = ContainerQuota(kernel: k, logger: Logger(label: "test"), interval: 60)
+        let (k, quota) = quota([.success(.limited), .success(.limited)])
         quota.started("org.example.a", generation: 1, path: Self.a, limit: 1 << 20, owner: FileOwner(uid: 70000, gid: 70000))
         quota.containerReplaced(Self.a)
         k.finishBackgroundWork()  // the old tree's, set aside
@@ -63,9 +68,7 @@ struct ContainerQuotaProjectTests {
     }
 
     @Test func aFileSystemWithoutProjectQuotasIsNotTriedAgain() {
-        let k = kernel()
-        k.projectQuotas = [.success(.unavailable(SystemError("quotactl_fd", errno: ESRCH))), .success(.limited)]
-        let quota = ContainerQuota(kernel: k, logger: Logger(label: "test"), interval: 60)
+        let (k, quota) = quota([.success(.unavailable(SystemError("quotactl_fd", errno: ESRCH))), .success(.limited)])
         quota.started("org.example.a", generation: 1, path: Self.a, limit: 1 << 20, owner: FileOwner(uid: 70000, gid: 70000))
         k.finishBackgroundWork()
         quota.started("org.example.b", generation: 1, path: Self.b, limit: 1 << 20, owner: FileOwner(uid: 70001, gid: 70001))
@@ -75,14 +78,31 @@ struct ContainerQuotaProjectTests {
         #expect(limits(k).last == .limitTree(Self.elsewhere, project: 70002, limit: 1 << 20), "another file system is tried")
     }
 
-    @Test func aFailureIsTriedAgainAtTheNextLaunch() {
-        let k = kernel()
-        k.projectQuotas = [.failure(SystemError("set project", errno: EIO)), .success(.limited)]
-        let quota = ContainerQuota(kernel: k, logger: Logger(label: "test"), interval: 60)
-        quota.started("org.example.a", generation: 1, path: Self.a, limit: 1 << 20, owner: FileOwner(uid: 70000, gid: 70000))
+    @Test func aFailureIsNotTriedAgainUntilTheLimitChanges() {
+        let (k, quota) = quota([.failure(SystemError("set project", errno: EIO)), .success(.limited)])
+        let owner = Self.owner
+        quota.started("org.example.a", generation: 1, path: Self.a, limit: 1 << 20, owner: owner)
         k.finishBackgroundWork()
-        quota.started("org.example.a", generation: 2, path: Self.a, limit: 1 << 20, owner: FileOwner(uid: 70000, gid: 70000))
-        #expect(limits(k).count == 2)
+        quota.started("org.example.a", generation: 2, path: Self.a, limit: 1 << 20, owner: owner)
+        #expect(limits(k).count == 1, "not a walk and a warning at every launch")
+        quota.started("org.example.a", generation: 3, path: Self.a, limit: 2 << 20, owner: owner)
+        #expect(limits(k).count == 2, "a new limit is tried")
+    }
+
+    @Test func withoutTheFilterItsLimitIsLifted() {
+        let (k, quota) = quota([.success(.limited)])
+        quota.started("org.example.a", generation: 1, path: Self.a, limit: 1 << 20, owner: FileOwner(uid: 70000, gid: 70000), filtered: false)
+        #expect(limits(k) == [.limitTree(Self.a, project: 70000, limit: 0)], "it could take its files out: measured only")
+    }
+
+    @Test func aLiftAskedForDuringAWalkIsMadeWhenItEnds() {
+        let (k, quota) = quota([.success(.limited), .success(.limited)])
+        let owner = Self.owner
+        quota.started("org.example.a", generation: 1, path: Self.a, limit: 1 << 20, owner: owner)
+        quota.started("org.example.a", generation: 2, path: Self.a, limit: nil, owner: owner)
+        #expect(limits(k).count == 1)
+        k.finishBackgroundWork()
+        #expect(limits(k).last == .limitTree(Self.a, project: 70000, limit: 0))
     }
 
     @Test func theMeasurementGoesOnBesideIt() {
@@ -97,23 +117,18 @@ struct ContainerQuotaProjectTests {
     }
 
     @Test func onlyAnExtensionsOwnUidIsAProject() {
-        #expect(ContainerQuota.owner(of: Credentials(uid: 70000, gid: 70001, ownUID: true), filtered: true) == FileOwner(uid: 70000, gid: 70001))
-        #expect(ContainerQuota.owner(of: Credentials(uid: 1000, gid: 1000, ownUID: false), filtered: true) == nil, "a uid others may share")
-        #expect(ContainerQuota.owner(of: Credentials(uid: 0, gid: 0, ownUID: true), filtered: true) == nil, "project 0 is none")
-        #expect(ContainerQuota.owner(of: nil, filtered: true) == nil)
-        #expect(ContainerQuota.owner(of: Credentials(uid: 70000, gid: 70001, ownUID: true), filtered: false) == nil, "no filter: it could take its files out")
-        let k = kernel()
-        k.projectQuotas = [.success(.limited)]
-        let quota = ContainerQuota(kernel: k, logger: Logger(label: "test"), interval: 60)
+        #expect(ContainerQuota.owner(of: Credentials(uid: 70000, gid: 70001, ownUID: true)) == FileOwner(uid: 70000, gid: 70001))
+        #expect(ContainerQuota.owner(of: Credentials(uid: 1000, gid: 1000, ownUID: false)) == nil, "a uid others may share")
+        #expect(ContainerQuota.owner(of: Credentials(uid: 0, gid: 0, ownUID: true)) == nil, "project 0 is none")
+        #expect(ContainerQuota.owner(of: nil) == nil)
+        let (k, quota) = quota([.success(.limited)])
         quota.started("org.example.a", generation: 1, path: Self.a, limit: 1 << 20, owner: nil)
         #expect(limits(k).isEmpty, "no project")
     }
 
     @Test func aLaunchWithoutALimitLiftsTheOneSetBefore() {
-        let k = kernel()
-        k.projectQuotas = [.success(.limited), .success(.limited)]
-        let quota = ContainerQuota(kernel: k, logger: Logger(label: "test"), interval: 60)
-        let owner = FileOwner(uid: 70000, gid: 70000)
+        let (k, quota) = quota([.success(.limited), .success(.limited)])
+        let owner = Self.owner
         quota.started("org.example.a", generation: 1, path: Self.a, limit: 1 << 20, owner: owner)
         k.finishBackgroundWork()
         quota.started("org.example.a", generation: 2, path: Self.a, limit: nil, owner: owner)
@@ -124,10 +139,8 @@ struct ContainerQuotaProjectTests {
     }
 
     @Test func aContainerReplacedDuringAWalkIsTaggedAtOnce() {
-        let k = kernel()
-        k.projectQuotas = [.success(.limited), .success(.limited)]
-        let quota = ContainerQuota(kernel: k, logger: Logger(label: "test"), interval: 60)
-        let owner = FileOwner(uid: 70000, gid: 70000)
+        let (k, quota) = quota([.success(.limited), .success(.limited)])
+        let owner = Self.owner
         quota.started("org.example.a", generation: 1, path: Self.a, limit: 1 << 20, owner: owner)
         quota.containerReplaced(Self.a)
         quota.started("org.example.a", generation: 2, path: Self.a, limit: 1 << 20, owner: owner)
@@ -135,10 +148,8 @@ struct ContainerQuotaProjectTests {
     }
 
     @Test func aLimitChangedDuringAWalkIsSetWhenItEnds() {
-        let k = kernel()
-        k.projectQuotas = [.success(.limited), .success(.limited)]
-        let quota = ContainerQuota(kernel: k, logger: Logger(label: "test"), interval: 60)
-        let owner = FileOwner(uid: 70000, gid: 70000)
+        let (k, quota) = quota([.success(.limited), .success(.limited)])
+        let owner = Self.owner
         quota.started("org.example.a", generation: 1, path: Self.a, limit: 1 << 20, owner: owner)
         quota.started("org.example.a", generation: 2, path: Self.a, limit: 2 << 20, owner: owner)
         #expect(limits(k).count == 1, "one walk of the tree at a time")
