@@ -80,10 +80,11 @@ final class Sandboxing {
         // The cgroup tree (every other process's cgroup, pids and memory use) and the network
         // interfaces of the host (names and MAC addresses) are hidden as well: their list, and
         // the devices' directories it links to.
+        let realStateDirectory = kernel.resolvePath(stateDirectory) ?? stateDirectory
         masks =
             existing(["/home", "/root", "/run/user", "/sys/fs/cgroup", "/sys/class/net"] + Sandboxing.interfaceDirectories(kernel))
-            + [kernel.resolvePath(stateDirectory) ?? stateDirectory] + manifests
-        self.stateDirectory = kernel.resolvePath(stateDirectory) ?? stateDirectory
+            + [realStateDirectory] + manifests
+        self.stateDirectory = realStateDirectory
         scratch = existing(["/tmp", "/var/tmp"])
         protectedDirectories = Sandboxing.protectedDirectories(masks + scratch + ["/proc", "/dev", "/dev/shm"], kernel: kernel)
         templateMasks = SandboxView(scratch: [], masks: masks, readOnly: [], writable: []).mounts.map(\.path)
