@@ -60,11 +60,14 @@ func defaultsProbe(_ line: String, _ channel: RequestChannel) -> String? {
         return "reads \(count) last \(last)"
     case "open-url":
         let url = word(1)
+        // Said before the open starts: its answer ("opened false" at once for a scheme no app
+        // declares) must not overtake it. "" tells the caller the reply is sent.
+        reply(channel, "opening")
         Task {
             let opened = await ExtensionContext.open(url)
             reply(channel, "opened \(opened)")
         }
-        return "opening"
+        return ""
     default:
         return nil
     }

@@ -413,7 +413,9 @@ ExtensionMain.run { request in
                 let bytes = try! WireEncoder.encoded(.release(assertionID: 999_999))
                 while (try? raw.send(bytes)) != nil {}
             }
-        default: reply(channel, defaultsProbe(line, channel) ?? secretProbe(line) ?? transferProbe(line) ?? sandboxProbe(words) ?? "unknown command")
+        default:
+            let answer = defaultsProbe(line, channel) ?? secretProbe(line) ?? transferProbe(line) ?? sandboxProbe(words) ?? "unknown command"
+            if !answer.isEmpty { reply(channel, answer) }  // "": the probe replied itself
         }
     }
     channel.close()
